@@ -1,0 +1,472 @@
+"""Handlers for the data-plane APIs: one node (id 0) that leads every partition at leader epoch 0.
+
+Each handler takes a decoded `Request` and returns the response body (or None when no response is
+due, i.e. Produce with acks=0). Kafka errors are per-topic/partition values in the response; only
+malformed bytes close a connection, and that happens in the protocol layer before we get here.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request, api_versions_body
+from tenure.protocol.errors import ErrorCode
+from tenure.storage import InvalidBatch, parse_batches
+
+from .producers import ProducerStates
+from .topics import DEFAULT_TOPIC_CONFIGS, TopicError, TopicRegistry, validate_topic_name
+
+log = logging.getLogger("tenure.broker")
+
+NODE_ID = 0
+LEADER_EPOCH = 0
+MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
+
+# DescribeConfigs sources
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# FindCoordinator key types
+KEY_GROUP = 0
+
+
+@dataclass
+class Node:
+    host: str
+    port: int
+    node_id: int = NODE_ID
+
+
+def _resp(api_key: int):
+    return SUPPORTED[api_key].response
+
+
+class Broker:
+    def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
+                 auto_create_topics: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.node = node
+        self.topics = topics
+        self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
+        self.auto_create_topics = auto_create_topics
+        self.producers = ProducerStates()
+        self._clock = clock
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self.handlers: dict[int, Callable[[Request], Any]] = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+            10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
+            20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
+            32: self.describe_configs, 37: self.create_partitions, 60: self.describe_cluster,
+        }
+
+    # ---------------------------------------------------------------- ApiVersions / Metadata
+    async def api_versions(self, req: Request):
+        return api_versions_body(req.api_version)
+
+    async def metadata(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(3)
+        if body.topics is None or (v == 0 and not body.topics):
+            wanted = [(t.name, None) for t in self.topics.all()]
+        else:
+            wanted = [(t.name, t.topic_id) for t in body.topics]
+        auto = body.allow_auto_topic_creation if v >= 4 else True
+        out = []
+        for name, topic_id in wanted:
+            if name is None and topic_id is not None:
+                topic = self.topics.by_id(topic_id)
+                if topic is None:
+                    out.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                       topic_id=topic_id, partitions=[],
+                                                       authorized_operations=None))
+                    continue
+                name = topic.name
+            topic = self.topics.get(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                except TopicError as exc:
+                    out.append(self._missing_topic(R, name, exc.code))
+                    continue
+                if auto and self.auto_create_topics:
+                    topic = self.topics.create(name)
+                    log.info("auto-created topic %s with %d partitions", name, len(topic.partitions))
+                else:
+                    out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+            P = R.MetadataResponseTopic.MetadataResponsePartition
+            parts = [P(error_code=0, partition_index=i, leader_id=self.node.node_id, leader_epoch=LEADER_EPOCH,
+                       replica_nodes=[self.node.node_id], isr_nodes=[self.node.node_id], offline_replicas=[])
+                     for i in range(len(topic.partitions))]
+            out.append(R.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
+                                               is_internal=topic.internal, partitions=parts,
+                                               authorized_operations=None))
+        return R(throttle_time_ms=0, brokers=[self._broker(R.MetadataResponseBroker)],
+                 cluster_id=self.cluster_id, controller_id=self.node.node_id, topics=out,
+                 authorized_operations=None)
+
+    @staticmethod
+    def _missing_topic(R, name, code):
+        return R.MetadataResponseTopic(error_code=code, name=name, topic_id=uuid.UUID(int=0),
+                                       is_internal=False, partitions=[],
+                                       authorized_operations=None)
+
+    def _broker(self, cls):
+        return cls(node_id=self.node.node_id, host=self.node.host, port=self.node.port, rack=None)
+
+    async def describe_cluster(self, req: Request):
+        R = _resp(60)
+        return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+                 cluster_id=self.cluster_id, controller_id=self.node.node_id,
+                 brokers=[R.DescribeClusterBroker(broker_id=self.node.node_id, host=self.node.host,
+                                                  port=self.node.port, rack=None)],
+                 authorized_operations=None)
+
+    async def find_coordinator(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(10)
+        if v < 4:
+            code, msg = self._coordinator_for(body.key_type if v >= 1 else KEY_GROUP)
+            node = self.node if code == 0 else Node("", -1, -1)
+            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.node_id,
+                     host=node.host, port=node.port)
+        coords = []
+        for key in body.coordinator_keys:
+            code, msg = self._coordinator_for(body.key_type)
+            node = self.node if code == 0 else Node("", -1, -1)
+            coords.append(R.Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
+                                        error_code=code, error_message=msg))
+        return R(throttle_time_ms=0, coordinators=coords)
+
+    @staticmethod
+    def _coordinator_for(key_type: int) -> tuple[int, str | None]:
+        if key_type == KEY_GROUP:
+            return ErrorCode.NONE, None
+        kind = {1: "transaction", 2: "share group"}.get(key_type, f"key type {key_type}")
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator"
+
+    # ---------------------------------------------------------------- topics admin
+    async def create_topics(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(19)
+        results = []
+        for t in body.topics:
+            configs = {c.name: c.value for c in t.configs}
+            res = R.CreatableTopicResult(name=t.name, topic_id=uuid.UUID(int=0), error_code=0,
+                                         error_message=None, num_partitions=-1, replication_factor=-1,
+                                         configs=[])
+            try:
+                if t.assignments:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "manual replica assignment is not supported by tenure (one broker)")
+                if body.validate_only:
+                    n = self.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
+                    res.num_partitions, res.replication_factor = n, 1
+                else:
+                    topic = self.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
+                    res.topic_id = topic.topic_id
+                    res.num_partitions, res.replication_factor = len(topic.partitions), 1
+                    log.info("created topic %s with %d partitions", t.name, len(topic.partitions))
+                if v >= 5:
+                    res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
+                        name=k, value=configs.get(k, d), read_only=False,
+                        config_source=SOURCE_DYNAMIC_TOPIC if k in configs else SOURCE_DEFAULT,
+                        is_sensitive=False) for k, d in DEFAULT_TOPIC_CONFIGS.items()]
+            except TopicError as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+            results.append(res)
+        return R(throttle_time_ms=0, topics=results)
+
+    async def delete_topics(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(20)
+        wanted = [(s.name, s.topic_id) for s in body.topics] if v >= 6 else [(n, None) for n in body.topic_names]
+        out = []
+        for name, topic_id in wanted:
+            res = R.DeletableTopicResult(name=name, topic_id=topic_id or uuid.UUID(int=0), error_code=0,
+                                         error_message=None)
+            try:
+                if name is None and topic_id is not None:
+                    topic = self.topics.by_id(topic_id)
+                    if topic is None:
+                        raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
+                    name = res.name = topic.name
+                topic = self.topics.delete(name)
+                res.topic_id = topic.topic_id
+                self.producers.forget_topic(name)
+                self._wake_topic(name, len(topic.partitions))
+                log.info("deleted topic %s", name)
+            except TopicError as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+            out.append(res)
+        return R(throttle_time_ms=0, responses=out)
+
+    async def create_partitions(self, req: Request):
+        body = req.body
+        R = _resp(37)
+        out = []
+        for t in body.topics:
+            res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
+            try:
+                if t.assignments:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "manual replica assignment is not supported by tenure (one broker)")
+                self.topics.add_partitions(t.name, t.count, body.validate_only)
+            except TopicError as exc:
+                res.error_code, res.error_message = exc.code, exc.message
+            out.append(res)
+        return R(throttle_time_ms=0, results=out)
+
+    async def describe_configs(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(32)
+        C = R.DescribeConfigsResult.DescribeConfigsResourceResult
+        results = []
+        for res in body.resources:
+            entry = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
+                                            resource_name=res.resource_name, configs=[])
+            if res.resource_type == RESOURCE_TOPIC:
+                topic = self.topics.get(res.resource_name)
+                if topic is None:
+                    entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    entry.error_message = f"topic {res.resource_name!r} does not exist"
+                    results.append(entry)
+                    continue
+                items = [(k, topic.configs.get(k, d), SOURCE_DYNAMIC_TOPIC if k in topic.configs else SOURCE_DEFAULT)
+                         for k, d in DEFAULT_TOPIC_CONFIGS.items()]
+            elif res.resource_type == RESOURCE_BROKER:
+                items = [(k, val, SOURCE_STATIC_BROKER) for k, val in self.broker_configs().items()]
+            else:
+                entry.error_code = ErrorCode.INVALID_REQUEST
+                entry.error_message = f"resource type {res.resource_type} is not described by tenure"
+                results.append(entry)
+                continue
+            keys = res.configuration_keys
+            entry.configs = [C(name=k, value=val, read_only=False, config_source=src,
+                               is_default=src == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
+                               config_type=0, documentation=None)
+                             for k, val, src in items if keys is None or k in keys]
+            results.append(entry)
+        return R(throttle_time_ms=0, results=results)
+
+    def broker_configs(self) -> dict[str, str]:
+        return {
+            "broker.id": str(self.node.node_id),
+            "num.partitions": str(self.topics.default_partitions),
+            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
+            "default.replication.factor": "1",
+            "offsets.topic.replication.factor": "1",
+        }
+
+    # ---------------------------------------------------------------- producing
+    async def init_producer_id(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(22)
+        if body.transactional_id is not None:
+            return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        pid, epoch = self.producers.allocate(body.producer_id if v >= 3 else -1,
+                                             body.producer_epoch if v >= 3 else -1)
+        return R(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
+
+    async def produce(self, req: Request):
+        body = req.body
+        R = _resp(0)
+        TR, PR = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
+        if body.transactional_id is not None:
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif body.acks not in (0, 1, -1):
+            code = ErrorCode.INVALID_REQUIRED_ACKS
+        else:
+            code = ErrorCode.NONE
+        out = []
+        for td in body.topic_data:
+            parts = []
+            for pd in td.partition_data:
+                if code:
+                    parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
+                    continue
+                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records))
+            out.append(TR(name=td.name, partition_responses=parts))
+        if body.acks == 0:
+            return None
+        return R(responses=out, throttle_time_ms=0)
+
+    def _produce_partition(self, PR, topic: str, index: int, records):
+        log_ = self.topics.partition(topic, index)
+        if log_ is None:
+            return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
+                      error_message=f"unknown topic-partition {topic}-{index}")
+        try:
+            if not records:
+                raise InvalidBatch("produce request carries no record batch")
+            headers = parse_batches(records)
+            for h in headers:
+                if h.size > MAX_BATCH_BYTES:
+                    raise InvalidBatch(f"batch of {h.size} bytes exceeds max.message.bytes {MAX_BATCH_BYTES}",
+                                       ErrorCode.MESSAGE_TOO_LARGE)
+                if h.is_transactional or h.is_control:
+                    raise InvalidBatch("transactional batches are not supported by tenure",
+                                       ErrorCode.INVALID_REQUEST)
+        except InvalidBatch as exc:
+            log.info("rejected produce to %s-%d: %s", topic, index, exc)
+            return PR(index=index, error_code=exc.error_code, base_offset=-1, error_message=str(exc))
+        if len(headers) == 1:
+            code, dup = self.producers.check(topic, index, headers[0])
+            if code:
+                return PR(index=index, error_code=code, base_offset=-1, log_start_offset=log_.log_start_offset)
+            if dup is not None:
+                return PR(index=index, error_code=0, base_offset=dup, log_append_time_ms=-1,
+                          log_start_offset=log_.log_start_offset)
+        base, stamped = log_.append(bytes(records), LEADER_EPOCH)
+        for h in stamped:
+            self.producers.appended(topic, index, h)
+        self._wake(topic, index)
+        return PR(index=index, error_code=0, base_offset=base, log_append_time_ms=-1,
+                  log_start_offset=log_.log_start_offset, record_errors=[], error_message=None)
+
+    # ---------------------------------------------------------------- fetching
+    def _wake(self, topic: str, index: int) -> None:
+        for fut in self._waiters.pop((topic, index), ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _wake_topic(self, topic: str, partitions: int) -> None:
+        for i in range(partitions):
+            self._wake(topic, i)
+
+    def _resolve_fetch_topic(self, t, v):
+        if v >= 13:
+            topic = self.topics.by_id(t.topic_id)
+            return topic, (topic.name if topic else None)
+        return self.topics.get(t.topic), t.topic
+
+    async def fetch(self, req: Request):
+        body, v = req.body, req.api_version
+        deadline = self._clock() + max(body.max_wait_ms, 0) / 1000.0
+        while True:
+            resp, total, had_error, keys = self._fetch_once(body, v)
+            remaining = deadline - self._clock()
+            if total >= body.min_bytes or had_error or remaining <= 0 or not keys:
+                return resp
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            for key in keys:
+                self._waiters.setdefault(key, set()).add(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                for key in keys:
+                    s = self._waiters.get(key)
+                    if s is not None:
+                        s.discard(fut)
+                        if not s:
+                            del self._waiters[key]
+
+    def _fetch_once(self, body, v):
+        R = _resp(1)
+        TR, PD = R.FetchableTopicResponse, R.FetchableTopicResponse.PartitionData
+        budget = body.max_bytes if v >= 3 else 2**31 - 1
+        total = 0
+        had_error = False
+        keys: list[tuple[str, int]] = []
+        topics_out = []
+        for t in body.topics:
+            topic, name = self._resolve_fetch_topic(t, v)
+            parts = []
+            for p in t.partitions:
+                pd = PD(partition_index=p.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+                        log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
+                parts.append(pd)
+                if topic is None or not 0 <= p.partition < len(topic.partitions):
+                    pd.error_code = (ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 and topic is None
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    had_error = True
+                    continue
+                if v >= 9 and p.current_leader_epoch > LEADER_EPOCH:
+                    pd.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    had_error = True
+                    continue
+                plog = topic.partitions[p.partition]
+                pd.high_watermark = pd.last_stable_offset = plog.log_end_offset
+                pd.log_start_offset = plog.log_start_offset
+                if not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
+                    pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    had_error = True
+                    continue
+                keys.append((name, p.partition))
+                if p.fetch_offset == plog.log_end_offset or (total and budget - total <= 0):
+                    continue
+                limit = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
+                data = plog.read(p.fetch_offset, max(limit, 1))
+                pd.records = data
+                total += len(data)
+            topics_out.append(TR(topic=name or "", topic_id=getattr(t, "topic_id", None) if v >= 13 else None,
+                                 partitions=parts))
+        resp = R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out)
+        return resp, total, had_error, keys
+
+    async def list_offsets(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(2)
+        TR, PR = R.ListOffsetsTopicResponse, R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+        out = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                pr = PR(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
+                        leader_epoch=LEADER_EPOCH)
+                parts.append(pr)
+                plog = self.topics.partition(t.name, p.partition_index)
+                if plog is None:
+                    pr.error_code, pr.leader_epoch = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+                    continue
+                if v >= 4 and p.current_leader_epoch > LEADER_EPOCH:
+                    pr.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    continue
+                ts = p.timestamp
+                if ts == -1:            # LATEST
+                    pr.offset = plog.log_end_offset
+                elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
+                    pr.offset = plog.log_start_offset
+                elif ts == -3:          # MAX_TIMESTAMP
+                    found = plog.max_timestamp()
+                    if found:
+                        pr.offset, pr.timestamp = found
+                elif ts < 0:
+                    pr.error_code = ErrorCode.INVALID_REQUEST
+                else:
+                    found = plog.offset_for_timestamp(ts)
+                    if found:
+                        pr.offset, pr.timestamp = found
+            out.append(TR(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)
+
+    async def offset_for_leader_epoch(self, req: Request):
+        body = req.body
+        R = _resp(23)
+        TR, E = R.OffsetForLeaderTopicResult, R.OffsetForLeaderTopicResult.EpochEndOffset
+        out = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                plog = self.topics.partition(t.topic, p.partition)
+                e = E(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
+                if plog is None:
+                    e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif p.current_leader_epoch > LEADER_EPOCH:
+                    e.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                elif p.leader_epoch <= LEADER_EPOCH:
+                    e.leader_epoch, e.end_offset = LEADER_EPOCH, plog.log_end_offset
+                parts.append(e)
+            out.append(TR(topic=t.topic, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)

@@ -1,0 +1,136 @@
+"""The topic catalogue: names, topic ids, partitions (each a storage `Log`) and topic configs."""
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tenure.protocol.errors import ErrorCode
+from tenure.storage import Log, MemoryLog
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+
+DEFAULT_TOPIC_CONFIGS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": "1073741824",
+    "max.message.bytes": "1048588",
+    "min.insync.replicas": "1",
+    "message.timestamp.type": "CreateTime",
+    "min.compaction.lag.ms": "0",
+    "delete.retention.ms": "86400000",
+}
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[Log]
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def config(self, name: str) -> str | None:
+        return self.configs.get(name, DEFAULT_TOPIC_CONFIGS.get(name))
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic name is {len(name)} characters, the maximum is {MAX_NAME_LENGTH}")
+    if not _LEGAL.match(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+
+
+class TopicRegistry:
+    def __init__(self, default_partitions: int = 1,
+                 log_factory: Callable[[str, int], Log] | None = None) -> None:
+        self.default_partitions = default_partitions
+        self._log_factory = log_factory or (lambda topic, partition: MemoryLog())
+        self._by_name: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str) -> Topic | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[Topic]:
+        return list(self._by_name.values())
+
+    def partition(self, name: str, index: int) -> Log | None:
+        t = self._by_name.get(name)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    def check_create(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str]) -> int:
+        """Validate a creation; returns the partition count it would get."""
+        validate_topic_name(name)
+        if name in self._by_name:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        n = self.default_partitions if partitions == -1 else partitions
+        if n <= 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {n}")
+        if replication_factor not in (-1, 1):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {replication_factor} is larger than the 1 available broker")
+        for key in configs:
+            if key not in DEFAULT_TOPIC_CONFIGS:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
+        return n
+
+    def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
+               configs: dict[str, str] | None = None, internal: bool = False,
+               topic_id: uuid.UUID | None = None) -> Topic:
+        configs = dict(configs or {})
+        n = self.check_create(name, partitions, replication_factor, configs)
+        topic = Topic(name, topic_id or uuid.uuid4(), [self._log_factory(name, i) for i in range(n)],
+                      configs, internal)
+        self._by_name[name] = topic
+        self._by_id[topic.topic_id] = topic
+        return topic
+
+    def delete(self, name: str) -> Topic:
+        topic = self._by_name.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        if topic.internal:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"internal topic {name!r} cannot be deleted")
+        del self._by_name[name]
+        del self._by_id[topic.topic_id]
+        for log in topic.partitions:
+            log.close()
+        return topic
+
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        topic = self._by_name.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        have = len(topic.partitions)
+        if total <= have:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic {name!r} has {have} partitions; cannot change it to {total}")
+        if not validate_only:
+            topic.partitions.extend(self._log_factory(name, i) for i in range(have, total))

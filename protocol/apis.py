@@ -1,0 +1,77 @@
+"""The one table of APIs and version ranges this server serves; ApiVersions is generated from it.
+
+An API appears here only once its handler is real. Request/response classes are kafka-python 3's
+schema-driven `ApiMessage` codecs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeClusterRequest, DescribeClusterResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse,
+    MetadataRequest, MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest, InitProducerIdResponse,
+    ProduceRequest, ProduceResponse,
+)
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: int
+    name: str
+    request: type
+    response: type
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def flexible(self, version: int) -> bool:
+        return self.request.flexible_version_q(version)
+
+
+def _spec(req, resp, lo: int, hi: int) -> ApiSpec:
+    assert req.API_KEY == resp.API_KEY
+    assert hi <= req.max_version and hi <= resp.max_version, (req.name, hi)
+    return ApiSpec(req.API_KEY, req.name.removesuffix("Request"), req, resp, lo, hi)
+
+
+_TABLE = [
+    _spec(ProduceRequest, ProduceResponse, 3, 11),
+    _spec(FetchRequest, FetchResponse, 4, 16),
+    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 8),
+    _spec(MetadataRequest, MetadataResponse, 0, 12),
+    _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
+    _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+    _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+    _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+]
+
+SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
+API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
+
+
+def api_version_ranges() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every served API, sorted by key."""
+    return [(s.key, s.min_version, s.max_version) for s in sorted(_TABLE, key=lambda s: s.key)]

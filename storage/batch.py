@@ -1,0 +1,133 @@
+"""RecordBatch v2 (magic 2) headers: parse, validate the CRC-32C, restamp the base offset.
+
+The record layout constants come from kafka-python's `DefaultRecordBase` (one codec engine); CRC-32C
+from the `crc32c` package. The CRC covers attributes..end, so restamping the base offset and the
+partition leader epoch (as a broker does on append) leaves it valid.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+from kafka.record.default_records import DefaultRecordBase
+
+HEADER = DefaultRecordBase.HEADER_STRUCT          # >qiibIhiqqqhii, 61 bytes
+HEADER_SIZE = HEADER.size
+LOG_OVERHEAD = DefaultRecordBase.AFTER_LEN_OFFSET  # baseOffset + batchLength = 12
+CRC_OFFSET = DefaultRecordBase.CRC_OFFSET
+ATTRIBUTES_OFFSET = DefaultRecordBase.ATTRIBUTES_OFFSET
+MAGIC_OFFSET = 16
+_BASE_AND_LEN = struct.Struct(">qi")
+_EPOCH = struct.Struct(">i")
+_BASE = struct.Struct(">q")
+
+CONTROL_FLAG = DefaultRecordBase.CONTROL_MASK
+TRANSACTIONAL_FLAG = DefaultRecordBase.TRANSACTIONAL_MASK
+NO_PRODUCER_ID = -1
+
+
+class InvalidBatch(ValueError):
+    """Bytes that are not a well-formed RecordBatch v2; `error_code` is the Kafka error to answer."""
+
+    def __init__(self, message: str, error_code: int = 2) -> None:  # CORRUPT_MESSAGE
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_header(buf, position: int = 0) -> BatchHeader:
+    if len(buf) - position < HEADER_SIZE:
+        raise InvalidBatch(f"truncated batch header at byte {position}")
+    magic = buf[position + MAGIC_OFFSET]
+    if magic != 2:
+        raise InvalidBatch(f"batch at byte {position} has magic {magic}; only RecordBatch v2 is served",
+                           error_code=43)  # UNSUPPORTED_FOR_MESSAGE_FORMAT
+    fields = HEADER.unpack_from(buf, position)
+    return BatchHeader(position, *fields)
+
+
+def parse_batches(buf, verify_crc: bool = True) -> list[BatchHeader]:
+    """Split a concatenation of batches into headers; raise InvalidBatch on any defect."""
+    view = memoryview(buf)
+    headers: list[BatchHeader] = []
+    pos = 0
+    while pos < len(view):
+        h = read_header(view, pos)
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise InvalidBatch(f"batch at byte {pos} declares length {h.batch_length}, below a header")
+        end = pos + h.size
+        if end > len(view):
+            raise InvalidBatch(f"batch at byte {pos} declares {h.size} bytes, only {len(view) - pos} present")
+        if h.last_offset_delta < 0 or h.records_count < 0:
+            raise InvalidBatch(f"batch at byte {pos} has negative counts")
+        if verify_crc:
+            actual = crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:end])
+            if actual != h.crc:
+                raise InvalidBatch(f"batch at byte {pos}: CRC-32C {actual:#010x} != stored {h.crc:#010x}")
+        headers.append(h)
+        pos = end
+    return headers
+
+
+def restamp(batch: bytearray, position: int, base_offset: int, leader_epoch: int) -> None:
+    """Assign the broker's base offset and leader epoch in place (outside the CRC's coverage)."""
+    _BASE.pack_into(batch, position, base_offset)
+    _EPOCH.pack_into(batch, position + LOG_OVERHEAD, leader_epoch)
+
+
+def first_record_at_or_after(batch: bytes, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record in `batch` whose timestamp >= `timestamp`.
+
+    Uses kafka-python's record reader (which decompresses where the codec is installed); returns
+    None if no record qualifies.
+    """
+    from kafka.record.default_records import DefaultRecordBatch
+
+    for rec in DefaultRecordBatch(bytes(batch)):
+        if rec.timestamp >= timestamp:
+            return rec.offset, rec.timestamp
+    return None

@@ -1,0 +1,77 @@
+"""Command line: `tenure serve ...`. `main(argv) -> int` so tests can run it in-process."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .config import ServerConfig
+from .server import Server
+
+log = logging.getLogger("tenure")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tenure", description="A Kafka-compatible test server built around "
+                                "static group membership (KIP-345).")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the server until SIGINT/SIGTERM")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=9092, help="port to bind; 0 picks a free one (default 9092)")
+    s.add_argument("--advertised-host", default=None, help="host clients are told to connect to "
+                   "(default: --host)")
+    s.add_argument("--data-dir", default=None, help="keep logs on disk here (default: in memory)")
+    s.add_argument("--default-partitions", type=int, default=1,
+                   help="partitions of auto-created topics and of CreateTopics with -1 (default 1)")
+    s.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false",
+                   help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
+    s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
+                   help="largest request frame accepted; larger ones close the connection")
+    s.add_argument("--log-level", default="INFO")
+    return p
+
+
+def _config(args: argparse.Namespace) -> ServerConfig:
+    if args.default_partitions < 1:
+        raise SystemExit("tenure: --default-partitions must be at least 1")
+    return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
+                        data_dir=args.data_dir, default_partitions=args.default_partitions,
+                        auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes)
+
+
+async def _serve(config: ServerConfig) -> int:
+    server = Server(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"tenure listening on {server.bootstrap}", flush=True)
+    log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+    await stop.wait()
+    log.info("shutting down")
+    await server.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        try:
+            config = _config(args)
+            return asyncio.run(_serve(config))
+        except NotImplementedError as exc:
+            print(f"tenure: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"tenure: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            return 1
+    return 2
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Server configuration: one frozen value built by the CLI, the pytest fixtures or user code."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    data_dir: str | None = None
+    default_partitions: int = 1
+    auto_create_topics: bool = True
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    shutdown_timeout_s: float = 5.0
+    cluster_id: str | None = None

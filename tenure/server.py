@@ -1,0 +1,171 @@
+"""The asyncio shell: accept connections, move frames to the sans-IO codec and the handlers, write
+responses back in request order. Nothing here knows Kafka semantics beyond "one request, at most one
+response, in order" - that lives in protocol/, broker/ and coordinator/.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+
+from tenure.broker.dataplane import Broker, Node
+from tenure.broker.topics import TopicRegistry
+from tenure.protocol.codec import (
+    UnsupportedApiVersions, decode_request, encode_response, encode_unsupported_api_versions,
+)
+from tenure.protocol.errors import ClientProtocolError
+from tenure.protocol.framing import FrameDecoder
+
+from .config import ServerConfig
+
+log = logging.getLogger("tenure.server")
+READ_CHUNK = 256 * 1024
+
+
+class Server:
+    def __init__(self, config: ServerConfig = ServerConfig()) -> None:
+        if config.data_dir is not None:
+            raise NotImplementedError("--data-dir (the on-disk segment log) is not built yet; "
+                                      "tenure keeps partitions in memory")
+        self.config = config
+        self.node = Node(config.advertised_host or config.host, config.port)
+        self.topics = TopicRegistry(config.default_partitions)
+        self.broker = Broker(self.node, self.topics, cluster_id=config.cluster_id,
+                             auto_create_topics=config.auto_create_topics)
+        self.handlers = dict(self.broker.handlers)
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: dict[int, asyncio.Task] = {}
+        self._ids = itertools.count(1)
+        self.port: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.node.host}:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
+                                                  reuse_address=True, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.node.port = self.port
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn_id = next(self._ids)
+        self._conns[conn_id] = asyncio.current_task()
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._serve(conn_id, peer, reader, writer)
+        except asyncio.CancelledError:
+            pass
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %d from %s: %s", conn_id, peer, exc)
+        except Exception:
+            log.exception("connection %d from %s: internal error; closing it", conn_id, peer)
+        finally:
+            self._conns.pop(conn_id, None)
+            writer.close()
+            try:
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+            except (Exception, asyncio.CancelledError):
+                pass
+
+    async def _serve(self, conn_id: int, peer, reader, writer) -> None:
+        decoder = FrameDecoder(self.config.max_frame_bytes)
+        while True:
+            data = await reader.read(READ_CHUNK)
+            if not data:
+                return
+            try:
+                frames = decoder.feed(data)
+                for payload in frames:
+                    req = decode_request(payload)
+                    if isinstance(req, UnsupportedApiVersions):
+                        log.info("connection %d: ApiVersions v%d is not served; answering v0 with error 35",
+                                 conn_id, req.api_version)
+                        writer.write(encode_unsupported_api_versions(req))
+                        await writer.drain()
+                        continue
+                    body = await self.handlers[req.api_key](req)
+                    if body is not None:
+                        writer.write(encode_response(req, body))
+                        await writer.drain()
+            except ClientProtocolError as exc:
+                log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
+                return
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        tasks = list(self._conns.values())
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_s)
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), self.config.shutdown_timeout_s)
+            except asyncio.TimeoutError:
+                log.warning("listener did not close within %.1fs", self.config.shutdown_timeout_s)
+        for topic in self.topics.all():
+            for plog in topic.partitions:
+                plog.close()
+
+
+class ServerThread:
+    """An in-process server on its own event loop thread: for tests driving synchronous clients."""
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig(port=0)
+        self.loop = asyncio.new_event_loop()
+        self.server: Server | None = None
+        self._thread = threading.Thread(target=self._run, name="tenure-server", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.server = Server(self.config)
+            self.loop.run_until_complete(self.server.start())
+        except BaseException as exc:  # reported to the starting thread
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self.server.close())
+        self.loop.close()
+
+    def start(self) -> "ServerThread":
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.server is not None
+        return self.server.bootstrap
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None and self.server.port is not None
+        return self.server.port
+
+    def call(self, fn, *args):
+        """Run fn(*args) on the server's loop and return its result (for inspection in tests)."""
+        async def run():
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(30)
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
