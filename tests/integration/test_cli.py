@@ -1,0 +1,61 @@
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tenure.cli import main
+from tests.support.clients import confluent_round_trip
+
+READY = re.compile(r"^tenure listening on 127\.0\.0\.1:(\d+)$")
+
+
+def _start(*args):
+    proc = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().rstrip("\n")
+    return proc, line
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_prints_one_ready_line_serves_and_exits_0_on_signal(sig):
+    proc, line = _start("--default-partitions", "2")
+    try:
+        m = READY.match(line)
+        assert m, line
+        bootstrap = f"127.0.0.1:{m.group(1)}"
+        produced, consumed = confluent_round_trip(bootstrap, "cli-topic", partitions=2, n=4)
+        assert len(consumed) == 4
+        proc.send_signal(sig)
+        assert proc.wait(timeout=15) == 0
+        assert proc.stdout.read() == ""  # exactly one line on stdout; logs go to stderr
+        assert "shutting down" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_advertised_host_is_what_metadata_reports():
+    proc, line = _start("--advertised-host", "localhost")
+    try:
+        port = int(line.rsplit(":", 1)[1])
+        from tests.support.wire import WireClient, metadata_request
+        with WireClient("127.0.0.1", port) as c:
+            md = c.call(metadata_request(), 12)
+        assert [(b.host, b.port) for b in md.brokers] == [("localhost", port)]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_port_in_use_is_a_clear_error(tenure_server, capsys):
+    assert main(["serve", "--port", str(tenure_server.port)]) == 1
+    assert "cannot listen" in capsys.readouterr().err
+
+
+def test_bad_arguments_exit_nonzero():
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--default-partitions", "0"])
+    assert "at least 1" in str(exc.value)

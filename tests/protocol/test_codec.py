@@ -1,0 +1,97 @@
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.consumer import FetchRequest
+
+from tenure.protocol.apis import SUPPORTED, api_version_ranges
+from tenure.protocol.codec import (
+    Request, UnsupportedApiVersions, api_versions_body, decode_request, encode_response,
+    encode_unsupported_api_versions,
+)
+from tenure.protocol.errors import ClientProtocolError, ErrorCode, MalformedRequest, UnsupportedApi
+from tests.support.wire import request_bytes
+
+ALL_VERSIONS = [(s.key, v) for s in SUPPORTED.values() for v in range(s.min_version, s.max_version + 1)]
+
+
+@pytest.mark.parametrize("api_key,version", ALL_VERSIONS)
+def test_every_served_api_version_decodes_a_default_request(api_key, version):
+    spec = SUPPORTED[api_key]
+    payload = request_bytes(spec.request(), version, correlation_id=77, client_id="cid")[4:]
+    req = decode_request(payload)
+    assert isinstance(req, Request)
+    assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == (api_key, version, 77, "cid")
+
+
+def test_flexible_request_header_v2_and_nonflexible_v1():
+    for version in (8, 9):  # Metadata v9 is the first flexible version
+        payload = request_bytes(MetadataRequest(topics=None), version, correlation_id=5)[4:]
+        req = decode_request(payload)
+        assert req.body.topics is None and req.correlation_id == 5
+
+
+def test_api_versions_response_header_is_v0_even_when_flexible():
+    req = decode_request(request_bytes(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+                                       3, correlation_id=9)[4:])
+    out = encode_response(req, api_versions_body(3))
+    # header v0: size, correlation id, then the body's error code straight away (no tagged-field byte)
+    size, cid, err = struct.unpack_from(">iih", out, 0)
+    assert (size, cid, err) == (len(out) - 4, 9, 0)
+    resp = ApiVersionsResponse.decode(out, version=3, header=True, framed=True)
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == api_version_ranges()
+
+
+def test_api_versions_at_unknown_version_gets_v0_error_35_with_ranges():
+    payload = bytearray(request_bytes(ApiVersionsRequest(), 4, correlation_id=11)[4:])
+    struct.pack_into(">h", payload, 2, 99)  # a version from the future
+    req = decode_request(bytes(payload))
+    assert req == UnsupportedApiVersions(11, 99)
+    out = encode_unsupported_api_versions(req)
+    resp = ApiVersionsResponse.decode(out, version=0, header=True, framed=True)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert resp.header.correlation_id == 11
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == api_version_ranges()
+
+
+def test_unserved_api_key_is_rejected():
+    payload = bytearray(request_bytes(MetadataRequest(topics=None), 1)[4:])
+    struct.pack_into(">h", payload, 0, 57)  # UpdateFeatures: not served
+    with pytest.raises(UnsupportedApi):
+        decode_request(bytes(payload))
+
+
+def test_version_outside_the_table_is_rejected():
+    with pytest.raises(UnsupportedApi):
+        decode_request(request_bytes(FetchRequest(), 3)[4:])  # Fetch starts at v4 here
+
+
+def test_short_and_truncated_requests_are_malformed():
+    with pytest.raises(MalformedRequest):
+        decode_request(b"\x00\x03\x00")
+    full = request_bytes(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="abc")]), 12)[4:]
+    for cut in range(8, len(full) - 1):
+        with pytest.raises(ClientProtocolError):
+            decode_request(full[:cut])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.binary(max_size=200), st.sampled_from(ALL_VERSIONS))
+def test_fuzz_parse_or_protocol_error_nothing_else(tail, key_version):
+    api_key, version = key_version
+    payload = struct.pack(">hhi", api_key, version, 1) + tail
+    try:
+        decode_request(payload)
+    except ClientProtocolError:
+        pass
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(min_size=0, max_size=120))
+def test_fuzz_any_bytes(payload):
+    try:
+        decode_request(payload)
+    except ClientProtocolError:
+        pass

@@ -1,0 +1,57 @@
+import struct
+
+import pytest
+
+from tenure.storage import InvalidBatch, MemoryLog, parse_batches
+from tenure.storage.batch import CRC_OFFSET
+from tests.support.wire import build_batch
+
+
+def test_parse_batches_reads_headers_and_verifies_crc():
+    a = build_batch([(b"k1", b"v1"), (b"k2", b"v2")])
+    b = build_batch([(None, b"v3")], producer_id=7, producer_epoch=0, base_sequence=0)
+    hs = parse_batches(a + b)
+    assert [(h.position, h.records_count, h.last_offset_delta) for h in hs] == [(0, 2, 1), (len(a), 1, 0)]
+    assert hs[1].producer_id == 7 and hs[1].last_sequence == 0
+
+
+def test_crc_mismatch_truncation_and_magic_are_rejected():
+    a = bytearray(build_batch([(b"k", b"v")]))
+    a[-1] ^= 0xFF
+    with pytest.raises(InvalidBatch, match="CRC"):
+        parse_batches(a)
+    with pytest.raises(InvalidBatch, match="declares"):
+        parse_batches(build_batch([(b"k", b"v")])[:-3])
+    with pytest.raises(InvalidBatch, match="truncated"):
+        parse_batches(b"\x00" * 20)
+    old = bytearray(build_batch([(b"k", b"v")]))
+    old[16] = 1
+    with pytest.raises(InvalidBatch) as exc:
+        parse_batches(old)
+    assert exc.value.error_code == 43
+
+
+def test_memory_log_assigns_offsets_and_keeps_crc_valid():
+    log = MemoryLog()
+    base0, _ = log.append(build_batch([(b"a", b"1"), (b"b", b"2")]))
+    base1, _ = log.append(build_batch([(b"c", b"3")]))
+    assert (base0, base1, log.log_start_offset, log.log_end_offset) == (0, 2, 0, 3)
+    data = log.read(0, 1 << 20)
+    hs = parse_batches(data)  # CRCs still valid after the broker restamped base offsets
+    assert [h.base_offset for h in hs] == [0, 2]
+    # a read from the middle of a batch returns that whole batch
+    assert [h.base_offset for h in parse_batches(log.read(1, 1 << 20))] == [0, 2]
+    assert [h.base_offset for h in parse_batches(log.read(2, 1 << 20))] == [2]
+    assert log.read(3, 1 << 20) == b""
+    # max_bytes below one batch still returns one batch (progress), then stops
+    assert len(parse_batches(log.read(0, 1))) == 1
+
+
+def test_offset_for_timestamp_is_record_exact():
+    log = MemoryLog()
+    log.append(build_batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")], base_timestamp=1000))
+    log.append(build_batch([(b"d", b"4")], base_timestamp=5000))
+    assert log.offset_for_timestamp(1001) == (1, 1001)
+    assert log.offset_for_timestamp(1003) == (3, 5000)
+    assert log.offset_for_timestamp(9999) is None
+    assert log.max_timestamp() == (3, 5000)
