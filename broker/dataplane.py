@@ -328,19 +328,20 @@ class Broker:
         base, stamped = log_.append(bytes(records), LEADER_EPOCH)
         for h in stamped:
             self.producers.appended(topic, index, h)
-        self._wake(topic, index)
+        self.notify_append(topic, index)
         return PR(index=index, error_code=0, base_offset=base, log_append_time_ms=-1,
                   log_start_offset=log_.log_start_offset, record_errors=[], error_message=None)
 
     # ---------------------------------------------------------------- fetching
-    def _wake(self, topic: str, index: int) -> None:
+    def notify_append(self, topic: str, index: int) -> None:
+        """Wake long-polling fetches of this partition (called after every append)."""
         for fut in self._waiters.pop((topic, index), ()):
             if not fut.done():
                 fut.set_result(None)
 
     def _wake_topic(self, topic: str, partitions: int) -> None:
         for i in range(partitions):
-            self._wake(topic, i)
+            self.notify_append(topic, i)
 
     def _resolve_fetch_topic(self, t, v):
         if v >= 13:

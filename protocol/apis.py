@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafka.protocol.admin import (
+    DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
@@ -15,10 +18,17 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest, DescribeConfigsResponse,
 )
 from kafka.protocol.consumer import (
+    JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse,
+    OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse,
     FetchRequest, FetchResponse,
     ListOffsetsRequest, ListOffsetsResponse,
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 )
+from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest, ApiVersionsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse,
@@ -66,6 +76,17 @@ _TABLE = [
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+    # the classic group coordinator
+    _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+    _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+    _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
+    _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
+    _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+    _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
+    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+    _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
+    _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
 ]
 
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}

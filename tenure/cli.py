@@ -29,6 +29,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
     s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
                    help="largest request frame accepted; larger ones close the connection")
+    s.add_argument("--offsets-partitions", type=int, default=1,
+                   help="partitions of __consumer_offsets (default 1)")
+    s.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
+                   help="group.initial.rebalance.delay.ms (default 0; Kafka's is 3000)")
+    s.add_argument("--min-session-timeout-ms", type=int, default=6000, help="group.min.session.timeout.ms")
+    s.add_argument("--max-session-timeout-ms", type=int, default=1800000, help="group.max.session.timeout.ms")
+    s.add_argument("--max-group-size", type=int, default=None, help="group.max.size (default unlimited)")
     s.add_argument("--log-level", default="INFO")
     return p
 
@@ -36,9 +43,17 @@ def _parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> ServerConfig:
     if args.default_partitions < 1:
         raise SystemExit("tenure: --default-partitions must be at least 1")
+    if args.offsets_partitions < 1:
+        raise SystemExit("tenure: --offsets-partitions must be at least 1")
+    if args.max_group_size is not None and args.max_group_size < 1:
+        raise SystemExit("tenure: --max-group-size must be at least 1")
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
-                        auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes)
+                        auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
+                        offsets_partitions=args.offsets_partitions,
+                        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
+                        min_session_timeout_ms=args.min_session_timeout_ms,
+                        max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size)
 
 
 async def _serve(config: ServerConfig) -> int:

@@ -17,3 +17,16 @@ class ServerConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     shutdown_timeout_s: float = 5.0
     cluster_id: str | None = None
+    offsets_partitions: int = 1
+    # the group coordinator (Kafka's group.* broker settings)
+    initial_rebalance_delay_ms: int = 0
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    max_group_size: int | None = None
+
+    def coordinator_config(self):
+        from tenure.coordinator.classic import CoordinatorConfig
+        return CoordinatorConfig(min_session_timeout_ms=self.min_session_timeout_ms,
+                                 max_session_timeout_ms=self.max_session_timeout_ms,
+                                 initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
+                                 max_group_size=self.max_group_size)

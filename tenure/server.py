@@ -11,6 +11,7 @@ import threading
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
+from tenure.coordinator.classic import GroupCoordinator
 from tenure.protocol.codec import (
     UnsupportedApiVersions, decode_request, encode_response, encode_unsupported_api_versions,
 )
@@ -18,6 +19,7 @@ from tenure.protocol.errors import ClientProtocolError
 from tenure.protocol.framing import FrameDecoder
 
 from .config import ServerConfig
+from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024
@@ -34,6 +36,10 @@ class Server:
         self.broker = Broker(self.node, self.topics, cluster_id=config.cluster_id,
                              auto_create_topics=config.auto_create_topics)
         self.handlers = dict(self.broker.handlers)
+        offsets = self.topics.create(OFFSETS_TOPIC, config.offsets_partitions, internal=True,
+                                     configs={"cleanup.policy": "compact"})
+        self.coordinator = GroupCoordinator(config.coordinator_config())
+        self.runtime = CoordinatorRuntime(self.coordinator, offsets, self.broker)
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[int, asyncio.Task] = {}
         self._ids = itertools.count(1)
@@ -53,8 +59,9 @@ class Server:
         conn_id = next(self._ids)
         self._conns[conn_id] = asyncio.current_task()
         peer = writer.get_extra_info("peername")
+        client_host = "/" + (peer[0] if peer else "unknown")
         try:
-            await self._serve(conn_id, peer, reader, writer)
+            await self._serve(conn_id, peer, client_host, reader, writer)
         except asyncio.CancelledError:
             pass
         except (ConnectionError, OSError) as exc:
@@ -69,7 +76,7 @@ class Server:
             except (Exception, asyncio.CancelledError):
                 pass
 
-    async def _serve(self, conn_id: int, peer, reader, writer) -> None:
+    async def _serve(self, conn_id: int, peer, client_host: str, reader, writer) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
         while True:
             data = await reader.read(READ_CHUNK)
@@ -85,7 +92,10 @@ class Server:
                         writer.write(encode_unsupported_api_versions(req))
                         await writer.drain()
                         continue
-                    body = await self.handlers[req.api_key](req)
+                    if req.api_key in GROUP_APIS:
+                        body = await self.runtime.handle(req, client_host)
+                    else:
+                        body = await self.handlers[req.api_key](req)
                     if body is not None:
                         writer.write(encode_response(req, body))
                         await writer.drain()
@@ -94,6 +104,7 @@ class Server:
                 return
 
     async def close(self) -> None:
+        self.runtime.close()
         if self._server is not None:
             self._server.close()
         tasks = list(self._conns.values())

@@ -1,0 +1,849 @@
+"""The classic group coordinator with static membership (KIP-345), as a pure state machine.
+
+Inputs: a decoded request with a `RequestContext` (token, api version, client id/host, now_ms), or a
+timer expiry with now_ms. Output: a `Result` (responses by token - possibly to other, parked requests -
+durable records, timer changes). No sockets, no asyncio, no wall clock.
+
+Handlers never mutate live state: they copy a group into a draft, change the draft, and commit it
+with a `GroupSnapshot` event through `replay`, the only mutator. Kafka's own records (GroupMetadata,
+OffsetCommit) go through `replay` too, and are what the runtime persists. Parked JoinGroup/SyncGroup
+requests, and the bookkeeping of the initial-rebalance delay, are soft state, as in Kafka.
+
+Numbers in comments refer to items of shared/spec/classic-group-coordinator.md.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kafka.protocol.admin.groups import (
+    DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse,
+)
+from kafka.protocol.consumer.group import (
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
+)
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+from tenure.protocol.errors import ErrorCode as E
+from tenure.protocol.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
+
+from .state import (
+    COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, GroupSnapshot,
+    Member, Result,
+)
+
+ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 0          # Kafka's default is 3000; 0 keeps tests fast
+    max_group_size: int | None = None
+    new_member_join_timeout_ms: int = 300000
+    offset_metadata_max_bytes: int = 4096
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    token: int
+    api_version: int
+    client_id: str
+    client_host: str
+    now_ms: int
+
+
+@dataclass(frozen=True)
+class Parked:
+    token: int
+    api_version: int
+
+
+def default_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def heartbeat_key(group_id: str, member_id: str) -> str:
+    return f"heartbeat\x00{group_id}\x00{member_id}"
+
+
+def pending_key(group_id: str, member_id: str) -> str:
+    return f"pending\x00{group_id}\x00{member_id}"
+
+
+def join_key(group_id: str) -> str:
+    return f"join\x00{group_id}"
+
+
+def sync_key(group_id: str) -> str:
+    return f"sync\x00{group_id}"
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
+                 member_id_generator: Callable[[str], str] = default_member_id) -> None:
+        self.config = config
+        self._new_id = member_id_generator
+        # replayed state
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
+        # soft state
+        self._joins: dict[str, dict[str, Parked]] = {}
+        self._syncs: dict[str, dict[str, Parked]] = {}
+        self._initial_remaining: dict[str, int] = {}
+        self._new_member_added: dict[str, bool] = {}
+        self._sync_generation: dict[str, int] = {}
+        self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
+
+    # ================================================================== the one mutator
+    def replay(self, event) -> None:
+        if self.journal is not None:
+            self.journal.append(event)
+        if isinstance(event, GroupSnapshot):
+            if event.group is None:
+                self.groups.pop(event.group_id, None)
+            else:
+                self.groups[event.group_id] = event.group
+        elif isinstance(event, GroupMetadataRecord):
+            if event.tombstone:
+                self.groups.pop(event.group_id, None)
+                return
+            g = ClassicGroup(event.group_id, state=STABLE if event.members else EMPTY,
+                             generation=event.generation, protocol_type=event.protocol_type,
+                             protocol_name=event.protocol, leader_id=event.leader,
+                             state_timestamp=event.current_state_timestamp)
+            for mr in event.members:
+                g.members[mr.member_id] = Member(
+                    mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
+                    mr.rebalance_timeout_ms, mr.session_timeout_ms, event.protocol_type,
+                    ((event.protocol or "", mr.subscription),), mr.assignment)
+                if mr.group_instance_id is not None:
+                    g.static_members[mr.group_instance_id] = mr.member_id
+            self.groups[event.group_id] = g
+        elif isinstance(event, OffsetCommitRecord):
+            offsets = self.offsets.setdefault(event.group_id, {})
+            if event.tombstone:
+                offsets.pop((event.topic, event.partition), None)
+                if not offsets:
+                    del self.offsets[event.group_id]
+            else:
+                offsets[(event.topic, event.partition)] = event
+                if event.group_id not in self.groups:      # offsets-only ("simple") group
+                    self.groups[event.group_id] = ClassicGroup(event.group_id)
+        else:
+            raise TypeError(f"not a coordinator event: {event!r}")
+
+    def _emit(self, res: Result, record) -> None:
+        self.replay(record)
+        res.records.append(record)
+
+    def _commit(self, g: ClassicGroup | None, group_id: str | None = None) -> None:
+        self.replay(GroupSnapshot(group_id if g is None else g.group_id, g))
+
+    def loaded(self, now_ms: int) -> Result:
+        """After replaying a log at start-up: every member's heartbeat timer restarts."""
+        res = Result()
+        for g in self.groups.values():
+            for m in g.members.values():
+                res.set_timer(heartbeat_key(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+        return res
+
+    # ================================================================== dispatch
+    def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
+        return self._handlers[api_key](self, ctx, body)
+
+    def on_timer(self, key: str, now_ms: int) -> Result:
+        kind, _, rest = key.partition("\x00")
+        if kind == "heartbeat":
+            gid, _, mid = rest.partition("\x00")
+            return self._session_expired(gid, mid, now_ms)
+        if kind == "pending":
+            gid, _, mid = rest.partition("\x00")
+            return self._pending_expired(gid, mid, now_ms)
+        if kind == "join":
+            return self._join_timer(rest, now_ms)
+        if kind == "sync":
+            return self._sync_expired(rest, now_ms)
+        raise ValueError(f"unknown timer {key!r}")
+
+    # ================================================================== helpers
+    def _parked_joins(self, gid: str) -> dict[str, Parked]:
+        return self._joins.setdefault(gid, {})
+
+    def _parked_syncs(self, gid: str) -> dict[str, Parked]:
+        return self._syncs.setdefault(gid, {})
+
+    def _all_joined(self, g: ClassicGroup) -> bool:
+        joined = self._joins.get(g.group_id, {})
+        return all(mid in joined for mid in g.members) and not g.pending_members
+
+    @staticmethod
+    def _validate_member(g: ClassicGroup, member_id: str, instance_id: str | None) -> int:
+        """Identity check shared by Join/Sync/Heartbeat/Leave/OffsetCommit (20, 34)."""
+        if instance_id is not None:
+            mapped = g.static_members.get(instance_id)
+            if mapped is None:
+                return E.UNKNOWN_MEMBER_ID
+            if mapped != member_id:
+                return E.FENCED_INSTANCE_ID
+            return E.NONE
+        return E.NONE if member_id in g.members else E.UNKNOWN_MEMBER_ID
+
+    def _reset_heartbeat(self, res: Result, g: ClassicGroup, m: Member, now_ms: int) -> None:
+        timeout = self.config.new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
+        res.set_timer(heartbeat_key(g.group_id, m.member_id), now_ms + timeout)
+
+    def _group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
+        return GroupMetadataRecord(
+            group_id=g.group_id, protocol_type=g.protocol_type or "", generation=g.generation,
+            protocol=g.protocol_name, leader=g.leader_id, current_state_timestamp=now_ms,
+            members=tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                       m.rebalance_timeout_ms, m.session_timeout_ms,
+                                       m.metadata(g.protocol_name), m.assignment)
+                          for m in g.members.values()))
+
+    # ---- JoinGroup responses (7, 17, 28, 29)
+    @staticmethod
+    def _join_error(version: int, code: int, member_id: str) -> JoinGroupResponse:
+        return JoinGroupResponse(throttle_time_ms=0, error_code=code, generation_id=-1,
+                                 protocol_type=None, protocol_name=None if version >= 7 else "",
+                                 leader="", skip_assignment=False, member_id=member_id, members=[])
+
+    @staticmethod
+    def _join_members(g: ClassicGroup) -> list:
+        M = JoinGroupResponse.JoinGroupResponseMember
+        return [M(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                  metadata=m.metadata(g.protocol_name)) for m in g.members.values()]
+
+    def _join_ok(self, g: ClassicGroup, member_id: str, version: int, *, leader: str | None = None,
+                 with_members: bool | None = None, skip_assignment: bool = False) -> JoinGroupResponse:
+        leader = g.leader_id if leader is None else leader
+        if with_members is None:
+            with_members = member_id == g.leader_id
+        return JoinGroupResponse(
+            throttle_time_ms=0, error_code=0, generation_id=g.generation, protocol_type=g.protocol_type,
+            protocol_name=g.protocol_name if (g.protocol_name is not None or version >= 7) else "",
+            leader=leader or "", skip_assignment=skip_assignment, member_id=member_id,
+            members=self._join_members(g) if with_members else [])
+
+    @staticmethod
+    def _sync_resp(g: ClassicGroup | None, code: int, assignment: bytes = b"") -> SyncGroupResponse:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=code,
+                                 protocol_type=g.protocol_type if (g and code == 0) else None,
+                                 protocol_name=g.protocol_name if (g and code == 0) else None,
+                                 assignment=assignment)
+
+    # ================================================================== rebalance machinery
+    def _prepare_rebalance(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+        gid = g.group_id
+        if g.state == COMPLETING_REBALANCE:                  # 13: parked syncs get 27, assignments reset
+            for mid, p in self._syncs.pop(gid, {}).items():
+                res.respond(p.token, self._sync_resp(None, E.REBALANCE_IN_PROGRESS))
+            for m in g.members.values():
+                m.assignment = b""
+        g.pending_sync.clear()
+        res.cancel_timer(sync_key(gid))
+        initial = g.state == EMPTY
+        g.transition(PREPARING_REBALANCE, now_ms)
+        if initial:                                          # 15: the initial delay
+            delay = self.config.initial_rebalance_delay_ms
+            self._initial_remaining[gid] = max(g.rebalance_timeout_ms() - delay, 0)
+            self._new_member_added[gid] = False
+            res.set_timer(join_key(gid), now_ms + delay)
+        else:
+            self._initial_remaining.pop(gid, None)
+            if self._all_joined(g):                          # 12: completes early
+                self._complete_join(res, g, now_ms)
+            else:
+                res.set_timer(join_key(gid), now_ms + g.rebalance_timeout_ms())
+
+    def _maybe_complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+        if (g.state == PREPARING_REBALANCE and g.group_id not in self._initial_remaining
+                and self._all_joined(g)):
+            self._complete_join(res, g, now_ms)
+
+    def _rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+        if g.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
+            self._prepare_rebalance(res, g, now_ms)
+        elif g.state == PREPARING_REBALANCE:
+            self._maybe_complete_join(res, g, now_ms)
+
+    def _complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+        gid = g.group_id
+        joined = self._joins.get(gid, {})
+        for mid, m in list(g.members.items()):               # 16: dynamic laggards go, static stay
+            if mid not in joined and not m.is_static:
+                g.remove_member(mid)
+                res.cancel_timer(heartbeat_key(gid, mid))
+        if g.members and g.leader_id not in joined:
+            new_leader = next((mid for mid in g.members if mid in joined), None)
+            if new_leader is None:                           # 16: nobody rejoined: wait again
+                res.set_timer(join_key(gid), now_ms + g.rebalance_timeout_ms())
+                return
+            g.leader_id = new_leader
+        res.cancel_timer(join_key(gid))
+        self._initial_remaining.pop(gid, None)
+        g.generation += 1
+        if not g.members:                                    # 18
+            g.protocol_name = None
+            g.leader_id = None
+            g.transition(EMPTY, now_ms)
+            self._emit(res, self._group_record(g, now_ms))
+            return
+        g.protocol_name = g.select_protocol()                # 17
+        g.transition(COMPLETING_REBALANCE, now_ms)
+        for mid, p in self._joins.pop(gid, {}).items():
+            res.respond(p.token, self._join_ok(g, mid, p.api_version))
+        for m in g.members.values():
+            m.is_new = False
+            self._reset_heartbeat(res, g, m, now_ms)
+        g.pending_sync = set(g.members)
+        self._sync_generation[gid] = g.generation
+        res.set_timer(sync_key(gid), now_ms + g.rebalance_timeout_ms())
+
+    def _remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int) -> Member:
+        m = g.remove_member(member_id)
+        res.cancel_timer(heartbeat_key(g.group_id, member_id))
+        p = self._joins.get(g.group_id, {}).pop(member_id, None)
+        if p is not None:
+            res.respond(p.token, self._join_error(p.api_version, join_error, member_id))
+        p = self._syncs.get(g.group_id, {}).pop(member_id, None)
+        if p is not None:
+            res.respond(p.token, self._sync_resp(None, join_error))
+        return m
+
+    def _park_join(self, res: Result, g: ClassicGroup, member_id: str, ctx: RequestContext) -> None:
+        joins = self._parked_joins(g.group_id)
+        old = joins.get(member_id)
+        if old is not None and old.token != ctx.token:       # a duplicate JoinGroup supersedes the first
+            res.respond(old.token, self._join_error(old.api_version, E.REBALANCE_IN_PROGRESS, member_id))
+        joins[member_id] = Parked(ctx.token, ctx.api_version)
+
+    # ================================================================== JoinGroup (4-34)
+    def join_group(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid, mid = ctx.api_version, req.group_id, req.member_id
+        iid = req.group_instance_id if v >= 5 else None
+        rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
+
+        def error(code: int, member_id: str = mid) -> Result:
+            res.respond(ctx.token, self._join_error(v, code, member_id))
+            return res
+
+        if not gid:
+            return error(E.INVALID_GROUP_ID)
+        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return error(E.INVALID_SESSION_TIMEOUT)                       # 4
+        live = self.groups.get(gid)
+        if live is None:
+            if mid:
+                return error(E.UNKNOWN_MEMBER_ID)                          # 5
+            g = ClassicGroup(gid)
+        elif live.state == DEAD:
+            return error(E.COORDINATOR_NOT_AVAILABLE)
+        else:
+            g = live.copy()
+        protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
+        if not g.supports_protocols(req.protocol_type, [n for n, _ in protocols]):
+            return error(E.INCONSISTENT_GROUP_PROTOCOL)                    # 6
+        if not self._accept_joining(g, mid):                               # 8
+            if mid in g.members:
+                self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED)
+                self._commit(g)
+            return error(E.GROUP_MAX_SIZE_REACHED, "")
+        member = Member(mid, iid, ctx.client_id or "", ctx.client_host, rebalance_timeout,
+                        req.session_timeout_ms, req.protocol_type, protocols)
+        if not mid:
+            if iid is None:
+                self._join_new_dynamic(res, g, member, ctx)                # 9
+            elif iid in g.static_members:
+                self._replace_static(res, g, member, ctx)                  # 26-33
+            else:
+                member.member_id = self._new_id(iid)                       # 10
+                member.is_new = True
+                self._add_and_rebalance(res, g, member, ctx)
+        elif mid in g.pending_members:                                     # 9: second join of KIP-394
+            g.pending_members.discard(mid)
+            res.cancel_timer(pending_key(gid, mid))
+            member.is_new = True
+            self._add_and_rebalance(res, g, member, ctx)
+        else:
+            self._join_known(res, g, member, ctx)                          # 20-25
+        self._commit(g)
+        return res
+
+    def _accept_joining(self, g: ClassicGroup, member_id: str) -> bool:
+        limit = self.config.max_group_size
+        if limit is None or g.state in (EMPTY, DEAD):
+            return True
+        if g.state == PREPARING_REBALANCE:
+            joined = self._joins.get(g.group_id, {})
+            return (bool(member_id) and member_id in joined) or len(joined) < limit
+        return (bool(member_id) and member_id in g.members) or len(g.members) < limit
+
+    def _join_new_dynamic(self, res: Result, g: ClassicGroup, member: Member, ctx: RequestContext) -> None:
+        new_id = self._new_id(ctx.client_id or "")
+        if ctx.api_version >= 4:                                           # KIP-394 handshake
+            g.pending_members.add(new_id)
+            res.set_timer(pending_key(g.group_id, new_id), ctx.now_ms + member.session_timeout_ms)
+            res.respond(ctx.token, self._join_error(ctx.api_version, E.MEMBER_ID_REQUIRED, new_id))
+            return
+        member.member_id = new_id
+        member.is_new = True
+        self._add_and_rebalance(res, g, member, ctx)
+
+    def _add_and_rebalance(self, res: Result, g: ClassicGroup, member: Member, ctx: RequestContext) -> None:
+        if g.state == PREPARING_REBALANCE and g.group_id in self._initial_remaining:
+            self._new_member_added[g.group_id] = True
+        g.add_member(member)
+        self._park_join(res, g, member.member_id, ctx)
+        self._reset_heartbeat(res, g, member, ctx.now_ms)
+        self._rebalance_or_complete(res, g, ctx.now_ms)
+
+    def _join_known(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
+        mid, v = req_member.member_id, ctx.api_version
+        code = self._validate_member(g, mid, req_member.group_instance_id)
+        if code == E.NONE and g.state == EMPTY:
+            code = E.UNKNOWN_MEMBER_ID                                     # 25
+        if code:
+            res.respond(ctx.token, self._join_error(v, code, mid))
+            return
+        m = g.members[mid]
+        same = m.protocols == req_member.protocols
+
+        def update_and_park():
+            m.protocols = req_member.protocols
+            m.rebalance_timeout_ms = req_member.rebalance_timeout_ms
+            m.session_timeout_ms = req_member.session_timeout_ms
+            self._park_join(res, g, mid, ctx)
+
+        if g.state == PREPARING_REBALANCE:                                 # 21
+            update_and_park()
+            self._maybe_complete_join(res, g, ctx.now_ms)
+        elif g.state == COMPLETING_REBALANCE:                              # 22
+            if same:
+                res.respond(ctx.token, self._join_ok(g, mid, v))
+            else:
+                update_and_park()
+                self._prepare_rebalance(res, g, ctx.now_ms)
+        elif g.state == STABLE:                                            # 23, 24
+            if mid == g.leader_id or not same:
+                update_and_park()
+                self._prepare_rebalance(res, g, ctx.now_ms)
+            else:
+                res.respond(ctx.token, self._join_ok(g, mid, v, with_members=False))
+
+    def _replace_static(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
+        gid, iid, v = g.group_id, req_member.group_instance_id, ctx.api_version
+        old_id = g.static_members[iid]
+        new_id = self._new_id(iid)
+        old_leader = g.leader_id
+        p = self._joins.get(gid, {}).pop(old_id, None)                     # 26: fence the old member
+        if p is not None:
+            res.respond(p.token, self._join_error(p.api_version, E.FENCED_INSTANCE_ID, old_id))
+        p = self._syncs.get(gid, {}).pop(old_id, None)
+        if p is not None:
+            res.respond(p.token, self._sync_resp(None, E.FENCED_INSTANCE_ID))
+        res.cancel_timer(heartbeat_key(gid, old_id))
+        m = g.replace_static_member(iid, old_id, new_id)
+        m.protocols = req_member.protocols
+        m.protocol_type = req_member.protocol_type
+        m.rebalance_timeout_ms = req_member.rebalance_timeout_ms
+        m.session_timeout_ms = req_member.session_timeout_ms
+        m.is_new = False
+        self._reset_heartbeat(res, g, m, ctx.now_ms)
+        if g.state == STABLE:
+            if g.select_protocol() == g.protocol_name:                     # 27: no rebalance
+                self._emit(res, self._group_record(g, ctx.now_ms))
+                if v >= 9:                                                 # 28: KIP-814
+                    leads = g.leader_id == new_id
+                    res.respond(ctx.token, self._join_ok(g, new_id, v, with_members=leads,
+                                                         skip_assignment=leads))
+                else:                                                      # 29
+                    res.respond(ctx.token, self._join_ok(g, new_id, v, leader=old_leader,
+                                                         with_members=False))
+            else:                                                          # 31
+                self._park_join(res, g, new_id, ctx)
+                self._prepare_rebalance(res, g, ctx.now_ms)
+        elif g.state == COMPLETING_REBALANCE:                              # 32
+            self._park_join(res, g, new_id, ctx)
+            self._prepare_rebalance(res, g, ctx.now_ms)
+        else:                                                              # 33
+            self._park_join(res, g, new_id, ctx)
+            self._maybe_complete_join(res, g, ctx.now_ms)
+
+    # ================================================================== timers
+    def _join_timer(self, gid: str, now_ms: int) -> Result:
+        res = Result()
+        live = self.groups.get(gid)
+        if live is None or live.state != PREPARING_REBALANCE:
+            return res
+        g = live.copy()
+        remaining = self._initial_remaining.get(gid)
+        if remaining is not None:                                          # 15
+            if self._new_member_added.get(gid) and remaining > 0:
+                delay = min(self.config.initial_rebalance_delay_ms, remaining)
+                self._initial_remaining[gid] = max(remaining - delay, 0)
+                self._new_member_added[gid] = False
+                res.set_timer(join_key(gid), now_ms + delay)
+                return res
+            del self._initial_remaining[gid]
+        self._complete_join(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    def _session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # 40
+        res = Result()
+        live = self.groups.get(gid)
+        if live is None or mid not in live.members:
+            return res
+        m = live.members[mid]
+        parked = mid in self._joins.get(gid, {}) or mid in self._syncs.get(gid, {})
+        if parked and not m.is_new:
+            return res
+        g = live.copy()
+        self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
+        self._rebalance_or_complete(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    def _pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
+        res = Result()
+        live = self.groups.get(gid)
+        if live is None or mid not in live.pending_members:
+            return res
+        g = live.copy()
+        g.pending_members.discard(mid)
+        self._maybe_complete_join(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    def _sync_expired(self, gid: str, now_ms: int) -> Result:                # 19
+        res = Result()
+        live = self.groups.get(gid)
+        if (live is None or live.state not in (COMPLETING_REBALANCE, STABLE)
+                or self._sync_generation.get(gid) != live.generation or not live.pending_sync):
+            return res
+        g = live.copy()
+        for mid in sorted(g.pending_sync):
+            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
+        self._prepare_rebalance(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    # ================================================================== SyncGroup (35-37)
+    def sync_group(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid, mid = ctx.api_version, req.group_id, req.member_id
+        iid = req.group_instance_id if v >= 3 else None
+
+        def error(code: int) -> Result:
+            res.respond(ctx.token, self._sync_resp(None, code))
+            return res
+
+        if not gid:
+            return error(E.INVALID_GROUP_ID)
+        live = self.groups.get(gid)
+        if live is None:
+            return error(E.UNKNOWN_MEMBER_ID)
+        if live.state == DEAD:
+            return error(E.COORDINATOR_NOT_AVAILABLE)
+        code = self._validate_member(live, mid, iid)
+        if code:
+            return error(code)
+        if req.generation_id != live.generation:
+            return error(E.ILLEGAL_GENERATION)
+        if v >= 5 and (req.protocol_type != live.protocol_type or req.protocol_name != live.protocol_name):
+            return error(E.INCONSISTENT_GROUP_PROTOCOL)
+        if live.state == PREPARING_REBALANCE:
+            return error(E.REBALANCE_IN_PROGRESS)
+        g = live.copy()
+        g.pending_sync.discard(mid)
+        if g.state == STABLE:                                              # 37
+            res.respond(ctx.token, self._sync_resp(g, 0, g.members[mid].assignment))
+            self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
+        else:                                                              # 36: CompletingRebalance
+            self._parked_syncs(gid)[mid] = Parked(ctx.token, v)
+            if mid == g.leader_id:
+                given = {a.member_id: bytes(a.assignment) for a in req.assignments}
+                for m in g.members.values():
+                    m.assignment = given.get(m.member_id, b"")
+                self._emit(res, self._group_record(g, ctx.now_ms))
+                g.transition(STABLE, ctx.now_ms)
+                for pmid, p in self._syncs.pop(gid, {}).items():
+                    m = g.members[pmid]
+                    res.respond(p.token, self._sync_resp(g, 0, m.assignment))
+                    self._reset_heartbeat(res, g, m, ctx.now_ms)
+        if not g.pending_sync:
+            res.cancel_timer(sync_key(gid))
+        self._commit(g)
+        return res
+
+    # ================================================================== Heartbeat (38)
+    def heartbeat(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid, mid = ctx.api_version, req.group_id, req.member_id
+        iid = req.group_instance_id if v >= 3 else None
+        g = self.groups.get(gid)
+        if not gid:
+            code = E.INVALID_GROUP_ID
+        elif g is None:
+            code = E.UNKNOWN_MEMBER_ID
+        elif g.state == DEAD:
+            code = E.COORDINATOR_NOT_AVAILABLE
+        else:
+            code = self._validate_member(g, mid, iid)
+            if not code and req.generation_id != g.generation:
+                code = E.ILLEGAL_GENERATION
+            if not code and g.state == EMPTY:
+                code = E.UNKNOWN_MEMBER_ID
+            if not code:
+                self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
+                if g.state == PREPARING_REBALANCE:
+                    code = E.REBALANCE_IN_PROGRESS
+        res.respond(ctx.token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
+        return res
+
+    # ================================================================== LeaveGroup (41-43)
+    def leave_group(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid = ctx.api_version, req.group_id
+        R = LeaveGroupResponse
+        identities = ([(req.member_id, None)] if v < 3
+                      else [(m.member_id, m.group_instance_id) for m in req.members])
+
+        def answer(top: int, per: list[tuple[str, str | None, int]]) -> Result:
+            if v < 3:
+                top = top or (per[0][2] if per else 0)
+                res.respond(ctx.token, R(throttle_time_ms=0, error_code=top))
+            else:
+                res.respond(ctx.token, R(throttle_time_ms=0, error_code=top, members=[
+                    R.MemberResponse(member_id=m, group_instance_id=i, error_code=c) for m, i, c in per]))
+            return res
+
+        if not gid:
+            return answer(E.INVALID_GROUP_ID, [])
+        live = self.groups.get(gid)
+        if live is None:                                                   # 41
+            return answer(0, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in identities])
+        if live.state == DEAD:
+            return answer(E.COORDINATOR_NOT_AVAILABLE, [])
+        g = live.copy()
+        per = []
+        changed = False
+        for mid, iid in identities:                                        # 42
+            target = None
+            if not mid:
+                target = g.static_members.get(iid) if iid is not None else None
+                code = E.NONE if target else E.UNKNOWN_MEMBER_ID
+            elif mid in g.pending_members:
+                g.pending_members.discard(mid)
+                res.cancel_timer(pending_key(gid, mid))
+                code, changed = E.NONE, True
+            else:
+                code = self._validate_member(g, mid, iid)
+                target = mid if code == E.NONE else None
+            if target is not None and target in g.members:
+                self._remove_member(res, g, target, E.UNKNOWN_MEMBER_ID)
+                changed = True
+            per.append((mid, iid, code))
+        if changed:                                                        # 43: one decision per batch
+            self._rebalance_or_complete(res, g, ctx.now_ms)
+            self._commit(g)
+        return answer(0, per)
+
+    # ================================================================== offsets (46-51)
+    def offset_commit(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid = ctx.api_version, req.group_id
+        generation, mid = req.generation_id_or_member_epoch, req.member_id
+        iid = req.group_instance_id if v >= 7 else None
+        live = self.groups.get(gid)
+        code = E.NONE
+        member = None
+        if live is None:
+            if generation >= 0:                                            # 46
+                code = E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION
+        elif live.state == DEAD:
+            code = E.COORDINATOR_NOT_AVAILABLE
+        elif live.state == EMPTY and generation < 0:                       # 47
+            pass
+        elif generation >= 0 or mid or iid is not None:                    # 48
+            code = self._validate_member(live, mid, iid)
+            if not code and generation != live.generation:
+                code = E.ILLEGAL_GENERATION
+            if not code and live.state == COMPLETING_REBALANCE:            # 49
+                code = E.REBALANCE_IN_PROGRESS
+            if not code:
+                member = live.members[mid]
+        else:
+            code = E.UNKNOWN_MEMBER_ID
+        T, P = OffsetCommitResponse.OffsetCommitResponseTopic, \
+            OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                pcode = code
+                meta = p.committed_metadata or ""
+                if not pcode and len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                    pcode = E.OFFSET_METADATA_TOO_LARGE                    # 50
+                if not pcode:
+                    self._emit(res, OffsetCommitRecord(gid, t.name, p.partition_index, p.committed_offset,
+                                                       p.committed_leader_epoch if v >= 6 else -1, meta,
+                                                       ctx.now_ms))
+                parts.append(P(partition_index=p.partition_index, error_code=pcode))
+            topics.append(T(name=t.name, partitions=parts))
+        if not code and live is None:                                      # 46: a simple group
+            self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
+        if member is not None and live.state in (STABLE, PREPARING_REBALANCE):
+            self._reset_heartbeat(res, live, member, ctx.now_ms)          # 39
+        res.respond(ctx.token, OffsetCommitResponse(throttle_time_ms=0, topics=topics))
+        return res
+
+    def offset_fetch(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v = ctx.api_version
+        R = OffsetFetchResponse
+        if v >= 8:
+            G = R.OffsetFetchResponseGroup
+            T, P = G.OffsetFetchResponseTopics, G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+            groups = [G(group_id=q.group_id, error_code=0,
+                        topics=self._fetch_offsets(q.group_id, q.topics, T, P))
+                      for q in req.groups]
+            res.respond(ctx.token, R(throttle_time_ms=0, groups=groups))
+        else:
+            T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+            res.respond(ctx.token, R(throttle_time_ms=0, error_code=0,
+                                     topics=self._fetch_offsets(req.group_id, req.topics, T, P)))
+        return res
+
+    def _fetch_offsets(self, gid: str, topics, T, P) -> list:
+        have = self.offsets.get(gid, {})
+        if topics is None:                                                 # all committed offsets
+            by_topic: dict[str, list] = {}
+            for (topic, part), rec in sorted(have.items()):
+                by_topic.setdefault(topic, []).append(rec)
+            return [T(name=topic, partitions=[P(partition_index=r.partition, committed_offset=r.offset,
+                                                committed_leader_epoch=r.leader_epoch, metadata=r.metadata,
+                                                error_code=0) for r in recs])
+                    for topic, recs in by_topic.items()]
+        out = []
+        for t in topics:                                                   # 51
+            parts = []
+            for idx in t.partition_indexes:
+                r = have.get((t.name, idx))
+                parts.append(P(partition_index=idx, committed_offset=r.offset if r else -1,
+                               committed_leader_epoch=r.leader_epoch if r else -1,
+                               metadata=r.metadata if r else "", error_code=0))
+            out.append(T(name=t.name, partitions=parts))
+        return out
+
+    def offset_delete(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        R = OffsetDeleteResponse
+        T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+        g = self.groups.get(req.group_id)
+        if g is None or g.state == DEAD:
+            res.respond(ctx.token, R(error_code=E.GROUP_ID_NOT_FOUND, throttle_time_ms=0, topics=[]))
+            return res
+        if g.state != EMPTY and g.protocol_type != "consumer":
+            res.respond(ctx.token, R(error_code=E.NON_EMPTY_GROUP, throttle_time_ms=0, topics=[]))
+            return res
+        subscribed = self._subscribed_topics(g) if g.state != EMPTY else set()
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if subscribed is None or t.name in subscribed:
+                    parts.append(P(partition_index=p.partition_index, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC))
+                    continue
+                if (t.name, p.partition_index) in self.offsets.get(g.group_id, {}):
+                    self._emit(res, OffsetCommitRecord(g.group_id, t.name, p.partition_index, tombstone=True))
+                parts.append(P(partition_index=p.partition_index, error_code=0))
+            topics.append(T(name=t.name, partitions=parts))
+        res.respond(ctx.token, R(error_code=0, throttle_time_ms=0, topics=topics))
+        return res
+
+    @staticmethod
+    def _subscribed_topics(g: ClassicGroup) -> set[str] | None:
+        """Topics the members subscribe to (consumer protocol), or None if a subscription is unreadable,
+        in which case every topic counts as subscribed (nothing is deleted by guesswork)."""
+        topics: set[str] = set()
+        for m in g.members.values():
+            meta = m.metadata(g.protocol_name) if g.protocol_name else (m.protocols[0][1] if m.protocols else b"")
+            try:
+                topics.update(ConsumerProtocolSubscription.decode(bytes(meta)).topics)
+            except Exception:
+                return None
+        return topics
+
+    # ================================================================== admin (52, 53)
+    def describe_groups(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        D = DescribeGroupsResponse.DescribedGroup
+        M = D.DescribedGroupMember
+        out = []
+        for gid in req.groups:
+            g = self.groups.get(gid)
+            if g is None:
+                out.append(D(error_code=0, error_message=None, group_id=gid, group_state=DEAD, protocol_type="",
+                             protocol_data="", members=[], authorized_operations=None))
+                continue
+            stable = g.state == STABLE
+            out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
+                         protocol_type=g.protocol_type or "", protocol_data=(g.protocol_name or "") if stable else "",
+                         members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                    client_id=m.client_id, client_host=m.client_host,
+                                    member_metadata=m.metadata(g.protocol_name) if stable else b"",
+                                    member_assignment=m.assignment if stable else b"")
+                                  for m in g.members.values()],
+                         authorized_operations=None))
+        res.respond(ctx.token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
+        return res
+
+    def list_groups(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v = ctx.api_version
+        states = {s.lower() for s in (req.states_filter or [])} if v >= 4 else set()
+        types = {t.lower() for t in (req.types_filter or [])} if v >= 5 else set()
+        L = ListGroupsResponse.ListedGroup
+        out = [L(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state,
+                 group_type=g.kind)
+               for g in self.groups.values()
+               if (not states or g.state.lower() in states) and (not types or g.kind in types)]
+        res.respond(ctx.token, ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=out))
+        return res
+
+    def delete_groups(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        D = DeleteGroupsResponse.DeletableGroupResult
+        out = []
+        for gid in req.groups_names:
+            g = self.groups.get(gid)
+            if g is None or g.state == DEAD:
+                out.append(D(group_id=gid, error_code=E.GROUP_ID_NOT_FOUND))
+                continue
+            if g.state != EMPTY:
+                out.append(D(group_id=gid, error_code=E.NON_EMPTY_GROUP))
+                continue
+            for (topic, part) in sorted(self.offsets.get(gid, {})):
+                self._emit(res, OffsetCommitRecord(gid, topic, part, tombstone=True))
+            self._emit(res, GroupMetadataRecord(gid, tombstone=True))
+            self._commit(None, gid)
+            for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
+                         self._sync_generation):
+                soft.pop(gid, None)
+            out.append(D(group_id=gid, error_code=0))
+        res.respond(ctx.token, DeleteGroupsResponse(throttle_time_ms=0, results=out))
+        return res
+
+    _handlers = {
+        11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group,
+        8: offset_commit, 9: offset_fetch, 47: offset_delete,
+        15: describe_groups, 16: list_groups, 42: delete_groups,
+    }

@@ -1,0 +1,1 @@
+"""JSON schemas (kafka-python format) for messages kafka-python does not ship: the coordinator records."""
