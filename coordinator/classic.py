@@ -45,6 +45,13 @@ class CoordinatorConfig:
     max_group_size: int | None = None
     new_member_join_timeout_ms: int = 300000
     offset_metadata_max_bytes: int = 4096
+    # KIP-345 draft ideas with no shipped wire equivalent, opt-in (None = Kafka's shipped behaviour):
+    # new static members joining a Stable group within this window share ONE rebalance, counted from
+    # the first new join;
+    static_expansion_timeout_ms: int | None = None
+    # static members whose session expired are kept (offline) until the earliest of them has been gone
+    # this long; then one rebalance removes every member offline at that moment.
+    static_registration_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,22 @@ def sync_key(group_id: str) -> str:
     return f"sync\x00{group_id}"
 
 
+def expansion_key(group_id: str) -> str:
+    return f"expansion\x00{group_id}"
+
+
+def registration_key(group_id: str) -> str:
+    return f"registration\x00{group_id}"
+
+
+class AdminError(Exception):
+    """An admin operation refused, with the Kafka error code that best names why."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
                  member_id_generator: Callable[[str], str] = default_member_id) -> None:
@@ -96,6 +119,7 @@ class GroupCoordinator:
         self._initial_remaining: dict[str, int] = {}
         self._new_member_added: dict[str, bool] = {}
         self._sync_generation: dict[str, int] = {}
+        self._expansion_armed: set[str] = set()
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
 
     # ================================================================== the one mutator
@@ -167,6 +191,10 @@ class GroupCoordinator:
             return self._join_timer(rest, now_ms)
         if kind == "sync":
             return self._sync_expired(rest, now_ms)
+        if kind == "expansion":
+            return self._expansion_expired(rest, now_ms)
+        if kind == "registration":
+            return self._registration_expired(rest, now_ms)
         raise ValueError(f"unknown timer {key!r}")
 
     # ================================================================== helpers
@@ -246,6 +274,9 @@ class GroupCoordinator:
                 m.assignment = b""
         g.pending_sync.clear()
         res.cancel_timer(sync_key(gid))
+        if gid in self._expansion_armed:                     # this rebalance takes in the new members
+            self._expansion_armed.discard(gid)
+            res.cancel_timer(expansion_key(gid))
         initial = g.state == EMPTY
         g.transition(PREPARING_REBALANCE, now_ms)
         if initial:                                          # 15: the initial delay
@@ -402,6 +433,13 @@ class GroupCoordinator:
         g.add_member(member)
         self._park_join(res, g, member.member_id, ctx)
         self._reset_heartbeat(res, g, member, ctx.now_ms)
+        window = self.config.static_expansion_timeout_ms
+        if window is not None and member.is_static and g.state == STABLE:
+            # expansion timeout: batch new static members into one rebalance, counted from the first
+            if g.group_id not in self._expansion_armed:
+                self._expansion_armed.add(g.group_id)
+                res.set_timer(expansion_key(g.group_id), ctx.now_ms + window)
+            return
         self._rebalance_or_complete(res, g, ctx.now_ms)
 
     def _join_known(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
@@ -456,6 +494,8 @@ class GroupCoordinator:
         m.session_timeout_ms = req_member.session_timeout_ms
         m.is_new = False
         self._reset_heartbeat(res, g, m, ctx.now_ms)
+        if self.config.static_registration_timeout_ms is not None:
+            self._arm_registration(res, g)                                 # it may have been offline
         if g.state == STABLE:
             if g.select_protocol() == g.protocol_name:                     # 27: no rebalance
                 self._emit(res, self._group_record(g, ctx.now_ms))
@@ -506,8 +546,67 @@ class GroupCoordinator:
         if parked and not m.is_new:
             return res
         g = live.copy()
+        if m.is_static and self.config.static_registration_timeout_ms is not None and not m.is_new:
+            # registration timeout: tolerate the static member offline; track the earliest one
+            g.offline_since.setdefault(mid, now_ms)
+            self._arm_registration(res, g)
+            self._commit(g)
+            return res
         self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
         self._rebalance_or_complete(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    def _arm_registration(self, res: Result, g: ClassicGroup) -> None:
+        if g.offline_since:
+            earliest = min(g.offline_since.values())
+            res.set_timer(registration_key(g.group_id), earliest + self.config.static_registration_timeout_ms)
+        else:
+            res.cancel_timer(registration_key(g.group_id))
+
+    def _registration_expired(self, gid: str, now_ms: int) -> Result:
+        res = Result()
+        live = self.groups.get(gid)
+        if live is None or not live.offline_since:
+            return res
+        g = live.copy()
+        if min(g.offline_since.values()) + self.config.static_registration_timeout_ms > now_ms:
+            self._arm_registration(res, g)
+            return res
+        for mid in sorted(g.offline_since):              # ONE rebalance removes all offline now
+            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
+        self._rebalance_or_complete(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    def _expansion_expired(self, gid: str, now_ms: int) -> Result:
+        res = Result()
+        self._expansion_armed.discard(gid)
+        live = self.groups.get(gid)
+        if live is None or live.state != STABLE:
+            return res
+        g = live.copy()
+        self._prepare_rebalance(res, g, now_ms)
+        self._commit(g)
+        return res
+
+    # ================================================================== admin operations (Python API)
+    def force_rebalance(self, group_id: str, now_ms: int) -> Result:
+        """The KIP-345 draft's forceStaticRebalance: one rebalance of a static group, now."""
+        live = self.groups.get(group_id)
+        if live is None or live.state == DEAD:
+            raise AdminError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+        if live.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
+            raise AdminError(E.REBALANCE_IN_PROGRESS, f"group {group_id!r} is already rebalancing ({live.state})")
+        if live.state == EMPTY:
+            raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} has no members")
+        dynamic = [m.member_id for m in live.members.values() if not m.is_static]
+        if dynamic:
+            raise AdminError(E.INVALID_REQUEST,
+                             f"group {group_id!r} has dynamic members ({len(dynamic)}); only static groups can be forced")
+        res = Result()
+        g = live.copy()
+        self._prepare_rebalance(res, g, now_ms)
         self._commit(g)
         return res
 
@@ -603,6 +702,11 @@ class GroupCoordinator:
                 code = E.UNKNOWN_MEMBER_ID
             if not code:
                 self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
+                if mid in g.offline_since:                   # alive after all (registration timeout)
+                    g = g.copy()
+                    del g.offline_since[mid]
+                    self._arm_registration(res, g)
+                    self._commit(g)
                 if g.state == PREPARING_REBALANCE:
                     code = E.REBALANCE_IN_PROGRESS
         res.respond(ctx.token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
@@ -838,6 +942,7 @@ class GroupCoordinator:
             for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
                          self._sync_generation):
                 soft.pop(gid, None)
+            self._expansion_armed.discard(gid)
             out.append(D(group_id=gid, error_code=0))
         res.respond(ctx.token, DeleteGroupsResponse(throttle_time_ms=0, results=out))
         return res

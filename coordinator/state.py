@@ -67,6 +67,7 @@ class ClassicGroup:
     static_members: dict[str, str] = field(default_factory=dict)   # group.instance.id -> member.id
     pending_members: set[str] = field(default_factory=set)          # KIP-394 ids handed out, not joined
     pending_sync: set[str] = field(default_factory=set)             # members yet to send SyncGroup
+    offline_since: dict[str, int] = field(default_factory=dict)     # static members past their session
 
     kind = "classic"   # KIP-848 "consumer" groups are the second kind
 
@@ -74,7 +75,7 @@ class ClassicGroup:
         return dataclasses.replace(
             self, members={k: dataclasses.replace(m) for k, m in self.members.items()},
             static_members=dict(self.static_members), pending_members=set(self.pending_members),
-            pending_sync=set(self.pending_sync))
+            pending_sync=set(self.pending_sync), offline_since=dict(self.offline_since))
 
     # ---- derived views
     def is_empty(self) -> bool:
@@ -129,6 +130,7 @@ class ClassicGroup:
         if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == member_id:
             del self.static_members[m.group_instance_id]
         self.pending_sync.discard(member_id)
+        self.offline_since.pop(member_id, None)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return m
@@ -144,6 +146,7 @@ class ClassicGroup:
         if old_id in self.pending_sync:
             self.pending_sync.discard(old_id)
             self.pending_sync.add(new_id)
+        self.offline_since.pop(old_id, None)       # back online under a new member id
         return new
 
 

@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--min-session-timeout-ms", type=int, default=6000, help="group.min.session.timeout.ms")
     s.add_argument("--max-session-timeout-ms", type=int, default=1800000, help="group.max.session.timeout.ms")
     s.add_argument("--max-group-size", type=int, default=None, help="group.max.size (default unlimited)")
+    s.add_argument("--static-expansion-timeout-ms", type=int, default=None,
+                   help="KIP-345 draft: batch new static members joining a stable group into one rebalance "
+                        "this long after the first (default off)")
+    s.add_argument("--static-registration-timeout-ms", type=int, default=None,
+                   help="KIP-345 draft: keep static members whose session expired until the earliest has been "
+                        "offline this long, then remove all offline ones in one rebalance (default off)")
     s.add_argument("--log-level", default="INFO")
     return p
 
@@ -53,7 +59,9 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         offsets_partitions=args.offsets_partitions,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
                         min_session_timeout_ms=args.min_session_timeout_ms,
-                        max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size)
+                        max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size,
+                        static_expansion_timeout_ms=args.static_expansion_timeout_ms,
+                        static_registration_timeout_ms=args.static_registration_timeout_ms)
 
 
 async def _serve(config: ServerConfig) -> int:

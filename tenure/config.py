@@ -23,10 +23,14 @@ class ServerConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
     max_group_size: int | None = None
+    static_expansion_timeout_ms: int | None = None
+    static_registration_timeout_ms: int | None = None
 
     def coordinator_config(self):
         from tenure.coordinator.classic import CoordinatorConfig
         return CoordinatorConfig(min_session_timeout_ms=self.min_session_timeout_ms,
                                  max_session_timeout_ms=self.max_session_timeout_ms,
                                  initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
-                                 max_group_size=self.max_group_size)
+                                 max_group_size=self.max_group_size,
+                                 static_expansion_timeout_ms=self.static_expansion_timeout_ms,
+                                 static_registration_timeout_ms=self.static_registration_timeout_ms)

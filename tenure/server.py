@@ -103,6 +103,12 @@ class Server:
                 log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
                 return
 
+    def force_rebalance(self, group_id: str) -> None:
+        """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
+        Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
+        empty, or has dynamic members. Call on the server's loop (ServerThread.force_rebalance does)."""
+        self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
+
     async def close(self) -> None:
         self.runtime.close()
         if self._server is not None:
@@ -169,6 +175,10 @@ class ServerThread:
         async def run():
             return fn(*args)
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def force_rebalance(self, group_id: str) -> None:
+        assert self.server is not None
+        self.call(self.server.force_rebalance, group_id)
 
     def stop(self) -> None:
         if self._thread.is_alive():
