@@ -43,7 +43,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="KIP-345 draft: keep static members whose session expired until the earliest has been "
                         "offline this long, then remove all offline ones in one rebalance (default off)")
     s.add_argument("--log-level", default="INFO")
+    sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
     return p
+
+
+def api_table_markdown() -> str:
+    from tenure.protocol.apis import SUPPORTED
+    lines = ["| key | API | versions | flexible from |", "|---:|---|---|---|"]
+    for key in sorted(SUPPORTED):
+        s = SUPPORTED[key]
+        flex = next((v for v in range(s.min_version, s.max_version + 1) if s.flexible(v)), None)
+        lines.append(f"| {key} | {s.name} | {s.min_version}-{s.max_version} | {'-' if flex is None else flex} |")
+    return "\n".join(lines) + "\n"
 
 
 def _config(args: argparse.Namespace) -> ServerConfig:
@@ -81,8 +92,12 @@ async def _serve(config: ServerConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+    level = getattr(args, "log_level", "INFO")
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, str(level).upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "apis":
+        sys.stdout.write(api_table_markdown())
+        return 0
     if args.command == "serve":
         try:
             config = _config(args)
