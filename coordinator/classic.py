@@ -119,7 +119,7 @@ class GroupCoordinator:
         self._initial_remaining: dict[str, int] = {}
         self._new_member_added: dict[str, bool] = {}
         self._sync_generation: dict[str, int] = {}
-        self._expansion_armed: set[str] = set()
+        self._expansion_deadline: dict[str, int] = {}
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
 
     # ================================================================== the one mutator
@@ -274,8 +274,7 @@ class GroupCoordinator:
                 m.assignment = b""
         g.pending_sync.clear()
         res.cancel_timer(sync_key(gid))
-        if gid in self._expansion_armed:                     # this rebalance takes in the new members
-            self._expansion_armed.discard(gid)
+        if self._expansion_deadline.pop(gid, None) is not None:   # this rebalance takes in the new members
             res.cancel_timer(expansion_key(gid))
         initial = g.state == EMPTY
         g.transition(PREPARING_REBALANCE, now_ms)
@@ -436,9 +435,13 @@ class GroupCoordinator:
         window = self.config.static_expansion_timeout_ms
         if window is not None and member.is_static and g.state == STABLE:
             # expansion timeout: batch new static members into one rebalance, counted from the first
-            if g.group_id not in self._expansion_armed:
-                self._expansion_armed.add(g.group_id)
-                res.set_timer(expansion_key(g.group_id), ctx.now_ms + window)
+            deadline = self._expansion_deadline.get(g.group_id)
+            if deadline is None:
+                deadline = self._expansion_deadline[g.group_id] = ctx.now_ms + window
+                res.set_timer(expansion_key(g.group_id), deadline)
+            # a member parked for the window must outlive it
+            res.set_timer(heartbeat_key(g.group_id, member.member_id),
+                          deadline + self.config.new_member_join_timeout_ms)
             return
         self._rebalance_or_complete(res, g, ctx.now_ms)
 
@@ -581,7 +584,7 @@ class GroupCoordinator:
 
     def _expansion_expired(self, gid: str, now_ms: int) -> Result:
         res = Result()
-        self._expansion_armed.discard(gid)
+        self._expansion_deadline.pop(gid, None)
         live = self.groups.get(gid)
         if live is None or live.state != STABLE:
             return res
@@ -942,7 +945,7 @@ class GroupCoordinator:
             for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
                          self._sync_generation):
                 soft.pop(gid, None)
-            self._expansion_armed.discard(gid)
+            self._expansion_deadline.pop(gid, None)
             out.append(D(group_id=gid, error_code=0))
         res.respond(ctx.token, DeleteGroupsResponse(throttle_time_ms=0, results=out))
         return res
