@@ -227,7 +227,7 @@ class GroupCoordinator:
     def _group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
         return GroupMetadataRecord(
             group_id=g.group_id, protocol_type=g.protocol_type or "", generation=g.generation,
-            protocol=g.protocol_name, leader=g.leader_id, current_state_timestamp=now_ms,
+            protocol=g.protocol_name, leader=g.leader_id, current_state_timestamp=g.state_timestamp,
             members=tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                        m.rebalance_timeout_ms, m.session_timeout_ms,
                                        m.metadata(g.protocol_name), m.assignment)
@@ -338,8 +338,8 @@ class GroupCoordinator:
         m = g.remove_member(member_id)
         res.cancel_timer(heartbeat_key(g.group_id, member_id))
         p = self._joins.get(g.group_id, {}).pop(member_id, None)
-        if p is not None:
-            res.respond(p.token, self._join_error(p.api_version, join_error, member_id))
+        if p is not None:                                   # a removed member is unknown: memberId ""
+            res.respond(p.token, self._join_error(p.api_version, join_error, ""))
         p = self._syncs.get(g.group_id, {}).pop(member_id, None)
         if p is not None:
             res.respond(p.token, self._sync_resp(None, join_error))
@@ -377,14 +377,14 @@ class GroupCoordinator:
             return error(E.COORDINATOR_NOT_AVAILABLE)
         else:
             g = live.copy()
-        protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
-        if not g.supports_protocols(req.protocol_type, [n for n, _ in protocols]):
-            return error(E.INCONSISTENT_GROUP_PROTOCOL)                    # 6
-        if not self._accept_joining(g, mid):                               # 8
+        if not self._accept_joining(g, mid):                               # 8 (Kafka checks size first)
             if mid in g.members:
                 self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED)
                 self._commit(g)
             return error(E.GROUP_MAX_SIZE_REACHED, "")
+        protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
+        if not g.supports_protocols(req.protocol_type, [n for n, _ in protocols]):
+            return error(E.INCONSISTENT_GROUP_PROTOCOL)                    # 6
         member = Member(mid, iid, ctx.client_id or "", ctx.client_host, rebalance_timeout,
                         req.session_timeout_ms, req.protocol_type, protocols)
         if not mid:
@@ -759,7 +759,8 @@ class GroupCoordinator:
                 changed = True
             per.append((mid, iid, code))
         if changed:                                                        # 43: one decision per batch
-            self._rebalance_or_complete(res, g, ctx.now_ms)
+            if g.state != EMPTY:                 # an Empty group (a pending id left) needs no rebalance
+                self._rebalance_or_complete(res, g, ctx.now_ms)
             self._commit(g)
         return answer(0, per)
 
