@@ -1,0 +1,251 @@
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Java Admin (and a producer) operations for the group tests, one subcommand per run.
+ *
+ * Usage: AdminOps BOOTSTRAP COMMAND ARGS... [-- COMMAND ARGS...]...
+ *   Several commands separated by "--" run in order with one Admin client (one JVM start).
+ *   create-topic TOPIC PARTITIONS        -> {"type":"topic_created",...}
+ *   produce TOPIC PARTITIONS PER_PARTITION [PREFIX]
+ *                                        -> {"type":"produced","partition":p,"count":n,"last_offset":o} per partition
+ *   describe GROUP...                    -> {"type":"group","group":..,"state":..,"assignor":..,"simple":..,
+ *                                             "members":[{"member_id","instance_id","client_id","host","partitions"}]}
+ *   list-groups                          -> {"type":"groups","groups":[{"group","state","protocol","type"}]}
+ *   list-offsets GROUP                   -> {"type":"offsets","group":..,"offsets":[{"topic","partition","offset","metadata"}]}
+ *   alter-offsets GROUP TOPIC P=OFF...   -> {"type":"altered"} | {"type":"alter_error",...}
+ *   delete-groups GROUP...               -> {"type":"deleted","group":g} | {"type":"delete_error","group":g,...} each
+ *   remove-members GROUP INSTANCE...     -> {"type":"removed","instance":i} | {"type":"remove_error","instance":i,...}
+ *                                           each, then {"type":"remove_all","error":null|exception}
+ *   remove-all-members GROUP             -> {"type":"remove_all","error":null|exception}
+ * Expected per-item errors are reported as *_error lines with exit 0 ("exception" = the cause's
+ * class name); anything else prints {"type":"error",...} and exits 1.
+ */
+public class AdminOps {
+    static final int TIMEOUT_MS = 15000;
+
+    public static void main(String[] args) {
+        try {
+            System.exit(run(args));
+        } catch (Throwable t) {
+            Json.error(t);
+            System.exit(1);
+        }
+    }
+
+    static Properties base(String bootstrap) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("request.timeout.ms", String.valueOf(TIMEOUT_MS));
+        p.put("default.api.timeout.ms", String.valueOf(TIMEOUT_MS));
+        return p;
+    }
+
+    static Throwable cause(Throwable t) {
+        return (t instanceof ExecutionException && t.getCause() != null) ? t.getCause() : t;
+    }
+
+    static Json err(Json j, Throwable t) {
+        Throwable c = cause(t);
+        return j.put("exception", c.getClass().getName()).put("message", String.valueOf(c.getMessage()));
+    }
+
+    static <T> Throwable failure(KafkaFuture<T> f) {
+        try {
+            f.get();
+            return null;
+        } catch (Exception e) {
+            return cause(e);
+        }
+    }
+
+    static int run(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: AdminOps BOOTSTRAP COMMAND ARGS... [-- COMMAND ARGS...]...");
+            return 2;
+        }
+        String bootstrap = args[0];
+        List<List<String>> commands = new ArrayList<>();
+        List<String> cur = new ArrayList<>();
+        for (String a : Arrays.asList(args).subList(1, args.length)) {
+            if (a.equals("--")) {
+                if (!cur.isEmpty()) commands.add(cur);
+                cur = new ArrayList<>();
+            } else {
+                cur.add(a);
+            }
+        }
+        if (!cur.isEmpty()) commands.add(cur);
+        try (Admin admin = Admin.create(base(bootstrap))) {
+            for (List<String> c : commands) {
+                int rc = c.get(0).equals("produce")
+                    ? produce(bootstrap, c.subList(1, c.size()))
+                    : one(admin, c.get(0), c.subList(1, c.size()));
+                if (rc != 0) return rc;
+            }
+        }
+        return 0;
+    }
+
+    static int one(Admin admin, String cmd, List<String> rest) throws Exception {
+        switch (cmd) {
+            case "create-topic": {
+                String topic = rest.get(0);
+                int n = Integer.parseInt(rest.get(1));
+                admin.createTopics(Collections.singletonList(new NewTopic(topic, n, (short) 1))).all().get();
+                Json.obj("type", "topic_created", "topic", topic, "partitions", n).print();
+                return 0;
+            }
+            case "describe": {
+                Map<String, ConsumerGroupDescription> all = admin.describeConsumerGroups(rest).all().get();
+                for (String g : rest) {
+                    ConsumerGroupDescription d = all.get(g);
+                    List<Object> members = Json.list();
+                    for (MemberDescription m : d.members()) {
+                        List<Integer> ps = new ArrayList<>();
+                        for (TopicPartition tp : m.assignment().topicPartitions()) ps.add(tp.partition());
+                        Collections.sort(ps);
+                        members.add(Json.obj("member_id", m.consumerId(),
+                            "instance_id", m.groupInstanceId().orElse(null),
+                            "client_id", m.clientId(), "host", m.host(),
+                            "partitions", new ArrayList<Object>(ps)));
+                    }
+                    Json.obj("type", "group", "group", d.groupId(), "state", String.valueOf(d.groupState()),
+                             "assignor", d.partitionAssignor(), "simple", d.isSimpleConsumerGroup(),
+                             "members", members).print();
+                }
+                return 0;
+            }
+            case "list-groups": {
+                List<Object> gs = Json.list();
+                for (GroupListing l : admin.listGroups().all().get()) {
+                    gs.add(Json.obj("group", l.groupId(),
+                        "state", l.groupState().map(String::valueOf).orElse(null),
+                        "type", l.type().map(String::valueOf).orElse(null),
+                        "protocol", l.protocol()));
+                }
+                Json.obj("type", "groups", "groups", gs).print();
+                return 0;
+            }
+            case "list-offsets": {
+                String g = rest.get(0);
+                Map<TopicPartition, OffsetAndMetadata> offs =
+                    admin.listConsumerGroupOffsets(g).partitionsToOffsetAndMetadata().get();
+                List<Object> out = Json.list();
+                List<TopicPartition> keys = new ArrayList<>(offs.keySet());
+                keys.sort((a, b) -> a.topic().equals(b.topic())
+                    ? Integer.compare(a.partition(), b.partition()) : a.topic().compareTo(b.topic()));
+                for (TopicPartition tp : keys) {
+                    OffsetAndMetadata om = offs.get(tp);
+                    out.add(Json.obj("topic", tp.topic(), "partition", tp.partition(),
+                        "offset", om == null ? null : om.offset(),
+                        "metadata", om == null ? null : om.metadata()));
+                }
+                Json.obj("type", "offsets", "group", g, "offsets", out).print();
+                return 0;
+            }
+            case "alter-offsets": {
+                String g = rest.get(0);
+                String topic = rest.get(1);
+                Map<TopicPartition, OffsetAndMetadata> offs = new HashMap<>();
+                for (String kv : rest.subList(2, rest.size())) {
+                    String[] parts = kv.split("=", 2);
+                    offs.put(new TopicPartition(topic, Integer.parseInt(parts[0])),
+                             new OffsetAndMetadata(Long.parseLong(parts[1]), "altered"));
+                }
+                Throwable t = failure(admin.alterConsumerGroupOffsets(g, offs).all());
+                if (t == null) Json.obj("type", "altered", "group", g).print();
+                else err(Json.obj("type", "alter_error", "group", g), t).print();
+                return 0;
+            }
+            case "delete-groups": {
+                Map<String, KafkaFuture<Void>> res = admin.deleteConsumerGroups(rest).deletedGroups();
+                for (String g : rest) {
+                    Throwable t = failure(res.get(g));
+                    if (t == null) Json.obj("type", "deleted", "group", g).print();
+                    else err(Json.obj("type", "delete_error", "group", g), t).print();
+                }
+                return 0;
+            }
+            case "remove-members": {
+                String g = rest.get(0);
+                List<MemberToRemove> ms = new ArrayList<>();
+                for (String inst : rest.subList(1, rest.size())) ms.add(new MemberToRemove(inst));
+                RemoveMembersFromConsumerGroupResult res = admin.removeMembersFromConsumerGroup(
+                    g, new RemoveMembersFromConsumerGroupOptions(ms));
+                for (MemberToRemove m : ms) {
+                    Throwable t = failure(res.memberResult(m));
+                    if (t == null) Json.obj("type", "removed", "group", g, "instance", m.groupInstanceId()).print();
+                    else err(Json.obj("type", "remove_error", "group", g, "instance", m.groupInstanceId()), t).print();
+                }
+                Throwable t = failure(res.all());
+                Json j = Json.obj("type", "remove_all", "group", g);
+                (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "remove-all-members": {
+                String g = rest.get(0);
+                Throwable t = failure(admin.removeMembersFromConsumerGroup(
+                    g, new RemoveMembersFromConsumerGroupOptions()).all());
+                Json j = Json.obj("type", "remove_all", "group", g);
+                (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            default:
+                System.err.println("unknown command " + cmd);
+                return 2;
+        }
+    }
+
+    static int produce(String bootstrap, List<String> rest) throws Exception {
+        String topic = rest.get(0);
+        int partitions = Integer.parseInt(rest.get(1));
+        int per = Integer.parseInt(rest.get(2));
+        String prefix = rest.size() > 3 ? rest.get(3) : "k";
+        Properties pp = base(bootstrap);
+        pp.put("key.serializer", StringSerializer.class.getName());
+        pp.put("value.serializer", StringSerializer.class.getName());
+        pp.put("delivery.timeout.ms", String.valueOf(TIMEOUT_MS * 2));
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            Map<Integer, List<Future<RecordMetadata>>> futures = new HashMap<>();
+            for (int p = 0; p < partitions; p++) {
+                List<Future<RecordMetadata>> fs = new ArrayList<>();
+                for (int i = 0; i < per; i++) {
+                    fs.add(producer.send(new ProducerRecord<>(topic, p, prefix + "-" + p + "-" + i, "v" + i)));
+                }
+                futures.put(p, fs);
+            }
+            producer.flush();
+            for (int p = 0; p < partitions; p++) {
+                long last = -1;
+                for (Future<RecordMetadata> f : futures.get(p)) last = f.get().offset();
+                Json.obj("type", "produced", "topic", topic, "partition", p, "count", per,
+                         "last_offset", last).print();
+            }
+        }
+        return 0;
+    }
+}
