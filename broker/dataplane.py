@@ -52,12 +52,13 @@ def _resp(api_key: int):
 class Broker:
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, durability=None) -> None:
         self.node = node
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
         self.auto_create_topics = auto_create_topics
         self.producers = ProducerStates()
+        self.durability = durability           # storage.durability.Durability, or None (in memory)
         self._clock = clock
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self.handlers: dict[int, Callable[[Request], Any]] = {
@@ -287,19 +288,29 @@ class Broker:
         else:
             code = ErrorCode.NONE
         out = []
+        written = []
         for td in body.topic_data:
             parts = []
             for pd in td.partition_data:
                 if code:
                     parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
                     continue
-                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records))
+                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written))
             out.append(TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
             return None
+        if written and self.durability is not None and self.durability.needed:
+            try:
+                await self.durability.sync(written)
+            except OSError as exc:
+                log.error("fsync failed after a produce: %s; answering KAFKA_STORAGE_ERROR", exc)
+                for t in out:
+                    for p in t.partition_responses:
+                        if p.error_code == 0:
+                            p.error_code, p.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
         return R(responses=out, throttle_time_ms=0)
 
-    def _produce_partition(self, PR, topic: str, index: int, records):
+    def _produce_partition(self, PR, topic: str, index: int, records, written: list):
         log_ = self.topics.partition(topic, index)
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
@@ -325,7 +336,13 @@ class Broker:
             if dup is not None:
                 return PR(index=index, error_code=0, base_offset=dup, log_append_time_ms=-1,
                           log_start_offset=log_.log_start_offset)
-        base, stamped = log_.append(bytes(records), LEADER_EPOCH)
+        try:
+            base, stamped = log_.append(bytes(records), LEADER_EPOCH)
+        except OSError as exc:
+            log.error("append to %s-%d failed: %s", topic, index, exc)
+            return PR(index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1,
+                      error_message=f"cannot write the log: {exc}")
+        written.append(log_)
         for h in stamped:
             self.producers.appended(topic, index, h)
         self.notify_append(topic, index)

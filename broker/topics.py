@@ -1,6 +1,9 @@
 """The topic catalogue: names, topic ids, partitions (each a storage `Log`) and topic configs."""
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -8,6 +11,8 @@ from typing import Callable
 
 from tenure.protocol.errors import ErrorCode
 from tenure.storage import Log, MemoryLog
+
+log = logging.getLogger("tenure.broker")
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
@@ -59,12 +64,50 @@ def validate_topic_name(name: str | None) -> None:
 
 
 class TopicRegistry:
+    """Topics by name and id. With a `catalog` path (the on-disk mode) the set of topics - names, ids,
+    partition counts, configs - is written there (atomically) on every change and read back by `load`,
+    while each partition's records live in the log the factory opens for it."""
+
     def __init__(self, default_partitions: int = 1,
-                 log_factory: Callable[[str, int], Log] | None = None) -> None:
+                 log_factory: Callable[[str, int], Log] | None = None,
+                 catalog: str | os.PathLike | None = None) -> None:
         self.default_partitions = default_partitions
         self._log_factory = log_factory or (lambda topic, partition: MemoryLog())
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self.catalog = catalog
+
+    def load(self) -> list[Topic]:
+        """Open every topic the catalog lists (recovering their logs); returns them."""
+        if self.catalog is None or not os.path.exists(self.catalog):
+            return []
+        with open(self.catalog, encoding="utf-8") as f:
+            entries = json.load(f)["topics"]
+        for e in entries:
+            topic = Topic(e["name"], uuid.UUID(e["topic_id"]),
+                          [self._log_factory(e["name"], i) for i in range(e["partitions"])],
+                          dict(e.get("configs", {})), bool(e.get("internal", False)))
+            self._by_name[topic.name] = topic
+            self._by_id[topic.topic_id] = topic
+        return list(self._by_name.values())
+
+    def _save(self) -> None:
+        if self.catalog is None:
+            return
+        doc = {"version": 1, "topics": [
+            {"name": t.name, "topic_id": str(t.topic_id), "partitions": len(t.partitions),
+             "configs": t.configs, "internal": t.internal} for t in self._by_name.values()]}
+        tmp = f"{self.catalog}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.catalog)
+        fd = os.open(os.path.dirname(os.path.abspath(self.catalog)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
@@ -110,6 +153,7 @@ class TopicRegistry:
                       configs, internal)
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
+        self._save()
         return topic
 
     def delete(self, name: str) -> Topic:
@@ -120,8 +164,13 @@ class TopicRegistry:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"internal topic {name!r} cannot be deleted")
         del self._by_name[name]
         del self._by_id[topic.topic_id]
-        for log in topic.partitions:
-            log.close()
+        self._save()
+        for plog in topic.partitions:
+            remove = getattr(plog, "delete", None)
+            if remove is not None:
+                remove()
+            else:
+                plog.close()
         return topic
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
@@ -134,3 +183,4 @@ class TopicRegistry:
                              f"topic {name!r} has {have} partitions; cannot change it to {total}")
         if not validate_only:
             topic.partitions.extend(self._log_factory(name, i) for i in range(have, total))
+            self._save()

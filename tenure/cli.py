@@ -7,6 +7,10 @@ import logging
 import signal
 import sys
 
+from tenure.storage.datadir import DataDirLocked
+from tenure.storage.segments import CorruptLogError
+
+from . import logtool
 from .config import ServerConfig
 from .server import Server
 
@@ -22,7 +26,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=9092, help="port to bind; 0 picks a free one (default 9092)")
     s.add_argument("--advertised-host", default=None, help="host clients are told to connect to "
                    "(default: --host)")
-    s.add_argument("--data-dir", default=None, help="keep logs on disk here (default: in memory)")
+    s.add_argument("--data-dir", default=None, help="keep every log (user topics and the group state in "
+                   "__consumer_offsets) on disk here, reloaded on start (default: in memory)")
+    s.add_argument("--fsync", choices=("always", "batch", "never"), default="batch",
+                   help="with --data-dir: when a write is durable before it is acknowledged. always: fsync "
+                        "each write; batch (default): one fsync covers every write waiting for it; never: "
+                        "leave it to the OS (survives a killed process, not a power loss)")
+    s.add_argument("--segment-bytes", type=int, default=ServerConfig.segment_bytes,
+                   help="roll a segment file when it would pass this size (default 100 MiB)")
+    s.add_argument("--segment-ms", type=int, default=ServerConfig.segment_ms,
+                   help="roll a segment file older than this (default 7 days)")
     s.add_argument("--default-partitions", type=int, default=1,
                    help="partitions of auto-created topics and of CreateTopics with -1 (default 1)")
     s.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false",
@@ -44,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
                         "offline this long, then remove all offline ones in one rebalance (default off)")
     s.add_argument("--log-level", default="INFO")
     sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
+    logtool.add_parser(sub)
     return p
 
 
@@ -62,12 +76,15 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --default-partitions must be at least 1")
     if args.offsets_partitions < 1:
         raise SystemExit("tenure: --offsets-partitions must be at least 1")
+    if args.segment_bytes < 1024:
+        raise SystemExit("tenure: --segment-bytes must be at least 1024")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
-                        offsets_partitions=args.offsets_partitions,
+                        offsets_partitions=args.offsets_partitions, fsync=args.fsync,
+                        segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
                         min_session_timeout_ms=args.min_session_timeout_ms,
                         max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size,
@@ -77,8 +94,12 @@ def _config(args: argparse.Namespace) -> ServerConfig:
 
 async def _serve(config: ServerConfig) -> int:
     server = Server(config)
-    await server.start()
-    stop = asyncio.Event()
+    try:
+        await server.start()
+    except BaseException:
+        await server.close()
+        raise
+    stop = server.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -87,6 +108,9 @@ async def _serve(config: ServerConfig) -> int:
     await stop.wait()
     log.info("shutting down")
     await server.close()
+    if server.fatal_error is not None:
+        log.critical("stopped after a storage failure: %s", server.fatal_error)
+        return 3
     return 0
 
 
@@ -98,13 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "apis":
         sys.stdout.write(api_table_markdown())
         return 0
+    if args.command == "log":
+        return logtool.run(args)
     if args.command == "serve":
         try:
             config = _config(args)
             return asyncio.run(_serve(config))
-        except NotImplementedError as exc:
+        except CorruptLogError as exc:
+            print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
+                  file=sys.stderr)
+            return 4
+        except DataDirLocked as exc:
             print(f"tenure: {exc}", file=sys.stderr)
-            return 2
+            return 1
         except OSError as exc:
             print(f"tenure: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
             return 1

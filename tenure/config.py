@@ -18,6 +18,9 @@ class ServerConfig:
     shutdown_timeout_s: float = 5.0
     cluster_id: str | None = None
     offsets_partitions: int = 1
+    fsync: str = "batch"                    # always | batch | never (with data_dir)
+    segment_bytes: int = 100 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
     # the group coordinator (Kafka's group.* broker settings)
     initial_rebalance_delay_ms: int = 0
     min_session_timeout_ms: int = 6000

@@ -13,7 +13,9 @@ import logging
 import time
 from typing import Callable
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from dataclasses import dataclass, field
+
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
@@ -21,11 +23,39 @@ from tenure.coordinator.classic import GroupCoordinator, RequestContext
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
+from tenure.storage import parse_batches
+from tenure.storage.durability import Durability
 
 log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
+
+
+@dataclass
+class LoadReport:
+    batches: int = 0
+    records: int = 0
+    groups: int = 0
+    seconds: float = 0.0
+    unknown: dict[int, int] = field(default_factory=dict)       # key version -> records skipped
+    undecodable: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+def iter_batches(plog, chunk: int = 8 * 1024 * 1024):
+    """(header, batch bytes) of every batch of a partition log, whatever its implementation."""
+    batches = getattr(plog, "batches", None)
+    if batches is not None:
+        yield from batches(0)
+        return
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, chunk)
+        if not data:
+            return
+        for h in parse_batches(data, verify_crc=False):
+            yield h, data[h.position:h.position + h.size]
+            offset = h.next_offset
 
 
 def java_string_hash(s: str) -> int:
@@ -44,14 +74,53 @@ def partition_for(group_id: str, partitions: int) -> int:
 
 class CoordinatorRuntime:
     def __init__(self, coordinator: GroupCoordinator, offsets_topic: Topic, broker: Broker,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 durability: Durability | None = None,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
         self.coordinator = coordinator
         self.offsets_topic = offsets_topic
         self.broker = broker
         self.clock_ms = clock_ms
+        self.durability = durability or Durability("never")
+        self.on_fatal = on_fatal
+        self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._syncing: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ start-up
+    def load(self) -> LoadReport:
+        """Replay __consumer_offsets through the coordinator's `replay` (before serving)."""
+        report = LoadReport()
+        t0 = time.monotonic()
+        for part, plog in enumerate(self.offsets_topic.partitions):
+            for h, raw in iter_batches(plog):
+                report.batches += 1
+                if h.is_control:
+                    continue
+                for r in DefaultRecordBatch(raw):
+                    report.records += 1
+                    try:
+                        record = rec.decode(r.key, r.value)
+                    except rec.UnknownRecordType as exc:
+                        report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+                        continue
+                    except Exception as exc:           # a record that does not decode under a valid CRC
+                        report.undecodable.append((part, r.offset, str(exc)))
+                        log.error("%s-%d offset %d: record does not decode, skipped: %s",
+                                  OFFSETS_TOPIC, part, r.offset, exc)
+                        continue
+                    self.coordinator.replay(record)
+        for kv, n in sorted(report.unknown.items()):
+            log.warning("%s: skipped %d record(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
+        report.groups = len(self.coordinator.groups)
+        report.seconds = time.monotonic() - t0
+        return report
+
+    def start_timers(self) -> None:
+        """After `load`, on the running loop: restart every loaded member's session timer."""
+        self.apply(self.coordinator.loaded(self.clock_ms()))
 
     async def handle(self, req: Request, client_host: str):
         loop = asyncio.get_running_loop()
@@ -66,12 +135,15 @@ class CoordinatorRuntime:
             self._waiting.pop(token, None)
 
     def apply(self, result: Result) -> None:
-        if result.records:
-            self._persist(result.records)
-        for token, body in result.responses:
-            fut = self._waiting.get(token)
-            if fut is not None and not fut.done():
-                fut.set_result(body)
+        if self.failed is not None:
+            raise self.failed
+        logs = self._persist(result.records) if result.records else []
+        if logs and self.durability.needed:
+            task = asyncio.get_running_loop().create_task(self._release_when_durable(logs, result.responses))
+            self._syncing.add(task)
+            task.add_done_callback(self._syncing.discard)
+        else:
+            self._release(result.responses)
         loop = asyncio.get_running_loop()
         now = self.clock_ms()
         for op in result.timers:
@@ -82,6 +154,28 @@ class CoordinatorRuntime:
                 delay = max(op.deadline_ms - now, 0) / 1000.0
                 self._timers[op.key] = loop.call_later(delay, self._fire, op.key)
 
+    def _release(self, responses) -> None:
+        for token, body in responses:
+            fut = self._waiting.get(token)
+            if fut is not None and not fut.done():
+                fut.set_result(body)
+
+    async def _release_when_durable(self, logs, responses) -> None:
+        try:
+            await self.durability.sync(logs)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._release(responses)
+
+    def _fail(self, exc: BaseException) -> None:
+        """A write or fsync of group state failed: stop acknowledging anything (fail-stop)."""
+        if self.failed is None:
+            self.failed = exc
+            log.critical("cannot write %s (%s); no further group request is answered", OFFSETS_TOPIC, exc)
+            if self.on_fatal is not None:
+                self.on_fatal(exc)
+
     def _fire(self, key: str) -> None:
         self._timers.pop(key, None)
         try:
@@ -89,20 +183,28 @@ class CoordinatorRuntime:
         except Exception:
             log.exception("timer %r failed", key)
 
-    def _persist(self, records: list) -> None:
+    def _persist(self, records: list) -> list:
         by_partition: dict[int, list] = {}
         n = len(self.offsets_topic.partitions)
         for r in records:
             by_partition.setdefault(partition_for(r.group_id, n), []).append(r)
         now = self.clock_ms()
+        written = []
         for part, recs in by_partition.items():
             b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                           producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
             for i, r in enumerate(recs):
                 key, value = rec.encode(r)
                 b.append(i, timestamp=now, key=key, value=value, headers=[])
-            self.offsets_topic.partitions[part].append(bytes(b.build()))
+            plog = self.offsets_topic.partitions[part]
+            try:
+                plog.append(bytes(b.build()))
+            except OSError as exc:
+                self._fail(exc)
+                raise
+            written.append(plog)
             self.broker.notify_append(OFFSETS_TOPIC, part)
+        return written
 
     def close(self) -> None:
         for h in self._timers.values():

@@ -17,6 +17,9 @@ from tenure.protocol.codec import (
 )
 from tenure.protocol.errors import ClientProtocolError
 from tenure.protocol.framing import FrameDecoder
+from tenure.storage.datadir import DataDir
+from tenure.storage.durability import Durability
+from tenure.storage.segments import LogConfig
 
 from .config import ServerConfig
 from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
@@ -27,19 +30,48 @@ READ_CHUNK = 256 * 1024
 
 class Server:
     def __init__(self, config: ServerConfig = ServerConfig()) -> None:
-        if config.data_dir is not None:
-            raise NotImplementedError("--data-dir (the on-disk segment log) is not built yet; "
-                                      "tenure keeps partitions in memory")
         self.config = config
         self.node = Node(config.advertised_host or config.host, config.port)
-        self.topics = TopicRegistry(config.default_partitions)
+        self.durability = Durability(config.fsync if config.data_dir else "never")
+        self.data: DataDir | None = None
+        try:
+            self._open(config)
+        except BaseException:
+            if self.data is not None:              # release the data dir (its lock) for a retry
+                for plog in self.data.logs.values():
+                    plog.close()
+                self.data.close()
+            raise
+
+    def _open(self, config: ServerConfig) -> None:
+        if config.data_dir is not None:
+            self.data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes,
+                                                                segment_ms=config.segment_ms))
+            self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog)
+            self.topics.load()
+        else:
+            self.topics = TopicRegistry(config.default_partitions)
         self.broker = Broker(self.node, self.topics, cluster_id=config.cluster_id,
-                             auto_create_topics=config.auto_create_topics)
+                             auto_create_topics=config.auto_create_topics, durability=self.durability)
         self.handlers = dict(self.broker.handlers)
-        offsets = self.topics.create(OFFSETS_TOPIC, config.offsets_partitions, internal=True,
-                                     configs={"cleanup.policy": "compact"})
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        if offsets is None:
+            offsets = self.topics.create(OFFSETS_TOPIC, config.offsets_partitions, internal=True,
+                                         configs={"cleanup.policy": "compact"})
+        elif len(offsets.partitions) != config.offsets_partitions:
+            log.warning("%s keeps its %d partition(s) from the data dir (--offsets-partitions %d ignored: "
+                        "groups map to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
+                        config.offsets_partitions)
         self.coordinator = GroupCoordinator(config.coordinator_config())
-        self.runtime = CoordinatorRuntime(self.coordinator, offsets, self.broker)
+        self.stop_requested = asyncio.Event()
+        self.fatal_error: BaseException | None = None
+        self.runtime = CoordinatorRuntime(self.coordinator, offsets, self.broker, durability=self.durability,
+                                          on_fatal=self._fatal)
+        self.load_report = self.runtime.load()
+        if self.data is not None:
+            r = self.load_report
+            log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs", OFFSETS_TOPIC,
+                     r.records, r.batches, r.groups, r.seconds)
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[int, asyncio.Task] = {}
         self._ids = itertools.count(1)
@@ -54,6 +86,11 @@ class Server:
                                                   reuse_address=True, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         self.node.port = self.port
+        self.runtime.start_timers()
+
+    def _fatal(self, exc: BaseException) -> None:
+        self.fatal_error = exc
+        self.stop_requested.set()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn_id = next(self._ids)
@@ -123,9 +160,18 @@ class Server:
                 await asyncio.wait_for(self._server.wait_closed(), self.config.shutdown_timeout_s)
             except asyncio.TimeoutError:
                 log.warning("listener did not close within %.1fs", self.config.shutdown_timeout_s)
+        if self.runtime._syncing:
+            await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():
             for plog in topic.partitions:
+                if self.fatal_error is None and getattr(plog, "flush", None) is not None:
+                    try:
+                        plog.flush()
+                    except OSError as exc:
+                        log.error("flushing %s at shutdown: %s", getattr(plog, "name", topic.name), exc)
                 plog.close()
+        if self.data is not None:
+            self.data.close()
 
 
 class ServerThread:

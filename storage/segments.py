@@ -1,0 +1,414 @@
+"""The on-disk partition log: Kafka segment files of RecordBatch v2, behind the same `Log` interface.
+
+A partition is a directory `<data-dir>/<topic>-<partition>/` of segment files named by their base
+offset (`00000000000000000000.log`), each a plain concatenation of RecordBatch v2 batches exactly as
+Kafka writes them, so Kafka's own tools and any RecordBatch reader can parse them. The newest segment
+is the active one (appends go there); a new one is rolled when the active segment would pass
+`segment_bytes` or is older than `segment_ms`.
+
+Reads use a sparse in-memory offset index per segment (one entry every `index_interval_bytes`, as
+Kafka's .index), rebuilt while the segment is verified at open; a read finds the segment by base
+offset, the nearest index entry, then walks batch headers from there.
+
+Recovery at open verifies every batch (length, magic, CRC-32C, offsets moving forward). Damage at
+the end of the newest segment - a torn write or a corrupt last batch with nothing valid after it - is
+cut off and logged with what was cut. Damage anywhere else is never skipped: opening raises
+`CorruptLogError` naming the file, byte position and offset.
+
+Durability is the caller's choice: `append` writes to the OS (a process crash loses nothing that
+was appended); `flush` fsyncs every segment written since the last flush (and the directory when a
+segment file was created), for the fsync policies in `storage.durability`.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import mmap
+import os
+import struct
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import crc32c
+
+from .batch import (
+    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
+    first_record_at_or_after, parse_batches, read_header, restamp,
+)
+
+log = logging.getLogger("tenure.storage")
+
+SUFFIX = ".log"
+_BASE_AND_LEN = struct.Struct(">qi")
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SUFFIX}"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 100 * 1024 * 1024      # Kafka's offsets.topic.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000      # Kafka's log.roll.ms default (7 days)
+    index_interval_bytes: int = 4096            # Kafka's index.interval.bytes
+
+
+class CorruptLogError(Exception):
+    """Damage that recovery must not cut: a bad batch with valid data after it, or in an older segment."""
+
+    def __init__(self, path: Path, position: int, offset: int | None, reason: str) -> None:
+        where = f"{path} at byte {position}" + (f" (offset {offset})" if offset is not None else "")
+        super().__init__(f"corrupt log: {where}: {reason}")
+        self.path = path
+        self.position = position
+        self.offset = offset
+        self.reason = reason
+
+
+@dataclass
+class Damage:
+    """A batch that failed verification: where, why, and whether valid batches follow it."""
+    path: Path
+    position: int
+    offset: int | None
+    reason: str
+    valid_after: bool
+
+
+def check_batch(buf, pos: int, end: int, expect_min_offset: int) -> tuple[BatchHeader | None, str | None]:
+    """Verify the batch at `pos` of `buf[:end]`: (header, None) if sound, else (header-or-None, reason)."""
+    if end - pos < LOG_OVERHEAD:
+        return None, f"torn batch: {end - pos} bytes left, a batch needs at least {HEADER_SIZE}"
+    base, length = _BASE_AND_LEN.unpack_from(buf, pos)
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        return None, f"batch length {length} is below a batch header"
+    if pos + LOG_OVERHEAD + length > end:
+        return None, f"torn batch: declares {LOG_OVERHEAD + length} bytes, {end - pos} present"
+    if buf[pos + MAGIC_OFFSET] != 2:
+        return None, f"magic {buf[pos + MAGIC_OFFSET]}, expected 2"
+    h = BatchHeader(pos, *HEADER.unpack_from(buf, pos))
+    actual = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + h.size])
+    if actual != h.crc:
+        return h, f"CRC-32C {actual:#010x} != stored {h.crc:#010x}"
+    if h.last_offset_delta < 0 or h.records_count < 0:
+        return h, "negative record counts"
+    if h.base_offset < expect_min_offset:
+        return h, f"base offset {h.base_offset} goes back (expected >= {expect_min_offset})"
+    return h, None
+
+
+def scan_segment(path: Path, base_offset: int) -> tuple[list[BatchHeader], Damage | None]:
+    """Every sound batch of a segment file up to the first damage (if any)."""
+    size = path.stat().st_size
+    headers: list[BatchHeader] = []
+    if size == 0:
+        return headers, None
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        pos, expect = 0, base_offset
+        while pos < size:
+            h, reason = check_batch(buf, pos, size, expect)
+            if reason is not None:
+                return headers, Damage(path, pos, h.base_offset if h else expect, reason,
+                                       _valid_after(buf, pos, size, h))
+            headers.append(h)
+            expect = h.next_offset
+            pos += h.size
+    return headers, None
+
+
+def _valid_after(buf, pos: int, size: int, h: BatchHeader | None) -> bool:
+    """Is there a sound batch right after a damaged one (so the damage is not a tail)?"""
+    if h is None:
+        return False
+    nxt = pos + h.size
+    if nxt >= size:
+        return False
+    h2, reason = check_batch(buf, nxt, size, 0)
+    return reason is None
+
+
+class Segment:
+    """One segment file: an append fd, the next offset, a sparse index, and timestamps."""
+
+    def __init__(self, path: Path, base_offset: int, index_interval: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = 0
+        self.next_offset = base_offset
+        self.index_interval = index_interval
+        self.index_offsets = array("q")      # base offset of an indexed batch
+        self.index_positions = array("q")    # its byte position
+        self._since_index = index_interval   # index the first batch
+        self.max_timestamp = -1
+        self.max_timestamp_offset = -1
+        self.created = time.monotonic()
+        self.batches = 0
+
+    def add(self, h: BatchHeader, position: int) -> None:
+        if self._since_index >= self.index_interval:
+            self.index_offsets.append(h.base_offset)
+            self.index_positions.append(position)
+            self._since_index = 0
+        self._since_index += h.size
+        self.size = position + h.size
+        self.next_offset = h.next_offset
+        self.batches += 1
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.max_timestamp_offset = h.last_offset
+
+    def position_for(self, offset: int) -> int:
+        i = bisect.bisect_right(self.index_offsets, offset) - 1
+        return self.index_positions[i] if i >= 0 else 0
+
+    def pread(self, length: int, position: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def headers_from(self, position: int, chunk: int = 64 * 1024) -> Iterator[tuple[BatchHeader, int]]:
+        """(header, position) of each batch from `position` on, reading in chunks."""
+        while position < self.size:
+            buf = self.pread(min(chunk, self.size - position), position)
+            off = 0
+            while off + HEADER_SIZE <= len(buf):
+                h = read_header(buf, off)
+                yield h, position + off
+                off += h.size
+            if off == 0:                       # header larger than the chunk left: read exactly it
+                h = read_header(self.pread(HEADER_SIZE, position), 0)
+                yield h, position
+                off = h.size
+            position += off
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+class SegmentLog:
+    """A partition log on disk (see the module docstring). Implements `storage.Log`."""
+
+    def __init__(self, directory: str | os.PathLike, config: LogConfig = LogConfig(),
+                 name: str | None = None) -> None:
+        self.dir = Path(directory)
+        self.config = config
+        self.name = name or self.dir.name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.segments: list[Segment] = []
+        self._dirty: set[Segment] = set()
+        self._dir_dirty = False
+        self.truncated: list[Damage] = []          # what recovery cut off, for the caller to report
+        self.bytes_written = 0                     # appended since open (a counter, for sync bookkeeping)
+        self.bytes_synced = 0                      # of those, covered by a finished fsync
+        self._recover()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        files = sorted(p for p in self.dir.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
+        for p in self.dir.iterdir():
+            if p.suffix in (".cleaned", ".swap"):        # an interrupted compaction: the originals stand
+                log.warning("%s: removing leftover %s from an interrupted compaction", self.name, p.name)
+                p.unlink()
+        expect = 0
+        for i, p in enumerate(files):
+            base = int(p.stem)
+            if base < expect:
+                raise CorruptLogError(p, 0, base, f"segment base offset {base} overlaps the previous "
+                                                  f"segment, which ends at offset {expect}")
+            headers, damage = scan_segment(p, base)
+            last = i == len(files) - 1
+            if damage is not None:
+                if not last or damage.valid_after:
+                    raise CorruptLogError(damage.path, damage.position, damage.offset,
+                                          damage.reason + ("; valid batches follow it" if damage.valid_after
+                                                           else "; it is not in the newest segment"))
+                cut = p.stat().st_size - damage.position
+                log.warning("%s: recovery cut %d byte(s) from %s at byte %d (offset %s): %s", self.name, cut,
+                            p.name, damage.position, damage.offset, damage.reason)
+                with open(p, "r+b") as f:
+                    f.truncate(damage.position)
+                    f.flush()
+                    os.fsync(f.fileno())
+                self.truncated.append(damage)
+            seg = Segment(p, base, self.config.index_interval_bytes)
+            for h in headers:
+                seg.add(h, h.position)
+            self.segments.append(seg)
+            expect = max(seg.next_offset, base)
+        if not self.segments:
+            self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
+            self._dir_dirty = True
+
+    # ------------------------------------------------------------------ the Log interface
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    def append(self, records: bytes, leader_epoch: int = 0) -> tuple[int, list[BatchHeader]]:
+        buf = bytearray(records)
+        headers = parse_batches(buf, verify_crc=False)
+        base = self.log_end_offset
+        self._maybe_roll(len(buf))
+        seg = self.active
+        next_offset = base
+        stamped: list[BatchHeader] = []
+        for h in headers:
+            restamp(buf, h.position, next_offset, leader_epoch)
+            sh = read_header(buf, h.position)
+            stamped.append(sh)
+            next_offset = sh.next_offset
+        start = seg.size
+        view = memoryview(buf)
+        written = 0
+        while written < len(buf):
+            written += os.write(seg.fd, view[written:])
+        for sh in stamped:
+            seg.add(sh, start + sh.position)
+        self._dirty.add(seg)
+        self.bytes_written += len(buf)
+        return base, [BatchHeader(start + sh.position, *astuple_tail(sh)) for sh in stamped]
+
+    def _maybe_roll(self, incoming: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        too_big = seg.size + incoming > self.config.segment_bytes
+        too_old = (time.monotonic() - seg.created) * 1000 >= self.config.segment_ms
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> Segment:
+        """Start a new active segment at the log end offset (the old one stays dirty until flushed)."""
+        base = self.log_end_offset
+        if self.active.size == 0:
+            return self.active
+        seg = Segment(self.dir / segment_name(base), base, self.config.index_interval_bytes)
+        self.segments.append(seg)
+        self._dir_dirty = True
+        return seg
+
+    def _segment_for(self, offset: int) -> int:
+        bases = [s.base_offset for s in self.segments]
+        return max(bisect.bisect_right(bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        i = self._segment_for(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            start = None
+            end = 0
+            for h, pos in seg.headers_from(seg.position_for(offset)):
+                if start is None:
+                    if h.last_offset < offset:
+                        continue
+                    start = pos
+                elif pos + h.size - start > max_bytes:
+                    break
+                end = pos + h.size
+            if start is not None:
+                return seg.pread(end - start, start)
+            i += 1                               # the offset is past this segment (e.g. compacted away)
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            for h, pos in seg.headers_from(0):
+                if h.max_timestamp >= timestamp:
+                    batch = seg.pread(h.size, pos)
+                    try:
+                        found = first_record_at_or_after(batch, timestamp)
+                    except Exception:  # a codec we cannot decompress: the batch is the best answer
+                        found = None
+                    return found or (h.base_offset, h.max_timestamp)
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                best = (seg.max_timestamp_offset, seg.max_timestamp)
+        return best
+
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch from `start_offset` on, as (header with position in its segment, bytes)."""
+        for seg in self.segments[self._segment_for(start_offset):]:
+            for h, pos in seg.headers_from(seg.position_for(start_offset)):
+                if h.last_offset >= start_offset:
+                    yield h, seg.pread(h.size, pos)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._dirty) or self._dir_dirty
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush, and the directory if it changed."""
+        self.take_sync()()
+
+    def take_sync(self):
+        """Claim what the next fsync must cover; returns the blocking call that fsyncs it.
+
+        Called on the thread that appends (so no append can slip between the claim and the set it
+        clears); the returned call may run on a worker thread."""
+        fds = [seg.fd for seg in self._dirty]
+        self._dirty = set()
+        dir_too, self._dir_dirty = self._dir_dirty, False
+        directory = self.dir
+        target = self.bytes_written
+
+        def do_sync() -> None:
+            for fd in fds:
+                os.fsync(fd)
+            if dir_too:
+                fsync_dir(directory)
+            self.bytes_synced = max(self.bytes_synced, target)
+        return do_sync
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory (topic deletion)."""
+        self.close()
+        for p in self.dir.iterdir():
+            p.unlink()
+        self.dir.rmdir()
+        fsync_dir(self.dir.parent)
+
+
+def astuple_tail(h: BatchHeader) -> tuple:
+    """The header's fields after `position` (to rebuild it at another position)."""
+    return (h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic, h.crc, h.attributes,
+            h.last_offset_delta, h.first_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+            h.base_sequence, h.records_count)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,190 @@
+"""The on-disk segment log: offsets across reopen and rolls, reads through the sparse index, recovery of
+torn and corrupt tails, refusal of damage in the middle, and files any RecordBatch reader parses."""
+import asyncio
+import logging
+import os
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+
+from tenure.storage import parse_batches
+from tenure.storage.durability import Durability
+from tenure.storage.segments import CorruptLogError, LogConfig, SegmentLog, segment_name
+from tests.support.wire import build_batch
+
+
+def batch(i: int, n: int = 1, size: int = 10, ts: int | None = None) -> bytes:
+    recs = [(f"k{i}-{j}".encode(), bytes([65 + (i % 26)]) * size) for j in range(n)]
+    return build_batch(recs, base_timestamp=ts) if ts is not None else build_batch(recs)
+
+
+def read_all(log: SegmentLog) -> list[tuple[int, bytes, bytes]]:
+    out, off = [], log.log_start_offset
+    while off < log.log_end_offset:
+        data = log.read(off, 1 << 20)
+        assert data, f"no data at offset {off}"
+        for r in (rec for h in parse_batches(data)
+                  for rec in DefaultRecordBatch(data[h.position:h.position + h.size])):
+            if r.offset >= off:
+                out.append((r.offset, r.key, r.value))
+        off = out[-1][0] + 1
+    return out
+
+
+def test_offsets_continue_across_reopen_and_files_are_named_by_base_offset(tmp_path):
+    log = SegmentLog(tmp_path / "t-0")
+    assert log.append(batch(0, 3))[0] == 0
+    assert log.append(batch(1, 2))[0] == 3
+    log.close()
+    log = SegmentLog(tmp_path / "t-0")
+    assert (log.log_start_offset, log.log_end_offset) == (0, 5)
+    assert log.append(batch(2))[0] == 5
+    assert [o for o, _, _ in read_all(log)] == list(range(6))
+    assert sorted(os.listdir(tmp_path / "t-0")) == [segment_name(0)]
+    assert segment_name(0) == "00000000000000000000.log"
+
+
+def test_segments_roll_by_size_and_reads_cross_them(tmp_path):
+    log = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
+    for i in range(60):
+        log.append(batch(i, 2, size=40))
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    assert len(names) > 3 and all(n.endswith(".log") and len(n) == 24 for n in names)
+    bases = [int(n[:20]) for n in names]
+    assert bases[0] == 0 and bases == sorted(bases)
+    for seg in log.segments[:-1]:
+        assert seg.size <= 2000
+    got = read_all(log)
+    assert [o for o, _, _ in got] == list(range(120))
+    assert got[77][1] == b"k38-1"
+    # a read from the middle of a batch returns the batch holding it; max_bytes bounds whole batches
+    data = log.read(77, 1)
+    (h,) = parse_batches(data)
+    assert h.base_offset == 76 and h.last_offset == 77
+    log.close()
+    again = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
+    assert [o for o, _, _ in read_all(again)] == list(range(120))
+    assert [s.base_offset for s in again.segments] == bases
+
+
+def test_roll_by_age(tmp_path):
+    log = SegmentLog(tmp_path / "t-0", LogConfig(segment_ms=0))
+    log.append(batch(0))
+    log.append(batch(1))
+    assert [s.base_offset for s in log.segments] == [0, 1]
+
+
+def test_segment_files_parse_with_kafka_pythons_record_reader(tmp_path):
+    log = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=1500))
+    for i in range(20):
+        log.append(batch(i, 3, size=30), leader_epoch=0)
+    log.flush()
+    offsets = []
+    for name in sorted(os.listdir(tmp_path / "t-0")):
+        raw = (tmp_path / "t-0" / name).read_bytes()
+        for h in parse_batches(raw):             # every CRC-32C verified
+            b = DefaultRecordBatch(raw[h.position:h.position + h.size])
+            assert b.validate_crc()
+            offsets.extend(r.offset for r in b)
+    assert offsets == list(range(60))
+
+
+def test_timestamps(tmp_path):
+    log = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    for i in range(10):
+        log.append(batch(i, 1, ts=1000 + 10 * i))
+    assert log.offset_for_timestamp(1035) == (4, 1040)
+    assert log.offset_for_timestamp(5000) is None
+    assert log.max_timestamp() == (9, 1090)
+
+
+def test_torn_tail_is_cut_at_the_last_whole_batch(tmp_path, caplog):
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i, 2))
+    good = log.segments[-1].size
+    log.append(batch(5, 2))
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    with open(path, "r+b") as f:
+        f.truncate(good + 30)                    # a write torn mid-batch
+    with caplog.at_level(logging.WARNING, "tenure.storage"):
+        log = SegmentLog(tmp_path / "t-0")
+    assert path.stat().st_size == good and log.log_end_offset == 10
+    assert len(log.truncated) == 1 and log.truncated[0].position == good
+    assert "cut 30 byte(s)" in caplog.text and "torn batch" in caplog.text
+    assert log.append(batch(6))[0] == 10          # and it serves on from there
+    assert [o for o, _, _ in read_all(log)] == list(range(11))
+
+
+def test_flipped_byte_in_the_last_batch_cuts_exactly_that_batch(tmp_path, caplog):
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(4):
+        log.append(batch(i, 2))
+    good = log.segments[-1].size
+    log.append(batch(4, 2))
+    size = log.segments[-1].size
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    raw = bytearray(path.read_bytes())
+    raw[size - 5] ^= 0x40
+    path.write_bytes(raw)
+    with caplog.at_level(logging.WARNING, "tenure.storage"):
+        log = SegmentLog(tmp_path / "t-0")
+    assert path.stat().st_size == good and log.log_end_offset == 8
+    assert "CRC-32C" in caplog.text and f"at byte {good} (offset 8)" in caplog.text
+
+
+def test_damage_in_the_middle_is_reported_never_skipped(tmp_path):
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i, 2))
+    hs = parse_batches((tmp_path / "t-0" / segment_name(0)).read_bytes())
+    second = hs[1].position
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    raw = bytearray(path.read_bytes())
+    raw[second + 70] ^= 0x01
+    path.write_bytes(raw)
+    with pytest.raises(CorruptLogError) as exc:
+        SegmentLog(tmp_path / "t-0")
+    assert exc.value.path == path and exc.value.position == second and exc.value.offset == 2
+    assert "valid batches follow it" in str(exc.value)
+    assert path.read_bytes() == bytes(raw)       # nothing was cut
+
+
+def test_damage_in_an_older_segment_is_reported(tmp_path):
+    log = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    for i in range(6):
+        log.append(batch(i, 2, size=40))
+    first = tmp_path / "t-0" / segment_name(0)
+    log.close()
+    raw = bytearray(first.read_bytes())
+    raw[-3] ^= 0x01                              # the last batch of a segment that is not the newest
+    first.write_bytes(raw)
+    with pytest.raises(CorruptLogError, match="not in the newest segment"):
+        SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
+
+
+def test_group_commit_covers_concurrent_writes_with_fewer_fsyncs(tmp_path):
+    logs = [SegmentLog(tmp_path / f"t-{i}") for i in range(2)]
+
+    async def main(policy):
+        d = Durability(policy)
+
+        async def writer(i):
+            for j in range(10):
+                lg = logs[i % 2]
+                lg.append(batch(j))
+                mine = lg.bytes_written
+                await d.sync([lg])
+                assert lg.bytes_synced >= mine or policy == "never", "sync returned before an fsync covered it"
+        await asyncio.gather(*(writer(i) for i in range(8)))
+        return d.fsyncs
+    assert asyncio.run(main("never")) == 0
+    always = asyncio.run(main("always"))
+    grouped = asyncio.run(main("batch"))
+    assert always == 80
+    assert 1 <= grouped < always
+    with pytest.raises(ValueError):
+        Durability("sometimes")
