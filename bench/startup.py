@@ -1,0 +1,198 @@
+"""Start-up to ready of `tenure serve --port 0`.
+
+Spawns `python -m tenure serve --port 0` --runs times and times each from just before the spawn until
+the line `tenure listening on HOST:PORT` is read from its stdout; then sends SIGTERM and times the
+exit (reporting exit codes). For context it also times, in fresh interpreters, a bare interpreter
+start-up (`python -c pass`) and `import tenure.server`, and lists the top-level packages that
+`python -X importtime` charges that import to.
+
+Two bytecode settings are measured, interleaved run by run:
+  env     the environment as inherited. If it sets PYTHONDONTWRITEBYTECODE (as this repository's
+          sandbox does) and no __pycache__ exists next to the sources, tenure's own modules are
+          compiled from source at every start.
+  cached  PYTHONDONTWRITEBYTECODE unset and PYTHONPYCACHEPREFIX pointed at a temporary directory,
+          warmed once: what a developer's machine with a normal bytecode cache sees. Nothing is
+          written into the source tree.
+
+    .venv/bin/python bench/startup.py [--runs 15]
+
+Prints figures only; it never asserts timings.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+READY = re.compile(r"^tenure listening on (\S+):(\d+)$")
+READY_TIMEOUT_S = 20.0
+EXIT_TIMEOUT_S = 10.0
+SLOW_MS = 500.0
+
+
+def pct(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, -(-len(s) * p // 100) - 1))
+    return s[int(k)]
+
+
+def summary(values: list[float]) -> str:
+    return (f"min {min(values):6.0f}  median {statistics.median(values):6.0f}  "
+            f"p90 {pct(values, 90):6.0f}  max {max(values):6.0f} ms")
+
+
+def one_start(python: str, env: dict) -> tuple[float, float, int]:
+    """Return (ms from spawn to the ready line, ms from SIGTERM to exit, exit code)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([python, "-m", "tenure", "serve", "--port", "0", "--log-level", "WARNING"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, env=env)
+    try:
+        buf = b""
+        deadline = t0 + READY_TIMEOUT_S
+        ready_ms = None
+        while ready_ms is None:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise RuntimeError(f"no ready line within {READY_TIMEOUT_S:.0f}s (stdout so far: {buf!r})")
+            r, _, _ = select.select([proc.stdout], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                err = proc.stderr.read().decode(errors="replace")
+                raise RuntimeError(f"tenure exited (rc={proc.wait()}) before the ready line; stderr:\n{err}")
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if READY.match(line.decode(errors="replace").strip()):
+                    ready_ms = (time.perf_counter() - t0) * 1000.0
+                    break
+        # Popen.wait(timeout) polls with a back-off of up to 50 ms, which would quantise the exit time;
+        # a blocking wait (waitpid) with a watchdog that kills a hung server measures it exactly.
+        watchdog = threading.Timer(EXIT_TIMEOUT_S, proc.kill)
+        watchdog.start()
+        t1 = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait()
+        stop_ms = (time.perf_counter() - t1) * 1000.0
+        watchdog.cancel()
+        return ready_ms, stop_ms, rc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def time_cmd(argv: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def timed_import(python: str, env: dict) -> float:
+    out = subprocess.run(
+        [python, "-c", "import time; t = time.perf_counter(); import tenure.server; "
+                       "print((time.perf_counter() - t) * 1000.0)"],
+        check=True, capture_output=True, text=True, env=env)
+    return float(out.stdout.strip())
+
+
+def importtime_breakdown(python: str, env: dict, top: int = 8) -> tuple[float, list[tuple[str, float]]]:
+    """Cumulative ms of `import tenure.server` and self time per top-level package."""
+    out = subprocess.run([python, "-X", "importtime", "-c", "import tenure.server"],
+                         check=True, capture_output=True, text=True, env=env).stderr
+    total = 0.0
+    per_pkg: dict[str, float] = {}
+    for line in out.splitlines():
+        m = re.match(r"import time:\s+(\d+)\s*\|\s*(\d+)\s*\|(\s*)(\S+)", line)
+        if not m:
+            continue
+        self_us, cum_us, name = int(m.group(1)), int(m.group(2)), m.group(4)
+        if name == "tenure.server":
+            total = cum_us / 1000.0
+        root = name.split(".")[0]
+        per_pkg[root] = per_pkg.get(root, 0.0) + self_us / 1000.0
+    ranked = sorted(per_pkg.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    return total, ranked
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=15, help="server starts to time per setting (default 15)")
+    ap.add_argument("--python", default=sys.executable, help="interpreter to use (default: this one)")
+    args = ap.parse_args()
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    py = args.python
+
+    cache_dir = tempfile.mkdtemp(prefix="tenure-bench-pycache-")
+    env_as_is = dict(os.environ)
+    env_cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env_cached["PYTHONPYCACHEPREFIX"] = cache_dir
+    modes = {"env": env_as_is, "cached": env_cached}
+    dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    print(f"python: {py} ({sys.version.split()[0]}), cpus: {os.cpu_count()}, runs: {args.runs} per setting")
+    print(f"env:    the inherited environment (PYTHONDONTWRITEBYTECODE={dont_write or 'unset'})")
+    print(f"cached: bytecode cache in {cache_dir} (PYTHONPYCACHEPREFIX), warmed once")
+    try:
+        # untimed warm-up: fills the page cache and the cached setting's bytecode cache
+        for env in modes.values():
+            one_start(py, env)
+            timed_import(py, env)
+
+        # runs interleave the settings and the measurements, so drift in machine load hits all alike
+        m = {k: {"ready": [], "stop": [], "rc": [], "bare": [], "imp": []} for k in modes}
+        for _ in range(args.runs):
+            for k, env in modes.items():
+                r, s, rc = one_start(py, env)
+                m[k]["ready"].append(r)
+                m[k]["stop"].append(s)
+                m[k]["rc"].append(rc)
+                m[k]["bare"].append(time_cmd([py, "-c", "pass"], env))
+                m[k]["imp"].append(timed_import(py, env))
+        breakdown = {k: importtime_breakdown(py, env) for k, env in modes.items()}
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+    for k in modes:
+        x = m[k]
+        print()
+        print(f"[{k}] tenure serve --port 0, spawn -> ready line : {summary(x['ready'])}")
+        print(f"[{k}] SIGTERM -> process exit                    : {summary(x['stop'])}  "
+              f"exit codes {sorted(set(x['rc']))}")
+        print(f"[{k}] where start-up goes (each in a fresh interpreter):")
+        print(f"[{k}]   python -c pass (interpreter start-up)      : {summary(x['bare'])}")
+        print(f"[{k}]   import tenure.server (timed in-process)    : {summary(x['imp'])}")
+        rest = statistics.median(x["ready"]) - statistics.median(x["bare"]) - statistics.median(x["imp"])
+        print(f"[{k}]   remainder (cli, bind, event loop, print)   : {rest:6.0f} ms  (median ready minus the "
+              f"two medians above; a difference of noisy figures)")
+        total, ranked = breakdown[k]
+        print(f"[{k}] python -X importtime: import tenure.server {total:.0f} ms cumulative (one run, inflated by "
+              f"the tracing); self time by top-level package:")
+        print(f"[{k}]   " + ", ".join(f"{name} {ms:.0f}" for name, ms in ranked) + " (ms)")
+
+    print()
+    for k in modes:
+        med = statistics.median(m[k]["ready"])
+        verdict = (f"ABOVE {SLOW_MS:.0f} ms: start-up is slow" if med > SLOW_MS
+                   else f"under {SLOW_MS:.0f} ms")
+        print(f"[{k}] median start-up to ready: {med:.0f} ms ({verdict})")
+        if any(rc != 0 for rc in m[k]["rc"]):
+            print(f"[{k}] NOTE: tenure did not exit 0 on SIGTERM in every run: exit codes {m[k]['rc']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
