@@ -10,7 +10,7 @@ import sys
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
 
-from . import logtool
+from . import admin, logtool
 from .config import ServerConfig
 from .server import Server
 
@@ -55,9 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--static-registration-timeout-ms", type=int, default=None,
                    help="KIP-345 draft: keep static members whose session expired until the earliest has been "
                         "offline this long, then remove all offline ones in one rebalance (default off)")
+    s.add_argument("--admin-port", type=int, default=None,
+                   help="serve the HTTP admin endpoint (JSON: /groups, /groups/G, "
+                        "POST /groups/G/force-rebalance) on --host at this port; 0 picks one (default off)")
     s.add_argument("--log-level", default="INFO")
     sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
     logtool.add_parser(sub)
+    admin.add_parser(sub)
     return p
 
 
@@ -84,6 +88,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
                         offsets_partitions=args.offsets_partitions, fsync=args.fsync,
+                        admin_port=args.admin_port,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
                         min_session_timeout_ms=args.min_session_timeout_ms,
@@ -122,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "apis":
         sys.stdout.write(api_table_markdown())
         return 0
+    if args.command == "groups":
+        return admin.run(args)
     if args.command == "log":
         return logtool.run(args)
     if args.command == "serve":

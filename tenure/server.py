@@ -76,6 +76,8 @@ class Server:
         self._conns: dict[int, asyncio.Task] = {}
         self._ids = itertools.count(1)
         self.port: int | None = None
+        self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self.admin_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -87,6 +89,10 @@ class Server:
         self.port = self._server.sockets[0].getsockname()[1]
         self.node.port = self.port
         self.runtime.start_timers()
+        if self.config.admin_port is not None:
+            from .admin import serve_admin
+            self._admin, self.admin_port = await serve_admin(self, self.config.host, self.config.admin_port)
+            log.info("admin endpoint on http://%s:%d", self.config.host, self.admin_port)
 
     def _fatal(self, exc: BaseException) -> None:
         self.fatal_error = exc
@@ -148,6 +154,9 @@ class Server:
 
     async def close(self) -> None:
         self.runtime.close()
+        if self._admin is not None:
+            await self._admin.cleanup()
+            self._admin = None
         if self._server is not None:
             self._server.close()
         tasks = list(self._conns.values())
