@@ -2,8 +2,37 @@
 
 A record is a key (int16 key version + key struct) and a value (int16 value version + value
 struct, or None for a tombstone). The key version names the record type: 0/1 offset commit,
-2 group metadata. The structs are kafka-python `ApiData` classes built from this package's JSON
-schemas, so there is one codec engine for requests and records alike.
+2 group metadata (Kafka's own), and 345 static-member event (this project's own, see below). The
+structs are kafka-python `ApiData` classes built from this package's JSON schemas, so there is one
+codec engine for requests and records alike.
+
+Static-member events (StaticMemberEventKey v345 / StaticMemberEventValue v0)
+---------------------------------------------------------------------------
+The history of the `group.instance.id -> member.id` map, with causes. Key = (group, instance id), so
+after compaction the latest event of each instance survives; a tombstone (value None) is written for
+every such key when the group is deleted. Key version 345 (after KIP-345) is one Kafka does not use for
+__consumer_offsets (it uses 0..~20), so a Kafka broker or tool skips these records as unknown, and so
+does an older tenure loader (`UnknownRecordType`). Value fields: cause, old_member_id (nullable),
+new_member_id (nullable), generation (int32: the group's generation when the event happened, before any
+rebalance it starts), timestamp (int64 ms), client_id, client_host (the client whose request caused the
+event; for events with no request - timers, forced rebalance - the member's own recorded client).
+
+Causes (`cause` is a string, one of `STATIC_EVENT_CAUSES`):
+- joined: an instance id gets its first member id in the group (old None, new id).
+- replaced: a mapped instance id joins with member id "" and gets a new member id (KIP-345 static
+  replacement; old -> new).
+- fenced: a request is answered FENCED_INSTANCE_ID (82) because it names a mapped instance id with
+  another member id (old = the id presented, new = the mapped id), one per request (per identity of a
+  batch LeaveGroup); also one per parked JoinGroup/SyncGroup of the replaced member answered 82 at
+  replacement time (old = replaced id, new = replacement, client = the parked request's client).
+- expired: the session timeout removed a static member (old id, new None).
+- registration_expired: the KIP-345 draft registration timeout removed an offline static member.
+- sync_expired: a static member sent no SyncGroup within the rebalance timeout and was removed.
+- group_full: a static member rejoining a group at group.max.size was removed (error 81).
+- left: a LeaveGroup naming the member's own member id removed it (v0-2, or v3+ with a member id).
+- removed: a v3+ LeaveGroup identity with member id "" and a mapped instance id removed it: that is what
+  the Admin client's removeMembersFromConsumerGroup sends (a consumer leaving names its own id).
+- forced_rebalance: force_rebalance() of a static group: one event per member, old == new == its id.
 """
 from __future__ import annotations
 
@@ -20,6 +49,21 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION = 3
+STATIC_MEMBER_EVENT_KEY_VERSION = 345
+STATIC_MEMBER_EVENT_VALUE_VERSION = 0
+
+JOINED = "joined"
+REPLACED = "replaced"
+FENCED = "fenced"
+EXPIRED = "expired"
+REGISTRATION_EXPIRED = "registration_expired"
+SYNC_EXPIRED = "sync_expired"
+GROUP_FULL = "group_full"
+LEFT = "left"
+REMOVED = "removed"
+FORCED_REBALANCE = "forced_rebalance"
+STATIC_EVENT_CAUSES = (JOINED, REPLACED, FENCED, EXPIRED, REGISTRATION_EXPIRED, SYNC_EXPIRED, GROUP_FULL,
+                       LEFT, REMOVED, FORCED_REBALANCE)
 
 
 class GroupMetadataKey(ApiData, load_json=schemas):
@@ -35,6 +79,14 @@ class OffsetCommitKey(ApiData, load_json=schemas):
 
 
 class OffsetCommitValue(ApiData, load_json=schemas):
+    pass
+
+
+class StaticMemberEventKey(ApiData, load_json=schemas):
+    pass
+
+
+class StaticMemberEventValue(ApiData, load_json=schemas):
     pass
 
 
@@ -75,7 +127,23 @@ class OffsetCommitRecord:
     tombstone: bool = False
 
 
-Record = GroupMetadataRecord | OffsetCommitRecord
+@dataclass(frozen=True)
+class StaticMemberEventRecord:
+    """StaticMemberEventKey/Value: one change (or challenge) of a group's instance-id map
+    (value None = tombstone, written when the group is deleted)."""
+    group_id: str
+    group_instance_id: str
+    cause: str = ""
+    old_member_id: str | None = None
+    new_member_id: str | None = None
+    generation: int = -1
+    timestamp: int = -1
+    client_id: str = ""
+    client_host: str = ""
+    tombstone: bool = False
+
+
+Record = GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord
 
 
 class UnknownRecordType(ValueError):
@@ -109,6 +177,19 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
         value = OffsetCommitValue(offset=record.offset, leader_epoch=record.leader_epoch,
                                   metadata=record.metadata, commit_timestamp=record.commit_timestamp)
         return key, bytes(value.encode(version=v))
+    if isinstance(record, StaticMemberEventRecord):
+        key = bytes(StaticMemberEventKey(
+            group=record.group_id, group_instance_id=record.group_instance_id
+        ).encode(version=STATIC_MEMBER_EVENT_KEY_VERSION))
+        if record.tombstone:
+            return key, None
+        if record.cause not in STATIC_EVENT_CAUSES:
+            raise ValueError(f"unknown static-member event cause {record.cause!r}")
+        value = StaticMemberEventValue(
+            cause=record.cause, old_member_id=record.old_member_id, new_member_id=record.new_member_id,
+            generation=record.generation, timestamp=record.timestamp, client_id=record.client_id,
+            client_host=record.client_host)
+        return key, bytes(value.encode(version=STATIC_MEMBER_EVENT_VALUE_VERSION))
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -143,4 +224,13 @@ def decode(key: bytes, value: bytes | None) -> Record:
         val = OffsetCommitValue.decode(bytes(value))
         return OffsetCommitRecord(k.group, k.topic, k.partition, val.offset,
                                   val.leader_epoch if vv >= 3 else -1, val.metadata, val.commit_timestamp)
+    if kv == STATIC_MEMBER_EVENT_KEY_VERSION:
+        k = StaticMemberEventKey.decode(bytes(key))
+        if value is None:
+            return StaticMemberEventRecord(k.group, k.group_instance_id, tombstone=True)
+        val = StaticMemberEventValue.decode(bytes(value))
+        # a cause this version does not know (written by a newer one) is kept as it is
+        return StaticMemberEventRecord(k.group, k.group_instance_id, val.cause, val.old_member_id,
+                                       val.new_member_id, val.generation, val.timestamp, val.client_id,
+                                       val.client_host)
     raise UnknownRecordType(kv)

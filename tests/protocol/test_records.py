@@ -1,0 +1,101 @@
+"""__consumer_offsets record codecs: the project's own StaticMemberEvent record (key version 345) next to
+Kafka's GroupMetadata and OffsetCommit records, and what `decode` does with key versions it does not know."""
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenure.protocol import records as rec
+from tenure.protocol.records import (
+    STATIC_EVENT_CAUSES, GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
+    UnknownRecordType, decode, encode, key_version,
+)
+
+
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _nullable(s: str | None) -> bytes:
+    return struct.pack(">h", -1) if s is None else _str(s)
+
+
+def test_static_member_event_key_is_version_345_group_and_instance_id():
+    key, value = encode(StaticMemberEventRecord("grp", "inst-1", rec.JOINED, None, "inst-1-7", 0, 5, "c", "/h"))
+    assert key == struct.pack(">h", 345) + _str("grp") + _str("inst-1")
+    assert key_version(key) == rec.STATIC_MEMBER_EVENT_KEY_VERSION == 345
+    assert value == (struct.pack(">h", 0) + _str("joined") + _nullable(None) + _nullable("inst-1-7")
+                     + struct.pack(">iq", 0, 5) + _str("c") + _str("/h"))
+
+
+@pytest.mark.parametrize("cause", STATIC_EVENT_CAUSES)
+def test_static_member_event_round_trips_for_every_cause(cause):
+    r = StaticMemberEventRecord("g", "i1", cause, "i1-1", "i1-2", 7, 1_700_000_000_123, "client-a", "/10.0.0.9")
+    assert decode(*encode(r)) == r
+
+
+def test_static_member_event_round_trips_with_null_member_ids():
+    for old, new in ((None, "new"), ("old", None), (None, None), ("", "x")):
+        r = StaticMemberEventRecord("g", "i", rec.EXPIRED, old, new, 2, 9, "", "")
+        assert decode(*encode(r)) == r
+
+
+def test_static_member_event_tombstone_has_the_same_key_and_no_value():
+    live = StaticMemberEventRecord("g", "i", rec.LEFT, "m", None, 3, 4, "c", "h")
+    tomb = StaticMemberEventRecord("g", "i", tombstone=True)
+    key, value = encode(tomb)
+    assert value is None
+    assert key == encode(live)[0]             # compaction: the tombstone supersedes the event
+    assert decode(key, None) == tomb
+
+
+def test_static_member_event_keys_differ_per_instance_and_per_group():
+    keys = {encode(StaticMemberEventRecord(g, i, rec.JOINED, None, "m", 0, 0))[0]
+            for g in ("g", "h") for i in ("i1", "i2")}
+    assert len(keys) == 4
+    # and never collide with the group's own GroupMetadata key
+    assert encode(GroupMetadataRecord("g", tombstone=True))[0] not in keys
+
+
+def test_encoding_an_unknown_cause_is_refused():
+    with pytest.raises(ValueError):
+        encode(StaticMemberEventRecord("g", "i", "teleported", None, "m", 0, 0))
+
+
+def test_a_cause_written_by_a_newer_version_decodes_as_it_is():
+    key = encode(StaticMemberEventRecord("g", "i", tombstone=True))[0]
+    value = (struct.pack(">h", 0) + _str("from_the_future") + _nullable("a") + _nullable("b")
+             + struct.pack(">iq", 1, 2) + _str("c") + _str("h"))
+    assert decode(key, value) == StaticMemberEventRecord("g", "i", "from_the_future", "a", "b", 1, 2, "c", "h")
+
+
+@pytest.mark.parametrize("kv", [3, 4, 5, 20, 344, 346, -1, 32767])
+def test_other_unknown_key_versions_still_raise_unknown_record_type(kv):
+    key = struct.pack(">h", kv) + _str("g") + _str("i")
+    with pytest.raises(UnknownRecordType) as exc:
+        decode(key, b"\x00\x00anything")
+    assert exc.value.key_version == kv
+    with pytest.raises(UnknownRecordType):
+        decode(key, None)
+
+
+def test_kafka_records_still_round_trip_beside_the_new_type():
+    g = GroupMetadataRecord("g", "consumer", 3, "range", "m1", 42,
+                            (MemberRecord("m1", "i1", "c", "/h", 30000, 10000, b"s", b"a"),))
+    o = OffsetCommitRecord("g", "t", 0, 10, 5, "meta", 77)
+    for r in (g, o, GroupMetadataRecord("g", tombstone=True), OffsetCommitRecord("g", "t", 0, tombstone=True)):
+        assert decode(*encode(r)) == r
+
+
+_text = st.text(max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(group=_text, inst=_text, cause=st.sampled_from(STATIC_EVENT_CAUSES), old=st.none() | _text,
+       new=st.none() | _text, gen=st.integers(-2**31, 2**31 - 1), ts=st.integers(-2**63, 2**63 - 1),
+       cid=_text, host=_text)
+def test_static_member_event_round_trip_fuzz(group, inst, cause, old, new, gen, ts, cid, host):
+    r = StaticMemberEventRecord(group, inst, cause, old, new, gen, ts, cid, host)
+    assert decode(*encode(r)) == r
