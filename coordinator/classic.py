@@ -9,6 +9,13 @@ with a `GroupSnapshot` event through `replay`, the only mutator. Kafka's own rec
 OffsetCommit) go through `replay` too, and are what the runtime persists. Parked JoinGroup/SyncGroup
 requests, and the bookkeeping of the initial-rebalance delay, are soft state, as in Kafka.
 
+Static-member events (`StaticMemberEventRecord`, this project's own record type, key version 345) log
+the history of each group's `group.instance.id -> member.id` map with its causes; the rule for each
+cause is in `tenure.protocol.records`. They go through `_emit` like every record, so they are in
+Result.records and replayed, but replaying one never changes a group: it only records which instance
+ids of a group have an event key in the log (`static_event_keys`), so that deleting the group can
+tombstone every one of them.
+
 Numbers in comments refer to items of shared/spec/classic-group-coordinator.md.
 """
 from __future__ import annotations
@@ -27,7 +34,10 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
+from tenure.protocol import records as rec
+from tenure.protocol.records import (
+    GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
+)
 
 from .state import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, GroupSnapshot,
@@ -67,6 +77,8 @@ class RequestContext:
 class Parked:
     token: int
     api_version: int
+    client_id: str = ""
+    client_host: str = ""
 
 
 def default_member_id(prefix: str) -> str:
@@ -113,6 +125,7 @@ class GroupCoordinator:
         # replayed state
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
+        self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
         # soft state
         self._joins: dict[str, dict[str, Parked]] = {}
         self._syncs: dict[str, dict[str, Parked]] = {}
@@ -157,12 +170,34 @@ class GroupCoordinator:
                 offsets[(event.topic, event.partition)] = event
                 if event.group_id not in self.groups:      # offsets-only ("simple") group
                     self.groups[event.group_id] = ClassicGroup(event.group_id)
+        elif isinstance(event, StaticMemberEventRecord):
+            # history only: group state comes from GroupMetadata records; remember the key for deletion
+            if event.tombstone:
+                keys = self.static_event_keys.get(event.group_id)
+                if keys is not None:
+                    keys.discard(event.group_instance_id)
+                    if not keys:
+                        del self.static_event_keys[event.group_id]
+            else:
+                self.static_event_keys.setdefault(event.group_id, set()).add(event.group_instance_id)
         else:
             raise TypeError(f"not a coordinator event: {event!r}")
 
     def _emit(self, res: Result, record) -> None:
         self.replay(record)
         res.records.append(record)
+
+    def _static_event(self, res: Result, g: ClassicGroup, cause: str, instance_id: str, old: str | None,
+                      new: str | None, now_ms: int, client_id: str, client_host: str) -> None:
+        """Log one change (or challenge) of the instance map; `g.generation` is the generation now."""
+        self._emit(res, StaticMemberEventRecord(g.group_id, instance_id, cause, old, new, g.generation, now_ms,
+                                                client_id or "", client_host or ""))
+
+    def _fenced(self, res: Result, g: ClassicGroup, instance_id: str, presented: str,
+                ctx: RequestContext) -> None:
+        """A request naming a mapped instance id with another member id is answered 82: log it."""
+        self._static_event(res, g, rec.FENCED, instance_id, presented, g.static_members[instance_id],
+                           ctx.now_ms, ctx.client_id, ctx.client_host)
 
     def _commit(self, g: ClassicGroup | None, group_id: str | None = None) -> None:
         self.replay(GroupSnapshot(group_id if g is None else g.group_id, g))
@@ -334,7 +369,15 @@ class GroupCoordinator:
         self._sync_generation[gid] = g.generation
         res.set_timer(sync_key(gid), now_ms + g.rebalance_timeout_ms())
 
-    def _remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int) -> Member:
+    def _remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int, cause: str,
+                       now_ms: int, ctx: RequestContext | None = None) -> Member:
+        """Remove a member; a static one's instance id leaves the map with a `cause` event (client: the
+        request's, or with no request the member's own)."""
+        m = g.members[member_id]
+        iid = m.group_instance_id
+        if iid is not None and g.static_members.get(iid) == member_id:
+            self._static_event(res, g, cause, iid, member_id, None, now_ms,
+                               ctx.client_id if ctx else m.client_id, ctx.client_host if ctx else m.client_host)
         m = g.remove_member(member_id)
         res.cancel_timer(heartbeat_key(g.group_id, member_id))
         p = self._joins.get(g.group_id, {}).pop(member_id, None)
@@ -350,7 +393,7 @@ class GroupCoordinator:
         old = joins.get(member_id)
         if old is not None and old.token != ctx.token:       # a duplicate JoinGroup supersedes the first
             res.respond(old.token, self._join_error(old.api_version, E.REBALANCE_IN_PROGRESS, member_id))
-        joins[member_id] = Parked(ctx.token, ctx.api_version)
+        joins[member_id] = Parked(ctx.token, ctx.api_version, ctx.client_id or "", ctx.client_host)
 
     # ================================================================== JoinGroup (4-34)
     def join_group(self, ctx: RequestContext, req) -> Result:
@@ -379,7 +422,7 @@ class GroupCoordinator:
             g = live.copy()
         if not self._accept_joining(g, mid):                               # 8 (Kafka checks size first)
             if mid in g.members:
-                self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED)
+                self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED, rec.GROUP_FULL, ctx.now_ms, ctx)
                 self._commit(g)
             return error(E.GROUP_MAX_SIZE_REACHED, "")
         protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
@@ -429,6 +472,11 @@ class GroupCoordinator:
     def _add_and_rebalance(self, res: Result, g: ClassicGroup, member: Member, ctx: RequestContext) -> None:
         if g.state == PREPARING_REBALANCE and g.group_id in self._initial_remaining:
             self._new_member_added[g.group_id] = True
+        iid = member.group_instance_id
+        if iid is not None:
+            old = g.static_members.get(iid)
+            self._static_event(res, g, rec.JOINED if old is None else rec.REPLACED, iid, old, member.member_id,
+                               ctx.now_ms, ctx.client_id, ctx.client_host)
         g.add_member(member)
         self._park_join(res, g, member.member_id, ctx)
         self._reset_heartbeat(res, g, member, ctx.now_ms)
@@ -448,6 +496,8 @@ class GroupCoordinator:
     def _join_known(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
         mid, v = req_member.member_id, ctx.api_version
         code = self._validate_member(g, mid, req_member.group_instance_id)
+        if code == E.FENCED_INSTANCE_ID:
+            self._fenced(res, g, req_member.group_instance_id, mid, ctx)
         if code == E.NONE and g.state == EMPTY:
             code = E.UNKNOWN_MEMBER_ID                                     # 25
         if code:
@@ -483,12 +533,17 @@ class GroupCoordinator:
         old_id = g.static_members[iid]
         new_id = self._new_id(iid)
         old_leader = g.leader_id
-        p = self._joins.get(gid, {}).pop(old_id, None)                     # 26: fence the old member
+        self._static_event(res, g, rec.REPLACED, iid, old_id, new_id, ctx.now_ms, ctx.client_id, ctx.client_host)
+        # 26: fence the old member; each parked request answered 82 is a fenced event too (a live holder
+        # of the old id was told so), after the replacement that fenced it
+        p = self._joins.get(gid, {}).pop(old_id, None)
         if p is not None:
             res.respond(p.token, self._join_error(p.api_version, E.FENCED_INSTANCE_ID, old_id))
+            self._static_event(res, g, rec.FENCED, iid, old_id, new_id, ctx.now_ms, p.client_id, p.client_host)
         p = self._syncs.get(gid, {}).pop(old_id, None)
         if p is not None:
             res.respond(p.token, self._sync_resp(None, E.FENCED_INSTANCE_ID))
+            self._static_event(res, g, rec.FENCED, iid, old_id, new_id, ctx.now_ms, p.client_id, p.client_host)
         res.cancel_timer(heartbeat_key(gid, old_id))
         m = g.replace_static_member(iid, old_id, new_id)
         m.protocols = req_member.protocols
@@ -555,7 +610,7 @@ class GroupCoordinator:
             self._arm_registration(res, g)
             self._commit(g)
             return res
-        self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
+        self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.EXPIRED, now_ms)
         self._rebalance_or_complete(res, g, now_ms)
         self._commit(g)
         return res
@@ -577,7 +632,7 @@ class GroupCoordinator:
             self._arm_registration(res, g)
             return res
         for mid in sorted(g.offline_since):              # ONE rebalance removes all offline now
-            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
+            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.REGISTRATION_EXPIRED, now_ms)
         self._rebalance_or_complete(res, g, now_ms)
         self._commit(g)
         return res
@@ -609,6 +664,9 @@ class GroupCoordinator:
                              f"group {group_id!r} has dynamic members ({len(dynamic)}); only static groups can be forced")
         res = Result()
         g = live.copy()
+        for m in g.members.values():                     # one event per (static) member, map unchanged
+            self._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
+                               now_ms, m.client_id, m.client_host)
         self._prepare_rebalance(res, g, now_ms)
         self._commit(g)
         return res
@@ -632,7 +690,7 @@ class GroupCoordinator:
             return res
         g = live.copy()
         for mid in sorted(g.pending_sync):
-            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID)
+            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.SYNC_EXPIRED, now_ms)
         self._prepare_rebalance(res, g, now_ms)
         self._commit(g)
         return res
@@ -655,6 +713,8 @@ class GroupCoordinator:
         if live.state == DEAD:
             return error(E.COORDINATOR_NOT_AVAILABLE)
         code = self._validate_member(live, mid, iid)
+        if code == E.FENCED_INSTANCE_ID:
+            self._fenced(res, live, iid, mid, ctx)
         if code:
             return error(code)
         if req.generation_id != live.generation:
@@ -669,7 +729,7 @@ class GroupCoordinator:
             res.respond(ctx.token, self._sync_resp(g, 0, g.members[mid].assignment))
             self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
         else:                                                              # 36: CompletingRebalance
-            self._parked_syncs(gid)[mid] = Parked(ctx.token, v)
+            self._parked_syncs(gid)[mid] = Parked(ctx.token, v, ctx.client_id or "", ctx.client_host)
             if mid == g.leader_id:
                 given = {a.member_id: bytes(a.assignment) for a in req.assignments}
                 for m in g.members.values():
@@ -699,6 +759,8 @@ class GroupCoordinator:
             code = E.COORDINATOR_NOT_AVAILABLE
         else:
             code = self._validate_member(g, mid, iid)
+            if code == E.FENCED_INSTANCE_ID:
+                self._fenced(res, g, iid, mid, ctx)
             if not code and req.generation_id != g.generation:
                 code = E.ILLEGAL_GENERATION
             if not code and g.state == EMPTY:
@@ -753,9 +815,14 @@ class GroupCoordinator:
                 code, changed = E.NONE, True
             else:
                 code = self._validate_member(g, mid, iid)
+                if code == E.FENCED_INSTANCE_ID:
+                    self._fenced(res, g, iid, mid, ctx)
                 target = mid if code == E.NONE else None
             if target is not None and target in g.members:
-                self._remove_member(res, g, target, E.UNKNOWN_MEMBER_ID)
+                # member id "" + instance id is the Admin client's removeMembersFromConsumerGroup (44);
+                # a member leaving by itself names its own member id
+                self._remove_member(res, g, target, E.UNKNOWN_MEMBER_ID, rec.LEFT if mid else rec.REMOVED,
+                                    ctx.now_ms, ctx)
                 changed = True
             per.append((mid, iid, code))
         if changed:                                                        # 43: one decision per batch
@@ -782,6 +849,8 @@ class GroupCoordinator:
             pass
         elif generation >= 0 or mid or iid is not None:                    # 48
             code = self._validate_member(live, mid, iid)
+            if code == E.FENCED_INSTANCE_ID:
+                self._fenced(res, live, iid, mid, ctx)
             if not code and generation != live.generation:
                 code = E.ILLEGAL_GENERATION
             if not code and live.state == COMPLETING_REBALANCE:            # 49
@@ -941,6 +1010,8 @@ class GroupCoordinator:
                 continue
             for (topic, part) in sorted(self.offsets.get(gid, {})):
                 self._emit(res, OffsetCommitRecord(gid, topic, part, tombstone=True))
+            for iid in sorted(self.static_event_keys.get(gid, ())):       # compaction can drop it all
+                self._emit(res, StaticMemberEventRecord(gid, iid, tombstone=True))
             self._emit(res, GroupMetadataRecord(gid, tombstone=True))
             self._commit(None, gid)
             for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,

@@ -13,7 +13,11 @@ After every input the harness checks the event-sourcing invariants:
   durable records (what Kafka would load after a failover) gives the same generation, leader, protocol,
   members (ids, instance ids, assignments) and offsets - and so does replaying them after compaction
   (latest value per key);
-- every record survives Kafka's key/value encoding unchanged.
+- every record survives Kafka's key/value encoding unchanged;
+- static-member events: the instance ids with an event key (`static_event_keys`) are the same after
+  journal replay, records-only replay and compaction, and belong to live groups only (a deleted group
+  leaves none behind); and folding the events gives each group's live instance map (`static_members`):
+  the history in the log is complete and consistent with the state.
 Each request is answered at most once. `failover()` gives a new harness whose coordinator loaded only
 the durable records, as a broker taking over the partition would.
 """
@@ -36,7 +40,12 @@ from kafka.protocol.consumer.group import (
 from tenure.coordinator.classic import CoordinatorConfig, GroupCoordinator, RequestContext
 from tenure.coordinator.state import EMPTY, STABLE, GroupSnapshot
 from tenure.protocol import records as wire_records
-from tenure.protocol.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
+from tenure.protocol.records import (
+    EXPIRED, FENCED, FORCED_REBALANCE, GROUP_FULL, JOINED, LEFT, REGISTRATION_EXPIRED, REMOVED, REPLACED,
+    SYNC_EXPIRED, GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
+)
+
+REMOVAL_CAUSES = (EXPIRED, REGISTRATION_EXPIRED, SYNC_EXPIRED, GROUP_FULL, LEFT, REMOVED)
 
 JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, DESCRIBE, LIST, DELETE, OFFSET_DELETE = (
     11, 14, 12, 13, 8, 9, 15, 16, 42, 47)
@@ -161,6 +170,12 @@ def offset_record(group_id: str, topic: str, partition: int, offset: int, timest
     return OffsetCommitRecord(group_id, topic, partition, offset, leader_epoch, metadata, timestamp)
 
 
+def event_record(cause: str, instance_id: str, old: str | None, new: str | None, generation: int,
+                 timestamp: int, *, group_id: str = "g", client_id: str = "client",
+                 host: str = HOST) -> StaticMemberEventRecord:
+    return StaticMemberEventRecord(group_id, instance_id, cause, old, new, generation, timestamp, client_id, host)
+
+
 # ---------------------------------------------------------------- the harness
 class Harness:
     def __init__(self, config: CoordinatorConfig | None = None, *, auto_check: bool = True) -> None:
@@ -180,6 +195,9 @@ class Harness:
         self.auto_check = auto_check
         self.last_result = None                          # the Result of the latest input
         self.durable_checks = 0                          # how many stable points were checked
+        # the static-member event history is folded from here (a failover starts from the loaded maps)
+        self._map_base: dict[tuple[str, str], str] = {}
+        self._journal_mark = 0
 
     # ------------------------------------------------------------ ids and clock
     def _member_id(self, prefix: str) -> str:
@@ -219,6 +237,7 @@ class Harness:
                 self._timer_seq[op.key] = next(self._seq)
         if self.auto_check:
             self.check_journal_replay()
+            self.check_static_map_history()
             if self.at_stable_point():
                 self.check_durable_replay()
 
@@ -440,6 +459,41 @@ class Harness:
         for gid, g in live.groups.items():
             assert list(fresh.groups[gid].members) == list(g.members), "member order differs after replay"
         assert fresh.offsets == live.offsets, "journal replay does not reproduce the offsets"
+        assert fresh.static_event_keys == live.static_event_keys, "journal replay: static event keys differ"
+
+    def live_static_map(self) -> dict[tuple[str, str], str]:
+        return {(gid, iid): mid for gid, g in self.coordinator.groups.items()
+                for iid, mid in g.static_members.items()}
+
+    def check_static_map_history(self) -> None:
+        """Fold the static-member events since the start (or the failover): each must fit the map as it
+        was, and the result must be the live map."""
+        m = dict(self._map_base)
+        for e in self.coordinator.journal[self._journal_mark:]:
+            if not isinstance(e, StaticMemberEventRecord):
+                continue
+            key = (e.group_id, e.group_instance_id)
+            cur = m.get(key)
+            if e.tombstone:
+                assert cur is None, f"{key}: event key tombstoned while mapped to {cur}"
+                continue
+            if e.cause == JOINED:
+                assert cur is None and e.old_member_id is None and e.new_member_id, (e, cur)
+            elif e.cause == REPLACED:
+                assert cur is not None and e.old_member_id == cur and e.new_member_id not in (None, cur), (e, cur)
+            elif e.cause in REMOVAL_CAUSES:
+                assert cur is not None and e.old_member_id == cur and e.new_member_id is None, (e, cur)
+            elif e.cause == FENCED:
+                assert cur is not None and e.new_member_id == cur and e.old_member_id != cur, (e, cur)
+            elif e.cause == FORCED_REBALANCE:
+                assert cur is not None and e.old_member_id == e.new_member_id == cur, (e, cur)
+            else:
+                raise AssertionError(f"unknown cause {e.cause!r}")
+            if e.new_member_id is None:
+                m.pop(key, None)
+            else:
+                m[key] = e.new_member_id
+        assert m == self.live_static_map(), "the static-member events do not give the live instance map"
 
     def at_stable_point(self) -> bool:
         return not self.outstanding() and all(
@@ -472,6 +526,8 @@ class Harness:
         other._next_id = self._next_id
         for r in self.durable_records():
             other.coordinator.replay(copy.deepcopy(r))
+        other._map_base = other.live_static_map()
+        other._journal_mark = len(other.coordinator.journal)
         other._apply(other.coordinator.loaded(self.now_ms))
         return other
 
@@ -483,6 +539,7 @@ class Harness:
         assert {k: _durable_view(g) for k, g in compacted.groups.items()} == \
             {k: _durable_view(g) for k, g in loaded.groups.items()}, "compaction changes the loaded groups"
         assert compacted.offsets == loaded.offsets, "compaction changes the loaded offsets"
+        assert compacted.static_event_keys == loaded.static_event_keys, "compaction changes the static event keys"
         live = self.coordinator
         for gid, g in live.groups.items():
             d = loaded.groups.get(gid)
@@ -496,6 +553,9 @@ class Harness:
         for gid in loaded.groups:
             assert gid in live.groups, f"records still hold group {gid!r}, which is gone"
         assert loaded.offsets == live.offsets, "records do not reproduce the offsets"
+        assert loaded.static_event_keys == live.static_event_keys, "records do not reproduce the static event keys"
+        for gid in live.static_event_keys:
+            assert gid in live.groups, f"static event keys of group {gid!r}, which is gone"
         self.durable_checks += 1
 
 

@@ -3,7 +3,7 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
 from tenure.coordinator.state import EMPTY
-from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord
+from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
 
 from .harness import HOST, Harness, shape
 
@@ -96,13 +96,16 @@ def test_delete_groups_non_empty_unknown_and_empty(version):
     h.take_records()
     t = h.delete("busy", "nope", "done", version=version)
     assert h.resp(t) == _delete_resp(version, [("busy", 68), ("nope", 69), ("done", 0)])
-    # tombstones for every offset of the group, then for the group itself
+    # tombstones for every offset of the group, for every static-member event key, then for the group
     assert h.take_records() == [
         OffsetCommitRecord("done", "t", 0, tombstone=True),
         OffsetCommitRecord("done", "t", 1, tombstone=True),
         OffsetCommitRecord("done", "u", 0, tombstone=True),
+        StaticMemberEventRecord("done", "j1", tombstone=True),
         GroupMetadataRecord("done", tombstone=True),
     ]
+    assert "done" not in h.coordinator.static_event_keys
+    assert h.coordinator.static_event_keys == {"busy": {"i1"}}
     assert "done" not in h.group and "done" not in h.coordinator.offsets
     assert h.resp(h.describe("done"))["groups"][0]["group_state"] == "Dead"
     assert h.group["busy"].state == "Stable"

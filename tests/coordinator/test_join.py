@@ -6,8 +6,8 @@ from tenure.coordinator.classic import CoordinatorConfig
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, group_record, heartbeat_resp, join_err, join_ok,
-    leave_resp, sync_err, sync_ok,
+    NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, event_record, group_record, heartbeat_resp, join_err,
+    join_ok, leave_resp, member_record, sync_err, sync_ok,
 )
 
 ALL_JOIN_VERSIONS = range(0, 10)
@@ -62,10 +62,16 @@ def test_session_timeout_checked_before_unknown_member_and_protocols():
 def test_session_timeout_checked_for_a_static_member_of_a_stable_group():
     h = Harness()
     ids = h.form_group(["i1", "i2"])
+    formed = h.now_ms
     t = h.join("g", "", "i1", session=5000)            # would be a static replacement
     assert h.resp(t) == join_err(9, 26, "")
     assert h.g().static_members == {"i1": ids[0], "i2": ids[1]}
-    assert len(h.records) == 1                         # nothing written since the group formed
+    assert len(h.records) == 3                         # nothing written since the group formed
+    assert h.records == [event_record("joined", "i1", None, ids[0], 0, formed),
+                         event_record("joined", "i2", None, ids[1], 0, formed),
+                         group_record("g", 1, "range", ids[0], formed, [
+                             member_record(ids[0], "i1", b"sub", b"assign-0"),
+                             member_record(ids[1], "i2", b"sub", b"assign-1")])]
 
 
 def test_session_bounds_follow_the_config():
@@ -526,6 +532,7 @@ def test_pending_sync_expiry_removes_static_follower_and_rebalances():
 
 def test_pending_sync_expiry_of_leader_answers_parked_follower_sync_27():
     h = Harness()
+    start = h.now_ms
     t1 = h.join(instance_id="i1")
     t2 = h.join(instance_id="i2")
     h.advance(0)
@@ -536,4 +543,7 @@ def test_pending_sync_expiry_of_leader_answers_parked_follower_sync_27():
     assert h.resp(s2) == sync_err(5, 27)
     g = h.g()
     assert i1 not in g.members and g.leader_id == i2 and g.state == PREPARING_REBALANCE
-    assert h.records == []
+    # no GroupMetadata record (no generation became stable); the map's history only
+    assert h.records == [event_record("joined", "i1", None, i1, 0, start),
+                         event_record("joined", "i2", None, i2, 0, start),
+                         event_record("sync_expired", "i1", i1, None, 1, start + REBALANCE)]

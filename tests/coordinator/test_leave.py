@@ -4,7 +4,7 @@ import pytest
 from tenure.coordinator.state import EMPTY, PREPARING_REBALANCE
 
 from .harness import (
-    REBALANCE, Harness, group_record, heartbeat_resp, join_err, join_ok, leave_resp, member_record,
+    REBALANCE, Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, leave_resp, member_record,
 )
 
 
@@ -93,7 +93,10 @@ def test_leave_of_every_member_of_stable_group_goes_empty_with_one_generation_bu
     assert h.resp(t) == leave_resp(5, 0, [(i1, "i1", 0), ("", "i2", 0), (d, None, 0)])
     g = h.g()
     assert g.state == EMPTY and g.generation == 2 and g.members == {} and g.static_members == {}
-    assert h.take_records() == [group_record("g", 2, None, None, h.now_ms)]
+    # i1 named its own member id (left), i2 was named by instance id only (admin removal)
+    assert h.take_records() == [event_record("left", "i1", i1, None, 1, h.now_ms),
+                                event_record("removed", "i2", i2, None, 1, h.now_ms),
+                                group_record("g", 2, None, None, h.now_ms)]
     assert h.timers == {}
 
 
@@ -154,6 +157,8 @@ def test_admin_remove_members_by_instance_id_one_rebalance(version):
     h.take_records()
     t = h.leave("g", [("", "i2"), ("", "i3")], version=version)
     assert h.resp(t) == leave_resp(version, 0, [("", "i2", 0), ("", "i3", 0)])
+    assert h.take_records() == [event_record("removed", "i2", i2, None, 1, h.now_ms),
+                                event_record("removed", "i3", i3, None, 1, h.now_ms)]
     g = h.g()
     assert set(g.members) == {i1} and g.static_members == {"i1": i1}
     assert g.state == PREPARING_REBALANCE and g.generation == 1
@@ -167,7 +172,7 @@ def test_admin_remove_members_by_instance_id_one_rebalance(version):
 
 def test_admin_remove_all_members_after_describe():
     h = Harness()
-    h.form_group(["i1", "i2"])
+    ids = dict(zip(["i1", "i2"], h.form_group(["i1", "i2"])))
     h.take_records()
     d = h.resp(h.describe("g"))
     identities = [("", m["group_instance_id"]) for m in d["groups"][0]["members"]]
@@ -175,4 +180,5 @@ def test_admin_remove_all_members_after_describe():
     t = h.leave("g", identities, version=5)
     assert h.resp(t)["error_code"] == 0 and all(m["error_code"] == 0 for m in h.resp(t)["members"])
     assert h.g().state == EMPTY and h.g().generation == 2
-    assert h.take_records() == [group_record("g", 2, None, None, h.now_ms)]
+    assert h.take_records() == [event_record("removed", i, ids[i], None, 1, h.now_ms) for _, i in identities] + [
+        group_record("g", 2, None, None, h.now_ms)]

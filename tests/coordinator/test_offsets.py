@@ -4,7 +4,7 @@ from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from tenure.coordinator.state import EMPTY
 
-from .harness import SESSION, Harness, commit_resp, offset_record, shape
+from .harness import SESSION, Harness, commit_resp, event_record, offset_record, shape
 
 
 def fetch_resp(version: int, topics: dict[str, list[tuple[int, int, int, str]]], group_id: str = "g") -> dict:
@@ -98,7 +98,13 @@ def test_commit_member_checks_on_a_stable_group():
     for (mid, gen, iid), code in cases:
         t = h.commit("g", mid, gen, iid, {"t": [(0, 1)], "u": [(0, 2), (1, 3)]})
         assert h.resp(t) == commit_resp(8, {"t": [(0, code)], "u": [(0, code), (1, code)]}), (mid, gen, iid)
-    assert len(h.take_records()) == 6                   # the two accepted commits, 3 partitions each
+    recs = h.take_records()
+    assert len(recs) == 8                   # the two accepted commits, 3 partitions each; two fenced events
+    accepted = [offset_record("g", "t", 0, 1, h.now_ms, leader_epoch=5),
+                offset_record("g", "u", 0, 2, h.now_ms, leader_epoch=5),
+                offset_record("g", "u", 1, 3, h.now_ms, leader_epoch=5)]
+    assert recs == accepted + accepted + [event_record("fenced", "i1", "bogus", i1, 1, h.now_ms),
+                                          event_record("fenced", "i1", "", i1, 1, h.now_ms)]
 
 
 def test_commit_before_v7_has_no_instance_id():

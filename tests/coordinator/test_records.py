@@ -5,7 +5,7 @@ input of every test; these tests look at the loaded coordinator itself.)"""
 from tenure.coordinator.state import PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    SESSION, Harness, commit_resp, group_record, heartbeat_resp, join_ok, member_record, sync_ok,
+    SESSION, Harness, commit_resp, event_record, group_record, heartbeat_resp, join_ok, member_record, sync_ok,
 )
 
 
@@ -38,11 +38,13 @@ def test_after_failover_a_static_restart_still_causes_no_rebalance():
     assert new not in (i1, i2)
     assert r == join_ok(9, new, 1, i1)
     recs = h2.take_records()
-    assert len(recs) == 1 and recs[0].generation == 1 and recs[0].leader == i1
-    assert {(m.member_id, m.group_instance_id, m.assignment) for m in recs[0].members} == \
+    assert len(recs) == 2 and recs[0] == event_record("replaced", "i2", i2, new, 1, now)
+    assert recs[1].generation == 1 and recs[1].leader == i1
+    assert {(m.member_id, m.group_instance_id, m.assignment) for m in recs[1].members} == \
         {(i1, "i1", b"assign-0"), (new, "i2", b"assign-1")}
     assert h2.resp(h2.sync("g", new, 1, "i2")) == sync_ok(5, b"assign-1")
     assert h2.resp(h2.heartbeat("g", i2, 1, "i2")) == heartbeat_resp(4, 82)
+    assert h2.take_records() == [event_record("fenced", "i2", i2, new, 1, now)]
     assert h2.resp(h2.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 0)
     assert h2.g().state == STABLE and h2.g().generation == 1
     assert now == h2.now_ms
@@ -85,12 +87,16 @@ def test_group_record_timestamp_is_the_time_of_the_last_state_change():
     stable_at = h.now_ms
     h.sync("g", i1, 1, "i1", assignments={i1: b"a", i2: b"b"})
     h.sync("g", i2, 1, "i2")
-    assert h.take_records() == [group_record("g", 1, "range", i1, completed, [
-        member_record(i1, "i1", b"sub", b"a"), member_record(i2, "i2", b"sub", b"b")])]
+    assert h.take_records() == [
+        event_record("joined", "i1", None, i1, 0, completed), event_record("joined", "i2", None, i2, 0, completed),
+        group_record("g", 1, "range", i1, completed, [
+            member_record(i1, "i1", b"sub", b"a"), member_record(i2, "i2", b"sub", b"b")])]
     h.run(5000, [(i1, "i1"), (i2, "i2")])
     new = h.resp(h.join("g", "", "i2"))["member_id"]
-    assert h.take_records() == [group_record("g", 1, "range", i1, stable_at, [
-        member_record(i1, "i1", b"sub", b"a"), member_record(new, "i2", b"sub", b"b")])]
+    # the event carries the time of the write; the group record the time of the last state change
+    assert h.take_records() == [event_record("replaced", "i2", i2, new, 1, h.now_ms),
+                                group_record("g", 1, "range", i1, stable_at, [
+                                    member_record(i1, "i1", b"sub", b"a"), member_record(new, "i2", b"sub", b"b")])]
 
 
 def test_offsets_survive_a_group_going_empty_and_loading():

@@ -4,7 +4,7 @@ import pytest
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    Harness, group_record, heartbeat_resp, join_err, join_ok, member_record, sync_err, sync_ok,
+    Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, member_record, sync_err, sync_ok,
 )
 
 
@@ -22,7 +22,9 @@ def test_identity_checks_on_rejoin():
     assert h.resp(h.join("g", "bogus", None)) == join_err(9, 25, "bogus")
     g = h.g()
     assert g.state == STABLE and g.generation == 1 and list(g.members) == [i1, i2]
-    assert h.take_records() == []
+    # group state unchanged; each 82 is a fenced event (presented id -> the mapped one)
+    assert h.take_records() == [event_record("fenced", "i1", "bogus", i1, 1, h.now_ms),
+                                event_record("fenced", "i1", i2, i1, 1, h.now_ms)]
 
 
 @pytest.mark.parametrize("version", [5, 7])

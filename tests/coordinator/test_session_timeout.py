@@ -2,8 +2,8 @@
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, commit_resp, group_record, heartbeat_resp,
-    join_err, join_ok, member_record,
+    NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, commit_resp, event_record, group_record,
+    heartbeat_resp, join_err, join_ok, member_record,
 )
 
 
@@ -39,14 +39,17 @@ def test_session_timer_resets():
 
 def test_commit_during_completing_rebalance_is_27_and_does_not_reset():
     h = Harness()
+    start = h.now_ms
     tokens = [h.join("g", "", i) for i in ("i1", "i2")]
     h.advance(0)
-    i2 = h.resp(tokens[1])["member_id"]
+    i1, i2 = (h.resp(t)["member_id"] for t in tokens)
     deadline = h.timer("heartbeat", "g", i2)
     h.advance(1000)
     assert h.resp(h.commit("g", i2, 1, "i2")) == commit_resp(8, {"t": [(0, 27)]})
     assert h.timer("heartbeat", "g", i2) == deadline
-    assert h.records == []
+    # no offset record; only the two static joins are in the log
+    assert h.records == [event_record("joined", "i1", None, i1, 0, start),
+                         event_record("joined", "i2", None, i2, 0, start)]
 
 
 # ---------------------------------------------------------------------------------------- item 40
@@ -69,8 +72,9 @@ def test_static_member_expiry_removes_it_and_rebalances_exactly_once():
     assert h.resp(t2) == join_ok(9, i2, 2, i1)
     h.sync("g", i1, 2, "i1", assignments={i1: b"x", i2: b"y"})
     h.sync("g", i2, 2, "i2")
-    assert h.take_records() == [group_record("g", 2, "range", i1, now, [
-        member_record(i1, "i1", b"sub", b"x"), member_record(i2, "i2", b"sub", b"y")])]
+    assert h.take_records() == [event_record("expired", "i3", i3, None, 1, expiry),
+                                group_record("g", 2, "range", i1, now, [
+                                    member_record(i1, "i1", b"sub", b"x"), member_record(i2, "i2", b"sub", b"y")])]
     h.run(5 * SESSION, alive)
     assert h.g().generation == 2 and h.g().state == STABLE
     # one rebalance after the initial one (generation 0 -> 1)
@@ -96,7 +100,8 @@ def test_expiry_of_the_last_member_empties_the_group():
     h.advance(SESSION)
     g = h.g()
     assert g.state == EMPTY and g.generation == 2 and g.members == {} and g.static_members == {}
-    assert h.take_records() == [group_record("g", 2, None, None, h.now_ms)]
+    assert h.take_records() == [event_record("expired", "i1", i1, None, 1, h.now_ms),
+                                group_record("g", 2, None, None, h.now_ms)]
 
 
 def test_parked_members_are_spared_at_session_expiry():

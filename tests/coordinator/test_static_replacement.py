@@ -4,7 +4,7 @@ import pytest
 from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    HOST, SESSION, Harness, commit_resp, group_record, heartbeat_resp, join_err, join_ok,
+    HOST, SESSION, Harness, commit_resp, event_record, group_record, heartbeat_resp, join_err, join_ok,
     leave_resp, member_record, sync_err, sync_ok,
 )
 
@@ -28,13 +28,15 @@ def test_stable_follower_replacement_v9_no_rebalance_record_with_new_id():
     new = "i2-3"
     assert h.resp(t) == join_ok(9, new, 1, i1)         # current generation, members [], skip false
     # the answer leaves with the record in one Result: the runtime appends the record first
-    assert [tok for tok, _ in h.last_result.responses] == [t] and len(h.last_result.records) == 1
-    # the record is the persisted instance -> member map: new id, old client id/host and assignment,
-    # protocols and timeouts from the request
-    assert h.take_records() == [group_record("g", 1, "range", i1, now, [
-        member_record(i1, "i1", b"sub", b"assign-0"),
-        member_record(new, "i2", b"sub-v2", b"assign-1", rebalance=35000, session=12000),
-    ])]
+    assert [tok for tok, _ in h.last_result.responses] == [t] and len(h.last_result.records) == 2
+    # the replaced event (with the restarted process's client), then the record that is the persisted
+    # instance -> member map: new id, old client id/host and assignment, protocols and timeouts from the request
+    assert h.take_records() == [
+        event_record("replaced", "i2", i2, new, 1, now, client_id="restarted", host="/10.9.9.9"),
+        group_record("g", 1, "range", i1, now, [
+            member_record(i1, "i1", b"sub", b"assign-0"),
+            member_record(new, "i2", b"sub-v2", b"assign-1", rebalance=35000, session=12000),
+        ])]
     g = h.g()
     assert g.state == STABLE and g.generation == 1 and g.leader_id == i1
     assert g.static_members == {"i1": i1, "i2": new} and set(g.members) == {i1, new}
@@ -56,7 +58,7 @@ def test_stable_leader_replacement_v9_skip_assignment_with_full_member_list():
     new = "i1-3"
     assert h.resp(t) == join_ok(9, new, 1, new, skip_assignment=True,
                                 members=[(new, "i1", b"sub"), (i2, "i2", b"sub")])
-    assert h.take_records() == [group_record("g", 1, "range", new, now, [
+    assert h.take_records() == [event_record("replaced", "i1", i1, new, 1, now), group_record("g", 1, "range", new, now, [
         member_record(new, "i1", b"sub", b"assign-0"),
         member_record(i2, "i2", b"sub", b"assign-1"),
     ])]
@@ -81,7 +83,7 @@ def test_stable_leader_replacement_before_v9_reports_the_old_leader(version):
     assert h.resp(t) == join_ok(version, new, 1, i1)
     assert h.resp(t)["leader"] == i1 and h.resp(t)["members"] == []
     assert h.g().leader_id == new
-    assert h.take_records() == [group_record("g", 1, "range", new, now, [
+    assert h.take_records() == [event_record("replaced", "i1", i1, new, 1, now), group_record("g", 1, "range", new, now, [
         member_record(new, "i1", b"sub", b"assign-0"),
         member_record(i2, "i2", b"sub", b"assign-1"),
     ])]
@@ -104,7 +106,7 @@ def test_dynamic_members_unaffected_by_static_replacement():
     new = "i1-3"
     assert h.resp(t) == join_ok(9, new, 1, new, skip_assignment=True,
                                 members=[(new, "i1", b"sub"), (d, None, b"sub")])
-    assert h.take_records() == [group_record("g", 1, "range", new, now, [
+    assert h.take_records() == [event_record("replaced", "i1", i1, new, 1, now), group_record("g", 1, "range", new, now, [
         member_record(new, "i1", b"sub", b"assign-0"), member_record(d, None, b"sub", b"assign-1")])]
     assert h.resp(h.heartbeat("g", d, 1)) == heartbeat_resp(4, 0)
 
@@ -121,7 +123,8 @@ def test_stable_replacement_that_changes_the_vote_rebalances():
     g = h.g()
     assert g.state == PREPARING_REBALANCE and g.generation == 1
     assert g.static_members == {"i1": i1, "i2": new}
-    assert h.take_records() == []                      # no record: a rebalance is coming
+    # no group record (a rebalance is coming); the map's change is logged
+    assert h.take_records() == [event_record("replaced", "i2", i2, new, 1, h.now_ms)]
     assert h.resp(h.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 27)
     t1 = h.join("g", i1, "i1", protocols=protos)
     assert h.resp(t1) == join_ok(9, i1, 2, i1, protocol="roundrobin",
@@ -142,6 +145,7 @@ def test_stable_replacement_of_single_member_with_new_preference_rebalances():
 # ---------------------------------------------------------------------------------------- items 26, 32
 def test_completing_rebalance_replacement_fences_old_sync_82_and_others_27():
     h = Harness()
+    start = h.now_ms
     tokens = [h.join("g", "", i) for i in ("i1", "i2", "i3")]
     h.advance(0)
     i1, i2, i3 = (h.resp(t)["member_id"] for t in tokens)
@@ -162,7 +166,14 @@ def test_completing_rebalance_replacement_fences_old_sync_82_and_others_27():
     assert h.resp(t1) == join_ok(9, i1, 2, i1, members=[(i1, "i1", b"sub"), (new, "i2", b"sub"), (i3, "i3", b"sub")])
     assert h.resp(t2) == join_ok(9, new, 2, i1)
     assert h.resp(t3) == join_ok(9, i3, 2, i1)
-    assert h.records == []
+    # no group record (no generation became stable); the map's history: three joins, the replacement,
+    # the old member's parked sync fenced by it, then its heartbeat fenced
+    assert h.records == [event_record("joined", "i1", None, i1, 0, start),
+                         event_record("joined", "i2", None, i2, 0, start),
+                         event_record("joined", "i3", None, i3, 0, start),
+                         event_record("replaced", "i2", i2, new, 1, start),
+                         event_record("fenced", "i2", i2, new, 1, start),
+                         event_record("fenced", "i2", i2, new, 1, start)]
 
 
 def test_completing_rebalance_replacement_of_leader_moves_leadership():
@@ -232,9 +243,9 @@ def test_old_member_id_is_fenced_everywhere_after_replacement():
     assert h.resp(h.commit("g", i2, 1, None, {"t": [(0, 5)]}, version=8)) == commit_resp(8, {"t": [(0, 25)]})
     assert h.resp(h.leave("g", [(i2, None)], version=3)) == leave_resp(3, 0, [(i2, None, 25)])
     assert h.resp(h.leave("g", i2, version=2)) == leave_resp(2, 25)
-    # nothing changed; the new member is untouched
+    # nothing changed; the new member is untouched; one fenced event per request answered 82
     assert h.g() == before
-    assert h.take_records() == []
+    assert h.take_records() == [event_record("fenced", "i2", i2, new, 1, h.now_ms)] * 5
     assert h.resp(h.heartbeat("g", new, 1, "i2")) == heartbeat_resp(4, 0)
 
 
@@ -243,6 +254,7 @@ def test_every_restart_yields_a_new_member_id_and_a_record():
     i1, i2 = h.form_group(["i1", "i2"])
     h.take_records()
     seen = {i1, i2}
+    previous = i2
     for _ in range(3):
         h.advance(1000)
         r = h.resp(h.join("g", "", "i2"))
@@ -250,7 +262,9 @@ def test_every_restart_yields_a_new_member_id_and_a_record():
         assert r["member_id"] not in seen
         seen.add(r["member_id"])
         recs = h.take_records()
-        assert len(recs) == 1 and {m.member_id for m in recs[0].members} == {i1, r["member_id"]}
+        assert len(recs) == 2 and {m.member_id for m in recs[1].members} == {i1, r["member_id"]}
+        assert recs[0] == event_record("replaced", "i2", previous, r["member_id"], 1, h.now_ms)
+        previous = r["member_id"]
         assert h.g().static_members["i2"] == r["member_id"]
     assert h.g().generation == 1 and _no_rebalance_since_formation(h)
 
