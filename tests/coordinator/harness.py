@@ -307,7 +307,7 @@ class Harness:
 
     def sync(self, group_id: str = "g", member_id: str = "", generation: int = 1, instance_id: str | None = None,
              *, version: int = 5, assignments: dict[str, bytes] | None = None, protocol_type: str | None = "consumer",
-             protocol_name: str | None = "range", client_id: str = "client") -> int:
+             protocol_name: str | None = "range", client_id: str = "client", host: str = HOST) -> int:
         A = SyncGroupRequest.SyncGroupRequestAssignment
         fields = dict(group_id=group_id, generation_id=generation, member_id=member_id,
                       assignments=[A(version=version, member_id=m, assignment=a)
@@ -317,17 +317,19 @@ class Harness:
         if version >= 5:
             fields["protocol_type"] = protocol_type
             fields["protocol_name"] = protocol_name
-        return self.send(SYNC, version, SyncGroupRequest(version=version, **fields), client_id=client_id)
+        return self.send(SYNC, version, SyncGroupRequest(version=version, **fields), client_id=client_id, host=host)
 
     def heartbeat(self, group_id: str = "g", member_id: str = "", generation: int = 1,
-                  instance_id: str | None = None, *, version: int = 4) -> int:
+                  instance_id: str | None = None, *, version: int = 4, client_id: str = "client",
+                  host: str = HOST) -> int:
         fields = dict(group_id=group_id, generation_id=generation, member_id=member_id)
         if version >= 3:
             fields["group_instance_id"] = instance_id
-        return self.send(HEARTBEAT, version, HeartbeatRequest(version=version, **fields))
+        return self.send(HEARTBEAT, version, HeartbeatRequest(version=version, **fields), client_id=client_id,
+                         host=host)
 
     def leave(self, group_id: str = "g", members: list[tuple[str, str | None]] | str = (), *,
-              version: int = 5) -> int:
+              version: int = 5, client_id: str = "client", host: str = HOST) -> int:
         if version < 3:
             assert isinstance(members, str)
             body = LeaveGroupRequest(version=version, group_id=group_id, member_id=members)
@@ -335,10 +337,11 @@ class Harness:
             M = LeaveGroupRequest.MemberIdentity
             body = LeaveGroupRequest(version=version, group_id=group_id, members=[
                 M(version=version, member_id=m, group_instance_id=i) for m, i in members])
-        return self.send(LEAVE, version, body)
+        return self.send(LEAVE, version, body, client_id=client_id, host=host)
 
     def commit(self, group_id: str = "g", member_id: str = "", generation: int = -1,
-               instance_id: str | None = None, offsets: dict[str, list] | None = None, *, version: int = 8) -> int:
+               instance_id: str | None = None, offsets: dict[str, list] | None = None, *, version: int = 8,
+               client_id: str = "client", host: str = HOST) -> int:
         """offsets: topic -> [(partition, offset) or (partition, offset, metadata)]."""
         T = OffsetCommitRequest.OffsetCommitRequestTopic
         P = T.OffsetCommitRequestPartition
@@ -356,7 +359,8 @@ class Harness:
                       topics=topics)
         if version >= 7:
             fields["group_instance_id"] = instance_id
-        return self.send(COMMIT, version, OffsetCommitRequest(version=version, **fields))
+        return self.send(COMMIT, version, OffsetCommitRequest(version=version, **fields), client_id=client_id,
+                         host=host)
 
     def fetch(self, group_id: str = "g", topics: dict[str, list[int]] | None = None, *, version: int = 7) -> int:
         if version >= 8:
@@ -380,6 +384,10 @@ class Harness:
 
     def delete(self, *group_ids: str, version: int = 2) -> int:
         return self.send(DELETE, version, DeleteGroupsRequest(version=version, groups_names=list(group_ids)))
+
+    def force_rebalance(self, group_id: str = "g") -> None:
+        """The admin operation (Python API), applied like any input."""
+        self._apply(self.coordinator.force_rebalance(group_id, self.now_ms))
 
     # ------------------------------------------------------------ composite steps
     def join_dynamic(self, group_id: str = "g", *, version: int = 9, **kw) -> tuple[str, int]:
