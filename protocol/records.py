@@ -11,8 +11,9 @@ Static-member events (StaticMemberEventKey v345 / StaticMemberEventValue v0)
 The history of the `group.instance.id -> member.id` map, with causes. Key = (group, instance id), so
 after compaction the latest event of each instance survives; a tombstone (value None) is written for
 every such key when the group is deleted. Key version 345 (after KIP-345) is one Kafka does not use for
-__consumer_offsets (it uses 0..~20), so a Kafka broker or tool skips these records as unknown, and so
-does an older tenure loader (`UnknownRecordType`). Value fields: cause, old_member_id (nullable),
+__consumer_offsets (it uses 0..~20). tenure's loader skips key versions it does not know
+(`UnknownRecordType`) with a warning, as Kafka's newer coordinator loader does; older Kafka tools that
+decode __consumer_offsets (e.g. its offsets formatter) may refuse them instead. Value fields: cause, old_member_id (nullable),
 new_member_id (nullable), generation (int32: the group's generation when the event happened, before any
 rebalance it starts), timestamp (int64 ms), client_id, client_host (the client whose request caused the
 event; for events with no request - timers, forced rebalance - the member's own recorded client).
