@@ -35,7 +35,7 @@ from typing import Iterator
 import crc32c
 
 from .batch import (
-    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
+    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader,
     first_record_at_or_after, parse_batches, read_header, restamp,
 )
 
@@ -91,9 +91,9 @@ def check_batch(buf, pos: int, end: int, expect_min_offset: int) -> tuple[BatchH
         return None, f"batch length {length} is below a batch header"
     if pos + LOG_OVERHEAD + length > end:
         return None, f"torn batch: declares {LOG_OVERHEAD + length} bytes, {end - pos} present"
-    if buf[pos + MAGIC_OFFSET] != 2:
-        return None, f"magic {buf[pos + MAGIC_OFFSET]}, expected 2"
     h = BatchHeader(pos, *HEADER.unpack_from(buf, pos))
+    if h.magic != 2:              # the length is still read: `_valid_after` can look past this batch
+        return h, f"magic {h.magic}, expected 2"
     actual = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + h.size])
     if actual != h.crc:
         return h, f"CRC-32C {actual:#010x} != stored {h.crc:#010x}"

@@ -153,6 +153,25 @@ def test_damage_in_the_middle_is_reported_never_skipped(tmp_path):
     assert path.read_bytes() == bytes(raw)       # nothing was cut
 
 
+def test_a_bad_magic_byte_with_valid_batches_after_it_is_refused_not_cut(tmp_path):
+    """A flipped magic byte leaves the batch's length readable: the batches after it are sound, so this
+    is damage in the middle (refused), not a tail to cut (which would drop offsets 2..9)."""
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i, 2))
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    raw = bytearray(path.read_bytes())
+    second = parse_batches(bytes(raw))[1].position
+    raw[second + 16] ^= 0x01                     # magic 2 -> 3
+    path.write_bytes(raw)
+    with pytest.raises(CorruptLogError) as exc:
+        SegmentLog(tmp_path / "t-0")
+    assert exc.value.position == second and exc.value.offset == 2
+    assert "magic 3, expected 2; valid batches follow it" in str(exc.value)
+    assert path.read_bytes() == bytes(raw)       # nothing was cut
+
+
 def test_damage_in_an_older_segment_is_reported(tmp_path):
     log = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
     for i in range(6):
