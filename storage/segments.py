@@ -35,7 +35,7 @@ from typing import Iterator
 import crc32c
 
 from .batch import (
-    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader,
+    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
     first_record_at_or_after, parse_batches, read_header, restamp,
 )
 
@@ -124,14 +124,27 @@ def scan_segment(path: Path, base_offset: int) -> tuple[list[BatchHeader], Damag
 
 
 def _valid_after(buf, pos: int, size: int, h: BatchHeader | None) -> bool:
-    """Is there a sound batch right after a damaged one (so the damage is not a tail)?"""
-    if h is None:
-        return False
-    nxt = pos + h.size
-    if nxt >= size:
-        return False
-    h2, reason = check_batch(buf, nxt, size, 0)
-    return reason is None
+    """Is there a sound batch anywhere after a damaged one (so the damage is not a tail)?
+
+    First where the damaged batch's own length points; then, since that length may itself be the
+    damaged field, every position whose magic byte reads 2 and whose header is plausible (length
+    within the file, base offset not below the damaged batch's), confirmed by its CRC-32C. A rare,
+    recovery-only search: cheap checks first, the CRC only for plausible candidates."""
+    if h is not None and pos + h.size < size:
+        if check_batch(buf, pos + h.size, size, 0)[1] is None:
+            return True
+    floor = _BASE_AND_LEN.unpack_from(buf, pos)[0] if size - pos >= LOG_OVERHEAD else 0
+    q = buf.find(b"\x02", pos + 1 + MAGIC_OFFSET)
+    while q != -1:
+        p = q - MAGIC_OFFSET
+        if p + HEADER_SIZE <= size:
+            base, length = _BASE_AND_LEN.unpack_from(buf, p)
+            if (length >= HEADER_SIZE - LOG_OVERHEAD and p + LOG_OVERHEAD + length <= size
+                    and floor <= base < floor + (1 << 40)
+                    and check_batch(buf, p, size, 0)[1] is None):
+                return True
+        q = buf.find(b"\x02", q + 1)
+    return False
 
 
 class Segment:
@@ -223,7 +236,7 @@ class SegmentLog:
             base = int(p.stem)
             if base < expect:
                 raise CorruptLogError(p, 0, base, f"segment base offset {base} overlaps the previous "
-                                                  f"segment, which ends at offset {expect}")
+                                                  f"segment, whose next offset is {expect}")
             headers, damage = scan_segment(p, base)
             last = i == len(files) - 1
             if damage is not None:
@@ -281,8 +294,17 @@ class SegmentLog:
         start = seg.size
         view = memoryview(buf)
         written = 0
-        while written < len(buf):
-            written += os.write(seg.fd, view[written:])
+        try:
+            while written < len(buf):
+                written += os.write(seg.fd, view[written:])
+        except OSError:
+            if written:                            # never leave half a batch behind (e.g. disk full)
+                try:
+                    os.ftruncate(seg.fd, start)
+                except OSError:
+                    log.error("%s: could not cut a partial write back to byte %d of %s", self.name, start,
+                              seg.path.name)
+            raise
         for sh in stamped:
             seg.add(sh, start + sh.position)
         self._dirty.add(seg)

@@ -207,3 +207,39 @@ def test_group_commit_covers_concurrent_writes_with_fewer_fsyncs(tmp_path):
     assert 1 <= grouped < always
     with pytest.raises(ValueError):
         Durability("sometimes")
+
+
+def test_a_flipped_length_field_in_the_middle_is_refused_not_cut(tmp_path):
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i))
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    raw = bytearray(path.read_bytes())
+    second = parse_batches(bytes(raw))[1].position
+    raw[second + 11] ^= 0x04                       # the batch length of batch 1
+    path.write_bytes(raw)
+    with pytest.raises(CorruptLogError) as exc:
+        SegmentLog(tmp_path / "t-0")
+    assert exc.value.position == second and "valid batches follow it" in str(exc.value)
+    assert path.read_bytes() == bytes(raw)
+
+
+def test_a_failed_write_leaves_no_partial_batch(tmp_path, monkeypatch):
+    log = SegmentLog(tmp_path / "t-0")
+    log.append(batch(0))
+    size = log.segments[-1].size
+    real_write = os.write
+
+    def short_then_fail(fd, data):
+        if len(data) > 20:
+            return real_write(fd, bytes(data[:20]))
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "write", short_then_fail)
+    with pytest.raises(OSError):
+        log.append(batch(1))
+    monkeypatch.setattr(os, "write", real_write)
+    assert (tmp_path / "t-0" / segment_name(0)).stat().st_size == size
+    assert log.append(batch(2))[0] == 1
+    log.close()
+    assert SegmentLog(tmp_path / "t-0").log_end_offset == 2
