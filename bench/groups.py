@@ -6,7 +6,7 @@
    the rebalances the OTHER members saw (assign/revoke callbacks). Run against tenure and against
    librdkafka's own mock cluster (`test.mock.num.brokers=1`) in the same script, same settings.
 2. heartbeats: 1,000 static members in 100 groups (raw wire clients, one connection per group; a
-   5-minute session so members set up first do not expire while the rest are set up) send
+   30-minute session so members set up first do not expire while the rest are set up) send
    Heartbeat v4 back to back for a fixed time; prints throughput and latency percentiles.
 
     .venv/bin/python bench/groups.py [--members 6,50] [--restart-budget-s 90] [--hb-seconds 10]
@@ -33,11 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 PARTITIONS = 12
+SESSION_MS = 1800000      # the broker's maximum: no member expires while the others are set up
 
 
-def start_tenure() -> tuple[subprocess.Popen, str]:
+def start_tenure(*extra: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "0", "--log-level", "WARNING",
-                             "--default-partitions", str(PARTITIONS)],
+                             "--default-partitions", str(PARTITIONS), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     m = re.match(r"tenure listening on (\S+)", line)
@@ -140,16 +141,20 @@ async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: 
     async def one_group(g: int):
         gid = f"hb-{g}"
         conns = [await AsyncWireClient.connect(bootstrap) for _ in range(per_group)]
-        joins = await asyncio.gather(*(c.call(JoinGroupRequest(
-            group_id=gid, session_timeout_ms=300000, rebalance_timeout_ms=5000, member_id="",
-            group_instance_id=f"{gid}-i{i}", protocol_type="consumer",
-            protocols=[P(name="range", metadata=b"")]), 5) for i, c in enumerate(conns)))
-        # the first rebalance may complete before everyone arrived: rejoin until one generation holds all
-        while len({j.generation_id for j in joins}) > 1 or any(j.error_code for j in joins):
-            joins = await asyncio.gather(*(c.call(JoinGroupRequest(
-                group_id=gid, session_timeout_ms=300000, rebalance_timeout_ms=5000, member_id="",
+
+        def join(i: int, member_id: str = ""):
+            return conns[i].call(JoinGroupRequest(
+                group_id=gid, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=5000, member_id=member_id,
                 group_instance_id=f"{gid}-i{i}", protocol_type="consumer",
-                protocols=[P(name="range", metadata=b"")]), 5) for i, c in enumerate(conns)))
+                protocols=[P(name="range", metadata=b"")]), 5)
+        # everyone joins at once; until one generation holds all of them, rejoin with the member ids
+        # they were given (a known member's rejoin completes the rebalance as soon as all are in)
+        ids = [""] * per_group
+        while True:
+            joins = await asyncio.gather(*(join(i, ids[i]) for i in range(per_group)))
+            ids = [j.member_id or ids[i] for i, j in enumerate(joins)]
+            if len({j.generation_id for j in joins}) == 1 and not any(j.error_code for j in joins):
+                break
         gen = joins[0].generation_id
         await asyncio.gather(*(c.call(SyncGroupRequest(
             group_id=gid, generation_id=gen, member_id=j.member_id, group_instance_id=f"{gid}-i{i}",
@@ -158,7 +163,9 @@ async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: 
             await c.close()
         return conns[0], [(j.member_id, f"{gid}-i{i}") for i, j in enumerate(joins)], gen, gid
 
+    t_setup = time.monotonic()
     setups = [await one_group(g) for g in range(groups)]
+    setup_s = time.monotonic() - t_setup
     lat: list[float] = []
     errors = 0
     codes: dict[int, int] = {}
@@ -185,7 +192,7 @@ async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: 
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
     return {"heartbeats": len(lat), "per_s": len(lat) / elapsed, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-            "max_ms": lat[-1] * 1000, "errors": errors, "codes": codes}
+            "max_ms": lat[-1] * 1000, "errors": errors, "codes": codes, "setup_s": setup_s}
 
 
 def main() -> int:
@@ -230,13 +237,14 @@ def main() -> int:
             print(f"N={n}: formation ratio tenure/mock = {t['formation_s'] / m['formation_s']:.2f}; "
                   f"per-restart ratio tenure/mock = {t['per_restart_median_s'] / m['per_restart_median_s']:.2f}")
     if "tenure" in args.targets:
-        proc, bs = start_tenure()
+        # a short initial delay lets each group's ten concurrent first joins form one generation
+        proc, bs = start_tenure("--initial-rebalance-delay-ms", "200")
         try:
             r = asyncio.run(heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds))
             print(f"heartbeats: {args.hb_groups * args.hb_per_group} static members in {args.hb_groups} groups, "
                   f"{r['heartbeats']} heartbeats in {args.hb_seconds:.0f}s = {r['per_s']:.0f}/s, "
                   f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms, "
-                  f"errors {r['errors']} (by code {r['codes']})")
+                  f"errors {r['errors']} (by code {r['codes']}); groups formed in {r['setup_s']:.1f}s")
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(15)
