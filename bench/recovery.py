@@ -1,0 +1,694 @@
+"""Recovery: start-up time and memory of `tenure serve --data-dir` on a large __consumer_offsets log.
+
+1. generate   A realistic __consumer_offsets log of --records records is written with the project's own
+              code: the data dir and topic catalog as the server opens them (storage DataDir + broker
+              TopicRegistry), records encoded by tenure.protocol.records, and batches built and appended
+              by the coordinator runtime's own write path (CoordinatorRuntime._persist: one batch per
+              state change, partitions chosen by Kafka's group hash), segments rolled at --segment-bytes
+              (default Kafka's offsets.topic.segment.bytes, 100 MiB).
+              The simulated workload: --groups consumer groups of --members static members each
+              (group.instance.id set) on a --partitions-partition topic: mostly offset commits (one
+              member commits its partitions: one batch of partitions/members records), rolling restarts
+              of whole groups (each restarted member rejoins under a new member id with the same
+              generation and assignment: one GroupMetadata record per member, as KIP-345 has it),
+              occasional rebalances (generation + 1, assignment rotated) and a few group deletions
+              (tombstones for the group and its offsets, then the group forms again).
+2. server     The page cache is dropped for the segment files (posix_fadvise DONTNEED after an fsync; no
+              root needed), then `python -m tenure serve --port 0 --data-dir DIR` is spawned and timed
+              from just before the spawn to its `tenure listening on` line. Its stderr line `loaded
+              __consumer_offsets: N record(s) ... in Xs` is the replay part (CoordinatorRuntime.load());
+              the rest is interpreter + imports + opening the logs (the scan) + bind. Memory after load:
+              the server's VmRSS and VmHWM (/proc/PID/status). 50 sampled groups' committed offsets
+              (OffsetFetch v7) and members (DescribeGroups v5) are then read over the wire and compared
+              with what the generator wrote last. The same on an empty data dir gives the baseline.
+              --warm adds a second start on the now warm cache.
+3. in-process The same data dir loaded in a fresh interpreter without a server: timed separately,
+              opening the logs (the segment scan: every batch's length, magic and CRC-32C, the sparse
+              index) and CoordinatorRuntime.load() (read the batches, iterate the records, decode,
+              replay), with the four record codecs' decode (kafka-python ApiData, called by
+              tenure.protocol.records.decode) and GroupCoordinator.replay timed inside that real load
+              by thin wrappers (which make it ~10-20 % slower than the server's own figure); the rest
+              is batch reads, record iteration and the loop. --what-if adds an experiment that is NOT
+              what tenure does: decode and replay only the last record per key, and compare the state.
+
+    .venv/bin/python bench/recovery.py [--records 1000000] [--groups 2000] [--members 8]
+                                       [--segment-bytes 104857600] [--keep DIR] [--warm]
+                                       [--what-if] [--profile]
+
+--keep DIR generates into DIR (or reuses it when a previous run with the same parameters left it
+there) and keeps it. --profile also runs the in-process load and the log open under cProfile and
+prints the top functions (adds ~3x the load time). Prints figures only; it never asserts timings.
+Each server start is bounded by --ready-timeout. The default run takes about 4 minutes (1M records:
+~1.5 min to generate, ~1 min per load).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+READY = re.compile(r"^tenure listening on (\S+:\d+)$")
+LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
+                    r"in ([0-9.]+)s")
+MANIFEST = "bench-recovery.json"
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM of a process in kB (Linux /proc)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def mib(kb: int | None) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
+
+
+def segment_files(data_dir: Path) -> list[Path]:
+    return sorted(data_dir.glob(f"{OFFSETS_TOPIC}-*/*.log"))
+
+
+def drop_cache(data_dir: Path) -> None:
+    """Ask the kernel to drop the segment files' clean pages (no root needed; they were fsynced)."""
+    for p in segment_files(data_dir):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def tree_version() -> str:
+    """The repository's commit, and whether the working tree differs from it (others edit it too)."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return f"{head}{' + uncommitted changes' if dirty else ''}" if head else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------ generate
+class _NoBroker:
+    """The runtime's write path tells the broker about appends (to wake fetchers); nobody listens here."""
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        pass
+
+
+def _params(args) -> dict:
+    return {"records": args.records, "groups": args.groups, "members": args.members,
+            "partitions": args.partitions, "topics": args.topics, "segment_bytes": args.segment_bytes,
+            "offsets_partitions": args.offsets_partitions, "restart_rate": args.restart_rate,
+            "rebalance_rate": args.rebalance_rate, "delete_rate": args.delete_rate, "seed": args.seed,
+            "version": 2}
+
+
+def generate(data_dir: Path, args) -> dict:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+    from tenure.broker.topics import TopicRegistry
+    from tenure.protocol.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
+    from tenure.runtime import CoordinatorRuntime
+    from tenure.storage.datadir import DataDir
+    from tenure.storage.segments import LogConfig
+
+    rng = random.Random(args.seed)
+    data = DataDir.open(data_dir, LogConfig(segment_bytes=args.segment_bytes))
+    registry = TopicRegistry(1, data.open_log, data.catalog)
+    topic = registry.create(OFFSETS_TOPIC, args.offsets_partitions, internal=True,
+                            configs={"cleanup.policy": "compact"})
+    clock = [1_767_225_600_000]                    # 2026-01-01, advanced by the simulation
+    runtime = CoordinatorRuntime(None, topic, _NoBroker(), clock_ms=lambda: clock[0])
+    stats = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "tombstones": 0,
+             "commits": 0, "restarts": 0, "rebalances": 0, "deletions": 0}
+    topics = [f"svc{t:02d}.events.v1" for t in range(args.topics)]
+    P, M = args.partitions, args.members
+    Sub, Asg = ConsumerProtocolSubscription, ConsumerProtocolAssignment
+
+    def new_member_id(iid: str) -> str:
+        return f"{iid}-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
+
+    class G:
+        def __init__(self, i: int) -> None:
+            self.gid = f"svc{i % args.topics:02d}-consumer-{i:05d}"
+            self.topic = topics[i % args.topics]
+            self.iids = [f"{self.gid}-pod-{k}" for k in range(M)]
+            self.host = [f"/10.{(i >> 8) & 255}.{i & 255}.{k + 1}" for k in range(M)]
+            self.offsets = {p: rng.randrange(0, 1_000_000) for p in range(P)}
+            self.form(1)
+
+        def form(self, generation: int) -> None:
+            """A (re)formed group: new member ids, assignment rotated by the generation."""
+            self.ids = [new_member_id(iid) for iid in self.iids]
+            self.rebalance(generation)
+
+        def rebalance(self, generation: int) -> None:
+            """A rebalance of a static group keeps the member ids; the generation and assignment move."""
+            self.generation = generation
+            self.owner = [[p for p in range(P) if (p + generation) % M == k] for k in range(M)]
+            self.sub = bytes(Sub(topics=[self.topic], user_data=None, owned_partitions=[]).encode(version=1))
+            self.asg = [bytes(Asg(assigned_partitions=[Asg.TopicPartition(topic=self.topic, partitions=ps)],
+                                  user_data=None).encode(version=1)) for ps in self.owner]
+
+        def record(self) -> GroupMetadataRecord:
+            return GroupMetadataRecord(
+                group_id=self.gid, protocol_type="consumer", generation=self.generation, protocol="range",
+                leader=self.ids[0], current_state_timestamp=clock[0],
+                members=tuple(MemberRecord(self.ids[k], self.iids[k], f"{self.gid}-client", self.host[k],
+                                           300_000, 45_000, self.sub, self.asg[k]) for k in range(M)))
+
+    committed: dict[str, dict[int, int]] = {}      # what a reader must find: the last offset per partition
+    keys: set = set()                              # distinct record keys (what compaction would keep)
+
+    def write(records: list) -> None:
+        runtime._persist(records)                  # the runtime's own write path: one batch per state change
+        stats["batches"] += 1
+        stats["records"] += len(records)
+        for r in records:
+            stats["tombstones"] += r.tombstone
+            if isinstance(r, GroupMetadataRecord):
+                stats["group_records"] += 1
+                keys.add(r.group_id)
+            else:
+                stats["offset_records"] += 1
+                keys.add((r.group_id, r.topic, r.partition))
+                if r.tombstone:
+                    committed.get(r.group_id, {}).pop(r.partition, None)
+                else:
+                    committed.setdefault(r.group_id, {})[r.partition] = r.offset
+
+    t0 = time.perf_counter()
+    groups = [G(i) for i in range(args.groups)]
+    for g in groups:
+        if stats["records"] >= args.records:
+            break
+        write([g.record()])
+    step_ms = max(1, 5000 // max(1, args.groups * M))   # auto.commit.interval.ms=5000 across all members
+    last_report = t0
+    while stats["records"] < args.records:
+        clock[0] += step_ms
+        g = groups[rng.randrange(len(groups))]
+        x = rng.random()
+        if x < args.delete_rate:                           # DeleteGroups: tombstones, then it forms again
+            stats["deletions"] += 1
+            write([OffsetCommitRecord(g.gid, g.topic, p, tombstone=True) for p in range(P)]
+                  + [GroupMetadataRecord(g.gid, tombstone=True)])
+            g.form(1)
+            write([g.record()])
+        elif x < args.delete_rate + args.rebalance_rate:   # e.g. a member's session expired: a rebalance
+            stats["rebalances"] += 1
+            g.rebalance(g.generation + 1)
+            write([g.record()])
+        elif x < args.delete_rate + args.rebalance_rate + args.restart_rate:   # rolling restart
+            stats["restarts"] += 1
+            for k in range(M):
+                clock[0] += 2000
+                g.ids[k] = new_member_id(g.iids[k])        # KIP-345: new member id, same generation
+                write([g.record()])
+                if stats["records"] >= args.records:
+                    break
+        else:                                              # one member commits its partitions
+            k = rng.randrange(M)
+            if not g.owner[k]:
+                continue
+            stats["commits"] += 1
+            recs = []
+            for p in g.owner[k]:
+                g.offsets[p] += rng.randrange(0, 500)
+                recs.append(OffsetCommitRecord(g.gid, g.topic, p, g.offsets[p], 3, "", clock[0]))
+            write(recs)
+        now = time.perf_counter()
+        if now - last_report > 15:
+            print(f"  ... {stats['records']:,} records written in {now - t0:.0f} s", flush=True)
+            last_report = now
+    stats["write_s"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    for plog in topic.partitions:
+        plog.flush()
+        plog.close()
+    data.close()
+    stats["flush_s"] = time.perf_counter() - t1
+    stats["bytes"] = sum(p.stat().st_size for p in segment_files(data_dir))
+    stats["segments"] = len(segment_files(data_dir))
+    stats["groups"] = len(groups)
+    stats["distinct_keys"] = len(keys)
+    expected = {g.gid: {"topic": g.topic, "generation": g.generation, "members": sorted(g.ids)} for g in groups}
+    return {"params": _params(args), "stats": stats, "expected": expected,
+            "committed": {g: {str(p): o for p, o in ps.items()} for g, ps in committed.items() if ps}}
+
+
+# ------------------------------------------------------------------------------------------ server
+def server_start(python: str, data_dir: Path, args, label: str, manifest: dict | None) -> dict:
+    cmd = [python, "-m", "tenure", "serve", "--port", "0", "--data-dir", str(data_dir),
+           "--offsets-partitions", str(args.offsets_partitions), "--log-level", "INFO"]
+    err = tempfile.TemporaryFile()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0)
+    out = {"label": label, "cmd": " ".join(cmd[1:])}
+    buf, bootstrap = b"", None
+    deadline = t0 + args.ready_timeout
+    try:
+        while bootstrap is None and time.perf_counter() < deadline and proc.poll() is None:
+            r, _, _ = select.select([proc.stdout], [], [], 0.05)
+            if r:
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                for line in buf.decode(errors="replace").splitlines():
+                    m = READY.match(line.strip())
+                    if m:
+                        bootstrap = m.group(1)
+        out["ready_s"] = time.perf_counter() - t0 if bootstrap else None
+        out.update(proc_status(proc.pid))
+        if bootstrap is None:
+            out["error"] = f"no ready line within {args.ready_timeout:.0f} s (exit code {proc.poll()})"
+        elif manifest is not None:
+            out["check"] = check_offsets(bootstrap, manifest, args.check_groups)
+    finally:
+        if proc.poll() is None:
+            t1 = time.perf_counter()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            out["exit_s"] = time.perf_counter() - t1
+        out["exit_code"] = proc.returncode
+        err.seek(0)
+        log = err.read().decode(errors="replace")
+        m = LOADED.search(log)
+        if m:
+            out["loaded"] = {"records": int(m.group(1)), "batches": int(m.group(2)), "groups": int(m.group(3)),
+                             "seconds": float(m.group(4))}
+        out["warnings"] = [ln for ln in log.splitlines() if re.search(r"WARNING|ERROR|CRITICAL|Traceback", ln)]
+    return out
+
+
+def check_offsets(bootstrap: str, manifest: dict, n: int) -> dict:
+    """OffsetFetch + DescribeGroups for n sampled groups: do they hold what the generator wrote last?"""
+    from kafka.protocol.admin.groups import DescribeGroupsRequest
+    from kafka.protocol.consumer.group import OffsetFetchRequest
+
+    from tests.support.wire import WireClient
+
+    committed, expected = manifest["committed"], manifest["expected"]
+    rng = random.Random(7)
+    sample = rng.sample(sorted(expected), min(n, len(expected)))
+    partitions = manifest["params"]["partitions"]
+    bad, offsets_checked, members_checked = [], 0, 0
+    with WireClient.to(bootstrap, timeout=30) as c:
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        for gid in sample:
+            topic = expected[gid]["topic"]
+            r = c.call(OffsetFetchRequest(group_id=gid, topics=[T(name=topic, partition_indexes=list(
+                range(partitions)))], require_stable=False), 7)
+            got = {p.partition_index: p.committed_offset for t in r.topics for p in t.partitions}
+            want = {int(p): o for p, o in committed.get(gid, {}).items()}
+            for p in range(partitions):
+                offsets_checked += 1
+                if got.get(p, -1) != want.get(p, -1):
+                    bad.append(f"{gid} p{p}: fetched {got.get(p)} expected {want.get(p, -1)}")
+        for i in range(0, len(sample), 20):
+            r = c.call(DescribeGroupsRequest(groups=sample[i:i + 20], include_authorized_operations=False), 5)
+            for g in r.groups:
+                members_checked += 1
+                mids = sorted(m.member_id for m in g.members)
+                if mids != expected[g.group_id]["members"]:
+                    bad.append(f"{g.group_id}: members {mids} differ from those written last "
+                               f"{expected[g.group_id]['members']}")
+    return {"groups": len(sample), "offsets": offsets_checked, "mismatches": bad}
+
+
+# ------------------------------------------------------------------------------------------ in-process
+def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) -> dict:
+    """Runs in a fresh interpreter (see main): open the logs, then the runtime's own load()."""
+    import gc
+
+    from tenure.broker.topics import TopicRegistry
+    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.protocol import records as rec
+    from tenure.runtime import CoordinatorRuntime, iter_batches
+    from tenure.storage.datadir import DataDir
+    from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
+
+    me = os.getpid()
+    out = {"rss_start_kb": proc_status(me).get("VmRSS")}
+    t0 = time.perf_counter()
+    data = DataDir.open(data_dir, LogConfig(segment_bytes=segment_bytes))
+    registry = TopicRegistry(1, data.open_log, data.catalog)
+    registry.load()
+    topic = registry.get(OFFSETS_TOPIC)
+    out["open_s"] = time.perf_counter() - t0
+    out["batches_indexed"] = sum(s.batches for plog in topic.partitions for s in plog.segments)
+    out["rss_after_open_kb"] = proc_status(me).get("VmRSS")
+    out["hwm_after_open_kb"] = proc_status(me).get("VmHWM")
+
+    # the real load, with thin timing wrappers around the four record codecs and the one mutator
+    coord = GroupCoordinator()
+    runtime = CoordinatorRuntime(coord, topic, _NoBroker())
+    clock = time.perf_counter
+    spent = {"replay": 0.0}
+    saved = {}
+
+    def timed_codec(cls):
+        real = cls.decode                                  # the classmethod, bound to cls
+        spent[cls.__name__] = 0.0
+
+        def decode(data, *a, **kw):
+            t = clock()
+            try:
+                return real(data, *a, **kw)
+            finally:
+                spent[cls.__name__] += clock() - t
+        saved[cls] = cls.__dict__.get("decode")
+        cls.decode = staticmethod(decode)
+
+    def replay(event):
+        t = clock()
+        real_replay(event)
+        spent["replay"] += clock() - t
+
+    codecs = (rec.OffsetCommitKey, rec.OffsetCommitValue, rec.GroupMetadataKey, rec.GroupMetadataValue)
+    real_replay = coord.replay
+    for cls in codecs:
+        timed_codec(cls)
+    coord.replay = replay
+    try:
+        t1 = time.perf_counter()
+        report = runtime.load()
+        out["load_s"] = time.perf_counter() - t1
+    finally:
+        for cls in codecs:
+            if saved[cls] is None:
+                del cls.decode
+            else:
+                cls.decode = saved[cls]
+        del coord.replay
+    out["codec_s"] = {k: v for k, v in spent.items() if k != "replay"}
+    out.update(replay_s=spent["replay"], records=report.records, batches=report.batches, groups=report.groups,
+               members=sum(len(g.members) for g in coord.groups.values()),
+               offsets=sum(len(o) for o in coord.offsets.values()))
+    gc.collect()
+    out["rss_after_load_kb"] = proc_status(me).get("VmRSS")
+    out["hwm_kb"] = proc_status(me).get("VmHWM")
+
+    # batch reads alone (the runtime's iter_batches over every partition), to split the remainder
+    t3 = time.perf_counter()
+    for plog in topic.partitions:
+        for _h, _raw in iter_batches(plog):
+            pass
+    out["read_only_s"] = time.perf_counter() - t3
+
+    if what_if:
+        out["what_if"] = last_per_key(topic, coord)
+    if profile:
+        import cProfile
+        import io
+        import pstats
+        prof = cProfile.Profile()
+        prof.enable()
+        CoordinatorRuntime(GroupCoordinator(), topic, _NoBroker()).load()
+        prof.disable()
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(18)
+        out["profile_load"] = s.getvalue()
+        prof = cProfile.Profile()
+        prof.enable()
+        again = [SegmentLog(Path(data_dir) / partition_dir_name(OFFSETS_TOPIC, i), LogConfig(segment_bytes))
+                 for i in range(len(topic.partitions))]
+        prof.disable()
+        for plog in again:
+            plog.close()
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(10)
+        out["profile_open"] = s.getvalue()
+    for plog in topic.partitions:
+        plog.close()
+    data.close()
+    return out
+
+
+def last_per_key(topic, full) -> dict:
+    """What-if (NOT what tenure does): read every record but decode and replay only the last one per
+    key, in offset order (a compaction on read that keeps tombstones). Timed, and its state compared
+    with the full replay's `full`. It can differ where a commit created an offsets-only group whose
+    offsets were all deleted later: the full replay keeps that empty group, this does not."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.protocol import records as rec
+    from tenure.runtime import iter_batches
+
+    t0 = time.perf_counter()
+    last: dict = {}
+    for plog in topic.partitions:
+        for h, raw in iter_batches(plog):
+            if h.is_control:
+                continue
+            for r in DefaultRecordBatch(raw):
+                k = r.key
+                last.pop(k, None)                         # re-insert: dict order = order of last occurrence
+                last[k] = r.value
+    t1 = time.perf_counter()
+    coord = GroupCoordinator()
+    for k, v in last.items():
+        coord.replay(rec.decode(k, v))
+    t2 = time.perf_counter()
+
+    def state(c):
+        return ({g: (x.generation, sorted(x.members)) for g, x in c.groups.items()},
+                {g: {tp: r.offset for tp, r in o.items()} for g, o in c.offsets.items()})
+    a, b = state(full), state(coord)
+    return {"survivors": len(last), "scan_s": t1 - t0, "decode_replay_s": t2 - t1,
+            "same_state": a == b, "groups_only_in_full": len(set(a[0]) - set(b[0])),
+            "groups_only_here": len(set(b[0]) - set(a[0]))}
+
+
+def run_in_process(python: str, data_dir: Path, args, cold: bool) -> dict:
+    if cold:
+        drop_cache(data_dir)
+    cmd = [python, str(Path(__file__).resolve()), "--in-process", str(data_dir),
+           "--segment-bytes", str(args.segment_bytes)]
+    if args.profile:
+        cmd.append("--profile")
+    if args.what_if:
+        cmd.append("--what-if")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.ready_timeout * 4)
+    if p.returncode != 0:
+        return {"error": p.stderr[-2000:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------ main
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000, help="records to write (default 1000000)")
+    ap.add_argument("--groups", type=int, default=2000, help="consumer groups (default 2000)")
+    ap.add_argument("--members", type=int, default=8, help="static members per group (default 8)")
+    ap.add_argument("--partitions", type=int, default=16, help="partitions of each group's topic (default 16)")
+    ap.add_argument("--topics", type=int, default=50, help="distinct topics the groups consume (default 50)")
+    ap.add_argument("--segment-bytes", type=int, default=100 * 1024 * 1024,
+                    help="roll segments at this size (default 100 MiB, Kafka's offsets.topic.segment.bytes)")
+    ap.add_argument("--offsets-partitions", type=int, default=1, help="__consumer_offsets partitions (default 1)")
+    ap.add_argument("--restart-rate", type=float, default=0.002,
+                    help="per event: chance of a rolling restart of a whole group (default 0.002)")
+    ap.add_argument("--rebalance-rate", type=float, default=0.0005,
+                    help="per event: chance of a rebalance (generation + 1) (default 0.0005)")
+    ap.add_argument("--delete-rate", type=float, default=0.00005,
+                    help="per event: chance of a group deletion (tombstones) (default 0.00005)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", default=None, help="generate into (or reuse) this dir and keep it")
+    ap.add_argument("--ready-timeout", type=float, default=120.0, help="give up on a server start after this")
+    ap.add_argument("--check-groups", type=int, default=50, help="groups whose offsets are checked (default 50)")
+    ap.add_argument("--warm", action="store_true", help="also start the server once more on a warm page cache")
+    ap.add_argument("--profile", action="store_true", help="cProfile the in-process load and log open "
+                    "(adds ~3x the load time)")
+    ap.add_argument("--what-if", action="store_true", help="also time decoding and replaying only the last "
+                    "record per key (an experiment, not what tenure does)")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--in-process", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.in_process:
+        print(json.dumps(in_process(args.in_process, args.segment_bytes, args.profile, args.what_if)))
+        return 0
+
+    print(f"python {sys.version.split()[0]}, cpus {os.cpu_count()}; {args.records:,} records, {args.groups:,} "
+          f"groups x {args.members} static members, {args.partitions} partitions per group topic, segments of "
+          f"{args.segment_bytes:,} B, {args.offsets_partitions} __consumer_offsets partition(s); load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; tree {tree_version()}", flush=True)
+    tmp = None
+    if args.keep:
+        data_dir = Path(args.keep).resolve()
+    else:
+        tmp = tempfile.mkdtemp(prefix="tenure-recovery-", dir=os.environ.get("TMPDIR", "/tmp"))
+        data_dir = Path(tmp) / "data"
+    try:
+        manifest = None
+        mf = data_dir / MANIFEST
+        if mf.exists():
+            manifest = json.loads(mf.read_text())
+            if manifest["params"] != _params(args):
+                raise SystemExit(f"{data_dir} holds a log generated with other parameters: {manifest['params']}")
+            print(f"reusing the log in {data_dir}")
+        else:
+            if data_dir.exists() and any(data_dir.iterdir()):
+                raise SystemExit(f"{data_dir} is not empty and has no {MANIFEST}; choose another --keep dir")
+            print(f"generating into {data_dir} ...", flush=True)
+            manifest = generate(data_dir, args)
+            mf.write_text(json.dumps(manifest))
+        s = manifest["stats"]
+        print(f"log: {s['records']:,} records in {s['batches']:,} batches, {s['bytes'] / 2**20:,.1f} MiB in "
+              f"{s['segments']} segment file(s); {s['offset_records']:,} offset commits + {s['group_records']:,} "
+              f"group records ({s['tombstones']:,} tombstones); events: {s['commits']:,} commits, "
+              f"{s['restarts']:,} rolling restarts, {s['rebalances']:,} rebalances, {s['deletions']:,} deletions"
+              + (f"; written in {s['write_s']:.1f} s + flush {s['flush_s']:.1f} s" if "write_s" in s else ""),
+              flush=True)
+
+        runs = []
+        with tempfile.TemporaryDirectory(prefix="tenure-empty-") as empty:
+            runs.append(server_start(args.python, Path(empty), args, "empty data dir (baseline)", None))
+        report_run(runs[-1])
+        drop_cache(data_dir)
+        runs.append(server_start(args.python, data_dir, args, "server, cold page cache", manifest))
+        report_run(runs[-1])
+        if args.warm:
+            runs.append(server_start(args.python, data_dir, args, "server, warm page cache", manifest))
+            report_run(runs[-1])
+
+        ip = run_in_process(args.python, data_dir, args, cold=False)
+        print()
+        if "error" in ip:
+            print(f"in-process load failed:\n{ip['error']}")
+        else:
+            report_in_process(ip, s)
+        summarize(runs, ip, s)
+        print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other processes on "
+              f"this machine compete for its {os.cpu_count()} cores)")
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def report_run(r: dict) -> None:
+    line = f"[{r['label']}] "
+    if r.get("ready_s") is None:
+        line += f"FAILED: {r.get('error')}"
+    else:
+        line += f"ready in {r['ready_s']:.2f} s"
+        if "loaded" in r:
+            ld = r["loaded"]
+            line += (f"; server log: loaded {ld['records']:,} records in {ld['batches']:,} batches, "
+                     f"{ld['groups']:,} groups, replay {ld['seconds']:.2f} s")
+        line += f"; VmRSS {mib(r.get('VmRSS'))}, VmHWM {mib(r.get('VmHWM'))}"
+        if "exit_s" in r:
+            line += f"; SIGTERM to exit {r['exit_s']:.2f} s (code {r['exit_code']})"
+    print(line, flush=True)
+    c = r.get("check")
+    if c:
+        print(f"    checked {c['groups']} sampled groups over the wire: {c['offsets']} committed offsets "
+              f"(OffsetFetch v7) and their members (DescribeGroups v5): "
+              + ("all as written" if not c["mismatches"] else f"{len(c['mismatches'])} MISMATCHES e.g. "
+                 f"{c['mismatches'][:3]}"), flush=True)
+    for w in r.get("warnings", [])[:5]:
+        print("    server: " + w)
+
+
+def report_in_process(ip: dict, s: dict) -> None:
+    codec = ip["codec_s"]
+    decode = sum(codec.values())
+    rest = ip["load_s"] - decode - ip["replay_s"]
+    n = max(ip["records"], 1)
+    print(f"in-process (fresh interpreter, warm cache, no server): {ip['records']:,} records in "
+          f"{ip['batches']:,} batches -> {ip['groups']:,} groups, {ip['members']:,} members, "
+          f"{ip['offsets']:,} committed offsets")
+    print(f"  open the logs (scan: length, magic, CRC-32C of every batch; index)  {ip['open_s']:7.2f} s  "
+          f"({s['bytes'] / 2**20 / max(ip['open_s'], 1e-9):,.0f} MiB/s, {ip['batches_indexed']:,} batches)")
+    print(f"  CoordinatorRuntime.load(), timing wrappers included               {ip['load_s']:7.2f} s  "
+          f"({ip['records'] / max(ip['load_s'], 1e-9):,.0f} records/s)")
+    print(f"    decode: kafka-python ApiData codecs via records.decode           {decode:7.2f} s  "
+          f"({1e6 * decode / n:.1f} us/record)")
+    for name, sec in sorted(codec.items(), key=lambda kv: -kv[1]):
+        print(f"      {name + '.decode':<62}{sec:7.2f} s")
+    print(f"    replay (GroupCoordinator.replay)                                 {ip['replay_s']:7.2f} s  "
+          f"({1e6 * ip['replay_s'] / n:.1f} us/record)")
+    print(f"    the rest: batch reads, record iteration (kafka-python), loop     {rest:7.2f} s  "
+          f"(batch reads alone: {ip['read_only_s']:.2f} s)")
+    print(f"  memory: VmRSS {mib(ip['rss_start_kb'])} after imports, {mib(ip['rss_after_open_kb'])} after "
+          f"open (VmHWM {mib(ip['hwm_after_open_kb'])} by then), {mib(ip['rss_after_load_kb'])} after load; "
+          f"VmHWM {mib(ip['hwm_kb'])}")
+    w = ip.get("what_if")
+    if w:
+        print(f"  what-if, decode + replay only the last record per key (NOT what tenure does): "
+              f"{w['survivors']:,} survivors; reading every record {w['scan_s']:.2f} s + decode/replay "
+              f"{w['decode_replay_s']:.2f} s = {w['scan_s'] + w['decode_replay_s']:.2f} s; same state as the "
+              f"full replay: {w['same_state']} (groups only in the full replay: {w['groups_only_in_full']}, "
+              f"only here: {w['groups_only_here']})")
+    for key in ("profile_load", "profile_open"):
+        if key in ip:
+            print(f"\ncProfile, {key.split('_')[1]} (sorted by own time):")
+            print("\n".join(ln for ln in ip[key].splitlines() if ln.strip()))
+
+
+def summarize(runs: list[dict], ip: dict, s: dict) -> None:
+    base = runs[0]
+    print()
+    print(f"{'start-up to ready':<34}{'ready':>9}{'replay':>9}{'rest':>9}{'VmRSS':>11}{'VmHWM':>11}")
+    for r in runs:
+        if r.get("ready_s") is None:
+            print(f"{r['label']:<34}{'failed':>9}")
+            continue
+        rep = r.get("loaded", {}).get("seconds")
+        rest = r["ready_s"] - rep if rep is not None else None
+        print(f"{r['label']:<34}{r['ready_s']:>8.2f}s{(f'{rep:.2f}s' if rep is not None else '-'):>9}"
+              f"{(f'{rest:.2f}s' if rest is not None else '-'):>9}{mib(r.get('VmRSS')):>11}{mib(r.get('VmHWM')):>11}")
+    print("(replay = the server's own `loaded ... in Xs` figure, i.e. CoordinatorRuntime.load(); rest = "
+          "interpreter, imports, opening the logs (scan/CRC), bind)")
+    loaded = [r for r in runs[1:] if r.get("ready_s")]
+    if loaded and base.get("ready_s") and "load_s" in ip:
+        r = loaded[0]
+        extra_kb = (r.get("VmRSS") or 0) - (base.get("VmRSS") or 0)
+        print(f"{s['records']:,} records: start-up {r['ready_s'] - base['ready_s']:.1f} s over the empty-dir "
+              f"baseline ({s['records'] / max(r['ready_s'] - base['ready_s'], 1e-9):,.0f} records/s); memory "
+              f"after load {extra_kb / 1024:,.0f} MiB over the baseline = "
+              f"{1024 * extra_kb / max(ip['members'] + ip['offsets'], 1):,.0f} "
+              f"B per live member or committed offset ({ip['members']:,} members, {ip['offsets']:,} offsets, "
+              f"{ip['groups']:,} groups); peak (VmHWM) {mib(r.get('VmHWM'))}")
+    if "distinct_keys" in s:
+        print(f"the log holds {s['distinct_keys']:,} distinct keys: a compacted log (tombstones kept) would hold "
+              f"{s['distinct_keys']:,} of the {s['records']:,} records "
+              f"({100 * s['distinct_keys'] / s['records']:.1f} %)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
