@@ -36,6 +36,7 @@ GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 class LoadReport:
     batches: int = 0
     records: int = 0
+    replayed: int = 0                       # the latest record of each key
     groups: int = 0
     seconds: float = 0.0
     unknown: dict[int, int] = field(default_factory=dict)       # key version -> records skipped
@@ -91,29 +92,43 @@ class CoordinatorRuntime:
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> LoadReport:
-        """Replay __consumer_offsets through the coordinator's `replay` (before serving)."""
+        """Load __consumer_offsets through the coordinator's `replay` (before serving).
+
+        As Kafka's loader: only the latest record of each key counts (records are full-value upserts,
+        so this is the state a full replay in log order reaches - the compaction property - without
+        decoding the superseded ones). The survivors are replayed in the order of their offsets."""
         report = LoadReport()
         t0 = time.monotonic()
         for part, plog in enumerate(self.offsets_topic.partitions):
+            latest: dict[bytes, tuple[bytes | None, int]] = {}
             for h, raw in iter_batches(plog):
                 report.batches += 1
                 if h.is_control:
                     continue
                 for r in DefaultRecordBatch(raw):
                     report.records += 1
-                    try:
-                        record = rec.decode(r.key, r.value)
-                    except rec.UnknownRecordType as exc:
-                        report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+                    key = r.key
+                    if key is None:
+                        report.undecodable.append((part, r.offset, "record without a key"))
+                        log.error("%s-%d offset %d: record without a key, skipped", OFFSETS_TOPIC, part, r.offset)
                         continue
-                    except Exception as exc:           # a record that does not decode under a valid CRC
-                        report.undecodable.append((part, r.offset, str(exc)))
-                        log.error("%s-%d offset %d: record does not decode, skipped: %s",
-                                  OFFSETS_TOPIC, part, r.offset, exc)
-                        continue
-                    self.coordinator.replay(record)
+                    latest.pop(key, None)              # keep the dict in order of each key's last offset
+                    latest[key] = (r.value, r.offset)
+            for key, (value, offset) in latest.items():
+                try:
+                    record = rec.decode(key, value)
+                except rec.UnknownRecordType as exc:
+                    report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+                    continue
+                except Exception as exc:               # a record that does not decode under a valid CRC
+                    report.undecodable.append((part, offset, str(exc)))
+                    log.error("%s-%d offset %d: record does not decode, skipped: %s",
+                              OFFSETS_TOPIC, part, offset, exc)
+                    continue
+                self.coordinator.replay(record)
+                report.replayed += 1
         for kv, n in sorted(report.unknown.items()):
-            log.warning("%s: skipped %d record(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
+            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
         report.groups = len(self.coordinator.groups)
         report.seconds = time.monotonic() - t0
         return report

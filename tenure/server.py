@@ -70,8 +70,8 @@ class Server:
         self.load_report = self.runtime.load()
         if self.data is not None:
             r = self.load_report
-            log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs", OFFSETS_TOPIC,
-                     r.records, r.batches, r.groups, r.seconds)
+            log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
+                     "replayed)", OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
         self._server: asyncio.base_events.Server | None = None
         self._conns: dict[int, asyncio.Task] = {}
         self._ids = itertools.count(1)
