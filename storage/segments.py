@@ -42,6 +42,9 @@ from .batch import (
 log = logging.getLogger("tenure.storage")
 
 SUFFIX = ".log"
+CLEANED = ".cleaned"      # <base>.log.cleaned: a cleaned segment being written (storage/compaction.py)
+SWAP = ".swap"            # <base>.log.swap: a complete cleaned segment, committed to replace its originals
+MERGING = ".merging"      # <base>.log.merging: an original segment being merged into a cleaned one
 _BASE_AND_LEN = struct.Struct(">qi")
 
 
@@ -70,6 +73,11 @@ class CorruptLogError(Exception):
         self.position = position
         self.offset = offset
         self.reason = reason
+
+
+class SwapUnfinished(OSError):
+    """`replace_segments` failed after its commit point: the files are mid-swap (the next open finishes
+    the swap) while the log object still serves the old segments."""
 
 
 @dataclass
@@ -222,15 +230,13 @@ class SegmentLog:
         self.truncated: list[Damage] = []          # what recovery cut off, for the caller to report
         self.bytes_written = 0                     # appended since open (a counter, for sync bookkeeping)
         self.bytes_synced = 0                      # of those, covered by a finished fsync
+        self.closed = False                        # set by close(): a cleaner holding this log stops
         self._recover()
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
+        self._finish_interrupted_swap()
         files = sorted(p for p in self.dir.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
-        for p in self.dir.iterdir():
-            if p.suffix in (".cleaned", ".swap"):        # an interrupted compaction: the originals stand
-                log.warning("%s: removing leftover %s from an interrupted compaction", self.name, p.name)
-                p.unlink()
         expect = 0
         for i, p in enumerate(files):
             base = int(p.stem)
@@ -394,21 +400,139 @@ class SegmentLog:
 
         Called on the thread that appends (so no append can slip between the claim and the set it
         clears); the returned call may run on a worker thread."""
-        fds = [seg.fd for seg in self._dirty]
+        # dups: the call owns its fds, so `replace_segments` may close a swapped-out segment's fd while
+        # a claimed fsync is still to run on a worker thread
+        fds = [os.dup(seg.fd) for seg in self._dirty]
         self._dirty = set()
         dir_too, self._dir_dirty = self._dir_dirty, False
         directory = self.dir
         target = self.bytes_written
 
         def do_sync() -> None:
-            for fd in fds:
-                os.fsync(fd)
-            if dir_too:
-                fsync_dir(directory)
-            self.bytes_synced = max(self.bytes_synced, target)
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+                if dir_too:
+                    fsync_dir(directory)
+                self.bytes_synced = max(self.bytes_synced, target)
+            finally:
+                for fd in fds:
+                    os.close(fd)
         return do_sync
 
+    # ------------------------------------------------------------------ compaction: swapping cleaned segments in
+    # A cleaned segment (written by storage/compaction.py) replaces consecutive non-active segments with
+    # base offsets b0 < b1 < ... < bk. Steps, each made durable (directory fsync) before the next:
+    #   1. <b0>.log.cleaned               the cleaned segment, written and fsynced by the caller
+    #   2. <bi>.log -> <bi>.log.merging   for i >= 1: the segments merged into b0's
+    #   3. <b0>.log.cleaned -> <b0>.log.swap   the commit point
+    #   4. unlink every <bi>.log.merging
+    #   5. <b0>.log.swap -> <b0>.log      an atomic replace of the original b0
+    # Recovery (`_finish_interrupted_swap`, at open) reads the leftovers: a .swap means committed, so it
+    # finishes 4 and 5; no .swap means not committed, so .merging files are renamed back and .cleaned ones
+    # deleted. A crash at any point leaves the old segments or the new one, never a mix.
+
+    def replace_segments(self, old: list[Segment], cleaned: Path, headers: list[BatchHeader]) -> Segment:
+        """Swap the cleaned segment file `cleaned` (`<old[0] base>.log.cleaned`, already fsynced; `headers`
+        are its batches) in for the consecutive non-active segments `old`; returns the new segment.
+
+        Call on the thread that appends and reads: the in-memory swap is one step for them. The old
+        segments' fds are closed here; claimed fsyncs hold their own dups (`take_sync`). On a failure
+        before the commit point the files are put back and the error raised; after it, the error is
+        raised with this object still serving the old segments (their open fds) and recovery finishing
+        the swap at the next open."""
+        if self.closed:
+            raise ValueError(f"{self.name}: log is closed")
+        i = next((j for j, seg in enumerate(self.segments) if seg is old[0]), None) if old else None
+        if (i is None or i + len(old) >= len(self.segments)
+                or any(a is not b for a, b in zip(self.segments[i:i + len(old)], old))):
+            raise ValueError(f"{self.name}: not consecutive non-active segments of this log")
+        base = old[0].base_offset
+        limit = self.segments[i + len(old)].base_offset
+        if cleaned != self.dir / (segment_name(base) + CLEANED):
+            raise ValueError(f"{self.name}: cleaned file {cleaned} is not named {segment_name(base)}{CLEANED}")
+        if headers and (headers[0].base_offset < base or headers[-1].next_offset > limit):
+            raise ValueError(f"{self.name}: cleaned segment offsets {headers[0].base_offset}.."
+                             f"{headers[-1].last_offset} outside [{base}, {limit})")
+        target = old[0].path
+        swap = target.with_name(target.name + SWAP)
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for seg in old[1:]:
+                merging = seg.path.with_name(seg.path.name + MERGING)
+                os.rename(seg.path, merging)
+                moved.append((merging, seg.path))
+            if moved:
+                fsync_dir(self.dir)
+            os.rename(cleaned, swap)
+            fsync_dir(self.dir)
+        except BaseException:
+            for path in (swap, cleaned):
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+            for merging, original in reversed(moved):
+                try:
+                    os.rename(merging, original)
+                except OSError:
+                    pass
+            try:
+                fsync_dir(self.dir)
+            except OSError:
+                pass
+            raise
+        try:
+            for merging, _ in moved:
+                merging.unlink()
+            if moved:
+                fsync_dir(self.dir)
+            os.replace(swap, target)
+            fsync_dir(self.dir)
+            seg = Segment(target, base, self.config.index_interval_bytes)
+        except OSError as exc:
+            raise SwapUnfinished(f"{self.name}: swap of {swap.name} committed but not finished ({exc}); "
+                                 f"the next open finishes it") from exc
+        for h in headers:
+            seg.add(h, h.position)
+        self.segments[i:i + len(old)] = [seg]
+        for o in old:
+            self._dirty.discard(o)
+            o.close()
+        return seg
+
+    def _finish_interrupted_swap(self) -> None:
+        """At open, before the segments are read: finish or undo a `replace_segments` cut short."""
+        entries = list(self.dir.iterdir())
+        swaps = sorted(p for p in entries
+                       if p.name.endswith(SUFFIX + SWAP) and p.name[:-len(SUFFIX + SWAP)].isdigit())
+        merging = sorted(p for p in entries if p.name.endswith(SUFFIX + MERGING))
+        stray = [p for p in entries if p.suffix in (CLEANED, SWAP) and p not in swaps]
+        if not (swaps or merging or stray):
+            return
+        for p in stray:                              # never committed
+            log.warning("%s: removing leftover %s from an interrupted compaction", self.name, p.name)
+            p.unlink()
+        if swaps:                                    # committed: finish it
+            for p in merging:
+                log.warning("%s: finishing an interrupted compaction: removing %s (merged into %s)", self.name,
+                            p.name, swaps[0].name)
+                p.unlink()
+            fsync_dir(self.dir)
+            for p in swaps:
+                log.warning("%s: finishing an interrupted compaction: %s replaces its segment", self.name, p.name)
+                os.replace(p, p.with_name(p.name[:-len(SWAP)]))
+        else:                                        # not committed: the originals stand
+            for p in merging:
+                original = p.with_name(p.name[:-len(MERGING)])
+                if original.exists():
+                    raise CorruptLogError(p, 0, None, f"{original.name} exists too; cannot restore it")
+                log.warning("%s: undoing an interrupted compaction: restoring %s", self.name, original.name)
+                os.rename(p, original)
+        fsync_dir(self.dir)
+
     def close(self) -> None:
+        self.closed = True
         for seg in self.segments:
             seg.close()
 

@@ -1,0 +1,516 @@
+"""Log compaction for compacted topics (`cleanup.policy=compact`, e.g. `__consumer_offsets`), as Kafka's
+log cleaner does it: keep the latest record of each key, keep tombstones for a while, preserve offsets.
+
+The rules, exactly
+------------------
+Keys are the raw bytes of the record key, whatever the record type (a coordinator key version this
+code has never heard of is compacted like any other key).
+
+Cleanable range. The active (newest) segment is never read for the key map nor rewritten. With
+`min.compaction.lag.ms` = L > 0 the range also ends at the first non-active segment whose largest
+timestamp is > now - L: that segment and every later one are left alone, so a record younger than L is
+never removed or rewritten (Kafka's first uncleanable offset). With L = 0 every non-active segment is
+cleanable.
+
+Superseded. A record is superseded when a record with the same key has a higher offset inside the
+cleanable range. Records in the active or uncleanable segments do not supersede anything (as in Kafka:
+its offset map stops at the first uncleanable offset), so a few stale values may wait for a later pass.
+
+A record is kept unless
+- it is superseded, or
+- it is a tombstone (value null), the latest record of its key, in a batch whose delete horizon H has
+  passed (now >= H), and no segment outside the group being rewritten holds a record with that key (so
+  no older value can come back once the tombstone is gone).
+Records without a key, all records of control or transactional batches, and batches whose records do
+not decode (e.g. a compression codec that is not installed) are kept byte for byte and supersede
+nothing.
+
+Delete horizon (tombstone retention; Kafka's KIP-534). The first pass that rewrites a batch holding a
+kept tombstone stamps the batch with H = now + `delete.retention.ms`: attribute bit 6 (0x40) is set and
+the batch's base timestamp is H; record timestamps keep their values (their deltas are re-based). So a
+tombstone stays in the log at least `delete.retention.ms` after its segment was first cleaned, and the
+first pass at or after H removes it. `now` is the `Compactor`'s clock (injectable).
+
+Batches. A batch whose records are all kept, with nothing to stamp, is copied byte for byte. Otherwise it
+is rebuilt from its kept records with kafka-python's `DefaultRecordBatchBuilder`, keeping its base
+offset and its last offset delta (Kafka's `overrideLastOffset`, so the batch still ends where it ended and
+its last sequence is unchanged), partition leader epoch, producer id/epoch/base sequence, timestamp type
+and compression codec; the CRC-32C is recomputed. A batch with no record left is dropped. Every kept
+record keeps its offset; the log end offset never changes.
+
+Segments. Consecutive segments of the cleanable range are grouped while their total size stays within
+`segment_bytes` (Kafka's groupSegmentsBySize); a group is rewritten into one segment named by its first
+base offset when it has anything to drop or stamp, or holds more than one segment (a merge). The swap
+is `SegmentLog.replace_segments` (crash-safe; see there).
+
+Bounded passes. A pass reads at most `budget` bytes of segment files (to index the keys of segments it
+has not seen yet, and to rewrite groups); whole segments and whole groups only, and at least one of
+either per pass so it always progresses. The key index of a segment is computed once and kept while
+the segment exists (non-active segments do not change), so later passes only read what is new. The
+parsing and rebuilding run through a caller-supplied runner (a worker thread on the server) and touch no
+file the log serves from except by reading it; all directory changes happen on the caller's thread.
+
+Durability. Before a segment's keys may supersede anything it is fsynced (once): an older record is
+only dropped when the record that replaces it is on disk.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+import weakref
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Generator
+
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+import crc32c
+
+from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
+from .segments import CLEANED, Segment, SegmentLog, SwapUnfinished, segment_name
+
+log = logging.getLogger("tenure.storage")
+
+DELETE_HORIZON_FLAG = 0x40                        # Kafka's DELETE_HORIZON_FLAG_MASK (KIP-534)
+TIMESTAMP_TYPE_FLAG = DefaultRecordBatch.TIMESTAMP_TYPE_MASK
+CODEC_MASK = DefaultRecordBatch.CODEC_MASK
+DEFAULT_DELETE_RETENTION_MS = 86_400_000          # Kafka's delete.retention.ms
+DEFAULT_MIN_COMPACTION_LAG_MS = 0                 # Kafka's min.compaction.lag.ms
+DEFAULT_PASS_BYTES = 4 * 1024 * 1024
+_CRC = struct.Struct(">I")
+_MAX_PASSES = 10_000
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
+    min_compaction_lag_ms: int = DEFAULT_MIN_COMPACTION_LAG_MS
+
+    @classmethod
+    def from_configs(cls, config: Callable[[str], str | None]) -> "CompactionPolicy":
+        """From topic configs (`Topic.config`); an unset or unparsable value takes Kafka's default."""
+        def number(name: str, default: int) -> int:
+            raw = config(name)
+            try:
+                return max(int(raw), 0) if raw is not None else default
+            except ValueError:
+                log.warning("topic config %s=%r is not a number; using %d", name, raw, default)
+                return default
+        return cls(number("delete.retention.ms", DEFAULT_DELETE_RETENTION_MS),
+                   number("min.compaction.lag.ms", DEFAULT_MIN_COMPACTION_LAG_MS))
+
+
+def is_compacted(cleanup_policy: str | None) -> bool:
+    """`cleanup.policy` is `compact` or a list holding it (`compact,delete`)."""
+    return cleanup_policy is not None and "compact" in (p.strip() for p in cleanup_policy.split(","))
+
+
+@dataclass(frozen=True)
+class SegmentSummary:
+    """The key index of one immutable segment: for each key, (offset of its last record in the segment,
+    is it a tombstone, its batch's delete horizon or None); `records` counts every record, `fixed`
+    those kept whatever happens (keyless, control/transactional or undecodable batches)."""
+    keys: dict[bytes, tuple[int, bool, int | None]]
+    records: int
+    fixed: int
+
+
+@dataclass
+class CleanStats:
+    """What passes did (they add up with `+=`)."""
+    segments_indexed: int = 0          # segments whose keys were read for the first time
+    groups_cleaned: int = 0            # rewrites swapped in
+    segments_before: int = 0           # segments those rewrites replaced ...
+    segments_after: int = 0            # ... and produced
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_before: int = 0
+    records_after: int = 0
+    tombstones_dropped: int = 0
+    batches_stamped: int = 0           # batches given a delete horizon
+    batches_rebuilt: int = 0
+    batches_dropped: int = 0
+    bytes_read: int = 0                # what the budget counts
+    more: bool = False                 # a pass stopped at its budget with work left
+
+    def __iadd__(self, other: "CleanStats") -> "CleanStats":
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            setattr(self, f.name, (a or b) if isinstance(a, bool) else a + b)
+        return self
+
+    @property
+    def did_work(self) -> bool:
+        return bool(self.segments_indexed or self.groups_cleaned)
+
+
+# ====================================================================== pure parts (run on a worker)
+def batch_horizon(h: BatchHeader) -> int | None:
+    """The batch's delete horizon (its base timestamp when attribute bit 6 is set), else None."""
+    return h.first_timestamp if h.attributes & DELETE_HORIZON_FLAG else None
+
+
+def _records(h: BatchHeader, raw) -> list | None:
+    """The batch's records, or None if it is kept as it is (control, transactional, undecodable)."""
+    if h.is_control or h.is_transactional:
+        return None
+    try:
+        return list(DefaultRecordBatch(raw))
+    except Exception as exc:      # a codec not installed, or records that do not parse under a valid CRC
+        log.warning("batch at offset %d is kept as it is: its records do not decode (%s: %s)",
+                    h.base_offset, type(exc).__name__, exc)
+        return None
+
+
+def summarize(data) -> SegmentSummary:
+    """Index the keys of one segment's bytes."""
+    keys: dict[bytes, tuple[int, bool, int | None]] = {}
+    records = fixed = 0
+    view = memoryview(data)
+    for h in parse_batches(view, verify_crc=False):
+        recs = _records(h, view[h.position:h.position + h.size])
+        if recs is None:
+            records += h.records_count
+            fixed += h.records_count
+            continue
+        horizon = batch_horizon(h)
+        for r in recs:
+            records += 1
+            if r.key is None:
+                fixed += 1
+            else:
+                keys[r.key] = (r.offset, r.value is None, horizon)
+    return SegmentSummary(keys, records, fixed)
+
+
+def rebuild_batch(h: BatchHeader, kept: list, horizon: int | None) -> bytes:
+    """A batch of the records `kept` (kafka-python records of the batch `h`), as Kafka's cleaner
+    rebuilds one: same base offset, last offset delta, leader epoch, producer fields, timestamp type and
+    codec; with `horizon`, attribute bit 6 and base timestamp = horizon."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=h.attributes & CODEC_MASK, is_transactional=False,
+                                  producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                                  base_sequence=h.base_sequence, batch_size=2 ** 31 - 1)
+    if horizon is not None:
+        # kafka-python's builder takes the first record's timestamp as the base timestamp unless one is
+        # set; with it set, every record's delta is taken from the horizon (and may be negative)
+        b._first_timestamp = horizon
+        b._max_timestamp = -1
+    for r in kept:
+        b.append(r.offset - h.base_offset, timestamp=r.timestamp, key=r.key, value=r.value,
+                 headers=list(r.headers))
+    buf = b.build()
+    (_, length, _, magic, _, attributes, _, first_ts, max_ts, pid, epoch, seq, count) = HEADER.unpack_from(buf, 0)
+    attributes |= h.attributes & TIMESTAMP_TYPE_FLAG
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_FLAG
+    if h.attributes & TIMESTAMP_TYPE_FLAG:        # LogAppendTime: the batch's max timestamp is every record's
+        max_ts = h.max_timestamp
+    HEADER.pack_into(buf, 0, h.base_offset, length, h.partition_leader_epoch, magic, 0, attributes,
+                     h.last_offset_delta, first_ts, max_ts, pid, epoch, seq, count)
+    _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+@dataclass
+class _Group:
+    start: int                      # indices into the planned range
+    end: int
+    changed: list[bool]             # per segment: does anything in it change
+    droppable: frozenset            # keys whose expired tombstone may go in this group
+    size: int
+
+
+@dataclass
+class _Plan:
+    latest: dict[bytes, tuple[int, bool, int | None]]
+    groups: list[_Group]
+
+
+def plan(summaries: list[SegmentSummary], sizes: list[int], segment_bytes: int, now: int) -> _Plan:
+    """The key map of the range and the groups worth rewriting, in offset order."""
+    latest: dict[bytes, tuple[int, bool, int | None]] = {}
+    for s in summaries:
+        latest.update(s.keys)
+    expired = {k for k, (_, tomb, hz) in latest.items() if tomb and hz is not None and now >= hz}
+    holders: dict[bytes, int] = {}             # expired key -> segments holding a record of it
+    if expired:
+        for s in summaries:
+            for k in s.keys.keys() & expired:
+                holders[k] = holders.get(k, 0) + 1
+    groups: list[_Group] = []
+    i = 0
+    while i < len(summaries):
+        j, total = i + 1, sizes[i]
+        while j < len(summaries) and total + sizes[j] <= segment_bytes:
+            total += sizes[j]
+            j += 1
+        droppable = set()
+        if expired:
+            inside: dict[bytes, int] = {}
+            for s in summaries[i:j]:
+                for k in s.keys.keys() & expired:
+                    inside[k] = inside.get(k, 0) + 1
+            droppable = {k for k, n in inside.items() if n == holders[k]}
+        changed = []
+        for s in summaries[i:j]:
+            kept, change = s.fixed, False
+            for k, entry in s.keys.items():
+                offset, tomb, hz = entry
+                if latest[k][0] != offset:
+                    continue
+                if tomb and hz is None:
+                    change = True              # to stamp
+                elif tomb and now >= hz and k in droppable:
+                    change = True              # to drop
+                    continue
+                kept += 1
+            changed.append(change or kept < s.records)
+        if any(changed) or j - i > 1:
+            groups.append(_Group(i, j, changed, frozenset(droppable), total))
+        i = j
+    return _Plan(latest, groups)
+
+
+@dataclass
+class _Rewritten:
+    data: bytes
+    summary: SegmentSummary
+    stats: CleanStats
+
+
+def rewrite(datas: list[bytes], changed: list[bool], summaries: list[SegmentSummary],
+            latest: dict, droppable: frozenset, now: int, stamp: int) -> _Rewritten:
+    """The cleaned bytes of one group (see the module docstring for the rules)."""
+    out = bytearray()
+    keys: dict[bytes, tuple[int, bool, int | None]] = {}
+    records = fixed = 0
+    st = CleanStats()
+    for data, change, s in zip(datas, changed, summaries):
+        st.records_before += s.records
+        if not change:
+            out += data
+            keys.update(s.keys)
+            records += s.records
+            fixed += s.fixed
+            continue
+        view = memoryview(data)
+        for h in parse_batches(view, verify_crc=False):
+            raw = view[h.position:h.position + h.size]
+            recs = _records(h, raw)
+            if recs is None:
+                out += raw
+                records += h.records_count
+                fixed += h.records_count
+                continue
+            horizon = batch_horizon(h)
+            kept = []
+            tombstones = False
+            for r in recs:
+                if r.key is not None:
+                    if latest[r.key][0] > r.offset:
+                        continue                               # superseded
+                    if r.value is None:
+                        if horizon is not None and now >= horizon and r.key in droppable:
+                            st.tombstones_dropped += 1
+                            continue
+                        tombstones = True
+                kept.append(r)
+            new_horizon = stamp if horizon is None and tombstones else horizon
+            if len(kept) == len(recs) and new_horizon == horizon:
+                out += raw
+            elif kept:
+                out += rebuild_batch(h, kept, new_horizon)
+                st.batches_rebuilt += 1
+                st.batches_stamped += new_horizon != horizon
+            else:
+                st.batches_dropped += 1
+            for r in kept:
+                records += 1
+                if r.key is None:
+                    fixed += 1
+                else:
+                    keys[r.key] = (r.offset, r.value is None, new_horizon)
+    st.records_after = records
+    return _Rewritten(bytes(out), SegmentSummary(keys, records, fixed), st)
+
+
+def _read_segment(path, size: int, sync: bool) -> bytes:
+    """A non-active segment's bytes, by path (no fd of the log's is used off its thread)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if sync:
+            os.fsync(fd)
+        chunks, got = [], 0
+        while got < size:
+            chunk = os.pread(fd, size - got, got)
+            if not chunk:
+                raise OSError(f"{path}: ends at byte {got}, the segment has {size}")
+            chunks.append(chunk)
+            got += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _summarize_files(jobs: list[tuple[Any, int]]) -> list[SegmentSummary]:
+    return [summarize(_read_segment(path, size, sync=True)) for path, size in jobs]
+
+
+def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _Rewritten:
+    datas = [_read_segment(path, size, sync=False) for path, size in jobs]
+    return rewrite(datas, changed, summaries, latest, droppable, now, stamp)
+
+
+# ====================================================================== the driver
+Work = tuple  # (callable, *args): heavy work a pass hands to its runner
+
+
+class Compactor:
+    """Cleans `SegmentLog`s pass by pass; keeps the key index of every segment it has read.
+
+    `clean` runs a pass inline; `clean_async` runs the heavy parts through `loop.run_in_executor` and the
+    rest (reading the segment list, writing the cleaned file, the swap) on the loop. Both take the
+    log's own `LogConfig.segment_bytes` for grouping. One pass at a time per log (the server holds a lock)."""
+
+    def __init__(self, clock_ms: Callable[[], int] | None = None, pass_bytes: int = DEFAULT_PASS_BYTES) -> None:
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.pass_bytes = pass_bytes
+        self._summaries: weakref.WeakKeyDictionary[Segment, SegmentSummary] = weakref.WeakKeyDictionary()
+        self._broken: weakref.WeakSet[SegmentLog] = weakref.WeakSet()
+
+    # ---------------------------------------------------------------- front ends
+    def clean(self, plog: SegmentLog, policy: CompactionPolicy = CompactionPolicy(),
+              budget: int | None = None) -> CleanStats:
+        gen = self._pass(plog, policy, self.pass_bytes if budget is None else budget)
+        try:
+            work = next(gen)
+            while True:
+                work = gen.send(work[0](*work[1:]))
+        except StopIteration as stop:
+            return stop.value
+        except (OSError, ValueError):
+            if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
+                return CleanStats()
+            raise
+
+    async def clean_async(self, plog: SegmentLog, policy: CompactionPolicy = CompactionPolicy(),
+                          budget: int | None = None, executor=None) -> CleanStats:
+        import asyncio
+        loop = asyncio.get_running_loop()
+        gen = self._pass(plog, policy, self.pass_bytes if budget is None else budget)
+        try:
+            work = next(gen)
+            while True:
+                work = gen.send(await loop.run_in_executor(executor, work[0], *work[1:]))
+        except StopIteration as stop:
+            return stop.value
+        except (OSError, ValueError):
+            if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
+                return CleanStats()
+            raise
+        finally:
+            gen.close()
+
+    def clean_fully(self, plog: SegmentLog, policy: CompactionPolicy = CompactionPolicy()) -> CleanStats:
+        """Passes without a budget until one finds nothing to do (the offline tool, tests)."""
+        total = CleanStats()
+        for _ in range(_MAX_PASSES):
+            st = self.clean(plog, policy, budget=1 << 62)
+            total += st
+            if not st.did_work:
+                break
+        total.more = False
+        return total
+
+    # ---------------------------------------------------------------- one pass
+    def cleanable(self, plog: SegmentLog, policy: CompactionPolicy, now: int) -> list[Segment]:
+        segs = plog.segments[:-1]
+        if policy.min_compaction_lag_ms > 0:
+            for i, seg in enumerate(segs):
+                if seg.max_timestamp > now - policy.min_compaction_lag_ms:
+                    return segs[:i]
+        return segs
+
+    def _pass(self, plog: SegmentLog, policy: CompactionPolicy, budget: int) -> Generator[Work, Any, CleanStats]:
+        st = CleanStats()
+        if plog.closed or plog in self._broken:
+            return st
+        now = self.clock_ms()
+        rng: list[Segment] = []
+        todo: list[Segment] = []
+        for seg in self.cleanable(plog, policy, now):
+            if seg not in self._summaries:
+                if st.bytes_read and st.bytes_read + seg.size > budget:
+                    st.more = True
+                    break
+                todo.append(seg)
+                st.bytes_read += seg.size
+            rng.append(seg)
+        if todo:
+            found = yield (_summarize_files, [(seg.path, seg.size) for seg in todo])
+            if not self._still_in(plog, rng):
+                return st
+            for seg, summary in zip(todo, found):
+                self._summaries[seg] = summary
+            st.segments_indexed += len(todo)
+        if not rng:
+            return st
+        p: _Plan = yield (plan, [self._summaries[s] for s in rng], [s.size for s in rng],
+                          plog.config.segment_bytes, now)
+        stamp = now + policy.delete_retention_ms
+        for g in p.groups:
+            group = rng[g.start:g.end]
+            if st.bytes_read and st.bytes_read + g.size > budget:
+                st.more = True
+                break
+            if not self._still_in(plog, group):
+                break
+            st.bytes_read += g.size
+            summaries = [self._summaries[s] for s in group]
+            done: _Rewritten = yield (_rewrite_files, [(s.path, s.size) for s in group], g.changed, summaries,
+                                      p.latest, g.droppable, now, stamp)
+            if not self._still_in(plog, group):
+                break
+            self._install(plog, group, done)
+            st += done.stats
+            st.groups_cleaned += 1
+            st.segments_before += len(group)
+            st.segments_after += 1
+            st.bytes_before += g.size
+            st.bytes_after += len(done.data)
+        return st
+
+    @staticmethod
+    def _still_in(plog: SegmentLog, segs: list[Segment]) -> bool:
+        """After a wait: the log is open and still holds these segments (nothing swapped them out)."""
+        if plog.closed:
+            return False
+        ids = {id(s) for s in plog.segments[:-1]}
+        return all(id(s) in ids for s in segs)
+
+    def _install(self, plog: SegmentLog, group: list[Segment], done: _Rewritten) -> None:
+        """Write `<base>.log.cleaned`, fsync it, swap it in (on the log's own thread, no wait inside)."""
+        headers = parse_batches(done.data)             # verifies every CRC once more before it is served
+        cleaned = plog.dir / (segment_name(group[0].base_offset) + CLEANED)
+        fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(done.data)
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            cleaned.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        try:
+            seg = plog.replace_segments(group, cleaned, headers)
+        except SwapUnfinished:
+            self._broken.add(plog)                     # committed on disk, not in memory: stop cleaning it
+            log.critical("%s: a compaction swap failed after its commit point; the log keeps serving its old "
+                         "segments and is not cleaned again until the next open, which finishes the swap",
+                         plog.name)
+            raise
+        self._summaries[seg] = done.summary
