@@ -18,9 +18,11 @@ from typing import Iterator
 
 from kafka.record.default_records import DefaultRecordBatch
 
+from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS
 from tenure.protocol import records as rec
 from tenure.storage.batch import LOG_OVERHEAD, BatchHeader
-from tenure.storage.datadir import CATALOG
+from tenure.storage.compaction import CompactionPolicy, Compactor, is_compacted
+from tenure.storage.datadir import CATALOG, DataDir, DataDirLocked
 from tenure.storage.segments import SUFFIX, CorruptLogError, check_batch, scan_segment
 
 from .runtime import OFFSETS_TOPIC
@@ -521,5 +523,78 @@ def verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+# ---------------------------------------------------------------------- compact
+def _log_size(plog) -> tuple[int, int, int]:
+    """(segments, records, bytes) of a partition log, from its batch headers."""
+    records = sum(h.records_count for seg in plog.segments for h, _ in seg.headers_from(0))
+    return len(plog.segments), records, plog.size_bytes
+
+
 def compact(args: argparse.Namespace) -> int:
-    raise NotImplementedError("tenure log compact")
+    """Compact every partition of every compacted topic (cleanup.policy holding `compact`; without a
+    catalog, the `__consumer_offsets` partitions on disk) under the rules of storage/compaction.py, until
+    there is nothing left to clean; the active segment of each is left alone. Takes the data dir's lock
+    (refuses a dir a server is using). Prints one before -> after line per partition and a total.
+    Exit 0 done, 1 locked or a log that does not open (damage), 2 usage."""
+    root = Path(args.dir)
+    if not root.is_dir():
+        return _usage_error("compact", f"{args.dir}: no such directory")
+    catalog = root / CATALOG
+    try:
+        if catalog.exists():
+            with open(catalog, encoding="utf-8") as f:
+                entries = json.load(f)["topics"]
+            wanted = [(str(e["name"]), int(e["partitions"]), dict(e.get("configs", {}))) for e in entries]
+        else:
+            parts = sorted(int(p.name[len(OFFSETS_TOPIC) + 1:]) for p in root.iterdir()
+                           if p.is_dir() and re.fullmatch(re.escape(OFFSETS_TOPIC) + r"-\d+", p.name))
+            wanted = [(OFFSETS_TOPIC, max(parts) + 1, {"cleanup.policy": "compact"})] if parts else []
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"tenure log compact: {catalog}: unreadable ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 1
+    try:
+        data = DataDir.open(root)
+    except DataDirLocked as exc:
+        print(f"tenure log compact: {exc}", file=sys.stderr)
+        return 1
+    compactor = Compactor()
+    before_total = [0, 0, 0]
+    after_total = [0, 0, 0]
+    dropped = 0
+    try:
+        for topic, count, configs in wanted:
+            def config(name: str, configs=configs) -> str | None:
+                return configs.get(name, DEFAULT_TOPIC_CONFIGS.get(name))
+            if not is_compacted(config("cleanup.policy")):
+                continue
+            policy = CompactionPolicy.from_configs(config)
+            for i in range(count):
+                if not (root / f"{topic}-{i}").is_dir():
+                    continue
+                try:
+                    plog = data.open_log(topic, i)
+                except CorruptLogError as exc:
+                    print(f"tenure log compact: {exc}; nothing compacted in {topic}-{i} (see `tenure log verify "
+                          f"{args.dir}`)", file=sys.stderr)
+                    return 1
+                for d in plog.truncated:
+                    print(f"{topic}-{i}: note: opening it cut {d.path.name} at byte {d.position}: {d.reason}")
+                before = _log_size(plog)
+                st = compactor.clean_fully(plog, policy)
+                after = _log_size(plog)
+                plog.close()
+                dropped += st.tombstones_dropped
+                for tot, now in ((before_total, before), (after_total, after)):
+                    for k in range(3):
+                        tot[k] += now[k]
+                print(f"{topic}-{i}: {before[0]} segment(s), {before[1]} record(s), {before[2]} byte(s) -> "
+                      f"{after[0]} segment(s), {after[1]} record(s), {after[2]} byte(s); "
+                      f"{st.tombstones_dropped} tombstone(s) dropped")
+        print(f"{args.dir}: {before_total[1]} record(s), {before_total[2]} byte(s) -> {after_total[1]} record(s), "
+              f"{after_total[2]} byte(s); {dropped} tombstone(s) dropped")
+        sys.stdout.flush()
+    finally:
+        for plog in data.logs.values():
+            plog.close()
+        data.close()
+    return 0
