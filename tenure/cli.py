@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="roll a segment file when it would pass this size (default 100 MiB)")
     s.add_argument("--segment-ms", type=int, default=ServerConfig.segment_ms,
                    help="roll a segment file older than this (default 7 days)")
+    s.add_argument("--cleaner-interval-ms", type=int, default=ServerConfig.cleaner_interval_ms,
+                   help="with --data-dir: run one bounded log-cleaner pass over the compacted topics (e.g. "
+                        "__consumer_offsets) this often; 0 turns the cleaner off (default 15000)")
+    s.add_argument("--cleaner-pass-bytes", type=int, default=ServerConfig.cleaner_pass_bytes,
+                   help="segment bytes one log-cleaner pass may read (default 4 MiB)")
     s.add_argument("--default-partitions", type=int, default=1,
                    help="partitions of auto-created topics and of CreateTopics with -1 (default 1)")
     s.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false",
@@ -82,6 +87,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --offsets-partitions must be at least 1")
     if args.segment_bytes < 1024:
         raise SystemExit("tenure: --segment-bytes must be at least 1024")
+    if args.cleaner_interval_ms < 0 or args.cleaner_pass_bytes < 1:
+        raise SystemExit("tenure: --cleaner-interval-ms must be >= 0 and --cleaner-pass-bytes >= 1")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
@@ -90,6 +97,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         offsets_partitions=args.offsets_partitions, fsync=args.fsync,
                         admin_port=args.admin_port,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
+                        cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
                         min_session_timeout_ms=args.min_session_timeout_ms,
                         max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size,

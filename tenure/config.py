@@ -22,6 +22,8 @@ class ServerConfig:
     fsync: str = "batch"                    # always | batch | never (with data_dir)
     segment_bytes: int = 100 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
+    cleaner_interval_ms: int = 15000        # log cleaner pass period (Kafka's log.cleaner.backoff.ms); 0 = off
+    cleaner_pass_bytes: int = 4 * 1024 * 1024   # segment bytes one cleaner pass may read (storage/compaction.py)
     # the group coordinator (Kafka's group.* broker settings)
     initial_rebalance_delay_ms: int = 0
     min_session_timeout_ms: int = 6000

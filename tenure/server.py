@@ -17,9 +17,10 @@ from tenure.protocol.codec import (
 )
 from tenure.protocol.errors import ClientProtocolError
 from tenure.protocol.framing import FrameDecoder
+from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
-from tenure.storage.segments import LogConfig
+from tenure.storage.segments import LogConfig, SegmentLog
 
 from .config import ServerConfig
 from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
@@ -34,6 +35,11 @@ class Server:
         self.node = Node(config.advertised_host or config.host, config.port)
         self.durability = Durability(config.fsync if config.data_dir else "never")
         self.data: DataDir | None = None
+        self._cleaner_task: asyncio.Task | None = None   # the log cleaner (see "log cleaner" below)
+        self._cleaner_lock = asyncio.Lock()
+        self._cleaner_next = 0
+        self._compactor: Compactor | None = None
+        self.cleaner_stats = CleanStats()                 # what the log cleaner has done since start
         try:
             self._open(config)
         except BaseException:
@@ -89,6 +95,8 @@ class Server:
         self.port = self._server.sockets[0].getsockname()[1]
         self.node.port = self.port
         self.runtime.start_timers()
+        if self.data is not None and self.config.cleaner_interval_ms > 0:
+            self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.config.admin_port is not None:
             from .admin import serve_admin
             self._admin, self.admin_port = await serve_admin(self, self.config.host, self.config.admin_port)
@@ -146,6 +154,68 @@ class Server:
                 log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
                 return
 
+    # ------------------------------------------------------------------ log cleaner (storage/compaction.py)
+    # With --data-dir, every cleaner_interval_ms one bounded pass (cleaner_pass_bytes of segment reads in
+    # all) over the partitions of compacted topics, round robin; parsing runs on a worker thread, every
+    # file and segment-list change on this loop. `compact_now` cleans until there is nothing left to do.
+    def _compacted_logs(self) -> list[tuple[SegmentLog, CompactionPolicy]]:
+        out = []
+        for topic in self.topics.all():
+            if is_compacted(topic.config("cleanup.policy")):
+                policy = CompactionPolicy.from_configs(topic.config)
+                out += [(plog, policy) for plog in topic.partitions if isinstance(plog, SegmentLog)]
+        return out
+
+    @property
+    def compactor(self) -> Compactor:
+        if self._compactor is None:
+            self._compactor = Compactor(clock_ms=self.runtime.clock_ms,
+                                        pass_bytes=self.config.cleaner_pass_bytes)
+        return self._compactor
+
+    async def _clean_pass(self, budget: int | None) -> CleanStats:
+        """One pass over the compacted logs, starting where the last pass stopped."""
+        total = CleanStats()
+        async with self._cleaner_lock:
+            logs = self._compacted_logs()
+            for k in range(len(logs)):
+                i = (self._cleaner_next + k) % len(logs)
+                left = None if budget is None else budget - total.bytes_read
+                if left is not None and left <= 0:
+                    total.more = True
+                    self._cleaner_next = i
+                    break
+                plog, policy = logs[i]
+                total += await self.compactor.clean_async(plog, policy, 1 << 62 if left is None else left)
+        self.cleaner_stats += total
+        return total
+
+    async def _cleaner_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.cleaner_interval_ms / 1000)
+            try:
+                st = await self._clean_pass(self.config.cleaner_pass_bytes)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("log cleaner pass failed; the next one runs in %d ms",
+                              self.config.cleaner_interval_ms)
+                continue
+            if st.groups_cleaned:
+                log.debug("log cleaner: %d segment(s) -> %d, %d -> %d byte(s), %d tombstone(s) dropped",
+                          st.segments_before, st.segments_after, st.bytes_before, st.bytes_after,
+                          st.tombstones_dropped)
+
+    async def compact_now(self) -> CleanStats:
+        """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""
+        total = CleanStats()
+        while True:
+            st = await self._clean_pass(None)
+            total += st
+            if not st.did_work:
+                return total
+    # ------------------------------------------------------------------ end of log cleaner
+
     def force_rebalance(self, group_id: str) -> None:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
         Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
@@ -153,6 +223,10 @@ class Server:
         self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
 
     async def close(self) -> None:
+        if self._cleaner_task is not None:          # stop the log cleaner before its logs close
+            self._cleaner_task.cancel()
+            await asyncio.wait([self._cleaner_task], timeout=self.config.shutdown_timeout_s)
+            self._cleaner_task = None
         self.runtime.close()
         if self._admin is not None:
             await self._admin.cleanup()
@@ -234,6 +308,11 @@ class ServerThread:
     def force_rebalance(self, group_id: str) -> None:
         assert self.server is not None
         self.call(self.server.force_rebalance, group_id)
+
+    def compact_now(self) -> CleanStats:
+        """Server.compact_now on the server's loop (log cleaner; for tests)."""
+        assert self.server is not None
+        return asyncio.run_coroutine_threadsafe(self.server.compact_now(), self.loop).result(120)
 
     def stop(self) -> None:
         if self._thread.is_alive():
