@@ -153,8 +153,12 @@ class CoordinatorRuntime:
         if self.failed is not None:
             raise self.failed
         logs = self._persist(result.records) if result.records else []
-        if logs and self.durability.needed:
-            task = asyncio.get_running_loop().create_task(self._release_when_durable(logs, result.responses))
+        if self.durability.needed and (logs or self._syncing):
+            # an answer with no records of its own can still show state whose records are not durable
+            # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
+            # it waits for them too, as Kafka's coordinator runtime defers it behind pending writes
+            task = asyncio.get_running_loop().create_task(
+                self._release_when_durable(logs or list(self.offsets_topic.partitions), result.responses))
             self._syncing.add(task)
             task.add_done_callback(self._syncing.discard)
         else:

@@ -325,6 +325,89 @@ def test_acknowledged_commits_and_mappings_survive_sigkill(tmp_path, record_prop
     assert t["commits acknowledged"] >= 50 and t["mappings acknowledged"] >= 9, dict(t)
 
 
+# ============================================================================ 1b. nothing shows what is not durable
+class _Pending:
+    """A request sent on its own connection whose answer is read later."""
+
+    def __init__(self, bootstrap: str, req_and_version) -> None:
+        from tests.support.wire import request_bytes
+        self.req, self.version = req_and_version
+        self.conn = WireClient.to(bootstrap, timeout=10)
+        self.conn.send_raw(request_bytes(self.req, self.version, 1))
+
+    def answered_within(self, seconds: float) -> bool:
+        import select
+        return bool(select.select([self.conn.sock], [], [], seconds)[0])
+
+    def answer(self):
+        import struct
+        from tests.support.wire import response_class
+        payload = self.conn.read_frame()
+        self.conn.close()
+        return response_class(self.req).decode(struct.pack(">i", len(payload)) + payload, version=self.version,
+                                               header=True, framed=True)
+
+
+@pytest.mark.parametrize("policy", ["batch", "always"])
+def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, monkeypatch, policy):
+    """With fsync held back (a slow disk), answers that carry no records of their own but show state
+    whose records are still waiting for their fsync - a follower's SyncGroup after the leader's wrote the
+    generation's GroupMetadata, an OffsetFetch after another client's OffsetCommit - wait for that fsync
+    like the requests that wrote it. (Before the fix they left at once: a power loss could then take back
+    a generation, an assignment and an instance->member mapping that a member had been given, or an
+    offset another client had read.)"""
+    import os as _os
+    from tenure.config import ServerConfig
+    from tenure.server import ServerThread
+
+    gate = threading.Event()
+    gate.set()
+    real_fsync = _os.fsync
+
+    def held_fsync(fd):
+        assert gate.wait(30), "fsync gate never opened"
+        real_fsync(fd)
+    monkeypatch.setattr(_os, "fsync", held_fsync)
+    with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), fsync=policy,
+                                   initial_rebalance_delay_ms=300)) as st:
+        bs = st.bootstrap
+        end = lambda: st.call(lambda: sum(p.log_end_offset for p in st.server.runtime.offsets_topic.partitions))  # noqa: E731
+        # two static members join one generation (within the initial delay)
+        ja = _Pending(bs, gw.join_request("hold-g", "", "a", "t", session_ms=30000))
+        jb = _Pending(bs, gw.join_request("hold-g", "", "b", "t", session_ms=30000))
+        ra, rb = ja.answer(), jb.answer()
+        assert ra.error_code == rb.error_code == 0 and ra.generation_id == rb.generation_id
+        (leader, li), (follower, fi) = sorted([(ra, "a"), (rb, "b")], key=lambda x: x[0].leader != x[0].member_id)
+        assert leader.member_id == leader.leader
+
+        gate.clear()                                   # from here on, no fsync completes
+        before = end()
+        assignments = {m.member_id: gw.assignment("t", [i]) for i, m in enumerate(leader.members)}
+        lsync = _Pending(bs, gw.sync_request("hold-g", leader.member_id, leader.generation_id, li, assignments))
+        wait_until = time.monotonic() + 10
+        while end() == before:                         # the GroupMetadata record is written, not synced
+            assert time.monotonic() < wait_until, "the leader's SyncGroup wrote nothing"
+            time.sleep(0.01)
+        fsync_ = _Pending(bs, gw.sync_request("hold-g", follower.member_id, follower.generation_id, fi))
+        commit = _Pending(bs, gw.commit_request("hold-simple", "", -1, None, "t", {0: 42}))
+        while end() == before + 1:
+            assert time.monotonic() < wait_until, "the OffsetCommit wrote nothing"
+            time.sleep(0.01)
+        fetch = _Pending(bs, gw.fetch_request(["hold-simple"]))
+        time.sleep(1.0)                                # time enough for any answer that does not wait
+        held = {name: p.answered_within(0) for name, p in
+                [("leader SyncGroup", lsync), ("follower SyncGroup", fsync_), ("OffsetCommit", commit),
+                 ("OffsetFetch", fetch)]}
+        assert not any(held.values()), f"answered before the fsync: {[n for n, a in held.items() if a]}"
+
+        gate.set()
+        assert lsync.answer().error_code == 0
+        f = fsync_.answer()
+        assert f.error_code == 0 and gw.decode_assignment(f.assignment) == {"t": [1]}, f
+        assert gw.commit_codes(commit.answer()) == {0: 0}
+        assert gw.fetched(fetch.answer()) == {"hold-simple": {("t", 0): 42}}
+
+
 # ============================================================================ 2. torn tails on a real server
 OFFSETS_DIR = "__consumer_offsets-0"
 TORN_COMMITS = 60
