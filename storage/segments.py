@@ -112,12 +112,17 @@ def check_batch(buf, pos: int, end: int, expect_min_offset: int) -> tuple[BatchH
     return h, None
 
 
-def scan_segment(path: Path, base_offset: int) -> tuple[list[BatchHeader], Damage | None]:
-    """Every sound batch of a segment file up to the first damage (if any)."""
+def scan_segment(path: Path, base_offset: int,
+                 on_batch=None) -> tuple[list[BatchHeader], Damage | None]:
+    """Every sound batch of a segment file up to the first damage (if any).
+
+    With `on_batch`, each sound header is handed to it as it is found and the returned list stays empty
+    (a large segment's headers are then never all held at once)."""
     size = path.stat().st_size
     headers: list[BatchHeader] = []
     if size == 0:
         return headers, None
+    keep = headers.append if on_batch is None else on_batch
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         pos, expect = 0, base_offset
         while pos < size:
@@ -125,7 +130,7 @@ def scan_segment(path: Path, base_offset: int) -> tuple[list[BatchHeader], Damag
             if reason is not None:
                 return headers, Damage(path, pos, h.base_offset if h else expect, reason,
                                        _valid_after(buf, pos, size, h))
-            headers.append(h)
+            keep(h)
             expect = h.next_offset
             pos += h.size
     return headers, None
@@ -243,10 +248,14 @@ class SegmentLog:
             if base < expect:
                 raise CorruptLogError(p, 0, base, f"segment base offset {base} overlaps the previous "
                                                   f"segment, whose next offset is {expect}")
-            headers, damage = scan_segment(p, base)
+            seg = Segment(p, base, self.config.index_interval_bytes)
+            _, damage = scan_segment(p, base, on_batch=lambda h, seg=seg: seg.add(h, h.position))
             last = i == len(files) - 1
             if damage is not None:
                 if not last or damage.valid_after:
+                    seg.close()
+                    for earlier in self.segments:
+                        earlier.close()
                     raise CorruptLogError(damage.path, damage.position, damage.offset,
                                           damage.reason + ("; valid batches follow it" if damage.valid_after
                                                            else "; it is not in the newest segment"))
@@ -258,9 +267,6 @@ class SegmentLog:
                     f.flush()
                     os.fsync(f.fileno())
                 self.truncated.append(damage)
-            seg = Segment(p, base, self.config.index_interval_bytes)
-            for h in headers:
-                seg.add(h, h.position)
             self.segments.append(seg)
             expect = max(seg.next_offset, base)
         if not self.segments:
