@@ -63,7 +63,13 @@ _TORN_REREADS = 4
 _BASE_AND_LEN = struct.Struct(">qi")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _BARE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_COMPACTION_LEFTOVERS = (".cleaned", ".swap")
+_COMPACTION_LEFTOVERS = {
+    ".cleaned": "a cleaned segment from a compaction interrupted before its commit point (a server deletes it "
+                "at open; the originals stand)",
+    ".swap": "a cleaned segment past its commit point (a server installs it at open, finishing the swap)",
+    ".merging": "a segment being merged by an interrupted compaction (a server deletes it at open if the "
+                "matching .swap exists, else renames it back)",
+}
 UNKNOWN_NOTE = "a record type this tenure does not know; a server skips it when loading"
 
 
@@ -401,7 +407,7 @@ def _verify_partition(part: _Partition) -> _Summary:
     s = _Summary(segments=len(part.segments))
     for f in part.strays:
         if f.suffix in _COMPACTION_LEFTOVERS:
-            s.notes.append(f"{f}: left over from an interrupted compaction (a server removes it at open)")
+            s.notes.append(f"{f}: {_COMPACTION_LEFTOVERS[f.suffix]}")
         else:
             s.notes.append(f"{f}: not a segment file; ignored")
     last: int | None = None                 # last offset of the previous sound batch (any segment)

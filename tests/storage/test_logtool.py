@@ -441,8 +441,8 @@ def test_verify_goes_past_damage_inside_one_batch_and_notes_strays(tmp_path, cap
     assert lines[3].endswith(f"; a sound batch follows at byte {hs[4].position}")
     assert lines[4].startswith(f"  at open a server refuses to start: corrupt log: {seg} at byte {hs[1].position} "
                                "(offset 1): CRC-32C")
-    assert lines[5] == (f"  note: {seg}.cleaned: left over from an interrupted compaction (a server removes "
-                        f"it at open)")
+    assert lines[5] == (f"  note: {seg}.cleaned: a cleaned segment from a compaction interrupted before its "
+                        f"commit point (a server deletes it at open; the originals stand)")
     assert lines[6] == (f"{tmp_path}: 1 partition(s), 1 segment(s), 3 batch(es), 3 record(s), {len(raw)} byte(s): "
                         f"2 problem(s)")
     assert len(lines) == 7
