@@ -53,6 +53,7 @@ ROUNDS = 5
 POLICIES = ["batch", "batch", "always", "batch", "batch"]   # the server under load in round i
 SEGMENT_BYTES = 8192
 OFFSETS_PARTITIONS = 3          # the nine groups spread over three __consumer_offsets logs
+CLEANER_INTERVAL_MS = 250       # the log cleaner compacts while the load runs, so kills land mid-pass too
 TOPIC, PARTITIONS = "dur", 4
 
 
@@ -244,7 +245,7 @@ def _server_view(bootstrap: str, groups) -> tuple[dict, dict]:
 
 def test_acknowledged_commits_and_mappings_survive_sigkill(tmp_path, record_property):
     """ROUNDS rounds: a server (--fsync batch; round 2 --fsync always; --segment-bytes 8192, three
-    __consumer_offsets partitions) under load
+    __consumer_offsets partitions, the log cleaner every 250 ms) under load
     from a separate load process is SIGKILLed at a seeded-random moment, then restarted on the same data
     dir (a new port, so no old client can reach it), and the state it serves is compared with what the
     clients were acknowledged. The ledger is then rebased on that state, so every later round also
@@ -258,7 +259,8 @@ def test_acknowledged_commits_and_mappings_survive_sigkill(tmp_path, record_prop
     rng = random.Random(SEED)
     data = tmp_path / "data"
     srv = TenureProcess(data, fsync=POLICIES[0], segment_bytes=SEGMENT_BYTES, stderr_path=tmp_path / "server.log",
-                        extra=("--offsets-partitions", str(OFFSETS_PARTITIONS)))
+                        extra=("--offsets-partitions", str(OFFSETS_PARTITIONS),
+                               "--cleaner-interval-ms", str(CLEANER_INTERVAL_MS)))
     ledger = Ledger()
     confluent = ([{"group": f"c{i}", "instance": f"c{i}", "partitions": list(range(PARTITIONS))} for i in range(3)]
                  + [{"group": "s", "instance": f"s{i}", "partitions": [i]} for i in range(3)])
@@ -295,7 +297,8 @@ def test_acknowledged_commits_and_mappings_survive_sigkill(tmp_path, record_prop
             restart_s = time.monotonic() - t0
             fetched, described = _server_view(srv.bootstrap, groups)
             lost = ledger.check(fetched, described)
-            cut = [ln for ln in srv.stderr().splitlines() if "recovery cut" in ln]
+            cut = [ln.split(": ", 2)[-1] for ln in srv.stderr().splitlines()
+                   if "recovery cut" in ln or "interrupted compaction" in ln]
             loaded = [ln.split("tenure.server: ", 1)[-1] for ln in srv.stderr().splitlines() if "loaded __consumer" in ln]
             segs = len(list(data.glob("__consumer_offsets-*/*.log")))
             say(f"round {rnd} (--fsync {POLICIES[rnd]}): killed {delay:.2f}s into the load; restarted in "
