@@ -6,13 +6,15 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import uuid
 from pathlib import Path
 
-from .segments import LogConfig, SegmentLog, partition_dir_name
+from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name
 
 log = logging.getLogger("tenure.storage")
 
 CATALOG = "topics.json"
+META = "meta.properties"
 LOCK = ".lock"
 
 
@@ -45,9 +47,33 @@ class DataDir:
 
     def open_log(self, topic: str, partition: int) -> SegmentLog:
         name = partition_dir_name(topic, partition)
-        seg_log = SegmentLog(self.path / name, self.config, name)
+        seg_log = SegmentLog(self.path / name, self.config, name, defer_cut=True)
         self.logs[(topic, partition)] = seg_log
         return seg_log
+
+    def cluster_id(self) -> str:
+        """The cluster id kept in `meta.properties` (as Kafka keeps it), made on first use: clients see
+        the same cluster across restarts on this dir."""
+        meta = self.path / META
+        if meta.exists():
+            for line in meta.read_text(encoding="utf-8").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "cluster.id" and value.strip():
+                    return value.strip()
+        cid = "tenure-" + uuid.uuid4().hex[:14]
+        tmp = meta.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"version=0\ncluster.id={cid}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, meta)
+        fsync_dir(self.path)
+        return cid
+
+    def finish_recovery(self) -> None:
+        """After every log opened (none refused): cut the damaged tails recovery found."""
+        for seg_log in self.logs.values():
+            seg_log.finish_recovery()
 
     def close(self) -> None:
         if self._lock_fd >= 0:

@@ -224,7 +224,7 @@ class SegmentLog:
     """A partition log on disk (see the module docstring). Implements `storage.Log`."""
 
     def __init__(self, directory: str | os.PathLike, config: LogConfig = LogConfig(),
-                 name: str | None = None) -> None:
+                 name: str | None = None, defer_cut: bool = False) -> None:
         self.dir = Path(directory)
         self.config = config
         self.name = name or self.dir.name
@@ -233,6 +233,8 @@ class SegmentLog:
         self._dirty: set[Segment] = set()
         self._dir_dirty = False
         self.truncated: list[Damage] = []          # what recovery cut off, for the caller to report
+        self._defer_cut = defer_cut
+        self._pending_cuts: list[Damage] = []      # found by recovery, not cut yet (defer_cut)
         self.bytes_written = 0                     # appended since open (a counter, for sync bookkeeping)
         self.bytes_synced = 0                      # of those, covered by a finished fsync
         self.closed = False                        # set by close(): a cleaner holding this log stops
@@ -259,19 +261,29 @@ class SegmentLog:
                     raise CorruptLogError(damage.path, damage.position, damage.offset,
                                           damage.reason + ("; valid batches follow it" if damage.valid_after
                                                            else "; it is not in the newest segment"))
-                cut = p.stat().st_size - damage.position
-                log.warning("%s: recovery cut %d byte(s) from %s at byte %d (offset %s): %s", self.name, cut,
-                            p.name, damage.position, damage.offset, damage.reason)
-                with open(p, "r+b") as f:
-                    f.truncate(damage.position)
-                    f.flush()
-                    os.fsync(f.fileno())
-                self.truncated.append(damage)
+                self._pending_cuts.append(damage)
             self.segments.append(seg)
             expect = max(seg.next_offset, base)
         if not self.segments:
             self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
             self._dir_dirty = True
+        if not self._defer_cut:
+            self.finish_recovery()
+
+    def finish_recovery(self) -> None:
+        """Cut the damaged tail recovery found (at once, unless opened with defer_cut=True: then the
+        caller first opens every log - so a refusal elsewhere changes no file - and calls this)."""
+        cuts, self._pending_cuts = self._pending_cuts, []
+        for damage in cuts:
+            p = damage.path
+            cut = p.stat().st_size - damage.position
+            log.warning("%s: recovery cut %d byte(s) from %s at byte %d (offset %s): %s", self.name, cut,
+                        p.name, damage.position, damage.offset, damage.reason)
+            with open(p, "r+b") as f:
+                f.truncate(damage.position)
+                f.flush()
+                os.fsync(f.fileno())
+            self.truncated.append(damage)
 
     # ------------------------------------------------------------------ the Log interface
     @property
@@ -291,6 +303,8 @@ class SegmentLog:
         return self.segments[-1]
 
     def append(self, records: bytes, leader_epoch: int = 0) -> tuple[int, list[BatchHeader]]:
+        if self._pending_cuts:                     # never append after a damaged tail still in the file
+            self.finish_recovery()
         buf = bytearray(records)
         headers = parse_batches(buf, verify_crc=False)
         base = self.log_end_offset

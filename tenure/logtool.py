@@ -583,6 +583,7 @@ def compact(args: argparse.Namespace) -> int:
                     print(f"tenure log compact: {exc}; nothing compacted in {topic}-{i} (see `tenure log verify "
                           f"{args.dir}`)", file=sys.stderr)
                     return 1
+                plog.finish_recovery()
                 for d in plog.truncated:
                     print(f"{topic}-{i}: note: opening it cut {d.path.name} at byte {d.position}: {d.reason}")
                 before = _log_size(plog)

@@ -54,10 +54,13 @@ class Server:
             self.data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes,
                                                                 segment_ms=config.segment_ms))
             self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog)
-            self.topics.load()
+            self.topics.load()                     # opens (and verifies) every log; refuses before any cut
+            self.data.finish_recovery()
+            cluster_id = config.cluster_id or self.data.cluster_id()
         else:
             self.topics = TopicRegistry(config.default_partitions)
-        self.broker = Broker(self.node, self.topics, cluster_id=config.cluster_id,
+            cluster_id = config.cluster_id
+        self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
                              auto_create_topics=config.auto_create_topics, durability=self.durability)
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)

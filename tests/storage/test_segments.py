@@ -243,3 +243,42 @@ def test_a_failed_write_leaves_no_partial_batch(tmp_path, monkeypatch):
     assert log.append(batch(2))[0] == 1
     log.close()
     assert SegmentLog(tmp_path / "t-0").log_end_offset == 2
+
+
+def test_a_data_dir_refused_at_open_is_left_untouched(tmp_path):
+    """One partition has a torn tail (recovery would cut it), another has damage in the middle (refused):
+    the refusal comes before any cut, so no file changes."""
+    from tenure.storage.datadir import DataDir
+    data = DataDir.open(tmp_path)
+    a, b = data.open_log("a", 0), data.open_log("b", 0)
+    for i in range(4):
+        a.append(batch(i))
+        b.append(batch(i))
+    a.close(), b.close(), data.close()
+    torn = tmp_path / "a-0" / segment_name(0)
+    with open(torn, "r+b") as f:
+        f.truncate(torn.stat().st_size - 7)
+    mid = tmp_path / "b-0" / segment_name(0)
+    raw = bytearray(mid.read_bytes())
+    raw[parse_batches(bytes(raw))[1].position + 70] ^= 1
+    mid.write_bytes(raw)
+    before = {p: p.read_bytes() for p in (torn, mid)}
+    data = DataDir.open(tmp_path)
+    a = data.open_log("a", 0)                      # sees the torn tail, does not cut it yet
+    with pytest.raises(CorruptLogError):
+        data.open_log("b", 0)
+    assert {p: p.read_bytes() for p in (torn, mid)} == before
+    data.finish_recovery()                         # had the open gone through, the tail is cut now
+    assert torn.stat().st_size < len(before[torn]) and a.log_end_offset == 3
+    assert a.append(batch(9))[0] == 3
+    data.close()
+
+
+def test_the_cluster_id_is_kept_in_the_data_dir(tmp_path):
+    from tenure.storage.datadir import DataDir
+    data = DataDir.open(tmp_path)
+    cid = data.cluster_id()
+    assert cid.startswith("tenure-") and data.cluster_id() == cid
+    data.close()
+    assert DataDir.open(tmp_path).cluster_id() == cid
+    assert "cluster.id=" + cid in (tmp_path / "meta.properties").read_text()
