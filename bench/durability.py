@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import os
 import re
-import select
 import shutil
 import signal
 import statistics
@@ -52,29 +51,17 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from benchcommon import tree_version, wait_ready_line
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(HERE))
 
-READY = re.compile(r"^tenure listening on (\S+:\d+)$")
 SNAPSHOT = re.compile(r"^bench-fsync (\d+): calls=(\d+) seconds=([0-9.]+) syncs=(\d+)$", re.M)
 POLICIES = ("never", "batch", "always")
 ALL_TARGETS = ("mock", "memory") + POLICIES
 KEY_BYTES = 10
-
-
-def tree_version() -> str:
-    """The repository's commit, and whether the working tree differs from it (others edit it too)."""
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return f"{head}{' + uncommitted changes' if dirty else ''}" if head else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 # ------------------------------------------------------------------------------ instrumented server
@@ -135,18 +122,9 @@ class Server:
         self.bootstrap = self._wait_ready(30.0)
 
     def _wait_ready(self, timeout: float) -> str:
-        buf, deadline = b"", time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if r:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                for line in buf.decode(errors="replace").splitlines():
-                    m = READY.match(line.strip())
-                    if m:
-                        return m.group(1)
+        bootstrap, _ = wait_ready_line(self.proc, timeout)
+        if bootstrap is not None:
+            return bootstrap
         self.stop()
         raise RuntimeError(f"{self.target}: tenure did not print its ready line; stderr:\n{self.log()[-2000:]}")
 

@@ -48,7 +48,6 @@ import json
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -57,11 +56,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from benchcommon import tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-READY = re.compile(r"^tenure listening on (\S+:\d+)$")
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")
 MANIFEST = "bench-recovery.json"
@@ -100,18 +99,6 @@ def drop_cache(data_dir: Path) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-
-
-def tree_version() -> str:
-    """The repository's commit, and whether the working tree differs from it (others edit it too)."""
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return f"{head}{' + uncommitted changes' if dirty else ''}" if head else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 # ------------------------------------------------------------------------------------------ generate
@@ -272,20 +259,8 @@ def server_start(python: str, data_dir: Path, args, label: str, manifest: dict |
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0)
     out = {"label": label, "cmd": " ".join(cmd[1:])}
-    buf, bootstrap = b"", None
-    deadline = t0 + args.ready_timeout
     try:
-        while bootstrap is None and time.perf_counter() < deadline and proc.poll() is None:
-            r, _, _ = select.select([proc.stdout], [], [], 0.05)
-            if r:
-                chunk = os.read(proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                for line in buf.decode(errors="replace").splitlines():
-                    m = READY.match(line.strip())
-                    if m:
-                        bootstrap = m.group(1)
+        bootstrap, _ = wait_ready_line(proc, args.ready_timeout, poll_s=0.05)
         out["ready_s"] = time.perf_counter() - t0 if bootstrap else None
         out.update(proc_status(proc.pid))
         if bootstrap is None:

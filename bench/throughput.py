@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import select
 import signal
 import statistics
 import subprocess
@@ -50,9 +49,9 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from benchcommon import wait_ready_line
 
 KEY_BYTES = 10
-READY = re.compile(r"^tenure listening on (\S+:\d+)$")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -93,18 +92,9 @@ class TenureProcess:
         self.bootstrap = self._wait_ready(30.0)
 
     def _wait_ready(self, timeout: float) -> str:
-        buf, deadline = b"", time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if r:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                for line in buf.decode(errors="replace").splitlines():
-                    m = READY.match(line.strip())
-                    if m:
-                        return m.group(1)
+        bootstrap, buf = wait_ready_line(self.proc, timeout)
+        if bootstrap is not None:
+            return bootstrap
         self.stop()
         raise RuntimeError(f"tenure did not print its ready line; stdout {buf!r}; stderr:\n{self.log()}")
 

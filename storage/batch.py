@@ -131,3 +131,13 @@ def first_record_at_or_after(batch: bytes, timestamp: int) -> tuple[int, int] | 
         if rec.timestamp >= timestamp:
             return rec.offset, rec.timestamp
     return None
+
+
+def offset_at_or_after(batch: bytes, header: BatchHeader, timestamp: int) -> tuple[int, int]:
+    """ListOffsets by timestamp within the first batch whose max timestamp >= `timestamp`: the first
+    record at or after it, or the batch itself if its records cannot be read (a codec not installed)."""
+    try:
+        found = first_record_at_or_after(batch, timestamp)
+    except Exception:
+        found = None
+    return found or (header.base_offset, header.max_timestamp)

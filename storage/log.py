@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from typing import Protocol
 
-from .batch import BatchHeader, first_record_at_or_after, parse_batches, read_header, restamp
+from .batch import BatchHeader, offset_at_or_after, parse_batches, read_header, restamp
 
 
 class Log(Protocol):
@@ -88,11 +88,7 @@ class MemoryLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         for h, b in zip(self._headers, self._batches):
             if h.max_timestamp >= timestamp:
-                try:
-                    found = first_record_at_or_after(b, timestamp)
-                except Exception:  # a codec we cannot decompress: the batch is the best answer
-                    found = None
-                return found or (h.base_offset, h.max_timestamp)
+                return offset_at_or_after(b, h, timestamp)
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:

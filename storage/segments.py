@@ -36,7 +36,7 @@ import crc32c
 
 from .batch import (
     ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
-    first_record_at_or_after, parse_batches, read_header, restamp,
+    offset_at_or_after, parse_batches, read_header, restamp,
 )
 
 log = logging.getLogger("tenure.storage")
@@ -385,12 +385,7 @@ class SegmentLog:
                 continue
             for h, pos in seg.headers_from(0):
                 if h.max_timestamp >= timestamp:
-                    batch = seg.pread(h.size, pos)
-                    try:
-                        found = first_record_at_or_after(batch, timestamp)
-                    except Exception:  # a codec we cannot decompress: the batch is the best answer
-                        found = None
-                    return found or (h.base_offset, h.max_timestamp)
+                    return offset_at_or_after(seg.pread(h.size, pos), h, timestamp)
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
