@@ -1,18 +1,22 @@
 """Recovery: start-up time and memory of `tenure serve --data-dir` on a large __consumer_offsets log.
 
-1. generate   A realistic __consumer_offsets log of --records records is written with the project's own
-              code: the data dir and topic catalog as the server opens them (storage DataDir + broker
-              TopicRegistry), records encoded by tenure.protocol.records, and batches built and appended
-              by the coordinator runtime's own write path (CoordinatorRuntime._persist: one batch per
-              state change, partitions chosen by Kafka's group hash), segments rolled at --segment-bytes
-              (default Kafka's offsets.topic.segment.bytes, 100 MiB).
+1. generate   A realistic __consumer_offsets log of --records records is written by tenure/synth.py (also
+              `tenure log synth`) with the project's own code: the data dir and topic catalog as the
+              server opens them (storage DataDir + broker TopicRegistry), records encoded by
+              tenure.protocol.records, and batches built and appended by the coordinator runtime's own
+              write path (CoordinatorRuntime._persist: one batch per state change, partitions chosen by
+              Kafka's group hash), segments rolled at --segment-bytes (default Kafka's
+              offsets.topic.segment.bytes, 100 MiB).
               The simulated workload: --groups consumer groups of --members static members each
               (group.instance.id set) on a --partitions-partition topic: mostly offset commits (one
               member commits its partitions: one batch of partitions/members records), rolling restarts
               of whole groups (each restarted member rejoins under a new member id with the same
-              generation and assignment: one GroupMetadata record per member, as KIP-345 has it),
-              occasional rebalances (generation + 1, assignment rotated) and a few group deletions
-              (tombstones for the group and its offsets, then the group forms again).
+              generation and assignment: a `replaced` static-member event and the group's GroupMetadata
+              record per member, as KIP-345 has it; now and then the old pod is `fenced`), occasional
+              rebalances (generation + 1, assignment rotated), expirations, leaves, admin removals and
+              forced rebalances (with their static-member events; the member comes back), and a few
+              group deletions (tombstones for the group, its offsets and its event keys, then the group
+              forms again). The other rates keep tenure.synth.SynthConfig's defaults.
 2. server     The page cache is dropped for the segment files (posix_fadvise DONTNEED after an fsync; no
               root needed), then `python -m tenure serve --port 0 --data-dir DIR` is spawned and timed
               from just before the spawn to its `tenure listening on` line. Its stderr line `loaded
@@ -25,7 +29,7 @@
 3. in-process The same data dir loaded in a fresh interpreter without a server: timed separately,
               opening the logs (the segment scan: every batch's length, magic and CRC-32C, the sparse
               index) and CoordinatorRuntime.load() (read the batches, iterate the records, decode,
-              replay), with the four record codecs' decode (kafka-python ApiData, called by
+              replay), with the six record codecs' decode (kafka-python ApiData, called by
               tenure.protocol.records.decode) and GroupCoordinator.replay timed inside that real load
               by thin wrappers (which make it ~10-20 % slower than the server's own figure); the rest
               is batch reads, record iteration and the loop. --what-if adds an experiment that is NOT
@@ -54,7 +58,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from benchcommon import tree_version, wait_ready_line
 
@@ -102,153 +105,26 @@ def drop_cache(data_dir: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------ generate
-class _NoBroker:
-    """The runtime's write path tells the broker about appends (to wake fetchers); nobody listens here."""
-
-    def notify_append(self, topic: str, partition: int) -> None:
-        pass
+def synth_config(args):
+    from tenure.synth import SynthConfig
+    return SynthConfig(records=args.records, groups=args.groups, members=args.members, partitions=args.partitions,
+                       topics=args.topics, segment_bytes=args.segment_bytes,
+                       offsets_partitions=args.offsets_partitions, restart_rate=args.restart_rate,
+                       rebalance_rate=args.rebalance_rate, delete_rate=args.delete_rate, seed=args.seed)
 
 
 def _params(args) -> dict:
-    return {"records": args.records, "groups": args.groups, "members": args.members,
-            "partitions": args.partitions, "topics": args.topics, "segment_bytes": args.segment_bytes,
-            "offsets_partitions": args.offsets_partitions, "restart_rate": args.restart_rate,
-            "rebalance_rate": args.rebalance_rate, "delete_rate": args.delete_rate, "seed": args.seed,
-            "version": 2}
+    return synth_config(args).params()
 
 
 def generate(data_dir: Path, args) -> dict:
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+    """The generator lives in tenure/synth.py (also `tenure log synth`)."""
+    from tenure.synth import generate as synth_generate
 
-    from tenure.broker.topics import TopicRegistry
-    from tenure.protocol.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
-    from tenure.runtime import CoordinatorRuntime
-    from tenure.storage.datadir import DataDir
-    from tenure.storage.segments import LogConfig
+    def progress(stats: dict, elapsed: float) -> None:
+        print(f"  ... {stats['records']:,} records written in {elapsed:.0f} s", flush=True)
 
-    rng = random.Random(args.seed)
-    data = DataDir.open(data_dir, LogConfig(segment_bytes=args.segment_bytes))
-    registry = TopicRegistry(1, data.open_log, data.catalog)
-    topic = registry.create(OFFSETS_TOPIC, args.offsets_partitions, internal=True,
-                            configs={"cleanup.policy": "compact"})
-    clock = [1_767_225_600_000]                    # 2026-01-01, advanced by the simulation
-    runtime = CoordinatorRuntime(None, topic, _NoBroker(), clock_ms=lambda: clock[0])
-    stats = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "tombstones": 0,
-             "commits": 0, "restarts": 0, "rebalances": 0, "deletions": 0}
-    topics = [f"svc{t:02d}.events.v1" for t in range(args.topics)]
-    P, M = args.partitions, args.members
-    Sub, Asg = ConsumerProtocolSubscription, ConsumerProtocolAssignment
-
-    def new_member_id(iid: str) -> str:
-        return f"{iid}-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
-
-    class G:
-        def __init__(self, i: int) -> None:
-            self.gid = f"svc{i % args.topics:02d}-consumer-{i:05d}"
-            self.topic = topics[i % args.topics]
-            self.iids = [f"{self.gid}-pod-{k}" for k in range(M)]
-            self.host = [f"/10.{(i >> 8) & 255}.{i & 255}.{k + 1}" for k in range(M)]
-            self.offsets = {p: rng.randrange(0, 1_000_000) for p in range(P)}
-            self.form(1)
-
-        def form(self, generation: int) -> None:
-            """A (re)formed group: new member ids, assignment rotated by the generation."""
-            self.ids = [new_member_id(iid) for iid in self.iids]
-            self.rebalance(generation)
-
-        def rebalance(self, generation: int) -> None:
-            """A rebalance of a static group keeps the member ids; the generation and assignment move."""
-            self.generation = generation
-            self.owner = [[p for p in range(P) if (p + generation) % M == k] for k in range(M)]
-            self.sub = bytes(Sub(topics=[self.topic], user_data=None, owned_partitions=[]).encode(version=1))
-            self.asg = [bytes(Asg(assigned_partitions=[Asg.TopicPartition(topic=self.topic, partitions=ps)],
-                                  user_data=None).encode(version=1)) for ps in self.owner]
-
-        def record(self) -> GroupMetadataRecord:
-            return GroupMetadataRecord(
-                group_id=self.gid, protocol_type="consumer", generation=self.generation, protocol="range",
-                leader=self.ids[0], current_state_timestamp=clock[0],
-                members=tuple(MemberRecord(self.ids[k], self.iids[k], f"{self.gid}-client", self.host[k],
-                                           300_000, 45_000, self.sub, self.asg[k]) for k in range(M)))
-
-    committed: dict[str, dict[int, int]] = {}      # what a reader must find: the last offset per partition
-    keys: set = set()                              # distinct record keys (what compaction would keep)
-
-    def write(records: list) -> None:
-        runtime._persist(records)                  # the runtime's own write path: one batch per state change
-        stats["batches"] += 1
-        stats["records"] += len(records)
-        for r in records:
-            stats["tombstones"] += r.tombstone
-            if isinstance(r, GroupMetadataRecord):
-                stats["group_records"] += 1
-                keys.add(r.group_id)
-            else:
-                stats["offset_records"] += 1
-                keys.add((r.group_id, r.topic, r.partition))
-                if r.tombstone:
-                    committed.get(r.group_id, {}).pop(r.partition, None)
-                else:
-                    committed.setdefault(r.group_id, {})[r.partition] = r.offset
-
-    t0 = time.perf_counter()
-    groups = [G(i) for i in range(args.groups)]
-    for g in groups:
-        if stats["records"] >= args.records:
-            break
-        write([g.record()])
-    step_ms = max(1, 5000 // max(1, args.groups * M))   # auto.commit.interval.ms=5000 across all members
-    last_report = t0
-    while stats["records"] < args.records:
-        clock[0] += step_ms
-        g = groups[rng.randrange(len(groups))]
-        x = rng.random()
-        if x < args.delete_rate:                           # DeleteGroups: tombstones, then it forms again
-            stats["deletions"] += 1
-            write([OffsetCommitRecord(g.gid, g.topic, p, tombstone=True) for p in range(P)]
-                  + [GroupMetadataRecord(g.gid, tombstone=True)])
-            g.form(1)
-            write([g.record()])
-        elif x < args.delete_rate + args.rebalance_rate:   # e.g. a member's session expired: a rebalance
-            stats["rebalances"] += 1
-            g.rebalance(g.generation + 1)
-            write([g.record()])
-        elif x < args.delete_rate + args.rebalance_rate + args.restart_rate:   # rolling restart
-            stats["restarts"] += 1
-            for k in range(M):
-                clock[0] += 2000
-                g.ids[k] = new_member_id(g.iids[k])        # KIP-345: new member id, same generation
-                write([g.record()])
-                if stats["records"] >= args.records:
-                    break
-        else:                                              # one member commits its partitions
-            k = rng.randrange(M)
-            if not g.owner[k]:
-                continue
-            stats["commits"] += 1
-            recs = []
-            for p in g.owner[k]:
-                g.offsets[p] += rng.randrange(0, 500)
-                recs.append(OffsetCommitRecord(g.gid, g.topic, p, g.offsets[p], 3, "", clock[0]))
-            write(recs)
-        now = time.perf_counter()
-        if now - last_report > 15:
-            print(f"  ... {stats['records']:,} records written in {now - t0:.0f} s", flush=True)
-            last_report = now
-    stats["write_s"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    for plog in topic.partitions:
-        plog.flush()
-        plog.close()
-    data.close()
-    stats["flush_s"] = time.perf_counter() - t1
-    stats["bytes"] = sum(p.stat().st_size for p in segment_files(data_dir))
-    stats["segments"] = len(segment_files(data_dir))
-    stats["groups"] = len(groups)
-    stats["distinct_keys"] = len(keys)
-    expected = {g.gid: {"topic": g.topic, "generation": g.generation, "members": sorted(g.ids)} for g in groups}
-    return {"params": _params(args), "stats": stats, "expected": expected,
-            "committed": {g: {str(p): o for p, o in ps.items()} for g, ps in committed.items() if ps}}
+    return synth_generate(data_dir, synth_config(args), progress)
 
 
 # ------------------------------------------------------------------------------------------ server
@@ -334,6 +210,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     from tenure.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
+    from tenure.synth import _NoBroker
 
     me = os.getpid()
     out = {"rss_start_kb": proc_status(me).get("VmRSS")}
@@ -347,7 +224,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     out["rss_after_open_kb"] = proc_status(me).get("VmRSS")
     out["hwm_after_open_kb"] = proc_status(me).get("VmHWM")
 
-    # the real load, with thin timing wrappers around the four record codecs and the one mutator
+    # the real load, with thin timing wrappers around the six record codecs and the one mutator
     coord = GroupCoordinator()
     runtime = CoordinatorRuntime(coord, topic, _NoBroker())
     clock = time.perf_counter
@@ -372,7 +249,8 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
         real_replay(event)
         spent["replay"] += clock() - t
 
-    codecs = (rec.OffsetCommitKey, rec.OffsetCommitValue, rec.GroupMetadataKey, rec.GroupMetadataValue)
+    codecs = (rec.OffsetCommitKey, rec.OffsetCommitValue, rec.GroupMetadataKey, rec.GroupMetadataValue,
+              rec.StaticMemberEventKey, rec.StaticMemberEventValue)
     real_replay = coord.replay
     for cls in codecs:
         timed_codec(cls)
@@ -544,7 +422,8 @@ def main() -> int:
         s = manifest["stats"]
         print(f"log: {s['records']:,} records in {s['batches']:,} batches, {s['bytes'] / 2**20:,.1f} MiB in "
               f"{s['segments']} segment file(s); {s['offset_records']:,} offset commits + {s['group_records']:,} "
-              f"group records ({s['tombstones']:,} tombstones); events: {s['commits']:,} commits, "
+              f"group records + {s.get('event_records', 0):,} static-member events ({s['tombstones']:,} "
+              f"tombstones); events: {s['commits']:,} commits, "
               f"{s['restarts']:,} rolling restarts, {s['rebalances']:,} rebalances, {s['deletions']:,} deletions"
               + (f"; written in {s['write_s']:.1f} s + flush {s['flush_s']:.1f} s" if "write_s" in s else ""),
               flush=True)

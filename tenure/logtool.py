@@ -40,6 +40,35 @@ def add_parser(sub) -> None:
     v.add_argument("dir")
     c = lsub.add_parser("compact", help="compact the compacted topics' logs offline")
     c.add_argument("dir")
+    _add_synth_parser(lsub)
+
+
+def _add_synth_parser(lsub) -> None:
+    from .synth import SynthConfig
+    d = SynthConfig()
+    s = lsub.add_parser("synth", help="write a realistic synthetic __consumer_offsets log into a new data dir",
+                        description="Write a realistic __consumer_offsets log (static groups committing, "
+                        "restarting, rebalancing, expiring, leaving, removed, fenced, deleted; see "
+                        "tenure/synth.py) into DIR, which a server can open. DIR must hold no logs yet.")
+    s.add_argument("dir")
+    s.add_argument("--records", type=int, required=True, help="records to write (a few more may be written "
+                   "to finish the changes under way)")
+    for name, typ, hlp in (("groups", int, "consumer groups"), ("members", int, "static members per group"),
+                           ("partitions", int, "partitions of each group's topic"),
+                           ("topics", int, "distinct topics the groups consume"),
+                           ("segment-bytes", int, "roll segments at this size"),
+                           ("offsets-partitions", int, "__consumer_offsets partitions"),
+                           ("seed", int, "random seed (same seed and options: same log)"),
+                           ("restart-rate", float, "per step: chance of a rolling restart of a group"),
+                           ("rebalance-rate", float, "per step: chance of a rebalance (generation + 1)"),
+                           ("expire-rate", float, "per step: chance of a member's session expiring"),
+                           ("leave-rate", float, "per step: chance of a member leaving (LeaveGroup)"),
+                           ("remove-rate", float, "per step: chance of an admin removing a member"),
+                           ("force-rate", float, "per step: chance of a forced rebalance"),
+                           ("fence-rate", float, "per replaced member: chance its old pod is fenced"),
+                           ("delete-rate", float, "per step: chance of a group deletion")):
+        default = getattr(d, name.replace("-", "_"))
+        s.add_argument(f"--{name}", type=typ, default=default, help=f"{hlp} (default {default})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +78,24 @@ def run(args: argparse.Namespace) -> int:
         return verify(args)
     if args.log_command == "compact":
         return compact(args)
+    if args.log_command == "synth":
+        return synth(args)
     return 2
+
+
+def synth(args: argparse.Namespace) -> int:
+    from .synth import SynthConfig, generate, summary_line
+    fields = {f.name for f in dataclasses.fields(SynthConfig)}
+    cfg = SynthConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    try:
+        result = generate(args.dir, cfg)
+    except (ValueError, FileExistsError) as exc:
+        return _usage_error("synth", str(exc))
+    except DataDirLocked as exc:
+        print(f"tenure log synth: {exc}", file=sys.stderr)
+        return 1
+    print(summary_line(args.dir, result))
+    return 0
 
 
 # ====================================================================== dump and verify
