@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv/ in the repo root and installs tenure into it (with the test extras when asked).
 #   scripts/setup.sh          -> the server only
-#   scripts/setup.sh test     -> plus the test clients: pip extras, kcat (Debian), the Java jars
+#   scripts/setup.sh test     -> plus the test clients: pip extras (test, audit: PySpark), kcat (Debian), the Java jars
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 if [ "${1:-}" = "test" ]; then
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test,audit]'
   if ! command -v kcat >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -q >/dev/null

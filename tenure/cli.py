@@ -67,7 +67,57 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
     logtool.add_parser(sub)
     admin.add_parser(sub)
+    _audit_parser(sub)
     return p
+
+
+def _audit_parser(sub) -> None:
+    a = sub.add_parser("audit", help="Spark job: the static members' history from a data dir's "
+                       "__consumer_offsets (needs the `audit` extra; see docs/audit.md)")
+    a.add_argument("dir", help="the server's --data-dir (read only; safe while a server appends)")
+    a.add_argument("--out", required=True, help="directory for the Parquet tables and report.html")
+    a.add_argument("--master", default="local[*]", help="Spark master (default local[*], embedded)")
+    a.add_argument("--group", default=None, help="only this group")
+    a.add_argument("--since", default=None, help="keep rows at or after this time (ms since the epoch or ISO 8601)")
+    a.add_argument("--until", default=None, help="keep rows before this time (ms since the epoch or ISO 8601)")
+    a.add_argument("--storm-k", type=int, default=5, help="a rebalance storm is more than K rebalances ...")
+    a.add_argument("--storm-window", type=int, default=60000, help="... within this many ms (default 60000)")
+    a.add_argument("--expiry-n", type=int, default=2, help="flag instances expiring at least N times (default 2)")
+    a.add_argument("--churn-n", type=int, default=4, help="flag instances with at least N member ids (default 4)")
+    a.add_argument("--no-report", dest="report", action="store_false", help="skip report.html and the plots")
+
+
+def _time_ms(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    from datetime import datetime, timezone
+    t = datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    import os
+    if not os.path.isdir(args.dir):
+        print(f"tenure audit: {args.dir}: no such directory", file=sys.stderr)
+        return 2
+    try:
+        since, until = _time_ms(args.since), _time_ms(args.until)
+    except ValueError as exc:
+        print(f"tenure audit: bad --since/--until: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from tenure.audit.job import Options, run    # pyspark is imported only here
+    except ImportError as exc:
+        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+        return 2
+    code, _ = run(Options(args.dir, args.out, master=args.master, group=args.group, since=since, until=until,
+                          storm_k=args.storm_k, storm_window_ms=args.storm_window, expiry_n=args.expiry_n,
+                          churn_n=args.churn_n, report=args.report))
+    return code
 
 
 def api_table_markdown() -> str:
@@ -139,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         return admin.run(args)
     if args.command == "log":
         return logtool.run(args)
+    if args.command == "audit":
+        return _audit(args)
     if args.command == "serve":
         try:
             config = _config(args)

@@ -1,0 +1,104 @@
+"""Executor side: fold one group's records (in log order) into member-map intervals.
+
+The map `group.instance.id -> member.id` that a restart restores is the one in the group's latest
+GroupMetadata record (that is what `GroupCoordinator.replay` rebuilds), so an interval of
+member_map_history opens at the first GroupMetadata snapshot that shows (instance -> member) and closes
+at the first snapshot that no longer does (or at the group's tombstone). The static-member event records
+give each interval its cause and its precise time: the start is the latest `joined`/`replaced` event
+naming that member id as the new one, the end the latest `replaced`/`expired`/`left`/`removed`/...
+event naming it as the old one. When that event is no longer in the log (compacted away) the cause is
+`unknown` and the snapshot's offset and time stand in. Events that never reach a snapshot (a member
+replaced again before its rebalance finished, or the last changes of a log ending mid-rebalance) are in
+static_events but open no interval.
+
+The function is called by `mapPartitions` over rows sorted by (group, partition, offset); it holds one
+group's open intervals at a time.
+"""
+from __future__ import annotations
+
+from tenure.protocol import records as rec
+
+START_CAUSES = frozenset({rec.JOINED, rec.REPLACED})
+END_CAUSES = frozenset({rec.REPLACED, rec.EXPIRED, rec.REGISTRATION_EXPIRED, rec.SYNC_EXPIRED, rec.GROUP_FULL,
+                        rec.LEFT, rec.REMOVED})
+UNKNOWN = "unknown"
+GROUP_DELETED = "group_deleted"
+
+# member_map_history columns, in order
+HISTORY_FIELDS = (
+    "group", "instance_id", "member_id", "log_partition",
+    "valid_from_offset", "valid_from_time", "valid_to_offset", "valid_to_time",
+    "start_cause", "end_cause", "from_generation", "to_generation",
+    "snapshot_from_offset", "snapshot_to_offset",
+)
+
+
+class _GroupFold:
+    def __init__(self, group: str, partition: int) -> None:
+        self.group = group
+        self.partition = partition
+        self.open: dict[str, dict] = {}
+        self.start_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
+        self.end_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
+
+    def event(self, r) -> None:
+        if r.tombstone or r.instance_id is None:
+            return
+        when = (r.offset, r.event_time if r.event_time is not None and r.event_time >= 0 else r.timestamp)
+        if r.cause in START_CAUSES and r.new_member_id is not None:
+            self.start_ev[(r.instance_id, r.new_member_id)] = (r.cause, *when)
+        if r.cause in END_CAUSES and r.old_member_id is not None:
+            self.end_ev[(r.instance_id, r.old_member_id)] = (r.cause, *when)
+
+    def _close(self, iid: str, offset: int, time: int, generation, default_cause: str) -> tuple:
+        row = self.open.pop(iid)
+        cause, eoff, etime = self.end_ev.pop((iid, row["member_id"]), (default_cause, offset, time))
+        row.update(valid_to_offset=eoff, valid_to_time=etime, end_cause=cause, to_generation=generation,
+                   snapshot_to_offset=offset)
+        return tuple(row[f] for f in HISTORY_FIELDS)
+
+    def snapshot(self, r) -> list[tuple]:
+        out = []
+        if r.tombstone:
+            for iid in sorted(self.open):
+                out.append(self._close(iid, r.offset, r.timestamp, None, GROUP_DELETED))
+            self.start_ev.clear()
+            self.end_ev.clear()
+            return out
+        snap = {}
+        for m in r.members or ():
+            if m.instance_id is not None:
+                snap.setdefault(m.instance_id, m.member_id)
+        for iid in sorted(self.open):
+            if snap.get(iid) != self.open[iid]["member_id"]:
+                out.append(self._close(iid, r.offset, r.timestamp, r.generation, UNKNOWN))
+        for iid, mid in snap.items():
+            if iid in self.open:
+                continue
+            cause, eoff, etime = self.start_ev.pop((iid, mid), (UNKNOWN, r.offset, r.timestamp))
+            self.open[iid] = dict(group=self.group, instance_id=iid, member_id=mid, log_partition=self.partition,
+                                  valid_from_offset=eoff, valid_from_time=etime, valid_to_offset=None,
+                                  valid_to_time=None, start_cause=cause, end_cause=None,
+                                  from_generation=r.generation, to_generation=None,
+                                  snapshot_from_offset=r.offset, snapshot_to_offset=None)
+        return out
+
+    def finish(self) -> list[tuple]:
+        return [tuple(self.open[iid][f] for f in HISTORY_FIELDS) for iid in sorted(self.open)]
+
+
+def fold_member_map(rows):
+    """rows: Spark Rows of group_metadata / static_member_event records, sorted by (group, partition,
+    offset). Yields member_map_history tuples (HISTORY_FIELDS)."""
+    cur: _GroupFold | None = None
+    for r in rows:
+        if cur is None or cur.group != r.group or cur.partition != r.partition:
+            if cur is not None:
+                yield from cur.finish()
+            cur = _GroupFold(r.group, r.partition)
+        if r.type == "static_member_event":
+            cur.event(r)
+        else:
+            yield from cur.snapshot(r)
+    if cur is not None:
+        yield from cur.finish()

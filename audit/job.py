@@ -1,0 +1,327 @@
+"""The audit pipeline (driver side): segment files -> Spark -> Parquet tables, report, summary.
+
+See docs/audit.md for the tables, the rules behind every column and the anomaly thresholds.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from . import read
+from .fold import HISTORY_FIELDS, fold_member_map
+
+TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors")
+EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
+
+S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
+MEMBER = T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S),
+                       T.StructField("client_id", S), T.StructField("client_host", S)])
+RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
+    ("partition", I), ("offset", L), ("timestamp", L), ("type", S), ("group", S), ("tombstone", B),
+    # static-member events
+    ("instance_id", S), ("cause", S), ("old_member_id", S), ("new_member_id", S), ("event_generation", I),
+    ("event_time", L), ("client_id", S), ("client_host", S),
+    # group metadata
+    ("generation", I), ("protocol_type", S), ("protocol", S), ("leader", S), ("state_timestamp", L),
+    ("members", T.ArrayType(MEMBER)),
+    # offset commits
+    ("topic", S), ("topic_partition", I), ("committed_offset", L), ("commit_time", L), ("metadata", S),
+)])
+ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
+                             T.StructField("position", L), T.StructField("offset", L),
+                             T.StructField("kind", S), T.StructField("reason", S)])
+HISTORY_SCHEMA = T.StructType([T.StructField(n, {
+    "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
+    "from_generation": I, "to_generation": I}.get(n, L)) for n in HISTORY_FIELDS])
+ANOMALY_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
+    ("kind", S), ("group", S), ("instance_id", S), ("count", L), ("first_time", L), ("last_time", L),
+    ("detail", S))])
+
+
+@dataclass
+class Options:
+    data_dir: str
+    out: str
+    master: str = "local[*]"
+    group: str | None = None
+    since: int | None = None          # ms since the epoch; keeps rows whose time is >= since
+    until: int | None = None          # ms since the epoch; keeps rows whose time is < until
+    storm_k: int = 5                  # more than K rebalances ...
+    storm_window_ms: int = 60_000     # ... within this window is a storm
+    expiry_n: int = 2                 # an instance expiring at least N times
+    churn_n: int = 4                  # an instance with at least N distinct member ids
+    report: bool = True
+
+
+_T0 = time.monotonic()
+
+
+def progress(msg: str) -> None:
+    print(f"audit: [{time.monotonic() - _T0:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------- Spark set-up
+def package_zip(dest_dir: str) -> str:
+    """The installed `tenure` package (every subpackage, wherever package-dir maps it) as one zip, for
+    executors of a remote master (spark.submit.pyFiles / SparkContext.addPyFile)."""
+    import importlib
+    names = ["tenure", "tenure.protocol", "tenure.protocol.schemas", "tenure.broker", "tenure.storage",
+             "tenure.coordinator", "tenure.audit"]
+    path = os.path.join(dest_dir, "tenure.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in names:
+            pkg = importlib.import_module(name)
+            src = Path(list(pkg.__path__)[0])
+            for f in sorted(src.iterdir()):
+                if f.is_file() and f.suffix in (".py", ".json"):
+                    z.write(f, "/".join(name.split(".")) + "/" + f.name)
+    return path
+
+
+def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession:
+    b = (SparkSession.builder.master(master).appName(app)
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "4")
+         .config("spark.default.parallelism", "4")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.ui.showConsoleProgress", "false")    # progress: our own lines on stderr
+         .config("spark.log.level", "WARN"))
+    if master.startswith("local"):
+        # loopback only; the workers run this interpreter, where tenure and its dependencies are installed
+        b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.pyspark.python", sys.executable))
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = b.getOrCreate()
+    if not master.startswith("local"):
+        spark.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="tenure-audit-")))
+    return spark
+
+
+# ---------------------------------------------------------------------------------------- pipeline
+def load(spark: SparkSession, opts: Options) -> tuple[DataFrame, DataFrame, int]:
+    """(records, errors, number of segment files): the executors read and decode every segment."""
+    units = read.list_units(opts.data_dir)
+    progress(f"{len(units)} segment file(s) of {read.OFFSETS_TOPIC} under {opts.data_dir}")
+    sc = spark.sparkContext
+    if not units:
+        return (spark.createDataFrame([], RECORD_SCHEMA), spark.createDataFrame([], ERROR_SCHEMA), 0)
+    raw = sc.parallelize(units, len(units)).flatMap(read.read_unit).cache()
+    records = spark.createDataFrame(raw.filter(lambda t: t[0] == "R").map(lambda t: t[1]), RECORD_SCHEMA)
+    errors = spark.createDataFrame(raw.filter(lambda t: t[0] == "E").map(lambda t: t[1]), ERROR_SCHEMA)
+    if opts.group is not None:
+        records = records.filter(F.col("group") == opts.group)
+    return records, errors, len(units)
+
+
+def static_events(records: DataFrame) -> DataFrame:
+    return (records.filter(F.col("type") == "static_member_event")
+            .select("group", "instance_id", "cause", "old_member_id", "new_member_id",
+                    F.col("event_generation").alias("generation"), "event_time", "client_id", "client_host",
+                    "tombstone", F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
+                    F.col("timestamp").alias("log_time")))
+
+
+def offsets_history(records: DataFrame) -> DataFrame:
+    return (records.filter(F.col("type") == "offset_commit")
+            .select("group", "topic", F.col("topic_partition").alias("partition"),
+                    F.col("committed_offset").alias("offset"), "commit_time", "metadata",
+                    F.col("tombstone").alias("deleted"), F.col("partition").alias("log_partition"),
+                    F.col("offset").alias("log_offset"), F.col("timestamp").alias("log_time")))
+
+
+def member_map_history(spark: SparkSession, records: DataFrame) -> DataFrame:
+    rows = (records.filter(F.col("type").isin("group_metadata", "static_member_event"))
+            .repartition("group").sortWithinPartitions("group", "partition", "offset"))
+    return spark.createDataFrame(rows.rdd.mapPartitions(fold_member_map), HISTORY_SCHEMA)
+
+
+def generations(records: DataFrame, events: DataFrame) -> DataFrame:
+    """One row per new generation (a GroupMetadata record whose generation differs from the group's
+    previous one) and one per group deletion (tombstone); the trigger is inferred from the static
+    events since the group's previous GroupMetadata record."""
+    gm = records.filter(F.col("type") == "group_metadata")
+    w = Window.partitionBy("group", "partition").orderBy("offset")
+    gm = (gm.withColumn("prev_offset", F.lag("offset").over(w))
+          .withColumn("prev_generation", F.lag("generation").over(w))
+          .withColumn("prev_tombstone", F.lag("tombstone").over(w))
+          .withColumn("prev_members", F.lag("members").over(w)))
+    new = gm.filter(F.col("tombstone") | F.col("prev_offset").isNull() | F.col("prev_tombstone")
+                    | (F.col("generation") != F.col("prev_generation")))
+    ev = (events.filter(~F.col("tombstone") & (F.col("cause") != "fenced"))
+          .select(F.col("group").alias("e_group"), F.col("log_partition").alias("e_part"),
+                  F.col("log_offset").alias("e_offset"), F.col("cause").alias("e_cause")))
+    joined = new.join(ev, (new["group"] == ev["e_group"]) & (new["partition"] == ev["e_part"])
+                      & (ev["e_offset"] < new["offset"])
+                      & (new["prev_offset"].isNull() | (ev["e_offset"] > new["prev_offset"])), "left")
+    agg = (joined.groupBy("group", "partition", "offset")
+           .agg(F.array_sort(F.collect_set("e_cause")).alias("causes")))
+    member_ids = F.transform(F.col("members"), lambda m: m["member_id"])
+    prev_ids = F.transform(F.col("prev_members"), lambda m: m["member_id"])
+    trigger = (F.when(F.col("tombstone"), F.lit("group_deleted"))
+               .when(F.array_contains("causes", "forced_rebalance"), F.lit("forced_rebalance"))
+               .when(F.size("causes") > 0, F.array_join("causes", "+"))
+               .when(F.col("prev_offset").isNull() | F.col("prev_tombstone"), F.lit("initial"))
+               .when(F.array_sort(member_ids) != F.array_sort(prev_ids), F.lit("dynamic_membership"))
+               .otherwise(F.lit("unknown")))
+    return (new.join(agg, ["group", "partition", "offset"])
+            .select("group", "generation", F.col("timestamp").alias("time"), "protocol_type", "protocol",
+                    "leader", F.size(F.coalesce("members", F.array())).alias("member_count"),
+                    F.transform(F.coalesce("members", F.array()),
+                                lambda m: F.struct(m["member_id"].alias("member_id"),
+                                                   m["instance_id"].alias("instance_id"))).alias("members"),
+                    trigger.alias("trigger"), F.col("partition").alias("log_partition"),
+                    F.col("offset").alias("log_offset"), "state_timestamp"))
+
+
+def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, records: DataFrame, errors: DataFrame,
+              opts: Options) -> DataFrame:
+    cols = [f.name for f in ANOMALY_SCHEMA.fields]
+    # two member ids mapped to one instance at once, in one GroupMetadata snapshot
+    snap = (records.filter((F.col("type") == "group_metadata") & ~F.col("tombstone"))
+            .select("group", "offset", "timestamp", F.explode("members").alias("m"))
+            .filter(F.col("m.instance_id").isNotNull())
+            .groupBy("group", "offset", "timestamp", F.col("m.instance_id").alias("instance_id"))
+            .agg(F.collect_set("m.member_id").alias("ids")).filter(F.size("ids") > 1)
+            .groupBy("group", "instance_id")
+            .agg(F.count("*").alias("count"), F.min("timestamp").alias("first_time"),
+                 F.max("timestamp").alias("last_time"), F.first(F.array_join(F.array_sort("ids"), ",")).alias("ids"))
+            .select(F.lit("concurrent_member_ids").alias("kind"), "group", "instance_id", "count", "first_time",
+                    "last_time", F.concat(F.lit("member ids live at once in one snapshot: "), "ids").alias("detail")))
+    live = events.filter(~F.col("tombstone"))
+    fenced = (live.filter(F.col("cause") == "fenced").groupBy("group", "instance_id")
+              .agg(F.count("*").alias("count"), F.min("event_time").alias("first_time"),
+                   F.max("event_time").alias("last_time"),
+                   F.array_join(F.array_sort(F.collect_set("old_member_id")), ",").alias("ids"))
+              .select(F.lit("fenced_duplicate_instance").alias("kind"), "group", "instance_id", "count",
+                      "first_time", "last_time",
+                      F.concat(F.lit("requests fenced (FENCED_INSTANCE_ID) from member ids: "), "ids")
+                      .alias("detail")))
+    expiring = (live.filter(F.col("cause").isin(*EXPIRY_CAUSES)).groupBy("group", "instance_id")
+                .agg(F.count("*").alias("count"), F.min("event_time").alias("first_time"),
+                     F.max("event_time").alias("last_time"))
+                .filter(F.col("count") >= opts.expiry_n)
+                .select(F.lit("repeated_expiry").alias("kind"), "group", "instance_id", "count", "first_time",
+                        "last_time", F.lit(f"expired at least {opts.expiry_n} times").alias("detail")))
+    churn = (history.groupBy("group", "instance_id")
+             .agg(F.countDistinct("member_id").alias("count"), F.min("valid_from_time").alias("first_time"),
+                  F.max("valid_from_time").alias("last_time"))
+             .filter(F.col("count") >= opts.churn_n)
+             .select(F.lit("instance_churn").alias("kind"), "group", "instance_id", "count", "first_time",
+                     "last_time", F.lit(f"at least {opts.churn_n} member ids").alias("detail")))
+    w = (Window.partitionBy("group").orderBy("time").rangeBetween(-opts.storm_window_ms, 0))
+    storms = (gens.filter(F.col("generation").isNotNull()).withColumn("n", F.count("*").over(w))
+              .filter(F.col("n") > opts.storm_k).groupBy("group")
+              .agg(F.max("n").alias("count"), F.min("time").alias("first_time"), F.max("time").alias("last_time"))
+              .select(F.lit("rebalance_storm").alias("kind"), "group", F.lit(None).cast(S).alias("instance_id"),
+                      "count", "first_time", "last_time",
+                      F.lit(f"more than {opts.storm_k} rebalances within {opts.storm_window_ms} ms")
+                      .alias("detail")))
+    damage = (errors.filter(F.col("kind") != read.TORN_TAIL)
+              .select(F.lit("log_damage").alias("kind"), F.lit(None).cast(S).alias("group"),
+                      F.lit(None).cast(S).alias("instance_id"), F.lit(1).cast(L).alias("count"),
+                      F.lit(None).cast(L).alias("first_time"), F.lit(None).cast(L).alias("last_time"),
+                      F.concat_ws(" ", "kind", "file", F.lit("at byte"), "position", F.lit(":"), "reason")
+                      .alias("detail")))
+    out = snap.select(*cols)
+    for df in (fenced, expiring, churn, storms, damage):
+        out = out.unionByName(df.select(*cols))
+    return out
+
+
+def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFrame:
+    if opts.since is not None:
+        df = df.filter(F.col(end).isNull() | (F.col(end) >= opts.since)) if end else df.filter(F.col(start) >= opts.since)
+    if opts.until is not None:
+        df = df.filter(F.col(start) < opts.until)
+    return df
+
+
+def build(spark: SparkSession, opts: Options) -> tuple[dict[str, DataFrame], int]:
+    records, errors, files = load(spark, opts)
+    progress("reading and decoding the segments on the executors")
+    records, errors = records.cache(), errors.cache()
+    n = records.count()          # one pass over the files; everything after works on the cached rows
+    progress(f"{n} record(s) decoded, {errors.count()} error row(s)")
+    events = static_events(records)
+    history = member_map_history(spark, records).cache()
+    gens = generations(records, events).cache()
+    tables = {
+        "member_map_history": _window(history, "valid_from_time", "valid_to_time", opts),
+        "generations": _window(gens, "time", None, opts),
+        "static_events": _window(events, "log_time", None, opts),
+        "offsets_history": _window(offsets_history(records), "log_time", None, opts),
+        "anomalies": anomalies(history, gens, events, records, errors, opts),
+        "errors": errors,
+    }
+    return tables, files
+
+
+def summarize(tables: dict[str, DataFrame]) -> dict:
+    h = tables["member_map_history"]
+    by_cause = {}
+    for r in (h.select(F.col("start_cause").alias("c")).unionByName(
+            h.filter(F.col("end_cause").isNotNull()).select(F.col("end_cause").alias("c")))
+              .groupBy("c").count().collect()):
+        by_cause[r["c"]] = r["count"]
+    errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
+    return {
+        "groups": h.select("group").union(tables["generations"].select("group")).distinct().count(),
+        "instances": h.select("group", "instance_id").distinct().count(),
+        "member_ids": h.count(),
+        "changes_by_cause": dict(sorted(by_cause.items())),
+        "generations": tables["generations"].filter(F.col("generation").isNotNull()).count(),
+        "static_events": tables["static_events"].count(),
+        "offset_commits": tables["offsets_history"].count(),
+        "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
+        "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),
+        "errors_by_kind": errs,
+    }
+
+
+def summary_table(s: dict) -> str:
+    rows = [("groups", s["groups"]), ("instances", s["instances"]), ("member ids (intervals)", s["member_ids"])]
+    rows += [(f"  start/end by {c}", n) for c, n in s["changes_by_cause"].items()]
+    rows += [("generations", s["generations"]), ("static events", s["static_events"]),
+             ("offset commits", s["offset_commits"]), ("anomalies", sum(s["anomalies"].values()))]
+    rows += [(f"  {k}", n) for k, n in sorted(s["anomalies"].items())]
+    rows += [("errors", s["errors"])]
+    rows += [(f"  {k}", n) for k, n in sorted(s["errors_by_kind"].items())]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v:>8}" for k, v in rows)
+
+
+def run(opts: Options, spark: SparkSession | None = None) -> tuple[int, dict]:
+    """Run the audit; returns (exit code, summary). Exit 1 if any batch or record could not be read
+    (damage; a torn tail of a newest segment is not damage), else 0."""
+    t0 = time.monotonic()
+    own = spark is None
+    if own:
+        progress(f"starting Spark ({opts.master})")
+        spark = session(opts.master)
+    try:
+        tables, _ = build(spark, opts)
+        out = Path(opts.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in TABLES:
+            progress(f"writing {name}")
+            tables[name].write.mode("overwrite").parquet(str(out / name))
+        s = summarize(tables)
+        if opts.report:
+            from .report import write_report
+            progress("rendering report.html")
+            write_report(tables, s, out)
+        print(summary_table(s))
+        progress(f"done in {time.monotonic() - t0:.1f} s; tables and report in {out}")
+        return (1 if s["errors"] else 0), s
+    finally:
+        if own:
+            spark.stop()
