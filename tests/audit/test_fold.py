@@ -168,3 +168,22 @@ def test_a_torn_tail_of_the_newest_segment_is_not_damage(spark, tmp_path):
     code, summary = job.run(job.Options(str(tmp_path), str(tmp_path / "out"), report=False), spark=spark)
     assert code == 0 and summary["errors"] == 0
     assert summary["errors_by_kind"] == {"torn_tail": 1}
+
+
+def test_group_and_time_filters(spark, tmp_path):
+    logs = write_log(tmp_path, random_history(1))
+    expected = replayed_state(logs)
+    for plog in logs:
+        plog.close()
+    gid = sorted(expected)[0]
+    tables, _ = job.build(spark, job.Options(str(tmp_path), str(tmp_path / "out"), group=gid))
+    assert folded_state(tables) == {gid: expected[gid]}          # one group's records fold on their own
+    assert {r["group"] for r in tables["static_events"].select("group").distinct().collect()} == {gid}
+    all_gens = sorted(r["time"] for r in tables["generations"].collect())
+    since, until = all_gens[len(all_gens) // 3], all_gens[2 * len(all_gens) // 3]
+    tables, _ = job.build(spark, job.Options(str(tmp_path), str(tmp_path / "out"), group=gid, since=since,
+                                             until=until))
+    times = sorted(r["time"] for r in tables["generations"].collect())
+    assert times == [t for t in all_gens if since <= t < until]
+    for r in tables["member_map_history"].collect():
+        assert r["valid_from_time"] < until and (r["valid_to_time"] is None or r["valid_to_time"] >= since)
