@@ -300,8 +300,9 @@ class GroupCoordinator:
                                  assignment=assignment)
 
     # ================================================================== rebalance machinery
-    def _prepare_rebalance(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+    def _prepare_rebalance(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
         gid = g.group_id
+        res.rebalances.append((gid, cause))
         if g.state == COMPLETING_REBALANCE:                  # 13: parked syncs get 27, assignments reset
             for mid, p in self._syncs.pop(gid, {}).items():
                 res.respond(p.token, self._sync_resp(None, E.REBALANCE_IN_PROGRESS))
@@ -330,9 +331,9 @@ class GroupCoordinator:
                 and self._all_joined(g)):
             self._complete_join(res, g, now_ms)
 
-    def _rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+    def _rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
         if g.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
-            self._prepare_rebalance(res, g, now_ms)
+            self._prepare_rebalance(res, g, now_ms, cause)
         elif g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(res, g, now_ms)
 
@@ -491,7 +492,7 @@ class GroupCoordinator:
             res.set_timer(heartbeat_key(g.group_id, member.member_id),
                           deadline + self.config.new_member_join_timeout_ms)
             return
-        self._rebalance_or_complete(res, g, ctx.now_ms)
+        self._rebalance_or_complete(res, g, ctx.now_ms, "member_joined")
 
     def _join_known(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
         mid, v = req_member.member_id, ctx.api_version
@@ -520,11 +521,12 @@ class GroupCoordinator:
                 res.respond(ctx.token, self._join_ok(g, mid, v))
             else:
                 update_and_park()
-                self._prepare_rebalance(res, g, ctx.now_ms)
+                self._prepare_rebalance(res, g, ctx.now_ms, "member_metadata_changed")
         elif g.state == STABLE:                                            # 23, 24
             if mid == g.leader_id or not same:
                 update_and_park()
-                self._prepare_rebalance(res, g, ctx.now_ms)
+                self._prepare_rebalance(res, g, ctx.now_ms,
+                                        "member_metadata_changed" if not same else "leader_rejoined")
             else:
                 res.respond(ctx.token, self._join_ok(g, mid, v, with_members=False))
 
@@ -566,10 +568,10 @@ class GroupCoordinator:
                                                          with_members=False))
             else:                                                          # 31
                 self._park_join(res, g, new_id, ctx)
-                self._prepare_rebalance(res, g, ctx.now_ms)
+                self._prepare_rebalance(res, g, ctx.now_ms, "static_member_protocol_changed")
         elif g.state == COMPLETING_REBALANCE:                              # 32
             self._park_join(res, g, new_id, ctx)
-            self._prepare_rebalance(res, g, ctx.now_ms)
+            self._prepare_rebalance(res, g, ctx.now_ms, "static_member_replaced_during_rebalance")
         else:                                                              # 33
             self._park_join(res, g, new_id, ctx)
             self._maybe_complete_join(res, g, ctx.now_ms)
@@ -611,7 +613,7 @@ class GroupCoordinator:
             self._commit(g)
             return res
         self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.EXPIRED, now_ms)
-        self._rebalance_or_complete(res, g, now_ms)
+        self._rebalance_or_complete(res, g, now_ms, "session_expired")
         self._commit(g)
         return res
 
@@ -633,7 +635,7 @@ class GroupCoordinator:
             return res
         for mid in sorted(g.offline_since):              # ONE rebalance removes all offline now
             self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.REGISTRATION_EXPIRED, now_ms)
-        self._rebalance_or_complete(res, g, now_ms)
+        self._rebalance_or_complete(res, g, now_ms, "registration_expired")
         self._commit(g)
         return res
 
@@ -644,7 +646,7 @@ class GroupCoordinator:
         if live is None or live.state != STABLE:
             return res
         g = live.copy()
-        self._prepare_rebalance(res, g, now_ms)
+        self._prepare_rebalance(res, g, now_ms, "expansion_timeout")
         self._commit(g)
         return res
 
@@ -667,7 +669,7 @@ class GroupCoordinator:
         for m in g.members.values():                     # one event per (static) member, map unchanged
             self._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
                                now_ms, m.client_id, m.client_host)
-        self._prepare_rebalance(res, g, now_ms)
+        self._prepare_rebalance(res, g, now_ms, "forced")
         self._commit(g)
         return res
 
@@ -691,7 +693,7 @@ class GroupCoordinator:
         g = live.copy()
         for mid in sorted(g.pending_sync):
             self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.SYNC_EXPIRED, now_ms)
-        self._prepare_rebalance(res, g, now_ms)
+        self._prepare_rebalance(res, g, now_ms, "sync_timeout")
         self._commit(g)
         return res
 
@@ -803,7 +805,7 @@ class GroupCoordinator:
             return answer(E.COORDINATOR_NOT_AVAILABLE, [])
         g = live.copy()
         per = []
-        changed = False
+        changed: str | bool = False          # the cause of the rebalance the batch starts, once it changes anything
         for mid, iid in identities:                                        # 42
             target = None
             if not mid:
@@ -812,7 +814,7 @@ class GroupCoordinator:
             elif mid in g.pending_members:
                 g.pending_members.discard(mid)
                 res.cancel_timer(pending_key(gid, mid))
-                code, changed = E.NONE, True
+                code, changed = E.NONE, changed or "member_left"
             else:
                 code = self._validate_member(g, mid, iid)
                 if code == E.FENCED_INSTANCE_ID:
@@ -823,15 +825,23 @@ class GroupCoordinator:
                 # a member leaving by itself names its own member id
                 self._remove_member(res, g, target, E.UNKNOWN_MEMBER_ID, rec.LEFT if mid else rec.REMOVED,
                                     ctx.now_ms, ctx)
-                changed = True
+                changed = changed or ("member_left" if mid else "member_removed")
             per.append((mid, iid, code))
         if changed:                                                        # 43: one decision per batch
             if g.state != EMPTY:                 # an Empty group (a pending id left) needs no rebalance
-                self._rebalance_or_complete(res, g, ctx.now_ms)
+                self._rebalance_or_complete(res, g, ctx.now_ms, changed)
             self._commit(g)
         return answer(0, per)
 
     # ================================================================== offsets (46-51)
+    # OffsetCommit v0-9 and OffsetFetch v0-9 share ONE offset store (the OffsetCommit records). Kafka
+    # before KIP-896 (4.0 dropped both v0s and OffsetCommit v1) kept v0 commits in ZooKeeper and served
+    # v0 fetches from there, a store separate from __consumer_offsets; a single store is right here: there
+    # is no ZooKeeper, and a group's offsets must not depend on the version that committed them.
+    # v0 carries no generation, member id or instance id: it is a commit with generation -1 and member
+    # "" (46-48: accepted for an unknown or Empty group, 25 on a group with members). v1 adds a
+    # per-partition commit timestamp: -1 means now, anything else is stored as given (Kafka's
+    # OffsetAndMetadata.fromRequest). The leader epoch exists from v6, -1 before.
     def offset_commit(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v, gid = ctx.api_version, req.group_id
@@ -870,9 +880,9 @@ class GroupCoordinator:
                 if not pcode and len(meta.encode()) > self.config.offset_metadata_max_bytes:
                     pcode = E.OFFSET_METADATA_TOO_LARGE                    # 50
                 if not pcode:
+                    stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
                     self._emit(res, OffsetCommitRecord(gid, t.name, p.partition_index, p.committed_offset,
-                                                       p.committed_leader_epoch if v >= 6 else -1, meta,
-                                                       ctx.now_ms))
+                                                       p.committed_leader_epoch if v >= 6 else -1, meta, stamp))
                 parts.append(P(partition_index=p.partition_index, error_code=pcode))
             topics.append(T(name=t.name, partitions=parts))
         if not code and live is None:                                      # 46: a simple group

@@ -170,6 +170,8 @@ class Result:
     responses: list[tuple[int, object]] = field(default_factory=list)
     records: list = field(default_factory=list)
     timers: list[TimerOp] = field(default_factory=list)
+    # (group id, cause) of each rebalance this input started: for metrics and inspection, not state
+    rebalances: list[tuple[str, str]] = field(default_factory=list)
 
     def respond(self, token: int, body: object) -> None:
         self.responses.append((token, body))
@@ -184,3 +186,4 @@ class Result:
         self.responses += other.responses
         self.records += other.records
         self.timers += other.timers
+        self.rebalances += other.rebalances

@@ -77,8 +77,8 @@ _TABLE = [
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
     # the classic group coordinator
-    _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
-    _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9),
+    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9),
     _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
     _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
     _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),

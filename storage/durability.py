@@ -13,7 +13,8 @@ A failed fsync is fatal: the caller stops serving rather than acknowledge a writ
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable
+import time
+from typing import Callable, Iterable
 
 POLICIES = ("always", "batch", "never")
 
@@ -28,6 +29,17 @@ class Durability:
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.fsyncs = 0
+        self.observe: Callable[[float], None] | None = None   # called with each fsync's seconds (metrics)
+
+    def _timed(self, calls) -> Callable[[], None]:
+        """The fsync calls as one function for a worker thread, reporting its duration."""
+        def run():
+            t0 = time.perf_counter()
+            for c in calls:
+                c()
+            if self.observe is not None:
+                self.observe(time.perf_counter() - t0)
+        return run
 
     @property
     def needed(self) -> bool:
@@ -41,7 +53,7 @@ class Durability:
         if self.policy == "always":
             async with self._lock:           # serialized: an empty claim means the last fsync covered us
                 for lg in logs:
-                    await loop.run_in_executor(None, lg.take_sync())
+                    await loop.run_in_executor(None, self._timed([lg.take_sync()]))
                     self.fsyncs += 1
             return
         fut = loop.create_future()
@@ -58,7 +70,7 @@ class Durability:
             waiters, self._waiters = self._waiters, []
             try:
                 calls = [lg.take_sync() for lg in logs]
-                await loop.run_in_executor(None, lambda: [c() for c in calls])
+                await loop.run_in_executor(None, self._timed(calls))
                 self.fsyncs += 1
             except BaseException as exc:
                 for w in waiters:

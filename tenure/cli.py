@@ -12,7 +12,7 @@ from tenure.storage.segments import CorruptLogError
 
 from . import admin, logtool
 from .config import ServerConfig
-from .server import Server
+from .server import Server, reopen
 
 log = logging.getLogger("tenure")
 
@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="serve the HTTP admin endpoint (JSON: /groups, /groups/G, "
                         "POST /groups/G/force-rebalance) on --host at this port; 0 picks one (default off)")
     s.add_argument("--log-level", default="INFO")
+    s.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="stderr log lines as text (default) or as one JSON object per line (time, level, "
+                        "logger, message and any extra fields)")
     sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
     logtool.add_parser(sub)
     admin.add_parser(sub)
@@ -162,13 +165,22 @@ async def _serve(config: ServerConfig) -> int:
     except BaseException:
         await server.close()
         raise
-    stop = server.stop_requested
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     print(f"tenure listening on {server.bootstrap}", flush=True)
     log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
-    await stop.wait()
+    while True:                              # until a signal or a fatal storage error; restarts on request
+        waits = {asyncio.ensure_future(e.wait()): e
+                 for e in (stop, server.stop_requested, server.restart_requested)}
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for t in pending:
+            t.cancel()
+        if stop.is_set() or server.stop_requested.is_set():
+            break
+        log.info("restart requested through the admin endpoint")
+        server = await reopen(server)
     log.info("shutting down")
     await server.close()
     if server.fatal_error is not None:
@@ -177,15 +189,29 @@ async def _serve(config: ServerConfig) -> int:
     return 0
 
 
+def _configure_logging(level: int, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        from pythonjsonlogger.json import JsonFormatter
+        handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s",
+                                           rename_fields={"asctime": "time", "levelname": "level",
+                                                          "name": "logger"}))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(handler)
+        root.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = getattr(args, "log_level", "INFO")
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, str(level).upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(getattr(logging, str(level).upper(), logging.INFO), getattr(args, "log_format", "text"))
     if args.command == "apis":
         sys.stdout.write(api_table_markdown())
         return 0
-    if args.command == "groups":
+    if args.command in ("groups", "fault"):
         return admin.run(args)
     if args.command == "log":
         return logtool.run(args)

@@ -26,6 +26,8 @@ from tenure.protocol.codec import Request
 from tenure.storage import parse_batches
 from tenure.storage.durability import Durability
 
+from .metrics import Metrics
+
 log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -69,26 +71,36 @@ def java_string_hash(s: str) -> int:
 
 
 def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's rule: Utils.abs(groupId.hashCode) % offsets.topic.num.partitions."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+    """Kafka's rule: Utils.abs(groupId.hashCode) % offsets.topic.num.partitions, where Utils.abs maps
+    Integer.MIN_VALUE to 0 and is Math.abs otherwise (not a mask of the sign bit)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class CoordinatorRuntime:
     def __init__(self, coordinator: GroupCoordinator, offsets_topic: Topic, broker: Broker,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  durability: Durability | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
+                 on_fatal: Callable[[BaseException], None] | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.coordinator = coordinator
         self.offsets_topic = offsets_topic
         self.broker = broker
-        self.clock_ms = clock_ms
+        self._wall_ms = clock_ms
+        self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
+        self.metrics = metrics or Metrics()
         self.durability = durability or Durability("never")
         self.on_fatal = on_fatal
         self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._deadlines: dict[str, int] = {}     # timer key -> deadline (coordinator time, ms)
         self._syncing: set[asyncio.Task] = set()
+
+    def clock_ms(self) -> int:
+        """The coordinator's time: the wall clock plus whatever `advance_clock` added."""
+        return self._wall_ms() + self.clock_offset_ms
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> LoadReport:
@@ -163,15 +175,59 @@ class CoordinatorRuntime:
             task.add_done_callback(self._syncing.discard)
         else:
             self._release(result.responses)
-        loop = asyncio.get_running_loop()
         now = self.clock_ms()
+        for gid, cause in result.rebalances:
+            self.metrics.rebalance(gid, cause, now)
+        for r in result.records:
+            if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
+                self.metrics.static_event(r.group_id, r.cause)
         for op in result.timers:
-            old = self._timers.pop(op.key, None)
-            if old is not None:
-                old.cancel()
-            if op.deadline_ms is not None:
-                delay = max(op.deadline_ms - now, 0) / 1000.0
-                self._timers[op.key] = loop.call_later(delay, self._fire, op.key)
+            self._arm(op.key, op.deadline_ms, now)
+
+    def _arm(self, key: str, deadline_ms: int | None, now: int) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._deadlines.pop(key, None)
+        if deadline_ms is not None:
+            delay = max(deadline_ms - now, 0) / 1000.0
+            self._timers[key] = asyncio.get_running_loop().call_later(delay, self._fire, key)
+            self._deadlines[key] = deadline_ms
+
+    # ------------------------------------------------------------------ test controls (on the loop)
+    def fire_now(self, key: str) -> bool:
+        """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
+        if key not in self._timers:
+            return False
+        self._arm(key, None, self.clock_ms())
+        self._fire(key)
+        return True
+
+    def advance_clock(self, ms: int) -> list[str]:
+        """Move the coordinator's clock `ms` ahead: every timer due by then fires now, in deadline order
+        (timers they arm that are due fire too), the rest are re-armed for their remaining time.
+        Returns the keys fired."""
+        if ms < 0:
+            raise ValueError("the clock only moves forward")
+        self.clock_offset_ms += ms
+        fired = []
+        for _ in range(100000):                 # bounded: a timer re-arming itself in the past
+            now = self.clock_ms()
+            due = sorted((d, k) for k, d in self._deadlines.items() if d <= now)
+            if not due:
+                break
+            _, key = due[0]
+            self._arm(key, None, now)
+            self._fire(key)
+            fired.append(key)
+        now = self.clock_ms()
+        for key, deadline in list(self._deadlines.items()):
+            self._arm(key, deadline, now)
+        return fired
+
+    def timers(self) -> dict[str, int]:
+        """Armed timer keys -> deadline (coordinator time, ms)."""
+        return dict(self._deadlines)
 
     def _release(self, responses) -> None:
         for token, body in responses:
@@ -197,6 +253,7 @@ class CoordinatorRuntime:
 
     def _fire(self, key: str) -> None:
         self._timers.pop(key, None)
+        self._deadlines.pop(key, None)
         try:
             self.apply(self.coordinator.on_timer(key, self.clock_ms()))
         except Exception:
@@ -229,3 +286,4 @@ class CoordinatorRuntime:
         for h in self._timers.values():
             h.cancel()
         self._timers.clear()
+        self._deadlines.clear()

@@ -5,9 +5,14 @@ response, in order" - that lives in protocol/, broker/ and coordinator/.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import itertools
 import logging
+import shutil
 import threading
+import time
+from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
@@ -15,7 +20,8 @@ from tenure.coordinator.classic import GroupCoordinator
 from tenure.protocol.codec import (
     UnsupportedApiVersions, decode_request, encode_response, encode_unsupported_api_versions,
 )
-from tenure.protocol.errors import ClientProtocolError
+from tenure.protocol.error_responses import error_response
+from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
@@ -23,17 +29,40 @@ from tenure.storage.durability import Durability
 from tenure.storage.segments import LogConfig, SegmentLog
 
 from .config import ServerConfig
+from .faults import Faults, error_name
+from .metrics import Metrics
 from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+from .views import GroupView, group_view, groups_view
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024
 
 
+def response_error(body, depth: int = 3) -> int:
+    """The first non-zero error code in a response body (top level first, then its arrays), or 0."""
+    code = getattr(body, "error_code", 0) or 0
+    if code or depth == 0:
+        return code
+    for name in getattr(body, "fields", {}):
+        value = getattr(body, name, None)
+        if isinstance(value, list):
+            for item in value:
+                if hasattr(item, "fields"):
+                    code = response_error(item, depth - 1)
+                    if code:
+                        return code
+    return 0
+
+
 class Server:
-    def __init__(self, config: ServerConfig = ServerConfig()) -> None:
+    def __init__(self, config: ServerConfig = ServerConfig(), *, faults: Faults | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.config = config
         self.node = Node(config.advertised_host or config.host, config.port)
+        self.faults = faults or Faults()          # request-level fault injection (tenure/faults.py)
+        self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/metrics.py)
         self.durability = Durability(config.fsync if config.data_dir else "never")
+        self.durability.observe = self.metrics.fsync_seconds.observe
         self.data: DataDir | None = None
         self._cleaner_task: asyncio.Task | None = None   # the log cleaner (see "log cleaner" below)
         self._cleaner_lock = asyncio.Lock()
@@ -73,9 +102,10 @@ class Server:
                         config.offsets_partitions)
         self.coordinator = GroupCoordinator(config.coordinator_config())
         self.stop_requested = asyncio.Event()
+        self.restart_requested = asyncio.Event()  # the admin endpoint's POST /restart (see reopen())
         self.fatal_error: BaseException | None = None
         self.runtime = CoordinatorRuntime(self.coordinator, offsets, self.broker, durability=self.durability,
-                                          on_fatal=self._fatal)
+                                          on_fatal=self._fatal, metrics=self.metrics)
         self.load_report = self.runtime.load()
         if self.data is not None:
             r = self.load_report
@@ -112,6 +142,8 @@ class Server:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn_id = next(self._ids)
         self._conns[conn_id] = asyncio.current_task()
+        self.metrics.connections_open += 1
+        self.metrics.connections_total += 1
         peer = writer.get_extra_info("peername")
         client_host = "/" + (peer[0] if peer else "unknown")
         try:
@@ -123,6 +155,7 @@ class Server:
         except Exception:
             log.exception("connection %d from %s: internal error; closing it", conn_id, peer)
         finally:
+            self.metrics.connections_open -= 1
             self._conns.pop(conn_id, None)
             writer.close()
             try:
@@ -146,16 +179,45 @@ class Server:
                         writer.write(encode_unsupported_api_versions(req))
                         await writer.drain()
                         continue
-                    if req.api_key in GROUP_APIS:
+                    t0 = time.perf_counter()
+                    fault = self.faults.decide(req.api_key)
+                    if fault.rules:
+                        if not await self._inject(fault, req, conn_id, peer):
+                            return                         # an injected close
+                    if fault.error is not None:
+                        body = error_response(req, fault.error)
+                    elif req.api_key in GROUP_APIS:
                         body = await self.runtime.handle(req, client_host)
                     else:
                         body = await self.handlers[req.api_key](req)
                     if body is not None:
                         writer.write(encode_response(req, body))
                         await writer.drain()
+                    code = response_error(body) if body is not None else 0
+                    self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
             except ClientProtocolError as exc:
                 log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
+                reason = ("frame_too_large" if isinstance(exc, FrameTooLarge) else
+                          "unsupported_api" if isinstance(exc, UnsupportedApi) else "malformed_request")
+                self.metrics.closed_connections[reason] += 1
                 return
+
+    async def _inject(self, fault, req, conn_id: int, peer) -> bool:
+        """Apply an injected fault's delay; False if the connection is to be closed instead of answered."""
+        if fault.delay_ms:
+            self.metrics.faults[(req.name, "delay")] += 1
+            await asyncio.sleep(fault.delay_ms / 1000)
+        if fault.close:
+            self.metrics.faults[(req.name, "close")] += 1
+            self.metrics.closed_connections["injected_fault"] += 1
+            log.info("connection %d from %s: closing instead of answering %s v%d (injected fault)",
+                     conn_id, peer, req.name, req.api_version)
+            return False
+        if fault.error is not None:
+            self.metrics.faults[(req.name, "fail")] += 1
+            log.info("connection %d: answering %s v%d with %s (injected fault)", conn_id, req.name,
+                     req.api_version, error_name(fault.error))
+        return True
 
     # ------------------------------------------------------------------ log cleaner (storage/compaction.py)
     # With --data-dir, every cleaner_interval_ms one bounded pass (cleaner_pass_bytes of segment reads in
@@ -219,6 +281,36 @@ class Server:
                 return total
     # ------------------------------------------------------------------ end of log cleaner
 
+    # ------------------------------------------------------------------ inspection and test controls
+    # Call these on the server's loop (ServerThread does); they are what the admin endpoint serves.
+    def group(self, group_id: str) -> GroupView | None:
+        return group_view(self, group_id)
+
+    def groups(self) -> list[GroupView]:
+        return groups_view(self)
+
+    def expire_session(self, group_id: str, member: str) -> bool:
+        """Expire one member's session now, as if its heartbeats had stopped (`member`: member id or
+        group.instance.id). False if the group or member is unknown or it has no session timer running
+        (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
+        from tenure.coordinator.classic import heartbeat_key
+        g = self.coordinator.groups.get(group_id)
+        if g is None:
+            return False
+        mid = g.static_members.get(member, member)
+        if mid not in g.members:
+            return False
+        if not self.runtime.fire_now(heartbeat_key(group_id, mid)):
+            return False
+        after = self.coordinator.groups.get(group_id)
+        return after is None or mid not in after.members or mid in after.offline_since
+
+    def advance_clock(self, ms: int) -> list[str]:
+        """Move the coordinator's clock ahead by `ms`: session, rebalance, sync and KIP-345 timers due by
+        then fire now, in order. Returns the timer keys that fired. (The wall clock is untouched: the
+        offset stays for the server's life, and commit timestamps and the cleaner's lag use it too.)"""
+        return self.runtime.advance_clock(ms)
+
     def force_rebalance(self, group_id: str) -> None:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
         Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
@@ -260,30 +352,79 @@ class Server:
             self.data.close()
 
 
+async def reopen(server: Server, *, wipe: bool = False, metrics: Metrics | None = None) -> Server:
+    """Restart a server in place: close it (flushing its logs), then open a new one on the same ports,
+    data dir, fault rules and metrics - what a broker restart is to its clients (connections drop,
+    they reconnect). With a data dir everything acknowledged comes back from the log; without one the
+    new server starts empty. `wipe` empties the data dir in between (a fresh server at the same
+    address: the pytest plugin's per-test reset), `metrics` replaces the counters."""
+    config = dataclasses.replace(server.config, port=server.port or server.config.port,
+                                 admin_port=server.admin_port if server.config.admin_port is not None else None)
+    faults, metrics = server.faults, metrics or server.metrics
+    await server.close()
+    if server.fatal_error is not None:
+        raise RuntimeError(f"not restarting a server stopped by a storage failure: {server.fatal_error}")
+    if wipe and config.data_dir:
+        for child in list(Path(config.data_dir).iterdir()):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    new = Server(config, faults=faults, metrics=metrics)
+    try:
+        await new.start()
+    except BaseException:
+        await new.close()
+        raise
+    log.info("restarted on %s", new.bootstrap)
+    return new
+
+
 class ServerThread:
-    """An in-process server on its own event loop thread: for tests driving synchronous clients."""
+    """An in-process server on its own event loop thread: for tests driving synchronous clients.
+
+    Besides `bootstrap`, it offers the inspection and fault-injection surface of docs/testing.md, each
+    call run on the server's loop: `group(id)`, `groups()`, `rebalances(id)`, `no_rebalance(id)`,
+    `faults` (fail/close/delay rules), `expire_session`, `advance_clock`, `force_rebalance`, `restart`,
+    `metrics` and `metrics_text()`."""
 
     def __init__(self, config: ServerConfig | None = None) -> None:
         self.config = config or ServerConfig(port=0)
         self.loop = asyncio.new_event_loop()
         self.server: Server | None = None
+        self.faults = Faults()
+        self.metrics = Metrics()
         self._thread = threading.Thread(target=self._run, name="tenure-server", daemon=True)
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._watcher: asyncio.Task | None = None
+        self._restart_lock = asyncio.Lock()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         try:
-            self.server = Server(self.config)
+            self.server = Server(self.config, faults=self.faults, metrics=self.metrics)
             self.loop.run_until_complete(self.server.start())
         except BaseException as exc:  # reported to the starting thread
             self._error = exc
             self._ready.set()
             return
+        self._watcher = self.loop.create_task(self._watch_restarts())
         self._ready.set()
         self.loop.run_forever()
+        self._watcher.cancel()
+        self.loop.run_until_complete(asyncio.wait([self._watcher]))
         self.loop.run_until_complete(self.server.close())
         self.loop.close()
+
+    async def _watch_restarts(self) -> None:
+        """POST /restart on the admin endpoint asks the server for a restart; this performs it."""
+        while True:
+            await self.server.restart_requested.wait()
+            await self._restart()
+
+    async def _restart(self, wipe: bool = False) -> None:
+        async with self._restart_lock:
+            if wipe:
+                self.metrics = Metrics()
+            self.server = await reopen(self.server, wipe=wipe, metrics=self.metrics)
 
     def start(self) -> "ServerThread":
         self._thread.start()
@@ -302,15 +443,71 @@ class ServerThread:
         assert self.server is not None and self.server.port is not None
         return self.server.port
 
+    @property
+    def admin_port(self) -> int | None:
+        assert self.server is not None
+        return self.server.admin_port
+
     def call(self, fn, *args):
         """Run fn(*args) on the server's loop and return its result (for inspection in tests)."""
         async def run():
             return fn(*args)
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
 
+    # ------------------------------------------------------------------ inspection
+    def group(self, group_id: str) -> GroupView | None:
+        """The group as a frozen view (members, instance ids, assignments, generation, offsets,
+        rebalances), or None if the server does not know it."""
+        return self.call(lambda: self.server.group(group_id))
+
+    def groups(self) -> list[GroupView]:
+        return self.call(lambda: self.server.groups())
+
+    def rebalances(self, group_id: str) -> int:
+        """Rebalances the group started since this server (thread) started, restarts included."""
+        return self.call(self.metrics.rebalance_count, group_id)
+
+    @contextlib.contextmanager
+    def no_rebalance(self, *group_ids: str):
+        """`with server.no_rebalance("g"): ...` fails (AssertionError) if any of the groups started a
+        rebalance or changed generation inside the block."""
+        before = {g: (self.rebalances(g), getattr(self.group(g), "generation", None)) for g in group_ids}
+        yield
+        after = {g: (self.rebalances(g), getattr(self.group(g), "generation", None)) for g in group_ids}
+        changed = {g: (before[g], after[g]) for g in group_ids if before[g] != after[g]}
+        assert not changed, "rebalance(s) happened: " + ", ".join(
+            f"{g}: rebalances {b[0]} -> {a[0]}, generation {b[1]} -> {a[1]} "
+            f"(causes {self.call(self.metrics.rebalance_causes, g)})" for g, (b, a) in changed.items())
+
+    def metrics_text(self) -> str:
+        """The Prometheus exposition the admin endpoint serves at /metrics."""
+        from .metrics import render
+        return self.call(lambda: render(self.server)).decode()
+
+    # ------------------------------------------------------------------ fault injection and controls
+    def expire_session(self, group_id: str, member: str) -> bool:
+        """Expire a member's session now (member id or group.instance.id); see Server.expire_session."""
+        return self.call(self.server.expire_session, group_id, member)
+
+    def advance_clock(self, ms: int) -> list[str]:
+        """Move the coordinator's clock ahead by ms; due timers fire now (see Server.advance_clock)."""
+        return self.call(self.server.advance_clock, ms)
+
     def force_rebalance(self, group_id: str) -> None:
         assert self.server is not None
         self.call(self.server.force_rebalance, group_id)
+
+    def restart(self) -> "ServerThread":
+        """Close the server and start it again on the same port and data dir (see reopen())."""
+        asyncio.run_coroutine_threadsafe(self._restart(), self.loop).result(120)
+        return self
+
+    def reset(self) -> "ServerThread":
+        """As new, at the same address: fault rules and metrics cleared, the data dir (if any) emptied,
+        the server restarted - no groups, topics, offsets or clock offset left."""
+        self.faults.clear()
+        asyncio.run_coroutine_threadsafe(self._restart(wipe=True), self.loop).result(120)
+        return self
 
     def compact_now(self) -> CleanStats:
         """Server.compact_now on the server's loop (log cleaner; for tests)."""

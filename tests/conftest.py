@@ -1,14 +1,8 @@
 import pytest
 
-from tenure.config import ServerConfig
-from tenure.server import ServerThread
-
-
-@pytest.fixture
-def tenure_server():
-    """A fresh in-process server on 127.0.0.1:0, on its own event-loop thread."""
-    with ServerThread(ServerConfig(port=0)) as s:
-        yield s
+# `tenure_server` (a fresh in-process server on 127.0.0.1:0 per test, with inspection and fault
+# injection) comes from the project's own pytest plugin, tenure/pytest_plugin.py (entry point pytest11).
+pytest_plugins = ["pytester"]
 
 
 @pytest.fixture

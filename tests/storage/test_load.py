@@ -103,3 +103,15 @@ def test_a_group_left_with_neither_metadata_nor_offsets_is_not_loaded_as_on_kafk
     CoordinatorRuntime(loaded, offsets_topic_with(records), broker=None).load()
     assert set(full.groups) == {"shell", "kept"} and full.offsets.keys() == {"kept"}
     assert set(loaded.groups) == {"kept"} and loaded.offsets == full.offsets
+
+
+def test_group_partition_follows_kafkas_utils_abs_not_a_sign_mask():
+    """Kafka places a group at Utils.abs(groupId.hashCode()) % partitions: Math.abs for a negative hash
+    (Integer.MIN_VALUE -> 0), which differs from masking the sign bit for every negative hash."""
+    from tenure.runtime import java_string_hash, partition_for
+    assert java_string_hash("roll-g") == -925410537          # Java: "roll-g".hashCode()
+    assert partition_for("roll-g", 50) == 925410537 % 50 == 37
+    assert java_string_hash("g") == 103 and partition_for("g", 50) == 3
+    assert java_string_hash("") == 0 and partition_for("", 7) == 0
+    # two strings with the same Java hash land together; "Aa" and "BB" both hash to 2112
+    assert partition_for("Aa", 13) == partition_for("BB", 13) == 2112 % 13

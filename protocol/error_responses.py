@@ -1,0 +1,168 @@
+"""A whole-request error answer for each served API: what Kafka's `AbstractRequest.getErrorResponse`
+gives, built from the decoded request so every topic, partition or group it named gets the error.
+
+Used by fault injection (tenure/faults.py): "answer the next N JoinGroups with COORDINATOR_NOT_AVAILABLE".
+`error_response(request, code)` returns a response body of the request's API; `can_fail(api_key)` says
+whether an API has one (Metadata has none: Kafka answers its errors per topic, and a Metadata with no
+brokers is not an error a client can act on - close the connection or delay it instead).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .apis import API_VERSIONS_KEY, SUPPORTED
+
+
+def _item(cls, field: str, **kw):
+    """An element of the response's array field `field` (kafka-python's nested data class)."""
+    return cls.fields[field].data_class(**kw)
+
+
+def _produce(req, R, code):
+    out = []
+    for t in req.body.topic_data or []:
+        T = R.fields["responses"].data_class
+        parts = [_item(T, "partition_responses", index=p.index, error_code=code, base_offset=-1,
+                       log_start_offset=-1) for p in t.partition_data or []]
+        out.append(T(name=t.name, partition_responses=parts))
+    return R(responses=out)
+
+
+def _fetch(req, R, code):
+    out = []
+    for t in req.body.topics or []:
+        T = R.fields["responses"].data_class
+        parts = [_item(T, "partitions", partition_index=p.partition, error_code=code, high_watermark=-1,
+                       last_stable_offset=-1, log_start_offset=-1) for p in t.partitions or []]
+        out.append(T(topic=getattr(t, "topic", None) or "", topic_id=getattr(t, "topic_id", None),
+                     partitions=parts))
+    return R(error_code=code, session_id=0, responses=out)
+
+
+def _list_offsets(req, R, code):
+    out = []
+    for t in req.body.topics or []:
+        T = R.fields["topics"].data_class
+        parts = [_item(T, "partitions", partition_index=p.partition_index, error_code=code, timestamp=-1,
+                       offset=-1) for p in t.partitions or []]
+        out.append(T(name=t.name, partitions=parts))
+    return R(topics=out)
+
+
+def _offset_commit(req, R, code):
+    out = []
+    for t in req.body.topics or []:
+        T = R.fields["topics"].data_class
+        parts = [_item(T, "partitions", partition_index=p.partition_index, error_code=code)
+                 for p in t.partitions or []]
+        out.append(T(name=t.name, partitions=parts))
+    return R(topics=out)
+
+
+def _offset_fetch(req, R, code):
+    if req.api_version >= 8:
+        G = R.fields["groups"].data_class
+        return R(groups=[G(group_id=g.group_id, error_code=code, topics=[]) for g in req.body.groups or []])
+    out = []
+    for t in req.body.topics or []:
+        T = R.fields["topics"].data_class
+        parts = [_item(T, "partitions", partition_index=p, committed_offset=-1, metadata="", error_code=code)
+                 for p in t.partition_indexes or []]
+        out.append(T(name=t.name, partitions=parts))
+    return R(error_code=code, topics=out)
+
+
+def _find_coordinator(req, R, code):
+    if req.api_version >= 4:
+        C = R.fields["coordinators"].data_class
+        return R(coordinators=[C(key=k, node_id=-1, host="", port=-1, error_code=code)
+                               for k in req.body.coordinator_keys or []])
+    return R(error_code=code, node_id=-1, host="", port=-1)
+
+
+def _describe_groups(req, R, code):
+    G = R.fields["groups"].data_class
+    return R(groups=[G(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="",
+                       members=[]) for g in req.body.groups or []])
+
+
+def _delete_groups(req, R, code):
+    G = R.fields["results"].data_class
+    return R(results=[G(group_id=g, error_code=code) for g in req.body.groups_names or []])
+
+
+def _create_topics(req, R, code):
+    T = R.fields["topics"].data_class
+    return R(topics=[T(name=t.name, error_code=code, num_partitions=-1, replication_factor=-1)
+                     for t in req.body.topics or []])
+
+
+def _delete_topics(req, R, code):
+    T = R.fields["responses"].data_class
+    names = req.body.topic_names if req.api_version < 6 else [t.name for t in req.body.topics or []]
+    return R(responses=[T(name=n, error_code=code) for n in names or []])
+
+
+def _offset_for_leader_epoch(req, R, code):
+    out = []
+    for t in req.body.topics or []:
+        T = R.fields["topics"].data_class
+        parts = [_item(T, "partitions", partition=p.partition, error_code=code, leader_epoch=-1, end_offset=-1)
+                 for p in t.partitions or []]
+        out.append(T(topic=t.topic, partitions=parts))
+    return R(topics=out)
+
+
+def _describe_configs(req, R, code):
+    T = R.fields["results"].data_class
+    return R(results=[T(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code,
+                        configs=[]) for r in req.body.resources or []])
+
+
+def _create_partitions(req, R, code):
+    T = R.fields["results"].data_class
+    return R(results=[T(name=t.name, error_code=code) for t in req.body.topics or []])
+
+
+def _api_versions(req, R, code):
+    from .codec import api_versions_body
+    return api_versions_body(req.api_version, code)
+
+
+def _top_level(**extra) -> Callable:
+    """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
+    def build(req, R, code):
+        return R(error_code=code, **extra)
+    return build
+
+
+_BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
+    0: _produce, 1: _fetch, 2: _list_offsets, 8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator,
+    11: None,                                   # JoinGroup: below (echoes the member id)
+    12: _top_level(), 13: _top_level(members=[]), 14: _top_level(assignment=b""),
+    15: _describe_groups, 16: _top_level(groups=[]), 18: _api_versions, 19: _create_topics,
+    20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1), 23: _offset_for_leader_epoch,
+    32: _describe_configs, 37: _create_partitions, 42: _delete_groups, 47: _top_level(topics=[]),
+    60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
+}
+
+
+def _join_group(req, R, code):
+    return R(error_code=code, generation_id=-1, protocol_name="", leader="", member_id=req.body.member_id or "",
+             members=[])
+
+
+_BUILDERS[11] = _join_group
+assert API_VERSIONS_KEY in _BUILDERS
+
+
+def can_fail(api_key: int) -> bool:
+    return _BUILDERS.get(api_key) is not None
+
+
+def error_response(request, code: int):
+    """The response body answering every part of `request` (a protocol.codec.Request) with `code`."""
+    build = _BUILDERS.get(request.api_key)
+    if build is None:
+        raise ValueError(f"{request.name} has no whole-request error answer")
+    return build(request, SUPPORTED[request.api_key].response, int(code))

@@ -1,0 +1,191 @@
+"""Request-level fault injection: the rules a test (or `tenure fault ...`) sets on a running server.
+
+    server.faults.fail("JoinGroup", "COORDINATOR_NOT_AVAILABLE", count=2)   # next 2 JoinGroups get error 15
+    server.faults.close("Heartbeat")                                         # next Heartbeat: connection closed
+    server.faults.delay("OffsetCommit", 500, count=None)                     # every OffsetCommit waits 500 ms
+    server.faults.clear()
+
+A rule matches one API (by name or key) or every API (`"*"`). For each request the server takes, in
+order: every matching `delay` rule adds its latency (the connection keeps answering in request order,
+so later requests on it wait too, as with a slow broker); then the first matching `fail` or `close`
+rule decides the answer - a whole-request error built by `tenure.protocol.error_responses` (the
+request is not handled, so no state changes) or a closed connection (the request is not handled
+either). `count` is how many requests a rule applies to (None: until cleared). Rules are plain data,
+safe to set from any thread; `rules()` lists what is left of them.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import asdict, dataclass
+
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.error_responses import can_fail
+from tenure.protocol.errors import ErrorCode
+
+ACTIONS = ("fail", "close", "delay")
+ANY = "*"
+
+
+def api_key(api: str | int) -> int | None:
+    """An API key from a key or a name ("JoinGroup", "join_group", "joingroup"); None for "*"."""
+    if api == ANY or api is None:
+        return None
+    if isinstance(api, int) or (isinstance(api, str) and api.lstrip("-").isdigit()):
+        key = int(api)
+        if key not in SUPPORTED:
+            raise ValueError(f"API key {key} is not served by tenure")
+        return key
+    want = str(api).replace("_", "").replace("-", "").lower()
+    for key, spec in SUPPORTED.items():
+        if spec.name.lower() == want:
+            return key
+    raise ValueError(f"unknown API {api!r}; served: {', '.join(sorted(s.name for s in SUPPORTED.values()))}")
+
+
+def error_code(error: str | int) -> int:
+    """A Kafka error code from a number or a name ("NOT_COORDINATOR", "not_coordinator")."""
+    if isinstance(error, int) or (isinstance(error, str) and error.lstrip("-").isdigit()):
+        code = int(error)
+        if not -1 <= code <= 32767:
+            raise ValueError(f"error code {code} is not an int16 Kafka error code")
+        return code
+    try:
+        return int(ErrorCode[str(error).upper()])
+    except KeyError:
+        pass
+    import kafka.errors as ke           # every Kafka error kafka-python knows, by its wire name
+    for cls in vars(ke).values():
+        if isinstance(cls, type) and issubclass(cls, ke.BrokerResponseError) and cls is not ke.BrokerResponseError:
+            if (getattr(cls, "message", None) or "").upper() == str(error).upper():
+                return cls.errno
+    raise ValueError(f"unknown Kafka error {error!r}")
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        import kafka.errors as ke
+        cls = ke.kafka_errors.get(code)
+        return getattr(cls, "message", None) or str(code)
+
+
+@dataclass
+class Rule:
+    id: int
+    action: str                        # fail | close | delay
+    api: int | None                    # None: every API
+    error: int | None = None           # fail: the Kafka error code
+    delay_ms: int = 0                  # delay: added latency
+    remaining: int | None = 1          # requests left; None: until cleared
+    applied: int = 0
+
+    def matches(self, key: int) -> bool:
+        return (self.api is None or self.api == key) and (self.remaining is None or self.remaining > 0)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["api"] = ANY if self.api is None else SUPPORTED[self.api].name
+        d["error_name"] = None if self.error is None else error_name(self.error)
+        return d
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one request: wait `delay_ms`, then answer normally, with `error`, or close."""
+    delay_ms: int = 0
+    error: int | None = None
+    close: bool = False
+    rules: tuple[int, ...] = ()
+
+
+NO_FAULT = Decision()
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._rules: list[Rule] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.active = False            # a fast check for the server's hot path
+
+    def _add(self, rule: Rule) -> Rule:
+        if rule.remaining is not None and rule.remaining < 1:
+            raise ValueError("count must be at least 1 (or None: until cleared)")
+        with self._lock:
+            self._rules.append(rule)
+            self.active = True
+        return rule
+
+    def fail(self, api: str | int, error: str | int, count: int | None = 1) -> Rule:
+        """Answer the next `count` requests of `api` with Kafka error `error` (unhandled)."""
+        key, code = api_key(api), error_code(error)
+        if key is not None and not can_fail(key):
+            raise ValueError(f"{SUPPORTED[key].name} has no whole-request error answer; use close or delay")
+        return self._add(Rule(next(self._ids), "fail", key, error=code, remaining=count))
+
+    def close(self, api: str | int, count: int | None = 1) -> Rule:
+        """Close the connection instead of answering the next `count` requests of `api`."""
+        return self._add(Rule(next(self._ids), "close", api_key(api), remaining=count))
+
+    def delay(self, api: str | int, ms: int, count: int | None = None) -> Rule:
+        """Add `ms` of latency to the next `count` requests of `api` (None: until cleared)."""
+        if ms < 0:
+            raise ValueError("delay must be >= 0 ms")
+        return self._add(Rule(next(self._ids), "delay", api_key(api), delay_ms=int(ms), remaining=count))
+
+    def add(self, spec: dict) -> Rule:
+        """A rule from plain data (the admin endpoint's JSON): {"action", "api", "error"?, "ms"?, "count"?}."""
+        action = spec.get("action")
+        api = spec.get("api", ANY)
+        count = spec.get("count", None if action == "delay" else 1)
+        if action == "fail":
+            return self.fail(api, spec["error"], count)
+        if action == "close":
+            return self.close(api, count)
+        if action == "delay":
+            return self.delay(api, int(spec["ms"]), count)
+        raise ValueError(f"unknown fault action {action!r}; one of {', '.join(ACTIONS)}")
+
+    def clear(self, api: str | int | None = None) -> int:
+        """Remove every rule (or those of one API); returns how many were removed."""
+        key = None if api in (None, ANY) else api_key(api)
+        with self._lock:
+            keep = [r for r in self._rules if api not in (None, ANY) and r.api != key]
+            n = len(self._rules) - len(keep)
+            self._rules = keep
+            self.active = bool(keep)
+        return n
+
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return [Rule(**asdict(r)) for r in self._rules]
+
+    def decide(self, key: int) -> Decision:
+        """Consume the rules that apply to one request of API `key`."""
+        if not self.active:
+            return NO_FAULT
+        with self._lock:
+            delay, error, close, used = 0, None, False, []
+            for r in self._rules:
+                if not r.matches(key):
+                    continue
+                if r.action == "delay":
+                    delay += r.delay_ms
+                elif error is None and not close:
+                    if r.action == "fail":
+                        error = r.error
+                    else:
+                        close = True
+                else:
+                    continue
+                used.append(r.id)
+                r.applied += 1
+                if r.remaining is not None:
+                    r.remaining -= 1
+            self._rules = [r for r in self._rules if r.remaining is None or r.remaining > 0]
+            self.active = bool(self._rules)
+        if not used:
+            return NO_FAULT
+        return Decision(delay, error, close, tuple(used))
