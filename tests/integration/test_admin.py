@@ -32,9 +32,12 @@ def test_inspect_and_force_rebalance_a_static_group(server, capsys):
     members = [GroupMember("confluent", server.bootstrap, "adm-g", "adm-t", f"s{i}",
                            session_timeout_ms=6000).start() for i in range(2)]
     try:
-        before = [m.wait_assigned(30) for m in members]
+        # the first member may hold all four partitions until the second joins: wait for the split
         wait_for(lambda: (group_view(server, "adm-g") or {}).get("state") == "Stable"
-                 and len(group_view(server, "adm-g")["members"]) == 2, 30, "a stable group of two")
+                 and len(group_view(server, "adm-g")["members"]) == 2
+                 and all(m.assignment for m in members)
+                 and sum(len(m.assignment) for m in members) == 4, 30, "a stable group of two")
+        before = [m.assignment for m in members]
         assert get(server, "/health") == {"status": "ok"}
         g = get(server, "/groups/adm-g")
         gen = g["generation"]
