@@ -81,13 +81,19 @@ def api_versions_body(version: int, error_code: int = ErrorCode.NONE):
     return resp_cls(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
 
 
-def encode_unsupported_api_versions(req: UnsupportedApiVersions) -> bytes:
-    """Kafka answers an unknown ApiVersions version with a v0 body (header v0) carrying error 35
-    and the supported ranges, so the client can retry at a version both sides know."""
-    body = api_versions_body(0, ErrorCode.UNSUPPORTED_VERSION)
-    body.with_header(correlation_id=req.correlation_id)
+def encode_api_versions_error(correlation_id: int, code: int) -> bytes:
+    """An ApiVersions error answer: a v0 body (header v0) with the code and the supported ranges. Clients
+    parse an erroneous ApiVersions answer as v0 (kafka-python always, Java after trying its version)."""
+    body = api_versions_body(0, code)
+    body.with_header(correlation_id=correlation_id)
     return bytes(body.encode(header=True, framed=True))
 
 
+def encode_unsupported_api_versions(req: UnsupportedApiVersions) -> bytes:
+    """Kafka answers an unknown ApiVersions version with a v0 body (header v0) carrying error 35
+    and the supported ranges, so the client can retry at a version both sides know."""
+    return encode_api_versions_error(req.correlation_id, ErrorCode.UNSUPPORTED_VERSION)
+
+
 __all__ = ["Request", "UnsupportedApiVersions", "decode_request", "encode_response",
-           "api_versions_body", "encode_unsupported_api_versions", "frame"]
+           "api_versions_body", "encode_api_versions_error", "encode_unsupported_api_versions", "frame"]

@@ -125,8 +125,9 @@ def _create_partitions(req, R, code):
 
 
 def _api_versions(req, R, code):
+    """NB: goes on the wire as v0 (codec.encode_api_versions_error), the form clients parse an error in."""
     from .codec import api_versions_body
-    return api_versions_body(req.api_version, code)
+    return api_versions_body(0, code)
 
 
 def _top_level(**extra) -> Callable:

@@ -17,8 +17,10 @@ from pathlib import Path
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
+from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
-    UnsupportedApiVersions, decode_request, encode_response, encode_unsupported_api_versions,
+    UnsupportedApiVersions, decode_request, encode_api_versions_error, encode_response,
+    encode_unsupported_api_versions,
 )
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, UnsupportedApi
@@ -191,7 +193,10 @@ class Server:
                     else:
                         body = await self.handlers[req.api_key](req)
                     if body is not None:
-                        writer.write(encode_response(req, body))
+                        if fault.error is not None and req.api_key == API_VERSIONS_KEY:
+                            writer.write(encode_api_versions_error(req.correlation_id, fault.error))
+                        else:
+                            writer.write(encode_response(req, body))
                         await writer.drain()
                     code = response_error(body) if body is not None else 0
                     self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 READY = re.compile(r"^tenure listening on (\S+):(\d+)$")
-ADMIN = re.compile(r"admin endpoint on (http://\S+)")
+ADMIN = re.compile(r"admin endpoint on (http://[0-9.]+:[0-9]+)")
 
 
 class ServerExited(RuntimeError):

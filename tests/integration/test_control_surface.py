@@ -1,0 +1,176 @@
+"""The control surface for out-of-process use: a real `tenure serve` process with --admin-port, driven by
+`tenure fault ...` / `tenure groups ...` and plain HTTP, while a real client (confluent-kafka) uses it;
+Prometheus metrics; a restart through the endpoint; JSON log lines."""
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from tenure.cli import main
+from tests.support.groups import wait_for
+from tests.support.procs import TenureProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def http(url: str, method: str = "GET", data: dict | None = None):
+    req = urllib.request.Request(url, method=method, data=None if data is None else json.dumps(data).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def metrics(url: str) -> dict:
+    """{(name, labels as a sorted tuple): value} of the exposition."""
+    status, body = http(url + "/metrics")
+    assert status == 200
+    out = {}
+    for fam in text_string_to_metric_families(body.decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+@pytest.fixture
+def proc(tmp_path):
+    p = TenureProcess(tmp_path / "data", extra=("--admin-port", "0", "--min-session-timeout-ms", "1000",
+                                               "--log-format", "json"))
+    with p:
+        p.start()
+        yield p
+        assert p.terminate() == 0
+
+
+def consume_static(bootstrap: str, group: str, topic: str, instance: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 30000})
+    c.subscribe([topic])
+    wait_for(lambda: (c.poll(0.2), c.assignment())[1], 30, "an assignment")
+    return c
+
+
+def test_faults_inspection_and_metrics_over_http_and_the_cli(proc, capsys):
+    admin = proc.admin_url.removeprefix("http://")
+    p = Producer({"bootstrap.servers": proc.bootstrap})
+    p.produce("cs-t", b"v")
+    p.flush(10)
+    c = consume_static(proc.bootstrap, "cs-g", "cs-t", "i-1")
+    closed = False
+    try:
+        # a fault through the CLI: the next OffsetCommit is answered NOT_COORDINATOR (16) ...
+        assert main(["fault", "--admin", admin, "fail", "OffsetCommit", "NOT_COORDINATOR"]) == 0
+        rule = json.loads(capsys.readouterr().out)
+        assert (rule["action"], rule["api"], rule["error"], rule["error_name"], rule["remaining"]) == \
+            ("fail", "OffsetCommit", 16, "NOT_COORDINATOR", 1)
+        assert main(["fault", "--admin", admin, "list"]) == 0
+        assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [rule["id"]]
+        # ... which librdkafka treats as retriable: it finds the coordinator again and the commit lands
+        c.commit(offsets=[TopicPartition("cs-t", 0, 1)], asynchronous=False)
+        assert main(["fault", "--admin", admin, "list"]) == 0
+        assert json.loads(capsys.readouterr().out) == []
+        m = metrics(proc.admin_url)
+        assert m[("tenure_faults_injected_total", (("action", "fail"), ("api", "OffsetCommit")))] == 1
+        assert m[("tenure_requests_total", (("api", "OffsetCommit"), ("error", "NOT_COORDINATOR")))] == 1
+        assert m[("tenure_requests_total", (("api", "OffsetCommit"), ("error", "NONE")))] >= 1
+        assert m[("tenure_rebalances_total", (("cause", "member_joined"), ("group", "cs-g")))] == 1
+        assert m[("tenure_static_member_events_total", (("cause", "joined"), ("group", "cs-g")))] == 1
+        assert m[("tenure_group_members", (("group", "cs-g"), ("kind", "static")))] == 1
+        assert m[("tenure_groups", (("state", "Stable"),))] >= 1
+        assert m[("tenure_connections", ())] >= 1
+        assert m[("tenure_log_size_bytes", (("partition", "0"), ("topic", "cs-t")))] > 0
+        assert m[("tenure_log_end_offset", (("partition", "0"), ("topic", "__consumer_offsets")))] >= 2
+        assert m[("tenure_fsync_seconds_count", ())] >= 1          # --data-dir with --fsync batch
+
+        # delay and clear through the CLI
+        assert main(["fault", "--admin", admin, "delay", "Heartbeat", "50"]) == 0
+        capsys.readouterr()
+        assert main(["fault", "--admin", admin, "clear", "Heartbeat"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"removed": 1}
+
+        # groups through the CLI
+        assert main(["groups", "--admin", admin, "describe", "cs-g"]) == 0
+        g = json.loads(capsys.readouterr().out)
+        assert g["static_members"].keys() == {"i-1"} and g["offsets"][0]["offset"] == 1
+
+        # advance the clock past the 30 s session of a member that stopped heartbeating: it goes now
+        c.close()                                               # static: no LeaveGroup
+        closed = True
+        assert main(["fault", "--admin", admin, "advance-clock", "31000"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["advanced_ms"] == 31000 and any(k.startswith("heartbeat") for k in out["fired"])
+        assert proc.admin("/groups/cs-g")["members"] == []
+        assert proc.admin("/groups/cs-g")["rebalance_causes"] == {"member_joined": 1, "session_expired": 1}
+    finally:
+        if not closed:
+            c.close()
+
+
+def test_expire_errors_and_bad_requests(proc, capsys):
+    admin = proc.admin_url.removeprefix("http://")
+    assert main(["fault", "--admin", admin, "expire", "nope", "i-1"]) == 1
+    assert "GROUP_ID_NOT_FOUND (69)" in capsys.readouterr().err
+    assert main(["fault", "--admin", admin, "fail", "NoSuchApi", "15"]) == 1
+    assert "unknown API" in capsys.readouterr().err
+    assert main(["fault", "--admin", admin, "fail", "Metadata", "15"]) == 1
+    assert "no whole-request error answer" in capsys.readouterr().err
+    status, body = http(proc.admin_url + "/faults", "POST", None)
+    assert status == 400
+    status, body = http(proc.admin_url + "/clock/advance", "POST", {"ms": -5})
+    assert status == 400 and json.loads(body)["error"] == "INVALID_REQUEST"
+    req = urllib.request.Request(proc.admin_url + "/faults", method="POST", data=b"{not json",
+                                 headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=10)
+    assert err.value.code == 400
+    # the Kafka side is unaffected by all that
+    p = Producer({"bootstrap.servers": proc.bootstrap})
+    p.produce("still-up", b"x")
+    assert p.flush(10) == 0
+
+
+def test_restart_through_the_endpoint_keeps_port_state_and_the_ready_line(proc, capsys):
+    admin = proc.admin_url.removeprefix("http://")
+    p = Producer({"bootstrap.servers": proc.bootstrap})
+    p.produce("rt-t", b"v")
+    p.flush(10)
+    c = consume_static(proc.bootstrap, "rt-g", "rt-t", "i-1")
+    try:
+        c.commit(offsets=[TopicPartition("rt-t", 0, 1)], asynchronous=False)
+        gen = proc.admin("/groups/rt-g")["generation"]
+        assert main(["fault", "--admin", admin, "restart"]) == 0
+        assert json.loads(capsys.readouterr().out)["restarting"] is True
+        wait_for(lambda: "restarted on" in proc.stderr(), 30, "the restart")
+        wait_for(lambda: _get(proc, "/health") == {"status": "ok"}, 30, "the endpoint back")
+        g = proc.admin("/groups/rt-g")
+        assert (g["generation"], g["offsets"][0]["offset"], list(g["static_members"])) == (gen, 1, ["i-1"])
+        # the client carries on against the restarted server, in the same generation
+        c.commit(offsets=[TopicPartition("rt-t", 0, 1)], asynchronous=False)
+        assert proc.admin("/groups/rt-g")["generation"] == gen
+        assert proc._lines.qsize() == 0            # still exactly one "tenure listening" line on stdout
+    finally:
+        c.close()
+
+
+def _get(proc, path):
+    try:
+        return proc.admin(path)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def test_json_log_lines(proc):
+    lines = [ln for ln in proc.stderr().splitlines() if ln.strip()]
+    assert lines
+    records = [json.loads(ln) for ln in lines]          # every line is one JSON object
+    assert all({"time", "level", "logger", "message"} <= r.keys() for r in records)
+    assert any(r["logger"] == "tenure.server" and re.match(r"admin endpoint on http://", r["message"])
+               for r in records)

@@ -1,0 +1,126 @@
+"""The pytest plugin that ships with tenure (entry point pytest11): a project that installs tenure gets
+`tenure_server` with no conftest of its own. Each case runs a small test file in a pytest of its own."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+CONSUMER_TEST = '''
+from confluent_kafka import Consumer, Producer
+
+def consume_one(bootstrap, group, topic, instance):
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(topic, b"hello")
+    p.flush(10)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    try:
+        for _ in range(100):
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                return m.value()
+    finally:
+        c.close()
+'''
+
+
+def test_function_scope_gives_each_test_a_fresh_server(pytester):
+    pytester.makepyfile(CONSUMER_TEST + '''
+seen = []
+
+def test_one(tenure_server):
+    assert consume_one(tenure_server.bootstrap, "g", "t", "i-1") == b"hello"
+    g = tenure_server.group("g")
+    assert g.generation == 1 and g.member("i-1").assignment == {"t": [0]}
+    seen.append(tenure_server.bootstrap)
+
+def test_two(tenure_server, tenure_bootstrap):
+    assert tenure_server.group("g") is None and tenure_server.groups() == []
+    assert tenure_bootstrap == tenure_server.bootstrap
+    assert tenure_bootstrap != seen[0]          # another server, another port
+''')
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_session_scope_keeps_the_address_and_resets_the_state(pytester):
+    pytester.makeini("[pytest]\ntenure_scope = session\n")
+    pytester.makepyfile(CONSUMER_TEST + '''
+seen = []
+
+def test_one(tenure_server):
+    assert consume_one(tenure_server.bootstrap, "g", "t", "i-1") == b"hello"
+    tenure_server.faults.delay("Heartbeat", 10)
+    assert tenure_server.rebalances("g") == 1
+    seen.append(tenure_server.bootstrap)
+
+def test_two(tenure_server):
+    assert tenure_server.bootstrap == seen[0]    # the same server, the same address
+    assert tenure_server.groups() == [] and tenure_server.faults.rules() == []
+    assert tenure_server.rebalances("g") == 0
+    assert consume_one(tenure_server.bootstrap, "g", "t", "i-1") == b"hello"   # a new topic: offset 0
+''')
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_session_scope_without_isolation_keeps_state(pytester):
+    pytester.makeini("[pytest]\ntenure_scope = session\ntenure_isolation = none\n")
+    pytester.makepyfile('''
+def test_one(tenure_server):
+    tenure_server.call(lambda: tenure_server.server.topics.create("kept", 2))
+
+def test_two(tenure_server):
+    assert tenure_server.call(lambda: tenure_server.server.topics.get("kept")) is not None
+''')
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_marker_with_a_data_dir_survives_restart(pytester):
+    pytester.makepyfile(CONSUMER_TEST + '''
+import os, pytest
+
+@pytest.mark.tenure(data_dir=True, min_session_timeout_ms=1000)
+def test_restart(tenure_server):
+    assert os.path.isdir(tenure_server.config.data_dir)
+    assert tenure_server.config.min_session_timeout_ms == 1000
+    assert consume_one(tenure_server.bootstrap, "g", "t", "i-1") == b"hello"
+    gen = tenure_server.group("g").generation
+    tenure_server.restart()
+    g = tenure_server.group("g")
+    assert g.generation == gen and "i-1" in g.static_members
+
+def test_default_is_in_memory(tenure_server):
+    assert tenure_server.config.data_dir is None
+''')
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_data_dir_option_for_every_server(pytester):
+    pytester.makepyfile('''
+import os
+
+def test_dir(tenure_server):
+    assert tenure_server.config.data_dir and os.path.isdir(tenure_server.config.data_dir)
+    assert os.path.isdir(os.path.join(tenure_server.config.data_dir, "__consumer_offsets-0"))
+''')
+    pytester.runpytest("-p", "no:cacheprovider", "--tenure-data-dir").assert_outcomes(passed=1)
+
+
+def test_a_bad_marker_is_a_usage_error(pytester):
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.tenure(no_such_option=1)
+def test_x(tenure_server):
+    pass
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert "unknown ServerConfig field(s) ['no_such_option']" in result.stdout.str()
+    result.assert_outcomes(errors=1)
+    assert result.ret != 0
+
+
+def test_the_plugin_is_registered_by_the_installed_package():
+    from importlib.metadata import entry_points
+    assert [e.value for e in entry_points(group="pytest11") if e.name == "tenure"] == ["tenure.pytest_plugin"]

@@ -1,0 +1,81 @@
+"""Whole-request error answers (protocol/error_responses.py, used by fault injection): for every served
+API and version, the answer encodes with the response header of that version, decodes back, and carries
+the error on every topic, partition or group the request named."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request, encode_response
+from tenure.protocol.error_responses import can_fail, error_response
+
+
+def _request(key: int, version: int) -> Request:
+    """A request of API `key` naming two topics of two partitions, or two groups, where it can."""
+    spec = SUPPORTED[key]
+    cls = spec.request
+    fields = {}
+    for name, field in cls.fields.items():
+        if not field.is_array() or not field.for_version_q(version):
+            continue
+        if field.is_struct_array():
+            item = field.data_class
+            sub = {}
+            for n2, f2 in item.fields.items():
+                if not f2.for_version_q(version):
+                    continue
+                if f2.is_struct_array():
+                    sub[n2] = [f2.data_class() for _ in range(2)]
+                elif f2.is_array():
+                    sub[n2] = [0, 1]
+            fields[name] = [item(**sub) for _ in range(2)]
+        else:
+            fields[name] = ["g1", "g2"] if "group" in name else ["t1", "t2"]
+    return Request(key, version, 7, "c", cls(**fields), spec)
+
+
+CASES = [(k, v) for k, s in sorted(SUPPORTED.items()) for v in range(s.min_version, s.max_version + 1)
+         if can_fail(k)]
+
+
+@pytest.mark.parametrize("key,version", CASES, ids=[f"{SUPPORTED[k].name}-v{v}" for k, v in CASES])
+def test_every_error_answer_encodes_and_carries_the_code(key, version):
+    req = _request(key, version)
+    body = error_response(req, 15)
+    spec = SUPPORTED[key]
+    if key == 18:           # ApiVersions errors go out in v0 form, which is how clients parse them
+        from tenure.protocol.codec import encode_api_versions_error
+        raw, version = encode_api_versions_error(7, 15), 0
+    else:
+        raw = encode_response(req, body)
+    decoded = spec.response.decode(raw, version=version, header=True, framed=True)
+    assert decoded.header.correlation_id == 7
+    codes = []
+
+    def walk(obj, depth=0):
+        if getattr(obj, "error_code", None) is not None and "error_code" in getattr(obj, "fields", {}) \
+                and obj.fields["error_code"].for_version_q(version):
+            codes.append(obj.error_code)
+        for name, f in getattr(obj, "fields", {}).items():
+            if f.is_struct_array() and f.for_version_q(version):
+                for item in getattr(obj, name) or []:
+                    walk(item, depth + 1)
+    walk(decoded)
+    assert codes and set(codes) == {15}, (spec.name, version, codes)
+
+
+def test_apis_without_a_whole_request_error_are_named():
+    assert [SUPPORTED[k].name for k in SUPPORTED if not can_fail(k)] == ["Metadata"]
+    req = _request(3, 12)
+    with pytest.raises(ValueError, match="Metadata"):
+        error_response(req, 15)
+
+
+def test_the_answer_names_what_the_request_named():
+    req = _request(8, 9)                                  # OffsetCommit: 2 topics x 2 partitions
+    body = error_response(req, 16)
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in body.topics] == \
+        [(t.name, [(p.partition_index, 16) for p in t.partitions]) for t in req.body.topics]
+    assert sum(len(t.partitions) for t in body.topics) == 4
