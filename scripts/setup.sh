@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv/ in the repo root and installs tenure into it (with the test extras when asked).
 #   scripts/setup.sh          -> the server only
+#   scripts/setup.sh audit    -> plus the audit extra (PySpark; Java 17 must be on the machine)
 #   scripts/setup.sh test     -> plus the test clients: pip extras (test, audit: PySpark), kcat (Debian), the Java jars
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,7 +11,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-if [ "${1:-}" = "test" ]; then
+if [ "${1:-}" = "audit" ]; then
+  .venv/bin/python -m pip install -q -e '.[audit]'
+  command -v java >/dev/null 2>&1 || echo "setup: the audit (Spark) needs Java 17+ on the PATH" >&2
+elif [ "${1:-}" = "test" ]; then
   .venv/bin/python -m pip install -q -e '.[test,audit]'
   if ! command -v kcat >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -68,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
                         "logger, message and any extra fields)")
     sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
+    d = sub.add_parser("demo", help="static membership in a minute: consumers restart with no rebalance, the "
+                       "server restarts with nothing lost, the audit reports (kafka-python consumers)")
+    d.add_argument("--members", type=int, default=3, help="static consumers (default 3)")
+    d.add_argument("--partitions", type=int, default=6, help="partitions of the demo topic (default 6)")
+    d.add_argument("--dir", default=None, help="where the data dir and the audit report go (default: a new "
+                   "temporary dir)")
+    d.add_argument("--no-audit", dest="audit", action="store_false", help="skip the Spark audit")
+    d.add_argument("--log-level", default="WARNING", help="the server's log level on stderr (default WARNING)")
     logtool.add_parser(sub)
     admin.add_parser(sub)
     _audit_parser(sub)
@@ -208,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = getattr(args, "log_level", "INFO")
     _configure_logging(getattr(logging, str(level).upper(), logging.INFO), getattr(args, "log_format", "text"))
+    if args.command == "demo":
+        from .demo import run as demo
+        return demo(members=args.members, partitions=args.partitions, data_dir=args.dir, audit=args.audit)
     if args.command == "apis":
         sys.stdout.write(api_table_markdown())
         return 0

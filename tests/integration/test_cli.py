@@ -59,3 +59,16 @@ def test_bad_arguments_exit_nonzero():
     with pytest.raises(SystemExit) as exc:
         main(["serve", "--default-partitions", "0"])
     assert "at least 1" in str(exc.value)
+
+
+def test_demo_runs_its_story_and_checks_it(capsys, tmp_path):
+    """`tenure demo` (without the Spark step, which tests/audit covers): static consumers restart with
+    no rebalance, the server restarts with every offset back; every check it prints is ok."""
+    assert main(["demo", "--no-audit", "--dir", str(tmp_path), "--members", "3", "--partitions", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL" not in out and out.rstrip().endswith("demo passed")
+    for line in ("ok   generation unchanged", "ok   0 rebalances during the restarts (0)",
+                 "ok   every consumer got exactly its partitions", "ok   no other consumer saw an assignment callback",
+                 "ok   every committed offset is back", "ok   no rebalance after the server restart"):
+        assert line in out, line
+    assert (tmp_path / "data" / "__consumer_offsets-0").is_dir()
