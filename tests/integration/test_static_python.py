@@ -221,6 +221,11 @@ def test_confluent_duplicate_instance_id_fences_the_older_consumer(server):
         assert list(v["members"]) == [member_id(new)] and v["static"] == {"x": member_id(new)} != {"x": old_id}
         assert new.assignment == frozenset(range(4)) and not new.errors
         assert [p for k, p in new.events_copy() if k == "assign"] == [frozenset(range(4))]
+        # the counters an operator would watch: the fenced attempts, and no rebalance for the replacement
+        assert server.metrics.fenced["fence-g"] >= 1        # its heartbeat (librdkafka then fails locally)
+        assert server.metrics.static_events[("fence-g", "replaced")] == 1
+        assert server.rebalances("fence-g") == 1 and server.group("fence-g").rebalance_causes == {"member_joined": 1}
+        assert 'tenure_fenced_instances_total{group="fence-g"}' in server.metrics_text()
     finally:
         _stop_all([m for m in (old, new) if m])
 
