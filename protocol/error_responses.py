@@ -18,58 +18,47 @@ def _item(cls, field: str, **kw):
     return cls.fields[field].data_class(**kw)
 
 
+def _per_partition(R, field: str, topics, topic_kw, parts_of, parts_field: str, part_kw) -> dict:
+    """{field: [a topic answer per request topic, with an answer per partition it named]}."""
+    T = R.fields[field].data_class
+    return {field: [T(**topic_kw(t), **{parts_field: [_item(T, parts_field, **part_kw(p)) for p in parts_of(t) or []]})
+                    for t in topics or []]}
+
+
 def _produce(req, R, code):
-    out = []
-    for t in req.body.topic_data or []:
-        T = R.fields["responses"].data_class
-        parts = [_item(T, "partition_responses", index=p.index, error_code=code, base_offset=-1,
-                       log_start_offset=-1) for p in t.partition_data or []]
-        out.append(T(name=t.name, partition_responses=parts))
-    return R(responses=out)
+    return R(**_per_partition(R, "responses", req.body.topic_data, lambda t: {"name": t.name},
+                              lambda t: t.partition_data, "partition_responses",
+                              lambda p: {"index": p.index, "error_code": code, "base_offset": -1,
+                                         "log_start_offset": -1}))
 
 
 def _fetch(req, R, code):
-    out = []
-    for t in req.body.topics or []:
-        T = R.fields["responses"].data_class
-        parts = [_item(T, "partitions", partition_index=p.partition, error_code=code, high_watermark=-1,
-                       last_stable_offset=-1, log_start_offset=-1) for p in t.partitions or []]
-        out.append(T(topic=getattr(t, "topic", None) or "", topic_id=getattr(t, "topic_id", None),
-                     partitions=parts))
-    return R(error_code=code, session_id=0, responses=out)
+    return R(error_code=code, session_id=0, **_per_partition(
+        R, "responses", req.body.topics,
+        lambda t: {"topic": getattr(t, "topic", None) or "", "topic_id": getattr(t, "topic_id", None)},
+        lambda t: t.partitions, "partitions",
+        lambda p: {"partition_index": p.partition, "error_code": code, "high_watermark": -1,
+                   "last_stable_offset": -1, "log_start_offset": -1}))
 
 
 def _list_offsets(req, R, code):
-    out = []
-    for t in req.body.topics or []:
-        T = R.fields["topics"].data_class
-        parts = [_item(T, "partitions", partition_index=p.partition_index, error_code=code, timestamp=-1,
-                       offset=-1) for p in t.partitions or []]
-        out.append(T(name=t.name, partitions=parts))
-    return R(topics=out)
+    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partitions,
+                              "partitions", lambda p: {"partition_index": p.partition_index, "error_code": code,
+                                                       "timestamp": -1, "offset": -1}))
 
 
 def _offset_commit(req, R, code):
-    out = []
-    for t in req.body.topics or []:
-        T = R.fields["topics"].data_class
-        parts = [_item(T, "partitions", partition_index=p.partition_index, error_code=code)
-                 for p in t.partitions or []]
-        out.append(T(name=t.name, partitions=parts))
-    return R(topics=out)
+    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partitions,
+                              "partitions", lambda p: {"partition_index": p.partition_index, "error_code": code}))
 
 
 def _offset_fetch(req, R, code):
     if req.api_version >= 8:
         G = R.fields["groups"].data_class
         return R(groups=[G(group_id=g.group_id, error_code=code, topics=[]) for g in req.body.groups or []])
-    out = []
-    for t in req.body.topics or []:
-        T = R.fields["topics"].data_class
-        parts = [_item(T, "partitions", partition_index=p, committed_offset=-1, metadata="", error_code=code)
-                 for p in t.partition_indexes or []]
-        out.append(T(name=t.name, partitions=parts))
-    return R(error_code=code, topics=out)
+    return R(error_code=code, **_per_partition(
+        R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partition_indexes, "partitions",
+        lambda p: {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}))
 
 
 def _find_coordinator(req, R, code):
@@ -104,13 +93,9 @@ def _delete_topics(req, R, code):
 
 
 def _offset_for_leader_epoch(req, R, code):
-    out = []
-    for t in req.body.topics or []:
-        T = R.fields["topics"].data_class
-        parts = [_item(T, "partitions", partition=p.partition, error_code=code, leader_epoch=-1, end_offset=-1)
-                 for p in t.partitions or []]
-        out.append(T(topic=t.topic, partitions=parts))
-    return R(topics=out)
+    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"topic": t.topic}, lambda t: t.partitions,
+                              "partitions", lambda p: {"partition": p.partition, "error_code": code,
+                                                       "leader_epoch": -1, "end_offset": -1}))
 
 
 def _describe_configs(req, R, code):

@@ -93,78 +93,63 @@ def render(server) -> bytes:
 
     m: Metrics = server.metrics
 
+    def family(cls, name: str, doc: str, labels: list[str], rows) -> object:
+        """A metric family from (label values, value) rows."""
+        fam = cls(name, doc, labels=labels)
+        for values, v in rows:
+            fam.add_metric(list(values), v)
+        return fam
+
+    def histograms(name: str, doc: str, labels: list[str], rows) -> object:
+        fam = HistogramMetricFamily(name, doc, labels=labels)
+        for values, hist in rows:
+            fam.add_metric(list(values), hist.cumulative(), hist.sum)
+        return fam
+
+    def keyed(counter) -> list:
+        return [(k if isinstance(k, tuple) else (k,), n) for k, n in sorted(counter.items())]
+
     class Collector:
         def collect(self):
-            g = GaugeMetricFamily("tenure_connections", "Client connections open now")
-            g.add_metric([], m.connections_open)
-            yield g
-            c = CounterMetricFamily("tenure_connections_accepted", "Client connections accepted")
-            c.add_metric([], m.connections_total)
-            yield c
-            c = CounterMetricFamily("tenure_connections_closed_by_server",
-                                    "Connections the server closed (bad input, injected faults)", labels=["reason"])
-            for reason, n in sorted(m.closed_connections.items()):
-                c.add_metric([reason], n)
-            yield c
-            c = CounterMetricFamily("tenure_requests", "Responses sent, by API and the first non-zero error "
-                                    "code in them (NONE if none)", labels=["api", "error"])
-            for (api, err), n in sorted(m.requests.items()):
-                c.add_metric([api, err], n)
-            yield c
-            h = HistogramMetricFamily("tenure_request_seconds", "Time from a request's decoding to its response "
-                                      "(parked JoinGroup/SyncGroup included)", labels=["api"])
-            for api, hist in sorted(m.request_seconds.items()):
-                h.add_metric([api], hist.cumulative(), hist.sum)
-            yield h
-            c = CounterMetricFamily("tenure_faults_injected", "Requests an injected fault applied to",
-                                    labels=["api", "action"])
-            for (api, action), n in sorted(m.faults.items()):
-                c.add_metric([api, action], n)
-            yield c
-            c = CounterMetricFamily("tenure_rebalances", "Rebalances started, by group and cause",
-                                    labels=["group", "cause"])
-            for (grp, cause), n in sorted(m.rebalances.items()):
-                c.add_metric([grp, cause], n)
-            yield c
-            c = CounterMetricFamily("tenure_static_member_events", "Static-member events written, by group and "
-                                    "cause", labels=["group", "cause"])
-            for (grp, cause), n in sorted(m.static_events.items()):
-                c.add_metric([grp, cause], n)
-            yield c
-            c = CounterMetricFamily("tenure_fenced_instances", "Requests answered FENCED_INSTANCE_ID (82) or "
-                                    "parked requests of a replaced static member, by group", labels=["group"])
-            for grp, n in sorted(m.fenced.items()):
-                c.add_metric([grp], n)
-            yield c
-            gs = GaugeMetricFamily("tenure_groups", "Groups by state", labels=["state"])
-            states = Counter(g.state for g in server.coordinator.groups.values())
-            for state, n in sorted(states.items()):
-                gs.add_metric([state], n)
-            yield gs
-            gm = GaugeMetricFamily("tenure_group_members", "Members of each group (static ones too)",
-                                   labels=["group", "kind"])
-            for gid, grp in sorted(server.coordinator.groups.items()):
+            yield family(GaugeMetricFamily, "tenure_connections", "Client connections open now", [],
+                         [((), m.connections_open)])
+            yield family(CounterMetricFamily, "tenure_connections_accepted", "Client connections accepted", [],
+                         [((), m.connections_total)])
+            yield family(CounterMetricFamily, "tenure_connections_closed_by_server",
+                         "Connections the server closed (bad input, injected faults)", ["reason"],
+                         keyed(m.closed_connections))
+            yield family(CounterMetricFamily, "tenure_requests", "Responses sent, by API and the first non-zero "
+                         "error code in them (NONE if none)", ["api", "error"], keyed(m.requests))
+            yield histograms("tenure_request_seconds", "Time from a request's decoding to its response (parked "
+                             "JoinGroup/SyncGroup included)", ["api"],
+                             [((api,), h) for api, h in sorted(m.request_seconds.items())])
+            yield family(CounterMetricFamily, "tenure_faults_injected", "Requests an injected fault applied to",
+                         ["api", "action"], keyed(m.faults))
+            yield family(CounterMetricFamily, "tenure_rebalances", "Rebalances started, by group and cause",
+                         ["group", "cause"], keyed(m.rebalances))
+            yield family(CounterMetricFamily, "tenure_static_member_events", "Static-member events written, by "
+                         "group and cause", ["group", "cause"], keyed(m.static_events))
+            yield family(CounterMetricFamily, "tenure_fenced_instances", "Requests answered FENCED_INSTANCE_ID "
+                         "(82) or parked requests of a replaced static member, by group", ["group"], keyed(m.fenced))
+            groups = server.coordinator.groups
+            yield family(GaugeMetricFamily, "tenure_groups", "Groups by state", ["state"],
+                         keyed(Counter(g.state for g in groups.values())))
+            members = []
+            for gid, grp in sorted(groups.items()):
                 static = sum(1 for mem in grp.members.values() if mem.group_instance_id is not None)
-                gm.add_metric([gid, "static"], static)
-                gm.add_metric([gid, "dynamic"], len(grp.members) - static)
-            yield gm
-            ls = GaugeMetricFamily("tenure_log_size_bytes", "Bytes in each partition's log",
-                                   labels=["topic", "partition"])
-            le = GaugeMetricFamily("tenure_log_end_offset", "Each partition's log end offset",
-                                   labels=["topic", "partition"])
-            for topic in server.topics.all():
-                for i, plog in enumerate(topic.partitions):
-                    ls.add_metric([topic.name, str(i)], getattr(plog, "size_bytes", 0))
-                    le.add_metric([topic.name, str(i)], plog.log_end_offset)
-            yield ls
-            yield le
-            f = HistogramMetricFamily("tenure_fsync_seconds", "Duration of each fsync (group commit) of the "
-                                      "data dir's logs")
-            f.add_metric([], m.fsync_seconds.cumulative(), m.fsync_seconds.sum)
-            yield f
-            up = GaugeMetricFamily("tenure_start_time_seconds", "When this server process started (unix time)")
-            up.add_metric([], m.started)
-            yield up
+                members += [((gid, "static"), static), ((gid, "dynamic"), len(grp.members) - static)]
+            yield family(GaugeMetricFamily, "tenure_group_members", "Members of each group", ["group", "kind"],
+                         members)
+            logs = [(topic.name, str(i), plog) for topic in server.topics.all()
+                    for i, plog in enumerate(topic.partitions)]
+            yield family(GaugeMetricFamily, "tenure_log_size_bytes", "Bytes in each partition's log",
+                         ["topic", "partition"], [((t, p), getattr(lg, "size_bytes", 0)) for t, p, lg in logs])
+            yield family(GaugeMetricFamily, "tenure_log_end_offset", "Each partition's log end offset",
+                         ["topic", "partition"], [((t, p), lg.log_end_offset) for t, p, lg in logs])
+            yield histograms("tenure_fsync_seconds", "Duration of each fsync (group commit) of the data dir's "
+                             "logs", [], [((), m.fsync_seconds)])
+            yield family(GaugeMetricFamily, "tenure_start_time_seconds", "When this server process started "
+                         "(unix time)", [], [((), m.started)])
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())
