@@ -931,6 +931,10 @@ class GroupCoordinator:
         return out
 
     def offset_delete(self, ctx: RequestContext, req) -> Result:
+        """Kafka 4's OffsetMetadataManager.deleteOffsets for a classic group: unknown -> 69; non-empty and
+        not "consumer" -> 68; else per partition 86 if the group subscribes to the topic, otherwise 0 with
+        a tombstone if an offset exists. Kafka snapshots the subscribed topics when a generation starts;
+        this reads the current members' subscriptions (they differ only mid-rebalance)."""
         res = Result()
         R = OffsetDeleteResponse
         T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition

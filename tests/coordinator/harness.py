@@ -18,7 +18,9 @@ After every input the harness checks the event-sourcing invariants:
   journal replay, records-only replay and compaction, and belong to live groups only (a deleted group
   leaves none behind); and folding the events gives each group's live instance map (`static_members`):
   the history in the log is complete and consistent with the state.
-Each request is answered at most once. `failover()` gives a new harness whose coordinator loaded only
+Each request is answered at most once. `rebalances` collects the (group, cause) of every rebalance the
+inputs started (`Result.rebalances`; `take_rebalances()` gives those since the last call; `last_result` is
+the Result of the latest input). `failover()` gives a new harness whose coordinator loaded only
 the durable records, as a broker taking over the partition would.
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ from kafka.protocol.admin.groups import (
 )
 from kafka.protocol.consumer.group import (
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse,
+    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
 
@@ -151,6 +153,14 @@ def commit_resp(version: int, topics: dict[str, list[tuple[int, int]]]) -> dict:
         for name, parts in topics.items()])
 
 
+def offset_delete_resp(code: int, topics: dict[str, list[tuple[int, int]]] = None) -> dict:
+    T = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    return shape(OffsetDeleteResponse, 0, error_code=code, throttle_time_ms=0, topics=[
+        T(version=0, name=name, partitions=[P(version=0, partition_index=i, error_code=c) for i, c in parts])
+        for name, parts in (topics or {}).items()])
+
+
 # ---------------------------------------------------------------- expected records
 def member_record(member_id: str, instance_id: str | None, subscription: bytes, assignment: bytes = b"", *,
                   client_id: str = "client", host: str = HOST, rebalance: int = REBALANCE,
@@ -194,6 +204,8 @@ class Harness:
         self._taken = 0
         self.auto_check = auto_check
         self.last_result = None                          # the Result of the latest input
+        self.rebalances: list[tuple[str, str]] = []     # (group, cause) of every rebalance started, in order
+        self._rebalances_taken = 0
         self.durable_checks = 0                          # how many stable points were checked
         # the static-member event history is folded from here (a failover starts from the loaded maps)
         self._map_base: dict[tuple[str, str], str] = {}
@@ -218,6 +230,7 @@ class Harness:
     # ------------------------------------------------------------ applying results
     def _apply(self, result) -> None:
         self.last_result = result
+        self.rebalances.extend(result.rebalances)
         for r in result.records:
             # what lands on disk is Kafka's key/value bytes: they must decode to the same record
             assert wire_records.decode(*wire_records.encode(r)) == r, r
@@ -285,6 +298,12 @@ class Harness:
         out = self.records[self._taken:]
         self._taken = len(self.records)
         return [norm_record(r) for r in out]
+
+    def take_rebalances(self) -> list[tuple[str, str]]:
+        """(group, cause) of the rebalances started since the last call (over every input, timers too)."""
+        out = self.rebalances[self._rebalances_taken:]
+        self._rebalances_taken = len(self.rebalances)
+        return out
 
     def timer(self, kind: str, group_id: str = "g", member_id: str | None = None) -> int | None:
         key = kind + "\x00" + group_id + ("" if member_id is None else "\x00" + member_id)
@@ -374,6 +393,15 @@ class Harness:
             body = OffsetFetchRequest(version=version, group_id=group_id, topics=None if topics is None else [
                 T(version=version, name=n, partition_indexes=ps) for n, ps in topics.items()])
         return self.send(FETCH, version, body)
+
+    def offset_delete(self, group_id: str = "g", topics: dict[str, list[int]] | None = None) -> int:
+        """OffsetDelete v0 (its only version): topic -> partitions."""
+        T = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        P = T.OffsetDeleteRequestPartition
+        body = OffsetDeleteRequest(version=0, group_id=group_id, topics=[
+            T(version=0, name=n, partitions=[P(version=0, partition_index=i) for i in ps])
+            for n, ps in (topics or {}).items()])
+        return self.send(OFFSET_DELETE, 0, body)
 
     def describe(self, *group_ids: str, version: int = 5) -> int:
         return self.send(DESCRIBE, version, DescribeGroupsRequest(version=version, groups=list(group_ids)))
