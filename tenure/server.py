@@ -118,6 +118,7 @@ class Server:
         self._ids = itertools.count(1)
         self.port: int | None = None
         self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
 
     @property
@@ -323,6 +324,13 @@ class Server:
         self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
 
     async def close(self) -> None:
+        """Close once; a second caller waits for the first close, and cancelling a caller does not
+        interrupt the close (the data dir's lock is always released)."""
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
         if self._cleaner_task is not None:          # stop the log cleaner before its logs close
             self._cleaner_task.cancel()
             await asyncio.wait([self._cleaner_task], timeout=self.config.shutdown_timeout_s)
@@ -420,9 +428,22 @@ class ServerThread:
         self.loop.close()
 
     async def _watch_restarts(self) -> None:
-        """POST /restart on the admin endpoint asks the server for a restart; this performs it."""
+        """POST /restart on the admin endpoint asks the server for a restart; this performs it. A storage
+        failure (fail-stop, Server._fatal) closes the server: its clients see their connections closed,
+        nothing more is acknowledged, as when `tenure serve` exits with code 3."""
         while True:
-            await self.server.restart_requested.wait()
+            server = self.server
+            waits = [asyncio.ensure_future(server.restart_requested.wait()),
+                     asyncio.ensure_future(server.stop_requested.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if server.stop_requested.is_set():
+                log.critical("stopping after a storage failure: %s", server.fatal_error)
+                await server.close()
+                return
             await self._restart()
 
     async def _restart(self, wipe: bool = False) -> None:
