@@ -11,6 +11,15 @@ event naming it as the old one. When that event is no longer in the log (compact
 replaced again before its rebalance finished, or the last changes of a log ending mid-rebalance) are in
 static_events but open no interval.
 
+`last_seen_offset` is the last GroupMetadata record that still showed the pair: with an end event the
+member id was certainly mapped over [valid_from_offset, valid_to_offset); without one (unknown, or a
+group tombstone) only over [valid_from_offset, last_seen_offset], the end lying somewhere after.
+
+Intervals are kept per (instance, member id), not per instance: a snapshot listing one instance with two
+member ids opens (or keeps open) an interval for each, so member_map_history shows the overlap and the
+`concurrent_member_ids` anomaly (two intervals of one instance with different member ids overlapping in
+log order) can find it, as it finds a member id that joined while another was still mapped.
+
 The function is called by `mapPartitions` over rows sorted by (group, partition, offset); it holds one
 group's open intervals at a time.
 """
@@ -29,7 +38,7 @@ HISTORY_FIELDS = (
     "group", "instance_id", "member_id", "log_partition",
     "valid_from_offset", "valid_from_time", "valid_to_offset", "valid_to_time",
     "start_cause", "end_cause", "from_generation", "to_generation",
-    "snapshot_from_offset", "snapshot_to_offset",
+    "snapshot_from_offset", "snapshot_to_offset", "last_seen_offset",
 )
 
 
@@ -37,7 +46,7 @@ class _GroupFold:
     def __init__(self, group: str, partition: int) -> None:
         self.group = group
         self.partition = partition
-        self.open: dict[str, dict] = {}
+        self.open: dict[tuple[str, str], dict] = {}          # (instance id, member id) -> open interval
         self.start_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
         self.end_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
 
@@ -50,9 +59,9 @@ class _GroupFold:
         if r.cause in END_CAUSES and r.old_member_id is not None:
             self.end_ev[(r.instance_id, r.old_member_id)] = (r.cause, *when)
 
-    def _close(self, iid: str, offset: int, time: int, generation, default_cause: str) -> tuple:
-        row = self.open.pop(iid)
-        cause, eoff, etime = self.end_ev.pop((iid, row["member_id"]), (default_cause, offset, time))
+    def _close(self, key: tuple[str, str], offset: int, time: int, generation, default_cause: str) -> tuple:
+        row = self.open.pop(key)
+        cause, eoff, etime = self.end_ev.pop(key, (default_cause, offset, time))
         row.update(valid_to_offset=eoff, valid_to_time=etime, end_cause=cause, to_generation=generation,
                    snapshot_to_offset=offset)
         return tuple(row[f] for f in HISTORY_FIELDS)
@@ -60,31 +69,34 @@ class _GroupFold:
     def snapshot(self, r) -> list[tuple]:
         out = []
         if r.tombstone:
-            for iid in sorted(self.open):
-                out.append(self._close(iid, r.offset, r.timestamp, None, GROUP_DELETED))
+            for key in sorted(self.open):
+                out.append(self._close(key, r.offset, r.timestamp, None, GROUP_DELETED))
             self.start_ev.clear()
             self.end_ev.clear()
             return out
-        snap = {}
+        snap = []
         for m in r.members or ():
-            if m.instance_id is not None:
-                snap.setdefault(m.instance_id, m.member_id)
-        for iid in sorted(self.open):
-            if snap.get(iid) != self.open[iid]["member_id"]:
-                out.append(self._close(iid, r.offset, r.timestamp, r.generation, UNKNOWN))
-        for iid, mid in snap.items():
-            if iid in self.open:
+            if m.instance_id is not None and (m.instance_id, m.member_id) not in snap:
+                snap.append((m.instance_id, m.member_id))
+        for key in sorted(self.open):
+            if key not in snap:
+                out.append(self._close(key, r.offset, r.timestamp, r.generation, UNKNOWN))
+        for key in snap:
+            if key in self.open:
+                self.open[key]["last_seen_offset"] = r.offset
                 continue
-            cause, eoff, etime = self.start_ev.pop((iid, mid), (UNKNOWN, r.offset, r.timestamp))
-            self.open[iid] = dict(group=self.group, instance_id=iid, member_id=mid, log_partition=self.partition,
+            iid, mid = key
+            cause, eoff, etime = self.start_ev.pop(key, (UNKNOWN, r.offset, r.timestamp))
+            self.open[key] = dict(group=self.group, instance_id=iid, member_id=mid, log_partition=self.partition,
                                   valid_from_offset=eoff, valid_from_time=etime, valid_to_offset=None,
                                   valid_to_time=None, start_cause=cause, end_cause=None,
                                   from_generation=r.generation, to_generation=None,
-                                  snapshot_from_offset=r.offset, snapshot_to_offset=None)
+                                  snapshot_from_offset=r.offset, snapshot_to_offset=None,
+                                  last_seen_offset=r.offset)
         return out
 
     def finish(self) -> list[tuple]:
-        return [tuple(self.open[iid][f] for f in HISTORY_FIELDS) for iid in sorted(self.open)]
+        return [tuple(self.open[key][f] for f in HISTORY_FIELDS) for key in sorted(self.open)]
 
 
 def fold_member_map(rows):

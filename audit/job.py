@@ -7,17 +7,20 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import read
-from .fold import HISTORY_FIELDS, fold_member_map
+from .fold import END_CAUSES, HISTORY_FIELDS, fold_member_map
 
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors")
 EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
@@ -39,6 +42,8 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
 ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
                              T.StructField("position", L), T.StructField("offset", L),
                              T.StructField("kind", S), T.StructField("reason", S)])
+GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("from_offset", L),
+                           T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
     "from_generation": I, "to_generation": I}.get(n, L)) for n in HISTORY_FIELDS])
@@ -60,6 +65,8 @@ class Options:
     expiry_n: int = 2                 # an instance expiring at least N times
     churn_n: int = 4                  # an instance with at least N distinct member ids
     report: bool = True
+    read_attempts: int = 3            # reads of a partition whose files a compaction swap changed meanwhile
+    progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
 
 
 _T0 = time.monotonic()
@@ -107,19 +114,127 @@ def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession
 
 
 # ---------------------------------------------------------------------------------------- pipeline
-def load(spark: SparkSession, opts: Options) -> tuple[DataFrame, DataFrame, int]:
-    """(records, errors, number of segment files): the executors read and decode every segment."""
-    units = read.list_units(opts.data_dir)
-    progress(f"{len(units)} segment file(s) of {read.OFFSETS_TOPIC} under {opts.data_dir}")
+class _StageProgress:
+    """While a Spark job runs: a thread polling the status tracker, printing its stages' task counts
+    (one task = one segment file in the read stage) when they change, every `interval` seconds."""
+
+    def __init__(self, sc, label: str, interval: float) -> None:
+        self.sc, self.label, self.interval = sc, label, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audit-progress", daemon=True)
+
+    def _run(self) -> None:
+        tracker, last = self.sc.statusTracker(), None
+        while not self._stop.wait(self.interval):
+            try:
+                infos = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+            except Exception:             # the context is stopping
+                return
+            done = sum(i.numCompletedTasks for i in infos if i is not None)
+            total = sum(i.numTasks for i in infos if i is not None)
+            running = sum(i.numActiveTasks for i in infos if i is not None)
+            if total and (done, total, running) != last:
+                last = (done, total, running)
+                progress(f"{self.label}: {done}/{total} done, {running} running")
+
+    def __enter__(self) -> "_StageProgress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+@dataclass
+class Loaded:
+    """What the read stage gives the rest of the pipeline."""
+    records: DataFrame
+    errors: DataFrame
+    gaps: DataFrame               # GAP_SCHEMA: offset gaps above the cleaner checkpoint
+    files: int                    # segment files read (in the consistent reads)
+    rereads: int                  # partitions read more than once (their files changed under a read)
+
+
+def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
+    """List; while a swap is under way in some partition (it takes milliseconds), list those again."""
+    listings, note = read.list_partitions(data_dir, partitions)
+    for _ in range(tries):
+        busy = {p for p, lst in listings.items() if lst.busy}
+        if not busy:
+            break
+        time.sleep(0.05)
+        again, note = read.list_partitions(data_dir, busy)
+        listings.update(again)
+    return listings, note
+
+
+def load(spark: SparkSession, opts: Options,
+         after_listing: Callable[[int, dict], None] | None = None) -> Loaded:
+    """The executors read and decode every segment; each partition's read is one consistent state of
+    its log, else the partition is read again (at most `opts.read_attempts` reads), else it becomes an
+    `unstable` error row and its records are left out. `after_listing(attempt, listings)` runs between
+    a listing and its read (tests use it to swap segments at the worst moment)."""
     sc = spark.sparkContext
-    if not units:
-        return (spark.createDataFrame([], RECORD_SCHEMA), spark.createDataFrame([], ERROR_SCHEMA), 0)
-    raw = sc.parallelize(units, len(units)).flatMap(read.read_unit).cache()
-    records = spark.createDataFrame(raw.filter(lambda t: t[0] == "R").map(lambda t: t[1]), RECORD_SCHEMA)
-    errors = spark.createDataFrame(raw.filter(lambda t: t[0] == "E").map(lambda t: t[1]), ERROR_SCHEMA)
+    kept, infos, gaps, unstable_rows = [], [], [], []
+    files, rereads = 0, set()
+    pending: set[int] | None = None
+    for attempt in range(max(opts.read_attempts, 1)):
+        listings, note = _list_settled(opts.data_dir, pending)
+        if note is not None and attempt == 0:
+            progress(f"warning: {note}")
+        units = [u for p in sorted(listings) for u in listings[p].units()]
+        if attempt == 0:
+            progress(f"{len(units)} segment file(s) in {len(listings)} partition(s) of {read.OFFSETS_TOPIC} "
+                     f"under {opts.data_dir}")
+        else:
+            progress(f"read {attempt + 1}: {len(units)} segment file(s) of partition(s) {sorted(listings)}")
+        if after_listing is not None:
+            after_listing(attempt, listings)
+        if not listings:
+            break
+        raw = sc.parallelize(units, max(len(units), 1)).flatMap(read.read_unit)
+        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)   # read once; spilled, not re-read, under pressure
+        with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
+            meta = raw.filter(lambda t: t[0] in ("I", "G")).collect()     # one pass: fills the cache
+        after, _ = read.list_partitions(opts.data_dir, set(listings))
+        by_part: dict[int, list] = {}
+        for t in meta:
+            by_part.setdefault(t[1][0], []).append(t)
+        reasons = {}
+        for p, lst in listings.items():
+            rows = [t[1] for t in by_part.get(p, ()) if t[0] == "I"]
+            reason = read.unstable_reason(lst, rows, after.get(p))
+            if reason is not None:
+                reasons[p] = reason
+                continue
+            files += len(lst.files)
+            infos += rows
+            gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
+                     for k, g in by_part.get(p, ()) if k == "G"]
+            gaps += read.partition_gaps(lst, rows)
+        stable = frozenset(listings) - frozenset(reasons)
+        if stable:
+            kept.append(raw.filter(lambda t, keep=stable: t[0] in ("R", "E") and read.row_partition(t) in keep))
+        if not reasons:
+            break
+        rereads |= set(reasons)
+        pending = set(reasons)
+        for p, why in sorted(reasons.items()):
+            progress(f"partition {p} changed under the read ({why})")
+    else:
+        for p, why in sorted(reasons.items()):
+            unstable_rows.append((listings[p].dir, p, None, None, read.UNSTABLE,
+                                  f"{why}; still changing after {opts.read_attempts} read(s): the partition's "
+                                  f"records are left out, run the audit again"))
+    raw_all = sc.union(kept) if kept else sc.emptyRDD()
+    records = spark.createDataFrame(raw_all.filter(lambda t: t[0] == "R").map(lambda t: t[1]), RECORD_SCHEMA)
+    errors = spark.createDataFrame(raw_all.filter(lambda t: t[0] == "E").map(lambda t: t[1]), ERROR_SCHEMA)
+    if unstable_rows:
+        errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
     if opts.group is not None:
         records = records.filter(F.col("group") == opts.group)
-    return records, errors, len(units)
+    return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files, len(rereads))
 
 
 def static_events(records: DataFrame) -> DataFrame:
@@ -182,20 +297,46 @@ def generations(records: DataFrame, events: DataFrame) -> DataFrame:
                     F.col("offset").alias("log_offset"), "state_timestamp"))
 
 
-def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, records: DataFrame, errors: DataFrame,
-              opts: Options) -> DataFrame:
-    cols = [f.name for f in ANOMALY_SCHEMA.fields]
-    # two member ids mapped to one instance at once, in one GroupMetadata snapshot
-    snap = (records.filter((F.col("type") == "group_metadata") & ~F.col("tombstone"))
-            .select("group", "offset", "timestamp", F.explode("members").alias("m"))
-            .filter(F.col("m.instance_id").isNotNull())
-            .groupBy("group", "offset", "timestamp", F.col("m.instance_id").alias("instance_id"))
-            .agg(F.collect_set("m.member_id").alias("ids")).filter(F.size("ids") > 1)
-            .groupBy("group", "instance_id")
-            .agg(F.count("*").alias("count"), F.min("timestamp").alias("first_time"),
-                 F.max("timestamp").alias("last_time"), F.first(F.array_join(F.array_sort("ids"), ",")).alias("ids"))
+def _in_window(col, opts: Options):
+    cond = F.lit(True)
+    if opts.since is not None:
+        cond = cond & (col >= opts.since)
+    if opts.until is not None:
+        cond = cond & (col < opts.until)
+    return cond
+
+
+def concurrent_member_ids(history: DataFrame, opts: Options) -> DataFrame:
+    """Two member ids certainly mapped to one instance over overlapping stretches of the log: each
+    interval is certain over [valid_from_offset, end), end = its end event's offset, or without one
+    (unknown, group_deleted, still open) last_seen_offset + 1. Replacements (one event ends the old id
+    where it starts the new) and compaction (which only removes records) never make an overlap."""
+    h = (history.withColumn("c_to", F.when(F.col("end_cause").isin(*sorted(END_CAUSES)), F.col("valid_to_offset"))
+                            .otherwise(F.col("last_seen_offset") + 1))
+         .select("group", "log_partition", "instance_id", "member_id", "valid_from_offset", "valid_from_time",
+                 "c_to"))
+    a, b = h.alias("a"), h.alias("b")
+    pairs = (a.join(b, (F.col("a.group") == F.col("b.group")) & (F.col("a.log_partition") == F.col("b.log_partition"))
+                    & (F.col("a.instance_id") == F.col("b.instance_id")) & (F.col("a.member_id") < F.col("b.member_id"))
+                    & (F.greatest("a.valid_from_offset", "b.valid_from_offset") < F.least("a.c_to", "b.c_to")))
+             .select(F.col("a.group").alias("group"), F.col("a.instance_id").alias("instance_id"),
+                     F.greatest("a.valid_from_time", "b.valid_from_time").alias("time"),
+                     F.concat(F.col("a.member_id"), F.lit("+"), F.col("b.member_id"), F.lit(" at offsets "),
+                              F.greatest("a.valid_from_offset", "b.valid_from_offset").cast(S), F.lit(".."),
+                              (F.least("a.c_to", "b.c_to") - 1).cast(S)).alias("pair"))
+             .filter(_in_window(F.col("time"), opts)))
+    return (pairs.groupBy("group", "instance_id")
+            .agg(F.count("*").alias("count"), F.min("time").alias("first_time"), F.max("time").alias("last_time"),
+                 F.array_join(F.array_sort(F.collect_list("pair")), "; ").alias("pairs"))
             .select(F.lit("concurrent_member_ids").alias("kind"), "group", "instance_id", "count", "first_time",
-                    "last_time", F.concat(F.lit("member ids live at once in one snapshot: "), "ids").alias("detail")))
+                    "last_time", F.concat(F.lit("member ids mapped at once: "), "pairs").alias("detail")))
+
+
+def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, errors: DataFrame, gaps: DataFrame,
+              opts: Options) -> DataFrame:
+    """The anomalies of the rows in the --since/--until window (the tables as written); the log's own
+    problems (damage, gaps) have no time and are always reported."""
+    cols = [f.name for f in ANOMALY_SCHEMA.fields]
     live = events.filter(~F.col("tombstone"))
     fenced = (live.filter(F.col("cause") == "fenced").groupBy("group", "instance_id")
               .agg(F.count("*").alias("count"), F.min("event_time").alias("first_time"),
@@ -225,14 +366,22 @@ def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, records: D
                       "count", "first_time", "last_time",
                       F.lit(f"more than {opts.storm_k} rebalances within {opts.storm_window_ms} ms")
                       .alias("detail")))
-    damage = (errors.filter(F.col("kind") != read.TORN_TAIL)
+    damage = (errors.filter(~F.col("kind").isin(*read.NOT_DAMAGE))
               .select(F.lit("log_damage").alias("kind"), F.lit(None).cast(S).alias("group"),
                       F.lit(None).cast(S).alias("instance_id"), F.lit(1).cast(L).alias("count"),
                       F.lit(None).cast(L).alias("first_time"), F.lit(None).cast(L).alias("last_time"),
                       F.concat_ws(" ", "kind", "file", F.lit("at byte"), "position", F.lit(":"), "reason")
                       .alias("detail")))
-    out = snap.select(*cols)
-    for df in (fenced, expiring, churn, storms, damage):
+    log_gaps = gaps.select(
+        F.lit("log_gap").alias("kind"), F.lit(None).cast(S).alias("group"), F.lit(None).cast(S).alias("instance_id"),
+        (F.col("to_offset") - F.col("from_offset")).alias("count"), F.lit(None).cast(L).alias("first_time"),
+        F.lit(None).cast(L).alias("last_time"),
+        F.concat(F.lit("offsets "), F.col("from_offset").cast(S), F.lit(".."), (F.col("to_offset") - 1).cast(S),
+                 F.lit(f" of {read.OFFSETS_TOPIC}-"), F.col("log_partition").cast(S),
+                 F.lit(" missing (never cleaned: at or above the cleaner checkpoint), "), F.col("where"))
+        .alias("detail"))
+    out = concurrent_member_ids(history, opts).select(*cols)
+    for df in (fenced, expiring, churn, storms, damage, log_gaps):
         out = out.unionByName(df.select(*cols))
     return out
 
@@ -245,24 +394,28 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
     return df
 
 
-def build(spark: SparkSession, opts: Options) -> tuple[dict[str, DataFrame], int]:
-    records, errors, files = load(spark, opts)
-    progress("reading and decoding the segments on the executors")
-    records, errors = records.cache(), errors.cache()
-    n = records.count()          # one pass over the files; everything after works on the cached rows
-    progress(f"{n} record(s) decoded, {errors.count()} error row(s)")
+def build(spark: SparkSession, opts: Options,
+          after_listing: Callable[[int, dict], None] | None = None) -> tuple[dict[str, DataFrame], int]:
+    got = load(spark, opts, after_listing)
+    records, errors = got.records.cache(), got.errors.cache()
+    n = records.count()          # from the persisted read; everything after works on the cached rows
+    progress(f"{n} record(s) decoded, {errors.count()} error row(s)"
+             + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
     events = static_events(records)
     history = member_map_history(spark, records).cache()
     gens = generations(records, events).cache()
+    history_w = _window(history, "valid_from_time", "valid_to_time", opts)
+    gens_w = _window(gens, "time", None, opts)
+    events_w = _window(events, "log_time", None, opts)
     tables = {
-        "member_map_history": _window(history, "valid_from_time", "valid_to_time", opts),
-        "generations": _window(gens, "time", None, opts),
-        "static_events": _window(events, "log_time", None, opts),
+        "member_map_history": history_w,
+        "generations": gens_w,
+        "static_events": events_w,
         "offsets_history": _window(offsets_history(records), "log_time", None, opts),
-        "anomalies": anomalies(history, gens, events, records, errors, opts),
+        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts),
         "errors": errors,
     }
-    return tables, files
+    return tables, got.files
 
 
 def summarize(tables: dict[str, DataFrame]) -> dict:
@@ -282,7 +435,7 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
         "static_events": tables["static_events"].count(),
         "offset_commits": tables["offsets_history"].count(),
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
-        "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),
+        "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out
         "errors_by_kind": errs,
     }
 
@@ -299,16 +452,18 @@ def summary_table(s: dict) -> str:
     return "\n".join(f"{k:<{width}}  {v:>8}" for k, v in rows)
 
 
-def run(opts: Options, spark: SparkSession | None = None) -> tuple[int, dict]:
+def run(opts: Options, spark: SparkSession | None = None,
+        after_listing: Callable[[int, dict], None] | None = None) -> tuple[int, dict]:
     """Run the audit; returns (exit code, summary). Exit 1 if any batch or record could not be read
-    (damage; a torn tail of a newest segment is not damage), else 0."""
+    (damage, or a partition left out as `unstable`; a torn tail of a newest segment is not damage),
+    else 0."""
     t0 = time.monotonic()
     own = spark is None
     if own:
         progress(f"starting Spark ({opts.master})")
         spark = session(opts.master)
     try:
-        tables, _ = build(spark, opts)
+        tables, _ = build(spark, opts, after_listing)
         out = Path(opts.out)
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:

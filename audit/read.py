@@ -1,53 +1,104 @@
-"""Executor side of the audit: read one segment file of `__consumer_offsets` and turn it into rows.
+"""Executor side of the audit: read one segment file of `__consumer_offsets` and turn it into rows; and
+the driver's cheap side of it: listing the segment files, checking that a partition's read was
+consistent, and finding offset gaps.
 
 Runs inside Spark's Python workers (shipped as part of the `tenure` package), so it uses only the
 project's own storage and protocol code: `tenure.storage.segments.check_batch` verifies each batch
 (length, magic, CRC-32C, offsets moving forward) and `tenure.protocol.records.decode` decodes each
 record. Nothing is skipped silently: every batch or record that cannot be read becomes an error row.
 
-A live server may be appending to the newest segment while it is read: the file size is taken once at
-the start, a batch that looks torn at that size is re-read a few times while the file grows, and a torn
-batch that is still torn at the end of the newest segment is a `torn_tail` row ("not yet written"),
-which is reported but is not damage. Any other failed batch is `damage`.
+A live server appends to the newest segment and its log cleaner swaps cleaned segments in (new files,
+renames, see `SegmentLog.replace_segments`). The listing records every segment file's identity (device,
+inode, size, mtime). A unit reads its file only if the file it opens is the listed one (the newest may
+have grown) and only up to the size listed (a batch straddling that size is read whole: it was being
+written), so a read is the log as listed; a changed file gives an `unstable` row instead of records. The
+driver lists again after the read (`unstable_reason`): a partition whose files changed or that had a
+swap under way is read again (docs/audit.md). A batch that looks torn is re-read a few times while the
+file grows; one still torn at the end of the newest segment is a `torn_tail` row ("not yet written"),
+reported but not damage. Any other failed batch is `damage`.
+
+Besides records ("R") and errors ("E") a unit yields one "I" row (how the read went: the file's status,
+its batch count, first and next offset) and "G" rows (offset gaps inside the file above the cleaner
+checkpoint); the driver collects those (one per file, gaps are rare) for the checks.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.protocol import records as rec
 from tenure.storage.batch import LOG_OVERHEAD
-from tenure.storage.segments import SUFFIX, check_batch
+from tenure.storage.compaction import read_checkpoint
+from tenure.storage.segments import MERGING, SUFFIX, SWAP, check_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _PART_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
 _TORN_REREADS = 4
 _NO_MIN = -(1 << 63)
+_SWAP_MARKERS = (SUFFIX + SWAP, SUFFIX + MERGING)    # a swap past its first step and not finished
 
 # error kinds
 DAMAGE = "damage"                  # a batch failing verification (not a tail still being written)
 TORN_TAIL = "torn_tail"            # the newest segment ends in an incomplete batch: not yet written
 UNDECODABLE = "undecodable"        # a sound batch whose records, or one record, do not decode
 UNKNOWN_TYPE = "unknown_type"      # a record key version tenure does not know (a server skips it too)
-UNREADABLE = "unreadable"          # the file could not be opened or read (e.g. removed by compaction)
+UNREADABLE = "unreadable"          # the file could not be opened or read (not because it was swapped)
+UNSTABLE = "unstable"              # the partition's files kept changing under the read (log cleaner swaps):
+                                   # its records are left out, not half read; not damage
+NOT_DAMAGE = (TORN_TAIL, UNSTABLE)
+
+# "I" row status
+OK, CHANGED, OPEN_FAILED = "ok", "changed", "open_failed"
+
+
+def file_id(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def same_file(listed: tuple, now: tuple, newest: bool) -> bool:
+    """Is `now` (a file_id) still the listed file? The newest segment may only have grown; any other
+    segment is immutable (a cleaned one is a new file: a new inode and mtime)."""
+    if newest:
+        return listed[:2] == now[:2] and now[2] >= listed[2]
+    return listed == now
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work: one segment file."""
+    """One unit of work: one segment file, as listed."""
     partition: int
     path: str
     base_offset: int
     newest: bool          # the partition's newest (active) segment: a torn tail there is not damage
+    ident: tuple | None = None    # file_id at listing; None: read whatever is there (no consistency check)
+    clean_to: int | None = 0      # the cleaner checkpoint: offsets below may be cleaned (None: unknown)
 
 
-def list_units(data_dir: str, partitions: set[int] | None = None) -> list[Unit]:
-    """The segment files of every `__consumer_offsets-<n>/` directory (driver side, cheap: names only)."""
-    units = []
+@dataclass
+class Listing:
+    """One partition directory as listed: its segment files (base offset, path, file_id) in offset order,
+    what showed a swap under way, and the cleaner checkpoint read after the files were listed."""
+    partition: int
+    dir: str
+    files: list[tuple[int, str, tuple]] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    clean_to: int | None = 0
+
+    def units(self) -> list[Unit]:
+        n = len(self.files)
+        return [Unit(self.partition, path, base, i == n - 1, ident, self.clean_to)
+                for i, (base, path, ident) in enumerate(self.files)]
+
+
+def list_partitions(data_dir: str, partitions: set[int] | None = None) -> tuple[dict[int, Listing], str | None]:
+    """Every `__consumer_offsets-<n>/` directory's segment files with their identities (driver side,
+    cheap: names and stat), then the cleaner checkpoint. Returns (listings, a note if the checkpoint is
+    unreadable: then no partition's gaps can be told from compaction and none are reported)."""
+    out: dict[int, Listing] = {}
     root = Path(data_dir)
     for d in sorted(root.iterdir()):
         m = _PART_DIR.match(d.name)
@@ -56,10 +107,111 @@ def list_units(data_dir: str, partitions: set[int] | None = None) -> list[Unit]:
         part = int(m.group(1))
         if partitions is not None and part not in partitions:
             continue
-        segs = sorted((int(f.stem), f) for f in d.iterdir() if f.suffix == SUFFIX and f.stem.isdigit())
-        for i, (base, f) in enumerate(segs):
-            units.append(Unit(part, str(f), base, i == len(segs) - 1))
-    return units
+        lst = out[part] = Listing(part, str(d))
+        try:
+            names = sorted(os.listdir(d))
+        except FileNotFoundError:
+            lst.busy.append(f"{d} vanished while listed")
+            continue
+        for name in names:
+            if name.endswith(_SWAP_MARKERS):
+                lst.busy.append(name)
+                continue
+            stem, suffix = os.path.splitext(name)
+            if suffix != SUFFIX or not stem.isdigit():
+                continue
+            path = os.path.join(d, name)
+            try:
+                lst.files.append((int(stem), path, file_id(os.stat(path))))
+            except FileNotFoundError:
+                lst.busy.append(f"{name} (vanished while listed)")
+        lst.files.sort()
+    note = None
+    try:                                  # after the files: it covers every swap they show
+        checkpoint = read_checkpoint(data_dir)
+    except (OSError, ValueError) as exc:
+        checkpoint, note = None, f"{exc}: offset gaps are not checked"
+    for part, lst in out.items():
+        lst.clean_to = None if checkpoint is None else checkpoint.get((OFFSETS_TOPIC, part), 0)
+    return out, note
+
+
+def list_units(data_dir: str, partitions: set[int] | None = None) -> list[Unit]:
+    """The segment files of every `__consumer_offsets-<n>/` directory, as units."""
+    listings, _ = list_partitions(data_dir, partitions)
+    return [u for part in sorted(listings) for u in listings[part].units()]
+
+
+def row_partition(t: tuple) -> int:
+    """The log partition of any row read_unit yields."""
+    return t[1][1] if t[0] == "E" else t[1][0]
+
+
+def unstable_reason(first: Listing, infos: list[tuple], second: Listing | None) -> str | None:
+    """Why the read of one partition may not be one consistent state of its log (None: it is): a swap
+    under way at either listing, a file that changed between the listing and its read ("I" rows with
+    status `changed`), or a listed file changed, removed or joined by an older one by the second listing.
+    Segments rolled after the first listing (above its newest) do not matter: they were not read."""
+    if first.busy:
+        return (f"a compaction swap was under way when the files were listed ({', '.join(first.busy)}; left "
+                f"by an interrupted one, a server's next open finishes or undoes it)")
+    changed = sorted(i[1] for i in infos if i[2] == CHANGED)
+    if changed:
+        return f"{_some(changed)} changed between listing and reading (a compaction swap)"
+    if second is None:
+        return f"{first.dir} vanished during the read"
+    if second.busy:
+        return f"a compaction swap was under way after the read ({', '.join(second.busy)})"
+    now = {path: ident for _, path, ident in second.files}
+    newest = first.files[-1][0] if first.files else None
+    for i, (base, path, ident) in enumerate(first.files):
+        if path not in now:
+            return f"{path} was removed during the read (a compaction swap)"
+        if not same_file(ident, now[path], i == len(first.files) - 1):
+            return f"{path} was replaced during the read (a compaction swap)"
+    listed = {path for _, path, _ in first.files}
+    extra = sorted(p for b, p, _ in second.files if p not in listed and newest is not None and b < newest)
+    if extra:
+        return f"{_some(extra)} appeared during the read below the newest segment"
+    return None
+
+
+def _some(paths: list[str], n: int = 3) -> str:
+    names = ", ".join(os.path.basename(p) for p in paths[:n])
+    return (f"{len(paths)} segment files ({names}, ...)" if len(paths) > n
+            else names if len(paths) > 1 else paths[0])
+
+
+def partition_gaps(lst: Listing, infos: list[tuple]) -> list[tuple]:
+    """Offset gaps between the segment files of one consistently read partition, above its cleaner
+    checkpoint (offsets below it may have been removed by compaction): (partition, first missing offset,
+    the offset after the last missing one, where). The log starts at offset 0; a segment's first batch
+    follows the previous segment's last batch; an empty segment's base offset is where the log had
+    reached. Offsets unknown after unreadable damage are not guessed (the damage is reported)."""
+    if lst.clean_to is None:
+        return []
+    by_path = {i[1]: i for i in infos}
+    out = []
+    expected, prev = 0, None
+    for base, path, _ in lst.files:
+        info = by_path.get(path)
+        if info is None or info[2] != OK:
+            expected, prev = None, path
+            continue
+        _, _, _, batches, first, end = info
+        start = first if batches else base
+        if start is None:
+            expected = None
+        else:
+            if expected is not None and start > expected and start > lst.clean_to:
+                where = f"before the first batch of {path}" + (f", after {prev}" if prev else "")
+                out.append((lst.partition, max(expected, lst.clean_to), start, where))
+            if batches:
+                expected = end
+            else:
+                expected = base if expected is None else max(expected, base)
+        prev = path
+    return out
 
 
 def _record_row(part, offset, timestamp, record) -> tuple:
@@ -106,16 +258,41 @@ def _torn(buf: bytes) -> bool:
 
 
 def read_unit(unit: Unit):
-    """("R", record row) and ("E", error row) tuples of one segment file, in file order."""
+    """("R", record row), ("E", error row), ("G", gap) and one ("I", info) tuple of one segment file."""
+    info = {"status": OK, "batches": 0, "first": None, "end": None}
+    yield from _read_unit(unit, info)
+    yield ("I", (unit.partition, unit.path, info["status"], info["batches"], info["first"], info["end"]))
+
+
+def _read_unit(unit: Unit, info: dict):
     try:
         fd = os.open(unit.path, os.O_RDONLY)
+    except FileNotFoundError as exc:
+        if unit.ident is None:
+            info["status"] = OPEN_FAILED
+            yield _error(unit, 0, None, UNREADABLE, f"cannot be opened: {exc}")
+        else:
+            info["status"] = CHANGED
+            yield _error(unit, 0, None, UNSTABLE, "removed since it was listed (a compaction swap); "
+                                                  "its records are not read")
+        return
     except OSError as exc:
+        info["status"] = OPEN_FAILED
         yield _error(unit, 0, None, UNREADABLE, f"cannot be opened: {exc}")
         return
     try:
-        size = os.fstat(fd).st_size
+        now = file_id(os.fstat(fd))
+        if unit.ident is not None and not same_file(unit.ident, now, unit.newest):
+            info["status"] = CHANGED
+            yield _error(unit, 0, None, UNSTABLE, "replaced since it was listed (a compaction swap); "
+                                                  "its records are not read")
+            return
+        stop = unit.ident[2] if unit.ident is not None else now[2]    # the file as listed ...
+        size = now[2]                                                   # ... bytes there to read
+        clean_to = unit.clean_to
         pos, expect = 0, unit.base_offset
-        while pos < size:
+        prev_next = None                  # next offset after the previous sound batch (None: unknown)
+        while pos < stop:
             for _ in range(_TORN_REREADS):
                 buf = _read_at(fd, size, pos)
                 h, reason = check_batch(buf, 0, len(buf), expect)
@@ -137,14 +314,23 @@ def read_unit(unit: Unit):
                     yield _error(unit, pos, offset, TORN_TAIL,
                                  f"{reason}; the newest segment's tail is not (yet) fully written")
                     return
+                prev_next = None          # what the damage hides is not a gap to report
                 if resumes:
                     yield _error(unit, pos, offset, DAMAGE, f"{reason}; this batch is skipped")
                     pos = nxt
                     continue
+                info["end"] = None
                 yield _error(unit, pos, offset, DAMAGE,
                              f"{reason}; the rest of this segment ({size - pos} bytes) cannot be read")
+                info["batches"] += 1      # not an empty segment, whatever it held
                 return
-            expect = h.next_offset
+            if pos == 0:
+                info["first"] = h.base_offset
+            if (prev_next is not None and h.base_offset > prev_next and clean_to is not None
+                    and h.base_offset > clean_to):
+                yield ("G", (unit.partition, unit.path, pos, max(prev_next, clean_to), h.base_offset))
+            info["batches"] += 1
+            info["end"] = prev_next = expect = h.next_offset
             start, pos = pos, pos + h.size
             if h.is_control:
                 continue
@@ -168,6 +354,7 @@ def read_unit(unit: Unit):
                     continue
                 yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record))
     except OSError as exc:
+        info["end"] = None
         yield _error(unit, 0, None, UNREADABLE, f"read failed: {exc}")
     finally:
         os.close(fd)

@@ -52,15 +52,26 @@ file the log serves from except by reading it; all directory changes happen on t
 
 Durability. Before a segment's keys may supersede anything it is fsynced (once): an older record is
 only dropped when the record that replaces it is on disk.
+
+Cleaner checkpoint. `<data dir>/cleaner-offset-checkpoint` (Kafka's name and text format: a version line
+`0`, a count line, then `topic partition offset` lines) holds, per partition, an offset below which the
+cleaner may have removed records: before a cleaned group is swapped in, the entry is raised (never
+lowered) to the base offset of the segment after the group, and the file is replaced atomically
+(written, fsynced, renamed, directory fsynced). It is written before the swap's commit point, so it is
+an upper bound of what was ever cleaned, even after a crash; a failure to write it abandons the swap.
+Offsets at or above it have never been cleaned, so a hole in them is a real gap (`tenure audit`'s
+`log_gap`). The file sits next to the partition directories (the parent of `SegmentLog.dir`).
 """
 from __future__ import annotations
 
 import logging
 import os
 import struct
+import threading
 import time
 import weakref
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Callable, Generator
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -68,7 +79,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
-from .segments import CLEANED, Segment, SegmentLog, SwapUnfinished, segment_name
+from .segments import CLEANED, Segment, SegmentLog, SwapUnfinished, fsync_dir, segment_name
 
 log = logging.getLogger("tenure.storage")
 
@@ -80,6 +91,9 @@ DEFAULT_MIN_COMPACTION_LAG_MS = 0                 # Kafka's min.compaction.lag.m
 DEFAULT_PASS_BYTES = 4 * 1024 * 1024
 _CRC = struct.Struct(">I")
 _MAX_PASSES = 10_000
+CHECKPOINT = "cleaner-offset-checkpoint"          # Kafka's file name, in the data dir
+_CHECKPOINT_VERSION = 0
+_checkpoint_lock = threading.Lock()               # one read-modify-write at a time in this process
 
 
 @dataclass(frozen=True)
@@ -362,6 +376,67 @@ def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _
     return rewrite(datas, changed, summaries, latest, droppable, now, stamp)
 
 
+# ====================================================================== the cleaner checkpoint
+def read_checkpoint(data_dir) -> dict[tuple[str, int], int]:
+    """`<data_dir>/cleaner-offset-checkpoint` as {(topic, partition): offset}; {} if there is none.
+    Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
+    path = os.path.join(os.fspath(data_dir), CHECKPOINT)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        if int(lines[0]) != _CHECKPOINT_VERSION:
+            raise ValueError(f"version {lines[0]!r}")
+        count = int(lines[1])
+        if len(lines) != 2 + count:
+            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
+        out = {}
+        for line in lines[2:]:
+            topic, partition, offset = line.rsplit(" ", 2)
+            out[(topic, int(partition))] = int(offset)
+        return out
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"{path}: not a cleaner checkpoint ({exc})") from None
+
+
+def partition_of_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); a directory not named so -> (name, -1)."""
+    topic, _, partition = name.rpartition("-")
+    return (topic, int(partition)) if topic and partition.isdigit() else (name, -1)
+
+
+def advance_checkpoint(partition_dir, offset: int) -> None:
+    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it); atomic."""
+    pdir = os.path.abspath(os.fspath(partition_dir))
+    root = os.path.dirname(pdir)
+    key = partition_of_dir(os.path.basename(pdir))
+    with _checkpoint_lock:
+        try:
+            entries = read_checkpoint(root)
+        except ValueError as exc:
+            log.warning("%s; rewriting it", exc)
+            entries = {}
+        if entries.get(key, -1) >= offset:
+            return
+        entries[key] = offset
+        data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
+                       + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
+        path = os.path.join(root, CHECKPOINT)
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(Path(root))
+
+
 # ====================================================================== the driver
 Work = tuple  # (callable, *args): heavy work a pass hands to its runner
 
@@ -505,6 +580,13 @@ class Compactor:
             cleaned.unlink(missing_ok=True)
             raise
         os.close(fd)
+        # the checkpoint first: it must cover this group before the group can be seen cleaned on disk
+        i = next(j for j, s in enumerate(plog.segments) if s is group[-1])
+        try:
+            advance_checkpoint(plog.dir, plog.segments[i + 1].base_offset)
+        except BaseException:
+            cleaned.unlink(missing_ok=True)
+            raise
         try:
             seg = plog.replace_segments(group, cleaned, headers)
         except SwapUnfinished:

@@ -34,3 +34,28 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_the_cli_audits_a_data_dir(tmp_path):
+    """`tenure audit DIR --out OUT --master local[1]` end to end, in its own process (it starts and stops
+    its own Spark): exit 0, every table and the report written, the summary on stdout, progress on stderr."""
+    from tenure.protocol import records as rec
+
+    from .logs import T0, Writer, ev, gm
+    w = Writer(tmp_path / "data", 0)
+    w.add(ev("g", "i", rec.JOINED, None, "m1", T0), T0)
+    w.add(gm("g", 1, [("m1", "i")], T0 + 1), T0 + 1)
+    w.add(rec.OffsetCommitRecord("g", "t", 0, 42, -1, "", T0 + 2), T0 + 2)
+    w.close()
+    out = tmp_path / "out"
+    code = (f"import sys; from tenure.cli import main; "
+            f"sys.exit(main(['audit', {str(tmp_path / 'data')!r}, '--out', {str(out)!r}, '--master', 'local[1]']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    for table in ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors"):
+        assert (out / table / "_SUCCESS").exists(), table
+    assert (out / "report.html").stat().st_size > 0
+    summary = dict(line.rsplit(None, 1) for line in p.stdout.splitlines() if line.strip())
+    assert (summary["groups"], summary["member ids (intervals)"], summary["generations"],
+            summary["static events"], summary["offset commits"], summary["errors"]) == ("1", "1", "1", "1", "1", "0")
+    assert "audit: [" in p.stderr and "starting Spark (local[1])" in p.stderr and "done in" in p.stderr

@@ -131,6 +131,9 @@ def test_fold_of_the_audit_tables_equals_replay(spark, tmp_path, seed, compacted
     assert tables["errors"].count() == 0
     assert folded_state(tables) == expected
     assert expected                                    # the histories are not trivial
+    # a consistent history, compacted or not, has no member ids mapped at once and no offset gaps
+    kinds = {r["kind"] for r in tables["anomalies"].select("kind").distinct().collect()}
+    assert not kinds & {"concurrent_member_ids", "log_gap", "log_damage"}, kinds
     # every record of the log is in exactly one table, nothing silently dropped
     n_events = sum(isinstance(x, rec.StaticMemberEventRecord) for x in history)
     if not compacted:
