@@ -3,8 +3,9 @@
 Spawns `python -m tenure serve --port 0` --runs times and times each from just before the spawn until
 the line `tenure listening on HOST:PORT` is read from its stdout; then sends SIGTERM and times the
 exit (reporting exit codes). For context it also times, in fresh interpreters, a bare interpreter
-start-up (`python -c pass`) and `import tenure.server`, and lists the top-level packages that
-`python -X importtime` charges that import to.
+start-up (`python -c pass`) and `import tenure.server`, and lists the top-level packages (kafka-python's
+by subpackage) that `python -X importtime` charges that import to. It prints the commit and the load
+average at the start and the end, for the figures in docs/benchmarks.md.
 
 Two bytecode settings are measured, interleaved run by run:
   env     the environment as inherited. If it sets PYTHONDONTWRITEBYTECODE (as this repository's
@@ -109,8 +110,9 @@ def timed_import(python: str, env: dict) -> float:
     return float(out.stdout.strip())
 
 
-def importtime_breakdown(python: str, env: dict, top: int = 8) -> tuple[float, list[tuple[str, float]]]:
-    """Cumulative ms of `import tenure.server` and self time per top-level package."""
+def importtime_breakdown(python: str, env: dict, top: int = 12) -> tuple[float, list[tuple[str, float]]]:
+    """Cumulative ms of `import tenure.server` and self time per top-level package (kafka-python's
+    per subpackage)."""
     out = subprocess.run([python, "-X", "importtime", "-c", "import tenure.server"],
                          check=True, capture_output=True, text=True, env=env).stderr
     total = 0.0
@@ -122,10 +124,33 @@ def importtime_breakdown(python: str, env: dict, top: int = 8) -> tuple[float, l
         self_us, cum_us, name = int(m.group(1)), int(m.group(2)), m.group(4)
         if name == "tenure.server":
             total = cum_us / 1000.0
-        root = name.split(".")[0]
+        parts = name.split(".")
+        # kafka-python by subpackage: tenure needs kafka.protocol and kafka.record; kafka/__init__.py
+        # also imports the client (kafka.admin, kafka.net, kafka.consumer, kafka.producer, ...)
+        root = ".".join(parts[:2]) if parts[0] == "kafka" and len(parts) > 1 else parts[0]
         per_pkg[root] = per_pkg.get(root, 0.0) + self_us / 1000.0
     ranked = sorted(per_pkg.items(), key=lambda kv: kv[1], reverse=True)[:top]
     return total, ranked
+
+
+def load_average() -> str:
+    try:
+        return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def commit() -> str:
+    """The repository's HEAD, with "+dirty" when the tree has uncommitted changes."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                               check=True, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def main() -> int:
@@ -144,6 +169,7 @@ def main() -> int:
     modes = {"env": env_as_is, "cached": env_cached}
     dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
     print(f"python: {py} ({sys.version.split()[0]}), cpus: {os.cpu_count()}, runs: {args.runs} per setting")
+    print(f"commit: {commit()}, load average (1/5/15 min) at start: {load_average()}")
     print(f"env:    the inherited environment (PYTHONDONTWRITEBYTECODE={dont_write or 'unset'})")
     print(f"cached: bytecode cache in {cache_dir} (PYTHONPYCACHEPREFIX), warmed once")
     try:
@@ -184,6 +210,7 @@ def main() -> int:
         print(f"[{k}]   " + ", ".join(f"{name} {ms:.0f}" for name, ms in ranked) + " (ms)")
 
     print()
+    print(f"load average (1/5/15 min) at end: {load_average()}")
     for k in modes:
         med = statistics.median(m[k]["ready"])
         verdict = (f"ABOVE {SLOW_MS:.0f} ms: start-up is slow" if med > SLOW_MS

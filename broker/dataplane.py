@@ -441,31 +441,31 @@ class Broker:
         for t in body.topics:
             parts = []
             for p in t.partitions:
+                # leader_epoch stays -1 (as Kafka answers) unless an offset is found
                 pr = PR(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
-                        leader_epoch=LEADER_EPOCH)
+                        leader_epoch=-1)
                 parts.append(pr)
                 plog = self.topics.partition(t.name, p.partition_index)
                 if plog is None:
-                    pr.error_code, pr.leader_epoch = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+                    pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 if v >= 4 and p.current_leader_epoch > LEADER_EPOCH:
                     pr.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
                     continue
                 ts = p.timestamp
+                found = None
                 if ts == -1:            # LATEST
-                    pr.offset = plog.log_end_offset
+                    found = plog.log_end_offset, -1
                 elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
-                    pr.offset = plog.log_start_offset
+                    found = plog.log_start_offset, -1
                 elif ts == -3:          # MAX_TIMESTAMP
                     found = plog.max_timestamp()
-                    if found:
-                        pr.offset, pr.timestamp = found
                 elif ts < 0:
                     pr.error_code = ErrorCode.INVALID_REQUEST
                 else:
                     found = plog.offset_for_timestamp(ts)
-                    if found:
-                        pr.offset, pr.timestamp = found
+                if found:
+                    (pr.offset, pr.timestamp), pr.leader_epoch = found, LEADER_EPOCH
             out.append(TR(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
 
@@ -483,7 +483,7 @@ class Broker:
                     e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif p.current_leader_epoch > LEADER_EPOCH:
                     e.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
-                elif p.leader_epoch <= LEADER_EPOCH:
+                elif p.leader_epoch == LEADER_EPOCH:    # -1 (no epoch) and newer epochs: -1/-1, as Kafka
                     e.leader_epoch, e.end_offset = LEADER_EPOCH, plog.log_end_offset
                 parts.append(e)
             out.append(TR(topic=t.topic, partitions=parts))

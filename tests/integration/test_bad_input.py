@@ -1,4 +1,6 @@
 """Bad input closes (or answers) only the offending connection; everyone else keeps being served."""
+import logging
+import re
 import struct
 
 import pytest
@@ -35,6 +37,17 @@ def _frames(case):
 CASES = ["oversized-frame", "negative-frame-size", "unknown-api-key", "unserved-api-key",
          "unsupported-version", "undecodable-body", "header-too-short"]
 
+# what the server logs (logger tenure.server, WARNING) for each, after "connection N from PEER: closing: "
+LOGGED = {
+    "oversized-frame": re.escape("frame of 2000000 bytes exceeds the maximum of 1048576 bytes"),
+    "negative-frame-size": re.escape("negative frame size -1"),
+    "unknown-api-key": re.escape("api_key=9999 api_version=12: API not served by tenure"),
+    "unserved-api-key": re.escape("api_key=33 api_version=12: API not served by tenure"),
+    "unsupported-version": re.escape("api_key=3 api_version=13: Metadata is served at versions 0-12"),
+    "undecodable-body": re.escape("Metadata v12: undecodable body: ") + r".+",
+    "header-too-short": re.escape("request of 3 bytes is shorter than a request header"),
+}
+
 
 @pytest.fixture
 def small_frame_server():
@@ -43,12 +56,19 @@ def small_frame_server():
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_frame_closes_only_that_connection(small_frame_server, case):
+def test_bad_frame_closes_only_that_connection(small_frame_server, case, caplog):
+    caplog.set_level(logging.INFO, logger="tenure.server")
     bystander = WireClient.to(small_frame_server.bootstrap)
     bystander.call(ApiVersionsRequest(), 0)           # an open, healthy connection
     with WireClient.to(small_frame_server.bootstrap) as bad:
+        bad_port = bad.sock.getsockname()[1]
         bad.send_raw(_frames(case))
         assert bad.is_closed_by_peer(timeout=5), f"{case}: the server kept the connection open"
+    # the server logged why, once, naming the offending connection (it logs before it closes)
+    warnings = [r for r in caplog.records if r.name == "tenure.server" and r.levelno >= logging.WARNING]
+    assert [r.levelno for r in warnings] == [logging.WARNING], [r.getMessage() for r in warnings]
+    pattern = rf"connection \d+ from \('127\.0\.0\.1', {bad_port}\): closing: {LOGGED[case]}"
+    assert re.fullmatch(pattern, warnings[0].getMessage()), warnings[0].getMessage()
     # the bystander connection is unaffected, and a real client still does a full round trip
     assert bystander.call(ApiVersionsRequest(), 0).error_code == 0
     bystander.close()
@@ -56,7 +76,8 @@ def test_bad_frame_closes_only_that_connection(small_frame_server, case):
     assert len(consumed) == 6
 
 
-def test_api_versions_from_the_future_is_answered_in_v0_with_error_35(tenure_server):
+def test_api_versions_from_the_future_is_answered_in_v0_with_error_35(tenure_server, caplog):
+    caplog.set_level(logging.INFO, logger="tenure.server")
     with WireClient.to(tenure_server.bootstrap) as c:
         b = bytearray(request_bytes(ApiVersionsRequest(), 3, correlation_id=42))
         struct.pack_into(">h", b, 6, 7)
@@ -69,6 +90,10 @@ def test_api_versions_from_the_future_is_answered_in_v0_with_error_35(tenure_ser
         assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == api_version_ranges()
         # the connection stays usable: the client retries at a version both know
         assert c.call(ApiVersionsRequest(), 3).error_code == 0
+    logged = [r for r in caplog.records if r.name == "tenure.server" and "ApiVersions v7" in r.getMessage()]
+    assert [r.levelno for r in logged] == [logging.INFO]
+    assert re.fullmatch(r"connection \d+: ApiVersions v7 is not served; answering v0 with error 35",
+                        logged[0].getMessage()), logged[0].getMessage()
 
 
 def test_corrupt_batch_is_a_partition_error_not_a_closed_connection(tenure_server, wire):

@@ -2,12 +2,15 @@
 manual assignment; keys, values, headers and offsets must match exactly."""
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import time
 
 import pytest
 
+from tenure.config import ServerConfig
+from tenure.server import ServerThread
 from tests.support.clients import RECORDS, by_partition_offsets, confluent_round_trip, expected_records
 
 PARTS = 3
@@ -102,38 +105,54 @@ def test_aiokafka(tenure_server):
 
 
 @pytest.mark.kcat
-def test_kcat(tenure_server):
+def test_kcat():
     kcat = shutil.which("kcat")
     assert kcat, "kcat is not installed (apt-get install kcat)"
-    bs = tenure_server.bootstrap
-    # kcat has no admin API: creating via metadata auto-creation at the configured partition count
-    tenure_server.call(lambda: tenure_server.server.topics.create("kc-topic", PARTS))
-    produced = []
-    for p in range(PARTS):
-        recs = [(k, v, h) for (pp, k, v, h) in expected_records(RECORDS, PARTS) if pp == p]
-        for k, v, h in recs:
-            # one kcat process per record keeps headers per record; -X dr_cb prints delivery offsets
-            hdr_args = []
-            for hk, hv in h:
-                assert b"\x00" not in hv or hk == "h2"
-            out = subprocess.run([kcat, "-b", bs, "-P", "-t", "kc-topic", "-p", str(p), "-k", k.decode(),
-                                  "-H", f"h1={h[0][1].decode()}", "-v"],
+    # argv strings cannot carry a NUL byte, so kcat's binary header h2 is b"\x01\x02\xfe" plus one byte
+    # >= 0x80 per record (not UTF-8; no NUL, "," or "=") instead of the other clients' b"\x00\x01\x02"
+    records = [(p, k, v, [h[0], ("h2", b"\x01\x02\xfe" + bytes([0x80 + i]))])
+               for i, (p, k, v, h) in enumerate(expected_records(RECORDS, PARTS))]
+    # kcat has no admin API: its first produce creates the topic, by Metadata auto-creation at the
+    # server's default partition count (PARTS here)
+    with ServerThread(ServerConfig(port=0, default_partitions=PARTS)) as server:
+        bs = server.bootstrap
+        acked = {}
+        for p, k, v, h in records:
+            # one kcat process per record, as -H headers apply to every record of a run; "-v -v" prints
+            # the delivery report with the offset the server acknowledged
+            out = subprocess.run([kcat, "-b", bs, "-P", "-t", "kc-topic", "-p", str(p), "-k", k,
+                                  *[arg for hk, hv in h for arg in ("-H", hk.encode() + b"=" + hv)], "-v", "-v"],
                                  input=v, capture_output=True, timeout=30)
             assert out.returncode == 0, out.stderr
-            produced.append((p, k))
-    res = subprocess.run([kcat, "-b", bs, "-C", "-t", "kc-topic", "-o", "beginning", "-e", "-J", "-q"],
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    msgs = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+            reports = re.findall(rb"Message delivered to partition (\d+) \(offset (-?\d+)\)", out.stderr)
+            assert len(reports) == 1, out.stderr
+            acked[k] = (int(reports[0][0]), int(reports[0][1]))
+        # records were acknowledged at consecutive offsets per partition, in the order they were sent
+        expected_offsets = {}
+        for p, k, _, _ in records:
+            expected_offsets[k] = (p, sum(1 for q, _ in expected_offsets.values() if q == p))
+        assert acked == expected_offsets
+
+        meta = subprocess.run([kcat, "-b", bs, "-L", "-J", "-t", "kc-topic"], capture_output=True, timeout=30)
+        assert meta.returncode == 0, meta.stderr
+        (topic,) = json.loads(meta.stdout)["topics"]
+        assert topic["topic"] == "kc-topic"
+        assert sorted(p["partition"] for p in topic["partitions"]) == list(range(PARTS))
+
+        res = subprocess.run([kcat, "-b", bs, "-C", "-t", "kc-topic", "-o", "beginning", "-e", "-J", "-q"],
+                             capture_output=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+    # kcat's JSON carries header bytes >= 0x80 raw (and escapes control bytes): read it byte for byte
+    msgs = [json.loads(line.decode("latin-1")) for line in res.stdout.split(b"\n") if line.strip()]
     assert len(msgs) == RECORDS
-    expected = {k.decode(): (p, v.decode(), h[0][1].decode()) for p, k, v, h in expected_records(RECORDS, PARTS)}
-    per = {}
+    expected = {k: (p, v, h) for p, k, v, h in records}
     for m in msgs:
-        p, v, h1 = expected[m["key"]]
-        assert (m["partition"], m["payload"]) == (p, v)
-        assert m["headers"] == ["h1", h1]
-        per.setdefault(m["partition"], []).append(m["offset"])
-    assert {p: sorted(o) for p, o in per.items()} == {p: list(range(RECORDS // PARTS)) for p in range(PARTS)}
+        key = m["key"].encode("latin-1")
+        hs = m["headers"]
+        headers = [(hs[i], hs[i + 1].encode("latin-1")) for i in range(0, len(hs), 2)]
+        assert (m["partition"], m["payload"].encode("latin-1"), headers) == expected[key]
+        assert (m["partition"], m["offset"]) == acked[key], "consumed offset differs from the acknowledged one"
+    assert sorted((m["partition"], m["offset"]) for m in msgs) == sorted(acked.values())
 
 
 @pytest.mark.java
