@@ -411,6 +411,36 @@ def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, mo
         assert gw.fetched(fetch.answer()) == {"hold-simple": {("t", 0): 42}}
 
 
+@pytest.mark.parametrize("policy", ["batch", "always"])
+def test_produce_with_acks_is_answered_only_after_its_fsync(tmp_path, monkeypatch, policy):
+    """Produce with acks=1 and acks=-1 to a user topic on a data dir: written at once, but no answer while
+    the fsync is held back; once it completes the answers carry the base offsets."""
+    import os as _os
+    from tenure.config import ServerConfig
+    from tenure.server import ServerThread
+    from tests.support.wire import build_batch, produce_request
+
+    gate = threading.Event()
+    gate.set()
+    real_fsync = _os.fsync
+
+    def held_fsync(fd):
+        assert gate.wait(30), "fsync gate never opened"
+        real_fsync(fd)
+    monkeypatch.setattr(_os, "fsync", held_fsync)
+    with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), fsync=policy)) as st:
+        st.call(lambda: st.server.topics.create("held-t", 1))
+        gate.clear()
+        all_acks = _Pending(st.bootstrap, (produce_request("held-t", 0, build_batch([(b"k1", b"v1")]), acks=-1), 9))
+        leader = _Pending(st.bootstrap, (produce_request("held-t", 0, build_batch([(b"k2", b"v2")]), acks=1), 9))
+        time.sleep(1.0)
+        assert not all_acks.answered_within(0) and not leader.answered_within(0), "answered before the fsync"
+        assert st.call(lambda: st.server.topics.get("held-t").partitions[0].log_end_offset) == 2   # written
+        gate.set()
+        bases = sorted(r.responses[0].partition_responses[0].base_offset for r in (all_acks.answer(), leader.answer()))
+        assert bases == [0, 1]
+
+
 # ============================================================================ 2. torn tails on a real server
 OFFSETS_DIR = "__consumer_offsets-0"
 TORN_COMMITS = 60
