@@ -146,7 +146,11 @@ class GroupCoordinator:
                 self.groups[event.group_id] = event.group
         elif isinstance(event, GroupMetadataRecord):
             if event.tombstone:
-                self.groups.pop(event.group_id, None)
+                # a group exists through its metadata or through its offsets (as Kafka's loader sees it)
+                if event.group_id in self.offsets:
+                    self.groups[event.group_id] = ClassicGroup(event.group_id)
+                else:
+                    self.groups.pop(event.group_id, None)
                 return
             g = ClassicGroup(event.group_id, state=STABLE if event.members else EMPTY,
                              generation=event.generation, protocol_type=event.protocol_type,
@@ -166,6 +170,11 @@ class GroupCoordinator:
                 offsets.pop((event.topic, event.partition), None)
                 if not offsets:
                     del self.offsets[event.group_id]
+                    # an offsets-only ("simple") group exists through its offsets alone: with the last one
+                    # gone it is gone, as Kafka's loader would not create it - so replay's result does not
+                    # depend on commits that compaction removes (fold(compact(log)) == fold(log))
+                    if self.groups.get(event.group_id) == ClassicGroup(event.group_id):
+                        del self.groups[event.group_id]
             else:
                 offsets[(event.topic, event.partition)] = event
                 if event.group_id not in self.groups:      # offsets-only ("simple") group

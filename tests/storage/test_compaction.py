@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.coordinator.classic import GroupCoordinator
-from tenure.coordinator.state import ClassicGroup
 from tenure.protocol import records as rec
 from tenure.storage import parse_batches
 from tenure.storage import segments as segments_mod
@@ -73,12 +72,8 @@ def fold(recs) -> GroupCoordinator:
 
 def state(c: GroupCoordinator):
     """What replay built: groups (member maps, generation, leader, protocol, ...), offsets and static-member
-    event keys. A group that is exactly an empty "simple" group is left out: replay creates one whenever
-    an offset commit is replayed for an unknown group, and keeps it after that commit is deleted by a
-    tombstone - so whether it exists depends on commits that compaction rightly removes (the commit was
-    superseded by its tombstone). See the report in the commit: this is replay's, not compaction's."""
-    groups = {gid: g for gid, g in c.groups.items() if g != ClassicGroup(gid)}
-    return groups, c.offsets, c.static_event_keys
+    event keys - all of it (an offsets-only group whose last offset is tombstoned is gone in both)."""
+    return c.groups, c.offsets, c.static_event_keys
 
 
 def latest_by_key(recs) -> dict:

@@ -9,6 +9,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
+from tenure.coordinator.state import ClassicGroup
 from tenure.protocol import records as rec
 from tenure.runtime import OFFSETS_TOPIC, CoordinatorRuntime
 
@@ -90,9 +91,9 @@ def test_unknown_record_types_and_keyless_records_are_skipped_and_reported(caplo
 
 
 def test_a_group_left_with_neither_metadata_nor_offsets_is_not_loaded_as_on_kafka():
-    """A commit-only group whose offsets were all deleted: a full replay keeps an empty shell of it (as the
-    live coordinator does until the group is deleted); the load, as Kafka's loader, has no record that
-    names a live group, so it is not there after a restart. Nothing acknowledged is lost: it holds nothing."""
+    """A commit-only group whose offsets were all deleted is gone: after a full replay (the live
+    coordinator) and after the load (as Kafka's loader, which has no record naming a live group) alike.
+    Nothing acknowledged is lost: it holds nothing."""
     records = [rec.OffsetCommitRecord("shell", "t", 0, 5, -1, "", 1),
                rec.OffsetCommitRecord("shell", "t", 0, tombstone=True),
                rec.OffsetCommitRecord("kept", "t", 0, 9, -1, "", 2)]
@@ -101,8 +102,22 @@ def test_a_group_left_with_neither_metadata_nor_offsets_is_not_loaded_as_on_kafk
         full.replay(r)
     loaded = GroupCoordinator()
     CoordinatorRuntime(loaded, offsets_topic_with(records), broker=None).load()
-    assert set(full.groups) == {"shell", "kept"} and full.offsets.keys() == {"kept"}
-    assert set(loaded.groups) == {"kept"} and loaded.offsets == full.offsets
+    assert set(full.groups) == {"kept"} and full.offsets.keys() == {"kept"}
+    assert loaded.groups == full.groups and loaded.offsets == full.offsets
+
+
+def test_a_deleted_groups_surviving_offsets_keep_it_as_an_empty_group_as_on_kafka():
+    """Group existence is a function of the latest record per key: metadata or offsets. A GroupMetadata
+    tombstone followed by a surviving offset gives an Empty group in a full replay and in the load."""
+    records = [rec.OffsetCommitRecord("g", "t", 0, 5, -1, "", 1),
+               rec.GroupMetadataRecord("g", tombstone=True)]
+    full = GroupCoordinator()
+    for r in records:
+        full.replay(r)
+    loaded = GroupCoordinator()
+    CoordinatorRuntime(loaded, offsets_topic_with(records), broker=None).load()
+    assert full.groups == loaded.groups == {"g": ClassicGroup("g")}
+    assert full.offsets == loaded.offsets and full.offsets["g"][("t", 0)].offset == 5
 
 
 def test_group_partition_follows_kafkas_utils_abs_not_a_sign_mask():
