@@ -6,6 +6,13 @@ import pytest
 
 pytestmark = pytest.mark.timeout(180)
 
+INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"   # pytest-asyncio is installed too
+
+
+@pytest.fixture(autouse=True)
+def _ini(pytester):
+    pytester.makeini(INI)
+
 CONSUMER_TEST = '''
 from confluent_kafka import Consumer, Producer
 
@@ -45,7 +52,7 @@ def test_two(tenure_server, tenure_bootstrap):
 
 
 def test_session_scope_keeps_the_address_and_resets_the_state(pytester):
-    pytester.makeini("[pytest]\ntenure_scope = session\n")
+    pytester.makeini(INI + "tenure_scope = session\n")
     pytester.makepyfile(CONSUMER_TEST + '''
 seen = []
 
@@ -65,7 +72,7 @@ def test_two(tenure_server):
 
 
 def test_session_scope_without_isolation_keeps_state(pytester):
-    pytester.makeini("[pytest]\ntenure_scope = session\ntenure_isolation = none\n")
+    pytester.makeini(INI + "tenure_scope = session\ntenure_isolation = none\n")
     pytester.makepyfile('''
 def test_one(tenure_server):
     tenure_server.call(lambda: tenure_server.server.topics.create("kept", 2))
