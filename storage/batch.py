@@ -133,6 +133,17 @@ def first_record_at_or_after(batch: bytes, timestamp: int) -> tuple[int, int] | 
     return None
 
 
+def first_record_with_max_timestamp(batch: bytes, header: BatchHeader) -> tuple[int, int]:
+    """ListOffsets MAX_TIMESTAMP within the batch holding it: (offset, timestamp) of its first record whose
+    timestamp is the batch's max timestamp (KIP-734: the record's offset, not the batch's last), or the
+    batch's last offset if its records cannot be read (a codec not installed)."""
+    try:
+        found = first_record_at_or_after(batch, header.max_timestamp)
+    except Exception:
+        found = None
+    return found or (header.last_offset, header.max_timestamp)
+
+
 def offset_at_or_after(batch: bytes, header: BatchHeader, timestamp: int) -> tuple[int, int]:
     """ListOffsets by timestamp within the first batch whose max timestamp >= `timestamp`: the first
     record at or after it, or the batch itself if its records cannot be read (a codec not installed)."""

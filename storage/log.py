@@ -10,7 +10,9 @@ from __future__ import annotations
 import bisect
 from typing import Protocol
 
-from .batch import BatchHeader, offset_at_or_after, parse_batches, read_header, restamp
+from .batch import (
+    BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
+)
 
 
 class Log(Protocol):
@@ -92,11 +94,11 @@ class MemoryLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
-        for h in self._headers:
-            if best is None or h.max_timestamp > best[1]:
-                best = (h.last_offset, h.max_timestamp)
-        return best
+        best = None                              # the first batch holding the highest timestamp
+        for h, b in zip(self._headers, self._batches):
+            if best is None or h.max_timestamp > best[0].max_timestamp:
+                best = (h, b)
+        return None if best is None else first_record_with_max_timestamp(best[1], best[0])
 
     def close(self) -> None:
         pass

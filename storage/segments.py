@@ -36,7 +36,7 @@ import crc32c
 
 from .batch import (
     ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
-    offset_at_or_after, parse_batches, read_header, restamp,
+    first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
 )
 
 log = logging.getLogger("tenure.storage")
@@ -174,7 +174,7 @@ class Segment:
         self.index_positions = array("q")    # its byte position
         self._since_index = index_interval   # index the first batch
         self.max_timestamp = -1
-        self.max_timestamp_offset = -1
+        self.max_timestamp_batch = -1        # base offset of the first batch holding max_timestamp
         self.created = time.monotonic()
         self.batches = 0
 
@@ -187,9 +187,9 @@ class Segment:
         self.size = position + h.size
         self.next_offset = h.next_offset
         self.batches += 1
-        if h.max_timestamp > self.max_timestamp:
+        if h.max_timestamp > self.max_timestamp:         # the first batch holding the highest timestamp
             self.max_timestamp = h.max_timestamp
-            self.max_timestamp_offset = h.last_offset
+            self.max_timestamp_batch = h.base_offset
 
     def position_for(self, offset: int) -> int:
         i = bisect.bisect_right(self.index_offsets, offset) - 1
@@ -389,11 +389,17 @@ class SegmentLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
+        best = None
         for seg in self.segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
-                best = (seg.max_timestamp_offset, seg.max_timestamp)
-        return best
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        for h, pos in best.headers_from(best.position_for(best.max_timestamp_batch)):
+            if h.base_offset == best.max_timestamp_batch:
+                return first_record_with_max_timestamp(best.pread(h.size, pos), h)
+        raise AssertionError(f"{self.name}: the batch at {best.max_timestamp_batch} holding the max timestamp "
+                             f"is not in its segment")
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every batch from `start_offset` on, as (header with position in its segment, bytes)."""

@@ -431,6 +431,18 @@ def test_list_offsets_with_confluent_admin(tenure_server):
     assert query(1, OffsetSpec.for_timestamp(BASE_TS)) == (-1, -1)
 
 
+def test_max_timestamp_names_the_record_not_the_batch_with_confluent_admin(tenure_server):
+    """KIP-734: MAX_TIMESTAMP answers the first record holding the highest timestamp, even when it sits in
+    the middle of a batch and later records carry the same timestamp again."""
+    bs = tenure_server.bootstrap
+    a = admin(bs)
+    create(bs, "mx", 1)
+    assert produce_timestamped(bs, "mx", 0, [[100, 1500, 9000, 2000, 9000], [3000], [9000]]) == list(range(7))
+    tp = TopicPartition("mx", 0)
+    r = a.list_offsets({tp: OffsetSpec.max_timestamp()}, request_timeout=15)[tp].result(15)
+    assert (r.offset, r.timestamp) == (2, BASE_TS + 9000)
+
+
 def test_list_offsets_with_kafka_python_consumer(tenure_server):
     from kafka import KafkaConsumer, TopicPartition as KTopicPartition
 

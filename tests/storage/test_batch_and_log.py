@@ -55,3 +55,32 @@ def test_offset_for_timestamp_is_record_exact():
     assert log.offset_for_timestamp(1003) == (3, 5000)
     assert log.offset_for_timestamp(9999) is None
     assert log.max_timestamp() == (3, 5000)
+
+
+def _stamped(timestamps: list[int]) -> bytes:
+    """One batch whose records carry these timestamps, in this order (not necessarily increasing)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=2**30)
+    for i, ts in enumerate(timestamps):
+        b.append(i, timestamp=ts, key=b"k%d" % i, value=b"v", headers=[])
+    return bytes(b.build())
+
+
+@pytest.mark.parametrize("kind", ["memory", "segments"])
+def test_max_timestamp_is_the_offset_of_the_record_holding_it(tmp_path, kind):
+    """ListOffsets MAX_TIMESTAMP (KIP-734): the offset of the first record with the highest timestamp,
+    even in the middle of a batch and with the same timestamp again later - not the batch's last offset."""
+    from tenure.storage.segments import LogConfig, SegmentLog
+    log = MemoryLog() if kind == "memory" else SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    try:
+        assert log.max_timestamp() is None
+        log.append(_stamped([1000, 1001, 1002]))            # offsets 0-2
+        log.append(_stamped([1500, 9000, 2000, 9000]))      # offsets 3-6: the max at 4 (and again at 6)
+        log.append(_stamped([3000]))                        # offset 7
+        log.append(_stamped([9000]))                        # offset 8: the same max, later
+        assert log.max_timestamp() == (4, 9000)
+        if kind == "segments":
+            assert len(log.segments) > 1                    # the max lives in an older segment
+    finally:
+        log.close()
