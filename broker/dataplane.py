@@ -244,6 +244,12 @@ class Broker:
                 items = [(k, topic.configs.get(k, d), SOURCE_DYNAMIC_TOPIC if k in topic.configs else SOURCE_DEFAULT)
                          for k, d in DEFAULT_TOPIC_CONFIGS.items()]
             elif res.resource_type == RESOURCE_BROKER:
+                if res.resource_name not in ("", str(self.node.node_id)):     # as Kafka's ConfigHelper
+                    entry.error_code = ErrorCode.INVALID_REQUEST
+                    entry.error_message = (f"Unexpected broker id, expected {self.node.node_id} or empty string, "
+                                           f"but received {res.resource_name}")
+                    results.append(entry)
+                    continue
                 items = [(k, val, SOURCE_STATIC_BROKER) for k, val in self.broker_configs().items()]
             else:
                 entry.error_code = ErrorCode.INVALID_REQUEST

@@ -33,6 +33,7 @@ BASE_TS = 1_700_000_000_000
 
 # error codes
 NONE = 0
+INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 COORDINATOR_NOT_AVAILABLE = 15
 INVALID_TOPIC_EXCEPTION = 17
@@ -364,6 +365,20 @@ def test_describe_configs_with_confluent_admin(tenure_server):
 
     missing = ConfigResource(ResourceType.TOPIC, "dc-missing")
     assert error_code(a.describe_configs([missing])[missing]) == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_describe_configs_of_the_cluster_default_broker_resource_over_the_wire(tenure_server, wire):
+    """The empty broker name is the cluster's default broker configs; any other id than 0 is refused, as
+    Kafka's ConfigHelper does. (Over the wire: librdkafka's AdminClient sends a broker resource to the
+    broker of that id, so it never asks this node about broker 7.)"""
+    D = DescribeConfigsRequest
+    r = wire.call(D(include_synonyms=False, include_documentation=False, resources=[
+        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=["num.partitions"]),
+        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]), 4)
+    default, other = r.results
+    assert (default.error_code, [(c.name, c.value) for c in default.configs]) == (NONE, [("num.partitions", "1")])
+    assert (other.error_code, other.configs) == (INVALID_REQUEST, [])
+    assert other.error_message == "Unexpected broker id, expected 0 or empty string, but received 1"
 
 
 def test_describe_configs_with_kafka_python_admin(tenure_server):
