@@ -351,18 +351,10 @@ class _Pending:
                                                header=True, framed=True)
 
 
-@pytest.mark.parametrize("policy", ["batch", "always"])
-def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, monkeypatch, policy):
-    """With fsync held back (a slow disk), answers that carry no records of their own but show state
-    whose records are still waiting for their fsync - a follower's SyncGroup after the leader's wrote the
-    generation's GroupMetadata, an OffsetFetch after another client's OffsetCommit - wait for that fsync
-    like the requests that wrote it. (Before the fix they left at once: a power loss could then take back
-    a generation, an assignment and an instance->member mapping that a member had been given, or an
-    offset another client had read.)"""
+@pytest.fixture
+def fsync_gate(monkeypatch) -> threading.Event:
+    """A slow disk on demand: while the returned event is clear, every os.fsync waits for it."""
     import os as _os
-    from tenure.config import ServerConfig
-    from tenure.server import ServerThread
-
     gate = threading.Event()
     gate.set()
     real_fsync = _os.fsync
@@ -371,6 +363,22 @@ def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, mo
         assert gate.wait(30), "fsync gate never opened"
         real_fsync(fd)
     monkeypatch.setattr(_os, "fsync", held_fsync)
+    yield gate
+    gate.set()
+
+
+@pytest.mark.parametrize("policy", ["batch", "always"])
+def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, fsync_gate, policy):
+    """With fsync held back (a slow disk), answers that carry no records of their own but show state
+    whose records are still waiting for their fsync - a follower's SyncGroup after the leader's wrote the
+    generation's GroupMetadata, an OffsetFetch after another client's OffsetCommit - wait for that fsync
+    like the requests that wrote it. (Before the fix they left at once: a power loss could then take back
+    a generation, an assignment and an instance->member mapping that a member had been given, or an
+    offset another client had read.)"""
+    from tenure.config import ServerConfig
+    from tenure.server import ServerThread
+
+    gate = fsync_gate
     with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), fsync=policy,
                                    initial_rebalance_delay_ms=300)) as st:
         bs = st.bootstrap
@@ -412,22 +420,14 @@ def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, mo
 
 
 @pytest.mark.parametrize("policy", ["batch", "always"])
-def test_produce_with_acks_is_answered_only_after_its_fsync(tmp_path, monkeypatch, policy):
+def test_produce_with_acks_is_answered_only_after_its_fsync(tmp_path, fsync_gate, policy):
     """Produce with acks=1 and acks=-1 to a user topic on a data dir: written at once, but no answer while
     the fsync is held back; once it completes the answers carry the base offsets."""
-    import os as _os
     from tenure.config import ServerConfig
     from tenure.server import ServerThread
     from tests.support.wire import build_batch, produce_request
 
-    gate = threading.Event()
-    gate.set()
-    real_fsync = _os.fsync
-
-    def held_fsync(fd):
-        assert gate.wait(30), "fsync gate never opened"
-        real_fsync(fd)
-    monkeypatch.setattr(_os, "fsync", held_fsync)
+    gate = fsync_gate
     with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), fsync=policy)) as st:
         st.call(lambda: st.server.topics.create("held-t", 1))
         gate.clear()
