@@ -227,7 +227,7 @@ class Broker:
         return R(throttle_time_ms=0, results=out)
 
     async def describe_configs(self, req: Request):
-        body, v = req.body, req.api_version
+        body = req.body
         R = _resp(32)
         C = R.DescribeConfigsResult.DescribeConfigsResourceResult
         results = []

@@ -21,7 +21,7 @@ Numbers in comments refer to items of shared/spec/classic-group-coordinator.md.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from kafka.protocol.admin.groups import (

@@ -115,6 +115,12 @@ def _api_versions(req, R, code):
     return api_versions_body(0, code)
 
 
+def _join_group(req, R, code):
+    """JoinGroup echoes the member id the request named."""
+    return R(error_code=code, generation_id=-1, protocol_name="", leader="", member_id=req.body.member_id or "",
+             members=[])
+
+
 def _top_level(**extra) -> Callable:
     """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
     def build(req, R, code):
@@ -124,8 +130,7 @@ def _top_level(**extra) -> Callable:
 
 _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator,
-    11: None,                                   # JoinGroup: below (echoes the member id)
-    12: _top_level(), 13: _top_level(members=[]), 14: _top_level(assignment=b""),
+    11: _join_group, 12: _top_level(), 13: _top_level(members=[]), 14: _top_level(assignment=b""),
     15: _describe_groups, 16: _top_level(groups=[]), 18: _api_versions, 19: _create_topics,
     20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1), 23: _offset_for_leader_epoch,
     32: _describe_configs, 37: _create_partitions, 42: _delete_groups, 47: _top_level(topics=[]),
@@ -133,12 +138,6 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
 }
 
 
-def _join_group(req, R, code):
-    return R(error_code=code, generation_id=-1, protocol_name="", leader="", member_id=req.body.member_id or "",
-             members=[])
-
-
-_BUILDERS[11] = _join_group
 assert API_VERSIONS_KEY in _BUILDERS
 
 

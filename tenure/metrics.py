@@ -9,11 +9,10 @@ in-process restarts (`ServerThread.restart`), like a JVM's metrics across a brok
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
+from collections import Counter
 
 # request latency buckets (seconds) and fsync latency buckets
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-REBALANCE_HISTORY = 1000          # rebalances kept per group for inspection
 
 
 class Histogram:
@@ -53,7 +52,6 @@ class Metrics:
         self.closed_connections: Counter[str] = Counter()             # reason -> connections we closed
         self.faults: Counter[tuple[str, str]] = Counter()             # (api, action) -> injected
         self.rebalances: Counter[tuple[str, str]] = Counter()         # (group, cause) -> rebalances started
-        self.rebalance_log: dict[str, deque] = {}                     # group -> (time ms, cause)
         self.static_events: Counter[tuple[str, str]] = Counter()      # (group, cause) -> events
         self.fenced: Counter[str] = Counter()                         # group -> fenced attempts
         self.fsync_seconds = Histogram()
@@ -66,12 +64,8 @@ class Metrics:
             h = self.request_seconds[api] = Histogram()
         h.observe(seconds)
 
-    def rebalance(self, group: str, cause: str, now_ms: int) -> None:
+    def rebalance(self, group: str, cause: str) -> None:
         self.rebalances[(group, cause)] += 1
-        log = self.rebalance_log.get(group)
-        if log is None:
-            log = self.rebalance_log[group] = deque(maxlen=REBALANCE_HISTORY)
-        log.append((now_ms, cause))
 
     def static_event(self, group: str, cause: str) -> None:
         self.static_events[(group, cause)] += 1

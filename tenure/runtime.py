@@ -177,7 +177,7 @@ class CoordinatorRuntime:
             self._release(result.responses)
         now = self.clock_ms()
         for gid, cause in result.rebalances:
-            self.metrics.rebalance(gid, cause, now)
+            self.metrics.rebalance(gid, cause)
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
@@ -225,9 +225,6 @@ class CoordinatorRuntime:
             self._arm(key, deadline, now)
         return fired
 
-    def timers(self) -> dict[str, int]:
-        """Armed timer keys -> deadline (coordinator time, ms)."""
-        return dict(self._deadlines)
 
     def _release(self, responses) -> None:
         for token, body in responses:

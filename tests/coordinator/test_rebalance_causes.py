@@ -96,7 +96,8 @@ def test_static_replacement_that_changes_the_vote_is_static_member_protocol_chan
 
 def test_static_replacement_while_completing_rebalance_is_static_member_replaced_during_rebalance():
     h = Harness()
-    tokens = [h.join("g", "", i) for i in ("i1", "i2")]
+    for i in ("i1", "i2"):
+        h.join("g", "", i)
     h.advance(0)
     h.take_rebalances()
     assert h.g().state == COMPLETING_REBALANCE

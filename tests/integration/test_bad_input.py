@@ -9,7 +9,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from tenure.config import ServerConfig
 from tenure.protocol.apis import api_version_ranges
 from tenure.server import ServerThread
-from tests.support.clients import confluent_round_trip, expected_records
+from tests.support.clients import confluent_round_trip
 from tests.support.wire import (
     WireClient, build_batch, fetch_request, metadata_request, produce_request, request_bytes,
 )

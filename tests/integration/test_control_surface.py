@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from tenure.cli import main
@@ -51,6 +51,10 @@ def proc(tmp_path):
 
 
 def consume_static(bootstrap: str, group: str, topic: str, instance: str) -> Consumer:
+    """One record produced to `topic`, then a static consumer subscribed until it has an assignment."""
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(topic, b"v")
+    assert p.flush(10) == 0
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 30000})
     c.subscribe([topic])
@@ -60,9 +64,6 @@ def consume_static(bootstrap: str, group: str, topic: str, instance: str) -> Con
 
 def test_faults_inspection_and_metrics_over_http_and_the_cli(proc, capsys):
     admin = proc.admin_url.removeprefix("http://")
-    p = Producer({"bootstrap.servers": proc.bootstrap})
-    p.produce("cs-t", b"v")
-    p.flush(10)
     c = consume_static(proc.bootstrap, "cs-g", "cs-t", "i-1")
     closed = False
     try:
@@ -139,9 +140,6 @@ def test_expire_errors_and_bad_requests(proc, capsys):
 
 def test_restart_through_the_endpoint_keeps_port_state_and_the_ready_line(proc, capsys):
     admin = proc.admin_url.removeprefix("http://")
-    p = Producer({"bootstrap.servers": proc.bootstrap})
-    p.produce("rt-t", b"v")
-    p.flush(10)
     c = consume_static(proc.bootstrap, "rt-g", "rt-t", "i-1")
     try:
         c.commit(offsets=[TopicPartition("rt-t", 0, 1)], asynchronous=False)

@@ -1,9 +1,7 @@
-import struct
 
 import pytest
 
 from tenure.storage import InvalidBatch, MemoryLog, parse_batches
-from tenure.storage.batch import CRC_OFFSET
 from tests.support.wire import build_batch
 
 
