@@ -465,3 +465,21 @@ def test_verify_and_dump_are_safe_on_a_live_servers_dir(tmp_path, capsys):
         assert p.flush(15) == 0
     code, out, _ = run(capsys, "dump", d, "--topic", "live")
     assert code == 0 and [line.split()[1] for line in out.splitlines()] == [f"offset={i}" for i in range(6)]
+
+
+def test_verify_names_a_batch_whose_base_offset_does_not_continue_the_log(tmp_path, capsys):
+    plog = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        plog.append(build_batch([(f"k{i}".encode(), b"v" * 20)]))
+    plog.close()
+    seg = tmp_path / "t-0" / segment_name(0)
+    raw = bytearray(seg.read_bytes())
+    hs = parse_batches(bytes(raw))
+    raw[hs[2].position + 7] ^= 0x08                # base offset 2 -> 10: outside the CRC's coverage
+    seg.write_bytes(bytes(raw))
+    code, out, _ = run(capsys, "verify", tmp_path)
+    assert code == 1
+    assert (f"  PROBLEM {seg} at byte {hs[2].position} (offset 10): base offset 10 does not continue the previous "
+            f"batch's last offset 1: offsets 2..9 are missing") in out
+    assert (f"  at open a server refuses to start: corrupt log: {seg} at byte {hs[2].position} (offset 2): base "
+            f"offset 10 does not continue the previous batch (expected 2)\n") in out
