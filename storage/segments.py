@@ -494,6 +494,14 @@ class SegmentLog:
                 if h.last_offset >= start_offset:
                     yield h, seg.pread(h.size, pos)
 
+    def locate(self, offset: int) -> str:
+        """Where the batch holding `offset` is: "<segment file> at byte <position> (offset <offset>)"."""
+        seg = self.segments[self._segment_for(offset)]
+        for h, pos in seg.headers_from(seg.position_for(offset)):
+            if h.last_offset >= offset:
+                return f"{seg.path} at byte {pos} (offset {offset})"
+        return f"{seg.path} (offset {offset})"
+
     @property
     def dirty(self) -> bool:
         return bool(self._dirty) or self._dir_dirty

@@ -82,3 +82,45 @@ def test_delete_topics_and_create_partitions_on_it_are_refused(tmp_path):
         assert len(s.call(lambda: s.server.topics.get(OFFSETS_TOPIC).partitions)) == 2
         assert sorted(p.name for p in (tmp_path / "d").iterdir() if p.name.startswith(OFFSETS_TOPIC)) == \
             [f"{OFFSETS_TOPIC}-0", f"{OFFSETS_TOPIC}-1"]
+
+
+def hostile_batch(base_offset: int, records_count: int = 2**31 - 1, value: bytes | None = None) -> bytes:
+    """A batch with a valid CRC-32C that cannot be read as what it claims: `records_count` records
+    declared (one present), or the one record's value replaced by `value`."""
+    import crc32c
+
+    from tenure.storage.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, HEADER_SIZE
+    key, good = rec.encode(rec.OffsetCommitRecord("victim", "t", 0, 1234, -1, "", 1_700_000_000_000))
+    raw = bytearray(build_batch([(key, good if value is None else value)]))
+    fields = list(HEADER.unpack_from(raw, 0))
+    fields[0], fields[-1] = base_offset, records_count
+    HEADER.pack_into(raw, 0, *fields)
+    raw[CRC_OFFSET:CRC_OFFSET + 4] = crc32c.crc32c(bytes(raw[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    assert len(raw) > HEADER_SIZE
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("kind", ["records_count", "value"])
+def test_a_crc_valid_batch_the_loader_cannot_read_is_skipped_and_named(tmp_path, caplog, kind):
+    """Written straight into the segment file (Produce is refused): the batch continues the log exactly
+    and its CRC is valid, so recovery keeps it; the loader cannot read it. The start goes on without it,
+    naming the file, byte and offset; every other record loads."""
+    import logging
+
+    from tests.support.groupwire import commit
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path / "d"), offsets_partitions=1)
+    with ServerThread(cfg) as s:
+        with WireClient.to(s.bootstrap) as c:
+            assert commit(c, "good", "", -1, None, "t", {0: 5}) == {0: 0}
+        end = s.call(lambda: s.server.topics.get(OFFSETS_TOPIC).partitions[0].log_end_offset)
+    seg = sorted((tmp_path / "d" / f"{OFFSETS_TOPIC}-0").glob("*.log"))[-1]
+    position = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(hostile_batch(end) if kind == "records_count" else hostile_batch(end, 1, b"\xff\x00garbage"))
+    with caplog.at_level(logging.ERROR, "tenure.coordinator"), ServerThread(cfg) as s:
+        report = s.server.load_report
+        assert [(p, o) for p, o, _ in report.undecodable] == [(0, end)], report.undecodable
+        assert f"{seg} at byte {position} (offset {end})" in caplog.text
+        with WireClient.to(s.bootstrap) as c:
+            assert fetch_all(c, ["good", "victim"]) == {"good": {("t", 0): 5}, "victim": {}}
+            assert commit(c, "good", "", -1, None, "t", {0: 6}) == {0: 0}     # and it writes on after it
