@@ -10,7 +10,8 @@ Reads use a sparse in-memory offset index per segment (one entry every `index_in
 Kafka's .index), rebuilt while the segment is verified at open; a read finds the segment by base
 offset, the nearest index entry, then walks batch headers from there.
 
-Recovery at open verifies every batch (length, magic, CRC-32C, offsets moving forward). Damage at
+Recovery at open verifies every batch (length, magic, CRC-32C, and a base offset continuing the previous
+batch exactly, except where the cleaner left gaps: see `scan_segment`, `gaps_below`). Damage at
 the end of the newest segment - a torn write or a corrupt last batch with nothing valid after it - is
 cut off and logged with what was cut. Damage anywhere else is never skipped: opening raises
 `CorruptLogError` naming the file, byte position and offset.

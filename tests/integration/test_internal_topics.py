@@ -124,3 +124,18 @@ def test_a_crc_valid_batch_the_loader_cannot_read_is_skipped_and_named(tmp_path,
         with WireClient.to(s.bootstrap) as c:
             assert fetch_all(c, ["good", "victim"]) == {"good": {("t", 0): 5}, "victim": {}}
             assert commit(c, "good", "", -1, None, "t", {0: 6}) == {0: 0}     # and it writes on after it
+
+
+def test_the_java_client_sees_invalid_topic_exception(tmp_path):
+    from tests.support.java import run_java
+    with ServerThread(ServerConfig(port=0, offsets_partitions=2)) as s:
+        out = run_java("AdminOps", s.bootstrap, "produce", OFFSETS_TOPIC, "1", "1", timeout=90, check=False)
+        errors = [line for line in out if line["type"] == "error"]
+        assert errors and errors[0]["root_exception"] == "org.apache.kafka.common.errors.InvalidTopicException", out
+        out = run_java("AdminOps", s.bootstrap, "delete-topics", OFFSETS_TOPIC, "--", "create-partitions",
+                       OFFSETS_TOPIC, "4", timeout=90)
+        assert [(line["type"], line["exception"]) for line in out] == [
+            ("topic_delete_error", "org.apache.kafka.common.errors.InvalidTopicException"),
+            ("partitions_error", "org.apache.kafka.common.errors.InvalidTopicException")], out
+        assert [len(s.call(lambda: s.server.topics.get(OFFSETS_TOPIC).partitions)),
+                s.call(lambda: s.server.topics.get(OFFSETS_TOPIC).partitions[0].log_end_offset)] == [2, 0]
