@@ -317,6 +317,11 @@ class Broker:
         return R(responses=out, throttle_time_ms=0)
 
     def _produce_partition(self, PR, topic: str, index: int, records, written: list):
+        try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
+            self.topics.refuse_internal(topic, "append to")
+        except TopicError as exc:
+            log.info("refused a produce to %s-%d: %s", topic, index, exc.message)
+            return PR(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
         log_ = self.topics.partition(topic, index)
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,

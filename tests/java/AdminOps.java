@@ -13,6 +13,7 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
@@ -41,6 +42,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   remove-members GROUP INSTANCE...     -> {"type":"removed","instance":i} | {"type":"remove_error","instance":i,...}
  *                                           each, then {"type":"remove_all","error":null|exception}
  *   remove-all-members GROUP             -> {"type":"remove_all","error":null|exception}
+ *   delete-topics TOPIC...               -> {"type":"topic_deleted","topic":t} | {"type":"topic_delete_error","topic":t,...} each
+ *   create-partitions TOPIC TOTAL        -> {"type":"partitions_created",...} | {"type":"partitions_error","topic":t,...}
  * Expected per-item errors are reported as *_error lines with exit 0 ("exception" = the cause's
  * class name); anything else prints {"type":"error",...} and exits 1.
  */
@@ -212,6 +215,24 @@ public class AdminOps {
                     g, new RemoveMembersFromConsumerGroupOptions()).all());
                 Json j = Json.obj("type", "remove_all", "group", g);
                 (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "delete-topics": {
+                Map<String, KafkaFuture<Void>> res = admin.deleteTopics(rest).topicNameValues();
+                for (String t : rest) {
+                    Throwable e = failure(res.get(t));
+                    if (e == null) Json.obj("type", "topic_deleted", "topic", t).print();
+                    else err(Json.obj("type", "topic_delete_error", "topic", t), e).print();
+                }
+                return 0;
+            }
+            case "create-partitions": {
+                String t = rest.get(0);
+                int total = Integer.parseInt(rest.get(1));
+                Throwable e = failure(admin.createPartitions(
+                    Collections.singletonMap(t, NewPartitions.increaseTo(total))).values().get(t));
+                if (e == null) Json.obj("type", "partitions_created", "topic", t, "total", total).print();
+                else err(Json.obj("type", "partitions_error", "topic", t), e).print();
                 return 0;
             }
             default:
