@@ -485,6 +485,7 @@ def written_dir(tmp_path_factory):
     srv = TenureProcess(data, fsync="always", segment_bytes=4096, stderr_path=base / "server.log")
     try:
         srv.start()
+        create_topic(srv.bootstrap, "tt", 2)
         with WireClient.to(srv.bootstrap) as w:
             j = gw.join(w, "tt-static", "", "i0", "tt", session_ms=60000)
             assert j.error_code == 0, j
