@@ -44,7 +44,7 @@ LOGGED = {
     "unknown-api-key": re.escape("api_key=9999 api_version=12: API not served by tenure"),
     "unserved-api-key": re.escape("api_key=33 api_version=12: API not served by tenure"),
     "unsupported-version": re.escape("api_key=3 api_version=13: Metadata is served at versions 0-12"),
-    "undecodable-body": re.escape("Metadata v12: undecodable body: ") + r".+",
+    "undecodable-body": re.escape("Metadata v12: undecodable request header: ") + r".+",
     "header-too-short": re.escape("request of 3 bytes is shorter than a request header"),
 }
 
