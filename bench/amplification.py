@@ -8,11 +8,14 @@ server's peak RSS growth (VmHWM, reset before the request) in MiB and per MiB of
 connections' round-trip p50/p99/max over the time the request was in the server.
 
 Two sizes per API: `--mib` MiB of elements (default 2), and exactly `--elements` array elements in all
-(default 100000, tenure's default --max-request-elements: the largest request it still answers).
+(default 100000, tenure's default --max-request-elements: the largest request it still answers). The last
+shape repeats the id of an existing group whose one member has 20 KB of metadata and assignment: main
+answers every copy (a 0.05 MiB request makes a 190 MiB answer), so run it there with small sizes
+(`--only "20 KB" --mib 0.05 --elements 10000`).
 
     .venv/bin/python bench/amplification.py [--mib 2] [--elements 100000] [--timeout 240]
 
-Bounded: 8 requests, each given at most --timeout seconds; the servers are killed at the end.
+Bounded: 10 requests, each given at most --timeout seconds; the servers are killed at the end.
 """
 from __future__ import annotations
 
@@ -49,9 +52,43 @@ SHAPES = {
         _header(2, 1) + struct.pack(">ii", -1, 1) + _string(b"t") + struct.pack(">i", n)
         + b"".join(struct.pack(">iq", i, -1) for i in range(n))),
 }
+SHAPES["DescribeGroups v0 (id of a group with a 20 KB member, repeated)"] = lambda n: (
+    _header(15, 0) + struct.pack(">i", n) + _string(b"big") * n)
+
+
+def _call(sock: socket.socket, req, version: int):
+    """One request (kafka-python's classes) on a raw socket; the decoded answer."""
+    req.API_VERSION = version
+    req.with_header(correlation_id=1, client_id="bench")
+    sock.sendall(bytes(req.encode(header=True, framed=True)))
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    payload = _recv_exact(sock, size)
+    from kafka.protocol.api_header import ResponseClassRegistry
+    resp_cls = ResponseClassRegistry._response_class_registry[req.API_KEY]
+    return resp_cls.decode(struct.pack(">i", size) + payload, version=version, header=True, framed=True)
+
+
+def _big_group(host: str, port: int) -> socket.socket:
+    """A Stable group "big" of one static member with 10 KB of metadata and 10 KB of assignment."""
+    from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+    sock = socket.create_connection((host, port), timeout=60)
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    j = _call(sock, JoinGroupRequest(group_id="big", session_timeout_ms=60000, rebalance_timeout_ms=60000,
+                                     member_id="", group_instance_id="i1", protocol_type="consumer",
+                                     protocols=[P(name="range", metadata=b"m" * 10000)]), 5)
+    A = SyncGroupRequest.SyncGroupRequestAssignment
+    r = _call(sock, SyncGroupRequest(group_id="big", generation_id=j.generation_id, member_id=j.member_id,
+                                     group_instance_id="i1", assignments=[A(member_id=j.member_id,
+                                                                             assignment=b"a" * 10000)]), 3)
+    assert r.error_code == 0, r
+    return sock
+
+
+SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big_group}
 # array elements outside the repeated one (the one topic the partitions belong to)
 OUTER = {"OffsetFetch v1 (partition indexes of one topic)": 1, "ListOffsets v1 (partitions of one topic)": 1}
-ELEMENT_BYTES = {"Metadata v1 (empty topic names)": 2, "DescribeGroups v0 (empty group ids)": 2,
+ELEMENT_BYTES = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": 5,
+                 "Metadata v1 (empty topic names)": 2, "DescribeGroups v0 (empty group ids)": 2,
                  "OffsetFetch v1 (partition indexes of one topic)": 4, "ListOffsets v1 (partitions of one topic)": 12}
 
 
@@ -124,6 +161,7 @@ def measure(name: str, n: int, timeout: float) -> dict:
         if bootstrap is None:
             raise RuntimeError("the server did not start")
         host, port = bootstrap.rsplit(":", 1)
+        keep = SETUP[name](host, int(port)) if name in SETUP else None   # noqa: F841 (held open)
         others = [Bystander(host, int(port)) for _ in range(3)]
         for b in others:
             b.start()

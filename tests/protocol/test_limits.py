@@ -144,6 +144,6 @@ def test_unknown_tagged_fields_of_many_elements_decode_without_copying_the_rest_
     assert peak < len(payload) * 1.6, (peak, len(payload))
 
 
-def test_duplicate_work_is_bounded_by_the_limit_at_default():
+def test_a_request_of_exactly_the_default_limit_decodes():
     names = [MetadataRequest.MetadataRequestTopic(name="t")] * DEFAULT_MAX_REQUEST_ELEMENTS
     assert isinstance(decode_request(request_bytes(MetadataRequest(topics=names), 12)[4:]), Request)
