@@ -221,7 +221,8 @@ def main() -> int:
         for n in (int(args.mib * 2**20 / ELEMENT_BYTES[name]), args.elements - OUTER.get(name, 0)):
             r = measure(name, n, args.timeout)
             note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
-            print(f"| {r['name']} | {r['n'] + OUTER.get(name, 0):,} | {r['mib']:.2f} | {r['outcome']} | {r['seconds']:.2f} | "
+            print(f"| {r['name']} | {r['n'] + OUTER.get(name, 0):,} | {r['mib']:.2f} | {r['outcome']} | "
+                  f"{r['seconds']:.2f} | "
                   f"{r['growth_mib']:.0f} | {r['growth_mib'] / r['mib']:.0f} | "
                   f"{r['p50']:.0f} / {r['p99']:.0f} / {r['max']:.0f} ({r['calls']}){note} |", flush=True)
     return 0

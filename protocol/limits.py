@@ -76,7 +76,7 @@ def _step(field, version: int, flexible: bool) -> tuple:
     if isinstance(field, StructArrayField):
         return (_STRUCT_ARRAY, name, nullable, _plan(field.array_of, version, flexible))
     if isinstance(field, ArrayField):
-        return (_ARRAY, name, nullable, _simple_step(field.array_of, name, False))
+        return (_ARRAY, name, nullable, _simple_step(field.array_of, name + " element", False))
     if isinstance(field, StructField):
         return (_STRUCT, name, nullable, _plan(field, version, flexible))
     return _simple_step(field, name, nullable)
@@ -118,7 +118,7 @@ class _Walk:
 
     def uvarint(self, pos: int, end: int, name: str) -> tuple[int, int]:
         value = shift = 0
-        for i in range(5):
+        for _ in range(5):
             if pos >= end:
                 self.fail(f"field {name}: varint runs past the end of the request")
             b = self.data[pos]

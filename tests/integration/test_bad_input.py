@@ -10,7 +10,9 @@ from tenure.config import ServerConfig
 from tenure.protocol.apis import SUPPORTED, api_version_ranges
 from tenure.server import ServerThread
 from tests.support.clients import confluent_round_trip
-from tests.support.hostile import array_cases, null_cases, null_frame, repeated_frame
+from tests.support.hostile import (
+    array_cases, element_cases, element_null_frame, null_cases, null_frame, repeated_frame,
+)
 from tests.support.wire import (
     WireClient, build_batch, fetch_request, metadata_request, produce_request, request_bytes,
 )
@@ -146,12 +148,13 @@ def limited_server():
 
 
 def _hostile_frames(api_key: int) -> list[tuple[str, bytes]]:
-    """Every null in a non-nullable field of every served version of the API, and one array per version
-    repeated past the server's limit of 50 elements."""
+    """Every null in a non-nullable field (and in an element of an array of strings) of every served version
+    of the API, and one array per version repeated past the server's limit of 50 elements."""
     spec = SUPPORTED[api_key]
     out = []
     for v in range(spec.min_version, spec.max_version + 1):
         out += [(c.name, null_frame(c)) for c in null_cases(api_key, v) if not c.nullable]
+        out += [(c.name + "[null]", element_null_frame(c)) for c in element_cases(api_key, v)]
         out += [(c.name + " x51", repeated_frame(c, 51)) for c in array_cases(api_key, v)[:1]]
     return out
 
@@ -175,8 +178,9 @@ def test_nulls_and_over_limit_arrays_close_cleanly_and_others_are_served(limited
     assert not errors, [r.getMessage() for r in errors]
     refusals = [r.getMessage() for r in caplog.records if r.name == "tenure.server" and "closing: " in r.getMessage()]
     assert refusals, "the server logs why it closed"
-    assert all(re.search(r"closing: \w+ v\d+: (non-nullable field \w+ was serialized as null|more than 50 array "
-                         r"elements in one request)", m) for m in refusals), refusals
+    refused = re.compile(r"closing: \w+ v\d+: (non-nullable field \w+( element)? was serialized as null|"
+                         r"more than 50 array elements in one request)")
+    assert all(refused.search(m) for m in refusals), refusals
 
 
 def test_a_16_mib_metadata_of_empty_names_closes_its_connection_and_nobody_waits(caplog):

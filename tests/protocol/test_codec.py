@@ -15,7 +15,9 @@ from tenure.protocol.errors import (
     ClientProtocolError, ErrorCode, MalformedRequest, RequestLimitExceeded, UnsupportedApi,
 )
 from tenure.protocol.limits import DecodeLimits
-from tests.support.hostile import array_cases, filled, frame_of, null_cases, null_frame, repeated_frame
+from tests.support.hostile import (
+    array_cases, element_cases, element_null_frame, filled, frame_of, null_cases, null_frame, repeated_frame,
+)
 from tests.support.wire import request_bytes
 
 ALL_VERSIONS = [(s.key, v) for s in SUPPORTED.values() for v in range(s.min_version, s.max_version + 1)]
@@ -112,12 +114,14 @@ _LIMITS = DecodeLimits(max_request_elements=20)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_hostile_shapes_of_every_api_version(api_key, version, data):
-    nulls, arrays = null_cases(api_key, version), array_cases(api_key, version)
+    nulls = [(c, null_frame) for c in null_cases(api_key, version)]
+    nulls += [(c, element_null_frame) for c in element_cases(api_key, version)]
+    arrays = array_cases(api_key, version)
     shape = data.draw(st.sampled_from(["null", "repeat", "number", "flip"]))
     expect = None
     if shape == "null" and nulls:
-        case = data.draw(st.sampled_from(nulls))
-        frame = null_frame(case)
+        case, build = data.draw(st.sampled_from(nulls))
+        frame = build(case)
         expect = Request if case.nullable else MalformedRequest
     elif shape == "repeat" and arrays:
         case = data.draw(st.sampled_from(arrays))

@@ -10,7 +10,10 @@ from kafka.protocol.metadata import MetadataRequest
 from tenure.protocol.codec import Request, decode_request
 from tenure.protocol.errors import MalformedRequest, RequestLimitExceeded
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
-from tests.support.hostile import ALL_VERSIONS, array_cases, filled, frame_of, null_cases, null_frame, repeated_frame
+from tests.support.hostile import (
+    ALL_VERSIONS, array_cases, element_cases, element_null_frame, filled, frame_of, null_cases, null_frame,
+    repeated_frame,
+)
 from tests.support.wire import request_bytes
 
 
@@ -60,6 +63,18 @@ def test_null_in_a_non_nullable_field_is_malformed_as_kafka_says(api_key, versio
         assert str(err.value) == f"{what}: non-nullable field {case.kafka_name} was serialized as null", case.name
 
 
+WITH_ELEMENTS = [(k, v) for k, v in ALL_VERSIONS if element_cases(k, v)]
+
+
+@pytest.mark.parametrize("api_key,version", WITH_ELEMENTS)
+def test_a_null_element_of_an_array_of_strings_is_malformed(api_key, version):
+    for case in element_cases(api_key, version):
+        with pytest.raises(MalformedRequest) as err:
+            decode_request(element_null_frame(case)[4:])
+        what = f"{case.name.split(' ')[0]} v{version}"
+        assert str(err.value) == f"{what}: non-nullable field {case.kafka_name} was serialized as null", case.name
+
+
 @pytest.mark.parametrize("api_key,version", WITH_ARRAYS)
 def test_every_array_counts_against_the_element_limit(api_key, version):
     limits = DecodeLimits(max_request_elements=40)
@@ -76,7 +91,8 @@ def test_every_array_counts_against_the_element_limit(api_key, version):
 
 
 def test_elements_are_counted_over_all_arrays_at_every_depth():
-    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
 
     def commit(topics: int, partitions: int) -> bytes:
         req = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="",

@@ -84,6 +84,23 @@ def array_cases(api_key: int, version: int) -> list[Case]:
     return [c for c in null_cases(api_key, version) if _field(c) is not None and _is_array(_field(c))]
 
 
+def element_cases(api_key: int, version: int) -> list[Case]:
+    """Arrays of strings or bytes: their elements are never nullable, whatever the array is."""
+    out = []
+    for c in array_cases(api_key, version):
+        f = _field(c)
+        if not isinstance(f, StructArrayField) and (isinstance(f.array_of._type, String) or f.array_of._type is Bytes):
+            out.append(Case(c.api_key, c.version, c.path, c.kafka_name + " element", False))
+    return out
+
+
+def element_null_frame(case: Case, correlation_id: int = 1) -> bytes:
+    """The filled request with the case's array holding one null element."""
+    req = filled(case.api_key, case.version)
+    _set(req, case.path, [None])
+    return frame_of(req, case.version, correlation_id)
+
+
 def _field(case: Case):
     struct = SUPPORTED[case.api_key].request._struct
     field = None
