@@ -15,7 +15,7 @@ answers every copy (a 0.05 MiB request makes a 190 MiB answer), so run it there 
 
     .venv/bin/python bench/amplification.py [--mib 2] [--elements 100000] [--timeout 240]
 
-Bounded: 10 requests, each given at most --timeout seconds; the servers are killed at the end.
+Bounded: 12 requests, each given at most --timeout seconds; the servers are killed at the end.
 """
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ SHAPES = {
         _header(2, 1) + struct.pack(">ii", -1, 1) + _string(b"t") + struct.pack(">i", n)
         + b"".join(struct.pack(">iq", i, -1) for i in range(n))),
 }
+SHAPES["DescribeGroups v0 (distinct 5-character ids)"] = lambda n: (
+    _header(15, 0) + struct.pack(">i", n) + b"".join(_string(b"%05x" % i) for i in range(n)))
 SHAPES["DescribeGroups v0 (id of a group with a 20 KB member, repeated)"] = lambda n: (
     _header(15, 0) + struct.pack(">i", n) + _string(b"big") * n)
 
@@ -88,6 +90,7 @@ SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big
 # array elements outside the repeated one (the one topic the partitions belong to)
 OUTER = {"OffsetFetch v1 (partition indexes of one topic)": 1, "ListOffsets v1 (partitions of one topic)": 1}
 ELEMENT_BYTES = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": 5,
+                 "DescribeGroups v0 (distinct 5-character ids)": 7,
                  "Metadata v1 (empty topic names)": 2, "DescribeGroups v0 (empty group ids)": 2,
                  "OffsetFetch v1 (partition indexes of one topic)": 4, "ListOffsets v1 (partitions of one topic)": 12}
 
