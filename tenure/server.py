@@ -24,7 +24,7 @@ from tenure.protocol.codec import (
     encode_unsupported_api_versions,
 )
 from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, UnsupportedApi
+from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
@@ -171,6 +171,7 @@ class Server:
 
     async def _serve(self, conn_id: int, peer, client_host: str, reader, writer) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
+        limits = self.config.decode_limits()
         while True:
             data = await reader.read(READ_CHUNK)
             if not data:
@@ -178,7 +179,8 @@ class Server:
             try:
                 frames = decoder.feed(data)
                 for payload in frames:
-                    req = decode_request(payload)
+                    await asyncio.sleep(0)       # one request per loop turn: other connections get theirs
+                    req = decode_request(payload, limits)
                     if isinstance(req, UnsupportedApiVersions):
                         log.info("connection %d: ApiVersions v%d is not served; answering v0 with error 35",
                                  conn_id, req.api_version)
@@ -207,7 +209,8 @@ class Server:
             except ClientProtocolError as exc:
                 log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
                 reason = ("frame_too_large" if isinstance(exc, FrameTooLarge) else
-                          "unsupported_api" if isinstance(exc, UnsupportedApi) else "malformed_request")
+                          "unsupported_api" if isinstance(exc, UnsupportedApi) else
+                          "request_limit" if isinstance(exc, RequestLimitExceeded) else "malformed_request")
                 self.metrics.closed_connections[reason] += 1
                 return
 
