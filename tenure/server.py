@@ -134,9 +134,41 @@ class Server:
         if self.data is not None and self.config.cleaner_interval_ms > 0:
             self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.config.admin_port is not None:
-            from .admin import serve_admin
-            self._admin, self.admin_port = await serve_admin(self, self.config.host, self.config.admin_port)
-            log.info("admin endpoint on http://%s:%d", self.config.host, self.admin_port)
+            await self._start_admin()
+
+    async def _start_admin(self) -> None:
+        from .admin import is_loopback, serve_admin
+        c = self.config
+        try:
+            self._admin, self.admin_port, fell_back = await serve_admin(
+                self, c.admin_host, c.admin_port, token=c.admin_token, fallback=c.admin_port_fallback)
+        except OSError as exc:
+            raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
+                                     "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
+        host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
+        notes = [f"port {c.admin_port} was in use"] if fell_back else []
+        if is_loopback(c.admin_host):
+            notes.append("loopback only; --admin-host to change")
+        else:
+            notes.append("reachable from other machines (--admin-host)")
+        notes.append("token required" if c.admin_token else "no token")
+        log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
+        if not is_loopback(c.admin_host) and not c.admin_token:
+            log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
+                        "server (faults, clock, restart); set --admin-token", c.admin_host)
+
+    def admin_sockets(self) -> list[tuple[str, int]]:
+        """(address, port) of each socket the admin endpoint listens on (none when it is off)."""
+        return [tuple(a[:2]) for a in self._admin.addresses] if self._admin is not None else []
+
+    @property
+    def admin_address(self) -> str | None:
+        """H:P to reach the admin endpoint from this machine (a wildcard bind is reached on loopback)."""
+        if self.admin_port is None:
+            return None
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.config.admin_host,
+                                                                          self.config.admin_host)
+        return f"[{host}]:{self.admin_port}" if ":" in host else f"{host}:{self.admin_port}"
 
     def _fatal(self, exc: BaseException) -> None:
         self.fatal_error = exc
