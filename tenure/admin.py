@@ -28,12 +28,15 @@ object {"error": NAME, "code": kafka code, "message": one line} with 400/401/403
 from __future__ import annotations
 
 import argparse
+import asyncio
 import errno
 import hmac
+import importlib
 import ipaddress
 import json
 import logging
 import os
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -129,10 +132,28 @@ def _finite(text: str) -> float:
     return value
 
 
-async def serve_admin(server, host: str, port: int, *, token: str | None = None, fallback: bool = False):
-    """Start the HTTP admin endpoint on the server's loop; returns (runner, bound port, fell back). With
-    `fallback`, a `port` in use is replaced by a free one (tenure serve's default port)."""
-    from aiohttp import web
+def bind_admin(host: str, port: int, *, fallback: bool = False) -> tuple[socket.socket, bool]:
+    """The admin endpoint's listening socket, and whether it fell back: with `fallback` a `port` in use
+    is replaced by a free one (tenure serve's default port)."""
+    def listen(p: int) -> socket.socket:
+        family, *_, address = socket.getaddrinfo(host or None, p, type=socket.SOCK_STREAM,
+                                                 flags=socket.AI_PASSIVE)[0]
+        sock = socket.create_server(address, family=family, backlog=128)
+        sock.setblocking(False)
+        return sock
+    try:
+        return listen(port), False
+    except OSError as exc:
+        if not (fallback and port and exc.errno == errno.EADDRINUSE):
+            raise
+    return listen(0), True
+
+
+async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
+    """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner. The
+    HTTP library is imported on a worker thread (the loop keeps serving Kafka clients meanwhile)."""
+    host = server.config.admin_host
+    web = await asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "aiohttp.web")
 
     def answer(status: int, code: int, message: str):
         return web.json_response({"error": error_name(int(code)), "code": int(code), "message": _one_line(message)},
@@ -346,16 +367,8 @@ async def serve_admin(server, host: str, port: int, *, token: str | None = None,
         app.router.add_route(method, path, handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    fell_back = False
-    try:
-        await web.TCPSite(runner, host, port, reuse_address=True).start()
-    except OSError as exc:
-        if not (fallback and port and exc.errno == errno.EADDRINUSE):
-            await runner.cleanup()
-            raise
-        await web.TCPSite(runner, host, 0, reuse_address=True).start()
-        fell_back = True
-    return runner, runner.addresses[0][1], fell_back
+    await web.SockSite(runner, sock).start()
+    return runner
 
 
 # ---------------------------------------------------------------------- command-line clients

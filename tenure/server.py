@@ -118,6 +118,8 @@ class Server:
         self._ids = itertools.count(1)
         self.port: int | None = None
         self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self._admin_sock = None                    # ... its listening socket, bound in start()
+        self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
 
@@ -137,14 +139,17 @@ class Server:
             await self._start_admin()
 
     async def _start_admin(self) -> None:
-        from .admin import is_loopback, serve_admin
+        """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
+        the HTTP library is imported, in the background: that import is most of a start-up's time."""
+        from .admin import bind_admin, is_loopback
         c = self.config
         try:
-            self._admin, self.admin_port, fell_back = await serve_admin(
-                self, c.admin_host, c.admin_port, token=c.admin_token, fallback=c.admin_port_fallback)
+            self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
         except OSError as exc:
             raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
                                      "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
+        self.admin_port = self._admin_sock.getsockname()[1]
+        self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin())
         host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
         notes = [f"port {c.admin_port} was in use"] if fell_back else []
         if is_loopback(c.admin_host):
@@ -157,9 +162,17 @@ class Server:
             log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
                         "server (faults, clock, restart); set --admin-token", c.admin_host)
 
+    async def _serve_admin(self) -> None:
+        from .admin import serve_admin
+        try:
+            self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
+        except Exception:
+            log.exception("the admin endpoint could not start; it is off")
+            self._admin_sock.close()
+
     def admin_sockets(self) -> list[tuple[str, int]]:
-        """(address, port) of each socket the admin endpoint listens on (none when it is off)."""
-        return [tuple(a[:2]) for a in self._admin.addresses] if self._admin is not None else []
+        """(address, port) the admin endpoint listens on (none when it is off)."""
+        return [tuple(self._admin_sock.getsockname()[:2])] if self._admin_sock is not None else []
 
     @property
     def admin_address(self) -> str | None:
@@ -368,9 +381,15 @@ class Server:
             await asyncio.wait([self._cleaner_task], timeout=self.config.shutdown_timeout_s)
             self._cleaner_task = None
         self.runtime.close()
+        if self._admin_task is not None:
+            self._admin_task.cancel()
+            await asyncio.wait([self._admin_task], timeout=self.config.shutdown_timeout_s)
+            self._admin_task = None
         if self._admin is not None:
             await self._admin.cleanup()
             self._admin = None
+        if self._admin_sock is not None:
+            self._admin_sock.close()
         if self._server is not None:
             self._server.close()
         tasks = list(self._conns.values())
