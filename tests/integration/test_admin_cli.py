@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -124,7 +125,7 @@ def test_admin_endpoint_can_be_turned_off(tmp_path, off):
 
 
 OUT_OF_THE_BOX = textwrap.dedent("""
-    import subprocess, sys, time
+    import json, os, subprocess, sys, tempfile
     from confluent_kafka import Consumer, TopicPartition
     srv = subprocess.Popen([sys.executable, "-m", "tenure", "serve"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -135,7 +136,16 @@ OUT_OF_THE_BOX = textwrap.dedent("""
         c.close()
         out = subprocess.run([sys.executable, "-m", "tenure", "groups", "list"], capture_output=True, text=True,
                              timeout=60)
-        print(out.returncode, out.stdout, out.stderr, sep="|")
+        # a second server while 9644 is taken: its admin endpoint falls back to a free port and says so
+        ready = os.path.join(tempfile.mkdtemp(), "ready.json")
+        second = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "9093", "--ready-file", ready],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        second.stdout.readline()
+        admin = json.load(open(ready))["admin"]
+        second.terminate()
+        second.wait(15)
+        said = "port 9644 was in use" in second.stderr.read()
+        print(out.returncode, out.stdout, out.stderr, f"{admin} {said}", sep="|")
     finally:
         srv.terminate()
         srv.wait(15)
@@ -153,14 +163,26 @@ def test_serve_then_groups_list_works_out_of_the_box():
         argv = [unshare, "-rn", "sh", "-c", 'ip link set lo up 2>/dev/null || ifconfig lo up; exec "$@"', "sh",
                 *argv]
     else:
-        import socket
         for port in (9092, 9644):
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     pytest.skip(f"no network namespace (unshare -rn refused) and 127.0.0.1:{port} is in use")
     out = subprocess.run(argv, capture_output=True, text=True, timeout=90, env=env)
     assert out.returncode == 0, out.stderr
-    rc, stdout, stderr = out.stdout.rstrip("\n").split("|", 2)
+    rc, stdout, stderr, second = out.stdout.rstrip("\n").split("|", 3)
     assert rc == "0", (stdout, stderr, out.stderr)
     assert stdout.startswith("box-g\tEmpty\tgeneration 0\t0 member(s)"), stdout
-    assert "admin endpoint on http://127.0.0.1:9644" in out.stderr
+    assert "admin endpoint on http://127.0.0.1:9644 (loopback only" in out.stderr
+    admin, said = second.split()
+    assert admin.startswith("127.0.0.1:") and admin != "127.0.0.1:9644" and said == "True", second
+
+
+def test_an_admin_port_given_and_in_use_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "tenure", "serve", "--port", "0", "--admin-port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == ""
+    assert f"admin endpoint on 127.0.0.1:{port}" in out.stderr and "--admin-port 0" in out.stderr, out.stderr
