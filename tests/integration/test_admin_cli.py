@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import urllib.error
 import urllib.request
 
 import pytest
@@ -186,3 +187,24 @@ def test_an_admin_port_given_and_in_use_is_a_clear_error():
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and out.stdout == ""
     assert f"admin endpoint on 127.0.0.1:{port}" in out.stderr and "--admin-port 0" in out.stderr, out.stderr
+
+
+def test_serve_reads_its_token_from_the_environment(tmp_path):
+    ready = tmp_path / "ready.json"
+    env = dict(os.environ, TENURE_ADMIN_TOKEN="from-env")
+    proc = _serve("--port", "0", "--ready-file", str(ready), env=env)
+    try:
+        assert READY.match(proc.stdout.readline().rstrip("\n"))
+        admin = json.loads(ready.read_text())["admin"]
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://{admin}/groups", timeout=10)
+        assert err.value.code == 401
+        req = urllib.request.Request(f"http://{admin}/groups", headers={"Authorization": "Bearer from-env"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert json.loads(r.read()) == []
+        proc.terminate()
+        assert proc.wait(15) == 0
+        assert "token required" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
