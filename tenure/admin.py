@@ -37,6 +37,8 @@ import json
 import logging
 import os
 import socket
+import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -149,11 +151,40 @@ def bind_admin(host: str, port: int, *, fallback: bool = False) -> tuple[socket.
     return listen(0), True
 
 
+def _import_web() -> asyncio.Future:
+    """aiohttp.web, imported on a daemon thread: the loop keeps serving Kafka clients meanwhile, and a
+    server stopped before it is done does not wait for it (an executor's thread would hold up the exit)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    if "aiohttp.web" in sys.modules:
+        fut.set_result(sys.modules["aiohttp.web"])
+        return fut
+
+    def settle(module, error) -> None:
+        if fut.done():                        # cancelled: the server closed first
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(module)
+
+    def run() -> None:
+        try:
+            module, error = importlib.import_module("aiohttp.web"), None
+        except BaseException as exc:          # handed to the loop, which logs it
+            module, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, module, error)
+        except RuntimeError:                  # the loop closed meanwhile: nobody waits any more
+            pass
+    threading.Thread(target=run, name="tenure-admin-import", daemon=True).start()
+    return fut
+
+
 async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
-    """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner. The
-    HTTP library is imported on a worker thread (the loop keeps serving Kafka clients meanwhile)."""
+    """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner."""
     host = server.config.admin_host
-    web = await asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "aiohttp.web")
+    web = await _import_web()
 
     def answer(status: int, code: int, message: str):
         return web.json_response({"error": error_name(int(code)), "code": int(code), "message": _one_line(message)},
@@ -497,7 +528,6 @@ def _call(args, admin: str, token: str | None) -> tuple[int, object]:
 
 def run(args) -> int:
     """`tenure groups ...` and `tenure fault ...`."""
-    import sys
     if getattr(args, "admin", None):
         admin, source = args.admin, ""
     elif os.environ.get(ADDRESS_ENV):
