@@ -59,6 +59,8 @@ class TenureProcess:
              "--fsync", self.fsync]
         if self.segment_bytes is not None:
             a += ["--segment-bytes", str(self.segment_bytes)]
+        if not {"--admin-port", "--no-admin"} & set(self.extra):
+            a += ["--admin-port", "0"]     # a restart on a fixed --port would otherwise try 9644 first
         return a + list(self.extra)
 
     def spawn(self, port: int | None = None) -> subprocess.Popen:
