@@ -128,10 +128,13 @@ def test_admin_endpoint_can_be_turned_off(tmp_path, off):
 OUT_OF_THE_BOX = textwrap.dedent("""
     import json, os, subprocess, sys, tempfile
     from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
     srv = subprocess.Popen([sys.executable, "-m", "tenure", "serve"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "tenure listening on 127.0.0.1:9092"
+        admin = AdminClient({"bootstrap.servers": "127.0.0.1:9092"})
+        admin.create_topics([NewTopic("box-t", 1, 1)])["box-t"].result(30)
         c = Consumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "box-g", "enable.auto.commit": False})
         c.commit(offsets=[TopicPartition("box-t", 0, 3)], asynchronous=False)
         c.close()
@@ -142,11 +145,11 @@ OUT_OF_THE_BOX = textwrap.dedent("""
         second = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "9093", "--ready-file", ready],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         second.stdout.readline()
-        admin = json.load(open(ready))["admin"]
+        address = json.load(open(ready))["admin"]
         second.terminate()
         second.wait(15)
         said = "port 9644 was in use" in second.stderr.read()
-        print(out.returncode, out.stdout, out.stderr, f"{admin} {said}", sep="|")
+        print(out.returncode, out.stdout, out.stderr, f"{address} {said}", sep="|")
     finally:
         srv.terminate()
         srv.wait(15)
