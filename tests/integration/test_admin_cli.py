@@ -3,6 +3,7 @@ and `tenure groups/fault` find it: `--admin` anywhere on the line, TENURE_ADMIN,
 A fault rule can stay until cleared from the command line."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -82,47 +83,47 @@ def test_advance_clock_cli_refuses_what_the_endpoint_refuses(server, capsys):
     assert "INVALID_REQUEST (42)" in err and "9999-12-31" in err and len(err.splitlines()) == 1, err
 
 
-def _serve(*args, env=None):
-    return subprocess.Popen([sys.executable, "-m", "tenure", "serve", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-
-
-def test_ready_file_names_bootstrap_and_admin_and_stdout_keeps_its_one_line(tmp_path):
+@contextlib.contextmanager
+def serving(tmp_path, *args, env=None):
+    """`tenure serve --port 0 --ready-file F ARGS` for the block: yields (process, the ready file's JSON, the
+    ready line's match); killed at the end if still running."""
     ready = tmp_path / "ready.json"
-    proc = _serve("--port", "0", "--host", "0.0.0.0", "--advertised-host", "127.0.0.1", "--ready-file", str(ready))
+    proc = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "0", "--ready-file", str(ready),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         m = READY.match(proc.stdout.readline().rstrip("\n"))
         assert m, "the ready line"
-        info = json.loads(ready.read_text())           # written before the ready line
-        assert info["bootstrap"] == f"127.0.0.1:{m.group(2)}" and info["pid"] == proc.pid
-        host, port = info["admin"].rsplit(":", 1)
-        assert host == "127.0.0.1" and int(port) not in (0, int(m.group(2)))
-        with urllib.request.urlopen(f"http://{info['admin']}/health", timeout=10) as r:
-            assert json.loads(r.read()) == {"status": "ok"}
-        proc.terminate()
-        assert proc.wait(15) == 0
-        assert proc.stdout.read() == ""                   # still exactly one line on stdout
-        err = proc.stderr.read()
-        assert f"admin endpoint on http://127.0.0.1:{port}" in err and "loopback only" in err, err
+        yield proc, json.loads(ready.read_text()), m        # written before the ready line
         assert not ready.exists(), "removed at exit"
     finally:
         if proc.poll() is None:
             proc.kill()
 
 
+def stop(proc) -> str:
+    """SIGTERM, exit 0, exactly one line on stdout; returns the log."""
+    proc.terminate()
+    assert proc.wait(15) == 0
+    assert proc.stdout.read() == ""
+    return proc.stderr.read()
+
+
+def test_ready_file_names_bootstrap_and_admin_and_stdout_keeps_its_one_line(tmp_path):
+    with serving(tmp_path, "--host", "0.0.0.0", "--advertised-host", "127.0.0.1") as (proc, info, m):
+        assert info["bootstrap"] == f"127.0.0.1:{m.group(2)}" and info["pid"] == proc.pid
+        host, port = info["admin"].rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) not in (0, int(m.group(2)))
+        with urllib.request.urlopen(f"http://{info['admin']}/health", timeout=10) as r:
+            assert json.loads(r.read()) == {"status": "ok"}
+        err = stop(proc)
+        assert f"admin endpoint on http://127.0.0.1:{port}" in err and "loopback only" in err, err
+
+
 @pytest.mark.parametrize("off", [("--no-admin",), ("--admin-port", "-1")])
 def test_admin_endpoint_can_be_turned_off(tmp_path, off):
-    ready = tmp_path / "ready.json"
-    proc = _serve("--port", "0", "--ready-file", str(ready), *off)
-    try:
-        assert READY.match(proc.stdout.readline().rstrip("\n"))
-        assert json.loads(ready.read_text())["admin"] is None
-        proc.terminate()
-        assert proc.wait(15) == 0
-        assert "admin endpoint off" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with serving(tmp_path, *off) as (proc, info, _):
+        assert info["admin"] is None
+        assert "admin endpoint off" in stop(proc)
 
 
 OUT_OF_THE_BOX = textwrap.dedent("""
@@ -193,21 +194,11 @@ def test_an_admin_port_given_and_in_use_is_a_clear_error():
 
 
 def test_serve_reads_its_token_from_the_environment(tmp_path):
-    ready = tmp_path / "ready.json"
-    env = dict(os.environ, TENURE_ADMIN_TOKEN="from-env")
-    proc = _serve("--port", "0", "--ready-file", str(ready), env=env)
-    try:
-        assert READY.match(proc.stdout.readline().rstrip("\n"))
-        admin = json.loads(ready.read_text())["admin"]
+    with serving(tmp_path, env=dict(os.environ, TENURE_ADMIN_TOKEN="from-env")) as (proc, info, _):
         with pytest.raises(urllib.error.HTTPError) as err:
-            urllib.request.urlopen(f"http://{admin}/groups", timeout=10)
+            urllib.request.urlopen(f"http://{info['admin']}/groups", timeout=10)
         assert err.value.code == 401
-        req = urllib.request.Request(f"http://{admin}/groups", headers={"Authorization": "Bearer from-env"})
+        req = urllib.request.Request(f"http://{info['admin']}/groups", headers={"Authorization": "Bearer from-env"})
         with urllib.request.urlopen(req, timeout=10) as r:
             assert json.loads(r.read()) == []
-        proc.terminate()
-        assert proc.wait(15) == 0
-        assert "token required" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        assert "token required" in stop(proc)
