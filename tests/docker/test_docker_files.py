@@ -191,6 +191,9 @@ def test_compose_tenure_service():
     env = env_of(t)
     assert env["TENURE_ADVERTISED_HOST"] == "tenure", "clients on the compose network reach it as `tenure`"
     assert env["TENURE_HOST"] == "0.0.0.0" and env["TENURE_PORT"] == "9092" and env["TENURE_ADMIN_PORT"] == "9644"
+    # the admin endpoint binds loopback unless asked: inside its container it must listen on the container's
+    # address for the published port (which is the host's loopback only) to reach it
+    assert env["TENURE_ADMIN_HOST"] == "0.0.0.0"
     hc = t["healthcheck"]
     assert hc["test"][0] == "CMD" and "/health" in " ".join(hc["test"])
     assert int(hc["retries"]) >= 1 and hc["interval"] and hc["timeout"]
@@ -242,6 +245,7 @@ def test_hostnet_override_uses_host_networking_and_loopback_only():
     env = env_of(t)
     assert env["TENURE_HOST"] == "127.0.0.1" and env["TENURE_ADVERTISED_HOST"] == "127.0.0.1"
     assert env["TENURE_PORT"] == "9092" and env["TENURE_ADMIN_PORT"] == "9644"
+    assert env["TENURE_ADMIN_HOST"] == "127.0.0.1", "on the host's network the admin endpoint stays on loopback"
     assert env_of(merged["consumer"])["BOOTSTRAP_SERVERS"] == "127.0.0.1:9092"
     assert merged["consumer"]["depends_on"] == {"tenure": {"condition": "service_healthy"}}
     assert merged["audit"]["profiles"] == ["audit"] and "tenure-data:/data:ro" in merged["audit"]["volumes"]
@@ -278,11 +282,12 @@ def test_dockerfile_structure():
     ep = exec_form(last(stages, "server", "ENTRYPOINT"))
     line = " ".join(ep)
     for part in ("tenure serve", "--host", "--data-dir /data", "--admin-port", "--advertised-host",
-                 "TENURE_ADVERTISED_HOST"):
+                 "TENURE_ADVERTISED_HOST", '--admin-host "$TENURE_ADMIN_HOST"'):
         assert part in line, part
     assert re.search(r"-c\s+exec tenure serve", line), "exec: tenure is PID 1 and gets docker stop's SIGTERM"
     env = " ".join(all_of(stages, "server", "ENV"))
-    for var, default in (("TENURE_HOST", "0.0.0.0"), ("TENURE_PORT", "9092"), ("TENURE_ADMIN_PORT", "9644")):
+    for var, default in (("TENURE_HOST", "0.0.0.0"), ("TENURE_PORT", "9092"), ("TENURE_ADMIN_PORT", "9644"),
+                         ("TENURE_ADMIN_HOST", "0.0.0.0")):
         assert f"{var}={default}" in env, var
 
     audit = " ".join(all_of(stages, "audit", "RUN"))
@@ -327,7 +332,7 @@ def test_image_entrypoint_and_healthcheck_run_the_server(tmp_path):
 
     port, admin = free_port(), free_port()
     env = dict(os.environ, TENURE_HOST="127.0.0.1", TENURE_PORT=str(port), TENURE_ADVERTISED_HOST="127.0.0.1",
-               TENURE_ADMIN_PORT=str(admin), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+               TENURE_ADMIN_PORT=str(admin), TENURE_ADMIN_HOST="127.0.0.1", PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def healthcheck() -> int:
         return subprocess.run(hc_cmd, env=env, capture_output=True, timeout=20).returncode
