@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
                         "offline this long, then remove all offline ones in one rebalance (default off)")
     s.add_argument("--admin-port", type=int, default=None,
                    help="serve the HTTP admin endpoint (JSON: /groups, /groups/G, "
-                        "POST /groups/G/force-rebalance) on --host at this port; 0 picks one (default off)")
+                        "POST /groups/G/force-rebalance) at this port; 0 picks one (default off)")
+    s.add_argument("--admin-host", default=None,
+                   help="address the admin endpoint binds (default: --host)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
@@ -156,7 +158,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
                         offsets_partitions=args.offsets_partitions, fsync=args.fsync,
-                        admin_port=args.admin_port,
+                        admin_port=args.admin_port, admin_host=args.admin_host,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,

@@ -19,6 +19,7 @@ class ServerConfig:
     cluster_id: str | None = None
     offsets_partitions: int = 1
     admin_port: int | None = None           # HTTP admin endpoint (tenure/admin.py); None = off, 0 = any
+    admin_host: str | None = None           # address the admin endpoint binds; None = host
     fsync: str = "batch"                    # always | batch | never (with data_dir)
     segment_bytes: int = 100 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000

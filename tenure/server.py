@@ -135,8 +135,9 @@ class Server:
             self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.config.admin_port is not None:
             from .admin import serve_admin
-            self._admin, self.admin_port = await serve_admin(self, self.config.host, self.config.admin_port)
-            log.info("admin endpoint on http://%s:%d", self.config.host, self.admin_port)
+            admin_host = self.config.admin_host or self.config.host
+            self._admin, self.admin_port = await serve_admin(self, admin_host, self.config.admin_port)
+            log.info("admin endpoint on http://%s:%d", admin_host, self.admin_port)
 
     def _fatal(self, exc: BaseException) -> None:
         self.fatal_error = exc

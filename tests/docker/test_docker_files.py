@@ -62,8 +62,15 @@ for _tag in ("!reset", "!override"):
     ComposeLoader.add_constructor(_tag, _construct_tagged)
 
 
-def load_compose(name: str) -> dict:
-    return yaml.load((DOCKER / name).read_text(), Loader=ComposeLoader)
+INTERPOLATION = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+
+def load_compose(name: str, env: dict[str, str] | None = None) -> dict:
+    """The file as Compose reads it, `${VAR:-default}` taken from env (default: the defaults)."""
+    env = env or {}
+    text = INTERPOLATION.sub(lambda m: env.get(m.group(1), m.group(2)), (DOCKER / name).read_text())
+    assert "${" not in text, "only ${VAR:-default} interpolation is used"
+    return yaml.load(text, Loader=ComposeLoader)
 
 
 def merge(base, override):
@@ -191,6 +198,10 @@ def test_compose_tenure_service():
     env = env_of(t)
     assert env["TENURE_ADVERTISED_HOST"] == "tenure", "clients on the compose network reach it as `tenure`"
     assert env["TENURE_HOST"] == "0.0.0.0" and env["TENURE_PORT"] == "9092" and env["TENURE_ADMIN_PORT"] == "9644"
+    assert env["TENURE_ADMIN_HOST"] == "0.0.0.0", "the published admin port reaches the endpoint"
+    # other host ports for a second stack beside the first; the container's own ports stay
+    moved = load_compose("docker-compose.yml", {"TENURE_HOST_KAFKA_PORT": "19092", "TENURE_HOST_ADMIN_PORT": "19644"})
+    assert moved["services"]["tenure"]["ports"] == ["127.0.0.1:19092:9092", "127.0.0.1:19644:9644"]
     hc = t["healthcheck"]
     assert hc["test"][0] == "CMD" and "/health" in " ".join(hc["test"])
     assert int(hc["retries"]) >= 1 and hc["interval"] and hc["timeout"]
@@ -242,7 +253,12 @@ def test_hostnet_override_uses_host_networking_and_loopback_only():
     env = env_of(t)
     assert env["TENURE_HOST"] == "127.0.0.1" and env["TENURE_ADVERTISED_HOST"] == "127.0.0.1"
     assert env["TENURE_PORT"] == "9092" and env["TENURE_ADMIN_PORT"] == "9644"
+    assert env["TENURE_ADMIN_HOST"] == "127.0.0.1"
     assert env_of(merged["consumer"])["BOOTSTRAP_SERVERS"] == "127.0.0.1:9092"
+    moved = load_compose("docker-compose.hostnet.yml", {"TENURE_HOST_KAFKA_PORT": "19092",
+                                                        "TENURE_HOST_ADMIN_PORT": "19644"})["services"]
+    assert env_of(moved["tenure"])["TENURE_PORT"] == "19092" and env_of(moved["tenure"])["TENURE_ADMIN_PORT"] == "19644"
+    assert env_of(moved["consumer"])["BOOTSTRAP_SERVERS"] == "127.0.0.1:19092"
     assert merged["consumer"]["depends_on"] == {"tenure": {"condition": "service_healthy"}}
     assert merged["audit"]["profiles"] == ["audit"] and "tenure-data:/data:ro" in merged["audit"]["volumes"]
     for name, svc in merged.items():
@@ -277,12 +293,13 @@ def test_dockerfile_structure():
 
     ep = exec_form(last(stages, "server", "ENTRYPOINT"))
     line = " ".join(ep)
-    for part in ("tenure serve", "--host", "--data-dir /data", "--admin-port", "--advertised-host",
-                 "TENURE_ADVERTISED_HOST"):
+    for part in ("tenure serve", "--host", "--data-dir /data", "--admin-port", "--admin-host", "--advertised-host",
+                 "TENURE_ADVERTISED_HOST", "TENURE_ADMIN_HOST"):
         assert part in line, part
     assert re.search(r"-c\s+exec tenure serve", line), "exec: tenure is PID 1 and gets docker stop's SIGTERM"
     env = " ".join(all_of(stages, "server", "ENV"))
-    for var, default in (("TENURE_HOST", "0.0.0.0"), ("TENURE_PORT", "9092"), ("TENURE_ADMIN_PORT", "9644")):
+    for var, default in (("TENURE_HOST", "0.0.0.0"), ("TENURE_PORT", "9092"), ("TENURE_ADMIN_HOST", "0.0.0.0"),
+                         ("TENURE_ADMIN_PORT", "9644")):
         assert f"{var}={default}" in env, var
 
     audit = " ".join(all_of(stages, "audit", "RUN"))
@@ -325,9 +342,11 @@ def test_image_entrypoint_and_healthcheck_run_the_server(tmp_path):
     assert hc_cmd[0] == "python"
     hc_cmd[0] = sys.executable
 
+    # Kafka and the admin endpoint on different loopback addresses: each flag reaches the server
     port, admin = free_port(), free_port()
-    env = dict(os.environ, TENURE_HOST="127.0.0.1", TENURE_PORT=str(port), TENURE_ADVERTISED_HOST="127.0.0.1",
-               TENURE_ADMIN_PORT=str(admin), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env = dict(os.environ, TENURE_HOST="127.0.0.2", TENURE_PORT=str(port), TENURE_ADVERTISED_HOST="127.0.0.2",
+               TENURE_ADMIN_HOST="127.0.0.1", TENURE_ADMIN_PORT=str(admin),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def healthcheck() -> int:
         return subprocess.run(hc_cmd, env=env, capture_output=True, timeout=20).returncode
@@ -338,9 +357,11 @@ def test_image_entrypoint_and_healthcheck_run_the_server(tmp_path):
     try:
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-        assert lines.get(timeout=30).strip() == f"tenure listening on 127.0.0.1:{port}"
+        assert lines.get(timeout=30).strip() == f"tenure listening on 127.0.0.2:{port}"
         assert healthcheck() == 0
         assert http_json(f"http://127.0.0.1:{admin}/health") == {"status": "ok"}
+        with pytest.raises(urllib.error.URLError):
+            http_json(f"http://127.0.0.2:{admin}/health")     # TENURE_ADMIN_HOST, not TENURE_HOST
         assert (data / "meta.properties").exists(), "the server keeps its log in the data dir"
         proc.send_signal(signal.SIGTERM)   # `exec`: the signal reaches tenure itself
         assert proc.wait(30) == 0
