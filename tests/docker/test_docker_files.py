@@ -558,3 +558,32 @@ def test_example_consumer_restart_is_not_a_rebalance():
         assert all(st["produced"] > 0 for st in stats), stats
         assert sum(st["consumed"] for st in stats) > 0, stats
         assert view()["generation"] == gen, "no rebalance until the end either"
+
+
+# ---------------------------------------------------------------------- .ci/run
+@pytest.mark.parametrize("engine", ["ok", "fails", "absent"])
+def test_ci_run_sets_up_the_engine_runs_the_tests_and_stops_it(tmp_path, engine):
+    """.ci/run with a stand-in engine set-up script beside the clone and a stand-in scripts/test.sh: the
+    set-up runs first, the tests run whatever it did, the engine is stopped after them, and the exit code
+    is the tests'."""
+    log = tmp_path / "calls"
+    repo = tmp_path / "clone"
+    (repo / ".ci").mkdir(parents=True)
+    (repo / "scripts").mkdir()
+    shutil.copy(ROOT / ".ci" / "run", repo / ".ci" / "run")
+    (repo / "scripts" / "test.sh").write_text(f'#!{BASH}\necho "test.sh $*" >> {shlex.quote(str(log))}\nexit 3\n')
+    (repo / "scripts" / "test.sh").chmod(0o755)
+    if engine != "absent":
+        setup = tmp_path / "shared" / "container" / "setup-engine.sh"
+        setup.parent.mkdir(parents=True)
+        setup.write_text(f'echo "setup-engine $*" >> {shlex.quote(str(log))}\n'
+                         f'[ "${{1:-}}" = stop ] || exit {0 if engine == "ok" else 1}\n')
+    r = subprocess.run([BASH, str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    calls = log.read_text().splitlines()
+    if engine == "absent":
+        assert calls == ["test.sh -p no:cacheprovider"]
+        assert "the Docker tests run only if an engine already answers" in r.stderr
+    else:
+        assert calls == ["setup-engine ", "test.sh -p no:cacheprovider", "setup-engine stop"]
+        assert ("the Docker tests will be skipped" in r.stderr) == (engine == "fails")
