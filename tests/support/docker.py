@@ -112,7 +112,9 @@ class Images:
         return int(docker("image", "inspect", "--format", "{{.Size}}", image).stdout)
 
     def remove(self) -> None:
-        docker("image", "rm", "--force", self.server, self.base, self.audit, timeout=120, check=False)
+        """Untag; the layers stay as the builder's cache for the next session (--no-prune), and only the
+        small tenure layers differ from one source version to the next (docker/Dockerfile's order)."""
+        docker("image", "rm", "--no-prune", self.server, self.base, self.audit, timeout=120, check=False)
 
 
 @dataclass
