@@ -44,29 +44,17 @@ bounded 30 docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 \
 
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-free_port() {    # a port of 127.0.0.1 that nothing answers on, from 20000-59999
+free_port() {    # a port of 127.0.0.1 that nothing answers on, below Linux's ephemeral range (32768-)
     local port
     for _ in $(seq 1 200); do
-        port=$((20000 + RANDOM % 40000))
+        port=$((20000 + RANDOM % 12768))
         in_use "$port" || { echo "$port"; return 0; }
     done
     return 1
 }
 
-TENURE_HOST_KAFKA_PORT="${TENURE_HOST_KAFKA_PORT:-$(free_port)}"
-TENURE_HOST_ADMIN_PORT="${TENURE_HOST_ADMIN_PORT:-$(free_port)}"
-[ "$TENURE_HOST_KAFKA_PORT" != "$TENURE_HOST_ADMIN_PORT" ] || TENURE_HOST_ADMIN_PORT="$(free_port)"
-for port in "$TENURE_HOST_KAFKA_PORT" "$TENURE_HOST_ADMIN_PORT"; do
-    if in_use "$port"; then
-        echo "smoke.sh: FAIL: 127.0.0.1:$port is in use; choose other ports" >&2
-        exit 1
-    fi
-done
-ADMIN="127.0.0.1:$TENURE_HOST_ADMIN_PORT"
 # the images under this run's own tags (removed on the way out; the builder's cache stays)
-export TENURE_HOST_KAFKA_PORT TENURE_HOST_ADMIN_PORT
 export TENURE_IMAGE="$PROJECT:server" TENURE_BASE_IMAGE="$PROJECT:base" TENURE_AUDIT_IMAGE="$PROJECT:audit"
-echo "smoke.sh: project $PROJECT, Kafka on 127.0.0.1:$TENURE_HOST_KAFKA_PORT, admin on $ADMIN"
 
 COMPOSE=(docker compose -p "$PROJECT" -f "$HERE/docker-compose.yml" -f "$HERE/docker-compose.hostnet.yml"
          --profile audit)
@@ -125,6 +113,19 @@ member_of() {    # member_of SUMMARY INSTANCE -> "member_id:partitions"
 echo "smoke.sh: building the images"
 bounded 1800 "${COMPOSE[@]}" build || fail "docker compose build"
 
+# the ports are chosen now, after the build, so nothing else has had minutes to take them
+TENURE_HOST_KAFKA_PORT="${TENURE_HOST_KAFKA_PORT:-$(free_port)}"
+TENURE_HOST_ADMIN_PORT="${TENURE_HOST_ADMIN_PORT:-$(free_port)}"
+[ "$TENURE_HOST_KAFKA_PORT" != "$TENURE_HOST_ADMIN_PORT" ] || TENURE_HOST_ADMIN_PORT="$(free_port)"
+for port in "$TENURE_HOST_KAFKA_PORT" "$TENURE_HOST_ADMIN_PORT"; do
+    if in_use "$port"; then
+        echo "smoke.sh: FAIL: 127.0.0.1:$port is in use; choose other ports" >&2
+        exit 1
+    fi
+done
+export TENURE_HOST_KAFKA_PORT TENURE_HOST_ADMIN_PORT
+ADMIN="127.0.0.1:$TENURE_HOST_ADMIN_PORT"
+echo "smoke.sh: project $PROJECT: Kafka on 127.0.0.1:$TENURE_HOST_KAFKA_PORT, admin on $ADMIN"
 echo "smoke.sh: starting tenure and $CONSUMERS consumers (host network)"
 bounded 300 "${COMPOSE[@]}" up -d --scale consumer="$CONSUMERS" tenure consumer || fail "docker compose up"
 
