@@ -587,3 +587,18 @@ def test_ci_run_sets_up_the_engine_runs_the_tests_and_stops_it(tmp_path, engine)
     else:
         assert calls == ["setup-engine ", "test.sh -p no:cacheprovider", "setup-engine stop"]
         assert ("the Docker tests will be skipped" in r.stderr) == (engine == "fails")
+
+
+# ---------------------------------------------------------------------- where no engine answers
+def test_docker_tests_say_why_they_cannot_run(monkeypatch):
+    """The reason the engine tests are skipped with: only when no engine (or no compose) answers."""
+    from tests.support.docker import engine_missing
+
+    monkeypatch.setenv("PATH", "")
+    assert engine_missing() == "no docker command on PATH"
+    monkeypatch.undo()
+    if shutil.which("docker") is None:
+        return
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    why = engine_missing()
+    assert why and why.startswith("no Docker engine answers") and "nonexistent" in why

@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,22 +42,45 @@ def http_json(url: str, timeout: float = 10):
         return json.loads(r.read())
 
 
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
 def docker(*args: str, timeout: float = 120, check: bool = True, env: dict[str, str] | None = None,
            cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """`docker ARGS`, killed after `timeout` s; DockerError with the command's output when check fails."""
+    """`docker ARGS`, killed after `timeout` s (or by kill_running()); DockerError with the command's
+    output when check fails."""
     exe = shutil.which("docker")
     if exe is None:
         raise DockerError("no docker command on PATH")
     cmd = [exe, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            env=None if env is None else {**os.environ, **env})
+    with _running_lock:
+        _running.add(proc)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                           env=None if env is None else {**os.environ, **env})
-    except subprocess.TimeoutExpired as e:
-        raise DockerError(f"{' '.join(cmd)}: no answer within {timeout} s\n{e.stdout or ''}\n{e.stderr or ''}") from None
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise DockerError(f"{' '.join(cmd)}: no answer within {timeout} s\n{out[-4000:]}\n{err[-4000:]}") from None
+    finally:
+        with _running_lock:
+            _running.discard(proc)
+    r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if check and r.returncode != 0:
         raise DockerError(f"{' '.join(cmd)} exited {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n"
                           f"--- stderr\n{r.stderr[-4000:]}")
     return r
+
+
+def kill_running() -> None:
+    """Stop every docker command still running (a build the session no longer needs); the CLI cancels
+    what it asked the engine to do."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        proc.kill()
 
 
 def engine_missing() -> str | None:
