@@ -11,7 +11,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ import yaml
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.support.docker import free_port, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -156,17 +156,6 @@ def exec_form(rest: str) -> list[str]:
     value = json.loads(rest)
     assert isinstance(value, list) and all(isinstance(v, str) for v in value), rest
     return value
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
 
 
 # ---------------------------------------------------------------------- the compose files
