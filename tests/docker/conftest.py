@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.support.docker import Images, engine_missing, kill_running
+from tests.support.docker import DockerError, Images, engine_missing, kill_running
 
 
 class _Prebuild:
@@ -44,10 +44,13 @@ class _Prebuild:
 
     def close(self) -> None:
         if self.thread is not None and self.thread.is_alive():
-            kill_running()
+            kill_running()          # the session ended before the Docker tests needed the images
             self.thread.join(60)
         if self.images is not None:
-            self.images.remove()
+            try:
+                self.images.remove()
+            except DockerError as e:     # the engine went away: nothing to untag
+                print(f"docker images of this session not removed: {e}")
 
 
 _prebuild = _Prebuild()
