@@ -72,6 +72,7 @@ def server_container(docker_images):
         docker("network", "rm", name, check=False)
 
 
+@pytest.mark.java
 def test_server_container_serves_confluent_kafka_and_java(server_container):
     from confluent_kafka import Consumer
 
