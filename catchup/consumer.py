@@ -17,6 +17,7 @@ Both are driven from the caller's thread inside poll()/consume(); see docs/catch
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
@@ -156,7 +157,7 @@ class CatchUpConsumer:
     # ---- the rebalance callbacks of the main consumer ------------------------------------------------
 
     def _on_assign(self, consumer, partitions):
-        if self._closed:
+        if self._closed or self._closing:       # an assignment still queued when close() began
             return
         taken = self._take(partitions)
         (self._main.incremental_assign if self._cooperative else self._main.assign)(taken)
@@ -237,9 +238,20 @@ class CatchUpConsumer:
         # The token is durable before the main group's commit moves past it: a crash in between reopens
         # the same range next time (duplicates, never a gap).
         if checkpoint:
-            self._checkpoint(checkpoint, asynchronous=False)
+            try:
+                self._checkpoint(checkpoint, asynchronous=False)
+            except KafkaException as e:     # the token is not durable: resume at the commit, as a plain consumer
+                log.warning("catch-up: range checkpoint failed (%s): resuming at the commit instead", e)
+                for tp in checkpoint:
+                    start[tp] = self._main_committed[tp] = main_c[tp].offset
+                    self._durable[tp] = R.decode(sec_c[tp].metadata) or []
+                    self._work[tp] = R.copy(self._durable[tp])
+                main_commit = [p for p in main_commit if (p.topic, p.partition) not in checkpoint]
         if main_commit:
-            self._main.commit(offsets=main_commit, asynchronous=False)
+            try:
+                self._main.commit(offsets=main_commit, asynchronous=False)
+            except KafkaException as e:     # e.g. the generation is already gone: the next owner sees the old commit
+                log.warning("catch-up: main group commit at assignment failed (%s)", e)
         self._sync_secondary()
         return [TopicPartition(t, p, start[(t, p)]) for t, p in keys]
 
@@ -511,6 +523,10 @@ class CatchUpConsumer:
                 except KafkaException as e:
                     log.warning("catch-up: final commit failed (%s)", e)
             self._give_up(list(self._owned), clean=True)
+            # An assignment still queued for the application would be served inside librdkafka's close,
+            # which can then wait forever (seen with confluent-kafka 2.16 for a static member): serve it
+            # here, ignored. A record this returns was never delivered, so never committed: not lost.
+            self._main.poll(0)
             self._main.close()
         finally:
             self._closed = True
@@ -518,10 +534,14 @@ class CatchUpConsumer:
                 self._sec.close()
         return None
 
-    def _abandon(self) -> None:
-        """Stop as a crash would (tests): no commit, no clean marker, no callback; the group still holds
-        the member until its session expires or its instance id comes back."""
+    def _abandon(self):
+        """Stop as a crash would (tests): from now on nothing is committed, no clean marker written, no
+        callback run; the group keeps the member until its session expires or its instance id comes
+        back. The two librdkafka handles are released on a thread of their own (a close can wait for a
+        JoinGroup parked at the coordinator), which is returned."""
         self._closed = True
-        for c in (self._main, self._sec):
-            if c is not None:
-                c.close()
+        handles = [c for c in (self._main, self._sec) if c is not None]
+        t = threading.Thread(target=lambda: [self._main.poll(0)] + [c.close() for c in handles],
+                             name="catchup-abandoned", daemon=True)      # poll(0): see close()
+        t.start()
+        return t

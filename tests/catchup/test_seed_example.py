@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from tenure.catchup import CatchUpConsumer
 from tests.catchup.conftest import produce
@@ -20,10 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 pytestmark = pytest.mark.timeout(120)
 
 
-def _crash_at_100(bootstrap: str, topic: str, group: str) -> None:
+def _crash_at_100(bootstrap: str, topic: str, group: str, mode: str = "on") -> None:
     """A worker process commits 70, processes 0..99, and is killed."""
     proc = subprocess.Popen([sys.executable, "-m", "tests.support.catchup_worker", bootstrap, topic, group,
-                             "worker-1", "70", "100"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                             "worker-1", "70", "100", mode], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         assert line.strip() == "at 100", line
@@ -42,10 +42,12 @@ def _pump(c, delivered: list[int], done, what: str, timeout: float = 30) -> None
     wait_for(step, timeout, what, interval=0)
 
 
-def _consumer(bootstrap: str, group: str, on: bool) -> CatchUpConsumer:
-    return CatchUpConsumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": "worker-1",
-                            "enable.parallel.rebalance": on, "enable.auto.commit": False,
-                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+def _consumer(bootstrap: str, group: str, mode: str):
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": "worker-1",
+              "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+    if mode == "plain":
+        return Consumer(config)
+    return CatchUpConsumer({**config, "enable.parallel.rebalance": mode == "on"})
 
 
 def test_fresh_records_first_the_lag_replayed_nothing_below_the_commit(tenure_server, topic):
@@ -55,7 +57,7 @@ def test_fresh_records_first_the_lag_replayed_nothing_below_the_commit(tenure_se
     produce(bootstrap, topic, 20)                       # 100..119: the log is at 120 on recovery
     assert tenure_server.group(group).offset(topic, 0) == 70
 
-    c = _consumer(bootstrap, group, on=True)
+    c = _consumer(bootstrap, group, "on")
     try:
         c.pause_secondary()                             # hold the catch-up back: fresh data must not wait
         assigned = []
@@ -85,3 +87,32 @@ def test_fresh_records_first_the_lag_replayed_nothing_below_the_commit(tenure_se
     finally:
         c.close()
     assert c.child_consumer_is_alive() is False
+
+
+@pytest.mark.parametrize("mode", ["plain", "off"])
+def test_with_the_option_off_a_crash_replays_in_order_as_a_plain_consumer(tenure_server, topic, mode):
+    """The same crash with `enable.parallel.rebalance` off (or absent) and with a plain confluent-kafka
+    Consumer: the recovered consumer restarts at the commit and delivers 70..120 in order, one consumer,
+    no companion group; commit and committed are the group's own."""
+    bootstrap, group = tenure_server.bootstrap, f"off-{mode}"
+    produce(bootstrap, topic, 100)
+    _crash_at_100(bootstrap, topic, group, mode)
+    produce(bootstrap, topic, 20)
+    c = _consumer(bootstrap, group, mode)
+    try:
+        assigned = []
+        c.subscribe([topic], on_assign=lambda _c, ps: assigned.extend(ps))
+        delivered: list[int] = []
+        _pump(c, delivered, lambda: assigned, "the assignment")
+        produce(bootstrap, topic, 1)
+        _pump(c, delivered, lambda: 120 in delivered, "the fresh record")
+        assert delivered == list(range(70, 121))        # in order, the lag first
+        assert c.position([TopicPartition(topic, 0)])[0].offset == 121
+        c.commit(asynchronous=False)
+        assert c.committed([TopicPartition(topic, 0)])[0].offset == 121
+        assert c.committed([TopicPartition(topic, 0)])[0].metadata in (None, "")
+        if mode == "off":
+            assert not c.child_consumer_is_alive()
+    finally:
+        c.close()
+    assert tenure_server.group(f"{group}.catchup") is None

@@ -1,8 +1,9 @@
 """A CatchUpConsumer in its own process, to be killed (SIGKILL: no close, no commit, no leave).
 
-    python -m tests.support.catchup_worker BOOTSTRAP TOPIC GROUP INSTANCE COMMIT_AT STOP_AT
+    python -m tests.support.catchup_worker BOOTSTRAP TOPIC GROUP INSTANCE COMMIT_AT STOP_AT [on|off|plain]
 
-Consumes partition 0 of TOPIC in GROUP as static member INSTANCE with enable.parallel.rebalance=true,
+Consumes partition 0 of TOPIC in GROUP as static member INSTANCE (a CatchUpConsumer with
+enable.parallel.rebalance on - the default - or off, or a plain confluent-kafka Consumer),
 commits COMMIT_AT once it has processed the record before it, prints `at STOP_AT` once it has processed
 every record below STOP_AT, and then waits to be killed."""
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from tenure.catchup import CatchUpConsumer
 
@@ -18,9 +19,10 @@ from tenure.catchup import CatchUpConsumer
 def main(argv: list[str]) -> int:
     bootstrap, topic, group, instance = argv[:4]
     commit_at, stop_at = int(argv[4]), int(argv[5])
-    c = CatchUpConsumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
-                         "enable.parallel.rebalance": True, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    mode = argv[6] if len(argv) > 6 else "on"
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+              "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+    c = Consumer(config) if mode == "plain" else CatchUpConsumer({**config, "enable.parallel.rebalance": mode == "on"})
     c.subscribe([topic])
     seen: set[int] = set()
     committed = False
