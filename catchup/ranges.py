@@ -2,7 +2,7 @@
 
 A token is one catch-up range of one partition as it was opened, `lo-hi` (the committed offset and the
 log end when the crash was detected), with `next`, the first offset of it not yet processed: offsets
-[next, hi) are still owed. A partition's tokens are disjoint and sorted by `lo`.
+[next, hi) are still owed. A partition's owed spans [next, hi) are disjoint, apart and sorted.
 
 Two metadata strings, both plain text so anything that reads `__consumer_offsets` (kafka-consumer-groups,
 tenure's log dump, the audit) can read them:
@@ -49,13 +49,13 @@ def add(tokens: list[Token], lo: int, hi: int) -> list[Token]:
         return copy(tokens)
     out: list[Token] = []
     new = Token(lo, hi, lo)
-    for t in sorted(copy(tokens), key=lambda t: t.lo):
+    for t in sorted(copy(tokens), key=lambda t: t.next):
         if t.next <= new.hi and new.next <= t.hi:            # owed spans overlap or touch
             new = Token(min(t.lo, new.lo), max(t.hi, new.hi), min(t.next, new.next))
         else:
             out.append(t)
     out.append(new)
-    return sorted(out, key=lambda t: t.lo)
+    return sorted(out, key=lambda t: t.next)
 
 
 def processed_below(tokens: list[Token], offset: int) -> list[Token]:
@@ -63,7 +63,7 @@ def processed_below(tokens: list[Token], offset: int) -> list[Token]:
     or below it close, the one holding it starts there."""
     out = []
     for t in copy(tokens):
-        t.next = max(t.next, offset) if t.lo < offset else t.next
+        t.next = max(t.next, offset)
         if t.next < t.hi:
             out.append(t)
     return out
@@ -81,7 +81,7 @@ def low(tokens: list[Token]) -> int | None:
 
 
 def encode(tokens: list[Token], instance: str) -> str:
-    return f"{PREFIX} instance={instance} ranges=" + ",".join(str(t) for t in sorted(tokens, key=lambda t: t.lo))
+    return f"{PREFIX} instance={instance} ranges=" + ",".join(str(t) for t in sorted(tokens, key=lambda t: t.next))
 
 
 def decode(metadata: str | None) -> list[Token] | None:
@@ -100,7 +100,7 @@ def decode(metadata: str | None) -> list[Token] | None:
         if not lo <= nxt < hi:
             raise ValueError(f"catch-up checkpoint with an impossible range token {part!r}: {metadata!r}")
         tokens.append(Token(lo, hi, nxt))
-    return sorted(tokens, key=lambda t: t.lo)
+    return sorted(tokens, key=lambda t: t.next)
 
 
 def marker(state: str, instance: str) -> str:
