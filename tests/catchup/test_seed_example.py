@@ -42,22 +42,24 @@ def _pump(c, delivered: list[int], done, what: str, timeout: float = 30) -> None
     wait_for(step, timeout, what, interval=0)
 
 
-def _consumer(bootstrap: str, group: str, mode: str):
+def _consumer(bootstrap: str, group: str, mode: str, **extra):
     config = {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": "worker-1",
-              "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+              "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000, **extra}
     if mode == "plain":
         return Consumer(config)
     return CatchUpConsumer({**config, "enable.parallel.rebalance": mode == "on"})
 
 
-def test_fresh_records_first_the_lag_replayed_nothing_below_the_commit(tenure_server, topic):
-    bootstrap, group = tenure_server.bootstrap, "seed-g"
+@pytest.mark.parametrize("commits", ["explicit", "auto"])
+def test_fresh_records_first_the_lag_replayed_nothing_below_the_commit(tenure_server, topic, commits):
+    bootstrap, group = tenure_server.bootstrap, f"seed-{commits}"
     produce(bootstrap, topic, 100)                      # 0..99
     _crash_at_100(bootstrap, topic, group)
     produce(bootstrap, topic, 20)                       # 100..119: the log is at 120 on recovery
     assert tenure_server.group(group).offset(topic, 0) == 70
 
-    c = _consumer(bootstrap, group, "on")
+    auto = {"enable.auto.commit": True, "auto.commit.interval.ms": 100} if commits == "auto" else {}
+    c = _consumer(bootstrap, group, "on", **auto)
     try:
         c.pause_secondary()                             # hold the catch-up back: fresh data must not wait
         assigned = []
@@ -80,7 +82,11 @@ def test_fresh_records_first_the_lag_replayed_nothing_below_the_commit(tenure_se
             m = c.poll(0.1)
             assert m is None or m.error() is not None, m.offset()
         assert min(delivered) == 70 and sorted(delivered) == list(range(70, 121))   # each exactly once here
-        c.commit(asynchronous=False)
+        if commits == "explicit":
+            c.commit(asynchronous=False)
+        else:       # what poll() returned is committed at a later poll, once the interval has passed
+            wait_for(lambda: c.poll(0.05) is None and c.committed([TopicPartition(topic, 0)])[0].offset == 121,
+                     10, "the auto-commit of both logs", interval=0)
         assert c.committed([TopicPartition(topic, 0)])[0].offset == 121
         owed = tenure_server.group(f"{group}.catchup")
         assert owed.offset(topic, 0) == 120             # the secondary's checkpoint: its range closed
