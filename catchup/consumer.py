@@ -312,7 +312,10 @@ class CatchUpConsumer:
             if left is not None and left <= 0:
                 return None
             if self._sec_assigned and not self._held:
-                m = self._from_main(SLICE if left is None else min(SLICE, left))
+                # block a slice on one of the two, alternating: neither waits more than SLICE for the other
+                wait_on = self._from_main if first_main else self._from_secondary
+                first_main = not first_main
+                m = wait_on(SLICE if left is None else min(SLICE, left))
             else:
                 m = self._from_main(-1 if left is None else left)
                 if m is None and not self._sec_assigned:
