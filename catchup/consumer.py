@@ -195,7 +195,7 @@ class CatchUpConsumer:
     def _secondary(self) -> Consumer:
         if self._sec is None:
             self._sec = Consumer(self._sec_config)
-            self._sec_assigned, self._sec_token = set(), {}
+            self._sec_assigned, self._sec_token, self._sec_topics = set(), {}, set()
         return self._sec
 
     def _take(self, partitions) -> list[TopicPartition]:
@@ -284,6 +284,11 @@ class CatchUpConsumer:
             self._sec_assigned.difference_update(drop)
         add = {tp: tok.next for tp, tok in want.items() if tp not in self._sec_assigned}
         if add:
+            # A manually assigned topic librdkafka has no metadata for waits for its next 1 s metadata
+            # tick before the first fetch: ask for it now.
+            for topic in sorted({t for t, _ in add} - self._sec_topics):
+                sec.list_topics(topic, timeout=10)
+                self._sec_topics.add(topic)
             sec.incremental_assign(self._tps(add, add))
             self._sec_assigned.update(add)
             self._sec_started = True
