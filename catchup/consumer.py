@@ -472,7 +472,9 @@ class CatchUpConsumer:
         return self._secondary().commit(offsets=offs, asynchronous=asynchronous)
 
     def _maybe_auto_commit(self) -> None:
-        if self._auto_commit and time.monotonic() >= self._next_auto:
+        if not self._auto_commit:
+            return
+        if time.monotonic() >= self._next_auto:
             self._next_auto = time.monotonic() + self._auto_interval
             try:
                 self._commit_delivered(self._delivered_before, None, asynchronous=True)
