@@ -109,3 +109,27 @@ def test_commits_split_by_range(tenure_server, topic):
         assert c.committed([TopicPartition(topic, 0)])[0].offset == 33       # the token closed: the group's
     finally:
         c.close()
+
+
+def test_a_manual_assignment_catches_up_too(tenure_server, topic):
+    """assign() (no group membership) takes partitions the same way: after a crash, the main consumer
+    starts at the end and the secondary replays the range."""
+    bootstrap, group = tenure_server.bootstrap, "manual-g"
+    produce(bootstrap, topic, 30)
+    _crashed_at(bootstrap, topic, group, 10)
+    c = CatchUpConsumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.parallel.rebalance": True,
+                         "enable.auto.commit": False})
+    try:
+        c.pause_secondary()
+        c.assign([TopicPartition(topic, 0)])
+        produce(bootstrap, topic, 2)
+        got: list[int] = []
+        wait_for(lambda: _drain(c, got, 0.1) or got, 30, "the fresh records", interval=0)
+        assert got and min(got) >= 30
+        c.resume_secondary()
+        wait_for(lambda: _drain(c, got, 0.1) or set(range(10, 32)) <= set(got), 30, "everything", interval=0)
+        assert sorted(got) == list(range(10, 32))
+        c.commit(asynchronous=False)
+        assert c.committed([TopicPartition(topic, 0)])[0].offset == 32
+    finally:
+        c.close()
