@@ -62,7 +62,6 @@ class CatchUpConsumer:
         group = config.get("group.id")
         if not group:
             raise ValueError(f"{OPTION}=true needs group.id: the catch-up state lives in the group's commits")
-        self._group = group
         self._companion = companion or f"{group}.catchup"
         self._instance = str(config.get("group.instance.id") or config.get("client.id") or "")
         self._auto_commit = _truthy(config.get("enable.auto.commit", True))
@@ -79,6 +78,7 @@ class CatchUpConsumer:
         self._sec_started = False       # it has had a range to work on (the seed's "thread started")
         self._sec_assigned: set = set()
         self._sec_token: dict = {}      # tp -> (lo, hi) of the token the secondary is assigned on
+        self._sec_topics: set = set()   # topics whose metadata the secondary has asked for
         self._held = False              # pause_secondary()
         self._paused: set = set()       # pause() by the application
         self._owned: set = set()        # the main consumer's assignment
