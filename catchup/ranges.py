@@ -112,3 +112,42 @@ def is_crash_marker(metadata: str | None) -> bool:
     written by anything else (a plain consumer, a tool) is taken as clean: switching the mode on resumes
     as a plain consumer would."""
     return bool(metadata) and metadata.startswith(f"{PREFIX} {RUNNING}")
+
+
+@dataclass
+class TokenHistory:
+    """One range token's life in a (companion group, topic, partition)'s commit history."""
+    lo: int
+    hi: int
+    opened_ms: int                          # the timestamp of the first checkpoint that holds it
+    closed_ms: int | None = None            # of the first checkpoint without it (None: still open)
+    merged_into: tuple[int, int] | None = None   # closed because a recurring crash merged it into a wider token
+    owed: tuple[int, int] | None = None     # still open at the end: [next, hi) was never committed
+
+
+def history(commits) -> list[TokenHistory]:
+    """Fold one partition's companion-group commits, `(timestamp_ms, metadata)` in log order, into the
+    life of every token: when it opened, when it was fully processed (or merged), and what a token still
+    open at the end owes (an anomaly if the instance is gone). Commits that are not catch-up checkpoints
+    are skipped."""
+    done: list[TokenHistory] = []
+    open_: dict[tuple[int, int], TokenHistory] = {}
+    last: dict[tuple[int, int], Token] = {}
+    for ts, metadata in commits:
+        tokens = decode(metadata)
+        if tokens is None:
+            continue
+        now = {(t.lo, t.hi): t for t in tokens}
+        for key, h in list(open_.items()):
+            if key not in now:
+                h.closed_ms = ts
+                h.merged_into = next(((lo, hi) for lo, hi in now if lo <= key[0] and key[1] <= hi), None)
+                done.append(open_.pop(key))
+        for key in now:
+            if key not in open_:
+                open_[key] = TokenHistory(key[0], key[1], ts)
+        last = now
+    for key, h in open_.items():
+        h.owed = (last[key].next, last[key].hi)
+        done.append(h)
+    return sorted(done, key=lambda h: (h.opened_ms, h.lo))

@@ -69,3 +69,21 @@ def test_tokens_follow_the_model(steps):
         assert all(x.hi < y.next for x, y in zip(tokens, tokens[1:]))     # disjoint, sorted, not touching
         assert R.decode(R.encode(tokens, "w")) == tokens
         assert R.low(tokens) == (min(model) if model else None)
+
+
+def test_the_history_of_tokens_for_an_audit():
+    w = "w1"
+    commits = [
+        (1000, R.encode(R.add([], 70, 120), w)),                                  # crash: 70-120 opens
+        (1100, "some other metadata"),                                            # not a checkpoint
+        (1200, R.encode([R.Token(70, 120, 90)], w)),                              # progress
+        (1300, R.encode([R.Token(70, 120, 90), R.Token(140, 190, 140)], w)),      # a second crash
+        (1400, R.encode([R.Token(140, 190, 150)], w)),                            # 70-120 fully processed
+        (1500, R.encode([R.Token(140, 200, 150)], w)),                            # a recurrence merges it
+    ]
+    h = R.history(commits)
+    assert [(x.lo, x.hi, x.opened_ms, x.closed_ms, x.merged_into, x.owed) for x in h] == [
+        (70, 120, 1000, 1400, None, None),
+        (140, 190, 1300, 1500, (140, 200), None),
+        (140, 200, 1500, None, None, (150, 200)),      # still open at the end: [150, 200) never committed
+    ]
