@@ -133,3 +133,25 @@ def test_a_manual_assignment_catches_up_too(tenure_server, topic):
         assert c.committed([TopicPartition(topic, 0)])[0].offset == 32
     finally:
         c.close()
+
+
+def test_consume_returns_records_of_both_consumers(tenure_server, topic):
+    bootstrap, group = tenure_server.bootstrap, "consume-g"
+    produce(bootstrap, topic, 30)
+    _crashed_at(bootstrap, topic, group, 10)
+    c = _open(bootstrap, group, topic)
+    try:
+        got: list[int] = []
+        c.pause_secondary()
+        wait_for(lambda: _drain(c, got, 0.1) or c.assignment(), 30, "the assignment", interval=0)
+        produce(bootstrap, topic, 5)                    # 30..34
+        c.resume_secondary()
+
+        def batch():
+            got.extend(m.offset() for m in c.consume(num_messages=8, timeout=0.5) if m.error() is None)
+            return set(range(10, 35)) <= set(got)
+        wait_for(batch, 30, "everything through consume()", interval=0)
+        assert sorted(got) == list(range(10, 35))
+        assert c.consume(num_messages=5, timeout=0.3) == []
+    finally:
+        c.close()
