@@ -238,6 +238,7 @@ class SegmentLog:
         self.bytes_written = 0                     # appended since open (a counter, for sync bookkeeping)
         self.bytes_synced = 0                      # of those, covered by a finished fsync
         self.closed = False                        # set by close(): a cleaner holding this log stops
+        self.start_floor = 0                       # DeleteRecords' log start offset (the data dir checkpoints it)
         self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -288,7 +289,22 @@ class SegmentLog:
     # ------------------------------------------------------------------ the Log interface
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        return max(self.segments[0].base_offset, min(self.start_floor, self.log_end_offset))
+
+    def advance_start(self, offset: int) -> int:
+        """DeleteRecords (see storage.Log): raise the start floor; delete the segments wholly below it (never
+        the active one). The floor is written to the data dir's log-start-offset-checkpoint first."""
+        if offset > self.start_floor:
+            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
+            advance_checkpoint(self.dir, offset, LOG_START_CHECKPOINT)     # durable before anything goes
+            self.start_floor = offset
+            while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+                seg = self.segments.pop(0)
+                self._dirty.discard(seg)
+                seg.close()
+                seg.path.unlink()
+                self._dir_dirty = True
+        return self.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -560,6 +576,9 @@ class SegmentLog:
     def delete(self) -> None:
         """Close and remove the partition directory (topic deletion)."""
         self.close()
+        if self.start_floor:
+            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
+            advance_checkpoint(self.dir, None, LOG_START_CHECKPOINT)
         for p in self.dir.iterdir():
             p.unlink()
         self.dir.rmdir()
