@@ -299,12 +299,20 @@ def test_create_partitions_over_the_wire(tenure_server, wire, version):
         T(name="cpw", count=3, assignments=None),
         T(name="cpw-missing", count=3, assignments=None)]), version)
     assert [(x.name, x.error_code) for x in r.results] == [("cpw", NONE), ("cpw-missing", UNKNOWN_TOPIC_OR_PARTITION)]
-    # a manual replica assignment is refused (one broker); nothing changes
+    # a manual replica assignment naming a broker other than node 0 is refused; nothing changes
     r = wire.call(C(timeout_ms=10000, validate_only=False, topics=[
-        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])])]), version)
-    assert [(x.name, x.error_code) for x in r.results] == [("cpw", INVALID_REPLICA_ASSIGNMENT)]
+        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[1])])]), version)
+    assert [(x.name, x.error_code, x.error_message) for x in r.results] == [
+        ("cpw", INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 1, but no such broker is registered.")]
     md = wire.call(metadata_request("cpw"), 12)
     assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2]
+    # one naming node 0 (the only broker) is accepted
+    r = wire.call(C(timeout_ms=10000, validate_only=False, topics=[
+        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])])]), version)
+    assert [(x.name, x.error_code) for x in r.results] == [("cpw", NONE)]
+    md = wire.call(metadata_request("cpw"), 12)
+    assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------------------------------------ DescribeCluster
@@ -320,10 +328,12 @@ def test_describe_cluster_with_real_clients():
 
         a = KafkaAdminClient(bootstrap_servers=s.bootstrap)
         try:
-            assert a.describe_cluster() == {
-                "cluster_id": "tenure-test-cluster", "controller_id": 0,
-                "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}],
-                "authorized_operations": None}
+            d = a.describe_cluster()       # kafka-python asks for the authorized operations: it gets them all
+            assert set(d.pop("authorized_operations")) == {
+                "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
+                "DESCRIBE"}
+            assert d == {"cluster_id": "tenure-test-cluster", "controller_id": 0,
+                         "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}]}
         finally:
             a.close()
 
@@ -359,9 +369,10 @@ def test_describe_configs_with_confluent_admin(tenure_server):
     broker = ConfigResource(ResourceType.BROKER, "0")
     got = {k: (e.value, e.source) for k, e in a.describe_configs([broker])[broker].result(15).items()}
     static = ConfigSource.STATIC_BROKER_CONFIG.value
-    assert got == {"broker.id": ("0", static), "num.partitions": ("1", static),
-                   "auto.create.topics.enable": ("true", static), "default.replication.factor": ("1", static),
-                   "offsets.topic.replication.factor": ("1", static)}
+    assert {k: got[k] for k in ("broker.id", "num.partitions", "auto.create.topics.enable",
+                                "default.replication.factor", "offsets.topic.replication.factor")} == \
+        {"broker.id": ("0", static), "num.partitions": ("1", static), "auto.create.topics.enable": ("true", static),
+         "default.replication.factor": ("1", static), "offsets.topic.replication.factor": ("1", static)}
 
     missing = ConfigResource(ResourceType.TOPIC, "dc-missing")
     assert error_code(a.describe_configs([missing])[missing]) == UNKNOWN_TOPIC_OR_PARTITION
