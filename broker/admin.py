@@ -276,7 +276,8 @@ class AdminApis:
         if cursor is not None:
             names = [n for n in names if n >= cursor.topic_name]
         budget = max(1, min(body.response_partition_limit, DESCRIBE_TOPIC_PARTITIONS_LIMIT))
-        ops = authorized_operations("topic", True)
+        # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits themselves
+        ops = sum(1 << op for op in authorized_operations("topic", True))
         out, next_cursor = [], None
         node = self.node.node_id
         for name in names:

@@ -399,7 +399,8 @@ def read_checkpoint(data_dir, name: str = CHECKPOINT) -> dict[tuple[str, int], i
             out[(topic, int(partition))] = int(offset)
         return out
     except (IndexError, ValueError) as exc:
-        raise ValueError(f"{path}: not a checkpoint file ({exc})") from None
+        kind = "cleaner" if name == CHECKPOINT else "log start offset"
+        raise ValueError(f"{path}: not a {kind} checkpoint ({exc})") from None
 
 
 def partition_of_dir(name: str) -> tuple[str, int]:
