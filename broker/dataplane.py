@@ -167,9 +167,9 @@ class Broker(AdminApis):
                 partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
                     partitions, factor = self.check_assignment(t), 1
-                self.configs.check(RESOURCE_TOPIC, list(configs), configs)
+                n = self.topics.check_create(t.name, partitions, factor, configs)
+                self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
-                    n = self.topics.check_create(t.name, partitions, factor, configs)
                     res.num_partitions, res.replication_factor = n, 1
                 else:
                     topic = self.topics.create(t.name, partitions, factor, configs)

@@ -356,3 +356,35 @@ def test_list_offsets_latest_tiered_has_no_offset(tenure_server, wire):
         T(name="lt", partitions=[P(partition_index=0, current_leader_epoch=-1, timestamp=-5)])]), 10)
     p = r.topics[0].partitions[0]
     assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == (NONE, -1, -1, -1)
+
+
+def test_elect_leaders_and_reassignments_with_kafka_python(tenure_server):
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+    create(tenure_server.bootstrap, "elk", 2)
+    ka = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap)
+    try:
+        r = ka.elect_leaders(0, {"elk": [0, 1]})
+        assert [(x.topic, [(p.partition_id, p.error_code) for p in x.partition_result])
+                for x in r.replica_election_results] == [("elk", [(0, ELECTION_NOT_NEEDED), (1, ELECTION_NOT_NEEDED)])]
+        r = ka.elect_leaders(1, None)                  # kafka-python names every partition of every topic
+        assert r.error_code == NONE
+        assert {(x.topic, p.partition_id): p.error_code for x in r.replica_election_results
+                for p in x.partition_result} == {("__consumer_offsets", 0): ELECTION_NOT_NEEDED,
+                                                 ("elk", 0): ELECTION_NOT_NEEDED, ("elk", 1): ELECTION_NOT_NEEDED}
+        ka.alter_partition_reassignments({KTP("elk", 1): [0]})
+        assert ka.list_partition_reassignments() == {}
+    finally:
+        ka.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_over_the_wire(tenure_server, wire, version):
+    from kafka.protocol.admin import ElectLeadersRequest as E
+    tenure_server.call(lambda: tenure_server.server.topics.create("elw", 1))
+    r = wire.call(E(election_type=0, timeout_ms=1000, topic_partitions=None), version)  # all: none needs one
+    assert r.replica_election_results == []
+    r = wire.call(E(election_type=0, timeout_ms=1000, topic_partitions=[
+        E.TopicPartitions(topic="elw", partitions=[0, 5])]), version)
+    assert [(p.partition_id, p.error_code) for p in r.replica_election_results[0].partition_result] == [
+        (0, ELECTION_NOT_NEEDED), (5, UNKNOWN_TOPIC_OR_PARTITION)]
