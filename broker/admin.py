@@ -215,11 +215,11 @@ class AdminApis:
                 pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
                 parts.append(pr)
                 plog = self.topics.partition(t.name, p.partition_index)
+                if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
+                    pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    continue
                 if plog is None:
                     pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                if topic.internal:
-                    pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION    # Kafka: internal topics refuse it
                     continue
                 offset = plog.log_end_offset if p.offset == -1 else p.offset
                 if not 0 <= offset <= plog.log_end_offset:

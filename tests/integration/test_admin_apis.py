@@ -221,6 +221,8 @@ def test_delete_records_with_confluent_persisted_across_a_restart(tmp_path):
         assert a.delete_records([tp3])[tp3].result(15).low_watermark == 5
         past = TopicPartition("dr", 0, 11)
         assert kafka_error(a.delete_records([past])[past])[0] == OFFSET_OUT_OF_RANGE
+        internal = TopicPartition("__consumer_offsets", 0, 0)       # Kafka refuses internal topics
+        assert kafka_error(a.delete_records([internal])[internal])[0] == 17
         earliest = TopicPartition("dr", 0)
         assert a.list_offsets({earliest: OffsetSpec.earliest()})[earliest].result(15).offset == 5
         segments = sorted(p.name for p in (tmp_path / "dr-0").iterdir())
