@@ -390,3 +390,22 @@ def test_elect_leaders_over_the_wire(tenure_server, wire, version):
         E.TopicPartitions(topic="elw", partitions=[0, 5])]), version)
     assert [(p.partition_id, p.error_code) for p in r.replica_election_results[0].partition_result] == [
         (0, ELECTION_NOT_NEEDED), (5, UNKNOWN_TOPIC_OR_PARTITION)]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("ask", [True, False])
+def test_describe_configs_synonyms_types_and_docs_by_version_over_the_wire(tenure_server, wire, version, ask):
+    from kafka.protocol.admin import DescribeConfigsRequest as D
+    tenure_server.call(lambda: tenure_server.server.topics.create("dcv", 1, configs={"retention.bytes": "4096"}))
+    r = wire.call(D(include_synonyms=ask, include_documentation=ask, resources=[
+        D.DescribeConfigsResource(resource_type=2, resource_name="dcv", configuration_keys=["retention.bytes"]),
+        D.DescribeConfigsResource(resource_type=32, resource_name="", configuration_keys=None)]), version)
+    topic, group = r.results
+    (c,) = topic.configs
+    assert (c.name, c.value, c.config_source, c.read_only) == ("retention.bytes", "4096", 1, False)
+    assert [(s.name, s.value, s.source) for s in c.synonyms] == (
+        [("retention.bytes", "4096", 1), ("log.retention.bytes", "-1", 5)] if ask else [])
+    if version >= 3:
+        assert c.config_type == 5                                        # LONG
+        assert (c.documentation is not None) == ask
+    assert (group.error_code, group.error_message) == (42, "Group name must not be empty")
