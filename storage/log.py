@@ -95,7 +95,9 @@ class MemoryLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         for h, b in zip(self._headers, self._batches):
             if h.max_timestamp >= timestamp:
-                return offset_at_or_after(b, h, timestamp)
+                found = offset_at_or_after(b, h, timestamp, self._start)
+                if found is not None:
+                    return found
         return None
 
     def advance_start(self, offset: int) -> int:

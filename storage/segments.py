@@ -399,9 +399,12 @@ class SegmentLog:
         for seg in self.segments:
             if seg.max_timestamp < timestamp:
                 continue
+            start = self.log_start_offset
             for h, pos in seg.headers_from(0):
-                if h.max_timestamp >= timestamp:
-                    return offset_at_or_after(seg.pread(h.size, pos), h, timestamp)
+                if h.max_timestamp >= timestamp and h.last_offset >= start:
+                    found = offset_at_or_after(seg.pread(h.size, pos), h, timestamp, start)
+                    if found is not None:
+                        return found
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:

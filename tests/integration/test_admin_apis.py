@@ -225,6 +225,8 @@ def test_delete_records_with_confluent_persisted_across_a_restart(tmp_path):
         assert kafka_error(a.delete_records([internal])[internal])[0] == 17
         earliest = TopicPartition("dr", 0)
         assert a.list_offsets({earliest: OffsetSpec.earliest()})[earliest].result(15).offset == 5
+        # by timestamp: every batch holds the same two timestamps; the first record from the log start on
+        assert a.list_offsets({earliest: OffsetSpec.for_timestamp(1_700_000_000_000)})[earliest].result(15).offset == 5
         segments = sorted(p.name for p in (tmp_path / "dr-0").iterdir())
         assert segments and int(segments[0].split(".")[0]) > 0          # segments below offset 5 are gone
     assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\ndr 0 5\n"
@@ -255,6 +257,9 @@ def test_delete_records_with_java_and_kafka_python(tenure_server):
     produce(bs, "drj", 0, 3)
     produce(bs, "drj", 1, 3)
     out = java(bs, "delete-records", "drj", "0", "4", "--", "delete-records", "drj", "0", "99")
+    tp = TopicPartition("drj", 0)
+    a = admin(bs)                                                       # in memory too: by timestamp from 4 on
+    assert a.list_offsets({tp: OffsetSpec.for_timestamp(1_700_000_000_000)})[tp].result(15).offset == 4
     assert out[:2] == [{"type": "deleted_records", "low_watermark": 4}, {"type": "earliest", "offset": 4}]
     assert out[2]["exception"] == "org.apache.kafka.common.errors.OffsetOutOfRangeException"
     assert out[3] == {"type": "earliest", "offset": 4}
