@@ -61,6 +61,7 @@ class ConfigDef:
     dynamic: bool = True                    # may change at runtime (else read-only)
     choices: tuple[str, ...] = ()           # allowed values (each element for a LIST)
     at_least: int | None = None             # lower bound for INT/SHORT/LONG
+    within: tuple[str, int, str, int] | None = None   # group configs: (min broker config, min, max config, max)
 
     def check(self, value: str | None) -> None:
         if value is None:
@@ -76,6 +77,12 @@ class ConfigDef:
                 raise ConfigError(f"{bad}: Not a number of type {_TYPE_NAMES[self.type]}")
             if self.at_least is not None and n < self.at_least:
                 raise ConfigError(f"{bad}: Value must be at least {self.at_least}")
+            if self.within is not None:             # as Kafka's GroupConfig, against the broker's bounds
+                lo_name, lo, hi_name, hi = self.within
+                if n < lo:
+                    raise ConfigError(f"{self.name} must be greater than or equal to {lo_name}")
+                if n > hi:
+                    raise ConfigError(f"{self.name} must be less than or equal to {hi_name}")
         elif self.type == BOOLEAN:
             if value.strip().lower() not in ("true", "false"):
                 raise ConfigError(f"{bad}: Expected value to be either true or false")
@@ -131,17 +138,26 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
 }
 
+def _bounded(kind: str, what: str, lo: int, hi: int) -> tuple[str, int, str, int]:
+    return f"group.{kind}.min.{what}", lo, f"group.{kind}.max.{what}", hi
+
+
 GROUP_CONFIGS = _defs(
     ConfigDef("consumer.session.timeout.ms", INT, "45000",
-              "The session timeout of the group's consumer-protocol (KIP-848) members.", at_least=1),
+              "The session timeout of the group's consumer-protocol (KIP-848) members.",
+              within=_bounded("consumer", "session.timeout.ms", 45000, 60000)),
     ConfigDef("consumer.heartbeat.interval.ms", INT, "5000",
-              "The heartbeat interval of the group's consumer-protocol (KIP-848) members.", at_least=1),
+              "The heartbeat interval of the group's consumer-protocol (KIP-848) members.",
+              within=_bounded("consumer", "heartbeat.interval.ms", 5000, 15000)),
     ConfigDef("share.session.timeout.ms", INT, "45000",
-              "The session timeout of a share group's members.", at_least=1),
+              "The session timeout of a share group's members.",
+              within=_bounded("share", "session.timeout.ms", 45000, 60000)),
     ConfigDef("share.heartbeat.interval.ms", INT, "5000",
-              "The heartbeat interval of a share group's members.", at_least=1),
+              "The heartbeat interval of a share group's members.",
+              within=_bounded("share", "heartbeat.interval.ms", 5000, 15000)),
     ConfigDef("share.record.lock.duration.ms", INT, "30000",
-              "How long a share group's member holds an acquired record.", at_least=1),
+              "How long a share group's member holds an acquired record.",
+              within=_bounded("share", "record.lock.duration.ms", 15000, 60000)),
     ConfigDef("share.auto.offset.reset", STRING, "latest",
               "Where a share group starts reading a partition it has no offset for.",
               choices=("latest", "earliest")),

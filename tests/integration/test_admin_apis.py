@@ -200,11 +200,14 @@ def test_alter_configs_with_kafka_python_and_group_configs_with_java(tenure_serv
     out = java(bs, "alter-config", "group", "g1", "SET", "consumer.session.timeout.ms", "50000", "--",
                "alter-config", "group", "g1", "SET", "consumer.session.timeout.ms", "x", "--",
                "alter-config", "topic", "ack", "SET", "retention.ms", "7", "validate", "--",
+               "alter-config", "group", "g1", "SET", "consumer.session.timeout.ms", "1000", "--",
                "describe-configs", "group", "g1", "consumer.session.timeout.ms")
     assert out[0] == {"type": "altered_config", "error": None}
     assert out[1]["exception"] == "org.apache.kafka.common.errors.InvalidConfigurationException"
     assert out[2] == {"type": "altered_config", "error": None}
-    assert [(e["value"], e["source"]) for e in out[3]["entries"]] == [("50000", "DYNAMIC_GROUP_CONFIG")]
+    assert out[3]["message"] == \
+        "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"
+    assert [(e["value"], e["source"]) for e in out[4]["entries"]] == [("50000", "DYNAMIC_GROUP_CONFIG")]
     assert tenure_server.server.topics.get("ack").configs == {"cleanup.policy": "compact"}
 
 
