@@ -263,10 +263,15 @@ class ConfigStore:
         return out
 
     def broker_entries(self, resource_name: str) -> list[Entry]:
+        """Node "0": every broker config. The cluster default (""): as Kafka, only the configs altered
+        cluster-wide, with synonyms below that level."""
+        cluster_wide = self.registry.dynamic_configs.get("broker", {}).get("", {})
         out = []
         for d in self.broker_defs.values():
             layers = self._broker_layers(d.name)
-            if resource_name == "":            # the cluster default: only what is set cluster-wide
+            if resource_name == "":
+                if d.name not in cluster_wide:
+                    continue
                 layers = [x for x in layers if x[0] != SOURCE_DYNAMIC_BROKER]
             source, value = layers[0] if layers else (SOURCE_DEFAULT, None)
             out.append(Entry(d.name, value, source, not d.dynamic, d.type, d.doc,

@@ -379,15 +379,23 @@ def test_describe_configs_with_confluent_admin(tenure_server):
 
 
 def test_describe_configs_of_the_cluster_default_broker_resource_over_the_wire(tenure_server, wire):
-    """The empty broker name is the cluster's default broker configs; any other id than 0 is refused, as
-    Kafka's ConfigHelper does. (Over the wire: librdkafka's AdminClient sends a broker resource to the
-    broker of that id, so it never asks this node about broker 7.)"""
+    """The empty broker name is the cluster's default broker configs: as Kafka's ConfigHelper, only those
+    altered cluster-wide (none yet, then one); any other id than 0 is refused. (Over the wire: librdkafka's
+    AdminClient sends a broker resource to the broker of that id, so it never asks this node about broker 7.)"""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as I
     D = DescribeConfigsRequest
-    r = wire.call(D(include_synonyms=False, include_documentation=False, resources=[
-        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=["num.partitions"]),
-        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]), 4)
-    default, other = r.results
-    assert (default.error_code, [(c.name, c.value) for c in default.configs]) == (NONE, [("num.partitions", "1")])
+    req = D(include_synonyms=True, include_documentation=False, resources=[
+        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)])
+    default, other = wire.call(req, 4).results
+    assert (default.error_code, default.configs) == (NONE, [])
+    R = I.AlterConfigsResource
+    r = wire.call(I(validate_only=False, resources=[R(resource_type=4, resource_name="", configs=[
+        R.AlterableConfig(name="log.retention.ms", config_operation=0, value="60000")])]), 1)
+    assert r.responses[0].error_code == NONE
+    default, other = wire.call(req, 4).results
+    assert [(c.name, c.value, c.config_source, [(s.name, s.source) for s in c.synonyms]) for c in default.configs] \
+        == [("log.retention.ms", "60000", 3, [("log.retention.ms", 3)])]
     assert (other.error_code, other.configs) == (INVALID_REQUEST, [])
     assert other.error_message == "Unexpected broker id, expected 0 or empty string, but received 1"
 
