@@ -417,3 +417,22 @@ def test_describe_configs_synonyms_types_and_docs_by_version_over_the_wire(tenur
         assert c.config_type == 5                                        # LONG
         assert (c.documentation is not None) == ask
     assert (group.error_code, group.error_message) == (42, "Group name must not be empty")
+
+
+def test_group_configs_with_confluent_and_kafka_python(tenure_server):
+    from kafka.admin import ConfigResource as KRes, ConfigResourceType, KafkaAdminClient
+    a = admin(tenure_server.bootstrap)
+    res = ConfigResource(ResourceType.GROUP, "gc")
+    got = {k: (e.value, e.source) for k, e in a.describe_configs([res])[res].result(15).items()}
+    assert got["consumer.heartbeat.interval.ms"] == ("5000", ConfigSource.DEFAULT_CONFIG.value)
+    alter = ConfigResource(ResourceType.GROUP, "gc", incremental_configs=[
+        ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([alter])[alter].result(15)
+    got = {k: (e.value, e.source) for k, e in a.describe_configs([res])[res].result(15).items()}
+    assert got["consumer.heartbeat.interval.ms"] == ("6000", ConfigSource.GROUP_CONFIG.value)
+    ka = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap)
+    try:
+        r = ka.describe_configs([KRes(ConfigResourceType.GROUP, "gc")])     # only the altered ones
+        assert {k: v["value"] for k, v in r["group"]["gc"].items()} == {"consumer.heartbeat.interval.ms": "6000"}
+    finally:
+        ka.close()
