@@ -56,24 +56,26 @@ def check_replicas(replicas, node_id: int, want: int | None = None) -> None:
 
 
 class AdminApis:
-    """Admin handlers; needs `self.topics`, `self.node`, `self.auto_create_topics`, `self.static_configs`."""
+    """Admin handlers; needs `self.topics`, `self.node`, `self.auto_create_topics` and `self.server_configs` (a
+    callable giving the broker configs the server's options set, or None)."""
 
     def _admin_handlers(self) -> dict:
-        self.configs = ConfigStore(self.topics, lambda: self.static_configs(), self.node.node_id)
+        self.configs = ConfigStore(self.topics, self.static_configs, self.node.node_id)
         return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
                 35: self.describe_log_dirs, 43: self.elect_leaders, 44: self.incremental_alter_configs,
                 45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
                 75: self.describe_topic_partitions}
 
     def static_configs(self) -> dict[str, str | None]:
-        """Broker configs set by tenure's options (the server adds its own: see Server._static_configs)."""
+        """Broker configs set by tenure's options: the broker's own, then the server's (Server.static_configs)."""
         node = self.node
-        return {"broker.id": str(node.node_id), "node.id": str(node.node_id), "process.roles": "broker,controller",
-                "advertised.listeners": f"PLAINTEXT://{node.host}:{node.port}",
-                "num.partitions": str(self.topics.default_partitions),
-                "auto.create.topics.enable": str(self.auto_create_topics).lower(),
-                "default.replication.factor": "1", "offsets.topic.replication.factor": "1",
-                "log.dirs": self._log_dir()}
+        own = {"broker.id": str(node.node_id), "node.id": str(node.node_id), "process.roles": "broker,controller",
+               "advertised.listeners": f"PLAINTEXT://{node.host}:{node.port}",
+               "num.partitions": str(self.topics.default_partitions),
+               "auto.create.topics.enable": str(self.auto_create_topics).lower(),
+               "default.replication.factor": "1", "offsets.topic.replication.factor": "1",
+               "log.dirs": self._log_dir()}
+        return {**own, **(self.server_configs() if self.server_configs is not None else {})}
 
     def _log_dir(self) -> str | None:
         catalog = self.topics.catalog

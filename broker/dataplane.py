@@ -48,8 +48,10 @@ def _resp(api_key: int):
 class Broker(AdminApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
-                 clock: Callable[[], float] = time.monotonic, durability=None) -> None:
+                 clock: Callable[[], float] = time.monotonic, durability=None,
+                 server_configs: Callable[[], dict[str, str | None]] | None = None) -> None:
         self.node = node
+        self.server_configs = server_configs   # broker configs the server's options set (DescribeConfigs)
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
         self.auto_create_topics = auto_create_topics

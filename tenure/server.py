@@ -95,8 +95,8 @@ class Server:
             self.topics = TopicRegistry(config.default_partitions)
             cluster_id = config.cluster_id
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
-                             auto_create_topics=config.auto_create_topics, durability=self.durability)
-        self.broker.static_configs = self._static_configs
+                             auto_create_topics=config.auto_create_topics, durability=self.durability,
+                             server_configs=self.static_configs)
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)
         if offsets is None:
@@ -125,12 +125,12 @@ class Server:
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
 
-    def _static_configs(self) -> dict[str, str | None]:
-        """The broker configs DescribeConfigs reports as set by tenure's options (STATIC_BROKER_CONFIG)."""
+    def static_configs(self) -> dict[str, str | None]:
+        """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the
+        broker adds those it knows itself)."""
         c = self.config
         offsets = self.topics.get(OFFSETS_TOPIC)
-        return {**Broker.static_configs(self.broker),
-                "listeners": f"PLAINTEXT://{c.host}:{self.port if self.port is not None else c.port}",
+        return {"listeners": f"PLAINTEXT://{c.host}:{self.port if self.port is not None else c.port}",
                 "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else c.offsets_partitions),
                 "socket.request.max.bytes": str(c.max_frame_bytes),
                 "group.initial.rebalance.delay.ms": str(c.initial_rebalance_delay_ms),
