@@ -138,26 +138,24 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
 }
 
-def _bounded(kind: str, what: str, lo: int, hi: int) -> tuple[str, int, str, int]:
-    return f"group.{kind}.min.{what}", lo, f"group.{kind}.max.{what}", hi
+def _member_timeouts(kind: str, who: str) -> tuple[ConfigDef, ConfigDef]:
+    """A group's session timeout and heartbeat interval for `kind` ("consumer", "share") members, bounded by
+    the broker's group.<kind>.min/max.* settings (Kafka's defaults)."""
+    def bounded(what: str, lo: int, hi: int) -> tuple[str, int, str, int]:
+        return f"group.{kind}.min.{what}", lo, f"group.{kind}.max.{what}", hi
+    return (ConfigDef(f"{kind}.session.timeout.ms", INT, "45000", f"The session timeout of {who}.",
+                      within=bounded("session.timeout.ms", 45000, 60000)),
+            ConfigDef(f"{kind}.heartbeat.interval.ms", INT, "5000", f"The heartbeat interval of {who}.",
+                      within=bounded("heartbeat.interval.ms", 5000, 15000)))
 
 
 GROUP_CONFIGS = _defs(
-    ConfigDef("consumer.session.timeout.ms", INT, "45000",
-              "The session timeout of the group's consumer-protocol (KIP-848) members.",
-              within=_bounded("consumer", "session.timeout.ms", 45000, 60000)),
-    ConfigDef("consumer.heartbeat.interval.ms", INT, "5000",
-              "The heartbeat interval of the group's consumer-protocol (KIP-848) members.",
-              within=_bounded("consumer", "heartbeat.interval.ms", 5000, 15000)),
-    ConfigDef("share.session.timeout.ms", INT, "45000",
-              "The session timeout of a share group's members.",
-              within=_bounded("share", "session.timeout.ms", 45000, 60000)),
-    ConfigDef("share.heartbeat.interval.ms", INT, "5000",
-              "The heartbeat interval of a share group's members.",
-              within=_bounded("share", "heartbeat.interval.ms", 5000, 15000)),
+    *_member_timeouts("consumer", "the group's consumer-protocol (KIP-848) members"),
+    *_member_timeouts("share", "a share group's members"),
     ConfigDef("share.record.lock.duration.ms", INT, "30000",
               "How long a share group's member holds an acquired record.",
-              within=_bounded("share", "record.lock.duration.ms", 15000, 60000)),
+              within=("group.share.min.record.lock.duration.ms", 15000, "group.share.max.record.lock.duration.ms",
+                      60000)),
     ConfigDef("share.auto.offset.reset", STRING, "latest",
               "Where a share group starts reading a partition it has no offset for.",
               choices=("latest", "earliest")),
