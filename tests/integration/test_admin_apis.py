@@ -436,3 +436,27 @@ def test_group_configs_with_confluent_and_kafka_python(tenure_server):
         assert {k: v["value"] for k, v in r["group"]["gc"].items()} == {"consumer.heartbeat.interval.ms": "6000"}
     finally:
         ka.close()
+
+
+def test_create_topics_assignment_checks_over_the_wire(tenure_server, wire):
+    from kafka.protocol.admin import CreateTopicsRequest as C
+    T = C.CreatableTopic
+    A = T.CreatableReplicaAssignment
+
+    def create(name, assignments, partitions=-1, factor=-1, validate_only=False):
+        r = wire.call(C(timeout_ms=10000, validate_only=validate_only, topics=[T(
+            name=name, num_partitions=partitions, replication_factor=factor, configs=[],
+            assignments=[A(partition_index=i, broker_ids=b) for i, b in assignments])]), 7)
+        t = r.topics[0]
+        return t.error_code, t.error_message, t.num_partitions
+
+    assert create("ca", [(0, [0]), (1, [0])], validate_only=True) == (NONE, None, 2)
+    assert tenure_server.server.topics.get("ca") is None
+    assert create("ca", [(0, [0]), (1, [0])]) == (NONE, None, 2)
+    assert create("cb", [(0, [0]), (2, [0])])[:2] == (
+        INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence")
+    assert create("cb", [(0, [0])], partitions=1)[:2] == (
+        42, "A manual partition assignment was specified, but numPartitions was not set to -1.")
+    assert create("cb", [(0, [])])[:2] == (
+        INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    assert tenure_server.server.topics.get("cb") is None
