@@ -10,7 +10,7 @@
     POST   /faults                                    {"action": "fail"|"close"|"delay", "api": "JoinGroup"|"*",
                                                        "error": "NOT_COORDINATOR"|16, "ms": 100, "count": 2}
     DELETE /faults[?api=JoinGroup]                    remove rules: {"removed": n}
-    POST   /clock/advance                             {"ms": 30000} -> {"fired": [timer keys]}
+    POST   /clock/advance                             {"ms": 30000} -> {"fired": [timer names]}
     POST   /restart                                   restart on the same data dir and ports (202)
 
 Errors are JSON {"error": NAME, "code": kafka code, "message": ...} with 400/404/409.

@@ -19,7 +19,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext
+from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
@@ -94,8 +94,8 @@ class CoordinatorRuntime:
         self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._deadlines: dict[str, int] = {}     # timer key -> deadline (coordinator time, ms)
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
+        self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
         self._syncing: set[asyncio.Task] = set()
 
     def clock_ms(self) -> int:
@@ -184,7 +184,7 @@ class CoordinatorRuntime:
         for op in result.timers:
             self._arm(op.key, op.deadline_ms, now)
 
-    def _arm(self, key: str, deadline_ms: int | None, now: int) -> None:
+    def _arm(self, key: TimerKey, deadline_ms: int | None, now: int) -> None:
         old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
@@ -195,7 +195,7 @@ class CoordinatorRuntime:
             self._deadlines[key] = deadline_ms
 
     # ------------------------------------------------------------------ test controls (on the loop)
-    def fire_now(self, key: str) -> bool:
+    def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
         if key not in self._timers:
             return False
@@ -204,27 +204,29 @@ class CoordinatorRuntime:
         return True
 
     def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock `ms` ahead: every timer due by then fires now, in deadline order
-        (timers they arm that are due fire too), the rest are re-armed for their remaining time.
-        Returns the keys fired."""
+        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in deadline order, each
+        with the clock at its deadline (as if the time had passed; timers they arm that are due fire
+        too), then the clock is `ms` ahead and the rest are re-armed for their remaining time.
+        Returns the names of the timers fired (`heartbeat/<group>/<member>`, `join/<group>`, ...)."""
         if ms < 0:
             raise ValueError("the clock only moves forward")
-        self.clock_offset_ms += ms
+        start, base = self.clock_ms(), self.clock_offset_ms
+        target = start + ms
         fired = []
         for _ in range(100000):                 # bounded: a timer re-arming itself in the past
-            now = self.clock_ms()
-            due = sorted((d, k) for k, d in self._deadlines.items() if d <= now)
+            due = sorted((d, k) for k, d in self._deadlines.items() if d <= target)
             if not due:
                 break
-            _, key = due[0]
-            self._arm(key, None, now)
+            deadline, key = due[0]
+            self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
+            self._arm(key, None, self.clock_ms())
             self._fire(key)
-            fired.append(key)
+            fired.append(timer_name(key))
+        self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for key, deadline in list(self._deadlines.items()):
             self._arm(key, deadline, now)
         return fired
-
 
     def _release(self, responses) -> None:
         for token, body in responses:
@@ -248,13 +250,13 @@ class CoordinatorRuntime:
             if self.on_fatal is not None:
                 self.on_fatal(exc)
 
-    def _fire(self, key: str) -> None:
+    def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self._deadlines.pop(key, None)
         try:
             self.apply(self.coordinator.on_timer(key, self.clock_ms()))
         except Exception:
-            log.exception("timer %r failed", key)
+            log.exception("timer %s failed", timer_name(key))
 
     def _persist(self, records: list) -> list:
         by_partition: dict[int, list] = {}

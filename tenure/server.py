@@ -313,8 +313,10 @@ class Server:
 
     def advance_clock(self, ms: int) -> list[str]:
         """Move the coordinator's clock ahead by `ms`: session, rebalance, sync and KIP-345 timers due by
-        then fire now, in order. Returns the timer keys that fired. (The wall clock is untouched: the
-        offset stays for the server's life, and commit timestamps and the cleaner's lag use it too.)"""
+        then fire, in order, each at its deadline. Returns the names of the timers that fired
+        (`heartbeat/<group>/<member>`, `join/<group>`, `registration/<group>`, ...). (The wall clock is
+        untouched: the offset stays for the server's life, and commit timestamps and the cleaner's lag
+        use it too.)"""
         return self.runtime.advance_clock(ms)
 
     def force_rebalance(self, group_id: str) -> None:

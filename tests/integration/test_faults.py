@@ -208,16 +208,41 @@ def test_advance_the_clock_past_a_killed_members_session_timeout(tenure_server):
     b = static_member(tenure_server, "ac-g", "ac-t", "b", session_timeout_ms=60000)
     try:
         wait_for(lambda: a.assignment and b.assignment and len(a.assignment | b.assignment) == 4, 30, "two members")
+        a_id = tenure_server.group("ac-g").static_members["a"]
         a.stop()                                       # librdkafka sends no LeaveGroup for a static member
         time.sleep(0.5)
         assert set(tenure_server.group("ac-g").static_members) == {"a", "b"}    # still waiting for "a"
         t0 = time.monotonic()
         fired = tenure_server.advance_clock(61000)
-        assert any(k.startswith("heartbeat") for k in fired)
+        assert f"heartbeat/ac-g/{a_id}" in fired       # timers are named as the docs show them
         wait_for(lambda: b.assignment == frozenset(range(4)), 30, "b to take over every partition")
         assert time.monotonic() - t0 < 30
         g = tenure_server.group("ac-g")
         assert set(g.static_members) == {"b"} and g.rebalance_causes["session_expired"] == 1
+    finally:
+        b.stop()
+
+
+@pytest.mark.tenure(static_registration_timeout_ms=90000)
+def test_the_registration_timeout_counts_from_the_members_last_heartbeat(tenure_server):
+    """With a 60 s session and a 90 s registration timeout a silent static member is offline once its
+    session is over and removed 90 s after its last heartbeat (not 60 + 90 s). (b's session, 120 s,
+    outlasts the 91 s the clock moves.)"""
+    create_topic(tenure_server, "rt-t", 2)
+    a = static_member(tenure_server, "rt-g", "rt-t", "a", session_timeout_ms=60000)
+    b = static_member(tenure_server, "rt-g", "rt-t", "b", session_timeout_ms=120000)
+    try:
+        wait_for(lambda: a.assignment and b.assignment and len(a.assignment | b.assignment) == 2, 30, "two members")
+        a_id = tenure_server.group("rt-g").static_members["a"]
+        a.stop()
+        fired = tenure_server.advance_clock(61000)
+        assert fired == [f"heartbeat/rt-g/{a_id}"]
+        assert set(tenure_server.group("rt-g").static_members) == {"a", "b"}      # offline, kept
+        fired = tenure_server.advance_clock(30000)     # 91 s after a's last heartbeat
+        assert "registration/rt-g" in fired
+        wait_for(lambda: b.assignment == frozenset(range(2)), 30, "b to take over every partition")
+        g = tenure_server.group("rt-g")
+        assert set(g.static_members) == {"b"} and g.rebalance_causes["registration_expired"] == 1
     finally:
         b.stop()
 
