@@ -3,3 +3,4 @@
 Optional: install with the `audit` extra (pyspark, matplotlib, pandas, pyarrow). Importing this package
 does not import pyspark; `tenure.audit.job` does.
 """
+import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning

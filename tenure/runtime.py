@@ -15,6 +15,7 @@ from typing import Callable
 
 from dataclasses import dataclass, field
 
+import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker

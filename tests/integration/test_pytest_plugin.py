@@ -51,6 +51,22 @@ def test_two(tenure_server, tenure_bootstrap):
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 
+def test_a_suite_that_turns_warnings_into_errors_gets_none_from_tenure(pytester):
+    """A user's suite with `filterwarnings = error`, in a fresh process (nothing imported yet): starting
+    tenure_server, inspecting a group (its assignments are decoded with kafka-python's codecs) and
+    restarting raise no warning (kafka-python's schema loader warns on import, tenure keeps it in)."""
+    pytester.makeini(INI + "filterwarnings =\n    error\n")
+    pytester.makepyfile(CONSUMER_TEST + '''
+def test_one(tenure_server):
+    assert consume_one(tenure_server.bootstrap, "g", "t", "i-1") == b"hello"
+    assert tenure_server.group("g").member("i-1").assignment == {"t": [0]}
+    tenure_server.restart()
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=1, warnings=0)
+    assert "warnings summary" not in result.stdout.str()
+
+
 def test_session_scope_keeps_the_address_and_resets_the_state(pytester):
     pytester.makeini(INI + "tenure_scope = session\n")
     pytester.makepyfile(CONSUMER_TEST + '''
