@@ -157,6 +157,8 @@ class CoordinatorRuntime:
         self._waiting[token] = fut
         try:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
+            if log.isEnabledFor(logging.DEBUG):
+                self._log_request(req, client_host)
             self.apply(self.coordinator.handle(req.api_key, ctx, req.body))
             return await fut
         finally:
@@ -177,13 +179,38 @@ class CoordinatorRuntime:
         else:
             self._release(result.responses)
         now = self.clock_ms()
-        for gid, cause in result.rebalances:
-            self.metrics.rebalance(gid, cause)
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
+                log.info("group %s: static member %s %s (member %s -> %s, generation %d, client %s %s)",
+                         r.group_id, r.group_instance_id, r.cause, r.old_member_id, r.new_member_id,
+                         r.generation, r.client_id, r.client_host,
+                         extra={"event": "static_member", "group": r.group_id, "instance_id": r.group_instance_id,
+                                "cause": r.cause, "old_member_id": r.old_member_id,
+                                "new_member_id": r.new_member_id, "generation": r.generation,
+                                "client_id": r.client_id, "client_host": r.client_host})
+        for gid, cause in result.rebalances:
+            self.metrics.rebalance(gid, cause)
+            g = self.coordinator.groups.get(gid)
+            generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
+            log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
+                     gid, cause, generation, members,
+                     extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
+                            "members": members})
         for op in result.timers:
             self._arm(op.key, op.deadline_ms, now)
+
+    @staticmethod
+    def _log_request(req: Request, client_host: str) -> None:
+        body = req.body
+        gid = getattr(body, "group_id", None)
+        mid = getattr(body, "member_id", None)
+        iid = getattr(body, "group_instance_id", None)
+        log.debug("%s v%d from %s (%s): group %s, member %s, instance %s", req.name, req.api_version,
+                  req.client_id, client_host, gid, mid, iid,
+                  extra={"event": "request", "api": req.name, "api_version": req.api_version, "group": gid,
+                         "member_id": mid, "instance_id": iid, "client_id": req.client_id,
+                         "client_host": client_host})
 
     def _arm(self, key: TimerKey, deadline_ms: int | None, now: int) -> None:
         old = self._timers.pop(key, None)
