@@ -127,7 +127,8 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         from tenure.audit.job import Options, run    # pyspark is imported only here
     except ImportError as exc:
-        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+        from tenure.audit import INSTALL_HINT
+        print(f"tenure audit: {exc}; {INSTALL_HINT}", file=sys.stderr)
         return 2
     code, _ = run(Options(args.dir, args.out, master=args.master, group=args.group, since=since, until=until,
                           storm_k=args.storm_k, storm_window_ms=args.storm_window, expiry_n=args.expiry_n,
