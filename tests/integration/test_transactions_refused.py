@@ -2,7 +2,8 @@
 names the cause, not retry COORDINATOR_NOT_AVAILABLE until its own timeout (10-60 s).
 
 FindCoordinator for a transactional id (key type 1) is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-with an error message: every client treats that code as fatal (librdkafka shows the message), where
+with an error message: every client (Java kafka-clients too) treats that code as fatal (librdkafka
+shows the message), where
 COORDINATOR_NOT_AVAILABLE is retried by all and UNSUPPORTED_VERSION / INVALID_REQUEST by librdkafka.
 The server logs it once."""
 from __future__ import annotations
@@ -71,3 +72,12 @@ def test_aiokafka_transactional_producer_fails_fast_and_the_server_logs_once(ten
             asyncio.run(start_one(tid))
         assert time.monotonic() - t0 < FAST
     assert len(_refusal_logs(caplog)) == 1          # once per server, not once per request
+
+
+@pytest.mark.java
+def test_java_transactional_producer_fails_fast(tenure_server):
+    from tests.support.java import run_java
+    [line] = run_java("TxnInit", tenure_server.bootstrap, "tx-java", timeout=120)
+    assert line["type"] == "refused", line
+    assert line["exception"] == "org.apache.kafka.common.errors.TransactionalIdAuthorizationException", line
+    assert line["ms"] < FAST * 1000
