@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import logging
+import os
 import signal
 import sys
 
@@ -47,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
     s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
                    help="largest request frame accepted; larger ones close the connection")
+    s.add_argument("--max-request-elements", type=int, default=ServerConfig.max_request_elements,
+                   help="most array elements (topics, partitions, groups, ... at every depth) one request may "
+                        "hold; a request with more closes the connection (default 100000)")
     s.add_argument("--offsets-partitions", type=int, default=1,
                    help="partitions of __consumer_offsets (default 1)")
     s.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
@@ -62,8 +68,19 @@ def _parser() -> argparse.ArgumentParser:
                         "expired is kept (offline) until the earliest offline member's last heartbeat is this "
                         "old, then all offline ones are removed in one rebalance (default off)")
     s.add_argument("--admin-port", type=int, default=None,
-                   help="serve the HTTP admin endpoint (JSON: /groups, /groups/G, "
-                        "POST /groups/G/force-rebalance) on --host at this port; 0 picks one (default off)")
+                   help="port of the HTTP admin endpoint (groups, faults, clock, restart, /metrics; what "
+                        f"`tenure groups/fault` talk to): default {admin.DEFAULT_PORT}, or a free one if that "
+                        "is in use or --port is 0; 0 picks a free one; -1 turns it off")
+    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1)")
+    s.add_argument("--admin-host", default="127.0.0.1",
+                   help="address the admin endpoint binds, whatever --host is (default 127.0.0.1: this "
+                        "machine only); another address lets other machines change this server: set a token")
+    s.add_argument("--admin-token", default=None,
+                   help=f"bearer token every admin call but / and /health must send (default ${admin.TOKEN_ENV}; "
+                        "none: any local process may call it)")
+    s.add_argument("--ready-file", default=None, metavar="PATH",
+                   help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
+                        "before the ready line; removed at exit)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
@@ -168,13 +185,26 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --segment-bytes must be at least 1024")
     if args.cleaner_interval_ms < 0 or args.cleaner_pass_bytes < 1:
         raise SystemExit("tenure: --cleaner-interval-ms must be >= 0 and --cleaner-pass-bytes >= 1")
+    if args.max_request_elements < 1:
+        raise SystemExit("tenure: --max-request-elements must be at least 1")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
+    if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
+        raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
+    if args.no_admin or args.admin_port == -1:
+        admin_port, fallback = None, False
+    elif args.admin_port is None:              # the default: 9644, or a free port when --port 0 or it is taken
+        admin_port, fallback = (0 if args.port == 0 else admin.DEFAULT_PORT), True
+    else:
+        admin_port, fallback = args.admin_port, False
+    token = args.admin_token or os.environ.get(admin.TOKEN_ENV) or None
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
+                        max_request_elements=args.max_request_elements,
                         offsets_partitions=args.offsets_partitions, fsync=args.fsync,
-                        admin_port=args.admin_port,
+                        admin_port=admin_port, admin_host=args.admin_host, admin_token=token,
+                        admin_port_fallback=fallback,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
@@ -184,7 +214,16 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         static_registration_timeout_ms=args.static_registration_timeout_ms)
 
 
-async def _serve(config: ServerConfig) -> int:
+def _write_ready_file(path: str, server: Server) -> None:
+    """{"bootstrap", "admin", "pid"} as JSON, replaced atomically (a reader never sees half of it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"bootstrap": server.bootstrap, "admin": server.admin_address, "pid": os.getpid()}, f)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
     server = Server(config)
     try:
         await server.start()
@@ -195,8 +234,21 @@ async def _serve(config: ServerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"tenure listening on {server.bootstrap}", flush=True)
-    log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+    try:
+        if ready_file:
+            _write_ready_file(ready_file, server)
+        print(f"tenure listening on {server.bootstrap}", flush=True)
+        log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+        if config.admin_port is None:
+            log.info("admin endpoint off (--no-admin): `tenure groups/fault` cannot reach this server")
+        return await _run(server, stop)
+    finally:
+        if ready_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(ready_file)
+
+
+async def _run(server: Server, stop: asyncio.Event) -> int:
     while True:                              # until a signal or a fatal storage error; restarts on request
         waits = {asyncio.ensure_future(e.wait()): e
                  for e in (stop, server.stop_requested, server.restart_requested)}
@@ -258,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         try:
             config = _config(args)
-            return asyncio.run(_serve(config))
+            return asyncio.run(_serve(config, args.ready_file))
         except CorruptLogError as exc:
             print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
                   file=sys.stderr)
@@ -267,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure: {exc}", file=sys.stderr)
             return 1
         except OSError as exc:
-            print(f"tenure: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            print(f"tenure: cannot listen: {exc}", file=sys.stderr)
             return 1
     return 2
 
