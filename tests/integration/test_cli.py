@@ -81,3 +81,12 @@ def test_demo_runs_its_story_and_checks_it(capsys, tmp_path):
                  "ok   every committed offset is back", "ok   no rebalance after the server restart"):
         assert line in out, line
     assert (tmp_path / "data" / "__consumer_offsets-0").is_dir()
+
+
+def test_demo_without_a_dir_removes_its_temporary_directory(capsys, tmp_path, monkeypatch):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))      # where mkdtemp puts the demo's dir
+    assert main(["demo", "--no-audit", "--members", "2", "--partitions", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"data dir {tmp_path}/tenure-demo-" in out and out.rstrip().endswith("demo passed")
+    assert list(tmp_path.iterdir()) == []
