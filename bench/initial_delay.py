@@ -5,12 +5,17 @@ ONE JVM, started in a loop), confluent-kafka, kafka-python and aiokafka (tests/s
 GroupMember, one thread per member, started in a loop as the integration tests do) - for each group
 size N and each `--initial-rebalance-delay-ms` D, the script starts N dynamic consumers of one new group
 on one topic of N partitions and reads the group through tenure's admin endpoint until it is Stable with
-all N members. It prints the generation at that moment (1 = the group formed in one generation), the
-time from the first member's start, and the generation after a further --settle-s (a later rebalance
-shows there as a larger number). One tenure process per delay; every group and topic is new.
+all N members. Per run it prints G/J: G the generation at that moment (1 = the group formed in one
+generation) and J how many of those rebalances members joining caused (the admin endpoint's rebalance
+causes; J = 1: the delay took every member into the first generation, which is what the delay decides -
+other causes, such as kafka-python's leader rejoining on its own, are the client's), the time from the
+first member's start, and whether another rebalance began within a further --settle-s. It ends with the
+smallest delay at which every run had G = 1, and the smallest at which every run had J = 1. One tenure
+process per delay; every group and topic is new.
 
---repeat R runs each combination R times (each with a new group). A combination gets --budget-s to form (N=50 gets --budget-50-s); one that does not form in time is
-printed as `>budget` with the generation and member count reached, and the script moves on.
+--repeat R runs each combination R times (each with a new group). A combination gets --budget-s to form
+(N=50 gets --budget-50-s); one that does not form in time is printed as `>budget` with the generation and
+member count reached, and the script moves on.
 
     .venv/bin/python bench/initial_delay.py [--clients java,confluent,kafka-python,aiokafka]
         [--members 2,10,50] [--delays 0,100,300,500,1000,3000] [--repeat 1] [--budget-s 60] [--budget-50-s 120]
