@@ -11,7 +11,6 @@ import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
  * N classic-protocol consumers of one group in ONE JVM, started one after another in a loop the way a
@@ -39,21 +38,9 @@ public class GroupStart {
             System.err.println("usage: GroupStart BOOTSTRAP GROUP TOPIC N [CONF...]");
             System.exit(2);
         }
-        Properties p = new Properties();
-        p.put("bootstrap.servers", args[0]);
-        p.put("group.id", args[1]);
+        Properties p = ConsumerConf.of(args[0], args[1], new Properties(), args, 4);
         String topic = args[2];
         int n = Integer.parseInt(args[3]);
-        p.put("group.protocol", "classic");
-        p.put("enable.auto.commit", "false");
-        p.put("auto.offset.reset", "earliest");
-        p.put("key.deserializer", StringDeserializer.class.getName());
-        p.put("value.deserializer", StringDeserializer.class.getName());
-        for (int i = 4; i < args.length; i++) {
-            int eq = args[i].indexOf('=');
-            if (eq < 0) throw new IllegalArgumentException("bad CONF (want key=value): " + args[i]);
-            p.put(args[i].substring(0, eq), args[i].substring(eq + 1));
-        }
 
         AtomicBoolean stop = new AtomicBoolean(false);
         List<Thread> threads = new ArrayList<>();
