@@ -17,8 +17,9 @@
    more, so a rebalance the coordinator starts when a closed member's session expires is counted too.
    The mock auto-creates topics with 4 partitions, so the script creates the mock cluster itself through
    librdkafka's mock API (ctypes, on the library confluent-kafka ships) with a 12-partition topic. Each
-   target keeps its own initial rebalance delay (tenure 0; the mock 3000 ms, which lets all members join
-   one generation - with 0 the mock forms in several 9 s rounds); --mock-initial-delay-ms overrides it.
+   target keeps its own initial rebalance delay (tenure its server default, see bench/initial_delay.py; the
+   mock 3000 ms, which lets all members join one generation - with 0 the mock forms in several 9 s rounds);
+   --mock-initial-delay-ms overrides the mock's.
    A rolling restart is bounded by --restart-budget-s (shrunk to fit --deadline-s); if the budget runs out, the output
    prints the measured part and, clearly labelled EXTRAPOLATED, the per-restart median times N.
 2. heartbeats: 1,000 static members in 100 groups (raw wire clients, one connection per group; a

@@ -52,7 +52,8 @@ ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
 class CoordinatorConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 0          # Kafka's default is 3000; 0 keeps tests fast
+    initial_rebalance_delay_ms: int = 0          # the server's default is ServerConfig's (1000, Kafka 3000); the
+                                                 # state machine's stays 0: scenario tests drive the clock
     max_group_size: int | None = None
     new_member_join_timeout_ms: int = 300000
     offset_metadata_max_bytes: int = 4096

@@ -55,8 +55,10 @@ def _parser() -> argparse.ArgumentParser:
                         "hold; a request with more closes the connection (default 100000)")
     s.add_argument("--offsets-partitions", type=int, default=1,
                    help="partitions of __consumer_offsets (default 1)")
-    s.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
-                   help="group.initial.rebalance.delay.ms (default 0; Kafka's is 3000)")
+    s.add_argument("--initial-rebalance-delay-ms", type=int, default=ServerConfig.initial_rebalance_delay_ms,
+                   help="group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits "
+                        "for more members, re-armed while they keep arriving (default %(default)s: consumers "
+                        "started together form one generation; Kafka's is 3000; 0 = no wait)")
     s.add_argument("--min-session-timeout-ms", type=int, default=6000, help="group.min.session.timeout.ms")
     s.add_argument("--max-session-timeout-ms", type=int, default=1800000, help="group.max.session.timeout.ms")
     s.add_argument("--max-group-size", type=int, default=None, help="group.max.size (default unlimited)")

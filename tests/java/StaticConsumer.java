@@ -19,7 +19,6 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
  * A long-running classic-protocol group consumer driven over stdin/stdout, one JVM per member,
@@ -100,21 +99,10 @@ public class StaticConsumer {
             System.err.println("usage: StaticConsumer BOOTSTRAP GROUP TOPIC [CONF...]");
             return 2;
         }
-        Properties p = new Properties();
-        p.put("bootstrap.servers", args[0]);
-        p.put("group.id", args[1]);
+        Properties defaults = new Properties();
+        defaults.put("heartbeat.interval.ms", "1000");
+        Properties p = ConsumerConf.of(args[0], args[1], defaults, args, 3);
         String topic = args[2];
-        p.put("group.protocol", "classic");
-        p.put("enable.auto.commit", "false");
-        p.put("auto.offset.reset", "earliest");
-        p.put("heartbeat.interval.ms", "1000");
-        p.put("key.deserializer", StringDeserializer.class.getName());
-        p.put("value.deserializer", StringDeserializer.class.getName());
-        for (int i = 3; i < args.length; i++) {
-            int eq = args[i].indexOf('=');
-            if (eq < 0) throw new IllegalArgumentException("bad CONF (want key=value): " + args[i]);
-            p.put(args[i].substring(0, eq), args[i].substring(eq + 1));
-        }
         instance = p.getProperty("group.instance.id");
 
         LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
