@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -46,8 +47,17 @@ class DataDir:
         return self.path / CATALOG
 
     def open_log(self, topic: str, partition: int) -> SegmentLog:
+        """Open (or create) a partition's log. A new partition that fails to open (e.g. out of descriptors)
+        leaves no directory behind."""
         name = partition_dir_name(topic, partition)
-        seg_log = SegmentLog(self.path / name, self.config, name, defer_cut=True)
+        directory = self.path / name
+        existed = directory.exists()
+        try:
+            seg_log = SegmentLog(directory, self.config, name, defer_cut=True)
+        except OSError:
+            if not existed:
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
         self.logs[(topic, partition)] = seg_log
         return seg_log
 

@@ -151,12 +151,15 @@ class Server:
         if config.data_dir is not None:
             self.data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes,
                                                                 segment_ms=config.segment_ms))
-            self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog)
+            self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog,
+                                        config.max_partitions_per_topic, config.max_partitions)
             self.topics.load()                     # opens (and verifies) every log; refuses before any cut
             self.data.finish_recovery()
             cluster_id = config.cluster_id or self.data.cluster_id()
         else:
-            self.topics = TopicRegistry(config.default_partitions)
+            self.topics = TopicRegistry(config.default_partitions,
+                                        max_partitions_per_topic=config.max_partitions_per_topic,
+                                        max_partitions=config.max_partitions)
             cluster_id = config.cluster_id
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
                              auto_create_topics=config.auto_create_topics, durability=self.durability)
