@@ -6,11 +6,10 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import shutil
 import uuid
 from pathlib import Path
 
-from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name
+from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name, segment_name
 
 log = logging.getLogger("tenure.storage")
 
@@ -55,8 +54,14 @@ class DataDir:
         try:
             seg_log = SegmentLog(directory, self.config, name, defer_cut=True)
         except OSError:
-            if not existed:
-                shutil.rmtree(directory, ignore_errors=True)
+            if not existed:                # what a new log creates, removed without opening anything
+                for path in (directory / segment_name(0), directory):
+                    try:
+                        path.rmdir() if path == directory else path.unlink()
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        log.error("could not remove %s of a log that failed to open: %s", path, exc)
             raise
         self.logs[(topic, partition)] = seg_log
         return seg_log

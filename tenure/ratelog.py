@@ -33,15 +33,16 @@ class RateLimitedLog:
         self._windows: dict[str, _Window] = {}
         self.suppressed_total = 0
 
-    def log(self, kind: str, level: int, msg: str, *args) -> bool:
-        """Log `msg % args` unless this kind's window is used up; True if it was logged."""
+    def log(self, kind: str, level: int, msg: str, *args, burst: int | None = None) -> bool:
+        """Log `msg % args` unless this kind's window is used up (`burst` lines, default the instance's);
+        True if it was logged."""
         now = time.monotonic()
         w = self._windows.get(kind)
         if w is None or now - w.started >= self.window_s:
             if w is not None:
                 self._summarise(kind)
             w = self._windows[kind] = _Window(now)
-        if w.logged < self.burst:
+        if w.logged < (self.burst if burst is None else burst):
             w.logged += 1
             self.logger.log(level, msg, *args)
             return True
@@ -64,8 +65,8 @@ class RateLimitedLog:
         if w.timer is not None:
             w.timer.cancel()
         if w.suppressed:
-            self.logger.log(w.level, "%s: %d more line(s) like the above suppressed in %.1fs (at most %d per "
-                            "window are logged)", kind, w.suppressed, self.window_s, self.burst)
+            self.logger.log(w.level, "%s: %d more line(s) like the above suppressed in %.1fs", kind, w.suppressed,
+                            self.window_s)
 
     def close(self) -> None:
         for kind in list(self._windows):

@@ -249,7 +249,8 @@ class Server:
                 conn.close()
                 self.metrics.closed_connections["max_connections"] += 1
                 self.ratelog.log("max connections", logging.WARNING, "closing a new connection from %s: %d "
-                                 "connections are open, as many as --max-connections allows", peer, len(self._conns))
+                                 "connections are open, as many as --max-connections allows", peer, len(self._conns),
+                                 burst=1)
                 continue
             conn_id = next(self._ids)
             self._conns[conn_id] = loop.create_task(self._accept(conn_id, conn, peer))
