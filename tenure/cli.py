@@ -17,6 +17,24 @@ from .server import Server, raise_fd_limit, reopen
 log = logging.getLogger("tenure")
 
 
+# the limits of docs/limits.md: flag -> ServerConfig field of the same name (default from there)
+LIMIT_FLAGS = [
+    ("--max-connections", "client connections open at once; more are closed right after accept (default 1000, "
+                          "or half the descriptor limit if that is lower)"),
+    ("--max-buffered-request-bytes", "bytes of not yet served requests all connections together may hold; a "
+                                     "connection that would pass it is closed (default 256 MiB)"),
+    ("--connections-max-idle-ms", "close a connection that sent nothing for this long while none of its requests "
+                                  "was being served (Kafka's connections.max.idle.ms; default 600000; 0: never)"),
+    ("--max-partitions-per-topic", "CreateTopics/CreatePartitions asking a topic to have more: INVALID_PARTITIONS "
+                                   "(default 10000)"),
+    ("--max-partitions", "partitions of all topics together; a creation that would pass it: POLICY_VIOLATION "
+                         "(default 50000)"),
+    ("--log-window-ms", "lines a client can cause (bad input, refused or idle connections) are logged at most "
+                        "--log-burst times per kind in this window, then counted (default 10000)"),
+    ("--log-burst", "see --log-window-ms (default 5)"),
+]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tenure", description="A Kafka-compatible test server built around "
                                 "static group membership (KIP-345).")
@@ -47,25 +65,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
     s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
                    help="largest request frame accepted; larger ones close the connection")
-    s.add_argument("--max-connections", type=int, default=None,
-                   help="client connections open at once; more are closed right after accept (default 1000, or "
-                        "half the descriptor limit if that is lower)")
-    s.add_argument("--max-buffered-request-bytes", type=int, default=ServerConfig.max_buffered_request_bytes,
-                   help="bytes of not yet complete requests all connections together may hold; a connection "
-                        "that would pass it is closed (default 256 MiB)")
-    s.add_argument("--connections-max-idle-ms", type=int, default=ServerConfig.connections_max_idle_ms,
-                   help="close a connection that sent nothing for this long while none of its requests was being "
-                        "served (Kafka's connections.max.idle.ms; default 600000; 0: never)")
-    s.add_argument("--max-partitions-per-topic", type=int, default=ServerConfig.max_partitions_per_topic,
-                   help="CreateTopics/CreatePartitions asking a topic to have more: INVALID_PARTITIONS "
-                        "(default 10000)")
-    s.add_argument("--max-partitions", type=int, default=ServerConfig.max_partitions,
-                   help="partitions of all topics together; a creation that would pass it: POLICY_VIOLATION "
-                        "(default 50000)")
-    s.add_argument("--log-window-ms", type=int, default=ServerConfig.log_window_ms,
-                   help="lines a client can cause (bad input, refused or idle connections) are logged at most "
-                        "--log-burst times per kind in this window, then counted (default 10000)")
-    s.add_argument("--log-burst", type=int, default=ServerConfig.log_burst, help="see --log-window-ms (default 5)")
+    for flag, help_ in LIMIT_FLAGS:
+        s.add_argument(flag, type=int, default=getattr(ServerConfig, flag[2:].replace("-", "_")), help=help_)
     s.add_argument("--offsets-partitions", type=int, default=1,
                    help="partitions of __consumer_offsets (default 1)")
     s.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
@@ -171,14 +172,11 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --cleaner-interval-ms must be >= 0 and --cleaner-pass-bytes >= 1")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
-    if args.max_connections is not None and args.max_connections < 1:
-        raise SystemExit("tenure: --max-connections must be at least 1")
-    if args.max_buffered_request_bytes < 1 or args.connections_max_idle_ms < 0:
-        raise SystemExit("tenure: --max-buffered-request-bytes must be at least 1 and --connections-max-idle-ms >= 0")
-    if args.max_partitions_per_topic < 1 or args.max_partitions < 1:
-        raise SystemExit("tenure: --max-partitions-per-topic and --max-partitions must be at least 1")
-    if args.log_window_ms < 1 or args.log_burst < 1:
-        raise SystemExit("tenure: --log-window-ms and --log-burst must be at least 1")
+    limits = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_")) for flag, _ in LIMIT_FLAGS}
+    for name, value in limits.items():
+        least = 0 if name == "connections_max_idle_ms" else 1
+        if value is not None and value < least:
+            raise SystemExit(f"tenure: --{name.replace('_', '-')} must be at least {least}")
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
@@ -190,12 +188,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         min_session_timeout_ms=args.min_session_timeout_ms,
                         max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size,
                         static_expansion_timeout_ms=args.static_expansion_timeout_ms,
-                        static_registration_timeout_ms=args.static_registration_timeout_ms,
-                        max_connections=args.max_connections,
-                        max_buffered_request_bytes=args.max_buffered_request_bytes,
-                        connections_max_idle_ms=args.connections_max_idle_ms,
-                        max_partitions_per_topic=args.max_partitions_per_topic, max_partitions=args.max_partitions,
-                        log_window_ms=args.log_window_ms, log_burst=args.log_burst)
+                        static_registration_timeout_ms=args.static_registration_timeout_ms, **limits)
 
 
 async def _serve(config: ServerConfig) -> int:

@@ -21,6 +21,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.integration.test_dataplane_apis import wait_until
 from tests.support.procs import TenureProcess
 from tests.support.wire import WireClient, fetch_request, metadata_request, request_bytes
 
@@ -29,16 +30,6 @@ pytestmark = [pytest.mark.timeout(120),
 
 KAFKA_STORAGE_ERROR = 56
 MiB = 1 << 20
-
-
-def wait_until(pred, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def commit(w: WireClient, offset: int) -> int:
