@@ -171,3 +171,19 @@ def test_a_creation_failing_half_way_leaves_nothing_behind(tmp_path):
         assert [(t.name, t.error_code) for t in r.results] == [("ok", NONE)]
     with ServerThread(ServerConfig(port=0, data_dir=str(data))) as again:
         assert partitions_of(again) == {"__consumer_offsets": 1, "ok": 8}
+
+
+@pytest.mark.java
+def test_caps_with_the_java_admin_client():
+    """Java's Admin maps the two answers to the exceptions Kafka's own brokers give."""
+    from tests.support.java import run_java
+    with ServerThread(ServerConfig(port=0, max_partitions_per_topic=8, max_partitions=20)) as s:
+        for topic, n, exception, message in [
+                ("j-big", 9, "InvalidPartitionsException", "topic 'j-big' would have 9 partitions, above this "
+                                                           "server's limit of 8 per topic (--max-partitions-per-topic)"),
+                ("j-huge", 20000, "PolicyViolationException", "Excessively large number of partitions per request.")]:
+            lines = run_java("AdminOps", s.bootstrap, "create-topic", topic, str(n), timeout=90, check=False)
+            (err,) = [x for x in lines if x["type"] == "error"]
+            assert (err["root_exception"], err["root_message"]) == (f"org.apache.kafka.common.errors.{exception}",
+                                                                    message)
+        assert partitions_of(s) == {"__consumer_offsets": 1}
