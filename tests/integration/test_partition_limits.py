@@ -178,8 +178,9 @@ def test_caps_with_the_java_admin_client():
     """Java's Admin maps the two answers to the exceptions Kafka's own brokers give."""
     from tests.support.java import run_java
     with ServerThread(ServerConfig(port=0, max_partitions_per_topic=8, max_partitions=20)) as s:
-        cases = [("j-big", 9, "InvalidPartitionsException", "topic 'j-big' would have 9 partitions, above this "
-                                                            "server's limit of 8 per topic (--max-partitions-per-topic)"),
+        cases = [("j-big", 9, "InvalidPartitionsException",
+                  "topic 'j-big' would have 9 partitions, above this server's limit of 8 per topic "
+                  "(--max-partitions-per-topic)"),
                  ("j-huge", 20000, "PolicyViolationException", "Excessively large number of partitions per request.")]
         for topic, n, exception, message in cases:
             lines = run_java("AdminOps", s.bootstrap, "create-topic", topic, str(n), timeout=90, check=False)
