@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, api_versions_body
 from tenure.protocol.errors import ErrorCode
@@ -81,6 +82,8 @@ class Broker:
         else:
             wanted = [(t.name, t.topic_id) for t in body.topics]
         auto = body.allow_auto_topic_creation if v >= 4 else True
+        topic_ops = authorized_operations("topic", v >= 8 and body.include_topic_authorized_operations)
+        cluster_ops = authorized_operations("cluster", 8 <= v <= 10 and body.include_cluster_authorized_operations)
         out = []
         for name, topic_id in wanted:
             if name is None and topic_id is not None:
@@ -88,7 +91,7 @@ class Broker:
                 if topic is None:
                     out.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                                        topic_id=topic_id, partitions=[],
-                                                       authorized_operations=None))
+                                                       authorized_operations=topic_ops))
                     continue
                 name = topic.name
             topic = self.topics.get(name)
@@ -96,13 +99,13 @@ class Broker:
                 try:
                     validate_topic_name(name)
                 except TopicError as exc:
-                    out.append(self._missing_topic(R, name, exc.code))
+                    out.append(self._missing_topic(R, name, exc.code, topic_ops))
                     continue
                 if auto and self.auto_create_topics:
                     topic = self.topics.create(name)
                     log.info("auto-created topic %s with %d partitions", name, len(topic.partitions))
                 else:
-                    out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic_ops))
                     continue
             P = R.MetadataResponseTopic.MetadataResponsePartition
             parts = [P(error_code=0, partition_index=i, leader_id=self.node.node_id, leader_epoch=LEADER_EPOCH,
@@ -110,16 +113,16 @@ class Broker:
                      for i in range(len(topic.partitions))]
             out.append(R.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
                                                is_internal=topic.internal, partitions=parts,
-                                               authorized_operations=None))
+                                               authorized_operations=topic_ops))
         return R(throttle_time_ms=0, brokers=[self._broker(R.MetadataResponseBroker)],
                  cluster_id=self.cluster_id, controller_id=self.node.node_id, topics=out,
-                 authorized_operations=None)
+                 authorized_operations=cluster_ops)
 
     @staticmethod
-    def _missing_topic(R, name, code):
+    def _missing_topic(R, name, code, ops: int):
         return R.MetadataResponseTopic(error_code=code, name=name, topic_id=uuid.UUID(int=0),
                                        is_internal=False, partitions=[],
-                                       authorized_operations=None)
+                                       authorized_operations=ops)
 
     def _broker(self, cls):
         return cls(node_id=self.node.node_id, host=self.node.host, port=self.node.port, rack=None)
@@ -130,7 +133,8 @@ class Broker:
                  cluster_id=self.cluster_id, controller_id=self.node.node_id,
                  brokers=[R.DescribeClusterBroker(broker_id=self.node.node_id, host=self.node.host,
                                                   port=self.node.port, rack=None)],
-                 authorized_operations=None)
+                 authorized_operations=authorized_operations(
+                     "cluster", req.body.include_cluster_authorized_operations))
 
     async def find_coordinator(self, req: Request):
         body, v = req.body, req.api_version
@@ -334,6 +338,11 @@ class Broker:
         return R(responses=out, throttle_time_ms=0)
 
     def _produce_partition(self, PR, topic: str, index: int, records, written: list):
+        try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
+            self.topics.refuse_internal(topic, "append to")
+        except TopicError as exc:
+            log.info("refused a produce to %s-%d: %s", topic, index, exc.message)
+            return PR(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
         log_ = self.topics.partition(topic, index)
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
@@ -445,10 +454,17 @@ class Broker:
                     had_error = True
                     continue
                 keys.append((name, p.partition))
-                if p.fetch_offset == plog.log_end_offset or (total and budget - total <= 0):
+                if p.fetch_offset == plog.log_end_offset:
                     continue
-                limit = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
+                # Kafka's ReplicaManager.readFromLog: each partition reads min(its own max, what is left of
+                # the request's max_bytes); only the first partition that returns data may exceed that by
+                # returning its first batch whole, so that a consumer always progresses
+                limit = min(p.partition_max_bytes, budget - total)
+                if limit <= 0 and total:
+                    continue
                 data = plog.read(p.fetch_offset, max(limit, 1))
+                if total and len(data) > limit:      # a single batch larger than what is left: not now
+                    continue
                 pd.records = data
                 total += len(data)
             topics_out.append(TR(topic=name or "", topic_id=getattr(t, "topic_id", None) if v >= 13 else None,

@@ -16,6 +16,8 @@ log = logging.getLogger("tenure.broker")
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
+# Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 DEFAULT_TOPIC_CONFIGS: dict[str, str] = {
     "cleanup.policy": "delete",
@@ -124,6 +126,16 @@ class TopicRegistry:
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
 
+    def is_internal(self, name: str) -> bool:
+        topic = self._by_name.get(name)
+        return name in KAFKA_INTERNAL_TOPICS or (topic is not None and topic.internal)
+
+    def refuse_internal(self, name: str, what: str) -> None:
+        """Raise INVALID_TOPIC_EXCEPTION if `name` is an internal topic: only its coordinator changes it."""
+        if self.is_internal(name):
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"cannot {what} internal topic {name}: only the group coordinator writes it")
+
     def partition(self, name: str, index: int) -> Log | None:
         t = self._by_name.get(name)
         if t is None or not 0 <= index < len(t.partitions):
@@ -211,8 +223,7 @@ class TopicRegistry:
         topic = self._by_name.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        if topic.internal:
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"internal topic {name!r} cannot be deleted")
+        self.refuse_internal(name, "delete")
         del self._by_name[name]
         del self._by_id[topic.topic_id]
         self._save()
@@ -228,6 +239,7 @@ class TopicRegistry:
         topic = self._by_name.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self.refuse_internal(name, "add partitions to")
         have = len(topic.partitions)
         if total <= have:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,

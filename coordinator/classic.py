@@ -33,6 +33,7 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
+from tenure.protocol.acl import authorized_operations
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol import records as rec
 from tenure.protocol.records import (
@@ -987,12 +988,13 @@ class GroupCoordinator:
         res = Result()
         D = DescribeGroupsResponse.DescribedGroup
         M = D.DescribedGroupMember
+        ops = authorized_operations("group", ctx.api_version >= 3 and req.include_authorized_operations)
         out = []
         for gid in req.groups:
             g = self.groups.get(gid)
             if g is None:
                 out.append(D(error_code=0, error_message=None, group_id=gid, group_state=DEAD, protocol_type="",
-                             protocol_data="", members=[], authorized_operations=None))
+                             protocol_data="", members=[], authorized_operations=ops))
                 continue
             stable = g.state == STABLE
             out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
@@ -1002,7 +1004,7 @@ class GroupCoordinator:
                                     member_metadata=m.metadata(g.protocol_name) if stable else b"",
                                     member_assignment=m.assignment if stable else b"")
                                   for m in g.members.values()],
-                         authorized_operations=None))
+                         authorized_operations=ops))
         res.respond(ctx.token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
         return res
 

@@ -79,7 +79,10 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
-from .segments import CLEANED, Segment, SegmentLog, SwapUnfinished, fsync_dir, segment_name
+from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
+    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, Segment, SegmentLog, SwapUnfinished, fsync_dir, partition_of_dir,
+    read_checkpoint, segment_name,
+)
 
 log = logging.getLogger("tenure.storage")
 
@@ -91,8 +94,6 @@ DEFAULT_MIN_COMPACTION_LAG_MS = 0                 # Kafka's min.compaction.lag.m
 DEFAULT_PASS_BYTES = 4 * 1024 * 1024
 _CRC = struct.Struct(">I")
 _MAX_PASSES = 10_000
-CHECKPOINT = "cleaner-offset-checkpoint"          # Kafka's file name, in the data dir
-_CHECKPOINT_VERSION = 0
 _checkpoint_lock = threading.Lock()               # one read-modify-write at a time in this process
 
 
@@ -377,36 +378,6 @@ def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _
 
 
 # ====================================================================== the cleaner checkpoint
-def read_checkpoint(data_dir) -> dict[tuple[str, int], int]:
-    """`<data_dir>/cleaner-offset-checkpoint` as {(topic, partition): offset}; {} if there is none.
-    Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
-    path = os.path.join(os.fspath(data_dir), CHECKPOINT)
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if int(lines[0]) != _CHECKPOINT_VERSION:
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        if len(lines) != 2 + count:
-            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
-        out = {}
-        for line in lines[2:]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (IndexError, ValueError) as exc:
-        raise ValueError(f"{path}: not a cleaner checkpoint ({exc})") from None
-
-
-def partition_of_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); a directory not named so -> (name, -1)."""
-    topic, _, partition = name.rpartition("-")
-    return (topic, int(partition)) if topic and partition.isdigit() else (name, -1)
-
-
 def advance_checkpoint(partition_dir, offset: int) -> None:
     """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it); atomic."""
     pdir = os.path.abspath(os.fspath(partition_dir))

@@ -205,9 +205,9 @@ async def _serve(config: ServerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"tenure listening on {server.bootstrap}", flush=True)
     log.info("at most %d client connection(s) at once (descriptor limit %s)", server.max_connections,
              limits[1] if limits is not None else "none")
+    print(f"tenure listening on {server.bootstrap}", flush=True)
     log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
     while True:                              # until a signal or a fatal storage error; restarts on request
         waits = {asyncio.ensure_future(e.wait()): e

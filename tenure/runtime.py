@@ -31,6 +31,7 @@ from .metrics import Metrics
 log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 
 
@@ -42,7 +43,15 @@ class LoadReport:
     groups: int = 0
     seconds: float = 0.0
     unknown: dict[int, int] = field(default_factory=dict)       # key version -> records skipped
-    undecodable: list[tuple[int, int, str]] = field(default_factory=list)
+    undecodable: list[tuple[int, int, str]] = field(default_factory=list)   # (partition, offset, why) skipped
+
+    def skip(self, plog, part: int, offset: int, what: str, reason: str) -> None:
+        """A record or batch the loader cannot read: skipped, named (file, byte, offset) in an ERROR line."""
+        self.undecodable.append((part, offset, reason))
+        if len(self.undecodable) <= _SKIPS_LOGGED:
+            locate = getattr(plog, "locate", None)
+            where = locate(offset) if locate is not None else f"{OFFSETS_TOPIC}-{part} (offset {offset})"
+            log.error("%s: %s, skipped: %s", where, what, reason)
 
 
 def iter_batches(plog, chunk: int = 8 * 1024 * 1024):
@@ -117,15 +126,19 @@ class CoordinatorRuntime:
                 report.batches += 1
                 if h.is_control:
                     continue
-                for r in DefaultRecordBatch(raw):
+                try:                                   # a batch is one coordinator write: all of it or none
+                    batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
+                except Exception as exc:               # under a valid CRC: written so, not damaged on disk
+                    report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
+                                f"be read", f"{type(exc).__name__}: {exc}")
+                    continue
+                for key, value, offset in batch:
                     report.records += 1
-                    key = r.key
                     if key is None:
-                        report.undecodable.append((part, r.offset, "record without a key"))
-                        log.error("%s-%d offset %d: record without a key, skipped", OFFSETS_TOPIC, part, r.offset)
+                        report.skip(plog, part, offset, "a record", "record without a key")
                         continue
                     latest.pop(key, None)              # keep the dict in order of each key's last offset
-                    latest[key] = (r.value, r.offset)
+                    latest[key] = (value, offset)
             for key, (value, offset) in latest.items():
                 try:
                     record = rec.decode(key, value)
@@ -133,12 +146,13 @@ class CoordinatorRuntime:
                     report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
                     continue
                 except Exception as exc:               # a record that does not decode under a valid CRC
-                    report.undecodable.append((part, offset, str(exc)))
-                    log.error("%s-%d offset %d: record does not decode, skipped: %s",
-                              OFFSETS_TOPIC, part, offset, exc)
+                    report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
                     continue
                 self.coordinator.replay(record)
                 report.replayed += 1
+        if len(report.undecodable) > _SKIPS_LOGGED:
+            log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
+                      OFFSETS_TOPIC, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
             log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
         report.groups = len(self.coordinator.groups)

@@ -15,15 +15,15 @@ import struct
 import time
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
 from tests.integration.test_dataplane_apis import wait_until
+from tests.integration.test_partition_limits import create_topics
 from tests.support.procs import TenureProcess
-from tests.support.wire import WireClient, fetch_request, metadata_request, request_bytes
+from tests.support.wire import WireClient, create_topic, fetch_request, metadata_request, request_bytes
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc (Linux)")]
@@ -39,12 +39,6 @@ def commit(w: WireClient, offset: int) -> int:
                                    group_instance_id=None, topics=[T(name="lim-t", partitions=[
                                        P(partition_index=0, committed_offset=offset, committed_metadata="")])]), 8)
     return r.topics[0].partitions[0].error_code
-
-
-def create_topic(w: WireClient, name: str, partitions: int):
-    C = CreateTopicsRequest
-    return w.call(C(topics=[C.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1,
-                                             assignments=[], configs=[])], timeout_ms=10000, validate_only=False), 7)
 
 
 def status(pid: int, field: str) -> int:
@@ -111,6 +105,7 @@ def test_at_the_descriptor_limit_the_server_keeps_serving_and_committing(tmp_pat
         srv.start()
         pid = srv.proc.pid
         with WireClient.to(srv.bootstrap) as w:
+            create_topic(w, "lim-t")                      # offsets are committed for an existing topic
             assert commit(w, 1) == 0
             flood = []
             try:
@@ -119,7 +114,7 @@ def test_at_the_descriptor_limit_the_server_keeps_serving_and_committing(tmp_pat
                 wait_until(lambda: "cannot accept connections" in srv.stderr(), what="accept() to fail")
                 time.sleep(1.0)                           # ~10 retries at 100 ms
                 assert commit(w, 2) == 0                  # fsynced on the segment's own fd, answered
-                r = create_topic(w, "wide", 200)          # cannot open 200 logs: answered, nothing left
+                r = w.call(create_topics(("wide", 200)), 7)   # cannot open 200 logs: answered, nothing left
                 assert r.topics[0].error_code == KAFKA_STORAGE_ERROR, r.topics[0]
                 assert "none of its 200 partition(s) were kept" in r.topics[0].error_message
                 assert not [p for p in data.iterdir() if p.name.startswith("wide-")]
@@ -135,7 +130,7 @@ def test_at_the_descriptor_limit_the_server_keeps_serving_and_committing(tmp_pat
             wait_until(lambda: open_fds(pid) < 60, what="the flood's connections to close")
         with WireClient.to(srv.bootstrap) as w2:          # served again
             assert w2.call(ApiVersionsRequest(), 3).error_code == 0
-            assert create_topic(w2, "wide", 20).topics[0].error_code == 0
+            assert w2.call(create_topics(("wide", 20)), 7).topics[0].error_code == 0
         assert srv.terminate() == 0
     assert sorted(p.name for p in data.iterdir() if p.name.startswith("wide-")) == sorted(
         f"wide-{i}" for i in range(20))

@@ -11,7 +11,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
-from tests.support.wire import WireClient
+from tests.support.wire import WireClient, create_topic
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,6 +40,7 @@ def test_a_failed_write_or_fsync_stops_acknowledging(tmp_path, failure):
     s = ServerThread(ServerConfig(port=0, data_dir=str(data), fsync="always")).start()
     try:
         with WireClient.to(s.bootstrap) as w:
+            create_topic(w, "fs-t")
             assert commit(w, 5).topics[0].partitions[0].error_code == 0          # acknowledged
             plog = offsets_log(s)
             if failure == "write":

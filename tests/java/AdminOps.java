@@ -5,14 +5,19 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
@@ -22,6 +27,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
@@ -41,6 +47,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   remove-members GROUP INSTANCE...     -> {"type":"removed","instance":i} | {"type":"remove_error","instance":i,...}
  *                                           each, then {"type":"remove_all","error":null|exception}
  *   remove-all-members GROUP             -> {"type":"remove_all","error":null|exception}
+ *   delete-topics TOPIC...               -> {"type":"topic_deleted","topic":t} | {"type":"topic_delete_error","topic":t,...} each
+ *   create-partitions TOPIC TOTAL        -> {"type":"partitions_created",...} | {"type":"partitions_error","topic":t,...}
+ *   authorized-ops TOPIC GROUP           -> {"type":"authorized_ops","cluster":[..],"topic":[..],"group":[..]}
+ *                                           (sorted AclOperation names, each asked with includeAuthorizedOperations)
  * Expected per-item errors are reported as *_error lines with exit 0 ("exception" = the cause's
  * class name); anything else prints {"type":"error",...} and exits 1.
  */
@@ -110,8 +120,32 @@ public class AdminOps {
         return 0;
     }
 
+    static List<Object> names(Set<AclOperation> ops) {
+        List<Object> out = Json.list();
+        if (ops == null) return null;
+        List<String> sorted = new ArrayList<>();
+        for (AclOperation op : ops) sorted.add(op.name());
+        Collections.sort(sorted);
+        out.addAll(sorted);
+        return out;
+    }
+
     static int one(Admin admin, String cmd, List<String> rest) throws Exception {
         switch (cmd) {
+            case "authorized-ops": {
+                String topic = rest.get(0), group = rest.get(1);
+                Set<AclOperation> cluster = admin.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations().get();
+                Set<AclOperation> topicOps = admin.describeTopics(Collections.singletonList(topic),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                    .allTopicNames().get().get(topic).authorizedOperations();
+                Set<AclOperation> groupOps = admin.describeConsumerGroups(Collections.singletonList(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                    .all().get().get(group).authorizedOperations();
+                Json.obj("type", "authorized_ops", "cluster", names(cluster), "topic", names(topicOps),
+                         "group", names(groupOps)).print();
+                return 0;
+            }
             case "create-topic": {
                 String topic = rest.get(0);
                 int n = Integer.parseInt(rest.get(1));
@@ -212,6 +246,24 @@ public class AdminOps {
                     g, new RemoveMembersFromConsumerGroupOptions()).all());
                 Json j = Json.obj("type", "remove_all", "group", g);
                 (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "delete-topics": {
+                Map<String, KafkaFuture<Void>> res = admin.deleteTopics(rest).topicNameValues();
+                for (String t : rest) {
+                    Throwable e = failure(res.get(t));
+                    if (e == null) Json.obj("type", "topic_deleted", "topic", t).print();
+                    else err(Json.obj("type", "topic_delete_error", "topic", t), e).print();
+                }
+                return 0;
+            }
+            case "create-partitions": {
+                String t = rest.get(0);
+                int total = Integer.parseInt(rest.get(1));
+                Throwable e = failure(admin.createPartitions(
+                    Collections.singletonMap(t, NewPartitions.increaseTo(total))).values().get(t));
+                if (e == null) Json.obj("type", "partitions_created", "topic", t, "total", total).print();
+                else err(Json.obj("type", "partitions_error", "topic", t), e).print();
                 return 0;
             }
             default:
