@@ -80,7 +80,8 @@ class Broker:
         if body.topics is None or (v == 0 and not body.topics):
             wanted = [(t.name, None) for t in self.topics.all()]
         else:
-            wanted = [(t.name, t.topic_id) for t in body.topics]
+            # a set, as Kafka reads it: a name asked for twice is answered once (in first-asked order)
+            wanted = list(dict.fromkeys((t.name, t.topic_id) for t in body.topics))
         auto = body.allow_auto_topic_creation if v >= 4 else True
         topic_ops = authorized_operations("topic", v >= 8 and body.include_topic_authorized_operations)
         cluster_ops = authorized_operations("cluster", 8 <= v <= 10 and body.include_cluster_authorized_operations)

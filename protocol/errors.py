@@ -82,6 +82,10 @@ class MalformedRequest(ClientProtocolError):
     pass
 
 
+class RequestLimitExceeded(ClientProtocolError):
+    """The request is well formed but holds more than a decoding limit allows (protocol/limits.py)."""
+
+
 class UnsupportedApi(ClientProtocolError):
     def __init__(self, api_key: int, api_version: int, reason: str) -> None:
         super().__init__(f"api_key={api_key} api_version={api_version}: {reason}")

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
     s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
                    help="largest request frame accepted; larger ones close the connection")
+    s.add_argument("--max-request-elements", type=int, default=ServerConfig.max_request_elements,
+                   help="most array elements (topics, partitions, groups, ... at every depth) one request may "
+                        "hold; a request with more closes the connection (default 100000)")
     for flag, help_ in LIMIT_FLAGS:
         s.add_argument(flag, type=int, default=getattr(ServerConfig, flag[2:].replace("-", "_")), help=help_)
     s.add_argument("--offsets-partitions", type=int, default=1,
@@ -170,6 +173,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --segment-bytes must be at least 1024")
     if args.cleaner_interval_ms < 0 or args.cleaner_pass_bytes < 1:
         raise SystemExit("tenure: --cleaner-interval-ms must be >= 0 and --cleaner-pass-bytes >= 1")
+    if args.max_request_elements < 1:
+        raise SystemExit("tenure: --max-request-elements must be at least 1")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
     limits = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_")) for flag, _ in LIMIT_FLAGS}
@@ -180,7 +185,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
-                        offsets_partitions=args.offsets_partitions, fsync=args.fsync,
+                        max_request_elements=args.max_request_elements, offsets_partitions=args.offsets_partitions,
+                        fsync=args.fsync,
                         admin_port=args.admin_port,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,

@@ -27,7 +27,7 @@ from tenure.protocol.codec import (
     encode_unsupported_api_versions,
 )
 from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, UnsupportedApi
+from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
@@ -286,6 +286,7 @@ class Server:
 
     async def _serve(self, conn_id: int, peer, client_host: str, reader, writer) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
+        limits = self.config.decode_limits()
         held = 0                                   # this connection's share of buffered_request_bytes
         try:
             while True:
@@ -303,7 +304,7 @@ class Server:
                 self.buffered_request_bytes += len(data)
                 held += len(data)
                 try:
-                    if not await self._handle(conn_id, peer, client_host, decoder.feed(data), writer):
+                    if not await self._handle(conn_id, peer, client_host, decoder.feed(data), limits, writer):
                         return
                 finally:
                     self.buffered_request_bytes -= held - decoder.buffered
@@ -311,7 +312,8 @@ class Server:
         except ClientProtocolError as exc:
             self.ratelog.log("bad input", logging.WARNING, "connection %d from %s: closing: %s", conn_id, peer, exc)
             reason = ("frame_too_large" if isinstance(exc, FrameTooLarge) else
-                      "unsupported_api" if isinstance(exc, UnsupportedApi) else "malformed_request")
+                      "unsupported_api" if isinstance(exc, UnsupportedApi) else
+                      "request_limit" if isinstance(exc, RequestLimitExceeded) else "malformed_request")
             self.metrics.closed_connections[reason] += 1
         finally:
             self.buffered_request_bytes -= held
@@ -329,10 +331,11 @@ class Server:
                              "(connections.max.idle.ms)", conn_id, peer, idle_ms)
             return b""
 
-    async def _handle(self, conn_id: int, peer, client_host: str, frames: list[bytes], writer) -> bool:
+    async def _handle(self, conn_id: int, peer, client_host: str, frames: list[bytes], limits, writer) -> bool:
         """Serve each whole request of `frames` in order; False if the connection is to be closed."""
         for payload in frames:
-            req = decode_request(payload)
+            await asyncio.sleep(0)               # one request per loop turn: other connections get theirs
+            req = decode_request(payload, limits)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
                                  "served; answering v0 with error 35", conn_id, req.api_version)

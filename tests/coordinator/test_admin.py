@@ -132,3 +132,13 @@ def test_group_can_be_recreated_after_delete():
     t = h.join("g", "", "i1")
     h.advance(0)
     assert h.resp(t)["generation_id"] == 1 and h.g().state != EMPTY
+
+
+def test_describe_answers_a_group_named_twice_once():
+    """A repeated id is answered once, in first-asked order (issue 11, finding 4: repeating the id of a group
+    with large members multiplied the answer; Kafka repeats it, no client sends one twice)."""
+    h = Harness()
+    i1, d = h.form_group(["i1", None], protocols=(("range", b"meta"),))
+    t = h.describe("g", "nope", "g", "g", "nope")
+    assert h.resp(t) == describe_resp(5, described(5, "g", "Stable", "consumer", "range", [
+        (i1, "i1", b"meta", b"assign-0"), (d, None, b"meta", b"assign-1")]), described(5, "nope", "Dead"))

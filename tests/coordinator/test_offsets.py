@@ -309,3 +309,22 @@ def test_fetch_v0_reads_the_shared_store():
         OffsetFetchRequest.OffsetFetchRequestTopic(version=0, name="t", partition_indexes=[0])]))
     assert h.resp(t) == fetch_resp(0, {"t": [(0, 3, -1, "")]}, group_id="other")
     assert h.take_records()[-1] == offset_record("other", "t", 0, 3, h.now_ms)
+
+
+def test_fetch_v8_answers_a_group_asked_for_all_its_offsets_twice_once():
+    """v8+: a group repeated with topics=null (all its offsets) is answered once; repeated with named
+    partitions it is answered per entry, as Kafka does (that answer is as large as the question)."""
+    h = Harness()
+    h.commit("g", "", -1, None, {"t": [(0, 10), (1, 11)]}, version=8)
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    T = G.OffsetFetchRequestTopics
+    body = OffsetFetchRequest(version=8, groups=[
+        G(version=8, group_id="g", topics=None), G(version=8, group_id="h", topics=None),
+        G(version=8, group_id="g", topics=[T(version=8, name="t", partition_indexes=[1])]),
+        G(version=8, group_id="g", topics=None),
+        G(version=8, group_id="g", topics=[T(version=8, name="t", partition_indexes=[1])])])
+    r = h.resp(h.send(FETCH, 8, body))
+    every = fetch_resp(8, {"t": [(0, 10, 5, ""), (1, 11, 5, "")]})["groups"][0]
+    one = fetch_resp(8, {"t": [(1, 11, 5, "")]})["groups"][0]
+    none = fetch_resp(8, {}, group_id="h")["groups"][0]
+    assert r["groups"] == [every, none, one, one]

@@ -108,9 +108,11 @@ def test_a_crc_valid_batch_the_loader_cannot_read_is_skipped_and_named(tmp_path,
     import logging
 
     from tests.support.groupwire import commit
+    from tests.support.wire import create_topic
     cfg = ServerConfig(port=0, data_dir=str(tmp_path / "d"), offsets_partitions=1)
     with ServerThread(cfg) as s:
         with WireClient.to(s.bootstrap) as c:
+            create_topic(c, "t")
             assert commit(c, "good", "", -1, None, "t", {0: 5}) == {0: 0}
         end = s.call(lambda: s.server.topics.get(OFFSETS_TOPIC).partitions[0].log_end_offset)
     seg = sorted((tmp_path / "d" / f"{OFFSETS_TOPIC}-0").glob("*.log"))[-1]
