@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import logging
+import os
 import signal
 import sys
 
@@ -84,8 +87,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="KIP-345 draft: keep static members whose session expired until the earliest has been "
                         "offline this long, then remove all offline ones in one rebalance (default off)")
     s.add_argument("--admin-port", type=int, default=None,
-                   help="serve the HTTP admin endpoint (JSON: /groups, /groups/G, "
-                        "POST /groups/G/force-rebalance) on --host at this port; 0 picks one (default off)")
+                   help="port of the HTTP admin endpoint (groups, faults, clock, restart, /metrics; what "
+                        f"`tenure groups/fault` talk to): default {admin.DEFAULT_PORT}, or a free one if that "
+                        "is in use or --port is 0; 0 picks a free one; -1 turns it off")
+    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1)")
+    s.add_argument("--admin-host", default="127.0.0.1",
+                   help="address the admin endpoint binds, whatever --host is (default 127.0.0.1: this "
+                        "machine only); another address lets other machines change this server: set a token")
+    s.add_argument("--admin-token", default=None,
+                   help=f"bearer token every admin call but / and /health must send (default ${admin.TOKEN_ENV}; "
+                        "none: any local process may call it)")
+    s.add_argument("--ready-file", default=None, metavar="PATH",
+                   help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
+                        "before the ready line; removed at exit)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
@@ -182,12 +196,22 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         least = 0 if name == "connections_max_idle_ms" else 1
         if value is not None and value < least:
             raise SystemExit(f"tenure: --{name.replace('_', '-')} must be at least {least}")
+    if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
+        raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
+    if args.no_admin or args.admin_port == -1:
+        admin_port, fallback = None, False
+    elif args.admin_port is None:              # the default: 9644, or a free port when --port 0 or it is taken
+        admin_port, fallback = (0 if args.port == 0 else admin.DEFAULT_PORT), True
+    else:
+        admin_port, fallback = args.admin_port, False
+    token = args.admin_token or os.environ.get(admin.TOKEN_ENV) or None
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
-                        max_request_elements=args.max_request_elements, offsets_partitions=args.offsets_partitions,
-                        fsync=args.fsync,
-                        admin_port=args.admin_port,
+                        max_request_elements=args.max_request_elements,
+                        offsets_partitions=args.offsets_partitions, fsync=args.fsync,
+                        admin_port=admin_port, admin_host=args.admin_host, admin_token=token,
+                        admin_port_fallback=fallback,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
@@ -197,7 +221,16 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         static_registration_timeout_ms=args.static_registration_timeout_ms, **limits)
 
 
-async def _serve(config: ServerConfig) -> int:
+def _write_ready_file(path: str, server: Server) -> None:
+    """{"bootstrap", "admin", "pid"} as JSON, replaced atomically (a reader never sees half of it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"bootstrap": server.bootstrap, "admin": server.admin_address, "pid": os.getpid()}, f)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
     limits = raise_fd_limit()
     if limits is not None and limits[0] != limits[1]:
         log.info("descriptor limit (RLIMIT_NOFILE) raised from %d to %d", *limits)
@@ -211,10 +244,23 @@ async def _serve(config: ServerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("at most %d client connection(s) at once (descriptor limit %s)", server.max_connections,
-             limits[1] if limits is not None else "none")
-    print(f"tenure listening on {server.bootstrap}", flush=True)
-    log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+    try:
+        log.info("at most %d client connection(s) at once (descriptor limit %s)", server.max_connections,
+                 limits[1] if limits is not None else "none")
+        if ready_file:
+            _write_ready_file(ready_file, server)
+        print(f"tenure listening on {server.bootstrap}", flush=True)
+        log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+        if config.admin_port is None:
+            log.info("admin endpoint off (--no-admin): `tenure groups/fault` cannot reach this server")
+        return await _run(server, stop)
+    finally:
+        if ready_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(ready_file)
+
+
+async def _run(server: Server, stop: asyncio.Event) -> int:
     while True:                              # until a signal or a fatal storage error; restarts on request
         waits = {asyncio.ensure_future(e.wait()): e
                  for e in (stop, server.stop_requested, server.restart_requested)}
@@ -267,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         try:
             config = _config(args)
-            return asyncio.run(_serve(config))
+            return asyncio.run(_serve(config, args.ready_file))
         except CorruptLogError as exc:
             print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
                   file=sys.stderr)
@@ -276,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure: {exc}", file=sys.stderr)
             return 1
         except OSError as exc:
-            print(f"tenure: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            print(f"tenure: cannot listen: {exc}", file=sys.stderr)
             return 1
     return 2
 

@@ -21,6 +21,9 @@ class ServerConfig:
     cluster_id: str | None = None
     offsets_partitions: int = 1
     admin_port: int | None = None           # HTTP admin endpoint (tenure/admin.py); None = off, 0 = any
+    admin_host: str = "127.0.0.1"           # where it listens: loopback unless asked, whatever `host` is
+    admin_token: str | None = None          # bearer token every admin call but / and /health must send
+    admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     fsync: str = "batch"                    # always | batch | never (with data_dir)
     segment_bytes: int = 100 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000

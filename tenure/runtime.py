@@ -86,6 +86,13 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+# The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
+# expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
+# reader and far inside Kafka's int64 milliseconds, so no advance_clock can leave the coordinator unable
+# to write its records.
+CLOCK_MAX_MS = 253_402_300_799_999
+
+
 class CoordinatorRuntime:
     def __init__(self, coordinator: GroupCoordinator, offsets_topic: Topic, broker: Broker,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -221,8 +228,14 @@ class CoordinatorRuntime:
         """Move the coordinator's clock `ms` ahead: every timer due by then fires now, in deadline order
         (timers they arm that are due fire too), the rest are re-armed for their remaining time.
         Returns the keys fired."""
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
         if ms < 0:
             raise ValueError("the clock only moves forward")
+        room = CLOCK_MAX_MS - self.clock_ms()
+        if ms > room:
+            raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
+                             f"at most {max(room, 0)} ms more")
         self.clock_offset_ms += ms
         fired = []
         for _ in range(100000):                 # bounded: a timer re-arming itself in the past

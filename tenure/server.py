@@ -187,6 +187,7 @@ class Server:
             log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
                      "replayed)", OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
         self._listeners: list[socket.socket] = []
+        self._loop_handler = None                  # (loop, its exception handler before start())
         self._accepting: list[asyncio.Task] = []
         self._conns: dict[int, asyncio.Task] = {}
         self.max_connections = effective_max_connections(config)
@@ -195,6 +196,8 @@ class Server:
         self._ids = itertools.count(1)
         self.port: int | None = None
         self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self._admin_sock = None                    # ... its listening socket, bound in start()
+        self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
 
@@ -208,22 +211,82 @@ class Server:
         self.node.port = self.port
         loop = asyncio.get_running_loop()
         self._accepting = [loop.create_task(self._accept_loop(s)) for s in self._listeners]
+        self._loop_handler = (loop, loop.get_exception_handler())
+        loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()
         if self.data is not None and self.config.cleaner_interval_ms > 0:
             self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.config.admin_port is not None:
-            from .admin import serve_admin
-            self._admin, self.admin_port = await serve_admin(self, self.config.host, self.config.admin_port)
-            log.info("admin endpoint on http://%s:%d", self.config.host, self.admin_port)
+            await self._start_admin()
+
+    async def _start_admin(self) -> None:
+        """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
+        the HTTP library is imported, in the background: that import is most of a start-up's time."""
+        from .admin import bind_admin, is_loopback
+        c = self.config
+        try:
+            self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
+        except OSError as exc:
+            raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
+                                     "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
+        self.admin_port = self._admin_sock.getsockname()[1]
+        self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin())
+        host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
+        notes = [f"port {c.admin_port} was in use"] if fell_back else []
+        if is_loopback(c.admin_host):
+            notes.append("loopback only; --admin-host to change")
+        else:
+            notes.append("reachable from other machines (--admin-host)")
+        notes.append("token required" if c.admin_token else "no token")
+        log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
+        if not is_loopback(c.admin_host) and not c.admin_token:
+            log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
+                        "server (faults, clock, restart); set --admin-token", c.admin_host)
+
+    async def _serve_admin(self) -> None:
+        from .admin import serve_admin
+        try:
+            self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
+        except Exception:
+            log.exception("the admin endpoint could not start; it is off")
+            self._admin_sock.close()
+
+    def admin_sockets(self) -> list[tuple[str, int]]:
+        """(address, port) the admin endpoint listens on (none when it is off)."""
+        return [tuple(self._admin_sock.getsockname()[:2])] if self._admin_sock is not None else []
+
+    @property
+    def admin_address(self) -> str | None:
+        """H:P to reach the admin endpoint from this machine (a wildcard bind is reached on loopback)."""
+        if self.admin_port is None:
+            return None
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.config.admin_host,
+                                                                          self.config.admin_host)
+        return f"[{host}]:{self.admin_port}" if ":" in host else f"{host}:{self.admin_port}"
 
     def _fatal(self, exc: BaseException) -> None:
         self.fatal_error = exc
         self.stop_requested.set()
 
+    def _loop_exception(self, loop, context: dict) -> None:
+        """asyncio's own accept loops (the admin endpoint's) report every failed accept() - thousands a
+        second at the descriptor limit; those go to the rate-limited log, everything else on as before."""
+        if context.get("message") == "socket.accept() out of system resource":
+            self.metrics.accept_errors += 1
+            self.ratelog.log("accept", logging.ERROR, "cannot accept connections on %s: %s (descriptor limit %s)",
+                             context.get("socket"), context.get("exception"), fd_limit(), burst=1)
+            return
+        previous = self._loop_handler[1] if self._loop_handler else None
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
     async def _accept_loop(self, sock: socket.socket) -> None:
         """Accept connections on one listening socket until cancelled. A connection beyond
         --max-connections is closed at once; when accept() fails for want of descriptors or memory
-        (EMFILE, ...) the loop waits ACCEPT_RETRY_S and tries again, logging once per such burst."""
+        (EMFILE, ...) the loop waits ACCEPT_RETRY_S and tries again; the first failure and the first success
+        after failures are logged, once per log window each (the rest are counted)."""
         loop = asyncio.get_running_loop()
         failures, failing_since = 0, 0.0
         while True:
@@ -237,16 +300,16 @@ class Server:
                     continue
                 if failures == 0:
                     failing_since = time.monotonic()
-                    log.error("cannot accept connections: %s (%d open, descriptor limit %s); retrying every "
-                              "%d ms, logged once until accepting works again", exc, len(self._conns),
-                              fd_limit(), ACCEPT_RETRY_S * 1000)
+                    self.ratelog.log("accept", logging.ERROR, "cannot accept connections: %s (%d open, descriptor "
+                                     "limit %s); retrying every %d ms", exc, len(self._conns), fd_limit(),
+                                     ACCEPT_RETRY_S * 1000, burst=1)
                 failures += 1
                 self.metrics.accept_errors += 1
                 await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
             if failures:
-                log.warning("accepting connections again after %d failed accept(s) in %.1fs", failures,
-                            time.monotonic() - failing_since)
+                self.ratelog.log("accepting again", logging.WARNING, "accepting connections again after %d failed "
+                                 "accept(s) in %.1fs", failures, time.monotonic() - failing_since, burst=1)
                 failures = 0
             if len(self._conns) >= self.max_connections:
                 conn.close()
@@ -503,9 +566,15 @@ class Server:
             await asyncio.wait([self._cleaner_task], timeout=self.config.shutdown_timeout_s)
             self._cleaner_task = None
         self.runtime.close()
+        if self._admin_task is not None:
+            self._admin_task.cancel()
+            await asyncio.wait([self._admin_task], timeout=self.config.shutdown_timeout_s)
+            self._admin_task = None
         if self._admin is not None:
             await self._admin.cleanup()
             self._admin = None
+        if self._admin_sock is not None:
+            self._admin_sock.close()
         for t in self._accepting:                   # stop accepting, then close the listeners
             t.cancel()
         if self._accepting:
@@ -518,6 +587,11 @@ class Server:
         if tasks:
             await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_s)
         self.ratelog.close()
+        if self._loop_handler is not None:
+            loop, previous = self._loop_handler
+            if loop.get_exception_handler() == self._loop_exception:
+                loop.set_exception_handler(previous)
+            self._loop_handler = None
         if self.runtime._syncing:
             await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():

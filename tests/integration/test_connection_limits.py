@@ -100,7 +100,9 @@ def test_at_the_descriptor_limit_the_server_keeps_serving_and_committing(tmp_pat
     open its logs answers KAFKA_STORAGE_ERROR leaving nothing behind; once descriptors are free again new
     connections are served."""
     data = tmp_path / "data"
-    srv = TenureProcess(data, fsync="always", nofile=(96, 96), extra=("--max-connections", "10000"))
+    # --no-admin: the admin endpoint's background import would take and give back descriptors meanwhile
+    # (the admin endpoint at the limit is the next test)
+    srv = TenureProcess(data, fsync="always", nofile=(96, 96), extra=("--max-connections", "10000", "--no-admin"))
     with srv:
         srv.start()
         pid = srv.proc.pid
@@ -134,6 +136,41 @@ def test_at_the_descriptor_limit_the_server_keeps_serving_and_committing(tmp_pat
         assert srv.terminate() == 0
     assert sorted(p.name for p in data.iterdir() if p.name.startswith("wide-")) == sorted(
         f"wide-{i}" for i in range(20))
+
+
+def test_the_admin_endpoint_at_the_descriptor_limit_logs_once_too(tmp_path):
+    """The admin endpoint's accept loop is asyncio's, which reports every failed accept() (thousands of
+    lines a second at the limit); the server sends those to its rate-limited line, and once descriptors
+    are back the endpoint answers."""
+    srv = TenureProcess(tmp_path / "data", nofile=(96, 96), extra=("--max-connections", "10000"))
+    with srv:
+        srv.start()
+        wait_until(lambda: _answers(srv), what="the admin endpoint to answer")
+        host, port = srv.admin_url.rsplit("/", 1)[1].rsplit(":", 1)
+        flood = []
+        try:
+            for _ in range(150):                         # the Kafka port takes the server's last descriptors
+                flood.append(socket.create_connection(("127.0.0.1", srv.port), timeout=5))
+            wait_until(lambda: "cannot accept connections" in srv.stderr(), what="accept() to fail")
+            for _ in range(20):                          # then the admin port is asked too
+                flood.append(socket.create_connection((host, int(port)), timeout=5))
+            time.sleep(1.5)                               # asyncio retries its accept after 1 s
+            err = srv.stderr()
+            assert "socket.accept() out of system resource" not in err, err[-3000:]
+            assert err.count("cannot accept connections") == 1, err[-3000:]
+            assert len(err) < 20000, f"{len(err)} bytes of log in ~1.5s at the limit"
+        finally:
+            for c in flood:
+                c.close()
+        wait_until(lambda: _answers(srv), what="the admin endpoint to answer again")
+        assert srv.terminate() == 0
+
+
+def _answers(srv: TenureProcess) -> bool:
+    try:
+        return srv.admin("/groups") is not None
+    except OSError:
+        return False
 
 
 # ------------------------------------------------------------------------------------------------ partial requests
