@@ -73,10 +73,11 @@ class TopicRegistry:
     def __init__(self, default_partitions: int = 1,
                  log_factory: Callable[[str, int], Log] | None = None,
                  catalog: str | os.PathLike | None = None, max_partitions_per_topic: int | None = None,
-                 max_partitions: int | None = None) -> None:
+                 max_partitions: int | None = None, room: Callable[[str, int], None] | None = None) -> None:
         self.default_partitions = default_partitions
         self.max_partitions_per_topic = max_partitions_per_topic   # None: no cap
         self.max_partitions = max_partitions                       # all topics together; None: no cap
+        self.room = room             # room(what, n): raises TopicError if n more logs cannot be opened
         self._log_factory = log_factory or (lambda topic, partition: MemoryLog())
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
@@ -152,6 +153,8 @@ class TopicRegistry:
         if n <= 0:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {n}")
         self._check_caps(name, n, n, f"topic {name!r}")
+        if self.room is not None:
+            self.room(f"topic {name!r}", n)
         if replication_factor not in (-1, 1):
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {replication_factor} is larger than the 1 available broker")
@@ -244,7 +247,10 @@ class TopicRegistry:
         if total <= have:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"topic {name!r} has {have} partitions; cannot change it to {total}")
-        self._check_caps(name, total, total - have, f"adding {total - have} partition(s) to topic {name!r}")
+        what = f"adding {total - have} partition(s) to topic {name!r}"
+        self._check_caps(name, total, total - have, what)
+        if self.room is not None:
+            self.room(what, total - have)
         if not validate_only:
             added = self._open_logs(name, have, total, "new partition(s)")
             topic.partitions.extend(added)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import TopicRegistry
+from tenure.broker.topics import TopicError, TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
@@ -27,7 +27,7 @@ from tenure.protocol.codec import (
     encode_unsupported_api_versions,
 )
 from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
+from tenure.protocol.errors import ClientProtocolError, ErrorCode, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
@@ -48,6 +48,7 @@ READ_CHUNK = 256 * 1024
 DEFAULT_MAX_CONNECTIONS = 1000
 ACCEPT_RETRY_S = 0.1           # after accept() failed for want of descriptors/memory, try again this much later
 _ACCEPT_RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+FD_RESERVE = 32                # descriptors a topic creation leaves free (see descriptor_room)
 
 
 def fd_limit() -> int | None:
@@ -75,6 +76,24 @@ def raise_fd_limit() -> tuple[int, int] | None:
             log.warning("could not raise the descriptor limit from %d to %d: %s", soft, hard, exc)
             return soft, soft
     return soft, hard
+
+
+def descriptor_room(what: str, n: int) -> None:
+    """Refuse (KAFKA_STORAGE_ERROR) to open `n` more partition logs - one descriptor each - unless
+    FD_RESERVE descriptors stay free after them, for the logs' own needs (segment rolls, the catalog,
+    directory fsyncs): a creation must not leave a later group commit without a descriptor."""
+    limit = fd_limit()
+    if limit is None or not os.path.isdir("/proc/self/fd"):
+        return                                     # no limit, or no cheap way to count (not Linux)
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError as exc:                         # EMFILE: no room at all
+        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what} needs {n} file descriptor(s) (one per "
+                                                        f"partition log) and none is free: {exc}") from exc
+    if used + n + FD_RESERVE > limit:
+        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what} needs {n} file descriptor(s) (one per partition "
+                                                        f"log): {used} of the limit of {limit} are open and "
+                                                        f"{FD_RESERVE} are kept free for the logs")
 
 
 def effective_max_connections(config: ServerConfig) -> int:
@@ -155,7 +174,8 @@ class Server:
             self.data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes,
                                                                 segment_ms=config.segment_ms))
             self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog,
-                                        config.max_partitions_per_topic, config.max_partitions)
+                                        config.max_partitions_per_topic, config.max_partitions,
+                                        room=descriptor_room)
             self.topics.load()                     # opens (and verifies) every log; refuses before any cut
             self.data.finish_recovery()
             cluster_id = config.cluster_id or self.data.cluster_id()
