@@ -271,6 +271,10 @@ class Server:
             log.exception("the admin endpoint could not start; it is off")
             self._admin_sock.close()
 
+    def kafka_sockets(self) -> list[tuple[str, int]]:
+        """(address, port) of each socket the Kafka listener accepts on."""
+        return [tuple(sock.getsockname()[:2]) for sock in self._listeners]
+
     def admin_sockets(self) -> list[tuple[str, int]]:
         """(address, port) the admin endpoint listens on (none when it is off)."""
         return [tuple(self._admin_sock.getsockname()[:2])] if self._admin_sock is not None else []
