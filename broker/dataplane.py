@@ -19,6 +19,8 @@ from tenure.protocol.codec import Request, api_versions_body
 from tenure.protocol.errors import ErrorCode
 from tenure.storage import InvalidBatch, parse_batches
 
+from .admin import AdminApis
+from .configs import RESOURCE_TOPIC
 from .producers import ProducerStates
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError, TopicRegistry, validate_topic_name
 
@@ -28,13 +30,6 @@ NODE_ID = 0
 LEADER_EPOCH = 0
 MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 MAX_PARTITIONS_PER_REQUEST = 10000    # Kafka's cap on a CreateTopics request's partitions in all (POLICY_VIOLATION)
-
-# DescribeConfigs sources
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 
 # FindCoordinator key types
 KEY_GROUP = 0
@@ -51,11 +46,13 @@ def _resp(api_key: int):
     return SUPPORTED[api_key].response
 
 
-class Broker:
+class Broker(AdminApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
-                 clock: Callable[[], float] = time.monotonic, durability=None) -> None:
+                 clock: Callable[[], float] = time.monotonic, durability=None,
+                 server_configs: Callable[[], dict[str, str | None]] | None = None) -> None:
         self.node = node
+        self.server_configs = server_configs   # broker configs the server's options set (DescribeConfigs)
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
         self.auto_create_topics = auto_create_topics
@@ -67,7 +64,7 @@ class Broker:
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
-            32: self.describe_configs, 37: self.create_partitions, 60: self.describe_cluster,
+            37: self.create_partitions, 60: self.describe_cluster, **self._admin_handlers(),
         }
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
@@ -175,22 +172,22 @@ class Broker:
                 if too_many:                 # Kafka's rule: the whole request is refused, before anything else
                     raise TopicError(ErrorCode.POLICY_VIOLATION,
                                      "Excessively large number of partitions per request.")
+                partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     "manual replica assignment is not supported by tenure (one broker)")
+                    partitions, factor = self.check_assignment(t), 1
+                n = self.topics.check_create(t.name, partitions, factor, configs)
+                self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
-                    n = self.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
                     res.num_partitions, res.replication_factor = n, 1
                 else:
-                    topic = self.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
+                    topic = self.topics.create(t.name, partitions, factor, configs)
                     res.topic_id = topic.topic_id
                     res.num_partitions, res.replication_factor = len(topic.partitions), 1
                     log.info("created topic %s with %d partitions", t.name, len(topic.partitions))
-                if v >= 5:
+                if v >= 5:       # what DescribeConfigs will say of the topic
                     res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
-                        name=k, value=configs.get(k, d), read_only=False,
-                        config_source=SOURCE_DYNAMIC_TOPIC if k in configs else SOURCE_DEFAULT,
-                        is_sensitive=False) for k, d in DEFAULT_TOPIC_CONFIGS.items()]
+                        name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                        is_sensitive=False) for e in self.configs.topic_entries(configs)]
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             results.append(res)
@@ -240,60 +237,12 @@ class Broker:
             res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
                 if t.assignments:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     "manual replica assignment is not supported by tenure (one broker)")
+                    self.check_new_partition_assignment(t)
                 self.topics.add_partitions(t.name, t.count, body.validate_only)
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             out.append(res)
         return R(throttle_time_ms=0, results=out)
-
-    async def describe_configs(self, req: Request):
-        body = req.body
-        R = _resp(32)
-        C = R.DescribeConfigsResult.DescribeConfigsResourceResult
-        results = []
-        for res in body.resources:
-            entry = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
-                                            resource_name=res.resource_name, configs=[])
-            if res.resource_type == RESOURCE_TOPIC:
-                topic = self.topics.get(res.resource_name)
-                if topic is None:
-                    entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    entry.error_message = f"topic {res.resource_name!r} does not exist"
-                    results.append(entry)
-                    continue
-                items = [(k, topic.configs.get(k, d), SOURCE_DYNAMIC_TOPIC if k in topic.configs else SOURCE_DEFAULT)
-                         for k, d in DEFAULT_TOPIC_CONFIGS.items()]
-            elif res.resource_type == RESOURCE_BROKER:
-                if res.resource_name not in ("", str(self.node.node_id)):     # as Kafka's ConfigHelper
-                    entry.error_code = ErrorCode.INVALID_REQUEST
-                    entry.error_message = (f"Unexpected broker id, expected {self.node.node_id} or empty string, "
-                                           f"but received {res.resource_name}")
-                    results.append(entry)
-                    continue
-                items = [(k, val, SOURCE_STATIC_BROKER) for k, val in self.broker_configs().items()]
-            else:
-                entry.error_code = ErrorCode.INVALID_REQUEST
-                entry.error_message = f"resource type {res.resource_type} is not described by tenure"
-                results.append(entry)
-                continue
-            keys = res.configuration_keys
-            entry.configs = [C(name=k, value=val, read_only=False, config_source=src,
-                               is_default=src == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
-                               config_type=0, documentation=None)
-                             for k, val, src in items if keys is None or k in keys]
-            results.append(entry)
-        return R(throttle_time_ms=0, results=results)
-
-    def broker_configs(self) -> dict[str, str]:
-        return {
-            "broker.id": str(self.node.node_id),
-            "num.partitions": str(self.topics.default_partitions),
-            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
-            "default.replication.factor": "1",
-            "offsets.topic.replication.factor": "1",
-        }
 
     # ---------------------------------------------------------------- producing
     async def init_producer_id(self, req: Request):
@@ -500,6 +449,8 @@ class Broker:
                     found = plog.log_start_offset, -1
                 elif ts == -3:          # MAX_TIMESTAMP
                     found = plog.max_timestamp()
+                elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
+                    pass
                 elif ts < 0:
                     pr.error_code = ErrorCode.INVALID_REQUEST
                 else:

@@ -82,13 +82,18 @@ class TopicRegistry:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.catalog = catalog
+        # altered broker and group configs ({"broker": {"" | "0": {...}}, "group": {name: {...}}}), kept here
+        # so that they are saved in the catalog with the topics (broker/configs.py reads them)
+        self.dynamic_configs: dict[str, dict[str, dict[str, str]]] = {}
 
     def load(self) -> list[Topic]:
         """Open every topic the catalog lists (recovering their logs); returns them."""
         if self.catalog is None or not os.path.exists(self.catalog):
             return []
         with open(self.catalog, encoding="utf-8") as f:
-            entries = json.load(f)["topics"]
+            doc = json.load(f)
+        entries = doc["topics"]
+        self.dynamic_configs = doc.get("configs", {})
         for e in entries:
             topic = Topic(e["name"], uuid.UUID(e["topic_id"]),
                           [self._log_factory(e["name"], i) for i in range(e["partitions"])],
@@ -102,7 +107,8 @@ class TopicRegistry:
             return
         doc = {"version": 1, "topics": [
             {"name": t.name, "topic_id": str(t.topic_id), "partitions": len(t.partitions),
-             "configs": t.configs, "internal": t.internal} for t in self._by_name.values()]}
+             "configs": t.configs, "internal": t.internal} for t in self._by_name.values()],
+            "configs": self.dynamic_configs}
         tmp = f"{self.catalog}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
@@ -114,6 +120,20 @@ class TopicRegistry:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides (already validated) and persist them."""
+        self._by_name[name].configs = dict(configs)
+        self._save()
+
+    def set_dynamic_configs(self, kind: str, name: str, configs: dict[str, str]) -> None:
+        """Replace the altered configs of a broker ("" = cluster default) or group; persist them."""
+        of_kind = self.dynamic_configs.setdefault(kind, {})
+        if configs:
+            of_kind[name] = dict(configs)
+        else:
+            of_kind.pop(name, None)
+        self._save()
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name

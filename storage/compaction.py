@@ -80,7 +80,8 @@ import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
 from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
-    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, Segment, SegmentLog, SwapUnfinished, fsync_dir, partition_of_dir,
+    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, LOG_START_CHECKPOINT, Segment, SegmentLog, SwapUnfinished, fsync_dir,
+    partition_of_dir,
     read_checkpoint, segment_name,
 )
 
@@ -378,23 +379,28 @@ def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _
 
 
 # ====================================================================== the cleaner checkpoint
-def advance_checkpoint(partition_dir, offset: int) -> None:
-    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it); atomic."""
+def advance_checkpoint(partition_dir, offset: int | None, name: str = CHECKPOINT) -> None:
+    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it; None removes the
+    entry, for a deleted partition); atomic."""
     pdir = os.path.abspath(os.fspath(partition_dir))
     root = os.path.dirname(pdir)
     key = partition_of_dir(os.path.basename(pdir))
     with _checkpoint_lock:
         try:
-            entries = read_checkpoint(root)
+            entries = read_checkpoint(root, name)
         except ValueError as exc:
             log.warning("%s; rewriting it", exc)
             entries = {}
-        if entries.get(key, -1) >= offset:
+        if offset is None:
+            if entries.pop(key, None) is None:
+                return
+        elif entries.get(key, -1) >= offset:
             return
-        entries[key] = offset
+        else:
+            entries[key] = offset
         data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
                        + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
-        path = os.path.join(root, CHECKPOINT)
+        path = os.path.join(root, name)
         tmp = path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

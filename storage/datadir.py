@@ -28,6 +28,7 @@ class DataDir:
         self.config = config
         self._lock_fd = lock_fd
         self.logs: dict[tuple[str, int], SegmentLog] = {}
+        self._log_starts: dict[tuple[str, int], int] | None = None   # log-start-offset-checkpoint, read once
 
     @classmethod
     def open(cls, path: str | os.PathLike, config: LogConfig = LogConfig()) -> "DataDir":
@@ -51,9 +52,15 @@ class DataDir:
         name = partition_dir_name(topic, partition)
         directory = self.path / name
         existed = directory.exists()
+        seg_log = None
         try:
             seg_log = SegmentLog(directory, self.config, name, defer_cut=True)
+            if self._log_starts is None:
+                from .compaction import LOG_START_CHECKPOINT, read_checkpoint
+                self._log_starts = read_checkpoint(self.path, LOG_START_CHECKPOINT)
         except OSError:
+            if seg_log is not None:
+                seg_log.close()
             if not existed:                # what a new log creates, removed without opening anything
                 for path in (directory / segment_name(0), directory):
                     try:
@@ -63,6 +70,7 @@ class DataDir:
                     except OSError as exc:
                         log.error("could not remove %s of a log that failed to open: %s", path, exc)
             raise
+        seg_log.start_floor = self._log_starts.pop((topic, partition), 0)
         self.logs[(topic, partition)] = seg_log
         return seg_log
 

@@ -49,13 +49,14 @@ SWAP = ".swap"            # <base>.log.swap: a complete cleaned segment, committ
 MERGING = ".merging"      # <base>.log.merging: an original segment being merged into a cleaned one
 _BASE_AND_LEN = struct.Struct(">qi")
 CHECKPOINT = "cleaner-offset-checkpoint"   # Kafka's file name, in the data dir (written by storage/compaction.py)
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # DeleteRecords' log start offsets, same format
 _CHECKPOINT_VERSION = 0
 
 
-def read_checkpoint(data_dir) -> dict[tuple[str, int], int]:
-    """`<data_dir>/cleaner-offset-checkpoint` as {(topic, partition): offset}; {} if there is none.
-    Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
-    path = os.path.join(os.fspath(data_dir), CHECKPOINT)
+def read_checkpoint(data_dir, name: str = CHECKPOINT) -> dict[tuple[str, int], int]:
+    """`<data_dir>/<name>` (by default cleaner-offset-checkpoint) as {(topic, partition): offset}; {} if there
+    is none. Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
+    path = os.path.join(os.fspath(data_dir), name)
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -73,7 +74,8 @@ def read_checkpoint(data_dir) -> dict[tuple[str, int], int]:
             out[(topic, int(partition))] = int(offset)
         return out
     except (IndexError, ValueError) as exc:
-        raise ValueError(f"{path}: not a cleaner checkpoint ({exc})") from None
+        kind = "cleaner" if name == CHECKPOINT else "log start offset"
+        raise ValueError(f"{path}: not a {kind} checkpoint ({exc})") from None
 
 
 def partition_of_dir(name: str) -> tuple[str, int]:
@@ -350,6 +352,7 @@ class SegmentLog:
         self.bytes_written = 0                     # appended since open (a counter, for sync bookkeeping)
         self.bytes_synced = 0                      # of those, covered by a finished fsync
         self.closed = False                        # set by close(): a cleaner holding this log stops
+        self.start_floor = 0                       # DeleteRecords' log start offset (the data dir checkpoints it)
         self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -403,7 +406,22 @@ class SegmentLog:
     # ------------------------------------------------------------------ the Log interface
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        return max(self.segments[0].base_offset, min(self.start_floor, self.log_end_offset))
+
+    def advance_start(self, offset: int) -> int:
+        """DeleteRecords (see storage.Log): raise the start floor; delete the segments wholly below it (never
+        the active one). The floor is written to the data dir's log-start-offset-checkpoint first."""
+        if offset > self.start_floor:
+            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
+            advance_checkpoint(self.dir, offset, LOG_START_CHECKPOINT)     # durable before anything goes
+            self.start_floor = offset
+            while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+                seg = self.segments.pop(0)
+                self._dirty.discard(seg)
+                seg.close()
+                seg.path.unlink()
+                self._dir_dirty = True
+        return self.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -498,9 +516,12 @@ class SegmentLog:
         for seg in self.segments:
             if seg.max_timestamp < timestamp:
                 continue
+            start = self.log_start_offset
             for h, pos in seg.headers_from(0):
-                if h.max_timestamp >= timestamp:
-                    return offset_at_or_after(seg.pread(h.size, pos), h, timestamp)
+                if h.max_timestamp >= timestamp and h.last_offset >= start:
+                    found = offset_at_or_after(seg.pread(h.size, pos), h, timestamp, start)
+                    if found is not None:
+                        return found
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -684,6 +705,9 @@ class SegmentLog:
     def delete(self) -> None:
         """Close and remove the partition directory (topic deletion)."""
         self.close()
+        if self.start_floor:
+            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
+            advance_checkpoint(self.dir, None, LOG_START_CHECKPOINT)
         for p in self.dir.iterdir():
             p.unlink()
         self.dir.rmdir()

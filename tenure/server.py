@@ -185,7 +185,8 @@ class Server:
                                         max_partitions=config.max_partitions)
             cluster_id = config.cluster_id
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
-                             auto_create_topics=config.auto_create_topics, durability=self.durability)
+                             auto_create_topics=config.auto_create_topics, durability=self.durability,
+                             server_configs=self.static_configs)
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)
         if offsets is None:
@@ -220,6 +221,21 @@ class Server:
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
+
+    def static_configs(self) -> dict[str, str | None]:
+        """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the
+        broker adds those it knows itself)."""
+        c = self.config
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        return {"listeners": f"PLAINTEXT://{c.host}:{self.port if self.port is not None else c.port}",
+                "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else c.offsets_partitions),
+                "socket.request.max.bytes": str(c.max_frame_bytes),
+                "group.initial.rebalance.delay.ms": str(c.initial_rebalance_delay_ms),
+                "group.min.session.timeout.ms": str(c.min_session_timeout_ms),
+                "group.max.session.timeout.ms": str(c.max_session_timeout_ms),
+                "group.max.size": str(c.max_group_size if c.max_group_size is not None else 2**31 - 1),
+                "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
+                **({"log.segment.bytes": str(c.segment_bytes)} if c.data_dir else {})}
 
     @property
     def bootstrap(self) -> str:

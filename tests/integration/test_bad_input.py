@@ -28,7 +28,7 @@ def _frames(case):
     if case == "unknown-api-key":
         b = bytearray(good); struct.pack_into(">h", b, 4, 9999); return bytes(b)
     if case == "unserved-api-key":
-        b = bytearray(good); struct.pack_into(">h", b, 4, 33); return bytes(b)  # AlterConfigs
+        b = bytearray(good); struct.pack_into(">h", b, 4, 57); return bytes(b)  # UpdateFeatures
     if case == "unsupported-version":
         b = bytearray(good); struct.pack_into(">h", b, 6, 13); return bytes(b)  # Metadata v13 not served
     if case == "undecodable-body":
@@ -46,7 +46,7 @@ LOGGED = {
     "oversized-frame": re.escape("frame of 2000000 bytes exceeds the maximum of 1048576 bytes"),
     "negative-frame-size": re.escape("negative frame size -1"),
     "unknown-api-key": re.escape("api_key=9999 api_version=12: API not served by tenure"),
-    "unserved-api-key": re.escape("api_key=33 api_version=12: API not served by tenure"),
+    "unserved-api-key": re.escape("api_key=57 api_version=12: API not served by tenure"),
     "unsupported-version": re.escape("api_key=3 api_version=13: Metadata is served at versions 0-12"),
     "undecodable-body": re.escape("Metadata v12: undecodable request header: ") + r".+",
     "header-too-short": re.escape("request of 3 bytes is shorter than a request header"),

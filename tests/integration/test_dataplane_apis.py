@@ -299,12 +299,20 @@ def test_create_partitions_over_the_wire(tenure_server, wire, version):
         T(name="cpw", count=3, assignments=None),
         T(name="cpw-missing", count=3, assignments=None)]), version)
     assert [(x.name, x.error_code) for x in r.results] == [("cpw", NONE), ("cpw-missing", UNKNOWN_TOPIC_OR_PARTITION)]
-    # a manual replica assignment is refused (one broker); nothing changes
+    # a manual replica assignment naming a broker other than node 0 is refused; nothing changes
     r = wire.call(C(timeout_ms=10000, validate_only=False, topics=[
-        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])])]), version)
-    assert [(x.name, x.error_code) for x in r.results] == [("cpw", INVALID_REPLICA_ASSIGNMENT)]
+        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[1])])]), version)
+    assert [(x.name, x.error_code, x.error_message) for x in r.results] == [
+        ("cpw", INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 1, but no such broker is registered.")]
     md = wire.call(metadata_request("cpw"), 12)
     assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2]
+    # one naming node 0 (the only broker) is accepted
+    r = wire.call(C(timeout_ms=10000, validate_only=False, topics=[
+        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])])]), version)
+    assert [(x.name, x.error_code) for x in r.results] == [("cpw", NONE)]
+    md = wire.call(metadata_request("cpw"), 12)
+    assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------------------------------------ DescribeCluster
@@ -320,14 +328,12 @@ def test_describe_cluster_with_real_clients():
 
         a = KafkaAdminClient(bootstrap_servers=s.bootstrap)
         try:
-            d = a.describe_cluster()      # kafka-python asks for the authorized operations
-            ops = d.pop("authorized_operations")
-            assert d == {
-                "cluster_id": "tenure-test-cluster", "controller_id": 0,
-                "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}]}
-            # with no authorizer Kafka answers every operation a cluster supports
-            assert sorted(ops) == sorted(["CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
-                                          "ALTER_CONFIGS", "IDEMPOTENT_WRITE"])
+            d = a.describe_cluster()       # kafka-python asks for the authorized operations: it gets them all
+            assert set(d.pop("authorized_operations")) == {
+                "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
+                "DESCRIBE"}
+            assert d == {"cluster_id": "tenure-test-cluster", "controller_id": 0,
+                         "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}]}
         finally:
             a.close()
 
@@ -363,24 +369,33 @@ def test_describe_configs_with_confluent_admin(tenure_server):
     broker = ConfigResource(ResourceType.BROKER, "0")
     got = {k: (e.value, e.source) for k, e in a.describe_configs([broker])[broker].result(15).items()}
     static = ConfigSource.STATIC_BROKER_CONFIG.value
-    assert got == {"broker.id": ("0", static), "num.partitions": ("1", static),
-                   "auto.create.topics.enable": ("true", static), "default.replication.factor": ("1", static),
-                   "offsets.topic.replication.factor": ("1", static)}
+    assert {k: got[k] for k in ("broker.id", "num.partitions", "auto.create.topics.enable",
+                                "default.replication.factor", "offsets.topic.replication.factor")} == \
+        {"broker.id": ("0", static), "num.partitions": ("1", static), "auto.create.topics.enable": ("true", static),
+         "default.replication.factor": ("1", static), "offsets.topic.replication.factor": ("1", static)}
 
     missing = ConfigResource(ResourceType.TOPIC, "dc-missing")
     assert error_code(a.describe_configs([missing])[missing]) == UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_describe_configs_of_the_cluster_default_broker_resource_over_the_wire(tenure_server, wire):
-    """The empty broker name is the cluster's default broker configs; any other id than 0 is refused, as
-    Kafka's ConfigHelper does. (Over the wire: librdkafka's AdminClient sends a broker resource to the
-    broker of that id, so it never asks this node about broker 7.)"""
+    """The empty broker name is the cluster's default broker configs: as Kafka's ConfigHelper, only those
+    altered cluster-wide (none yet, then one); any other id than 0 is refused. (Over the wire: librdkafka's
+    AdminClient sends a broker resource to the broker of that id, so it never asks this node about broker 7.)"""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as I
     D = DescribeConfigsRequest
-    r = wire.call(D(include_synonyms=False, include_documentation=False, resources=[
-        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=["num.partitions"]),
-        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]), 4)
-    default, other = r.results
-    assert (default.error_code, [(c.name, c.value) for c in default.configs]) == (NONE, [("num.partitions", "1")])
+    req = D(include_synonyms=True, include_documentation=False, resources=[
+        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)])
+    default, other = wire.call(req, 4).results
+    assert (default.error_code, default.configs) == (NONE, [])
+    R = I.AlterConfigsResource
+    r = wire.call(I(validate_only=False, resources=[R(resource_type=4, resource_name="", configs=[
+        R.AlterableConfig(name="log.retention.ms", config_operation=0, value="60000")])]), 1)
+    assert r.responses[0].error_code == NONE
+    default, other = wire.call(req, 4).results
+    assert [(c.name, c.value, c.config_source, [(s.name, s.source) for s in c.synonyms]) for c in default.configs] \
+        == [("log.retention.ms", "60000", 3, [("log.retention.ms", 3)])]
     assert (other.error_code, other.configs) == (INVALID_REQUEST, [])
     assert other.error_message == "Unexpected broker id, expected 0 or empty string, but received 1"
 
