@@ -100,7 +100,11 @@ class Broker(AdminApis):
                     out.append(self._missing_topic(R, name, exc.code, topic_ops))
                     continue
                 if auto and self.auto_create_topics:
-                    topic = self.topics.create(name)
+                    try:                     # a cap or a storage failure answers that topic, as CreateTopics does
+                        topic = self.topics.create(name)
+                    except TopicError as exc:
+                        out.append(self._missing_topic(R, name, exc.code, topic_ops))
+                        continue
                     log.info("auto-created topic %s with %d partitions", name, len(topic.partitions))
                 else:
                     out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic_ops))

@@ -188,3 +188,13 @@ def test_caps_with_the_java_admin_client():
             assert (err["root_exception"], err["root_message"]) == (f"org.apache.kafka.common.errors.{exception}",
                                                                     message)
         assert partitions_of(s) == {"__consumer_offsets": 1}
+
+
+def test_auto_creation_past_a_cap_answers_that_topic_and_keeps_the_connection():
+    from tests.support.wire import metadata_request
+    with ServerThread(ServerConfig(port=0, max_partitions=2)) as s, WireClient.to(s.bootstrap) as w:
+        r = w.call(metadata_request("auto-a"), 12)                 # __consumer_offsets (1) + 1 = 2: fits
+        assert [(t.name, t.error_code) for t in r.topics] == [("auto-a", NONE)]
+        r = w.call(metadata_request("auto-b", "auto-a"), 12)
+        assert [(t.name, t.error_code) for t in r.topics] == [("auto-b", POLICY_VIOLATION), ("auto-a", NONE)]
+        assert partitions_of(s) == {"__consumer_offsets": 1, "auto-a": 1}
