@@ -196,6 +196,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         least = 0 if name == "connections_max_idle_ms" else 1
         if value is not None and value < least:
             raise SystemExit(f"tenure: --{name.replace('_', '-')} must be at least {least}")
+    if args.offsets_partitions > min(limits["max_partitions_per_topic"], limits["max_partitions"]):
+        raise SystemExit("tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions")
     if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
         raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
     if args.no_admin or args.admin_port == -1:

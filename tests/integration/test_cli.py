@@ -97,3 +97,6 @@ def test_limit_flags_reach_the_config_and_bad_values_are_refused():
         with pytest.raises(SystemExit) as exc:
             main(["serve", flag, value])
         assert str(exc.value) == f"tenure: {flag} must be at least {least}"
+    with pytest.raises(SystemExit) as exc:               # __consumer_offsets is created under the caps too
+        main(["serve", "--offsets-partitions", "5", "--max-partitions-per-topic", "4"])
+    assert str(exc.value) == "tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions"
