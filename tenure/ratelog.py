@@ -31,7 +31,6 @@ class RateLimitedLog:
         self.window_s = window_s
         self.burst = burst
         self._windows: dict[str, _Window] = {}
-        self.suppressed_total = 0
 
     def log(self, kind: str, level: int, msg: str, *args, burst: int | None = None) -> bool:
         """Log `msg % args` unless this kind's window is used up (`burst` lines, default the instance's);
@@ -48,7 +47,6 @@ class RateLimitedLog:
             return True
         w.suppressed += 1
         w.level = max(w.level, level)
-        self.suppressed_total += 1
         if w.timer is None:
             try:
                 loop = asyncio.get_running_loop()
