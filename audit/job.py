@@ -4,6 +4,7 @@ See docs/audit.md for the tables, the rules behind every column and the anomaly 
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -107,6 +108,11 @@ def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.pyspark.python", sys.executable))
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # the JVM reads it at start: without it Spark warns that the host name resolves to a loopback
+        # address and picks another interface, which a local run never uses
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # py4j logs each gateway connection it closes at INFO; the audit's own progress lines are enough
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = b.getOrCreate()
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="tenure-audit-")))

@@ -33,6 +33,8 @@ MAX_PARTITIONS_PER_REQUEST = 10000    # Kafka's cap on a CreateTopics request's 
 
 # FindCoordinator key types
 KEY_GROUP = 0
+KEY_TRANSACTION = 1
+TRANSACTIONS_REFUSED = "tenure does not serve transactions (no transaction coordinator)"
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Broker(AdminApis):
         self.durability = durability           # storage.durability.Durability, or None (in memory)
         self._clock = clock
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._told_transactions = False        # the "no transactions" warning is logged once
         self.handlers: dict[int, Callable[[Request], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
@@ -141,14 +144,17 @@ class Broker(AdminApis):
     async def find_coordinator(self, req: Request):
         body, v = req.body, req.api_version
         R = _resp(10)
+        key_type = body.key_type if v >= 1 else KEY_GROUP
+        if key_type == KEY_TRANSACTION:
+            self._refuse_transactions(req, body.key if v < 4 else ", ".join(body.coordinator_keys))
         if v < 4:
-            code, msg = self._coordinator_for(body.key_type if v >= 1 else KEY_GROUP)
+            code, msg = self._coordinator_for(key_type)
             node = self.node if code == 0 else Node("", -1, -1)
             return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.node_id,
                      host=node.host, port=node.port)
         coords = []
         for key in body.coordinator_keys:
-            code, msg = self._coordinator_for(body.key_type)
+            code, msg = self._coordinator_for(key_type)
             node = self.node if code == 0 else Node("", -1, -1)
             coords.append(R.Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
                                         error_code=code, error_message=msg))
@@ -158,8 +164,20 @@ class Broker(AdminApis):
     def _coordinator_for(key_type: int) -> tuple[int, str | None]:
         if key_type == KEY_GROUP:
             return ErrorCode.NONE, None
-        kind = {1: "transaction", 2: "share group"}.get(key_type, f"key type {key_type}")
+        if key_type == KEY_TRANSACTION:
+            # every client treats this code as fatal and fails at once (librdkafka shows the message);
+            # COORDINATOR_NOT_AVAILABLE is retried until the client's own timeout (10-60 s)
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED
+        kind = {2: "share group"}.get(key_type, f"key type {key_type}")
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator"
+
+    def _refuse_transactions(self, req: Request, transactional_id: str | None) -> None:
+        """Log, once per server, that a client asked for transactions (the answer is refused each time)."""
+        if not self._told_transactions:
+            self._told_transactions = True
+            log.warning("%s: client %r asked for transactional id %r; answered "
+                        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED (logged once)",
+                        TRANSACTIONS_REFUSED, req.client_id, transactional_id)
 
     # ---------------------------------------------------------------- topics admin
     async def create_topics(self, req: Request):
@@ -253,7 +271,9 @@ class Broker(AdminApis):
         body, v = req.body, req.api_version
         R = _resp(22)
         if body.transactional_id is not None:
-            return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+            self._refuse_transactions(req, body.transactional_id)
+            return R(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                     producer_id=-1, producer_epoch=-1)
         pid, epoch = self.producers.allocate(body.producer_id if v >= 3 else -1,
                                              body.producer_epoch if v >= 3 else -1)
         return R(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
@@ -263,6 +283,7 @@ class Broker(AdminApis):
         R = _resp(0)
         TR, PR = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
         if body.transactional_id is not None:
+            self._refuse_transactions(req, body.transactional_id)
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif body.acks not in (0, 1, -1):
             code = ErrorCode.INVALID_REQUIRED_ACKS

@@ -86,28 +86,39 @@ def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat\x00{group_id}\x00{member_id}"
+# Timer keys are tuples (kind, group id[, member id]): the parts are never parsed back out of a string,
+# so a group id holding any character routes to its own group. Outside the coordinator (the admin API,
+# logs, the test surface) a key is shown as `timer_name(key)`: "heartbeat/<group>/<member>".
+TimerKey = tuple[str, ...]
 
 
-def pending_key(group_id: str, member_id: str) -> str:
-    return f"pending\x00{group_id}\x00{member_id}"
+def heartbeat_key(group_id: str, member_id: str) -> TimerKey:
+    return ("heartbeat", group_id, member_id)
 
 
-def join_key(group_id: str) -> str:
-    return f"join\x00{group_id}"
+def pending_key(group_id: str, member_id: str) -> TimerKey:
+    return ("pending", group_id, member_id)
 
 
-def sync_key(group_id: str) -> str:
-    return f"sync\x00{group_id}"
+def join_key(group_id: str) -> TimerKey:
+    return ("join", group_id)
 
 
-def expansion_key(group_id: str) -> str:
-    return f"expansion\x00{group_id}"
+def sync_key(group_id: str) -> TimerKey:
+    return ("sync", group_id)
 
 
-def registration_key(group_id: str) -> str:
-    return f"registration\x00{group_id}"
+def expansion_key(group_id: str) -> TimerKey:
+    return ("expansion", group_id)
+
+
+def registration_key(group_id: str) -> TimerKey:
+    return ("registration", group_id)
+
+
+def timer_name(key: TimerKey) -> str:
+    """A timer key as shown outside the coordinator: its parts joined by "/"."""
+    return "/".join(key)
 
 
 class AdminError(Exception):
@@ -224,23 +235,21 @@ class GroupCoordinator:
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
         return self._handlers[api_key](self, ctx, body)
 
-    def on_timer(self, key: str, now_ms: int) -> Result:
-        kind, _, rest = key.partition("\x00")
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        kind, gid, *member = key
         if kind == "heartbeat":
-            gid, _, mid = rest.partition("\x00")
-            return self._session_expired(gid, mid, now_ms)
+            return self._session_expired(gid, member[0], now_ms)
         if kind == "pending":
-            gid, _, mid = rest.partition("\x00")
-            return self._pending_expired(gid, mid, now_ms)
+            return self._pending_expired(gid, member[0], now_ms)
         if kind == "join":
-            return self._join_timer(rest, now_ms)
+            return self._join_timer(gid, now_ms)
         if kind == "sync":
-            return self._sync_expired(rest, now_ms)
+            return self._sync_expired(gid, now_ms)
         if kind == "expansion":
-            return self._expansion_expired(rest, now_ms)
+            return self._expansion_expired(gid, now_ms)
         if kind == "registration":
-            return self._registration_expired(rest, now_ms)
-        raise ValueError(f"unknown timer {key!r}")
+            return self._registration_expired(gid, now_ms)
+        raise ValueError(f"unknown timer {timer_name(key)!r}")
 
     # ================================================================== helpers
     def _parked_joins(self, gid: str) -> dict[str, Parked]:
@@ -617,8 +626,10 @@ class GroupCoordinator:
             return res
         g = live.copy()
         if m.is_static and self.config.static_registration_timeout_ms is not None and not m.is_new:
-            # registration timeout: tolerate the static member offline; track the earliest one
-            g.offline_since.setdefault(mid, now_ms)
+            # registration timeout: tolerate the static member offline; it replaces the session timeout,
+            # so it counts from the member's last sign of life (the session timer was armed then, one
+            # session timeout ago), not from now; track the earliest offline member
+            g.offline_since.setdefault(mid, now_ms - m.session_timeout_ms)
             self._arm_registration(res, g)
             self._commit(g)
             return res

@@ -12,7 +12,7 @@
     POST   /faults                                    {"action": "fail"|"close"|"delay", "api": "JoinGroup"|"*",
                                                        "error": "NOT_COORDINATOR"|16, "ms": 100, "count": 2|null}
     DELETE /faults[?api=JoinGroup]                    remove rules: {"removed": n}
-    POST   /clock/advance                             {"ms": 30000} -> {"fired": [timer keys]}
+    POST   /clock/advance                             {"ms": 30000} -> {"fired": [timer names]}
     POST   /restart                                   restart on the same data dir and ports (202)
 
 A state-changing call (POST, DELETE) must send `Content-Type: application/json` (a browser form or a

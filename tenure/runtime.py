@@ -15,11 +15,12 @@ from typing import Callable
 
 from dataclasses import dataclass, field
 
+import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext
+from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
@@ -110,8 +111,8 @@ class CoordinatorRuntime:
         self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._deadlines: dict[str, int] = {}     # timer key -> deadline (coordinator time, ms)
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
+        self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
         self._syncing: set[asyncio.Task] = set()
 
     def clock_ms(self) -> int:
@@ -177,6 +178,8 @@ class CoordinatorRuntime:
         self._waiting[token] = fut
         try:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
+            if log.isEnabledFor(logging.DEBUG):
+                self._log_request(req, client_host)
             self.apply(self.coordinator.handle(req.api_key, ctx, req.body))
             return await fut
         finally:
@@ -197,15 +200,40 @@ class CoordinatorRuntime:
         else:
             self._release(result.responses)
         now = self.clock_ms()
-        for gid, cause in result.rebalances:
-            self.metrics.rebalance(gid, cause)
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
+                log.info("group %s: static member %s %s (member %s -> %s, generation %d, client %s %s)",
+                         r.group_id, r.group_instance_id, r.cause, r.old_member_id, r.new_member_id,
+                         r.generation, r.client_id, r.client_host,
+                         extra={"event": "static_member", "group": r.group_id, "instance_id": r.group_instance_id,
+                                "cause": r.cause, "old_member_id": r.old_member_id,
+                                "new_member_id": r.new_member_id, "generation": r.generation,
+                                "client_id": r.client_id, "client_host": r.client_host})
+        for gid, cause in result.rebalances:
+            self.metrics.rebalance(gid, cause)
+            g = self.coordinator.groups.get(gid)
+            generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
+            log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
+                     gid, cause, generation, members,
+                     extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
+                            "members": members})
         for op in result.timers:
             self._arm(op.key, op.deadline_ms, now)
 
-    def _arm(self, key: str, deadline_ms: int | None, now: int) -> None:
+    @staticmethod
+    def _log_request(req: Request, client_host: str) -> None:
+        body = req.body
+        gid = getattr(body, "group_id", None)
+        mid = getattr(body, "member_id", None)
+        iid = getattr(body, "group_instance_id", None)
+        log.debug("%s v%d from %s (%s): group %s, member %s, instance %s", req.name, req.api_version,
+                  req.client_id, client_host, gid, mid, iid,
+                  extra={"event": "request", "api": req.name, "api_version": req.api_version, "group": gid,
+                         "member_id": mid, "instance_id": iid, "client_id": req.client_id,
+                         "client_host": client_host})
+
+    def _arm(self, key: TimerKey, deadline_ms: int | None, now: int) -> None:
         old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
@@ -216,7 +244,7 @@ class CoordinatorRuntime:
             self._deadlines[key] = deadline_ms
 
     # ------------------------------------------------------------------ test controls (on the loop)
-    def fire_now(self, key: str) -> bool:
+    def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
         if key not in self._timers:
             return False
@@ -225,9 +253,10 @@ class CoordinatorRuntime:
         return True
 
     def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock `ms` ahead: every timer due by then fires now, in deadline order
-        (timers they arm that are due fire too), the rest are re-armed for their remaining time.
-        Returns the keys fired."""
+        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in deadline order, each
+        with the clock at its deadline (as if the time had passed; timers they arm that are due fire
+        too), then the clock is `ms` ahead and the rest are re-armed for their remaining time.
+        Returns the names of the timers fired (`heartbeat/<group>/<member>`, `join/<group>`, ...)."""
         if isinstance(ms, bool) or not isinstance(ms, int):
             raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
         if ms < 0:
@@ -236,22 +265,23 @@ class CoordinatorRuntime:
         if ms > room:
             raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
                              f"at most {max(room, 0)} ms more")
-        self.clock_offset_ms += ms
+        start, base = self.clock_ms(), self.clock_offset_ms
+        target = start + ms
         fired = []
         for _ in range(100000):                 # bounded: a timer re-arming itself in the past
-            now = self.clock_ms()
-            due = sorted((d, k) for k, d in self._deadlines.items() if d <= now)
+            due = sorted((d, k) for k, d in self._deadlines.items() if d <= target)
             if not due:
                 break
-            _, key = due[0]
-            self._arm(key, None, now)
+            deadline, key = due[0]
+            self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
+            self._arm(key, None, self.clock_ms())
             self._fire(key)
-            fired.append(key)
+            fired.append(timer_name(key))
+        self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for key, deadline in list(self._deadlines.items()):
             self._arm(key, deadline, now)
         return fired
-
 
     def _release(self, responses) -> None:
         for token, body in responses:
@@ -275,13 +305,13 @@ class CoordinatorRuntime:
             if self.on_fatal is not None:
                 self.on_fatal(exc)
 
-    def _fire(self, key: str) -> None:
+    def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self._deadlines.pop(key, None)
         try:
             self.apply(self.coordinator.on_timer(key, self.clock_ms()))
         except Exception:
-            log.exception("timer %r failed", key)
+            log.exception("timer %s failed", timer_name(key))
 
     def _persist(self, records: list) -> list:
         by_partition: dict[int, list] = {}

@@ -583,8 +583,10 @@ class Server:
 
     def advance_clock(self, ms: int) -> list[str]:
         """Move the coordinator's clock ahead by `ms`: session, rebalance, sync and KIP-345 timers due by
-        then fire now, in order. Returns the timer keys that fired. (The wall clock is untouched: the
-        offset stays for the server's life, and commit timestamps and the cleaner's lag use it too.)"""
+        then fire, in order, each at its deadline. Returns the names of the timers that fired
+        (`heartbeat/<group>/<member>`, `join/<group>`, `registration/<group>`, ...). (The wall clock is
+        untouched: the offset stays for the server's life, and commit timestamps and the cleaner's lag
+        use it too.)"""
         return self.runtime.advance_clock(ms)
 
     def force_rebalance(self, group_id: str) -> None:
@@ -777,14 +779,42 @@ class ServerThread:
     @contextlib.contextmanager
     def no_rebalance(self, *group_ids: str):
         """`with server.no_rebalance("g"): ...` fails (AssertionError) if any of the groups started a
-        rebalance or changed generation inside the block."""
-        before = {g: (self.rebalances(g), getattr(self.group(g), "generation", None)) for g in group_ids}
+        rebalance or changed generation inside the block; the message names the causes of the
+        rebalances started inside the block."""
+        def now(g):
+            return (self.rebalances(g), getattr(self.group(g), "generation", None),
+                    self.call(self.metrics.rebalance_causes, g))
+        before = {g: now(g) for g in group_ids}
         yield
-        after = {g: (self.rebalances(g), getattr(self.group(g), "generation", None)) for g in group_ids}
-        changed = {g: (before[g], after[g]) for g in group_ids if before[g] != after[g]}
-        assert not changed, "rebalance(s) happened: " + ", ".join(
-            f"{g}: rebalances {b[0]} -> {a[0]}, generation {b[1]} -> {a[1]} "
-            f"(causes {self.call(self.metrics.rebalance_causes, g)})" for g, (b, a) in changed.items())
+        after = {g: now(g) for g in group_ids}
+        changed = {g: (before[g], after[g]) for g in group_ids if before[g][:2] != after[g][:2]}
+
+        def causes(b: dict, a: dict) -> dict:
+            return {c: n - b.get(c, 0) for c, n in a.items() if n > b.get(c, 0)}
+        if changed:
+            raise AssertionError("rebalance(s) happened: " + ", ".join(
+                f"{g}: rebalances {b[0]} -> {a[0]}, generation {b[1]} -> {a[1]} (causes in the block: "
+                f"{causes(b[2], a[2])})" for g, (b, a) in changed.items()))
+
+    def wait_for_group(self, group_id: str, state: str | None = "Stable", members: int | None = None,
+                       timeout: float = 30.0) -> GroupView:
+        """Wait until the group exists, is in `state` (None: any) and has `members` members (None: any);
+        returns its view. Raises TimeoutError after `timeout` seconds, naming what it saw last."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.group(group_id)
+            if group_is(view, state, members):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
+            time.sleep(0.02)
+
+    def create_topics(self, topics: dict[str, int]) -> None:
+        """Create topics now ({name: partitions}); an existing name is an error (tenure.broker's)."""
+        def create():
+            for name, partitions in topics.items():
+                self.server.topics.create(name, partitions)
+        self.call(create)
 
     def metrics_text(self) -> str:
         """The Prometheus exposition the admin endpoint serves at /metrics."""
@@ -831,3 +861,47 @@ class ServerThread:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def group_is(view: GroupView | None, state: str | None, members: int | None) -> bool:
+    """Whether a group view (None: the group is unknown) is what `wait_for_group` waits for."""
+    return (view is not None and (state is None or view.state == state)
+            and (members is None or len(view.members) == members))
+
+
+def waited_too_long(group_id: str, state: str | None, members: int | None, timeout: float,
+                    view: GroupView | None) -> str:
+    want = ", ".join(f"{k} {v}" for k, v in (("state", state), ("members", members)) if v is not None)
+    seen = "unknown to the server" if view is None else \
+        f"state {view.state}, {len(view.members)} member(s), generation {view.generation}"
+    return f"group {group_id!r} not {want or 'known'} after {timeout} s: last seen {seen}"
+
+
+class AsyncServerThread:
+    """A `ServerThread` for async tests (aiokafka): the waits are coroutines, so the test's own event
+    loop - and the clients' heartbeats on it - keeps running while a test waits. Everything else is the
+    ServerThread's own attribute (`bootstrap`, `group`, `no_rebalance`, `faults`, ...): those calls
+    return at once. The pytest plugin's `tenure_server_async` fixture is one of these."""
+
+    def __init__(self, server: ServerThread) -> None:
+        self.sync = server
+
+    def __getattr__(self, name: str):
+        return getattr(self.sync, name)
+
+    async def wait_for_group(self, group_id: str, state: str | None = "Stable", members: int | None = None,
+                             timeout: float = 30.0) -> GroupView:
+        """ServerThread.wait_for_group, awaiting between looks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.sync.group(group_id)
+            if group_is(view, state, members):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
+            await asyncio.sleep(0.02)
+
+    async def restart(self) -> "AsyncServerThread":
+        """ServerThread.restart, awaited (the server restarts on its own thread)."""
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.sync._restart(), self.sync.loop))
+        return self

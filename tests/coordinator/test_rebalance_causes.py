@@ -118,7 +118,7 @@ def test_registration_timeout_is_registration_expired():
     h = Harness(CoordinatorConfig(static_registration_timeout_ms=60_000))
     i1, i2 = formed(h, ["i1", "i2"])
     h.fire(heartbeat_key("g", i2))          # offline, tolerated: no rebalance yet
-    assert h.g().offline_since == {i2: h.now_ms} and h.g().state == STABLE
+    assert h.g().offline_since == {i2: h.now_ms - SESSION} and h.g().state == STABLE
     started(h)
     assert h.resp(h.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 0)
     h.fire(registration_key("g"))

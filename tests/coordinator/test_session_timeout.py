@@ -172,3 +172,34 @@ def test_expiry_during_completing_rebalance_rebalances():
     assert h.resp(h.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 27)
     t1 = h.join("g", i1, "i1")
     assert h.resp(t1) == join_ok(9, i1, 2, i1, members=[(i1, "i1", b"sub")])
+
+
+# ------------------------------------------------------------------- timer keys of awkward group ids
+def test_group_ids_with_a_nul_or_a_slash_route_their_session_timers():
+    """A timer key names its group and member whatever characters they hold: the session of a member of
+    "a\\x00b" expires in that group (it used to be routed to group "a", member "b\\x00<id>", and
+    never expired), and "a/b" next to "a" and "a\\x00b" touches neither."""
+    h = Harness()
+    groups = ["a\x00b", "a/b", "a", "b"]
+    ids = {gid: h.form_group(["i1"], gid)[0] for gid in groups}
+    h.take_records()
+    silent = "a\x00b"
+    expiry = h.timer("heartbeat", silent, ids[silent])
+    alive = [gid for gid in groups if gid != silent]
+    t = h.now_ms
+    while h.now_ms < expiry:
+        for gid in alive:
+            assert h.resp(h.heartbeat(gid, ids[gid], 1, "i1")) == heartbeat_resp(4, 0)
+        h.advance(SESSION // 2)
+    assert h.take_records() == [event_record("expired", "i1", ids[silent], None, 1, expiry, group_id=silent),
+                                group_record(silent, 2, None, None, expiry, [])]
+    assert h.g(silent).state == EMPTY and h.now_ms - t >= SESSION
+    for gid in alive:
+        assert h.g(gid).state == STABLE and list(h.g(gid).members) == [ids[gid]]
+
+
+def test_timer_keys_render_as_slash_separated_names():
+    from tenure.coordinator.classic import heartbeat_key, join_key, registration_key, timer_name
+    assert timer_name(heartbeat_key("shop", "w2-1")) == "heartbeat/shop/w2-1"
+    assert timer_name(join_key("shop")) == "join/shop"
+    assert timer_name(registration_key("a/b")) == "registration/a/b"

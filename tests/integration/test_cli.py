@@ -83,6 +83,15 @@ def test_demo_runs_its_story_and_checks_it(capsys, tmp_path):
     assert (tmp_path / "data" / "__consumer_offsets-0").is_dir()
 
 
+def test_demo_without_a_dir_removes_its_temporary_directory(capsys, tmp_path, monkeypatch):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))      # where mkdtemp puts the demo's dir
+    assert main(["demo", "--no-audit", "--members", "2", "--partitions", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"data dir {tmp_path}/tenure-demo-" in out and out.rstrip().endswith("demo passed")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_limit_flags_reach_the_config_and_bad_values_are_refused():
     from tenure.cli import _config, _parser
     args = _parser().parse_args(["serve", "--max-connections", "7", "--max-buffered-request-bytes", "4096",
