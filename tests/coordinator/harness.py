@@ -103,9 +103,9 @@ def norm_record(r):
     return r
 
 
-# ---------------------------------------------------------------- expected responses (spec item 7, 17...)
+# ---------------------------------------------------------------- expected responses (J4, J14...)
 def join_err(version: int, code: int, member_id: str = "") -> dict:
-    """Item 7: every JoinGroup error: generation -1, protocol type/name null ("" before v7), leader "",
+    """J4: every JoinGroup error: generation -1, protocol type/name null ("" before v7), leader "",
     no members, the member id as given."""
     return shape(JoinGroupResponse, version, throttle_time_ms=0, error_code=code, generation_id=-1,
                  protocol_type=None, protocol_name=None if version >= 7 else "", leader="",

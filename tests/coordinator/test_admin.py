@@ -1,4 +1,4 @@
-"""DescribeGroups / ListGroups / DeleteGroups (items 52-53)."""
+"""DescribeGroups / ListGroups / DeleteGroups (A1-A2)."""
 import pytest
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
@@ -24,7 +24,7 @@ def describe_resp(version: int, *groups: D) -> dict:
     return shape(DescribeGroupsResponse, version, throttle_time_ms=0, groups=list(groups))
 
 
-# ---------------------------------------------------------------------------------------- item 52
+# ---------------------------------------------------------------------------------------- A1
 @pytest.mark.parametrize("version", [0, 3, 4, 5])
 def test_describe_unknown_group_is_dead(version):
     h = Harness()
@@ -79,7 +79,7 @@ def test_list_groups_with_state_filter():
         L(version=4, group_id="b", protocol_type="", group_state="Empty")])
 
 
-# ---------------------------------------------------------------------------------------- item 53
+# ---------------------------------------------------------------------------------------- A2
 def _delete_resp(version: int, results: list[tuple[str, int]]) -> dict:
     R = DeleteGroupsResponse.DeletableGroupResult
     return shape(DeleteGroupsResponse, version, throttle_time_ms=0,

@@ -359,7 +359,7 @@ def run(h: Harness, clients, ms: int, step: int = 1000):
 def test_dynamic_member_in_a_static_group_and_a_switch_to_dynamic():
     """The drafts: static and dynamic members coexist; restarting each member without an instance id moves
     the group to dynamic membership. An old static member that is not coming back is removed when its
-    session expires (item 40), which completes the rebalance its dynamic successor's join started."""
+    session expires (T2), which completes the rebalance its dynamic successor's join started."""
     h = Harness()
     t0 = h.now_ms
     a, b = Client(h, "A"), Client(h, "B")

@@ -1,4 +1,4 @@
-"""Session timeout (items 39-40)."""
+"""Session timeout (T1-T2)."""
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
@@ -7,7 +7,7 @@ from .harness import (
 )
 
 
-# ---------------------------------------------------------------------------------------- item 39
+# ---------------------------------------------------------------------------------------- T1
 def test_session_timer_resets():
     h = Harness()
     tokens = [h.join("g", "", i) for i in ("i1", "i2")]
@@ -52,7 +52,7 @@ def test_commit_during_completing_rebalance_is_27_and_does_not_reset():
                          event_record("joined", "i2", None, i2, 0, start)]
 
 
-# ---------------------------------------------------------------------------------------- item 40
+# ---------------------------------------------------------------------------------------- T2
 def test_static_member_expiry_removes_it_and_rebalances_exactly_once():
     h = Harness()
     i1, i2, i3 = h.form_group(["i1", "i2", "i3"])

@@ -1,5 +1,5 @@
 """Fail-stop: when a write or an fsync of group state fails, tenure acknowledges nothing more (Kafka
-instead rolls the group back and answers an error, spec items 30/36; tenure stops - docs/README.md).
+instead rolls the group back and answers an error, J27/S2; tenure stops - docs/README.md).
 The commit whose write failed is never answered, every client sees its connection closed, and a
 restart on the data dir has every commit acknowledged before the failure and none after."""
 from __future__ import annotations
