@@ -29,6 +29,7 @@ log = logging.getLogger("tenure.broker")
 NODE_ID = 0
 LEADER_EPOCH = 0
 MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
+MAX_PARTITIONS_PER_REQUEST = 10000    # Kafka's cap on a CreateTopics request's partitions in all (POLICY_VIOLATION)
 
 # FindCoordinator key types
 KEY_GROUP = 0
@@ -102,7 +103,11 @@ class Broker(AdminApis):
                     out.append(self._missing_topic(R, name, exc.code, topic_ops))
                     continue
                 if auto and self.auto_create_topics:
-                    topic = self.topics.create(name)
+                    try:                     # a cap or a storage failure answers that topic, as CreateTopics does
+                        topic = self.topics.create(name)
+                    except TopicError as exc:
+                        out.append(self._missing_topic(R, name, exc.code, topic_ops))
+                        continue
                     log.info("auto-created topic %s with %d partitions", name, len(topic.partitions))
                 else:
                     out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic_ops))
@@ -179,12 +184,16 @@ class Broker(AdminApis):
         body, v = req.body, req.api_version
         R = _resp(19)
         results = []
+        too_many = self._partitions_requested(body.topics) > MAX_PARTITIONS_PER_REQUEST
         for t in body.topics:
             configs = {c.name: c.value for c in t.configs}
             res = R.CreatableTopicResult(name=t.name, topic_id=uuid.UUID(int=0), error_code=0,
                                          error_message=None, num_partitions=-1, replication_factor=-1,
                                          configs=[])
             try:
+                if too_many:                 # Kafka's rule: the whole request is refused, before anything else
+                    raise TopicError(ErrorCode.POLICY_VIOLATION,
+                                     "Excessively large number of partitions per request.")
                 partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
                     partitions, factor = self.check_assignment(t), 1
@@ -205,6 +214,18 @@ class Broker(AdminApis):
                 res.error_code, res.error_message = exc.code, exc.message
             results.append(res)
         return R(throttle_time_ms=0, topics=results)
+
+    def _partitions_requested(self, topics) -> int:
+        """A CreateTopics request's partitions in all, counted as Kafka counts them against its cap."""
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.topics.default_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
 
     async def delete_topics(self, req: Request):
         body, v = req.body, req.api_version

@@ -72,8 +72,12 @@ class TopicRegistry:
 
     def __init__(self, default_partitions: int = 1,
                  log_factory: Callable[[str, int], Log] | None = None,
-                 catalog: str | os.PathLike | None = None) -> None:
+                 catalog: str | os.PathLike | None = None, max_partitions_per_topic: int | None = None,
+                 max_partitions: int | None = None, room: Callable[[str, int], None] | None = None) -> None:
         self.default_partitions = default_partitions
+        self.max_partitions_per_topic = max_partitions_per_topic   # None: no cap
+        self.max_partitions = max_partitions                       # all topics together; None: no cap
+        self.room = room             # room(what, n): raises TopicError if n more logs cannot be opened
         self._log_factory = log_factory or (lambda topic, partition: MemoryLog())
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
@@ -168,6 +172,9 @@ class TopicRegistry:
         n = self.default_partitions if partitions == -1 else partitions
         if n <= 0:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {n}")
+        self._check_caps(name, n, n, f"topic {name!r}")
+        if self.room is not None:
+            self.room(f"topic {name!r}", n)
         if replication_factor not in (-1, 1):
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {replication_factor} is larger than the 1 available broker")
@@ -176,16 +183,63 @@ class TopicRegistry:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
         return n
 
+    def _check_caps(self, name: str, total: int, adding: int, what: str) -> None:
+        """The partition caps: `total` partitions for topic `name`, `adding` of them new."""
+        cap = self.max_partitions_per_topic
+        if cap is not None and total > cap:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"topic {name!r} would have {total} partitions, above "
+                                                           f"this server's limit of {cap} per topic "
+                                                           f"(--max-partitions-per-topic)")
+        if self.max_partitions is not None:
+            after = self.partition_count() + adding
+            if after > self.max_partitions:
+                raise TopicError(ErrorCode.POLICY_VIOLATION, f"{what} would bring this server to {after} "
+                                                             f"partitions, above its limit of {self.max_partitions} "
+                                                             f"(--max-partitions)")
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self._by_name.values())
+
+    def _open_logs(self, name: str, start: int, stop: int, what: str) -> list[Log]:
+        """Open the logs of partitions start..stop-1 of a topic: all of them, or none (a failure closes
+        and removes the ones opened, and raises KAFKA_STORAGE_ERROR naming the partition)."""
+        logs: list[Log] = []
+        try:
+            for i in range(start, stop):
+                logs.append(self._log_factory(name, i))
+        except OSError as exc:
+            self._discard(logs)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not create partition {start + len(logs)} of "
+                                                            f"topic {name!r}: {exc}; none of its {stop - start} "
+                                                            f"{what} were kept") from exc
+        return logs
+
+    @staticmethod
+    def _discard(logs: list[Log]) -> None:
+        """Close and remove logs that were never part of a topic (an undone creation)."""
+        for plog in logs:
+            try:
+                remove = getattr(plog, "delete", None)
+                remove() if remove is not None else plog.close()
+            except OSError as exc:
+                log.error("could not remove %s of an undone creation: %s", getattr(plog, "name", plog), exc)
+
     def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
                configs: dict[str, str] | None = None, internal: bool = False,
                topic_id: uuid.UUID | None = None) -> Topic:
         configs = dict(configs or {})
         n = self.check_create(name, partitions, replication_factor, configs)
-        topic = Topic(name, topic_id or uuid.uuid4(), [self._log_factory(name, i) for i in range(n)],
-                      configs, internal)
+        topic = Topic(name, topic_id or uuid.uuid4(), self._open_logs(name, 0, n, "partition(s)"), configs, internal)
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:
+            del self._by_name[name]
+            del self._by_id[topic.topic_id]
+            self._discard(topic.partitions)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not record topic {name!r} in the catalog: "
+                                                            f"{exc}; none of its {n} partition(s) were kept") from exc
         return topic
 
     def delete(self, name: str) -> Topic:
@@ -213,6 +267,18 @@ class TopicRegistry:
         if total <= have:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"topic {name!r} has {have} partitions; cannot change it to {total}")
+        what = f"adding {total - have} partition(s) to topic {name!r}"
+        self._check_caps(name, total, total - have, what)
+        if self.room is not None:
+            self.room(what, total - have)
         if not validate_only:
-            topic.partitions.extend(self._log_factory(name, i) for i in range(have, total))
-            self._save()
+            added = self._open_logs(name, have, total, "new partition(s)")
+            topic.partitions.extend(added)
+            try:
+                self._save()
+            except OSError as exc:
+                del topic.partitions[have:]
+                self._discard(added)
+                raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not record the new partitions of topic "
+                                                                f"{name!r} in the catalog: {exc}; none of its "
+                                                                f"{total - have} new partition(s) were kept") from exc

@@ -9,7 +9,7 @@ import os
 import uuid
 from pathlib import Path
 
-from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name
+from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name, segment_name
 
 log = logging.getLogger("tenure.storage")
 
@@ -47,11 +47,29 @@ class DataDir:
         return self.path / CATALOG
 
     def open_log(self, topic: str, partition: int) -> SegmentLog:
+        """Open (or create) a partition's log. A new partition that fails to open (e.g. out of descriptors)
+        leaves no directory behind."""
         name = partition_dir_name(topic, partition)
-        seg_log = SegmentLog(self.path / name, self.config, name, defer_cut=True)
-        if self._log_starts is None:
-            from .compaction import LOG_START_CHECKPOINT, read_checkpoint
-            self._log_starts = read_checkpoint(self.path, LOG_START_CHECKPOINT)
+        directory = self.path / name
+        existed = directory.exists()
+        seg_log = None
+        try:
+            seg_log = SegmentLog(directory, self.config, name, defer_cut=True)
+            if self._log_starts is None:
+                from .compaction import LOG_START_CHECKPOINT, read_checkpoint
+                self._log_starts = read_checkpoint(self.path, LOG_START_CHECKPOINT)
+        except OSError:
+            if seg_log is not None:
+                seg_log.close()
+            if not existed:                # what a new log creates, removed without opening anything
+                for path in (directory / segment_name(0), directory):
+                    try:
+                        path.rmdir() if path == directory else path.unlink()
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        log.error("could not remove %s of a log that failed to open: %s", path, exc)
+            raise
         seg_log.start_floor = self._log_starts.pop((topic, partition), 0)
         self.logs[(topic, partition)] = seg_log
         return seg_log

@@ -27,6 +27,7 @@ import logging
 import mmap
 import os
 import struct
+import threading
 import time
 from array import array
 from dataclasses import dataclass
@@ -263,6 +264,9 @@ class Segment:
         self.max_timestamp_batch = -1        # base offset of the first batch holding max_timestamp
         self.created = time.monotonic()
         self.batches = 0
+        self._holds = 0                      # claimed fsyncs still to run on this fd (see `hold`)
+        self._close_pending = False
+        self._fd_lock = threading.Lock()
 
     def add(self, h: BatchHeader, position: int) -> None:
         if self._since_index >= self.index_interval:
@@ -299,11 +303,35 @@ class Segment:
                 off = h.size
             position += off
 
+    def hold(self) -> bool:
+        """Keep the fd open for a claimed fsync (which may run on a worker thread) until `release`; a
+        `close` meanwhile is carried out by the last release. False if the segment is closed already."""
+        with self._fd_lock:
+            if self.fd < 0 or self._close_pending:
+                return False
+            self._holds += 1
+            return True
+
+    def release(self) -> None:
+        with self._fd_lock:
+            self._holds -= 1
+            if self._holds == 0 and self._close_pending:
+                self._close_fd()
+
     def close(self) -> None:
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        with self._fd_lock:
+            if self._holds:
+                self._close_pending = True
+            else:
+                self._close_fd()
+
+    def _close_fd(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class SegmentLog:
@@ -537,9 +565,10 @@ class SegmentLog:
 
         Called on the thread that appends (so no append can slip between the claim and the set it
         clears); the returned call may run on a worker thread."""
-        # dups: the call owns its fds, so `replace_segments` may close a swapped-out segment's fd while
-        # a claimed fsync is still to run on a worker thread
-        fds = [os.dup(seg.fd) for seg in self._dirty]
+        # held, not duplicated: the fsync needs no new descriptor (so it works at the descriptor limit),
+        # and a segment closed meanwhile (`replace_segments`, `close`) keeps its fd until the fsync ran.
+        # The directory's fsync opens it, but only after a segment file was created (a roll).
+        segs = [seg for seg in self._dirty if seg.hold()]
         self._dirty = set()
         dir_too, self._dir_dirty = self._dir_dirty, False
         directory = self.dir
@@ -547,14 +576,14 @@ class SegmentLog:
 
         def do_sync() -> None:
             try:
-                for fd in fds:
-                    os.fsync(fd)
+                for seg in segs:
+                    os.fsync(seg.fd)
                 if dir_too:
                     fsync_dir(directory)
                 self.bytes_synced = max(self.bytes_synced, target)
             finally:
-                for fd in fds:
-                    os.close(fd)
+                for seg in segs:
+                    seg.release()
         return do_sync
 
     # ------------------------------------------------------------------ compaction: swapping cleaned segments in
@@ -574,8 +603,8 @@ class SegmentLog:
         are its batches) in for the consecutive non-active segments `old`; returns the new segment.
 
         Call on the thread that appends and reads: the in-memory swap is one step for them. The old
-        segments' fds are closed here; claimed fsyncs hold their own dups (`take_sync`). On a failure
-        before the commit point the files are put back and the error raised; after it, the error is
+        segments' fds are closed here, or by a claimed fsync holding one (`take_sync`) when it ends. On a
+        failure before the commit point the files are put back and the error raised; after it, the error is
         raised with this object still serving the old segments (their open fds) and recovery finishing
         the swap at the next open."""
         if self.closed:

@@ -15,9 +15,27 @@ from tenure.storage.segments import CorruptLogError
 
 from . import admin, logtool
 from .config import ServerConfig
-from .server import Server, reopen
+from .server import Server, raise_fd_limit, reopen
 
 log = logging.getLogger("tenure")
+
+
+# the limits of docs/limits.md: flag -> ServerConfig field of the same name (default from there)
+LIMIT_FLAGS = [
+    ("--max-connections", "client connections open at once; more are closed right after accept (default 1000, "
+                          "or half the descriptor limit if that is lower)"),
+    ("--max-buffered-request-bytes", "bytes of not yet served requests all connections together may hold; a "
+                                     "connection that would pass it is closed (default 256 MiB)"),
+    ("--connections-max-idle-ms", "close a connection that sent nothing for this long while none of its requests "
+                                  "was being served (Kafka's connections.max.idle.ms; default 600000; 0: never)"),
+    ("--max-partitions-per-topic", "CreateTopics/CreatePartitions asking a topic to have more: INVALID_PARTITIONS "
+                                   "(default 10000)"),
+    ("--max-partitions", "partitions of all topics together; a creation that would pass it: POLICY_VIOLATION "
+                         "(default 50000)"),
+    ("--log-window-ms", "lines a client can cause (bad input, refused or idle connections) are logged at most "
+                        "--log-burst times per kind in this window, then counted (default 10000)"),
+    ("--log-burst", "see --log-window-ms (default 5)"),
+]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-request-elements", type=int, default=ServerConfig.max_request_elements,
                    help="most array elements (topics, partitions, groups, ... at every depth) one request may "
                         "hold; a request with more closes the connection (default 100000)")
+    for flag, help_ in LIMIT_FLAGS:
+        s.add_argument(flag, type=int, default=getattr(ServerConfig, flag[2:].replace("-", "_")), help=help_)
     s.add_argument("--offsets-partitions", type=int, default=1,
                    help="partitions of __consumer_offsets (default 1)")
     s.add_argument("--initial-rebalance-delay-ms", type=int, default=ServerConfig.initial_rebalance_delay_ms,
@@ -191,6 +211,13 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --max-request-elements must be at least 1")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
+    limits = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_")) for flag, _ in LIMIT_FLAGS}
+    for name, value in limits.items():
+        least = 0 if name == "connections_max_idle_ms" else 1
+        if value is not None and value < least:
+            raise SystemExit(f"tenure: --{name.replace('_', '-')} must be at least {least}")
+    if args.offsets_partitions > min(limits["max_partitions_per_topic"], limits["max_partitions"]):
+        raise SystemExit("tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions")
     if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
         raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
     if args.no_admin or args.admin_port == -1:
@@ -213,7 +240,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         min_session_timeout_ms=args.min_session_timeout_ms,
                         max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size,
                         static_expansion_timeout_ms=args.static_expansion_timeout_ms,
-                        static_registration_timeout_ms=args.static_registration_timeout_ms)
+                        static_registration_timeout_ms=args.static_registration_timeout_ms, **limits)
 
 
 def _write_ready_file(path: str, server: Server) -> None:
@@ -226,6 +253,9 @@ def _write_ready_file(path: str, server: Server) -> None:
 
 
 async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
+    limits = raise_fd_limit()
+    if limits is not None and limits[0] != limits[1]:
+        log.info("descriptor limit (RLIMIT_NOFILE) raised from %d to %d", *limits)
     server = Server(config)
     try:
         await server.start()
@@ -237,6 +267,8 @@ async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        log.info("at most %d client connection(s) at once (descriptor limit %s)", server.max_connections,
+                 limits[1] if limits is not None else "none")
         if ready_file:
             _write_ready_file(ready_file, server)
         print(f"tenure listening on {server.bootstrap}", flush=True)

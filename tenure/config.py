@@ -29,6 +29,14 @@ class ServerConfig:
     segment_ms: int = 7 * 24 * 3600 * 1000
     cleaner_interval_ms: int = 15000        # log cleaner pass period (Kafka's log.cleaner.backoff.ms); 0 = off
     cleaner_pass_bytes: int = 4 * 1024 * 1024   # segment bytes one cleaner pass may read (storage/compaction.py)
+    # limits (docs/limits.md)
+    max_connections: int | None = None      # None: 1000, or half the descriptor limit if that is lower
+    max_buffered_request_bytes: int = 256 * 1024 * 1024   # partial requests buffered, all connections together
+    connections_max_idle_ms: int = 600000   # Kafka's connections.max.idle.ms; 0 = never close idle ones
+    max_partitions_per_topic: int = 10000   # CreateTopics/CreatePartitions above it: INVALID_PARTITIONS
+    max_partitions: int = 50000             # partitions of all topics together; above it: POLICY_VIOLATION
+    log_window_ms: int = 10000              # rate-limited log lines (bad input, refused connections) ...
+    log_burst: int = 5                      # ... at most this many per kind per window
     # the group coordinator (Kafka's group.* broker settings)
     # Kafka's group.initial.rebalance.delay.ms is 3000; 1000 is the smallest delay at which every measured
     # group of 2-50 real-client consumers started in a loop formed in one generation (bench/initial_delay.py,

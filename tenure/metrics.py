@@ -50,6 +50,7 @@ class Metrics:
         self.requests: Counter[tuple[str, str]] = Counter()          # (api, error name) -> responses
         self.request_seconds: dict[str, Histogram] = {}               # api -> latency
         self.closed_connections: Counter[str] = Counter()             # reason -> connections we closed
+        self.accept_errors = 0                                        # accept() failures (EMFILE, ...)
         self.faults: Counter[tuple[str, str]] = Counter()             # (api, action) -> injected
         self.rebalances: Counter[tuple[str, str]] = Counter()         # (group, cause) -> rebalances started
         self.static_events: Counter[tuple[str, str]] = Counter()      # (group, cause) -> events
@@ -110,8 +111,10 @@ def render(server) -> bytes:
             yield family(CounterMetricFamily, "tenure_connections_accepted", "Client connections accepted", [],
                          [((), m.connections_total)])
             yield family(CounterMetricFamily, "tenure_connections_closed_by_server",
-                         "Connections the server closed (bad input, injected faults)", ["reason"],
+                         "Connections the server closed (bad input, limits, idle, injected faults)", ["reason"],
                          keyed(m.closed_connections))
+            yield family(CounterMetricFamily, "tenure_accept_errors", "accept() calls that failed for want of "
+                         "descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)", [], [((), m.accept_errors)])
             yield family(CounterMetricFamily, "tenure_requests", "Responses sent, by API and the first non-zero "
                          "error code in them (NONE if none)", ["api", "error"], keyed(m.requests))
             yield histograms("tenure_request_seconds", "Time from a request's decoding to its response (parked "

@@ -7,16 +7,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import itertools
 import logging
+import os
 import shutil
+import socket
 import threading
 import time
 from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import TopicRegistry
+from tenure.broker.topics import TopicError, TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
@@ -24,7 +27,7 @@ from tenure.protocol.codec import (
     encode_unsupported_api_versions,
 )
 from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
+from tenure.protocol.errors import ClientProtocolError, ErrorCode, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
@@ -34,6 +37,7 @@ from tenure.storage.segments import LogConfig, SegmentLog
 from .config import ServerConfig
 from .faults import Faults, error_name
 from .metrics import Metrics
+from .ratelog import RateLimitedLog
 from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
 
 OFFSET_COMMIT_KEY = 8
@@ -41,6 +45,88 @@ from .views import GroupView, group_view, groups_view
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024
+DEFAULT_MAX_CONNECTIONS = 1000
+ACCEPT_RETRY_S = 0.1           # after accept() failed for want of descriptors/memory, try again this much later
+_ACCEPT_RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+FD_RESERVE = 32                # descriptors a topic creation leaves free (see descriptor_room)
+
+
+def fd_limit() -> int | None:
+    """The soft RLIMIT_NOFILE of this process (None where there is no such limit)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def raise_fd_limit() -> tuple[int, int] | None:
+    """Raise the soft descriptor limit to the hard one (what `tenure serve` does at start); returns
+    (before, after), or None where the platform has no such limit."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:      # e.g. a hard limit above the kernel's nr_open
+            log.warning("could not raise the descriptor limit from %d to %d: %s", soft, hard, exc)
+            return soft, soft
+    return soft, hard
+
+
+def descriptor_room(what: str, n: int) -> None:
+    """Refuse (KAFKA_STORAGE_ERROR) to open `n` more partition logs - one descriptor each - unless
+    FD_RESERVE descriptors stay free after them, for the logs' own needs (segment rolls, the catalog,
+    directory fsyncs): a creation must not leave a later group commit without a descriptor."""
+    limit = fd_limit()
+    if limit is None or not os.path.isdir("/proc/self/fd"):
+        return                                     # no limit, or no cheap way to count (not Linux)
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError as exc:                         # EMFILE: no room at all
+        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what} needs {n} file descriptor(s) (one per "
+                                                        f"partition log) and none is free: {exc}") from exc
+    if used + n + FD_RESERVE > limit:
+        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what} needs {n} file descriptor(s) (one per partition "
+                                                        f"log): {used} of the limit of {limit} are open and "
+                                                        f"{FD_RESERVE} are kept free for the logs")
+
+
+def effective_max_connections(config: ServerConfig) -> int:
+    """--max-connections, or by default 1000 or half the descriptor limit, whichever is lower (the
+    other half is for segment files, the admin endpoint and the listener)."""
+    if config.max_connections is not None:
+        return config.max_connections
+    limit = fd_limit()
+    return DEFAULT_MAX_CONNECTIONS if limit is None else max(1, min(DEFAULT_MAX_CONNECTIONS, limit // 2))
+
+
+def listen(host: str, port: int, backlog: int = 1024) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for every address `host` resolves to (one port for all)."""
+    infos = dict.fromkeys((fam, typ, proto, addr) for fam, typ, proto, _, addr in
+                          socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))
+    socks: list[socket.socket] = []
+    try:
+        for fam, typ, proto, addr in infos:
+            s = socket.socket(fam, typ, proto)
+            socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if fam == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(socks) > 1:
+                addr = (addr[0], socks[0].getsockname()[1], *addr[2:])
+            s.bind(addr)
+            s.listen(backlog)
+            s.setblocking(False)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
 
 
 def response_error(body, depth: int = 3) -> int:
@@ -87,12 +173,16 @@ class Server:
         if config.data_dir is not None:
             self.data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes,
                                                                 segment_ms=config.segment_ms))
-            self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog)
+            self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog,
+                                        config.max_partitions_per_topic, config.max_partitions,
+                                        room=descriptor_room)
             self.topics.load()                     # opens (and verifies) every log; refuses before any cut
             self.data.finish_recovery()
             cluster_id = config.cluster_id or self.data.cluster_id()
         else:
-            self.topics = TopicRegistry(config.default_partitions)
+            self.topics = TopicRegistry(config.default_partitions,
+                                        max_partitions_per_topic=config.max_partitions_per_topic,
+                                        max_partitions=config.max_partitions)
             cluster_id = config.cluster_id
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
                              auto_create_topics=config.auto_create_topics, durability=self.durability,
@@ -117,8 +207,13 @@ class Server:
             r = self.load_report
             log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
                      "replayed)", OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
-        self._server: asyncio.base_events.Server | None = None
+        self._listeners: list[socket.socket] = []
+        self._loop_handler = None                  # (loop, its exception handler before start())
+        self._accepting: list[asyncio.Task] = []
         self._conns: dict[int, asyncio.Task] = {}
+        self.max_connections = effective_max_connections(config)
+        self.buffered_request_bytes = 0            # partial requests held by all connections (the budget's use)
+        self.ratelog = RateLimitedLog(log, config.log_window_ms / 1000, config.log_burst)
         self._ids = itertools.count(1)
         self.port: int | None = None
         self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
@@ -147,10 +242,13 @@ class Server:
         return f"{self.node.host}:{self.port}"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
-                                                  reuse_address=True, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._listeners = listen(self.config.host, self.config.port)
+        self.port = self._listeners[0].getsockname()[1]
         self.node.port = self.port
+        loop = asyncio.get_running_loop()
+        self._accepting = [loop.create_task(self._accept_loop(s)) for s in self._listeners]
+        self._loop_handler = (loop, loop.get_exception_handler())
+        loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()
         if self.data is not None and self.config.cleaner_interval_ms > 0:
             self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
@@ -189,6 +287,10 @@ class Server:
             log.exception("the admin endpoint could not start; it is off")
             self._admin_sock.close()
 
+    def kafka_sockets(self) -> list[tuple[str, int]]:
+        """(address, port) of each socket the Kafka listener accepts on."""
+        return [tuple(sock.getsockname()[:2]) for sock in self._listeners]
+
     def admin_sockets(self) -> list[tuple[str, int]]:
         """(address, port) the admin endpoint listens on (none when it is off)."""
         return [tuple(self._admin_sock.getsockname()[:2])] if self._admin_sock is not None else []
@@ -206,14 +308,66 @@ class Server:
         self.fatal_error = exc
         self.stop_requested.set()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn_id = next(self._ids)
-        self._conns[conn_id] = asyncio.current_task()
+    def _loop_exception(self, loop, context: dict) -> None:
+        """asyncio's own accept loops (the admin endpoint's) report every failed accept() - thousands a
+        second at the descriptor limit; those go to the rate-limited log, everything else on as before."""
+        if context.get("message") == "socket.accept() out of system resource":
+            self.metrics.accept_errors += 1
+            self.ratelog.log("accept", logging.ERROR, "cannot accept connections on %s: %s (descriptor limit %s)",
+                             context.get("socket"), context.get("exception"), fd_limit(), burst=1)
+            return
+        previous = self._loop_handler[1] if self._loop_handler else None
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        """Accept connections on one listening socket until cancelled. A connection beyond
+        --max-connections is closed at once; when accept() fails for want of descriptors or memory
+        (EMFILE, ...) the loop waits ACCEPT_RETRY_S and tries again; the first failure and the first success
+        after failures are logged, once per log window each (the rest are counted)."""
+        loop = asyncio.get_running_loop()
+        failures, failing_since = 0, 0.0
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_RESOURCE_ERRORS:
+                    if sock.fileno() < 0:
+                        return
+                    log.debug("accept on %s: %s", sock.getsockname(), exc)     # e.g. ECONNABORTED
+                    continue
+                if failures == 0:
+                    failing_since = time.monotonic()
+                    self.ratelog.log("accept", logging.ERROR, "cannot accept connections: %s (%d open, descriptor "
+                                     "limit %s); retrying every %d ms", exc, len(self._conns), fd_limit(),
+                                     ACCEPT_RETRY_S * 1000, burst=1)
+                failures += 1
+                self.metrics.accept_errors += 1
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            if failures:
+                self.ratelog.log("accepting again", logging.WARNING, "accepting connections again after %d failed "
+                                 "accept(s) in %.1fs", failures, time.monotonic() - failing_since, burst=1)
+                failures = 0
+            if len(self._conns) >= self.max_connections:
+                conn.close()
+                self.metrics.closed_connections["max_connections"] += 1
+                self.ratelog.log("max connections", logging.WARNING, "closing a new connection from %s: %d "
+                                 "connections are open, as many as --max-connections allows", peer, len(self._conns),
+                                 burst=1)
+                continue
+            conn_id = next(self._ids)
+            self._conns[conn_id] = loop.create_task(self._accept(conn_id, conn, peer))
+
+    async def _accept(self, conn_id: int, conn: socket.socket, peer) -> None:
         self.metrics.connections_open += 1
         self.metrics.connections_total += 1
-        peer = writer.get_extra_info("peername")
         client_host = "/" + (peer[0] if peer else "unknown")
+        writer = None
         try:
+            reader, writer = await asyncio.open_connection(sock=conn)
             await self._serve(conn_id, peer, client_host, reader, writer)
         except asyncio.CancelledError:
             pass
@@ -224,56 +378,93 @@ class Server:
         finally:
             self.metrics.connections_open -= 1
             self._conns.pop(conn_id, None)
-            writer.close()
-            try:
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
-            except (Exception, asyncio.CancelledError):
-                pass
+            if writer is None:
+                conn.close()
+            else:
+                writer.close()
+                try:
+                    await asyncio.wait_for(writer.wait_closed(), 1.0)
+                except (Exception, asyncio.CancelledError):
+                    pass
 
     async def _serve(self, conn_id: int, peer, client_host: str, reader, writer) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
         limits = self.config.decode_limits()
-        while True:
-            data = await reader.read(READ_CHUNK)
-            if not data:
-                return
-            try:
-                frames = decoder.feed(data)
-                for payload in frames:
-                    await asyncio.sleep(0)       # one request per loop turn: other connections get theirs
-                    req = decode_request(payload, limits)
-                    if isinstance(req, UnsupportedApiVersions):
-                        log.info("connection %d: ApiVersions v%d is not served; answering v0 with error 35",
-                                 conn_id, req.api_version)
-                        writer.write(encode_unsupported_api_versions(req))
-                        await writer.drain()
-                        continue
-                    t0 = time.perf_counter()
-                    fault = self.faults.decide(req.api_key)
-                    if fault.rules:
-                        if not await self._inject(fault, req, conn_id, peer):
-                            return                         # an injected close
-                    if fault.error is not None:
-                        body = error_response(req, fault.error)
-                    elif req.api_key in GROUP_APIS:
-                        body = await self._group_request(req, client_host)
-                    else:
-                        body = await self.handlers[req.api_key](req)
-                    if body is not None:
-                        if fault.error is not None and req.api_key == API_VERSIONS_KEY:
-                            writer.write(encode_api_versions_error(req.correlation_id, fault.error))
-                        else:
-                            writer.write(encode_response(req, body))
-                        await writer.drain()
-                    code = response_error(body) if body is not None else 0
-                    self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
-            except ClientProtocolError as exc:
-                log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
-                reason = ("frame_too_large" if isinstance(exc, FrameTooLarge) else
-                          "unsupported_api" if isinstance(exc, UnsupportedApi) else
-                          "request_limit" if isinstance(exc, RequestLimitExceeded) else "malformed_request")
-                self.metrics.closed_connections[reason] += 1
-                return
+        held = 0                                   # this connection's share of buffered_request_bytes
+        try:
+            while True:
+                data = await self._read(conn_id, peer, reader)
+                if not data:
+                    return
+                if self.buffered_request_bytes + len(data) > self.config.max_buffered_request_bytes:
+                    self.metrics.closed_connections["request_buffer_budget"] += 1
+                    self.ratelog.log("request buffer budget", logging.WARNING, "connection %d from %s: closing: "
+                                     "%d more byte(s) would pass the budget of %d bytes for requests buffered by all "
+                                     "connections (--max-buffered-request-bytes); %d are buffered (%d by this one)",
+                                     conn_id, peer, len(data), self.config.max_buffered_request_bytes,
+                                     self.buffered_request_bytes, held)
+                    return
+                self.buffered_request_bytes += len(data)
+                held += len(data)
+                try:
+                    if not await self._handle(conn_id, peer, client_host, decoder.feed(data), limits, writer):
+                        return
+                finally:
+                    self.buffered_request_bytes -= held - decoder.buffered
+                    held = decoder.buffered
+        except ClientProtocolError as exc:
+            self.ratelog.log("bad input", logging.WARNING, "connection %d from %s: closing: %s", conn_id, peer, exc)
+            reason = ("frame_too_large" if isinstance(exc, FrameTooLarge) else
+                      "unsupported_api" if isinstance(exc, UnsupportedApi) else
+                      "request_limit" if isinstance(exc, RequestLimitExceeded) else "malformed_request")
+            self.metrics.closed_connections[reason] += 1
+        finally:
+            self.buffered_request_bytes -= held
+
+    async def _read(self, conn_id: int, peer, reader: asyncio.StreamReader) -> bytes:
+        """The next bytes of a connection; b"" at its end, or once it has sent nothing for
+        connections_max_idle_ms while no request of it was being served (then it is closed)."""
+        idle_ms = self.config.connections_max_idle_ms
+        try:
+            async with asyncio.timeout(idle_ms / 1000 if idle_ms > 0 else None):
+                return await reader.read(READ_CHUNK)
+        except TimeoutError:
+            self.metrics.closed_connections["idle"] += 1
+            self.ratelog.log("idle connections", logging.INFO, "connection %d from %s: closing: idle for %d ms "
+                             "(connections.max.idle.ms)", conn_id, peer, idle_ms)
+            return b""
+
+    async def _handle(self, conn_id: int, peer, client_host: str, frames: list[bytes], limits, writer) -> bool:
+        """Serve each whole request of `frames` in order; False if the connection is to be closed."""
+        for payload in frames:
+            await asyncio.sleep(0)               # one request per loop turn: other connections get theirs
+            req = decode_request(payload, limits)
+            if isinstance(req, UnsupportedApiVersions):
+                self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
+                                 "served; answering v0 with error 35", conn_id, req.api_version)
+                writer.write(encode_unsupported_api_versions(req))
+                await writer.drain()
+                continue
+            t0 = time.perf_counter()
+            fault = self.faults.decide(req.api_key)
+            if fault.rules:
+                if not await self._inject(fault, req, conn_id, peer):
+                    return False                       # an injected close
+            if fault.error is not None:
+                body = error_response(req, fault.error)
+            elif req.api_key in GROUP_APIS:
+                body = await self._group_request(req, client_host)
+            else:
+                body = await self.handlers[req.api_key](req)
+            if body is not None:
+                if fault.error is not None and req.api_key == API_VERSIONS_KEY:
+                    writer.write(encode_api_versions_error(req.correlation_id, fault.error))
+                else:
+                    writer.write(encode_response(req, body))
+                await writer.drain()
+            code = response_error(body) if body is not None else 0
+            self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
+        return True
 
     async def _group_request(self, req, client_host: str):
         """A group API request to the coordinator; an OffsetCommit first passes the broker's topic check
@@ -426,18 +617,23 @@ class Server:
             self._admin = None
         if self._admin_sock is not None:
             self._admin_sock.close()
-        if self._server is not None:
-            self._server.close()
+        for t in self._accepting:                   # stop accepting, then close the listeners
+            t.cancel()
+        if self._accepting:
+            await asyncio.wait(self._accepting, timeout=self.config.shutdown_timeout_s)
+        for sock in self._listeners:
+            sock.close()
         tasks = list(self._conns.values())
         for t in tasks:
             t.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_s)
-        if self._server is not None:
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), self.config.shutdown_timeout_s)
-            except asyncio.TimeoutError:
-                log.warning("listener did not close within %.1fs", self.config.shutdown_timeout_s)
+        self.ratelog.close()
+        if self._loop_handler is not None:
+            loop, previous = self._loop_handler
+            if loop.get_exception_handler() == self._loop_exception:
+                loop.set_exception_handler(previous)
+            self._loop_handler = None
         if self.runtime._syncing:
             await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():

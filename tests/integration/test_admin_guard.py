@@ -258,7 +258,7 @@ def test_token_is_required_for_every_endpoint_but_health_and_the_index(guarded, 
 # ---------------------------------------------------------------------- where it listens, what it lists
 def test_admin_endpoint_binds_loopback_whatever_host_is():
     with ServerThread(ServerConfig(host="0.0.0.0", port=0, admin_port=0)) as s:
-        assert s.call(lambda: s.server._server.sockets[0].getsockname()[0]) == "0.0.0.0"
+        assert s.call(lambda: s.server.kafka_sockets()) == [("0.0.0.0", s.port)]
         assert s.call(lambda: s.server.admin_sockets()) == [("127.0.0.1", s.admin_port)]
         assert s.server.admin_address == f"127.0.0.1:{s.admin_port}"
     with ServerThread(ServerConfig(port=0, admin_port=0, admin_host="0.0.0.0")) as s:   # asked for

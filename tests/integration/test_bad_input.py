@@ -2,6 +2,7 @@
 import logging
 import re
 import struct
+import time
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
@@ -140,10 +141,41 @@ def test_acks_zero_gets_no_response_but_is_appended(tenure_server, wire):
     assert f.responses[0].partitions[0].high_watermark == 1
 
 
+def test_bad_input_logging_is_rate_limited_with_a_count_of_what_was_suppressed(caplog):
+    """At most log_burst bad-input lines per window; when the window ends one line counts the rest; the
+    next window logs again. Every connection is still closed and counted."""
+    caplog.set_level(logging.INFO, logger="tenure.server")
+    with ServerThread(ServerConfig(port=0, log_window_ms=4000, log_burst=3)) as s:
+        def bad(n):
+            for _ in range(n):
+                with WireClient.to(s.bootstrap) as c:
+                    c.send_raw(_frames("negative-frame-size"))
+                    assert c.is_closed_by_peer(timeout=5)
+
+        def lines():
+            return [r.getMessage() for r in caplog.records if r.name == "tenure.server"
+                    and r.levelno == logging.WARNING]
+        t0 = time.monotonic()
+        bad(20)
+        assert time.monotonic() - t0 < 4, "the test needs the 20 inside one window"
+        deadline = time.monotonic() + 10
+        while len(lines()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = lines()
+        assert len(got) == 4, got
+        assert all(re.fullmatch(r"connection \d+ from .+: closing: negative frame size -1", m) for m in got[:3]), got
+        assert got[3] == "bad input: 17 more line(s) like the above suppressed in 4.0s"
+        bad(1)                                              # a new window: logged again
+        assert len(lines()) == 5 and "closing: negative frame size -1" in lines()[4]
+        assert s.metrics.closed_connections["malformed_request"] == 21
+
+
 # ---------------------------------------------------------------- nulls and decoding limits (issue 11: 4, 5)
 @pytest.fixture(scope="module")
 def limited_server():
-    with ServerThread(ServerConfig(port=0, max_request_elements=50)) as s:
+    # every refusal of the module is logged (no rate limit: log_burst above the frames sent), so each test
+    # can check the reason its own frames were refused for
+    with ServerThread(ServerConfig(port=0, max_request_elements=50, log_burst=1 << 30)) as s:
         yield s
 
 

@@ -90,3 +90,22 @@ def test_demo_without_a_dir_removes_its_temporary_directory(capsys, tmp_path, mo
     out = capsys.readouterr().out
     assert f"data dir {tmp_path}/tenure-demo-" in out and out.rstrip().endswith("demo passed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_limit_flags_reach_the_config_and_bad_values_are_refused():
+    from tenure.cli import _config, _parser
+    args = _parser().parse_args(["serve", "--max-connections", "7", "--max-buffered-request-bytes", "4096",
+                                 "--connections-max-idle-ms", "0", "--max-partitions-per-topic", "3",
+                                 "--max-partitions", "9", "--log-window-ms", "250", "--log-burst", "2"])
+    c = _config(args)
+    assert (c.max_connections, c.max_buffered_request_bytes, c.connections_max_idle_ms, c.max_partitions_per_topic,
+            c.max_partitions, c.log_window_ms, c.log_burst) == (7, 4096, 0, 3, 9, 250, 2)
+    assert _config(_parser().parse_args(["serve"])).max_connections is None     # 1000 or half the fd limit
+    for flag, value, least in [("--max-connections", "0", 1), ("--connections-max-idle-ms", "-1", 0),
+                               ("--max-partitions", "0", 1), ("--log-burst", "0", 1)]:
+        with pytest.raises(SystemExit) as exc:
+            main(["serve", flag, value])
+        assert str(exc.value) == f"tenure: {flag} must be at least {least}"
+    with pytest.raises(SystemExit) as exc:               # __consumer_offsets is created under the caps too
+        main(["serve", "--offsets-partitions", "5", "--max-partitions-per-topic", "4"])
+    assert str(exc.value) == "tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions"

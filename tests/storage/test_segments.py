@@ -1,6 +1,7 @@
 """The on-disk segment log: offsets across reopen and rolls, reads through the sparse index, recovery of
 torn and corrupt tails, refusal of damage in the middle, and files any RecordBatch reader parses."""
 import asyncio
+import errno
 import logging
 import os
 
@@ -354,3 +355,38 @@ def test_a_missing_middle_segment_is_refused(tmp_path):
     (tmp_path / "t-0" / segment_name(bases[1])).unlink()
     with pytest.raises(CorruptLogError, match=f"offsets {bases[1]}..{bases[2] - 1} are missing"):
         SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
+
+
+def test_an_fsync_needs_no_new_descriptor(tmp_path, monkeypatch):
+    """At the descriptor limit (every os.dup/os.open fails with EMFILE) a claimed fsync of written data
+    still runs: it syncs the segment's own fd, so group state stays writable when descriptors run out."""
+    plog = SegmentLog(tmp_path / "p-0", LogConfig(segment_bytes=1 << 20))
+    plog.append(batch(0))
+    plog.flush()                                           # the new segment file's directory entry too
+    plog.append(batch(1))
+
+    def emfile(*a, **kw):
+        raise OSError(errno.EMFILE, "Too many open files (injected)")
+    monkeypatch.setattr(os, "dup", emfile)
+    monkeypatch.setattr(os, "open", emfile)
+    plog.flush()
+    assert plog.bytes_synced == plog.bytes_written
+    monkeypatch.undo()
+    plog.close()
+
+
+def test_a_segment_closed_while_its_fsync_is_claimed_closes_when_the_fsync_ends(tmp_path):
+    """A roll/swap/close between the claim and the worker's fsync: the fd stays open (and is the one
+    synced) until the fsync has run, then it is closed; a log closed meanwhile leaks no descriptor."""
+    plog = SegmentLog(tmp_path / "p-0", LogConfig(segment_bytes=1 << 20))
+    plog.append(batch(0))
+    claimed = plog.take_sync()
+    seg = plog.segments[0]
+    fd = seg.fd
+    plog.close()
+    os.fstat(fd)                                           # still open: the claimed fsync holds it
+    claimed()
+    assert plog.bytes_synced == plog.bytes_written
+    with pytest.raises(OSError) as e:
+        os.fstat(fd)                                       # closed once the fsync ended
+    assert e.value.errno == errno.EBADF

@@ -9,6 +9,8 @@
         srv.terminate()              # SIGTERM: graceful, returns the exit code
         srv.admin("/groups/g")       # the HTTP admin endpoint's JSON (on by default; a free port with --port 0)
 
+`nofile=(soft, hard)` starts the child with that RLIMIT_NOFILE (e.g. to run it out of descriptors).
+
 Each start appends the child's stderr (its log) to `stderr_path`; `stderr()` reads the part written
 by the latest start. A child still running when the context exits is SIGKILLed.
 """
@@ -39,13 +41,15 @@ class ServerExited(RuntimeError):
 
 class TenureProcess:
     def __init__(self, data_dir: str | os.PathLike, *, fsync: str = "batch", segment_bytes: int | None = None,
-                 port: int = 0, extra: tuple[str, ...] = (), stderr_path: str | os.PathLike | None = None) -> None:
+                 port: int = 0, extra: tuple[str, ...] = (), stderr_path: str | os.PathLike | None = None,
+                 nofile: tuple[int, int] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.fsync = fsync
         self.segment_bytes = segment_bytes
         self.request_port = port          # the port to ask for (0: any free one)
         self.port: int | None = None      # the port it listens on, once started
         self.extra = tuple(extra)
+        self.nofile = nofile              # (soft, hard) RLIMIT_NOFILE for the child; None: inherited
         self.stderr_path = Path(stderr_path) if stderr_path else self.data_dir.parent / (self.data_dir.name + ".stderr")
         self.proc: subprocess.Popen | None = None
         self.host: str | None = None
@@ -71,7 +75,8 @@ class TenureProcess:
         err = open(self.stderr_path, "ab")
         try:
             self.proc = subprocess.Popen(self.argv(port), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=err, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                         stderr=err, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                         preexec_fn=self._limit if self.nofile else None)
         finally:
             err.close()
         self._lines = queue.Queue()
@@ -112,6 +117,11 @@ class TenureProcess:
             self.kill()
             raise AssertionError(f"tenure serve was expected to exit but kept running; stderr:\n{self.stderr()}")
         return rc, self.stderr()
+
+    def _limit(self) -> None:
+        """In the child before exec: its descriptor limit (the test process keeps its own)."""
+        import resource
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
 
     def kill(self) -> None:
         """SIGKILL and reap."""
