@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 from . import read
 from .fold import END_CAUSES, HISTORY_FIELDS, fold_member_map
 
+EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors")
 EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
 
@@ -67,6 +68,8 @@ class Options:
     report: bool = True
     read_attempts: int = 3            # reads of a partition whose files a compaction swap changed meanwhile
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
+    python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
+    conf: dict | None = None          # further Spark settings
 
 
 _T0 = time.monotonic()
@@ -94,7 +97,13 @@ def package_zip(dest_dir: str) -> str:
     return path
 
 
-def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession:
+def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str | None = None,
+            conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for the audit. A local master runs the workers on this interpreter. Any other
+    master gets the `tenure` package as a zip (`addPyFile`) and, with `python_env`, a packed Python
+    environment holding the executors' third-party dependencies (`tenure.audit.pack`): shipped with
+    `spark.archives` and unpacked as `./environment` in each executor's working directory, whose
+    `bin/python` runs the Python workers. `conf`: further Spark settings (`--conf K=V`)."""
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4")
@@ -107,6 +116,13 @@ def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.pyspark.python", sys.executable))
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    elif python_env is not None:
+        where = python_env if "://" in python_env else os.path.abspath(python_env)   # hdfs://, s3a://, ...
+        b = b.config("spark.archives", f"{where}#{EXECUTOR_ENV_DIR}")
+        # read by SparkContext when it starts: the executors' Python workers run the packed interpreter
+        os.environ["PYSPARK_PYTHON"] = f"./{EXECUTOR_ENV_DIR}/bin/python"
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
     spark = b.getOrCreate()
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="tenure-audit-")))
@@ -461,7 +477,10 @@ def run(opts: Options, spark: SparkSession | None = None,
     own = spark is None
     if own:
         progress(f"starting Spark ({opts.master})")
-        spark = session(opts.master)
+        if not opts.master.startswith("local") and opts.python_env is None:
+            progress("warning: no --python-env: the executors' Python must have kafka-python and crc32c "
+                     "installed (docs/audit.md, running on a cluster)")
+        spark = session(opts.master, python_env=opts.python_env, conf=opts.conf)
     try:
         tables, _ = build(spark, opts, after_listing)
         out = Path(opts.out)

@@ -96,6 +96,11 @@ def _audit_parser(sub) -> None:
     a.add_argument("--expiry-n", type=int, default=2, help="flag instances expiring at least N times (default 2)")
     a.add_argument("--churn-n", type=int, default=4, help="flag instances with at least N member ids (default 4)")
     a.add_argument("--no-report", dest="report", action="store_false", help="skip report.html and the plots")
+    a.add_argument("--python-env", default=None,
+                   help="with a cluster --master: a packed Python environment for the executors "
+                        "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives")
+    a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)")
 
 
 def _time_ms(text: str | None) -> int | None:
@@ -120,6 +125,16 @@ def _audit(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tenure audit: bad --since/--until: {exc}", file=sys.stderr)
         return 2
+    conf = {}
+    for item in args.conf:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            print(f"tenure audit: bad --conf {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        conf[key] = value
+    if args.python_env is not None and "://" not in args.python_env and not os.path.isfile(args.python_env):
+        print(f"tenure audit: --python-env {args.python_env}: no such file", file=sys.stderr)
+        return 2
     try:
         from tenure.audit.job import Options, run    # pyspark is imported only here
     except ImportError as exc:
@@ -127,7 +142,7 @@ def _audit(args: argparse.Namespace) -> int:
         return 2
     code, _ = run(Options(args.dir, args.out, master=args.master, group=args.group, since=since, until=until,
                           storm_k=args.storm_k, storm_window_ms=args.storm_window, expiry_n=args.expiry_n,
-                          churn_n=args.churn_n, report=args.report))
+                          churn_n=args.churn_n, report=args.report, python_env=args.python_env, conf=conf))
     return code
 
 
