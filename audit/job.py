@@ -289,12 +289,14 @@ def generations(records: DataFrame, events: DataFrame) -> DataFrame:
                     | (F.col("generation") != F.col("prev_generation")))
     ev = (events.filter(~F.col("tombstone") & (F.col("cause") != "fenced"))
           .select(F.col("group").alias("e_group"), F.col("log_partition").alias("e_part"),
-                  F.col("log_offset").alias("e_offset"), F.col("cause").alias("e_cause")))
+                  F.col("log_offset").alias("e_offset"), F.col("cause").alias("e_cause"),
+                  F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time"))
+                  .alias("e_time")))
     joined = new.join(ev, (new["group"] == ev["e_group"]) & (new["partition"] == ev["e_part"])
                       & (ev["e_offset"] < new["offset"])
                       & (new["prev_offset"].isNull() | (ev["e_offset"] > new["prev_offset"])), "left")
     agg = (joined.groupBy("group", "partition", "offset")
-           .agg(F.array_sort(F.collect_set("e_cause")).alias("causes")))
+           .agg(F.array_sort(F.collect_set("e_cause")).alias("causes"), F.min("e_time").alias("first_event")))
     member_ids = F.transform(F.col("members"), lambda m: m["member_id"])
     prev_ids = F.transform(F.col("prev_members"), lambda m: m["member_id"])
     trigger = (F.when(F.col("tombstone"), F.lit("group_deleted"))
@@ -309,8 +311,23 @@ def generations(records: DataFrame, events: DataFrame) -> DataFrame:
                     F.transform(F.coalesce("members", F.array()),
                                 lambda m: F.struct(m["member_id"].alias("member_id"),
                                                    m["instance_id"].alias("instance_id"))).alias("members"),
-                    trigger.alias("trigger"), F.col("partition").alias("log_partition"),
-                    F.col("offset").alias("log_offset"), "state_timestamp"))
+                    trigger.alias("trigger"),
+                    # the first triggering event's time: the rebalance ran from there to `time`
+                    F.least("first_event", F.col("timestamp")).alias("rebalance_start"),
+                    F.array_sort(F.array_except(F.coalesce(F.transform("members", _who), F.array()),
+                                                F.coalesce(F.transform("prev_members", _who), F.array())))
+                    .alias("joined"),
+                    F.array_sort(F.array_except(F.coalesce(F.transform("prev_members", _who), F.array()),
+                                                F.coalesce(F.transform("members", _who), F.array())))
+                    .alias("left"),
+                    F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
+                    "state_timestamp"))
+
+
+def _who(m):
+    """A member as people name it: `instance id (member id)` for a static member, else the member id."""
+    return F.when(m["instance_id"].isNotNull(), F.concat(m["instance_id"], F.lit(" ("), m["member_id"], F.lit(")"))
+                  ).otherwise(m["member_id"])
 
 
 def _in_window(col, opts: Options):
@@ -442,7 +459,15 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
               .groupBy("c").count().collect()):
         by_cause[r["c"]] = r["count"]
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
+    ev = tables["static_events"].filter(~F.col("tombstone"))
+    events = {r["cause"]: r["count"] for r in ev.groupBy("cause").count().collect()}
+    span = (tables["generations"].select(F.col("time").alias("t"))
+            .unionByName(tables["static_events"].select(F.col("log_time").alias("t")))
+            .unionByName(tables["offsets_history"].select(F.col("log_time").alias("t")))
+            .agg(F.min("t").alias("a"), F.max("t").alias("b")).first())
     return {
+        "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
+        "first_time": span["a"], "last_time": span["b"],
         "groups": h.select("group").union(tables["generations"].select("group")).distinct().count(),
         "instances": h.select("group", "instance_id").distinct().count(),
         "member_ids": h.count(),
@@ -458,8 +483,9 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
 
 def summary_table(s: dict) -> str:
     rows = [("groups", s["groups"]), ("instances", s["instances"]), ("member ids (intervals)", s["member_ids"])]
-    rows += [(f"  start/end by {c}", n) for c, n in s["changes_by_cause"].items()]
-    rows += [("generations", s["generations"]), ("static events", s["static_events"]),
+    rows += [("generations", s["generations"]), ("static events", s["static_events"])]
+    rows += [(f"  {c}", n) for c, n in s["events_by_cause"].items()]
+    rows += [
              ("offset commits", s["offset_commits"]), ("anomalies", sum(s["anomalies"].values()))]
     rows += [(f"  {k}", n) for k, n in sorted(s["anomalies"].items())]
     rows += [("errors", s["errors"])]
@@ -492,7 +518,7 @@ def run(opts: Options, spark: SparkSession | None = None,
         if opts.report:
             from .report import write_report
             progress("rendering report.html")
-            write_report(tables, s, out)
+            write_report(tables, s, out, opts)
         print(summary_table(s))
         progress(f"done in {time.monotonic() - t0:.1f} s; tables and report in {out}")
         return (1 if s["errors"] else 0), s

@@ -85,8 +85,15 @@ def _parser() -> argparse.ArgumentParser:
 def _audit_parser(sub) -> None:
     a = sub.add_parser("audit", help="Spark job: the static members' history from a data dir's "
                        "__consumer_offsets (needs the `audit` extra; see docs/audit.md)")
-    a.add_argument("dir", help="the server's --data-dir (read only; safe while a server appends)")
-    a.add_argument("--out", required=True, help="directory for the Parquet tables and report.html")
+    a.add_argument("dir", help="the server's --data-dir (read only; safe while a server appends); with "
+                   "--instance also an audit's --out")
+    a.add_argument("--out", default=None, help="directory for the Parquet tables and report.html (required "
+                   "unless --instance)")
+    a.add_argument("--instance", default=None, metavar="G/I",
+                   help="query: which member id held instance id I of group G at --at, since when and why "
+                        "(exit 1 if none did)")
+    a.add_argument("--at", default=None, help="with --instance: the time (ms since the epoch or ISO 8601)")
+    a.add_argument("--format", choices=("text", "json"), default="text", help="with --instance: the answer's form")
     a.add_argument("--master", default="local[*]", help="Spark master (default local[*], embedded)")
     a.add_argument("--group", default=None, help="only this group")
     a.add_argument("--since", default=None, help="keep rows at or after this time (ms since the epoch or ISO 8601)")
@@ -125,6 +132,11 @@ def _audit(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tenure audit: bad --since/--until: {exc}", file=sys.stderr)
         return 2
+    if args.instance is not None:
+        return _audit_query(args)
+    if args.out is None:
+        print("tenure audit: --out is required (unless --instance)", file=sys.stderr)
+        return 2
     conf = {}
     for item in args.conf:
         key, eq, value = item.partition("=")
@@ -143,6 +155,25 @@ def _audit(args: argparse.Namespace) -> int:
     code, _ = run(Options(args.dir, args.out, master=args.master, group=args.group, since=since, until=until,
                           storm_k=args.storm_k, storm_window_ms=args.storm_window, expiry_n=args.expiry_n,
                           churn_n=args.churn_n, report=args.report, python_env=args.python_env, conf=conf))
+    return code
+
+
+def _audit_query(args: argparse.Namespace) -> int:
+    if "/" not in args.instance or args.at is None:
+        print("tenure audit: --instance takes GROUP/INSTANCE and needs --at TIME", file=sys.stderr)
+        return 2
+    try:
+        at = _time_ms(args.at)
+    except ValueError as exc:
+        print(f"tenure audit: bad --at: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from tenure.audit import query    # pyarrow (and, on a data dir, pyspark) only here
+    except ImportError as exc:
+        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+        return 2
+    code, out = query.run(args.dir, args.instance, at, args.format, args.master)
+    print(out)
     return code
 
 

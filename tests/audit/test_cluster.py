@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyspark
@@ -55,20 +56,24 @@ class Standalone:
     def __init__(self, root: Path, workers: int = 2) -> None:
         self.root, self.procs, self.env = root, [], _env()
         root.mkdir(parents=True, exist_ok=True)
-        log = root / "master.log"
-        master = self._start(log, "org.apache.spark.deploy.master.Master",
-                             "--host", "127.0.0.1", "--port", "0", "--webui-port", "0")
-        self.url = _wait_log(log, r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", master).group(1)
-        self.work_dirs = []
-        for i in range(workers):
-            work = root / f"worker-{i}"
-            work.mkdir()
-            self.work_dirs.append(work)
-            log = root / f"worker-{i}.log"
-            w = self._start(log, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                            "--port", "0", "--webui-port", "0", "--cores", "1", "--memory", "512m",
-                            "--work-dir", str(work))
-            _wait_log(log, r"Successfully registered with master", w)
+        self.work_dirs: list[Path] = []
+        try:
+            log = root / "master.log"
+            master = self._start(log, "org.apache.spark.deploy.master.Master",
+                                 "--host", "127.0.0.1", "--port", "0", "--webui-port", "0")
+            self.url = _wait_log(log, r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", master).group(1)
+            for i in range(workers):
+                work = root / f"worker-{i}"
+                work.mkdir()
+                self.work_dirs.append(work)
+                log = root / f"worker-{i}.log"
+                w = self._start(log, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                                "--port", "0", "--webui-port", "0", "--cores", "1", "--memory", "512m",
+                                "--work-dir", str(work))
+                _wait_log(log, r"Successfully registered with master", w)
+        except BaseException:
+            self.stop()
+            raise
 
     def _start(self, log: Path, cls: str, *args: str) -> subprocess.Popen:
         p = subprocess.Popen([str(SPARK_CLASS), cls, *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
@@ -97,25 +102,28 @@ def test_the_audit_on_a_standalone_cluster_equals_local(spark, tmp_path):
     base = getattr(sys, "_base_executable", sys.executable)
     bare = subprocess.run([base, "-c", "import kafka"], capture_output=True, env=_env())
     assert bare.returncode != 0, f"{base} has kafka-python: this test needs a base Python without tenure's deps"
-    data = tmp_path / "data"
-    scenario(data)
-    env_archive = pack.pack(tmp_path / "audit-env.tar.gz")
-
-    local_out = tmp_path / "local"
-    code, _ = job.run(job.Options(str(data), str(local_out), report=False), spark=spark)
-    assert code == 0
-
-    cluster = Standalone(tmp_path / "spark")
+    pool = ThreadPoolExecutor(1)
+    starting = pool.submit(Standalone, tmp_path / "spark")   # its JVMs start while the scenario's clients wait
     try:
+        data = tmp_path / "data"
+        scenario(data)
+        env_archive = pack.pack(tmp_path / "audit-env.tar.gz")
+        local_out = tmp_path / "local"
+        code, _ = job.run(job.Options(str(data), str(local_out), report=False), spark=spark)
+        assert code == 0
+        cluster = starting.result()
         cluster_out = tmp_path / "cluster"
         cmd = [sys.executable, "-m", "tenure", "audit", str(data), "--out", str(cluster_out), "--master", cluster.url,
                "--python-env", str(env_archive), "--no-report",
                "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
                "--conf", "spark.cores.max=2"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
         assert p.returncode == 0, p.stderr[-5000:]
     finally:
-        cluster.stop()
+        pool.shutdown()
+        if starting.exception() is None:
+            starting.result().stop()
     assert f"starting Spark ({cluster.url})" in p.stderr
 
     # the executors ran on both workers, each with the archive unpacked as ./environment in its work dir
