@@ -22,6 +22,7 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from pyspark.sql import Window  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 MAX_GROUPS = 10        # groups drawn (the most active); the others are named in a sentence
@@ -97,45 +98,57 @@ def _table(headers: list[str], rows: list[list[str]], row_ids: list[str | None] 
 
 
 # ---------------------------------------------------------------------------------------- data
-def _groups(tables) -> tuple[list[str], int]:
-    """The MAX_GROUPS most active groups (generations + member ids) and how many groups there are."""
-    act = (tables["generations"].groupBy("group").count()
-           .unionByName(tables["member_map_history"].groupBy("group").count())
+def _latest(df, n: int, order):
+    """Each group's n rows first in `order` (a window: one job for all groups)."""
+    w = Window.partitionBy("group").orderBy(*order)
+    return df.withColumn("_n", F.row_number().over(w)).filter(F.col("_n") <= n).drop("_n")
+
+
+def collect(tables) -> tuple[dict[str, dict], int]:
+    """Everything the page draws, for the MAX_GROUPS most active groups (generations + member ids), in a
+    handful of Spark jobs whatever the number of groups; and how many groups there are."""
+    h, gens = tables["member_map_history"], tables["generations"]
+    ev = tables["static_events"].filter(~F.col("tombstone"))
+    act = (gens.groupBy("group").count().unionByName(h.groupBy("group").count())
            .groupBy("group").agg(F.sum("count").alias("n")))
     total = act.count()
-    top = act.orderBy(F.desc("n"), "group").limit(MAX_GROUPS).collect()
-    return [r["group"] for r in top], total
-
-
-def _group_data(tables, group: str) -> dict:
-    h = tables["member_map_history"].filter(F.col("group") == group)
-    ev = tables["static_events"].filter((F.col("group") == group) & ~F.col("tombstone"))
-    churn = (h.groupBy("instance_id").agg(F.count("*").alias("ids"))
-             .join(ev.filter(F.col("cause").isin(*MARKS)).groupBy("instance_id").agg(F.count("*").alias("marks")),
-                   "instance_id", "full")
-             .fillna(0, ["ids", "marks"]))
-    instances = churn.count()
-    lanes = [r["instance_id"] for r in churn.orderBy(F.desc("ids"), F.desc("marks"), "instance_id")
-             .limit(MAX_LANES).collect()]
-    lane_h = h.filter(F.col("instance_id").isin(lanes))
-    intervals = (lane_h.orderBy(F.desc("valid_from_offset")).limit(MAX_ROWS * 4)
-                 .select("instance_id", "member_id", "valid_from_time", "valid_to_time", "start_cause",
-                         "end_cause", "from_generation", "to_generation", "valid_from_offset").toPandas())
-    marks = (ev.filter(F.col("cause").isin(*MARKS) & F.col("instance_id").isin(lanes))
-             .orderBy(F.desc("log_offset")).limit(MAX_MARKS)
-             .select("instance_id", "cause", "old_member_id",
-                     F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time"))
-                     .alias("time")).toPandas())
-    gens = (tables["generations"].filter(F.col("group") == group).orderBy(F.desc("log_offset")).limit(MAX_ROWS)
-            .select("generation", "time", "rebalance_start", "trigger", "member_count", "joined", "left",
-                    "log_offset").toPandas().sort_values("log_offset"))
-    span = (h.select(F.min("valid_from_time").alias("a"), F.max("valid_to_time").alias("b"))
-            .unionByName(tables["generations"].filter(F.col("group") == group)
-                         .select(F.min("time").alias("a"), F.max("time").alias("b")))
-            .unionByName(ev.select(F.min("log_time").alias("a"), F.max("log_time").alias("b")))
-            .agg(F.min("a").alias("a"), F.max("b").alias("b")).first())
-    return dict(lanes=lanes, instances=instances, intervals=intervals, marks=marks, gens=gens,
-                first=span["a"], last=span["b"])
+    groups = [r["group"] for r in act.orderBy(F.desc("n"), "group").limit(MAX_GROUPS).collect()]
+    if not groups:
+        return {}, total
+    h, gens, ev = (df.filter(F.col("group").isin(groups)) for df in (h, gens, ev))
+    marks_ev = ev.filter(F.col("cause").isin(*MARKS))
+    churn = (h.groupBy("group", "instance_id").agg(F.count("*").alias("ids"))
+             .join(marks_ev.groupBy("group", "instance_id").agg(F.count("*").alias("marks")),
+                   ["group", "instance_id"], "full").fillna(0, ["ids", "marks"])
+             .withColumn("instances", F.count("*").over(Window.partitionBy("group"))))
+    lanes_df = _latest(churn, MAX_LANES, [F.desc("ids"), F.desc("marks"), "instance_id"]).cache()
+    lanes = lanes_df.orderBy("group", F.desc("ids"), F.desc("marks"), "instance_id").toPandas()
+    on_lane = lambda df: df.join(F.broadcast(lanes_df.select("group", "instance_id")),  # noqa: E731
+                                 ["group", "instance_id"], "left_semi")
+    intervals = _latest(on_lane(h), MAX_ROWS * 4, [F.desc("valid_from_offset")]).select(
+        "group", "instance_id", "member_id", "valid_from_time", "valid_to_time", "start_cause", "end_cause",
+        "from_generation", "to_generation", "valid_from_offset").toPandas()
+    marks = _latest(on_lane(marks_ev), MAX_MARKS, [F.desc("log_offset")]).select(
+        "group", "instance_id", "cause", "old_member_id",
+        F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time")).alias("time")
+    ).toPandas()
+    gen_rows = _latest(gens, MAX_ROWS, [F.desc("log_offset")]).select(
+        "group", "generation", "time", "rebalance_start", "trigger", "member_count", "joined", "left",
+        "log_offset").toPandas().sort_values("log_offset")
+    spans = {r["group"]: (r["a"], r["b"]) for r in (
+        h.select("group", F.col("valid_from_time").alias("a"), F.col("valid_to_time").alias("b"))
+        .unionByName(gens.select("group", F.col("time").alias("a"), F.col("time").alias("b")))
+        .unionByName(ev.select("group", F.col("log_time").alias("a"), F.col("log_time").alias("b")))
+        .groupBy("group").agg(F.min("a").alias("a"), F.max("b").alias("b")).collect())}
+    lanes_df.unpersist()
+    out = {}
+    for g in groups:
+        mine = lanes[lanes["group"] == g]
+        first, last = spans.get(g, (None, None))
+        out[g] = dict(lanes=list(mine["instance_id"]), instances=int(mine["instances"].max()) if len(mine) else 0,
+                      intervals=intervals[intervals["group"] == g], marks=marks[marks["group"] == g],
+                      gens=gen_rows[gen_rows["group"] == g], first=first, last=last)
+    return out, total
 
 
 # ---------------------------------------------------------------------------------------- timeline
@@ -305,10 +318,11 @@ tr:target{background:#fff59d}li{margin:.3em 0}section{margin-bottom:2em}"""
 
 
 def write_report(tables, summary: dict, out: Path, opts=None) -> None:
-    groups, n_groups = _groups(tables)
+    data, n_groups = collect(tables)
+    groups = list(data)
     sections, drawn = [], {}
     for g in groups:
-        d = _group_data(tables, g)
+        d = data[g]
         drawn[g] = d["lanes"]
         parts = [f'<section id="group-{slug(g)}"><h2>Group {_e(g)}</h2>']
         parts.append("<h3>Who held each instance, when, and why it changed</h3>")
