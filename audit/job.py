@@ -4,6 +4,7 @@ See docs/audit.md for the tables, the rules behind every column and the anomaly 
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -40,9 +41,13 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     # offset commits
     ("topic", S), ("topic_partition", I), ("committed_offset", L), ("commit_time", L), ("metadata", S),
 )])
+# what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
+# G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
+ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.StructField("meta", S)])
 ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
                              T.StructField("position", L), T.StructField("offset", L),
                              T.StructField("kind", S), T.StructField("reason", S)])
+assert len(RECORD_SCHEMA.fields) == read.RECORD_COLUMNS and tuple(ERROR_SCHEMA.names) == read.ERROR_FIELDS
 GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("from_offset", L),
                            T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
@@ -209,10 +214,12 @@ def load(spark: SparkSession, opts: Options,
             after_listing(attempt, listings)
         if not listings:
             break
-        raw = sc.parallelize(units, max(len(units), 1)).flatMap(read.read_unit)
-        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)   # read once; spilled, not re-read, under pressure
+        rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
+        # decoded once, straight into JVM rows (no second pass through Python), kept for every later stage
+        raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
-            meta = raw.filter(lambda t: t[0] in ("I", "G")).collect()     # one pass: fills the cache
+            meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
+                    for r in raw.filter(F.col("kind").isin("I", "G")).select("kind", "meta").collect()]
         after, _ = read.list_partitions(opts.data_dir, set(listings))
         by_part: dict[int, list] = {}
         for t in meta:
@@ -231,7 +238,9 @@ def load(spark: SparkSession, opts: Options,
             gaps += read.partition_gaps(lst, rows)
         stable = frozenset(listings) - frozenset(reasons)
         if stable:
-            kept.append(raw.filter(lambda t, keep=stable: t[0] in ("R", "E") and read.row_partition(t) in keep))
+            kept.append(raw.filter(F.col("kind").isin("R", "E") & F.col("partition").isin(sorted(stable))))
+        else:
+            raw.unpersist()
         if not reasons:
             break
         rereads |= set(reasons)
@@ -243,9 +252,12 @@ def load(spark: SparkSession, opts: Options,
             unstable_rows.append((listings[p].dir, p, None, None, read.UNSTABLE,
                                   f"{why}; still changing after {opts.read_attempts} read(s): the partition's "
                                   f"records are left out, run the audit again"))
-    raw_all = sc.union(kept) if kept else sc.emptyRDD()
-    records = spark.createDataFrame(raw_all.filter(lambda t: t[0] == "R").map(lambda t: t[1]), RECORD_SCHEMA)
-    errors = spark.createDataFrame(raw_all.filter(lambda t: t[0] == "E").map(lambda t: t[1]), ERROR_SCHEMA)
+    raw_all = spark.createDataFrame([], ROW_SCHEMA)
+    for df in kept:
+        raw_all = raw_all.unionByName(df)
+    records = raw_all.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
+    errors = (raw_all.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
+              .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
     if unstable_rows:
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
     if opts.group is not None:
@@ -430,8 +442,8 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
 def build(spark: SparkSession, opts: Options,
           after_listing: Callable[[int, dict], None] | None = None) -> tuple[dict[str, DataFrame], int]:
     got = load(spark, opts, after_listing)
-    records, errors = got.records.cache(), got.errors.cache()
-    n = records.count()          # from the persisted read; everything after works on the cached rows
+    records, errors = got.records, got.errors      # over the persisted read: nothing is decoded again
+    n = records.count()
     progress(f"{n} record(s) decoded, {errors.count()} error row(s)"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
     events = static_events(records)
