@@ -247,29 +247,27 @@ def _generations_table(d: dict) -> str:
     return _table(["generation", "at", "rebalance took", "cause", "members", "joined", "left"], rows)
 
 
+SENTENCES = {   # anomaly kind -> what it says (fields: see anomaly_sentence)
+    "fenced_duplicate_instance": "{n} request(s) for instance {i} of group {g} were fenced (FENCED_INSTANCE_ID) "
+                                 "{when}: two processes use this group.instance.id, or a replaced member kept "
+                                 "running. {detail}.",
+    "concurrent_member_ids": "Instance {i} of group {g} was held by two member ids at once (first at {first}); "
+                             "{detail}.",
+    "rebalance_storm": "Group {g} rebalanced {n} times within {window} (more than {k}), {when}.",
+    "repeated_expiry": "The session of instance {i} of group {g} expired {n} times {when}: the consumer stalls "
+                       "or stops for longer than session.timeout.ms.",
+    "instance_churn": "Instance {i} of group {g} had {n} member ids {when}: each restart or expiry gives it a "
+                      "new one.",
+    "log_damage": "The log is damaged: {detail}.",
+    "log_gap": "Records are missing from the log: {detail}.",
+}
+
+
 def anomaly_sentence(r: dict, opts) -> str:
-    g, i, n = r["group"], r["instance_id"], r["count"]
-    when = f"between {iso(r['first_time'])} and {iso(r['last_time'])}"
-    k = r["kind"]
-    if k == "fenced_duplicate_instance":
-        return (f"{n} request(s) for instance {i} of group {g} were fenced (FENCED_INSTANCE_ID) {when}: two "
-                f"processes use this group.instance.id, or a replaced member kept running. {r['detail']}.")
-    if k == "concurrent_member_ids":
-        return (f"Instance {i} of group {g} was held by two member ids at once (first at {iso(r['first_time'])}); "
-                f"{r['detail']}.")
-    if k == "rebalance_storm":
-        return (f"Group {g} rebalanced {n} times within {duration(opts.storm_window_ms)} (more than "
-                f"{opts.storm_k}), {when}.")
-    if k == "repeated_expiry":
-        return (f"The session of instance {i} of group {g} expired {n} times {when}: the consumer stalls or "
-                f"stops for longer than session.timeout.ms.")
-    if k == "instance_churn":
-        return (f"Instance {i} of group {g} had {n} member ids {when}: each restart or expiry gives it a new one.")
-    if k == "log_damage":
-        return f"The log is damaged: {r['detail']}."
-    if k == "log_gap":
-        return f"Records are missing from the log: {r['detail']}."
-    return f"{k}: {r['detail']}"
+    return SENTENCES.get(r["kind"], "{kind}: {detail}").format(
+        kind=r["kind"], g=r["group"], i=r["instance_id"], n=r["count"], detail=r["detail"],
+        first=iso(r["first_time"]), when=f"between {iso(r['first_time'])} and {iso(r['last_time'])}",
+        window=duration(opts.storm_window_ms), k=opts.storm_k)
 
 
 def _anomalies(tables, opts, drawn: dict[str, list[str]]) -> tuple[str, int]:

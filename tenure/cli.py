@@ -122,6 +122,16 @@ def _time_ms(text: str | None) -> int | None:
     return int(t.timestamp() * 1000)
 
 
+def _audit_module(name: str):
+    """tenure.audit.<name>, or None after saying that the audit extra is missing."""
+    import importlib
+    try:
+        return importlib.import_module(f"tenure.audit.{name}")
+    except ImportError as exc:
+        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+        return None
+
+
 def _audit(args: argparse.Namespace) -> int:
     import os
     if not os.path.isdir(args.dir):
@@ -147,14 +157,13 @@ def _audit(args: argparse.Namespace) -> int:
     if args.python_env is not None and "://" not in args.python_env and not os.path.isfile(args.python_env):
         print(f"tenure audit: --python-env {args.python_env}: no such file", file=sys.stderr)
         return 2
-    try:
-        from tenure.audit.job import Options, run    # pyspark is imported only here
-    except ImportError as exc:
-        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+    job = _audit_module("job")                       # pyspark is imported only here
+    if job is None:
         return 2
-    code, _ = run(Options(args.dir, args.out, master=args.master, group=args.group, since=since, until=until,
-                          storm_k=args.storm_k, storm_window_ms=args.storm_window, expiry_n=args.expiry_n,
-                          churn_n=args.churn_n, report=args.report, python_env=args.python_env, conf=conf))
+    code, _ = job.run(job.Options(args.dir, args.out, master=args.master, group=args.group, since=since,
+                                  until=until, storm_k=args.storm_k, storm_window_ms=args.storm_window,
+                                  expiry_n=args.expiry_n, churn_n=args.churn_n, report=args.report,
+                                  python_env=args.python_env, conf=conf))
     return code
 
 
@@ -167,10 +176,8 @@ def _audit_query(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tenure audit: bad --at: {exc}", file=sys.stderr)
         return 2
-    try:
-        from tenure.audit import query    # pyarrow (and, on a data dir, pyspark) only here
-    except ImportError as exc:
-        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+    query = _audit_module("query")                   # pyarrow (and, on a data dir, pyspark) only here
+    if query is None:
         return 2
     code, out = query.run(args.dir, args.instance, at, args.format, args.master)
     print(out)
