@@ -446,7 +446,7 @@ def build(spark: SparkSession, opts: Options,
     n = records.count()
     progress(f"{n} record(s) decoded, {errors.count()} error row(s)"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    events = static_events(records)
+    events = static_events(records).cache()       # a few percent of the records; read by every later stage
     history = member_map_history(spark, records).cache()
     gens = generations(records, events).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
@@ -457,7 +457,8 @@ def build(spark: SparkSession, opts: Options,
         "generations": gens_w,
         "static_events": events_w,
         "offsets_history": _window(offsets_history(records), "log_time", None, opts),
-        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts),
+        # written, summarised and reported: computed once (a self-join and windows over the history)
+        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts).cache(),
         "errors": errors,
     }
     return tables, got.files
