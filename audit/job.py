@@ -472,12 +472,17 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
               .groupBy("c").count().collect()):
         by_cause[r["c"]] = r["count"]
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
-    ev = tables["static_events"].filter(~F.col("tombstone"))
-    events = {r["cause"]: r["count"] for r in ev.groupBy("cause").count().collect()}
-    span = (tables["generations"].select(F.col("time").alias("t"))
-            .unionByName(tables["static_events"].select(F.col("log_time").alias("t")))
-            .unionByName(tables["offsets_history"].select(F.col("log_time").alias("t")))
-            .agg(F.min("t").alias("a"), F.max("t").alias("b")).first())
+    ev = tables["static_events"]
+    events = {r["cause"]: r["count"] for r in ev.filter(~F.col("tombstone")).groupBy("cause").count().collect()}
+    # the large table is scanned once: its count and time span together
+    offsets = tables["offsets_history"].agg(F.count("*").alias("n"), F.min("log_time").alias("a"),
+                                            F.max("log_time").alias("b")).first()
+    small = (tables["generations"].select(F.col("time").alias("t"))
+             .unionByName(ev.select(F.col("log_time").alias("t")))
+             .agg(F.min("t").alias("a"), F.max("t").alias("b")).first())
+    firsts = [x for x in (offsets["a"], small["a"]) if x is not None]
+    lasts = [x for x in (offsets["b"], small["b"]) if x is not None]
+    span = {"a": min(firsts) if firsts else None, "b": max(lasts) if lasts else None}
     return {
         "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
         "first_time": span["a"], "last_time": span["b"],
@@ -487,7 +492,7 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": tables["generations"].filter(F.col("generation").isNotNull()).count(),
         "static_events": tables["static_events"].count(),
-        "offset_commits": tables["offsets_history"].count(),
+        "offset_commits": offsets["n"],
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
         "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out
         "errors_by_kind": errs,
