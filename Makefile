@@ -13,4 +13,4 @@ demo:
 	scripts/setup.sh audit && .venv/bin/tenure demo
 
 apis:
-	.venv/bin/tenure apis > docs/apis.md
+	.venv/bin/tenure apis --update docs/apis.md

@@ -5,6 +5,7 @@ See docs/audit.md for the tables, the rules behind every column and the anomaly 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -121,6 +122,9 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.pyspark.python", sys.executable))
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # the JVM reads it at start: without it Spark warns that the host name resolves to a loopback
+        # address and picks another interface, which a local run never uses
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     elif python_env is not None:
         where = python_env if "://" in python_env else os.path.abspath(python_env)   # hdfs://, s3a://, ...
         b = b.config("spark.archives", f"{where}#{EXECUTOR_ENV_DIR}")
@@ -128,6 +132,8 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         os.environ["PYSPARK_PYTHON"] = f"./{EXECUTOR_ENV_DIR}/bin/python"
     for k, v in (conf or {}).items():
         b = b.config(k, v)
+    # py4j logs each gateway connection it closes at INFO; the audit's own progress lines are enough
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = b.getOrCreate()
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="tenure-audit-")))

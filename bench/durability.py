@@ -195,8 +195,10 @@ def produce(bootstrap: str, target: str, args, server: Server | None) -> dict:
 async def commit_load(bootstrap: str, committers: int, partitions: int, seconds: float) -> dict:
     from kafka.protocol.consumer.group import OffsetCommitRequest
 
-    from tests.support.wire import AsyncWireClient
+    from tests.support.wire import AsyncWireClient, WireClient, create_topic
 
+    with WireClient.to(bootstrap) as w:        # offsets are only accepted for partitions that exist
+        create_topic(w, "orders", partitions)
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
     run = uuid.uuid4().hex[:8]

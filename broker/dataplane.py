@@ -13,11 +13,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, api_versions_body
 from tenure.protocol.errors import ErrorCode
 from tenure.storage import InvalidBatch, parse_batches
 
+from .admin import AdminApis
+from .configs import RESOURCE_TOPIC
 from .producers import ProducerStates
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError, TopicRegistry, validate_topic_name
 
@@ -27,15 +30,10 @@ NODE_ID = 0
 LEADER_EPOCH = 0
 MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 
-# DescribeConfigs sources
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-
 # FindCoordinator key types
 KEY_GROUP = 0
+KEY_TRANSACTION = 1
+TRANSACTIONS_REFUSED = "tenure does not serve transactions (no transaction coordinator)"
 
 
 @dataclass
@@ -49,11 +47,13 @@ def _resp(api_key: int):
     return SUPPORTED[api_key].response
 
 
-class Broker:
+class Broker(AdminApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
-                 clock: Callable[[], float] = time.monotonic, durability=None) -> None:
+                 clock: Callable[[], float] = time.monotonic, durability=None,
+                 server_configs: Callable[[], dict[str, str | None]] | None = None) -> None:
         self.node = node
+        self.server_configs = server_configs   # broker configs the server's options set (DescribeConfigs)
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
         self.auto_create_topics = auto_create_topics
@@ -61,11 +61,12 @@ class Broker:
         self.durability = durability           # storage.durability.Durability, or None (in memory)
         self._clock = clock
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._told_transactions = False        # the "no transactions" warning is logged once
         self.handlers: dict[int, Callable[[Request], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
-            32: self.describe_configs, 37: self.create_partitions, 60: self.describe_cluster,
+            37: self.create_partitions, 60: self.describe_cluster, **self._admin_handlers(),
         }
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
@@ -78,8 +79,11 @@ class Broker:
         if body.topics is None or (v == 0 and not body.topics):
             wanted = [(t.name, None) for t in self.topics.all()]
         else:
-            wanted = [(t.name, t.topic_id) for t in body.topics]
+            # a set, as Kafka reads it: a name asked for twice is answered once (in first-asked order)
+            wanted = list(dict.fromkeys((t.name, t.topic_id) for t in body.topics))
         auto = body.allow_auto_topic_creation if v >= 4 else True
+        topic_ops = authorized_operations("topic", v >= 8 and body.include_topic_authorized_operations)
+        cluster_ops = authorized_operations("cluster", 8 <= v <= 10 and body.include_cluster_authorized_operations)
         out = []
         for name, topic_id in wanted:
             if name is None and topic_id is not None:
@@ -87,7 +91,7 @@ class Broker:
                 if topic is None:
                     out.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                                        topic_id=topic_id, partitions=[],
-                                                       authorized_operations=None))
+                                                       authorized_operations=topic_ops))
                     continue
                 name = topic.name
             topic = self.topics.get(name)
@@ -95,13 +99,13 @@ class Broker:
                 try:
                     validate_topic_name(name)
                 except TopicError as exc:
-                    out.append(self._missing_topic(R, name, exc.code))
+                    out.append(self._missing_topic(R, name, exc.code, topic_ops))
                     continue
                 if auto and self.auto_create_topics:
                     topic = self.topics.create(name)
                     log.info("auto-created topic %s with %d partitions", name, len(topic.partitions))
                 else:
-                    out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic_ops))
                     continue
             P = R.MetadataResponseTopic.MetadataResponsePartition
             parts = [P(error_code=0, partition_index=i, leader_id=self.node.node_id, leader_epoch=LEADER_EPOCH,
@@ -109,16 +113,16 @@ class Broker:
                      for i in range(len(topic.partitions))]
             out.append(R.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
                                                is_internal=topic.internal, partitions=parts,
-                                               authorized_operations=None))
+                                               authorized_operations=topic_ops))
         return R(throttle_time_ms=0, brokers=[self._broker(R.MetadataResponseBroker)],
                  cluster_id=self.cluster_id, controller_id=self.node.node_id, topics=out,
-                 authorized_operations=None)
+                 authorized_operations=cluster_ops)
 
     @staticmethod
-    def _missing_topic(R, name, code):
+    def _missing_topic(R, name, code, ops: int):
         return R.MetadataResponseTopic(error_code=code, name=name, topic_id=uuid.UUID(int=0),
                                        is_internal=False, partitions=[],
-                                       authorized_operations=None)
+                                       authorized_operations=ops)
 
     def _broker(self, cls):
         return cls(node_id=self.node.node_id, host=self.node.host, port=self.node.port, rack=None)
@@ -129,19 +133,23 @@ class Broker:
                  cluster_id=self.cluster_id, controller_id=self.node.node_id,
                  brokers=[R.DescribeClusterBroker(broker_id=self.node.node_id, host=self.node.host,
                                                   port=self.node.port, rack=None)],
-                 authorized_operations=None)
+                 authorized_operations=authorized_operations(
+                     "cluster", req.body.include_cluster_authorized_operations))
 
     async def find_coordinator(self, req: Request):
         body, v = req.body, req.api_version
         R = _resp(10)
+        key_type = body.key_type if v >= 1 else KEY_GROUP
+        if key_type == KEY_TRANSACTION:
+            self._refuse_transactions(req, body.key if v < 4 else ", ".join(body.coordinator_keys))
         if v < 4:
-            code, msg = self._coordinator_for(body.key_type if v >= 1 else KEY_GROUP)
+            code, msg = self._coordinator_for(key_type)
             node = self.node if code == 0 else Node("", -1, -1)
             return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.node_id,
                      host=node.host, port=node.port)
         coords = []
         for key in body.coordinator_keys:
-            code, msg = self._coordinator_for(body.key_type)
+            code, msg = self._coordinator_for(key_type)
             node = self.node if code == 0 else Node("", -1, -1)
             coords.append(R.Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
                                         error_code=code, error_message=msg))
@@ -151,8 +159,20 @@ class Broker:
     def _coordinator_for(key_type: int) -> tuple[int, str | None]:
         if key_type == KEY_GROUP:
             return ErrorCode.NONE, None
-        kind = {1: "transaction", 2: "share group"}.get(key_type, f"key type {key_type}")
+        if key_type == KEY_TRANSACTION:
+            # every client treats this code as fatal and fails at once (librdkafka shows the message);
+            # COORDINATOR_NOT_AVAILABLE is retried until the client's own timeout (10-60 s)
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED
+        kind = {2: "share group"}.get(key_type, f"key type {key_type}")
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator"
+
+    def _refuse_transactions(self, req: Request, transactional_id: str | None) -> None:
+        """Log, once per server, that a client asked for transactions (the answer is refused each time)."""
+        if not self._told_transactions:
+            self._told_transactions = True
+            log.warning("%s: client %r asked for transactional id %r; answered "
+                        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED (logged once)",
+                        TRANSACTIONS_REFUSED, req.client_id, transactional_id)
 
     # ---------------------------------------------------------------- topics admin
     async def create_topics(self, req: Request):
@@ -165,22 +185,22 @@ class Broker:
                                          error_message=None, num_partitions=-1, replication_factor=-1,
                                          configs=[])
             try:
+                partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     "manual replica assignment is not supported by tenure (one broker)")
+                    partitions, factor = self.check_assignment(t), 1
+                n = self.topics.check_create(t.name, partitions, factor, configs)
+                self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
-                    n = self.topics.check_create(t.name, t.num_partitions, t.replication_factor, configs)
                     res.num_partitions, res.replication_factor = n, 1
                 else:
-                    topic = self.topics.create(t.name, t.num_partitions, t.replication_factor, configs)
+                    topic = self.topics.create(t.name, partitions, factor, configs)
                     res.topic_id = topic.topic_id
                     res.num_partitions, res.replication_factor = len(topic.partitions), 1
                     log.info("created topic %s with %d partitions", t.name, len(topic.partitions))
-                if v >= 5:
+                if v >= 5:       # what DescribeConfigs will say of the topic
                     res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
-                        name=k, value=configs.get(k, d), read_only=False,
-                        config_source=SOURCE_DYNAMIC_TOPIC if k in configs else SOURCE_DEFAULT,
-                        is_sensitive=False) for k, d in DEFAULT_TOPIC_CONFIGS.items()]
+                        name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                        is_sensitive=False) for e in self.configs.topic_entries(configs)]
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             results.append(res)
@@ -218,67 +238,21 @@ class Broker:
             res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
                 if t.assignments:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     "manual replica assignment is not supported by tenure (one broker)")
+                    self.check_new_partition_assignment(t)
                 self.topics.add_partitions(t.name, t.count, body.validate_only)
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             out.append(res)
         return R(throttle_time_ms=0, results=out)
 
-    async def describe_configs(self, req: Request):
-        body = req.body
-        R = _resp(32)
-        C = R.DescribeConfigsResult.DescribeConfigsResourceResult
-        results = []
-        for res in body.resources:
-            entry = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
-                                            resource_name=res.resource_name, configs=[])
-            if res.resource_type == RESOURCE_TOPIC:
-                topic = self.topics.get(res.resource_name)
-                if topic is None:
-                    entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    entry.error_message = f"topic {res.resource_name!r} does not exist"
-                    results.append(entry)
-                    continue
-                items = [(k, topic.configs.get(k, d), SOURCE_DYNAMIC_TOPIC if k in topic.configs else SOURCE_DEFAULT)
-                         for k, d in DEFAULT_TOPIC_CONFIGS.items()]
-            elif res.resource_type == RESOURCE_BROKER:
-                if res.resource_name not in ("", str(self.node.node_id)):     # as Kafka's ConfigHelper
-                    entry.error_code = ErrorCode.INVALID_REQUEST
-                    entry.error_message = (f"Unexpected broker id, expected {self.node.node_id} or empty string, "
-                                           f"but received {res.resource_name}")
-                    results.append(entry)
-                    continue
-                items = [(k, val, SOURCE_STATIC_BROKER) for k, val in self.broker_configs().items()]
-            else:
-                entry.error_code = ErrorCode.INVALID_REQUEST
-                entry.error_message = f"resource type {res.resource_type} is not described by tenure"
-                results.append(entry)
-                continue
-            keys = res.configuration_keys
-            entry.configs = [C(name=k, value=val, read_only=False, config_source=src,
-                               is_default=src == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
-                               config_type=0, documentation=None)
-                             for k, val, src in items if keys is None or k in keys]
-            results.append(entry)
-        return R(throttle_time_ms=0, results=results)
-
-    def broker_configs(self) -> dict[str, str]:
-        return {
-            "broker.id": str(self.node.node_id),
-            "num.partitions": str(self.topics.default_partitions),
-            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
-            "default.replication.factor": "1",
-            "offsets.topic.replication.factor": "1",
-        }
-
     # ---------------------------------------------------------------- producing
     async def init_producer_id(self, req: Request):
         body, v = req.body, req.api_version
         R = _resp(22)
         if body.transactional_id is not None:
-            return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+            self._refuse_transactions(req, body.transactional_id)
+            return R(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                     producer_id=-1, producer_epoch=-1)
         pid, epoch = self.producers.allocate(body.producer_id if v >= 3 else -1,
                                              body.producer_epoch if v >= 3 else -1)
         return R(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
@@ -288,6 +262,7 @@ class Broker:
         R = _resp(0)
         TR, PR = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
         if body.transactional_id is not None:
+            self._refuse_transactions(req, body.transactional_id)
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif body.acks not in (0, 1, -1):
             code = ErrorCode.INVALID_REQUIRED_ACKS
@@ -317,6 +292,11 @@ class Broker:
         return R(responses=out, throttle_time_ms=0)
 
     def _produce_partition(self, PR, topic: str, index: int, records, written: list):
+        try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
+            self.topics.refuse_internal(topic, "append to")
+        except TopicError as exc:
+            log.info("refused a produce to %s-%d: %s", topic, index, exc.message)
+            return PR(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
         log_ = self.topics.partition(topic, index)
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
@@ -428,10 +408,17 @@ class Broker:
                     had_error = True
                     continue
                 keys.append((name, p.partition))
-                if p.fetch_offset == plog.log_end_offset or (total and budget - total <= 0):
+                if p.fetch_offset == plog.log_end_offset:
                     continue
-                limit = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
+                # Kafka's ReplicaManager.readFromLog: each partition reads min(its own max, what is left of
+                # the request's max_bytes); only the first partition that returns data may exceed that by
+                # returning its first batch whole, so that a consumer always progresses
+                limit = min(p.partition_max_bytes, budget - total)
+                if limit <= 0 and total:
+                    continue
                 data = plog.read(p.fetch_offset, max(limit, 1))
+                if total and len(data) > limit:      # a single batch larger than what is left: not now
+                    continue
                 pd.records = data
                 total += len(data)
             topics_out.append(TR(topic=name or "", topic_id=getattr(t, "topic_id", None) if v >= 13 else None,
@@ -466,6 +453,8 @@ class Broker:
                     found = plog.log_start_offset, -1
                 elif ts == -3:          # MAX_TIMESTAMP
                     found = plog.max_timestamp()
+                elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
+                    pass
                 elif ts < 0:
                     pr.error_code = ErrorCode.INVALID_REQUEST
                 else:

@@ -16,6 +16,8 @@ log = logging.getLogger("tenure.broker")
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
+# Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 DEFAULT_TOPIC_CONFIGS: dict[str, str] = {
     "cleanup.policy": "delete",
@@ -76,13 +78,18 @@ class TopicRegistry:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.catalog = catalog
+        # altered broker and group configs ({"broker": {"" | "0": {...}}, "group": {name: {...}}}), kept here
+        # so that they are saved in the catalog with the topics (broker/configs.py reads them)
+        self.dynamic_configs: dict[str, dict[str, dict[str, str]]] = {}
 
     def load(self) -> list[Topic]:
         """Open every topic the catalog lists (recovering their logs); returns them."""
         if self.catalog is None or not os.path.exists(self.catalog):
             return []
         with open(self.catalog, encoding="utf-8") as f:
-            entries = json.load(f)["topics"]
+            doc = json.load(f)
+        entries = doc["topics"]
+        self.dynamic_configs = doc.get("configs", {})
         for e in entries:
             topic = Topic(e["name"], uuid.UUID(e["topic_id"]),
                           [self._log_factory(e["name"], i) for i in range(e["partitions"])],
@@ -96,7 +103,8 @@ class TopicRegistry:
             return
         doc = {"version": 1, "topics": [
             {"name": t.name, "topic_id": str(t.topic_id), "partitions": len(t.partitions),
-             "configs": t.configs, "internal": t.internal} for t in self._by_name.values()]}
+             "configs": t.configs, "internal": t.internal} for t in self._by_name.values()],
+            "configs": self.dynamic_configs}
         tmp = f"{self.catalog}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
@@ -109,6 +117,20 @@ class TopicRegistry:
         finally:
             os.close(fd)
 
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides (already validated) and persist them."""
+        self._by_name[name].configs = dict(configs)
+        self._save()
+
+    def set_dynamic_configs(self, kind: str, name: str, configs: dict[str, str]) -> None:
+        """Replace the altered configs of a broker ("" = cluster default) or group; persist them."""
+        of_kind = self.dynamic_configs.setdefault(kind, {})
+        if configs:
+            of_kind[name] = dict(configs)
+        else:
+            of_kind.pop(name, None)
+        self._save()
+
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
@@ -120,6 +142,16 @@ class TopicRegistry:
 
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
+
+    def is_internal(self, name: str) -> bool:
+        topic = self._by_name.get(name)
+        return name in KAFKA_INTERNAL_TOPICS or (topic is not None and topic.internal)
+
+    def refuse_internal(self, name: str, what: str) -> None:
+        """Raise INVALID_TOPIC_EXCEPTION if `name` is an internal topic: only its coordinator changes it."""
+        if self.is_internal(name):
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"cannot {what} internal topic {name}: only the group coordinator writes it")
 
     def partition(self, name: str, index: int) -> Log | None:
         t = self._by_name.get(name)
@@ -160,8 +192,7 @@ class TopicRegistry:
         topic = self._by_name.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        if topic.internal:
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"internal topic {name!r} cannot be deleted")
+        self.refuse_internal(name, "delete")
         del self._by_name[name]
         del self._by_id[topic.topic_id]
         self._save()
@@ -177,6 +208,7 @@ class TopicRegistry:
         topic = self._by_name.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self.refuse_internal(name, "add partitions to")
         have = len(topic.partitions)
         if total <= have:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,

@@ -16,7 +16,7 @@ Result.records and replayed, but replaying one never changes a group: it only re
 ids of a group have an event key in the log (`static_event_keys`), so that deleting the group can
 tombstone every one of them.
 
-Numbers in comments refer to items of shared/spec/classic-group-coordinator.md.
+Labels in comments (J23, S2, ...) refer to items of docs/behaviour.md.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
+from tenure.protocol.acl import authorized_operations
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol import records as rec
 from tenure.protocol.records import (
@@ -85,28 +86,39 @@ def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat\x00{group_id}\x00{member_id}"
+# Timer keys are tuples (kind, group id[, member id]): the parts are never parsed back out of a string,
+# so a group id holding any character routes to its own group. Outside the coordinator (the admin API,
+# logs, the test surface) a key is shown as `timer_name(key)`: "heartbeat/<group>/<member>".
+TimerKey = tuple[str, ...]
 
 
-def pending_key(group_id: str, member_id: str) -> str:
-    return f"pending\x00{group_id}\x00{member_id}"
+def heartbeat_key(group_id: str, member_id: str) -> TimerKey:
+    return ("heartbeat", group_id, member_id)
 
 
-def join_key(group_id: str) -> str:
-    return f"join\x00{group_id}"
+def pending_key(group_id: str, member_id: str) -> TimerKey:
+    return ("pending", group_id, member_id)
 
 
-def sync_key(group_id: str) -> str:
-    return f"sync\x00{group_id}"
+def join_key(group_id: str) -> TimerKey:
+    return ("join", group_id)
 
 
-def expansion_key(group_id: str) -> str:
-    return f"expansion\x00{group_id}"
+def sync_key(group_id: str) -> TimerKey:
+    return ("sync", group_id)
 
 
-def registration_key(group_id: str) -> str:
-    return f"registration\x00{group_id}"
+def expansion_key(group_id: str) -> TimerKey:
+    return ("expansion", group_id)
+
+
+def registration_key(group_id: str) -> TimerKey:
+    return ("registration", group_id)
+
+
+def timer_name(key: TimerKey) -> str:
+    """A timer key as shown outside the coordinator: its parts joined by "/"."""
+    return "/".join(key)
 
 
 class AdminError(Exception):
@@ -223,23 +235,21 @@ class GroupCoordinator:
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
         return self._handlers[api_key](self, ctx, body)
 
-    def on_timer(self, key: str, now_ms: int) -> Result:
-        kind, _, rest = key.partition("\x00")
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        kind, gid, *member = key
         if kind == "heartbeat":
-            gid, _, mid = rest.partition("\x00")
-            return self._session_expired(gid, mid, now_ms)
+            return self._session_expired(gid, member[0], now_ms)
         if kind == "pending":
-            gid, _, mid = rest.partition("\x00")
-            return self._pending_expired(gid, mid, now_ms)
+            return self._pending_expired(gid, member[0], now_ms)
         if kind == "join":
-            return self._join_timer(rest, now_ms)
+            return self._join_timer(gid, now_ms)
         if kind == "sync":
-            return self._sync_expired(rest, now_ms)
+            return self._sync_expired(gid, now_ms)
         if kind == "expansion":
-            return self._expansion_expired(rest, now_ms)
+            return self._expansion_expired(gid, now_ms)
         if kind == "registration":
-            return self._registration_expired(rest, now_ms)
-        raise ValueError(f"unknown timer {key!r}")
+            return self._registration_expired(gid, now_ms)
+        raise ValueError(f"unknown timer {timer_name(key)!r}")
 
     # ================================================================== helpers
     def _parked_joins(self, gid: str) -> dict[str, Parked]:
@@ -254,7 +264,7 @@ class GroupCoordinator:
 
     @staticmethod
     def _validate_member(g: ClassicGroup, member_id: str, instance_id: str | None) -> int:
-        """Identity check shared by Join/Sync/Heartbeat/Leave/OffsetCommit (20, 34)."""
+        """Identity check shared by Join/Sync/Heartbeat/Leave/OffsetCommit (J17, J31)."""
         if instance_id is not None:
             mapped = g.static_members.get(instance_id)
             if mapped is None:
@@ -277,7 +287,7 @@ class GroupCoordinator:
                                        m.metadata(g.protocol_name), m.assignment)
                           for m in g.members.values()))
 
-    # ---- JoinGroup responses (7, 17, 28, 29)
+    # ---- JoinGroup responses (J4, J14, J25, J26)
     @staticmethod
     def _join_error(version: int, code: int, member_id: str) -> JoinGroupResponse:
         return JoinGroupResponse(throttle_time_ms=0, error_code=code, generation_id=-1,
@@ -312,7 +322,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
         gid = g.group_id
         res.rebalances.append((gid, cause))
-        if g.state == COMPLETING_REBALANCE:                  # 13: parked syncs get 27, assignments reset
+        if g.state == COMPLETING_REBALANCE:                  # J10: parked syncs get 27, assignments reset
             for mid, p in self._syncs.pop(gid, {}).items():
                 res.respond(p.token, self._sync_resp(None, E.REBALANCE_IN_PROGRESS))
             for m in g.members.values():
@@ -323,14 +333,14 @@ class GroupCoordinator:
             res.cancel_timer(expansion_key(gid))
         initial = g.state == EMPTY
         g.transition(PREPARING_REBALANCE, now_ms)
-        if initial:                                          # 15: the initial delay
+        if initial:                                          # J12: the initial delay
             delay = self.config.initial_rebalance_delay_ms
             self._initial_remaining[gid] = max(g.rebalance_timeout_ms() - delay, 0)
             self._new_member_added[gid] = False
             res.set_timer(join_key(gid), now_ms + delay)
         else:
             self._initial_remaining.pop(gid, None)
-            if self._all_joined(g):                          # 12: completes early
+            if self._all_joined(g):                          # J9: completes early
                 self._complete_join(res, g, now_ms)
             else:
                 res.set_timer(join_key(gid), now_ms + g.rebalance_timeout_ms())
@@ -349,26 +359,26 @@ class GroupCoordinator:
     def _complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
         gid = g.group_id
         joined = self._joins.get(gid, {})
-        for mid, m in list(g.members.items()):               # 16: dynamic laggards go, static stay
+        for mid, m in list(g.members.items()):               # J13: dynamic laggards go, static stay
             if mid not in joined and not m.is_static:
                 g.remove_member(mid)
                 res.cancel_timer(heartbeat_key(gid, mid))
         if g.members and g.leader_id not in joined:
             new_leader = next((mid for mid in g.members if mid in joined), None)
-            if new_leader is None:                           # 16: nobody rejoined: wait again
+            if new_leader is None:                           # J13: nobody rejoined: wait again
                 res.set_timer(join_key(gid), now_ms + g.rebalance_timeout_ms())
                 return
             g.leader_id = new_leader
         res.cancel_timer(join_key(gid))
         self._initial_remaining.pop(gid, None)
         g.generation += 1
-        if not g.members:                                    # 18
+        if not g.members:                                    # J15
             g.protocol_name = None
             g.leader_id = None
             g.transition(EMPTY, now_ms)
             self._emit(res, self._group_record(g, now_ms))
             return
-        g.protocol_name = g.select_protocol()                # 17
+        g.protocol_name = g.select_protocol()                # J14
         g.transition(COMPLETING_REBALANCE, now_ms)
         for mid, p in self._joins.pop(gid, {}).items():
             res.respond(p.token, self._join_ok(g, mid, p.api_version))
@@ -405,7 +415,7 @@ class GroupCoordinator:
             res.respond(old.token, self._join_error(old.api_version, E.REBALANCE_IN_PROGRESS, member_id))
         joins[member_id] = Parked(ctx.token, ctx.api_version, ctx.client_id or "", ctx.client_host)
 
-    # ================================================================== JoinGroup (4-34)
+    # ================================================================== JoinGroup (J1-J31)
     def join_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
@@ -420,42 +430,42 @@ class GroupCoordinator:
             return error(E.INVALID_GROUP_ID)
         if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
                 <= self.config.max_session_timeout_ms):
-            return error(E.INVALID_SESSION_TIMEOUT)                       # 4
+            return error(E.INVALID_SESSION_TIMEOUT)                       # J1
         live = self.groups.get(gid)
         if live is None:
             if mid:
-                return error(E.UNKNOWN_MEMBER_ID)                          # 5
+                return error(E.UNKNOWN_MEMBER_ID)                          # J2
             g = ClassicGroup(gid)
         elif live.state == DEAD:
             return error(E.COORDINATOR_NOT_AVAILABLE)
         else:
             g = live.copy()
-        if not self._accept_joining(g, mid):                               # 8 (Kafka checks size first)
+        if not self._accept_joining(g, mid):                               # J5 (Kafka checks size first)
             if mid in g.members:
                 self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED, rec.GROUP_FULL, ctx.now_ms, ctx)
                 self._commit(g)
             return error(E.GROUP_MAX_SIZE_REACHED, "")
         protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
         if not g.supports_protocols(req.protocol_type, [n for n, _ in protocols]):
-            return error(E.INCONSISTENT_GROUP_PROTOCOL)                    # 6
+            return error(E.INCONSISTENT_GROUP_PROTOCOL)                    # J3
         member = Member(mid, iid, ctx.client_id or "", ctx.client_host, rebalance_timeout,
                         req.session_timeout_ms, req.protocol_type, protocols)
         if not mid:
             if iid is None:
-                self._join_new_dynamic(res, g, member, ctx)                # 9
+                self._join_new_dynamic(res, g, member, ctx)                # J6
             elif iid in g.static_members:
-                self._replace_static(res, g, member, ctx)                  # 26-33
+                self._replace_static(res, g, member, ctx)                  # J23-J30
             else:
-                member.member_id = self._new_id(iid)                       # 10
+                member.member_id = self._new_id(iid)                       # J7
                 member.is_new = True
                 self._add_and_rebalance(res, g, member, ctx)
-        elif mid in g.pending_members:                                     # 9: second join of KIP-394
+        elif mid in g.pending_members:                                     # J6: second join of KIP-394
             g.pending_members.discard(mid)
             res.cancel_timer(pending_key(gid, mid))
             member.is_new = True
             self._add_and_rebalance(res, g, member, ctx)
         else:
-            self._join_known(res, g, member, ctx)                          # 20-25
+            self._join_known(res, g, member, ctx)                          # J17-J22
         self._commit(g)
         return res
 
@@ -509,7 +519,7 @@ class GroupCoordinator:
         if code == E.FENCED_INSTANCE_ID:
             self._fenced(res, g, req_member.group_instance_id, mid, ctx)
         if code == E.NONE and g.state == EMPTY:
-            code = E.UNKNOWN_MEMBER_ID                                     # 25
+            code = E.UNKNOWN_MEMBER_ID                                     # J22
         if code:
             res.respond(ctx.token, self._join_error(v, code, mid))
             return
@@ -522,16 +532,16 @@ class GroupCoordinator:
             m.session_timeout_ms = req_member.session_timeout_ms
             self._park_join(res, g, mid, ctx)
 
-        if g.state == PREPARING_REBALANCE:                                 # 21
+        if g.state == PREPARING_REBALANCE:                                 # J18
             update_and_park()
             self._maybe_complete_join(res, g, ctx.now_ms)
-        elif g.state == COMPLETING_REBALANCE:                              # 22
+        elif g.state == COMPLETING_REBALANCE:                              # J19
             if same:
                 res.respond(ctx.token, self._join_ok(g, mid, v))
             else:
                 update_and_park()
                 self._prepare_rebalance(res, g, ctx.now_ms, "member_metadata_changed")
-        elif g.state == STABLE:                                            # 23, 24
+        elif g.state == STABLE:                                            # J20, J21
             if mid == g.leader_id or not same:
                 update_and_park()
                 self._prepare_rebalance(res, g, ctx.now_ms,
@@ -545,7 +555,7 @@ class GroupCoordinator:
         new_id = self._new_id(iid)
         old_leader = g.leader_id
         self._static_event(res, g, rec.REPLACED, iid, old_id, new_id, ctx.now_ms, ctx.client_id, ctx.client_host)
-        # 26: fence the old member; each parked request answered 82 is a fenced event too (a live holder
+        # J23: fence the old member; each parked request answered 82 is a fenced event too (a live holder
         # of the old id was told so), after the replacement that fenced it
         p = self._joins.get(gid, {}).pop(old_id, None)
         if p is not None:
@@ -566,22 +576,22 @@ class GroupCoordinator:
         if self.config.static_registration_timeout_ms is not None:
             self._arm_registration(res, g)                                 # it may have been offline
         if g.state == STABLE:
-            if g.select_protocol() == g.protocol_name:                     # 27: no rebalance
+            if g.select_protocol() == g.protocol_name:                     # J24: no rebalance
                 self._emit(res, self._group_record(g, ctx.now_ms))
-                if v >= 9:                                                 # 28: KIP-814
+                if v >= 9:                                                 # J25: KIP-814
                     leads = g.leader_id == new_id
                     res.respond(ctx.token, self._join_ok(g, new_id, v, with_members=leads,
                                                          skip_assignment=leads))
-                else:                                                      # 29
+                else:                                                      # J26
                     res.respond(ctx.token, self._join_ok(g, new_id, v, leader=old_leader,
                                                          with_members=False))
-            else:                                                          # 31
+            else:                                                          # J28
                 self._park_join(res, g, new_id, ctx)
                 self._prepare_rebalance(res, g, ctx.now_ms, "static_member_protocol_changed")
-        elif g.state == COMPLETING_REBALANCE:                              # 32
+        elif g.state == COMPLETING_REBALANCE:                              # J29
             self._park_join(res, g, new_id, ctx)
             self._prepare_rebalance(res, g, ctx.now_ms, "static_member_replaced_during_rebalance")
-        else:                                                              # 33
+        else:                                                              # J30
             self._park_join(res, g, new_id, ctx)
             self._maybe_complete_join(res, g, ctx.now_ms)
 
@@ -593,7 +603,7 @@ class GroupCoordinator:
             return res
         g = live.copy()
         remaining = self._initial_remaining.get(gid)
-        if remaining is not None:                                          # 15
+        if remaining is not None:                                          # J12
             if self._new_member_added.get(gid) and remaining > 0:
                 delay = min(self.config.initial_rebalance_delay_ms, remaining)
                 self._initial_remaining[gid] = max(remaining - delay, 0)
@@ -605,7 +615,7 @@ class GroupCoordinator:
         self._commit(g)
         return res
 
-    def _session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # 40
+    def _session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # T2
         res = Result()
         live = self.groups.get(gid)
         if live is None or mid not in live.members:
@@ -616,8 +626,10 @@ class GroupCoordinator:
             return res
         g = live.copy()
         if m.is_static and self.config.static_registration_timeout_ms is not None and not m.is_new:
-            # registration timeout: tolerate the static member offline; track the earliest one
-            g.offline_since.setdefault(mid, now_ms)
+            # registration timeout: tolerate the static member offline; it replaces the session timeout,
+            # so it counts from the member's last sign of life (the session timer was armed then, one
+            # session timeout ago), not from now; track the earliest offline member
+            g.offline_since.setdefault(mid, now_ms - m.session_timeout_ms)
             self._arm_registration(res, g)
             self._commit(g)
             return res
@@ -693,7 +705,7 @@ class GroupCoordinator:
         self._commit(g)
         return res
 
-    def _sync_expired(self, gid: str, now_ms: int) -> Result:                # 19
+    def _sync_expired(self, gid: str, now_ms: int) -> Result:                # J16
         res = Result()
         live = self.groups.get(gid)
         if (live is None or live.state not in (COMPLETING_REBALANCE, STABLE)
@@ -706,7 +718,7 @@ class GroupCoordinator:
         self._commit(g)
         return res
 
-    # ================================================================== SyncGroup (35-37)
+    # ================================================================== SyncGroup (S1-S3)
     def sync_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
@@ -736,10 +748,10 @@ class GroupCoordinator:
             return error(E.REBALANCE_IN_PROGRESS)
         g = live.copy()
         g.pending_sync.discard(mid)
-        if g.state == STABLE:                                              # 37
+        if g.state == STABLE:                                              # S3
             res.respond(ctx.token, self._sync_resp(g, 0, g.members[mid].assignment))
             self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
-        else:                                                              # 36: CompletingRebalance
+        else:                                                              # S2: CompletingRebalance
             self._parked_syncs(gid)[mid] = Parked(ctx.token, v, ctx.client_id or "", ctx.client_host)
             if mid == g.leader_id:
                 given = {a.member_id: bytes(a.assignment) for a in req.assignments}
@@ -756,7 +768,7 @@ class GroupCoordinator:
         self._commit(g)
         return res
 
-    # ================================================================== Heartbeat (38)
+    # ================================================================== Heartbeat (H1)
     def heartbeat(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
@@ -788,7 +800,7 @@ class GroupCoordinator:
         res.respond(ctx.token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
         return res
 
-    # ================================================================== LeaveGroup (41-43)
+    # ================================================================== LeaveGroup (L1-L3)
     def leave_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v, gid = ctx.api_version, req.group_id
@@ -808,14 +820,14 @@ class GroupCoordinator:
         if not gid:
             return answer(E.INVALID_GROUP_ID, [])
         live = self.groups.get(gid)
-        if live is None:                                                   # 41
+        if live is None:                                                   # L1
             return answer(0, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in identities])
         if live.state == DEAD:
             return answer(E.COORDINATOR_NOT_AVAILABLE, [])
         g = live.copy()
         per = []
         changed: str | bool = False          # the cause of the rebalance the batch starts, once it changes anything
-        for mid, iid in identities:                                        # 42
+        for mid, iid in identities:                                        # L2
             target = None
             if not mid:
                 target = g.static_members.get(iid) if iid is not None else None
@@ -830,25 +842,25 @@ class GroupCoordinator:
                     self._fenced(res, g, iid, mid, ctx)
                 target = mid if code == E.NONE else None
             if target is not None and target in g.members:
-                # member id "" + instance id is the Admin client's removeMembersFromConsumerGroup (44);
+                # member id "" + instance id is the Admin client's removeMembersFromConsumerGroup (L4);
                 # a member leaving by itself names its own member id
                 self._remove_member(res, g, target, E.UNKNOWN_MEMBER_ID, rec.LEFT if mid else rec.REMOVED,
                                     ctx.now_ms, ctx)
                 changed = changed or ("member_left" if mid else "member_removed")
             per.append((mid, iid, code))
-        if changed:                                                        # 43: one decision per batch
+        if changed:                                                        # L3: one decision per batch
             if g.state != EMPTY:                 # an Empty group (a pending id left) needs no rebalance
                 self._rebalance_or_complete(res, g, ctx.now_ms, changed)
             self._commit(g)
         return answer(0, per)
 
-    # ================================================================== offsets (46-51)
+    # ================================================================== offsets (O1-O6)
     # OffsetCommit v0-9 and OffsetFetch v0-9 share ONE offset store (the OffsetCommit records). Kafka
     # before KIP-896 (4.0 dropped both v0s and OffsetCommit v1) kept v0 commits in ZooKeeper and served
     # v0 fetches from there, a store separate from __consumer_offsets; a single store is right here: there
     # is no ZooKeeper, and a group's offsets must not depend on the version that committed them.
     # v0 carries no generation, member id or instance id: it is a commit with generation -1 and member
-    # "" (46-48: accepted for an unknown or Empty group, 25 on a group with members). v1 adds a
+    # "" (O1-O3: accepted for an unknown or Empty group, 25 on a group with members). v1 adds a
     # per-partition commit timestamp: -1 means now, anything else is stored as given (Kafka's
     # OffsetAndMetadata.fromRequest). The leader epoch exists from v6, -1 before.
     def offset_commit(self, ctx: RequestContext, req) -> Result:
@@ -860,19 +872,19 @@ class GroupCoordinator:
         code = E.NONE
         member = None
         if live is None:
-            if generation >= 0:                                            # 46
+            if generation >= 0:                                            # O1
                 code = E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION
         elif live.state == DEAD:
             code = E.COORDINATOR_NOT_AVAILABLE
-        elif live.state == EMPTY and generation < 0:                       # 47
+        elif live.state == EMPTY and generation < 0:                       # O2
             pass
-        elif generation >= 0 or mid or iid is not None:                    # 48
+        elif generation >= 0 or mid or iid is not None:                    # O3
             code = self._validate_member(live, mid, iid)
             if code == E.FENCED_INSTANCE_ID:
                 self._fenced(res, live, iid, mid, ctx)
             if not code and generation != live.generation:
                 code = E.ILLEGAL_GENERATION
-            if not code and live.state == COMPLETING_REBALANCE:            # 49
+            if not code and live.state == COMPLETING_REBALANCE:            # O4
                 code = E.REBALANCE_IN_PROGRESS
             if not code:
                 member = live.members[mid]
@@ -887,17 +899,17 @@ class GroupCoordinator:
                 pcode = code
                 meta = p.committed_metadata or ""
                 if not pcode and len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                    pcode = E.OFFSET_METADATA_TOO_LARGE                    # 50
+                    pcode = E.OFFSET_METADATA_TOO_LARGE                    # O5
                 if not pcode:
                     stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
                     self._emit(res, OffsetCommitRecord(gid, t.name, p.partition_index, p.committed_offset,
                                                        p.committed_leader_epoch if v >= 6 else -1, meta, stamp))
                 parts.append(P(partition_index=p.partition_index, error_code=pcode))
             topics.append(T(name=t.name, partitions=parts))
-        if not code and live is None:                                      # 46: a simple group
+        if not code and live is None:                                      # O1: a simple group
             self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
         if member is not None and live.state in (STABLE, PREPARING_REBALANCE):
-            self._reset_heartbeat(res, live, member, ctx.now_ms)          # 39
+            self._reset_heartbeat(res, live, member, ctx.now_ms)          # T1
         res.respond(ctx.token, OffsetCommitResponse(throttle_time_ms=0, topics=topics))
         return res
 
@@ -908,9 +920,12 @@ class GroupCoordinator:
         if v >= 8:
             G = R.OffsetFetchResponseGroup
             T, P = G.OffsetFetchResponseTopics, G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+            # a group asked for all its offsets twice is answered once (see describe_groups)
+            wanted = list({(q.group_id, None) if q.topics is None else (q.group_id, i): q
+                           for i, q in enumerate(req.groups)}.values())
             groups = [G(group_id=q.group_id, error_code=0,
                         topics=self._fetch_offsets(q.group_id, q.topics, T, P))
-                      for q in req.groups]
+                      for q in wanted]
             res.respond(ctx.token, R(throttle_time_ms=0, groups=groups))
         else:
             T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
@@ -929,7 +944,7 @@ class GroupCoordinator:
                                                 error_code=0) for r in recs])
                     for topic, recs in by_topic.items()]
         out = []
-        for t in topics:                                                   # 51
+        for t in topics:                                                   # O6
             parts = []
             for idx in t.partition_indexes:
                 r = have.get((t.name, idx))
@@ -982,17 +997,21 @@ class GroupCoordinator:
                 return None
         return topics
 
-    # ================================================================== admin (52, 53)
+    # ================================================================== admin (A1, A2)
     def describe_groups(self, ctx: RequestContext, req) -> Result:
         res = Result()
         D = DescribeGroupsResponse.DescribedGroup
         M = D.DescribedGroupMember
+        ops = authorized_operations("group", ctx.api_version >= 3 and req.include_authorized_operations)
         out = []
-        for gid in req.groups:
+        # Each group once, in first-asked order. Kafka answers a repeated id again, but one 50 KB request
+        # naming a group of 10 KB members 10,000 times then makes a 190 MiB answer; no client repeats an
+        # id (librdkafka refuses "Duplicate groups not allowed", Java keys its requests by group id).
+        for gid in dict.fromkeys(req.groups):
             g = self.groups.get(gid)
             if g is None:
                 out.append(D(error_code=0, error_message=None, group_id=gid, group_state=DEAD, protocol_type="",
-                             protocol_data="", members=[], authorized_operations=None))
+                             protocol_data="", members=[], authorized_operations=ops))
                 continue
             stable = g.state == STABLE
             out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
@@ -1002,7 +1021,7 @@ class GroupCoordinator:
                                     member_metadata=m.metadata(g.protocol_name) if stable else b"",
                                     member_assignment=m.assignment if stable else b"")
                                   for m in g.members.values()],
-                         authorized_operations=None))
+                         authorized_operations=ops))
         res.respond(ctx.token, DescribeGroupsResponse(throttle_time_ms=0, groups=out))
         return res
 

@@ -67,7 +67,7 @@ class ClassicGroup:
     static_members: dict[str, str] = field(default_factory=dict)   # group.instance.id -> member.id
     pending_members: set[str] = field(default_factory=set)          # KIP-394 ids handed out, not joined
     pending_sync: set[str] = field(default_factory=set)             # members yet to send SyncGroup
-    offline_since: dict[str, int] = field(default_factory=dict)     # static members past their session
+    offline_since: dict[str, int] = field(default_factory=dict)     # static members past their session -> last heard from
 
     kind = "classic"   # KIP-848 "consumer" groups are the second kind
 
@@ -159,7 +159,7 @@ class GroupSnapshot:
 
 @dataclass(frozen=True)
 class TimerOp:
-    key: str
+    key: tuple[str, ...]      # (kind, group id[, member id]); see coordinator.classic.timer_name
     deadline_ms: int | None   # None cancels
 
 
@@ -176,10 +176,10 @@ class Result:
     def respond(self, token: int, body: object) -> None:
         self.responses.append((token, body))
 
-    def set_timer(self, key: str, deadline_ms: int) -> None:
+    def set_timer(self, key: tuple[str, ...], deadline_ms: int) -> None:
         self.timers.append(TimerOp(key, deadline_ms))
 
-    def cancel_timer(self, key: str) -> None:
+    def cancel_timer(self, key: tuple[str, ...]) -> None:
         self.timers.append(TimerOp(key, None))
 
     def merge(self, other: "Result") -> None:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Smoke test of the compose environment, on host networking (docker-compose.hostnet.yml: 127.0.0.1 only):
 # build the images, start the server and two static consumers, restart one consumer and check through the
-# admin endpoint (127.0.0.1:9644) that the group's generation and that member's partitions did not change,
-# run the audit profile, check report.html exists, and tear everything down (volumes too).
+# admin endpoint that the group's generation and that member's partitions did not change, run the audit
+# profile, check report.html exists, and tear everything down (volumes and this run's images too).
+# Each run has its own compose project name, image tags and free ports (TENURE_HOST_KAFKA_PORT and
+# TENURE_HOST_ADMIN_PORT in the environment choose them), so runs side by side do not collide.
 #
 # Needs a Docker engine, the `docker compose` plugin (2.24+) and the base image python:3.11-slim already
 # present locally (this script never pulls it; the build fetches Python packages from PyPI). Where any of
@@ -21,9 +23,8 @@ command -v docker >/dev/null 2>&1 || skip "no docker command on PATH"
 
 HERE="$(cd "${BASH_SOURCE[0]%/*}" && pwd)"
 BASE_IMAGE="python:3.11-slim"
-PROJECT="tenure-smoke"
+PROJECT="tenure-smoke-$$-$RANDOM"
 GROUP="demo-static"
-ADMIN="127.0.0.1:9644"
 CONSUMERS=2
 
 bounded() {    # bounded SECONDS CMD...: CMD, killed after SECONDS where timeout(1) exists
@@ -41,19 +42,26 @@ bounded 30 docker compose version >/dev/null 2>&1 || skip "the docker compose pl
 bounded 30 docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 \
     || skip "the base image $BASE_IMAGE is not available locally (docker pull $BASE_IMAGE first; this script never pulls)"
 
-for port in 9092 9644; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        echo "smoke.sh: FAIL: 127.0.0.1:$port is in use (another tenure stack?); stop it first" >&2
-        exit 1
-    fi
-done
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+free_port() {    # a port of 127.0.0.1 that nothing answers on, below Linux's ephemeral range (32768-)
+    local port
+    for _ in $(seq 1 200); do
+        port=$((20000 + RANDOM % 12768))
+        in_use "$port" || { echo "$port"; return 0; }
+    done
+    return 1
+}
+
+# the images under this run's own tags (removed on the way out; the builder's cache stays)
+export TENURE_IMAGE="$PROJECT:server" TENURE_BASE_IMAGE="$PROJECT:base" TENURE_AUDIT_IMAGE="$PROJECT:audit"
 
 COMPOSE=(docker compose -p "$PROJECT" -f "$HERE/docker-compose.yml" -f "$HERE/docker-compose.hostnet.yml"
          --profile audit)
 
 cleanup() {
     echo "smoke.sh: tearing down"
-    bounded 120 "${COMPOSE[@]}" down --volumes --remove-orphans --timeout 15 >/dev/null 2>&1 || true
+    bounded 120 "${COMPOSE[@]}" down --volumes --remove-orphans --rmi all --timeout 15 >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -65,7 +73,7 @@ fail() {
 }
 
 # One line for the group, read from the admin endpoint from inside the server's container (it shares the
-# host's network, so 127.0.0.1:9644 is the same address): "STATE GENERATION instance=member:partitions ...",
+# host's network, so $ADMIN is the same address): "STATE GENERATION instance=member:partitions ...",
 # or "none" while the group does not exist.
 group_summary() {
     bounded 30 "${COMPOSE[@]}" exec -T tenure python -c '
@@ -105,6 +113,19 @@ member_of() {    # member_of SUMMARY INSTANCE -> "member_id:partitions"
 echo "smoke.sh: building the images"
 bounded 1800 "${COMPOSE[@]}" build || fail "docker compose build"
 
+# the ports are chosen now, after the build, so nothing else has had minutes to take them
+TENURE_HOST_KAFKA_PORT="${TENURE_HOST_KAFKA_PORT:-$(free_port)}"
+TENURE_HOST_ADMIN_PORT="${TENURE_HOST_ADMIN_PORT:-$(free_port)}"
+[ "$TENURE_HOST_KAFKA_PORT" != "$TENURE_HOST_ADMIN_PORT" ] || TENURE_HOST_ADMIN_PORT="$(free_port)"
+for port in "$TENURE_HOST_KAFKA_PORT" "$TENURE_HOST_ADMIN_PORT"; do
+    if in_use "$port"; then
+        echo "smoke.sh: FAIL: 127.0.0.1:$port is in use; choose other ports" >&2
+        exit 1
+    fi
+done
+export TENURE_HOST_KAFKA_PORT TENURE_HOST_ADMIN_PORT
+ADMIN="127.0.0.1:$TENURE_HOST_ADMIN_PORT"
+echo "smoke.sh: project $PROJECT: Kafka on 127.0.0.1:$TENURE_HOST_KAFKA_PORT, admin on $ADMIN"
 echo "smoke.sh: starting tenure and $CONSUMERS consumers (host network)"
 bounded 300 "${COMPOSE[@]}" up -d --scale consumer="$CONSUMERS" tenure consumer || fail "docker compose up"
 

@@ -2,6 +2,11 @@
 
 An API appears here only once its handler is real. Request/response classes are kafka-python 3's
 schema-driven `ApiMessage` codecs.
+
+tenure presents itself as Kafka 4.0 (`KAFKA_VERSION`): no served API goes beyond the version Kafka 4.0 serves
+(checked against kafka-python's table of broker versions at import), and the ones clients infer a broker's
+version from are served up to 4.0's: ListOffsets v10 (kafka-python's test for 4.0), Fetch v17, Produce v12.
+Older versions stay served (tenure keeps answering clients that Kafka 4.0 no longer does).
 """
 from __future__ import annotations
 
@@ -11,12 +16,21 @@ from kafka.protocol.admin import (
     DeleteGroupsRequest, DeleteGroupsResponse,
     DescribeGroupsRequest, DescribeGroupsResponse,
     ListGroupsRequest, ListGroupsResponse,
+    AlterConfigsRequest, AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
     DescribeClusterRequest, DescribeClusterResponse,
     DescribeConfigsRequest, DescribeConfigsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse,
+    DescribeLogDirsRequest, DescribeLogDirsResponse,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.consumer import (
     JoinGroupRequest, JoinGroupResponse,
     LeaveGroupRequest, LeaveGroupResponse,
@@ -63,9 +77,9 @@ def _spec(req, resp, lo: int, hi: int) -> ApiSpec:
 
 
 _TABLE = [
-    _spec(ProduceRequest, ProduceResponse, 3, 11),
-    _spec(FetchRequest, FetchResponse, 4, 16),
-    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 8),
+    _spec(ProduceRequest, ProduceResponse, 3, 12),
+    _spec(FetchRequest, FetchResponse, 4, 17),
+    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 10),
     _spec(MetadataRequest, MetadataResponse, 0, 12),
     _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
@@ -76,6 +90,15 @@ _TABLE = [
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+    # admin (broker/admin.py)
+    _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+    _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),
+    _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+    _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 0),
+    _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
+    _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     # the classic group coordinator
     _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9),
     _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9),
@@ -89,7 +112,10 @@ _TABLE = [
     _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
 ]
 
+KAFKA_VERSION = (4, 0)
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
+for _s in _TABLE:   # never claim more than the Kafka version presented serves
+    assert _s.max_version <= BROKER_API_VERSIONS[KAFKA_VERSION][_s.key][1], (_s.name, _s.max_version)
 API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
 
 

@@ -1,8 +1,10 @@
 """Request decoding and response encoding around kafka-python's ApiMessage bodies.
 
-`decode_request(payload)` turns one frame payload into a `Request` or raises a
-`ClientProtocolError` - nothing else (the fuzz tests hold it to that). `encode_response` frames a
-response body with the header version its API/version calls for; ApiVersions always uses header v0.
+`decode_request(payload, limits)` turns one frame payload into a `Request` or raises a
+`ClientProtocolError` - nothing else (the fuzz tests hold it to that). The body is first checked
+against its schema and the decoding limits (protocol/limits.py: nulls where the schema has none,
+lengths past the end, too many array elements), then decoded by kafka-python. `encode_response` frames
+a response body with the header version its API/version calls for; ApiVersions always uses header v0.
 """
 from __future__ import annotations
 
@@ -12,12 +14,54 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.schemas.fields.struct import StructField
 
 from .apis import API_VERSIONS_KEY, SUPPORTED, ApiSpec, api_version_ranges
 from .errors import ErrorCode, MalformedRequest, UnsupportedApi
 from .framing import frame
+from .limits import DecodeLimits, check_body
 
 _PREFIX = struct.Struct(">hhi")
+
+
+class _TagReader:
+    """`read(n)` over the request's bytes from a position, for kafka-python's TaggedFields.decode."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data, pos: int) -> None:
+        self.data, self.pos = data, pos
+
+    def read(self, n: int = -1) -> bytes:
+        start = self.pos
+        self.pos = len(self.data) if n is None or n < 0 else min(start + n, len(self.data))
+        return bytes(self.data[start:self.pos])
+
+
+def _emit_tagged_decode(self, ctx, var_name, indent, version):
+    """kafka-python 3.0.12's compiled decoders read a struct's tagged fields from `BytesIO(bytes(data[pos:]))`,
+    a copy of the whole rest of the request for every struct that carries one: an array of N elements with
+    tags costs N copies of the request (quadratic; a few MiB of it held the loop for minutes). This emits the
+    same decode over a reader that copies only the bytes it reads."""
+    tf_var = ctx.next_var('tf')
+    ctx.globs[tf_var] = self.tagged_fields(version)
+    ctx.globs['_TagReader'] = _TagReader
+    reader = ctx.next_var('tr')
+    ctx.emit(indent, '%s = _TagReader(data, pos)' % reader)
+    ctx.emit(indent, '_tfd = %s.decode(%s, version=%d)' % (tf_var, reader, version))
+    ctx.emit(indent, 'pos = %s.pos' % reader)
+    ctx.emit(indent, 'if _tfd:')
+    ctx.emit(indent, '    for _tk, _tv in _tfd.items():')
+    ctx.emit(indent, '        if _tk.startswith("_"):')
+    ctx.emit(indent, '            if %s.unknown_tags is None: %s.unknown_tags = {}' % (var_name, var_name))
+    ctx.emit(indent, '            %s.unknown_tags[_tk] = _tv' % var_name)
+    ctx.emit(indent, '        else:')
+    ctx.emit(indent, '            if %s.tags is None: %s.tags = set()' % (var_name, var_name))
+    ctx.emit(indent, '            %s.tags.add(_tk)' % var_name)
+    ctx.emit(indent, '            setattr(%s, _tk, _tv)' % var_name)
+
+
+StructField._emit_tagged_decode = _emit_tagged_decode   # before any decoder is compiled (they compile lazily)
 
 
 @dataclass(frozen=True)
@@ -48,7 +92,7 @@ def peek_prefix(payload: bytes) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(payload, 0)
 
 
-def decode_request(payload: bytes) -> Request | UnsupportedApiVersions:
+def decode_request(payload: bytes, limits: DecodeLimits = DecodeLimits()) -> Request | UnsupportedApiVersions:
     api_key, api_version, correlation_id = peek_prefix(payload)
     spec = SUPPORTED.get(api_key)
     if spec is None:
@@ -59,12 +103,18 @@ def decode_request(payload: bytes) -> Request | UnsupportedApiVersions:
         raise UnsupportedApi(api_key, api_version,
                              f"{spec.name} is served at versions {spec.min_version}-{spec.max_version}")
     flexible = spec.flexible(api_version)
+    what = f"{spec.name} v{api_version}"
     try:
         stream = io.BytesIO(payload)
         header = RequestHeader.decode(stream, flexible=flexible)
-        body = spec.request.decode(memoryview(payload)[stream.tell():], version=api_version)
     except Exception as exc:  # the codec raises struct/Index/Value/Unicode errors on bad bytes
-        raise MalformedRequest(f"{spec.name} v{api_version}: undecodable body: {exc!r}") from exc
+        raise MalformedRequest(f"{what}: undecodable request header: {exc!r}") from exc
+    data = memoryview(payload)[stream.tell():]
+    check_body(spec.request, api_version, flexible, data, what, limits)
+    try:
+        body = spec.request.decode(data, version=api_version)
+    except Exception as exc:  # e.g. invalid UTF-8 in a string
+        raise MalformedRequest(f"{what}: undecodable body: {exc!r}") from exc
     return Request(api_key, api_version, correlation_id, header.client_id, body, spec)
 
 

@@ -109,6 +109,43 @@ def _create_partitions(req, R, code):
     return R(results=[T(name=t.name, error_code=code) for t in req.body.topics or []])
 
 
+def _alter_configs(req, R, code):
+    T = R.fields["responses"].data_class
+    return R(responses=[T(resource_type=r.resource_type, resource_name=r.resource_name, error_code=code)
+                        for r in req.body.resources or []])
+
+
+def _delete_records(req, R, code):
+    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partitions,
+                              "partitions", lambda p: {"partition_index": p.partition_index, "error_code": code,
+                                                       "low_watermark": -1}))
+
+
+def _elect_leaders(req, R, code):
+    T = R.fields["replica_election_results"].data_class
+    P = T.fields["partition_result"].data_class
+    return R(error_code=code, replica_election_results=[
+        T(topic=t.topic, partition_result=[P(partition_id=i, error_code=code) for i in t.partitions or []])
+        for t in req.body.topic_partitions or []])
+
+
+def _reassignments(req, R, code):
+    return R(error_code=code, **_per_partition(
+        R, "responses", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partitions, "partitions",
+        lambda p: {"partition_index": p.partition_index, "error_code": code}))
+
+
+def _describe_log_dirs(req, R, code):
+    """v1-2 have no top-level code: the one log dir carries it."""
+    D = R.fields["results"].data_class
+    return R(error_code=code, results=[D(error_code=code, log_dir="", topics=[])])
+
+
+def _describe_topic_partitions(req, R, code):
+    T = R.fields["topics"].data_class
+    return R(topics=[T(name=t.name, error_code=code, partitions=[]) for t in req.body.topics or []])
+
+
 def _api_versions(req, R, code):
     """NB: goes on the wire as v0 (codec.encode_api_versions_error), the form clients parse an error in."""
     from .codec import api_versions_body
@@ -133,7 +170,9 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     11: _join_group, 12: _top_level(), 13: _top_level(members=[]), 14: _top_level(assignment=b""),
     15: _describe_groups, 16: _top_level(groups=[]), 18: _api_versions, 19: _create_topics,
     20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1), 23: _offset_for_leader_epoch,
-    32: _describe_configs, 37: _create_partitions, 42: _delete_groups, 47: _top_level(topics=[]),
+    21: _delete_records, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
+    37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _alter_configs, 45: _reassignments,
+    46: _top_level(topics=[]), 47: _top_level(topics=[]), 75: _describe_topic_partitions,
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
 }
 

@@ -58,6 +58,8 @@ class ErrorCode(enum.IntEnum):
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     UNSTABLE_OFFSET_COMMIT = 88
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
@@ -80,6 +82,10 @@ class FrameTooLarge(ClientProtocolError):
 
 class MalformedRequest(ClientProtocolError):
     pass
+
+
+class RequestLimitExceeded(ClientProtocolError):
+    """The request is well formed but holds more than a decoding limit allows (protocol/limits.py)."""
 
 
 class UnsupportedApi(ClientProtocolError):

@@ -119,8 +119,9 @@ def restamp(batch: bytearray, position: int, base_offset: int, leader_epoch: int
     _EPOCH.pack_into(batch, position + LOG_OVERHEAD, leader_epoch)
 
 
-def first_record_at_or_after(batch: bytes, timestamp: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record in `batch` whose timestamp >= `timestamp`.
+def first_record_at_or_after(batch: bytes, timestamp: int, min_offset: int = 0) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record in `batch` at offset >= `min_offset` whose timestamp >=
+    `timestamp`.
 
     Uses kafka-python's record reader (which decompresses where the codec is installed); returns
     None if no record qualifies.
@@ -128,7 +129,7 @@ def first_record_at_or_after(batch: bytes, timestamp: int) -> tuple[int, int] | 
     from kafka.record.default_records import DefaultRecordBatch
 
     for rec in DefaultRecordBatch(bytes(batch)):
-        if rec.timestamp >= timestamp:
+        if rec.offset >= min_offset and rec.timestamp >= timestamp:
             return rec.offset, rec.timestamp
     return None
 
@@ -144,11 +145,12 @@ def first_record_with_max_timestamp(batch: bytes, header: BatchHeader) -> tuple[
     return found or (header.last_offset, header.max_timestamp)
 
 
-def offset_at_or_after(batch: bytes, header: BatchHeader, timestamp: int) -> tuple[int, int]:
-    """ListOffsets by timestamp within the first batch whose max timestamp >= `timestamp`: the first
-    record at or after it, or the batch itself if its records cannot be read (a codec not installed)."""
+def offset_at_or_after(batch: bytes, header: BatchHeader, timestamp: int,
+                       min_offset: int = 0) -> tuple[int, int] | None:
+    """ListOffsets by timestamp within a batch whose max timestamp >= `timestamp`: the first record at or
+    after it from `min_offset` (the log start offset) on - None if only records below that qualify - or the
+    batch itself if its records cannot be read (a codec not installed)."""
     try:
-        found = first_record_at_or_after(batch, timestamp)
+        return first_record_at_or_after(batch, timestamp, min_offset)
     except Exception:
-        found = None
-    return found or (header.base_offset, header.max_timestamp)
+        return header.base_offset, header.max_timestamp

@@ -79,7 +79,11 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
-from .segments import CLEANED, Segment, SegmentLog, SwapUnfinished, fsync_dir, segment_name
+from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
+    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, LOG_START_CHECKPOINT, Segment, SegmentLog, SwapUnfinished, fsync_dir,
+    partition_of_dir,
+    read_checkpoint, segment_name,
+)
 
 log = logging.getLogger("tenure.storage")
 
@@ -91,8 +95,6 @@ DEFAULT_MIN_COMPACTION_LAG_MS = 0                 # Kafka's min.compaction.lag.m
 DEFAULT_PASS_BYTES = 4 * 1024 * 1024
 _CRC = struct.Struct(">I")
 _MAX_PASSES = 10_000
-CHECKPOINT = "cleaner-offset-checkpoint"          # Kafka's file name, in the data dir
-_CHECKPOINT_VERSION = 0
 _checkpoint_lock = threading.Lock()               # one read-modify-write at a time in this process
 
 
@@ -377,53 +379,28 @@ def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _
 
 
 # ====================================================================== the cleaner checkpoint
-def read_checkpoint(data_dir) -> dict[tuple[str, int], int]:
-    """`<data_dir>/cleaner-offset-checkpoint` as {(topic, partition): offset}; {} if there is none.
-    Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
-    path = os.path.join(os.fspath(data_dir), CHECKPOINT)
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if int(lines[0]) != _CHECKPOINT_VERSION:
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        if len(lines) != 2 + count:
-            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
-        out = {}
-        for line in lines[2:]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (IndexError, ValueError) as exc:
-        raise ValueError(f"{path}: not a cleaner checkpoint ({exc})") from None
-
-
-def partition_of_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); a directory not named so -> (name, -1)."""
-    topic, _, partition = name.rpartition("-")
-    return (topic, int(partition)) if topic and partition.isdigit() else (name, -1)
-
-
-def advance_checkpoint(partition_dir, offset: int) -> None:
-    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it); atomic."""
+def advance_checkpoint(partition_dir, offset: int | None, name: str = CHECKPOINT) -> None:
+    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it; None removes the
+    entry, for a deleted partition); atomic."""
     pdir = os.path.abspath(os.fspath(partition_dir))
     root = os.path.dirname(pdir)
     key = partition_of_dir(os.path.basename(pdir))
     with _checkpoint_lock:
         try:
-            entries = read_checkpoint(root)
+            entries = read_checkpoint(root, name)
         except ValueError as exc:
             log.warning("%s; rewriting it", exc)
             entries = {}
-        if entries.get(key, -1) >= offset:
+        if offset is None:
+            if entries.pop(key, None) is None:
+                return
+        elif entries.get(key, -1) >= offset:
             return
-        entries[key] = offset
+        else:
+            entries[key] = offset
         data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
                        + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
-        path = os.path.join(root, CHECKPOINT)
+        path = os.path.join(root, name)
         tmp = path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

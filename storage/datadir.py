@@ -28,6 +28,7 @@ class DataDir:
         self.config = config
         self._lock_fd = lock_fd
         self.logs: dict[tuple[str, int], SegmentLog] = {}
+        self._log_starts: dict[tuple[str, int], int] | None = None   # log-start-offset-checkpoint, read once
 
     @classmethod
     def open(cls, path: str | os.PathLike, config: LogConfig = LogConfig()) -> "DataDir":
@@ -48,6 +49,10 @@ class DataDir:
     def open_log(self, topic: str, partition: int) -> SegmentLog:
         name = partition_dir_name(topic, partition)
         seg_log = SegmentLog(self.path / name, self.config, name, defer_cut=True)
+        if self._log_starts is None:
+            from .compaction import LOG_START_CHECKPOINT, read_checkpoint
+            self._log_starts = read_checkpoint(self.path, LOG_START_CHECKPOINT)
+        seg_log.start_floor = self._log_starts.pop((topic, partition), 0)
         self.logs[(topic, partition)] = seg_log
         return seg_log
 

@@ -36,6 +36,11 @@ class Log(Protocol):
 
     def max_timestamp(self) -> tuple[int, int] | None: ...
 
+    def advance_start(self, offset: int) -> int:
+        """DeleteRecords: make `offset` (<= the log end offset) the log start offset if it is higher; records
+        below it are no longer readable (whole batches below it are dropped). Returns the log start offset."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -90,8 +95,18 @@ class MemoryLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         for h, b in zip(self._headers, self._batches):
             if h.max_timestamp >= timestamp:
-                return offset_at_or_after(b, h, timestamp)
+                found = offset_at_or_after(b, h, timestamp, self._start)
+                if found is not None:
+                    return found
         return None
+
+    def advance_start(self, offset: int) -> int:
+        if offset > self._start:
+            self._start = offset
+            drop = bisect.bisect_left(self._last_offsets, offset)
+            self.size_bytes -= sum(len(b) for b in self._batches[:drop])
+            del self._batches[:drop], self._headers[:drop], self._last_offsets[:drop]
+        return self._start
 
     def max_timestamp(self) -> tuple[int, int] | None:
         best = None                              # the first batch holding the highest timestamp

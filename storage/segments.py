@@ -10,7 +10,8 @@ Reads use a sparse in-memory offset index per segment (one entry every `index_in
 Kafka's .index), rebuilt while the segment is verified at open; a read finds the segment by base
 offset, the nearest index entry, then walks batch headers from there.
 
-Recovery at open verifies every batch (length, magic, CRC-32C, offsets moving forward). Damage at
+Recovery at open verifies every batch (length, magic, CRC-32C, and a base offset continuing the previous
+batch exactly, except where the cleaner left gaps: see `scan_segment`, `gaps_below`). Damage at
 the end of the newest segment - a torn write or a corrupt last batch with nothing valid after it - is
 cut off and logged with what was cut. Damage anywhere else is never skipped: opening raises
 `CorruptLogError` naming the file, byte position and offset.
@@ -46,6 +47,40 @@ CLEANED = ".cleaned"      # <base>.log.cleaned: a cleaned segment being written 
 SWAP = ".swap"            # <base>.log.swap: a complete cleaned segment, committed to replace its originals
 MERGING = ".merging"      # <base>.log.merging: an original segment being merged into a cleaned one
 _BASE_AND_LEN = struct.Struct(">qi")
+CHECKPOINT = "cleaner-offset-checkpoint"   # Kafka's file name, in the data dir (written by storage/compaction.py)
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # DeleteRecords' log start offsets, same format
+_CHECKPOINT_VERSION = 0
+
+
+def read_checkpoint(data_dir, name: str = CHECKPOINT) -> dict[tuple[str, int], int]:
+    """`<data_dir>/<name>` (by default cleaner-offset-checkpoint) as {(topic, partition): offset}; {} if there
+    is none. Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
+    path = os.path.join(os.fspath(data_dir), name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        if int(lines[0]) != _CHECKPOINT_VERSION:
+            raise ValueError(f"version {lines[0]!r}")
+        count = int(lines[1])
+        if len(lines) != 2 + count:
+            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
+        out = {}
+        for line in lines[2:]:
+            topic, partition, offset = line.rsplit(" ", 2)
+            out[(topic, int(partition))] = int(offset)
+        return out
+    except (IndexError, ValueError) as exc:
+        kind = "cleaner" if name == CHECKPOINT else "log start offset"
+        raise ValueError(f"{path}: not a {kind} checkpoint ({exc})") from None
+
+
+def partition_of_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); a directory not named so -> (name, -1)."""
+    topic, _, partition = name.rpartition("-")
+    return (topic, int(partition)) if topic and partition.isdigit() else (name, -1)
 
 
 def segment_name(base_offset: int) -> str:
@@ -90,8 +125,11 @@ class Damage:
     valid_after: bool
 
 
-def check_batch(buf, pos: int, end: int, expect_min_offset: int) -> tuple[BatchHeader | None, str | None]:
-    """Verify the batch at `pos` of `buf[:end]`: (header, None) if sound, else (header-or-None, reason)."""
+def check_batch(buf, pos: int, end: int, expect_min_offset: int,
+                exact: bool = False) -> tuple[BatchHeader | None, str | None]:
+    """Verify the batch at `pos` of `buf[:end]`: (header, None) if sound, else (header-or-None, reason).
+
+    Its base offset must be at least `expect_min_offset`, or exactly it with `exact` (see `scan_segment`)."""
     if end - pos < LOG_OVERHEAD:
         return None, f"torn batch: {end - pos} bytes left, a batch needs at least {HEADER_SIZE}"
     base, length = _BASE_AND_LEN.unpack_from(buf, pos)
@@ -107,14 +145,39 @@ def check_batch(buf, pos: int, end: int, expect_min_offset: int) -> tuple[BatchH
         return h, f"CRC-32C {actual:#010x} != stored {h.crc:#010x}"
     if h.last_offset_delta < 0 or h.records_count < 0:
         return h, "negative record counts"
+    if exact and h.base_offset != expect_min_offset:
+        return h, f"base offset {h.base_offset} does not continue the previous batch (expected {expect_min_offset})"
     if h.base_offset < expect_min_offset:
         return h, f"base offset {h.base_offset} goes back (expected >= {expect_min_offset})"
     return h, None
 
 
-def scan_segment(path: Path, base_offset: int,
-                 on_batch=None) -> tuple[list[BatchHeader], Damage | None]:
+def gaps_below(directory: Path, newest_base: int) -> int:
+    """The offset below which a partition log's batches may skip offsets (see `scan_segment`).
+
+    Only the log cleaner leaves such gaps: it drops batches whose records were all superseded, keeping
+    every other batch's base and last offset, and before a cleaned segment is swapped in it raises this
+    partition's entry in the cleaner checkpoint (`<data dir>/cleaner-offset-checkpoint`) past every offset
+    it cleaned. So: that entry; 0 if there is none (never cleaned: every batch continues the one before it
+    exactly); if the checkpoint cannot be read, the newest segment's base offset (the cleaner never
+    touches the newest segment)."""
+    try:
+        entries = read_checkpoint(directory.parent)
+    except (OSError, ValueError) as exc:
+        log.warning("%s: %s; below offset %d batches are only checked for moving forward", directory.name,
+                    exc, newest_base)
+        return newest_base
+    return entries.get(partition_of_dir(directory.name), 0)
+
+
+def scan_segment(path: Path, base_offset: int, on_batch=None,
+                 gaps_below: int = 0) -> tuple[list[BatchHeader], Damage | None]:
     """Every sound batch of a segment file up to the first damage (if any).
+
+    A sound batch starts exactly where the one before it (or, first in the file, the segment's base
+    offset) ends - the base offset is not covered by the CRC, so this is what catches a damaged one -
+    except where the expected offset is below `gaps_below`: there the cleaner may have dropped whole
+    batches, and a base offset only has to move forward.
 
     With `on_batch`, each sound header is handed to it as it is found and the returned list stays empty
     (a large segment's headers are then never all held at once)."""
@@ -125,28 +188,51 @@ def scan_segment(path: Path, base_offset: int,
     keep = headers.append if on_batch is None else on_batch
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         pos, expect = 0, base_offset
-        while pos < size:
-            h, reason = check_batch(buf, pos, size, expect)
+        skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
+        while pos < size:                                # jumped over a gap
+            h, reason = check_batch(buf, pos, size, expect, exact=expect >= gaps_below)
             if reason is not None:
-                return headers, Damage(path, pos, h.base_offset if h else expect, reason,
-                                       _valid_after(buf, pos, size, h))
+                if (skipped is not None and h is not None and h.base_offset < expect
+                        and check_batch(buf, pos, size, -(1 << 63))[1] is None):
+                    # a sound batch going back into the batch before it, which skipped offsets: either
+                    # base offset may be the damaged one; the earlier is named, so nothing sound is cut
+                    prev, prev_expect = skipped
+                    return headers, Damage(path, prev.position, prev_expect,
+                                           f"base offset {prev.base_offset} skips offsets {prev_expect}.."
+                                           f"{prev.base_offset - 1} and the next batch's base offset "
+                                           f"{h.base_offset} goes back into this batch: one of the two is "
+                                           f"damaged", True)
+                offset = expect if h is None or reason.startswith("base offset") else h.base_offset
+                return headers, Damage(path, pos, offset, reason, _valid_after(buf, pos, size, h, expect))
             keep(h)
+            skipped = (h, expect) if h.base_offset > expect else None
             expect = h.next_offset
             pos += h.size
     return headers, None
 
 
-def _valid_after(buf, pos: int, size: int, h: BatchHeader | None) -> bool:
+def segment_gap(base: int, expect: int, gaps_below: int) -> str | None:
+    """Why a segment with base offset `base` cannot follow one whose next offset is `expect`, if it cannot:
+    it overlaps it, or offsets are missing between them that no cleaning explains (see `gaps_below`)."""
+    if base < expect:
+        return f"segment base offset {base} overlaps the previous segment, whose next offset is {expect}"
+    if base > expect >= gaps_below:
+        return (f"offsets {expect}..{base - 1} are missing: the previous segment ends at offset {expect - 1} "
+                f"and the cleaner never removed records there")
+    return None
+
+
+def _valid_after(buf, pos: int, size: int, h: BatchHeader | None, expect: int) -> bool:
     """Is there a sound batch anywhere after a damaged one (so the damage is not a tail)?
 
     First where the damaged batch's own length points; then, since that length may itself be the
     damaged field, every position whose magic byte reads 2 and whose header is plausible (length
-    within the file, base offset not below the damaged batch's), confirmed by its CRC-32C. A rare,
+    within the file, base offset not below the damaged batch's or the expected one), confirmed by its CRC-32C. A rare,
     recovery-only search: cheap checks first, the CRC only for plausible candidates."""
     if h is not None and pos + h.size < size:
         if check_batch(buf, pos + h.size, size, 0)[1] is None:
             return True
-    floor = _BASE_AND_LEN.unpack_from(buf, pos)[0] if size - pos >= LOG_OVERHEAD else 0
+    floor = min(_BASE_AND_LEN.unpack_from(buf, pos)[0], expect) if size - pos >= LOG_OVERHEAD else expect
     q = buf.find(b"\x02", pos + 1 + MAGIC_OFFSET)
     while q != -1:
         p = q - MAGIC_OFFSET
@@ -238,20 +324,24 @@ class SegmentLog:
         self.bytes_written = 0                     # appended since open (a counter, for sync bookkeeping)
         self.bytes_synced = 0                      # of those, covered by a finished fsync
         self.closed = False                        # set by close(): a cleaner holding this log stops
+        self.start_floor = 0                       # DeleteRecords' log start offset (the data dir checkpoints it)
         self._recover()
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
         self._finish_interrupted_swap()
         files = sorted(p for p in self.dir.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
+        gaps = gaps_below(self.dir, int(files[-1].stem)) if files else 0
         expect = 0
         for i, p in enumerate(files):
             base = int(p.stem)
-            if base < expect:
-                raise CorruptLogError(p, 0, base, f"segment base offset {base} overlaps the previous "
-                                                  f"segment, whose next offset is {expect}")
+            problem = segment_gap(base, expect, gaps) if i else None
+            if problem is not None:
+                for earlier in self.segments:
+                    earlier.close()
+                raise CorruptLogError(p, 0, base, problem)
             seg = Segment(p, base, self.config.index_interval_bytes)
-            _, damage = scan_segment(p, base, on_batch=lambda h, seg=seg: seg.add(h, h.position))
+            _, damage = scan_segment(p, base, on_batch=lambda h, seg=seg: seg.add(h, h.position), gaps_below=gaps)
             last = i == len(files) - 1
             if damage is not None:
                 if not last or damage.valid_after:
@@ -288,7 +378,22 @@ class SegmentLog:
     # ------------------------------------------------------------------ the Log interface
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        return max(self.segments[0].base_offset, min(self.start_floor, self.log_end_offset))
+
+    def advance_start(self, offset: int) -> int:
+        """DeleteRecords (see storage.Log): raise the start floor; delete the segments wholly below it (never
+        the active one). The floor is written to the data dir's log-start-offset-checkpoint first."""
+        if offset > self.start_floor:
+            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
+            advance_checkpoint(self.dir, offset, LOG_START_CHECKPOINT)     # durable before anything goes
+            self.start_floor = offset
+            while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+                seg = self.segments.pop(0)
+                self._dirty.discard(seg)
+                seg.close()
+                seg.path.unlink()
+                self._dir_dirty = True
+        return self.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -383,9 +488,12 @@ class SegmentLog:
         for seg in self.segments:
             if seg.max_timestamp < timestamp:
                 continue
+            start = self.log_start_offset
             for h, pos in seg.headers_from(0):
-                if h.max_timestamp >= timestamp:
-                    return offset_at_or_after(seg.pread(h.size, pos), h, timestamp)
+                if h.max_timestamp >= timestamp and h.last_offset >= start:
+                    found = offset_at_or_after(seg.pread(h.size, pos), h, timestamp, start)
+                    if found is not None:
+                        return found
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -407,6 +515,14 @@ class SegmentLog:
             for h, pos in seg.headers_from(seg.position_for(start_offset)):
                 if h.last_offset >= start_offset:
                     yield h, seg.pread(h.size, pos)
+
+    def locate(self, offset: int) -> str:
+        """Where the batch holding `offset` is: "<segment file> at byte <position> (offset <offset>)"."""
+        seg = self.segments[self._segment_for(offset)]
+        for h, pos in seg.headers_from(seg.position_for(offset)):
+            if h.last_offset >= offset:
+                return f"{seg.path} at byte {pos} (offset {offset})"
+        return f"{seg.path} (offset {offset})"
 
     @property
     def dirty(self) -> bool:
@@ -560,6 +676,9 @@ class SegmentLog:
     def delete(self) -> None:
         """Close and remove the partition directory (topic deletion)."""
         self.close()
+        if self.start_floor:
+            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
+            advance_checkpoint(self.dir, None, LOG_START_CHECKPOINT)
         for p in self.dir.iterdir():
             p.unlink()
         self.dir.rmdir()

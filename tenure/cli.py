@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import logging
+import os
 import signal
 import sys
 
@@ -47,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
     s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
                    help="largest request frame accepted; larger ones close the connection")
+    s.add_argument("--max-request-elements", type=int, default=ServerConfig.max_request_elements,
+                   help="most array elements (topics, partitions, groups, ... at every depth) one request may "
+                        "hold; a request with more closes the connection (default 100000)")
     s.add_argument("--offsets-partitions", type=int, default=1,
                    help="partitions of __consumer_offsets (default 1)")
     s.add_argument("--initial-rebalance-delay-ms", type=int, default=0,
@@ -58,16 +64,31 @@ def _parser() -> argparse.ArgumentParser:
                    help="KIP-345 draft: batch new static members joining a stable group into one rebalance "
                         "this long after the first (default off)")
     s.add_argument("--static-registration-timeout-ms", type=int, default=None,
-                   help="KIP-345 draft: keep static members whose session expired until the earliest has been "
-                        "offline this long, then remove all offline ones in one rebalance (default off)")
+                   help="KIP-345 draft: replaces the session timeout of static members: one whose session "
+                        "expired is kept (offline) until the earliest offline member's last heartbeat is this "
+                        "old, then all offline ones are removed in one rebalance (default off)")
     s.add_argument("--admin-port", type=int, default=None,
-                   help="serve the HTTP admin endpoint (JSON: /groups, /groups/G, "
-                        "POST /groups/G/force-rebalance) on --host at this port; 0 picks one (default off)")
+                   help="port of the HTTP admin endpoint (groups, faults, clock, restart, /metrics; what "
+                        f"`tenure groups/fault` talk to): default {admin.DEFAULT_PORT}, or a free one if that "
+                        "is in use or --port is 0; 0 picks a free one; -1 turns it off")
+    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1)")
+    s.add_argument("--admin-host", default="127.0.0.1",
+                   help="address the admin endpoint binds, whatever --host is (default 127.0.0.1: this "
+                        "machine only); another address lets other machines change this server: set a token")
+    s.add_argument("--admin-token", default=None,
+                   help=f"bearer token every admin call but / and /health must send (default ${admin.TOKEN_ENV}; "
+                        "none: any local process may call it)")
+    s.add_argument("--ready-file", default=None, metavar="PATH",
+                   help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
+                        "before the ready line; removed at exit)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
                         "logger, message and any extra fields)")
-    sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
+    a = sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
+    a.add_argument("--update", metavar="FILE", default=None,
+                   help="rewrite the table between the generated-table markers of FILE (e.g. docs/apis.md), "
+                        "keeping the rest of the file")
     d = sub.add_parser("demo", help="static membership in a minute: consumers restart with no rebalance, the "
                        "server restarts with nothing lost, the audit reports (kafka-python consumers)")
     d.add_argument("--members", type=int, default=3, help="static consumers (default 3)")
@@ -128,12 +149,12 @@ def _audit_module(name: str):
     try:
         return importlib.import_module(f"tenure.audit.{name}")
     except ImportError as exc:
-        print(f"tenure audit: needs the audit extra (pip install 'tenure[audit]'): {exc}", file=sys.stderr)
+        from tenure.audit import INSTALL_HINT
+        print(f"tenure audit: {exc}; {INSTALL_HINT}", file=sys.stderr)
         return None
 
 
 def _audit(args: argparse.Namespace) -> int:
-    import os
     if not os.path.isdir(args.dir):
         print(f"tenure audit: {args.dir}: no such directory", file=sys.stderr)
         return 2
@@ -194,6 +215,19 @@ def api_table_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+TABLE_BEGIN = "<!-- begin: generated by `tenure apis` -->\n"
+TABLE_END = "<!-- end: generated by `tenure apis` -->\n"
+
+
+def update_api_table(text: str) -> str:
+    """`text` with the part between the generated-table markers replaced by the current table."""
+    head, begin, rest = text.partition(TABLE_BEGIN)
+    _, end, tail = rest.partition(TABLE_END)
+    if not begin or not end:
+        raise ValueError(f"no generated-table markers ({TABLE_BEGIN.strip()} ... {TABLE_END.strip()})")
+    return head + TABLE_BEGIN + api_table_markdown() + TABLE_END + tail
+
+
 def _config(args: argparse.Namespace) -> ServerConfig:
     if args.default_partitions < 1:
         raise SystemExit("tenure: --default-partitions must be at least 1")
@@ -203,13 +237,26 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         raise SystemExit("tenure: --segment-bytes must be at least 1024")
     if args.cleaner_interval_ms < 0 or args.cleaner_pass_bytes < 1:
         raise SystemExit("tenure: --cleaner-interval-ms must be >= 0 and --cleaner-pass-bytes >= 1")
+    if args.max_request_elements < 1:
+        raise SystemExit("tenure: --max-request-elements must be at least 1")
     if args.max_group_size is not None and args.max_group_size < 1:
         raise SystemExit("tenure: --max-group-size must be at least 1")
+    if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
+        raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
+    if args.no_admin or args.admin_port == -1:
+        admin_port, fallback = None, False
+    elif args.admin_port is None:              # the default: 9644, or a free port when --port 0 or it is taken
+        admin_port, fallback = (0 if args.port == 0 else admin.DEFAULT_PORT), True
+    else:
+        admin_port, fallback = args.admin_port, False
+    token = args.admin_token or os.environ.get(admin.TOKEN_ENV) or None
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         data_dir=args.data_dir, default_partitions=args.default_partitions,
                         auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
+                        max_request_elements=args.max_request_elements,
                         offsets_partitions=args.offsets_partitions, fsync=args.fsync,
-                        admin_port=args.admin_port,
+                        admin_port=admin_port, admin_host=args.admin_host, admin_token=token,
+                        admin_port_fallback=fallback,
                         segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,
                         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
@@ -219,7 +266,16 @@ def _config(args: argparse.Namespace) -> ServerConfig:
                         static_registration_timeout_ms=args.static_registration_timeout_ms)
 
 
-async def _serve(config: ServerConfig) -> int:
+def _write_ready_file(path: str, server: Server) -> None:
+    """{"bootstrap", "admin", "pid"} as JSON, replaced atomically (a reader never sees half of it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"bootstrap": server.bootstrap, "admin": server.admin_address, "pid": os.getpid()}, f)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
     server = Server(config)
     try:
         await server.start()
@@ -230,8 +286,21 @@ async def _serve(config: ServerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"tenure listening on {server.bootstrap}", flush=True)
-    log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+    try:
+        if ready_file:
+            _write_ready_file(ready_file, server)
+        print(f"tenure listening on {server.bootstrap}", flush=True)
+        log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
+        if config.admin_port is None:
+            log.info("admin endpoint off (--no-admin): `tenure groups/fault` cannot reach this server")
+        return await _run(server, stop)
+    finally:
+        if ready_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(ready_file)
+
+
+async def _run(server: Server, stop: asyncio.Event) -> int:
     while True:                              # until a signal or a fatal storage error; restarts on request
         waits = {asyncio.ensure_future(e.wait()): e
                  for e in (stop, server.stop_requested, server.restart_requested)}
@@ -273,7 +342,16 @@ def main(argv: list[str] | None = None) -> int:
         from .demo import run as demo
         return demo(members=args.members, partitions=args.partitions, data_dir=args.dir, audit=args.audit)
     if args.command == "apis":
-        sys.stdout.write(api_table_markdown())
+        if args.update is None:
+            sys.stdout.write(api_table_markdown())
+            return 0
+        from pathlib import Path
+        path = Path(args.update)
+        try:
+            path.write_text(update_api_table(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"tenure apis: {path}: {exc}", file=sys.stderr)
+            return 2
         return 0
     if args.command in ("groups", "fault"):
         return admin.run(args)
@@ -284,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         try:
             config = _config(args)
-            return asyncio.run(_serve(config))
+            return asyncio.run(_serve(config, args.ready_file))
         except CorruptLogError as exc:
             print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
                   file=sys.stderr)
@@ -293,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure: {exc}", file=sys.stderr)
             return 1
         except OSError as exc:
-            print(f"tenure: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            print(f"tenure: cannot listen: {exc}", file=sys.stderr)
             return 1
     return 2
 

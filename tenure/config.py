@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 
 
 @dataclass(frozen=True)
@@ -15,10 +16,14 @@ class ServerConfig:
     default_partitions: int = 1
     auto_create_topics: bool = True
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_request_elements: int = DEFAULT_MAX_REQUEST_ELEMENTS   # array elements per request (protocol/limits.py)
     shutdown_timeout_s: float = 5.0
     cluster_id: str | None = None
     offsets_partitions: int = 1
     admin_port: int | None = None           # HTTP admin endpoint (tenure/admin.py); None = off, 0 = any
+    admin_host: str = "127.0.0.1"           # where it listens: loopback unless asked, whatever `host` is
+    admin_token: str | None = None          # bearer token every admin call but / and /health must send
+    admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     fsync: str = "batch"                    # always | batch | never (with data_dir)
     segment_bytes: int = 100 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
@@ -31,6 +36,9 @@ class ServerConfig:
     max_group_size: int | None = None
     static_expansion_timeout_ms: int | None = None
     static_registration_timeout_ms: int | None = None
+
+    def decode_limits(self) -> DecodeLimits:
+        return DecodeLimits(max_request_elements=self.max_request_elements)
 
     def coordinator_config(self):
         from tenure.coordinator.classic import CoordinatorConfig

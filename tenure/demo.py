@@ -11,6 +11,7 @@ It prints what it sees at every step and exits non-zero if anything it promises 
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,22 @@ def _wait(pred, timeout: float, what: str) -> None:
 
 def run(members: int = 3, partitions: int = 6, records: int = 600, data_dir: str | None = None,
         audit: bool = True, out=print) -> int:
+    """The demo in `data_dir` (kept), or in a temporary directory removed at the end - all but the
+    audit's report and tables, if it wrote them, which stay for the reader (their path is printed)."""
+    if data_dir is not None:
+        return _story(Path(data_dir), members, partitions, records, audit, out)
+    base = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
+    try:
+        return _story(base, members, partitions, records, audit, out)
+    finally:
+        shutil.rmtree(base / "data", ignore_errors=True)
+        if (base / "audit" / "report.html").is_file():
+            out(f"         the data dir is removed; the audit's report and tables stay in {base / 'audit'}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _story(base: Path, members: int, partitions: int, records: int, audit: bool, out) -> int:
     from kafka import KafkaProducer
 
     from .config import ServerConfig
@@ -91,7 +108,6 @@ def run(members: int = 3, partitions: int = 6, records: int = 600, data_dir: str
 
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     t_start = time.monotonic()
-    base = Path(data_dir or tempfile.mkdtemp(prefix="tenure-demo-"))
     data, report_dir = base / "data", base / "audit"
     failures: list[str] = []
 
@@ -165,7 +181,8 @@ def run(members: int = 3, partitions: int = 6, records: int = 600, data_dir: str
         try:
             import pyspark  # noqa: F401
         except ImportError:
-            step("audit skipped: install the audit extra (pip install 'tenure[audit]', Java 17) to run it")
+            from tenure.audit import INSTALL_HINT
+            step(f"audit skipped: to run it, {INSTALL_HINT}")
             audit = False
     if audit:
         step(f"running the Spark audit over {data} (local[2]) ...")

@@ -11,7 +11,8 @@ so later requests on it wait too, as with a slow broker); then the first matchin
 rule decides the answer - a whole-request error built by `tenure.protocol.error_responses` (the
 request is not handled, so no state changes) or a closed connection (the request is not handled
 either). `count` is how many requests a rule applies to (None: until cleared). Rules are plain data,
-safe to set from any thread; `rules()` lists what is left of them.
+safe to set from any thread; `rules()` lists what is left of them. Every value is checked when a rule is
+set (a ValueError names the field and what it accepts), and at most MAX_RULES rules are kept.
 """
 from __future__ import annotations
 
@@ -25,12 +26,26 @@ from tenure.protocol.errors import ErrorCode
 
 ACTIONS = ("fail", "close", "delay")
 ANY = "*"
+MAX_RULES = 1000                       # rules kept at once: each request checks them all
+MAX_COUNT = 2**31 - 1                  # a rule's count, as Kafka's int32 counts
+MAX_DELAY_MS = 2**31 - 1               # a delay, as Kafka's int32 timeouts (~24.8 days)
+SPEC_FIELDS = {"action", "api", "error", "ms", "count"}
+
+
+class TooManyRules(ValueError):
+    """MAX_RULES rules are set already."""
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def api_key(api: str | int) -> int | None:
     """An API key from a key or a name ("JoinGroup", "join_group", "joingroup"); None for "*"."""
     if api == ANY or api is None:
         return None
+    if not isinstance(api, (int, str)) or isinstance(api, bool):
+        raise ValueError(f"api: want an API name or key, or '*', not {api!r}")
     if isinstance(api, int) or (isinstance(api, str) and api.lstrip("-").isdigit()):
         key = int(api)
         if key not in SUPPORTED:
@@ -45,6 +60,8 @@ def api_key(api: str | int) -> int | None:
 
 def error_code(error: str | int) -> int:
     """A Kafka error code from a number or a name ("NOT_COORDINATOR", "not_coordinator")."""
+    if not isinstance(error, (int, str)) or isinstance(error, bool):
+        raise ValueError(f"error: want a Kafka error name or code, not {error!r}")
     if isinstance(error, int) or (isinstance(error, str) and error.lstrip("-").isdigit()):
         code = int(error)
         if not -1 <= code <= 32767:
@@ -111,9 +128,14 @@ class Faults:
         self.active = False            # a fast check for the server's hot path
 
     def _add(self, rule: Rule) -> Rule:
-        if rule.remaining is not None and rule.remaining < 1:
-            raise ValueError("count must be at least 1 (or None: until cleared)")
+        count = rule.remaining
+        if count is not None and not (_whole(count) and 1 <= count <= MAX_COUNT):
+            raise ValueError(f"count: want a whole number of requests from 1 to {MAX_COUNT}, not {count!r} "
+                             "(a rule that stays until cleared has no count)")
         with self._lock:
+            if len(self._rules) >= MAX_RULES:
+                raise TooManyRules(f"{MAX_RULES} fault rules are set already; clear some first "
+                                   "(Faults.clear, DELETE /faults, tenure fault clear)")
             self._rules.append(rule)
             self.active = True
         return rule
@@ -131,22 +153,35 @@ class Faults:
 
     def delay(self, api: str | int, ms: int, count: int | None = None) -> Rule:
         """Add `ms` of latency to the next `count` requests of `api` (None: until cleared)."""
-        if ms < 0:
-            raise ValueError("delay must be >= 0 ms")
-        return self._add(Rule(next(self._ids), "delay", api_key(api), delay_ms=int(ms), remaining=count))
+        if not (_whole(ms) and 0 <= ms <= MAX_DELAY_MS):
+            raise ValueError(f"ms: want a whole number of milliseconds from 0 to {MAX_DELAY_MS}, not {ms!r}")
+        return self._add(Rule(next(self._ids), "delay", api_key(api), delay_ms=ms, remaining=count))
 
     def add(self, spec: dict) -> Rule:
-        """A rule from plain data (the admin endpoint's JSON): {"action", "api", "error"?, "ms"?, "count"?}."""
+        """A rule from plain data (the admin endpoint's JSON): {"action", "api", "error"?, "ms"?, "count"?};
+        `count` null (or left out, for delay) keeps the rule until cleared. Anything else is a ValueError
+        naming the field."""
+        unknown = sorted(set(spec) - SPEC_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
+                             f"{', '.join(sorted(SPEC_FIELDS))}")
         action = spec.get("action")
+        if action not in ACTIONS:
+            raise ValueError(f"action: want one of {', '.join(ACTIONS)}, not {action!r}")
+        wants = {"fail": {"error"}, "close": set(), "delay": {"ms"}}[action]
+        for field in wants - set(spec):
+            raise ValueError(f"{field}: required for a {action} rule")
+        for field in {"error", "ms"} - wants:
+            if field in spec:
+                raise ValueError(f"{field}: only for a {'fail' if field == 'error' else 'delay'} rule, "
+                                 f"not {action}")
         api = spec.get("api", ANY)
         count = spec.get("count", None if action == "delay" else 1)
         if action == "fail":
             return self.fail(api, spec["error"], count)
         if action == "close":
             return self.close(api, count)
-        if action == "delay":
-            return self.delay(api, int(spec["ms"]), count)
-        raise ValueError(f"unknown fault action {action!r}; one of {', '.join(ACTIONS)}")
+        return self.delay(api, spec["ms"], count)
 
     def clear(self, api: str | int | None = None) -> int:
         """Remove every rule (or those of one API); returns how many were removed."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS
@@ -23,7 +24,7 @@ from tenure.protocol import records as rec
 from tenure.storage.batch import LOG_OVERHEAD, BatchHeader
 from tenure.storage.compaction import CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import CATALOG, DataDir, DataDirLocked
-from tenure.storage.segments import SUFFIX, CorruptLogError, check_batch, scan_segment
+from tenure.storage.segments import SUFFIX, CorruptLogError, check_batch, gaps_below, scan_segment, segment_gap
 
 from .runtime import OFFSETS_TOPIC
 
@@ -457,6 +458,7 @@ def _verify_partition(part: _Partition) -> _Summary:
         else:
             s.notes.append(f"{f}: not a segment file; ignored")
     last: int | None = None                 # last offset of the previous sound batch (any segment)
+    gaps = gaps_below(part.path, part.segments[-1][0]) if part.segments else 0   # see storage/segments.py
     prev_end: int | None = None             # next offset after the previous segment
     for i, (base, path) in enumerate(part.segments):
         newest = i == len(part.segments) - 1
@@ -465,7 +467,7 @@ def _verify_partition(part: _Partition) -> _Summary:
             s.problems.append(f"{path}: segment base offset {base} overlaps the previous segment, which "
                               f"ends at offset {prev_end - 1}")
         try:
-            first = True
+            first, hidden = True, False
             for item in _read_batches(path, resync=True):
                 if isinstance(item, _Bad):
                     if item.resumes is not None:
@@ -475,7 +477,7 @@ def _verify_partition(part: _Partition) -> _Summary:
                         after = (f"; no sound batch found after it: the last {left} byte(s) of "
                                  f"{'the newest' if newest else 'this'} segment cannot be read")
                     s.problems.append(f"{_where(path, item.position, item.offset)}: {item.reason}{after}")
-                    first = False
+                    first, hidden = False, True      # what the damage hides is not a gap to report
                     continue
                 pos, h, _raw = item
                 if first and h.base_offset < base:
@@ -484,7 +486,12 @@ def _verify_partition(part: _Partition) -> _Summary:
                 elif last is not None and h.base_offset <= last and not (first and overlap):
                     s.problems.append(f"{_where(path, pos, h.base_offset)}: base offset {h.base_offset} does "
                                       f"not move past the previous batch's last offset {last}")
-                first = False
+                elif last is not None and h.base_offset > last + 1 >= gaps and not hidden:
+                    s.problems.append(f"{_where(path, pos, h.base_offset)}: base offset {h.base_offset} does "
+                                      f"not continue the previous batch's last offset {last}: offsets "
+                                      f"{last + 1}..{h.base_offset - 1} are missing and the cleaner never "
+                                      f"removed records there")
+                first = hidden = False
                 s.batches += 1
                 s.records += h.records_count
                 if s.first_offset is None:
@@ -508,11 +515,15 @@ def _server_verdict(part: _Partition) -> str:
     decides it and with its own `scan_segment` (read-only here): refuse, cut a tail, or open it."""
     expect = 0
     cut = None
+    gaps = gaps_below(part.path, part.segments[-1][0]) if part.segments else 0
     for i, (base, path) in enumerate(part.segments):
         if base < expect:
             return (f"refuses to start: {path} has base offset {base}, which overlaps the previous segment "
                     f"(it ends at offset {expect - 1})")
-        headers, damage = scan_segment(path, base)
+        problem = segment_gap(base, expect, gaps) if i else None
+        if problem is not None:
+            return f"refuses to start: {CorruptLogError(path, 0, base, problem)}"
+        headers, damage = scan_segment(path, base, gaps_below=gaps)
         if damage is not None:
             if i < len(part.segments) - 1 or damage.valid_after:
                 err = CorruptLogError(damage.path, damage.position, damage.offset, damage.reason)

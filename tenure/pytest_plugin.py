@@ -16,9 +16,12 @@ Fixtures:
   keeps the state between tests instead.
 - `@pytest.mark.tenure(**config)`: a dedicated server for that test with these `ServerConfig` fields
   (`data_dir=True`: a fresh temporary data dir, kept across `restart()`; e.g.
-  `@pytest.mark.tenure(data_dir=True, static_registration_timeout_ms=60000)`).
+  `@pytest.mark.tenure(data_dir=True, static_registration_timeout_ms=60000)`), and `topics={"t": 12}`:
+  topics created before the test starts ({name: partitions}).
 - `--tenure-data-dir` / ini `tenure_data_dir = true`: every `tenure_server` gets a temporary data dir.
 - `tenure_bootstrap`: just the "host:port" string.
+- `tenure_server_async`: the same server for async tests (aiokafka): a `tenure.server.AsyncServerThread`
+  whose waits (`await wait_for_group(...)`, `await restart()`) let the test's event loop run.
 """
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "tenure(**config): run this test's tenure_server with these ServerConfig "
-                            "fields (data_dir=True: a fresh temporary data dir)")
+                            "fields (data_dir=True: a fresh temporary data dir; topics={name: partitions}: "
+                            "topics created before the test)")
 
 
 def _scope(fixture_name: str, config) -> str:
@@ -90,9 +94,13 @@ def tenure_server(request, tmp_path_factory):
             raise pytest.UsageError("@pytest.mark.tenure takes keyword arguments (ServerConfig fields) only")
         from tenure.server import ServerThread
         overrides = dict(marker.kwargs)
+        topics = overrides.pop("topics", {})
+        if not isinstance(topics, dict):
+            raise pytest.UsageError("@pytest.mark.tenure(topics=...) takes {topic name: partitions}")
         if "data_dir" not in overrides and _want_data_dir(request.config):
             overrides["data_dir"] = True
         with ServerThread(_server_config(overrides, tmp_path_factory)) as server:
+            server.create_topics(topics)
             yield server
         return
     server = request.getfixturevalue("_tenure_shared")
@@ -104,3 +112,10 @@ def tenure_server(request, tmp_path_factory):
 @pytest.fixture
 def tenure_bootstrap(tenure_server) -> str:
     return tenure_server.bootstrap
+
+
+@pytest.fixture
+def tenure_server_async(tenure_server):
+    """`tenure_server` for async tests: a tenure.server.AsyncServerThread (awaitable waits)."""
+    from tenure.server import AsyncServerThread
+    return AsyncServerThread(tenure_server)

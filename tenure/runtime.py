@@ -15,11 +15,12 @@ from typing import Callable
 
 from dataclasses import dataclass, field
 
+import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext
+from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
@@ -31,6 +32,7 @@ from .metrics import Metrics
 log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 
 
@@ -42,7 +44,15 @@ class LoadReport:
     groups: int = 0
     seconds: float = 0.0
     unknown: dict[int, int] = field(default_factory=dict)       # key version -> records skipped
-    undecodable: list[tuple[int, int, str]] = field(default_factory=list)
+    undecodable: list[tuple[int, int, str]] = field(default_factory=list)   # (partition, offset, why) skipped
+
+    def skip(self, plog, part: int, offset: int, what: str, reason: str) -> None:
+        """A record or batch the loader cannot read: skipped, named (file, byte, offset) in an ERROR line."""
+        self.undecodable.append((part, offset, reason))
+        if len(self.undecodable) <= _SKIPS_LOGGED:
+            locate = getattr(plog, "locate", None)
+            where = locate(offset) if locate is not None else f"{OFFSETS_TOPIC}-{part} (offset {offset})"
+            log.error("%s: %s, skipped: %s", where, what, reason)
 
 
 def iter_batches(plog, chunk: int = 8 * 1024 * 1024):
@@ -77,6 +87,13 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+# The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
+# expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
+# reader and far inside Kafka's int64 milliseconds, so no advance_clock can leave the coordinator unable
+# to write its records.
+CLOCK_MAX_MS = 253_402_300_799_999
+
+
 class CoordinatorRuntime:
     def __init__(self, coordinator: GroupCoordinator, offsets_topic: Topic, broker: Broker,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -94,8 +111,8 @@ class CoordinatorRuntime:
         self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._deadlines: dict[str, int] = {}     # timer key -> deadline (coordinator time, ms)
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
+        self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
         self._syncing: set[asyncio.Task] = set()
 
     def clock_ms(self) -> int:
@@ -117,15 +134,19 @@ class CoordinatorRuntime:
                 report.batches += 1
                 if h.is_control:
                     continue
-                for r in DefaultRecordBatch(raw):
+                try:                                   # a batch is one coordinator write: all of it or none
+                    batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
+                except Exception as exc:               # under a valid CRC: written so, not damaged on disk
+                    report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
+                                f"be read", f"{type(exc).__name__}: {exc}")
+                    continue
+                for key, value, offset in batch:
                     report.records += 1
-                    key = r.key
                     if key is None:
-                        report.undecodable.append((part, r.offset, "record without a key"))
-                        log.error("%s-%d offset %d: record without a key, skipped", OFFSETS_TOPIC, part, r.offset)
+                        report.skip(plog, part, offset, "a record", "record without a key")
                         continue
                     latest.pop(key, None)              # keep the dict in order of each key's last offset
-                    latest[key] = (r.value, r.offset)
+                    latest[key] = (value, offset)
             for key, (value, offset) in latest.items():
                 try:
                     record = rec.decode(key, value)
@@ -133,12 +154,13 @@ class CoordinatorRuntime:
                     report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
                     continue
                 except Exception as exc:               # a record that does not decode under a valid CRC
-                    report.undecodable.append((part, offset, str(exc)))
-                    log.error("%s-%d offset %d: record does not decode, skipped: %s",
-                              OFFSETS_TOPIC, part, offset, exc)
+                    report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
                     continue
                 self.coordinator.replay(record)
                 report.replayed += 1
+        if len(report.undecodable) > _SKIPS_LOGGED:
+            log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
+                      OFFSETS_TOPIC, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
             log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
         report.groups = len(self.coordinator.groups)
@@ -156,6 +178,8 @@ class CoordinatorRuntime:
         self._waiting[token] = fut
         try:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
+            if log.isEnabledFor(logging.DEBUG):
+                self._log_request(req, client_host)
             self.apply(self.coordinator.handle(req.api_key, ctx, req.body))
             return await fut
         finally:
@@ -176,15 +200,40 @@ class CoordinatorRuntime:
         else:
             self._release(result.responses)
         now = self.clock_ms()
-        for gid, cause in result.rebalances:
-            self.metrics.rebalance(gid, cause)
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
+                log.info("group %s: static member %s %s (member %s -> %s, generation %d, client %s %s)",
+                         r.group_id, r.group_instance_id, r.cause, r.old_member_id, r.new_member_id,
+                         r.generation, r.client_id, r.client_host,
+                         extra={"event": "static_member", "group": r.group_id, "instance_id": r.group_instance_id,
+                                "cause": r.cause, "old_member_id": r.old_member_id,
+                                "new_member_id": r.new_member_id, "generation": r.generation,
+                                "client_id": r.client_id, "client_host": r.client_host})
+        for gid, cause in result.rebalances:
+            self.metrics.rebalance(gid, cause)
+            g = self.coordinator.groups.get(gid)
+            generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
+            log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
+                     gid, cause, generation, members,
+                     extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
+                            "members": members})
         for op in result.timers:
             self._arm(op.key, op.deadline_ms, now)
 
-    def _arm(self, key: str, deadline_ms: int | None, now: int) -> None:
+    @staticmethod
+    def _log_request(req: Request, client_host: str) -> None:
+        body = req.body
+        gid = getattr(body, "group_id", None)
+        mid = getattr(body, "member_id", None)
+        iid = getattr(body, "group_instance_id", None)
+        log.debug("%s v%d from %s (%s): group %s, member %s, instance %s", req.name, req.api_version,
+                  req.client_id, client_host, gid, mid, iid,
+                  extra={"event": "request", "api": req.name, "api_version": req.api_version, "group": gid,
+                         "member_id": mid, "instance_id": iid, "client_id": req.client_id,
+                         "client_host": client_host})
+
+    def _arm(self, key: TimerKey, deadline_ms: int | None, now: int) -> None:
         old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
@@ -195,7 +244,7 @@ class CoordinatorRuntime:
             self._deadlines[key] = deadline_ms
 
     # ------------------------------------------------------------------ test controls (on the loop)
-    def fire_now(self, key: str) -> bool:
+    def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
         if key not in self._timers:
             return False
@@ -204,27 +253,35 @@ class CoordinatorRuntime:
         return True
 
     def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock `ms` ahead: every timer due by then fires now, in deadline order
-        (timers they arm that are due fire too), the rest are re-armed for their remaining time.
-        Returns the keys fired."""
+        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in deadline order, each
+        with the clock at its deadline (as if the time had passed; timers they arm that are due fire
+        too), then the clock is `ms` ahead and the rest are re-armed for their remaining time.
+        Returns the names of the timers fired (`heartbeat/<group>/<member>`, `join/<group>`, ...)."""
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
         if ms < 0:
             raise ValueError("the clock only moves forward")
-        self.clock_offset_ms += ms
+        room = CLOCK_MAX_MS - self.clock_ms()
+        if ms > room:
+            raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
+                             f"at most {max(room, 0)} ms more")
+        start, base = self.clock_ms(), self.clock_offset_ms
+        target = start + ms
         fired = []
         for _ in range(100000):                 # bounded: a timer re-arming itself in the past
-            now = self.clock_ms()
-            due = sorted((d, k) for k, d in self._deadlines.items() if d <= now)
+            due = sorted((d, k) for k, d in self._deadlines.items() if d <= target)
             if not due:
                 break
-            _, key = due[0]
-            self._arm(key, None, now)
+            deadline, key = due[0]
+            self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
+            self._arm(key, None, self.clock_ms())
             self._fire(key)
-            fired.append(key)
+            fired.append(timer_name(key))
+        self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for key, deadline in list(self._deadlines.items()):
             self._arm(key, deadline, now)
         return fired
-
 
     def _release(self, responses) -> None:
         for token, body in responses:
@@ -248,13 +305,13 @@ class CoordinatorRuntime:
             if self.on_fatal is not None:
                 self.on_fatal(exc)
 
-    def _fire(self, key: str) -> None:
+    def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self._deadlines.pop(key, None)
         try:
             self.apply(self.coordinator.on_timer(key, self.clock_ms()))
         except Exception:
-            log.exception("timer %r failed", key)
+            log.exception("timer %s failed", timer_name(key))
 
     def _persist(self, records: list) -> list:
         by_partition: dict[int, list] = {}

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
+from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
@@ -23,7 +24,7 @@ from tenure.protocol.codec import (
     encode_unsupported_api_versions,
 )
 from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, UnsupportedApi
+from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import DataDir
@@ -34,6 +35,8 @@ from .config import ServerConfig
 from .faults import Faults, error_name
 from .metrics import Metrics
 from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+
+OFFSET_COMMIT_KEY = 8
 from .views import GroupView, group_view, groups_view
 
 log = logging.getLogger("tenure.server")
@@ -92,7 +95,8 @@ class Server:
             self.topics = TopicRegistry(config.default_partitions)
             cluster_id = config.cluster_id
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
-                             auto_create_topics=config.auto_create_topics, durability=self.durability)
+                             auto_create_topics=config.auto_create_topics, durability=self.durability,
+                             server_configs=self.static_configs)
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)
         if offsets is None:
@@ -118,8 +122,25 @@ class Server:
         self._ids = itertools.count(1)
         self.port: int | None = None
         self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self._admin_sock = None                    # ... its listening socket, bound in start()
+        self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
+
+    def static_configs(self) -> dict[str, str | None]:
+        """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the
+        broker adds those it knows itself)."""
+        c = self.config
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        return {"listeners": f"PLAINTEXT://{c.host}:{self.port if self.port is not None else c.port}",
+                "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else c.offsets_partitions),
+                "socket.request.max.bytes": str(c.max_frame_bytes),
+                "group.initial.rebalance.delay.ms": str(c.initial_rebalance_delay_ms),
+                "group.min.session.timeout.ms": str(c.min_session_timeout_ms),
+                "group.max.session.timeout.ms": str(c.max_session_timeout_ms),
+                "group.max.size": str(c.max_group_size if c.max_group_size is not None else 2**31 - 1),
+                "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
+                **({"log.segment.bytes": str(c.segment_bytes)} if c.data_dir else {})}
 
     @property
     def bootstrap(self) -> str:
@@ -134,9 +155,52 @@ class Server:
         if self.data is not None and self.config.cleaner_interval_ms > 0:
             self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.config.admin_port is not None:
-            from .admin import serve_admin
-            self._admin, self.admin_port = await serve_admin(self, self.config.host, self.config.admin_port)
-            log.info("admin endpoint on http://%s:%d", self.config.host, self.admin_port)
+            await self._start_admin()
+
+    async def _start_admin(self) -> None:
+        """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
+        the HTTP library is imported, in the background: that import is most of a start-up's time."""
+        from .admin import bind_admin, is_loopback
+        c = self.config
+        try:
+            self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
+        except OSError as exc:
+            raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
+                                     "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
+        self.admin_port = self._admin_sock.getsockname()[1]
+        self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin())
+        host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
+        notes = [f"port {c.admin_port} was in use"] if fell_back else []
+        if is_loopback(c.admin_host):
+            notes.append("loopback only; --admin-host to change")
+        else:
+            notes.append("reachable from other machines (--admin-host)")
+        notes.append("token required" if c.admin_token else "no token")
+        log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
+        if not is_loopback(c.admin_host) and not c.admin_token:
+            log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
+                        "server (faults, clock, restart); set --admin-token", c.admin_host)
+
+    async def _serve_admin(self) -> None:
+        from .admin import serve_admin
+        try:
+            self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
+        except Exception:
+            log.exception("the admin endpoint could not start; it is off")
+            self._admin_sock.close()
+
+    def admin_sockets(self) -> list[tuple[str, int]]:
+        """(address, port) the admin endpoint listens on (none when it is off)."""
+        return [tuple(self._admin_sock.getsockname()[:2])] if self._admin_sock is not None else []
+
+    @property
+    def admin_address(self) -> str | None:
+        """H:P to reach the admin endpoint from this machine (a wildcard bind is reached on loopback)."""
+        if self.admin_port is None:
+            return None
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.config.admin_host,
+                                                                          self.config.admin_host)
+        return f"[{host}]:{self.admin_port}" if ":" in host else f"{host}:{self.admin_port}"
 
     def _fatal(self, exc: BaseException) -> None:
         self.fatal_error = exc
@@ -168,6 +232,7 @@ class Server:
 
     async def _serve(self, conn_id: int, peer, client_host: str, reader, writer) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
+        limits = self.config.decode_limits()
         while True:
             data = await reader.read(READ_CHUNK)
             if not data:
@@ -175,7 +240,8 @@ class Server:
             try:
                 frames = decoder.feed(data)
                 for payload in frames:
-                    req = decode_request(payload)
+                    await asyncio.sleep(0)       # one request per loop turn: other connections get theirs
+                    req = decode_request(payload, limits)
                     if isinstance(req, UnsupportedApiVersions):
                         log.info("connection %d: ApiVersions v%d is not served; answering v0 with error 35",
                                  conn_id, req.api_version)
@@ -190,7 +256,7 @@ class Server:
                     if fault.error is not None:
                         body = error_response(req, fault.error)
                     elif req.api_key in GROUP_APIS:
-                        body = await self.runtime.handle(req, client_host)
+                        body = await self._group_request(req, client_host)
                     else:
                         body = await self.handlers[req.api_key](req)
                     if body is not None:
@@ -204,9 +270,22 @@ class Server:
             except ClientProtocolError as exc:
                 log.warning("connection %d from %s: closing: %s", conn_id, peer, exc)
                 reason = ("frame_too_large" if isinstance(exc, FrameTooLarge) else
-                          "unsupported_api" if isinstance(exc, UnsupportedApi) else "malformed_request")
+                          "unsupported_api" if isinstance(exc, UnsupportedApi) else
+                          "request_limit" if isinstance(exc, RequestLimitExceeded) else "malformed_request")
                 self.metrics.closed_connections[reason] += 1
                 return
+
+    async def _group_request(self, req, client_host: str):
+        """A group API request to the coordinator; an OffsetCommit first passes the broker's topic check
+        (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it."""
+        if req.api_key != OFFSET_COMMIT_KEY:
+            return await self.runtime.handle(req, client_host)
+        order = request_order(req.body)
+        kept, refused = split_commit(req.body, self.topics)
+        if not refused:
+            return await self.runtime.handle(req, client_host)
+        answer = await self.runtime.handle(req, client_host) if kept is not None else None
+        return merge_commit(order, answer, refused)
 
     async def _inject(self, fault, req, conn_id: int, peer) -> bool:
         """Apply an injected fault's delay; False if the connection is to be closed instead of answered."""
@@ -313,8 +392,10 @@ class Server:
 
     def advance_clock(self, ms: int) -> list[str]:
         """Move the coordinator's clock ahead by `ms`: session, rebalance, sync and KIP-345 timers due by
-        then fire now, in order. Returns the timer keys that fired. (The wall clock is untouched: the
-        offset stays for the server's life, and commit timestamps and the cleaner's lag use it too.)"""
+        then fire, in order, each at its deadline. Returns the names of the timers that fired
+        (`heartbeat/<group>/<member>`, `join/<group>`, `registration/<group>`, ...). (The wall clock is
+        untouched: the offset stays for the server's life, and commit timestamps and the cleaner's lag
+        use it too.)"""
         return self.runtime.advance_clock(ms)
 
     def force_rebalance(self, group_id: str) -> None:
@@ -336,9 +417,15 @@ class Server:
             await asyncio.wait([self._cleaner_task], timeout=self.config.shutdown_timeout_s)
             self._cleaner_task = None
         self.runtime.close()
+        if self._admin_task is not None:
+            self._admin_task.cancel()
+            await asyncio.wait([self._admin_task], timeout=self.config.shutdown_timeout_s)
+            self._admin_task = None
         if self._admin is not None:
             await self._admin.cleanup()
             self._admin = None
+        if self._admin_sock is not None:
+            self._admin_sock.close()
         if self._server is not None:
             self._server.close()
         tasks = list(self._conns.values())
@@ -496,14 +583,42 @@ class ServerThread:
     @contextlib.contextmanager
     def no_rebalance(self, *group_ids: str):
         """`with server.no_rebalance("g"): ...` fails (AssertionError) if any of the groups started a
-        rebalance or changed generation inside the block."""
-        before = {g: (self.rebalances(g), getattr(self.group(g), "generation", None)) for g in group_ids}
+        rebalance or changed generation inside the block; the message names the causes of the
+        rebalances started inside the block."""
+        def now(g):
+            return (self.rebalances(g), getattr(self.group(g), "generation", None),
+                    self.call(self.metrics.rebalance_causes, g))
+        before = {g: now(g) for g in group_ids}
         yield
-        after = {g: (self.rebalances(g), getattr(self.group(g), "generation", None)) for g in group_ids}
-        changed = {g: (before[g], after[g]) for g in group_ids if before[g] != after[g]}
-        assert not changed, "rebalance(s) happened: " + ", ".join(
-            f"{g}: rebalances {b[0]} -> {a[0]}, generation {b[1]} -> {a[1]} "
-            f"(causes {self.call(self.metrics.rebalance_causes, g)})" for g, (b, a) in changed.items())
+        after = {g: now(g) for g in group_ids}
+        changed = {g: (before[g], after[g]) for g in group_ids if before[g][:2] != after[g][:2]}
+
+        def causes(b: dict, a: dict) -> dict:
+            return {c: n - b.get(c, 0) for c, n in a.items() if n > b.get(c, 0)}
+        if changed:
+            raise AssertionError("rebalance(s) happened: " + ", ".join(
+                f"{g}: rebalances {b[0]} -> {a[0]}, generation {b[1]} -> {a[1]} (causes in the block: "
+                f"{causes(b[2], a[2])})" for g, (b, a) in changed.items()))
+
+    def wait_for_group(self, group_id: str, state: str | None = "Stable", members: int | None = None,
+                       timeout: float = 30.0) -> GroupView:
+        """Wait until the group exists, is in `state` (None: any) and has `members` members (None: any);
+        returns its view. Raises TimeoutError after `timeout` seconds, naming what it saw last."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.group(group_id)
+            if group_is(view, state, members):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
+            time.sleep(0.02)
+
+    def create_topics(self, topics: dict[str, int]) -> None:
+        """Create topics now ({name: partitions}); an existing name is an error (tenure.broker's)."""
+        def create():
+            for name, partitions in topics.items():
+                self.server.topics.create(name, partitions)
+        self.call(create)
 
     def metrics_text(self) -> str:
         """The Prometheus exposition the admin endpoint serves at /metrics."""
@@ -550,3 +665,47 @@ class ServerThread:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def group_is(view: GroupView | None, state: str | None, members: int | None) -> bool:
+    """Whether a group view (None: the group is unknown) is what `wait_for_group` waits for."""
+    return (view is not None and (state is None or view.state == state)
+            and (members is None or len(view.members) == members))
+
+
+def waited_too_long(group_id: str, state: str | None, members: int | None, timeout: float,
+                    view: GroupView | None) -> str:
+    want = ", ".join(f"{k} {v}" for k, v in (("state", state), ("members", members)) if v is not None)
+    seen = "unknown to the server" if view is None else \
+        f"state {view.state}, {len(view.members)} member(s), generation {view.generation}"
+    return f"group {group_id!r} not {want or 'known'} after {timeout} s: last seen {seen}"
+
+
+class AsyncServerThread:
+    """A `ServerThread` for async tests (aiokafka): the waits are coroutines, so the test's own event
+    loop - and the clients' heartbeats on it - keeps running while a test waits. Everything else is the
+    ServerThread's own attribute (`bootstrap`, `group`, `no_rebalance`, `faults`, ...): those calls
+    return at once. The pytest plugin's `tenure_server_async` fixture is one of these."""
+
+    def __init__(self, server: ServerThread) -> None:
+        self.sync = server
+
+    def __getattr__(self, name: str):
+        return getattr(self.sync, name)
+
+    async def wait_for_group(self, group_id: str, state: str | None = "Stable", members: int | None = None,
+                             timeout: float = 30.0) -> GroupView:
+        """ServerThread.wait_for_group, awaiting between looks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.sync.group(group_id)
+            if group_is(view, state, members):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
+            await asyncio.sleep(0.02)
+
+    async def restart(self) -> "AsyncServerThread":
+        """ServerThread.restart, awaited (the server restarts on its own thread)."""
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.sync._restart(), self.sync.loop))
+        return self

@@ -13,6 +13,14 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert "--since" in capsys.readouterr().err
 
 
+def test_without_pyspark_the_hint_says_how_to_install_it_in_a_clone_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pyspark", None)                # import pyspark -> ImportError
+    monkeypatch.delitem(sys.modules, "tenure.audit.job", raising=False)
+    assert main(["audit", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'tenure[audit]'" in err and "pip install -e '.[audit]'" in err and "pyspark" in err
+
+
 def test_serve_does_not_import_pyspark():
     code = "import sys, tenure.cli; tenure.cli._parser(); print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -59,3 +67,5 @@ def test_the_cli_audits_a_data_dir(tmp_path):
     assert (summary["groups"], summary["member ids (intervals)"], summary["generations"],
             summary["static events"], summary["offset commits"], summary["errors"]) == ("1", "1", "1", "1", "1", "0")
     assert "audit: [" in p.stderr and "starting Spark (local[1])" in p.stderr and "done in" in p.stderr
+    # nothing but tenure's own progress: no Spark warning about the host's address, no py4j INFO lines
+    assert "resolves to a loopback address" not in p.stderr and "py4j" not in p.stderr, p.stderr

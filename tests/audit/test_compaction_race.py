@@ -12,6 +12,7 @@ from tenure.protocol import records as rec
 from tenure.server import ServerThread
 from tenure.storage.compaction import CompactionPolicy, Compactor
 from tests.support.groups import committed_offsets
+from tests.support.wire import WireClient, create_topic
 
 from .logs import T0, Writer, offsets_in
 
@@ -143,6 +144,8 @@ def test_a_live_server_compacting_while_the_audit_reads(spark, tmp_path):
     data = tmp_path / "data"
     cfg = ServerConfig(port=0, data_dir=str(data), fsync="never", segment_bytes=1024, cleaner_interval_ms=50)
     with ServerThread(cfg) as s:
+        with WireClient.to(s.bootstrap) as w:
+            create_topic(w, "t", 8)
         c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "live", "enable.auto.commit": False})
         stop = threading.Event()
         count = [0]

@@ -9,10 +9,13 @@ from confluent_kafka import Consumer, TopicPartition
 from tenure.audit import read
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.support.wire import WireClient, create_topic
 
 
 def test_reading_while_a_server_appends(tmp_path):
     with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path), fsync="never")) as s:
+        with WireClient.to(s.bootstrap) as w:
+            create_topic(w, "t")
         c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "live", "enable.auto.commit": False})
         stop = threading.Event()
         done = []

@@ -103,9 +103,9 @@ def norm_record(r):
     return r
 
 
-# ---------------------------------------------------------------- expected responses (spec item 7, 17...)
+# ---------------------------------------------------------------- expected responses (J4, J14...)
 def join_err(version: int, code: int, member_id: str = "") -> dict:
-    """Item 7: every JoinGroup error: generation -1, protocol type/name null ("" before v7), leader "",
+    """J4: every JoinGroup error: generation -1, protocol type/name null ("" before v7), leader "",
     no members, the member id as given."""
     return shape(JoinGroupResponse, version, throttle_time_ms=0, error_code=code, generation_id=-1,
                  protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
@@ -193,8 +193,8 @@ class Harness:
         self._next_id = 1
         self.coordinator = GroupCoordinator(config or CoordinatorConfig(), member_id_generator=self._member_id)
         self.coordinator.journal = _CopyingJournal()
-        self.timers: dict[str, int] = {}          # key -> deadline (armed timers only)
-        self._timer_seq: dict[str, int] = {}      # key -> arming order, to break deadline ties
+        self.timers: dict[tuple, int] = {}        # key -> deadline (armed timers only)
+        self._timer_seq: dict[tuple, int] = {}      # key -> arming order, to break deadline ties
         self._seq = itertools.count()
         self._tokens = itertools.count(1)
         self.requests: dict[int, tuple[int, int]] = {}   # token -> (api key, version)
@@ -275,7 +275,7 @@ class Harness:
             self._apply(self.coordinator.on_timer(key, self.now_ms))
         self.now_ms = target
 
-    def fire(self, key: str) -> None:
+    def fire(self, key: tuple) -> None:
         """Fire one armed timer now, whatever its deadline (moves the clock to it if later)."""
         deadline = self.timers.pop(key)
         self._timer_seq.pop(key)
@@ -306,7 +306,7 @@ class Harness:
         return out
 
     def timer(self, kind: str, group_id: str = "g", member_id: str | None = None) -> int | None:
-        key = kind + "\x00" + group_id + ("" if member_id is None else "\x00" + member_id)
+        key = (kind, group_id) if member_id is None else (kind, group_id, member_id)
         return self.timers.get(key)
 
     # ------------------------------------------------------------ requests

@@ -1,4 +1,4 @@
-"""DescribeGroups / ListGroups / DeleteGroups (items 52-53)."""
+"""DescribeGroups / ListGroups / DeleteGroups (A1-A2)."""
 import pytest
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
@@ -24,7 +24,7 @@ def describe_resp(version: int, *groups: D) -> dict:
     return shape(DescribeGroupsResponse, version, throttle_time_ms=0, groups=list(groups))
 
 
-# ---------------------------------------------------------------------------------------- item 52
+# ---------------------------------------------------------------------------------------- A1
 @pytest.mark.parametrize("version", [0, 3, 4, 5])
 def test_describe_unknown_group_is_dead(version):
     h = Harness()
@@ -79,7 +79,7 @@ def test_list_groups_with_state_filter():
         L(version=4, group_id="b", protocol_type="", group_state="Empty")])
 
 
-# ---------------------------------------------------------------------------------------- item 53
+# ---------------------------------------------------------------------------------------- A2
 def _delete_resp(version: int, results: list[tuple[str, int]]) -> dict:
     R = DeleteGroupsResponse.DeletableGroupResult
     return shape(DeleteGroupsResponse, version, throttle_time_ms=0,
@@ -132,3 +132,13 @@ def test_group_can_be_recreated_after_delete():
     t = h.join("g", "", "i1")
     h.advance(0)
     assert h.resp(t)["generation_id"] == 1 and h.g().state != EMPTY
+
+
+def test_describe_answers_a_group_named_twice_once():
+    """A repeated id is answered once, in first-asked order (issue 11, finding 4: repeating the id of a group
+    with large members multiplied the answer; Kafka repeats it, no client sends one twice)."""
+    h = Harness()
+    i1, d = h.form_group(["i1", None], protocols=(("range", b"meta"),))
+    t = h.describe("g", "nope", "g", "g", "nope")
+    assert h.resp(t) == describe_resp(5, described(5, "g", "Stable", "consumer", "range", [
+        (i1, "i1", b"meta", b"assign-0"), (d, None, b"meta", b"assign-1")]), described(5, "nope", "Dead"))

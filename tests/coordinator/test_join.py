@@ -1,5 +1,5 @@
-"""JoinGroup: gating (2, 4-8), KIP-394 (9), first static join (10-14), initial delay and join
-completion (15-19). Item numbers refer to shared/spec/classic-group-coordinator.md."""
+"""JoinGroup: gating (G2, J1-J5), KIP-394 (J6), first static join (J7-J11), initial delay and join
+completion (J12-J16). Item labels refer to docs/behaviour.md."""
 import pytest
 
 from tenure.coordinator.classic import CoordinatorConfig
@@ -13,7 +13,7 @@ from .harness import (
 ALL_JOIN_VERSIONS = range(0, 10)
 
 
-# ---------------------------------------------------------------------------------------- item 2
+# ---------------------------------------------------------------------------------------- G2
 @pytest.mark.parametrize("version", [0, 4, 9])
 def test_join_with_empty_group_id_is_invalid_group_id(version):
     h = Harness()
@@ -32,7 +32,7 @@ def test_sync_heartbeat_leave_with_empty_group_id_are_invalid_group_id():
     assert h.group == {} and h.records == []
 
 
-# ---------------------------------------------------------------------------------------- item 4
+# ---------------------------------------------------------------------------------------- J1
 @pytest.mark.parametrize("session", [5999, 1800001])
 @pytest.mark.parametrize("instance_id", [None, "i1"])
 def test_session_timeout_out_of_bounds_is_26(session, instance_id):
@@ -83,7 +83,7 @@ def test_session_bounds_follow_the_config():
     assert h.resp(t)["error_code"] == 0
 
 
-# ---------------------------------------------------------------------------------------- item 5
+# ---------------------------------------------------------------------------------------- J2
 @pytest.mark.parametrize("instance_id", [None, "i1"])
 def test_unknown_group_with_member_id_is_25_and_group_not_created(instance_id):
     h = Harness()
@@ -92,7 +92,7 @@ def test_unknown_group_with_member_id_is_25_and_group_not_created(instance_id):
     assert h.group == {} and h.records == [] and h.timers == {}
 
 
-# ---------------------------------------------------------------------------------------- item 6
+# ---------------------------------------------------------------------------------------- J3
 def test_empty_group_with_empty_protocol_type_is_23():
     h = Harness()
     assert h.resp(h.join(instance_id="i1", protocol_type="")) == join_err(9, 23, "")
@@ -122,7 +122,7 @@ def test_non_empty_group_with_no_common_protocol_is_23():
     assert h.g().state == PREPARING_REBALANCE
 
 
-# ---------------------------------------------------------------------------------------- item 7
+# ---------------------------------------------------------------------------------------- J4
 @pytest.mark.parametrize("version", ALL_JOIN_VERSIONS)
 def test_join_error_shape_per_version(version):
     """generation -1, protocol type/name null (protocol name "" before v7), leader "", no members,
@@ -140,7 +140,7 @@ def test_join_error_shape_per_version(version):
     assert ids
 
 
-# ---------------------------------------------------------------------------------------- item 8
+# ---------------------------------------------------------------------------------------- J5
 def test_max_size_full_stable_group_rejects_new_static_member_and_restarting_instance():
     h = Harness(CoordinatorConfig(max_group_size=2))
     ids = h.form_group(["i1", "i2"])
@@ -201,7 +201,7 @@ def test_max_size_preparing_rebalance_accepts_member_already_awaiting():
     assert set(h.g().members) == {a, c}
 
 
-# ---------------------------------------------------------------------------------------- item 9
+# ---------------------------------------------------------------------------------------- J6
 @pytest.mark.parametrize("version", [4, 5, 6, 7, 8, 9])
 def test_kip394_new_dynamic_member_gets_79_and_is_pending(version):
     h = Harness()
@@ -260,7 +260,7 @@ def test_kip394_pending_member_rejoin_completes_the_join():
     assert h.resp(tp) == join_ok(9, p, 2, a)
 
 
-# ---------------------------------------------------------------------------------------- item 10
+# ---------------------------------------------------------------------------------------- J7
 @pytest.mark.parametrize("version", [5, 6, 7, 8, 9])
 def test_first_static_join_never_79(version):
     h = Harness()
@@ -286,7 +286,7 @@ def test_first_static_join_into_stable_group_never_79(version):
     assert h.g().static_members == {"i1": ids[0], "i2": "i2-2"}
 
 
-# ---------------------------------------------------------------------------------------- items 11, 14, 15
+# ---------------------------------------------------------------------------------------- J8, J11, J12
 def test_empty_group_first_join_starts_initial_delay():
     h = Harness(CoordinatorConfig(initial_rebalance_delay_ms=3000))
     t0 = h.now_ms
@@ -363,7 +363,7 @@ def test_initial_rebalance_does_not_complete_early_when_a_known_member_rejoins()
     assert h.resp(t1)["error_code"] != 0               # the superseded request does not stay parked
 
 
-# ---------------------------------------------------------------------------------------- item 12
+# ---------------------------------------------------------------------------------------- J9
 def test_new_static_member_rebalances_stable_group_and_completes_early():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -394,7 +394,7 @@ def test_join_timer_uses_largest_rebalance_timeout_of_members():
     assert h.timer("join") == h.now_ms + 45000
 
 
-# ---------------------------------------------------------------------------------------- item 13
+# ---------------------------------------------------------------------------------------- J10
 def test_static_join_during_completing_rebalance_answers_parked_syncs_27_and_resets_assignments():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])               # gen 1, Stable with assignments
@@ -411,7 +411,7 @@ def test_static_join_during_completing_rebalance_answers_parked_syncs_27_and_res
     assert h.timer("sync") is None
 
 
-# ---------------------------------------------------------------------------------------- item 16
+# ---------------------------------------------------------------------------------------- J13
 def test_rebalance_timeout_removes_dynamic_laggards_keeps_static_and_elects_rejoined_leader():
     h = Harness()
     i1, d, i2 = h.form_group(["i1", None, "i2"])
@@ -446,7 +446,7 @@ def test_rebalance_timeout_with_nobody_rejoined_rearms_the_join_timer():
     assert h.resp(t1) == join_ok(9, i1, 2, i1, members=[(i1, "i1", b"sub"), (i2, "i2", b"sub")])
 
 
-# ---------------------------------------------------------------------------------------- item 17
+# ---------------------------------------------------------------------------------------- J14
 @pytest.mark.parametrize("version", [1, 3, 5, 6, 7, 9])
 def test_join_completion_votes_protocol_and_answers_every_member(version):
     h = Harness()
@@ -494,7 +494,7 @@ def test_join_response_protocol_type_per_version():
     assert "skip_assignment" not in h.resp(t7)
 
 
-# ---------------------------------------------------------------------------------------- item 18
+# ---------------------------------------------------------------------------------------- J15
 def test_join_completion_with_no_members_goes_empty_and_writes_record():
     h = Harness()
     a, b = h.form_group([None, None])
@@ -508,7 +508,7 @@ def test_join_completion_with_no_members_goes_empty_and_writes_record():
     assert h.take_records() == [group_record("g", 2, None, None, deadline)]
 
 
-# ---------------------------------------------------------------------------------------- item 19
+# ---------------------------------------------------------------------------------------- J16
 def test_pending_sync_expiry_removes_static_follower_and_rebalances():
     h = Harness()
     t1 = h.join(instance_id="i1")

@@ -134,17 +134,18 @@ def test_expansion_timeout_batches_new_static_members_into_one_rebalance():
 
 
 def test_registration_timeout_tracks_the_earliest_offline_member():
-    # the draft's table, timeout 15 min: A drops 00:00, B 00:10, A back 00:14, B gone too long 00:25
+    # the draft's table, timeout 15 min: A drops 00:00, B 00:10, A back 00:14, B gone too long 00:25 (each
+    # counted from the member's last heartbeat)
     h = Harness(CoordinatorConfig(static_registration_timeout_ms=15 * MIN))
     ids = stable_group(h, ["A", "B", "C"])
     t0 = h.now_ms
     keep_alive(h, 10 * MIN, {"B": ids["B"], "C": ids["C"]})     # A's last sign of life: its sync at 00:00
     g = h.g()
-    assert g.state == STABLE and g.static_members == ids and g.offline_since == {ids["A"]: t0 + SESSION}
-    assert h.timer("registration") == t0 + SESSION + 15 * MIN
+    assert g.state == STABLE and g.static_members == ids and g.offline_since == {ids["A"]: t0}
+    assert h.timer("registration") == t0 + 15 * MIN
     keep_alive(h, 4 * MIN, {"C": ids["C"]})                     # B's last heartbeat: 00:10 - one STEP
-    b_offline = t0 + 10 * MIN - STEP + SESSION
-    assert h.g().offline_since == {ids["A"]: t0 + SESSION, ids["B"]: b_offline}
+    b_offline = t0 + 10 * MIN - STEP
+    assert h.g().offline_since == {ids["A"]: t0, ids["B"]: b_offline}
     assert h.g().state == STABLE and h.take_records() == [] and h.take_rebalances() == []
     # 00:14: A comes back with the same instance id: static replacement, no rebalance; A led the group,
     # so its replacement leads (KIP-814: skipAssignment and the full member list on v9)
@@ -171,16 +172,50 @@ def test_registration_timeout_tracks_the_earliest_offline_member():
     assert h.take_records() == [group_record("g", 2, "range", a, started, members_of(ids))]
 
 
+def test_registration_timeout_counts_from_the_last_heartbeat():
+    # the draft: the registration timeout "is monitored through heartbeat the same way as session
+    # timeout, and will replace the session timeout in a static membership" - a session of 10 s and a
+    # registration timeout of 30 s remove a silent member 30 s after its last heartbeat, not 40 s
+    h = Harness(CoordinatorConfig(static_registration_timeout_ms=3 * SESSION))
+    ids = stable_group(h, ["A", "B"])
+    t0 = h.now_ms
+    keep_alive(h, STEP, ids)                                    # A's last heartbeat: t0
+    keep_alive(h, SESSION, {"B": ids["B"]})                     # A's session is over: offline since t0
+    assert h.g().offline_since == {ids["A"]: t0} and h.g().state == STABLE
+    assert h.timer("registration") == t0 + 3 * SESSION
+    keep_alive(h, t0 + 3 * SESSION - 1 - h.now_ms, {"B": ids["B"]})
+    assert h.g().state == STABLE and h.take_records() == [] and h.take_rebalances() == []
+    h.advance(1)
+    assert h.g().state == PREPARING_REBALANCE and h.g().static_members == {"B": ids["B"]}
+    assert h.take_records() == [event_record("registration_expired", "A", ids["A"], None, 1, t0 + 3 * SESSION)]
+    assert h.take_rebalances() == [("g", "registration_expired")]
+
+
+def test_a_registration_timeout_shorter_than_the_session_removes_at_the_session_expiry():
+    # the member is seen to be gone only when its session expires; by then its registration is over
+    h = Harness(CoordinatorConfig(static_registration_timeout_ms=SESSION // 4))
+    ids = stable_group(h, ["A", "B"])
+    t0 = h.now_ms
+    keep_alive(h, STEP, ids)
+    keep_alive(h, SESSION - STEP - 1, {"B": ids["B"]})
+    assert h.g().state == STABLE and h.take_records() == []
+    h.advance(1)                                                # t0 + SESSION: A's session expires
+    assert h.g().state == PREPARING_REBALANCE and h.g().static_members == {"B": ids["B"]}
+    assert h.g().offline_since == {}
+    assert h.take_records() == [event_record("registration_expired", "A", ids["A"], None, 1, t0 + SESSION)]
+    assert h.take_rebalances() == [("g", "registration_expired")]
+
+
 def test_registration_timeout_removes_everyone_offline_in_one_rebalance():
     h = Harness(CoordinatorConfig(static_registration_timeout_ms=5 * MIN))
     ids = stable_group(h, ["A", "B", "C", "D"])
     t0 = h.now_ms
     keep_alive(h, 2 * STEP, {n: ids[n] for n in ("B", "C", "D")})      # then B drops too, one STEP after A
-    keep_alive(h, 5 * MIN, {n: ids[n] for n in ("C", "D")})          # to A's offline time + the timeout
+    keep_alive(h, 5 * MIN - 2 * STEP, {n: ids[n] for n in ("C", "D")})   # to A's last sync + the timeout
     g = h.g()
     assert g.state == PREPARING_REBALANCE
     assert g.static_members == {"C": ids["C"], "D": ids["D"]}, "both offline members left in the same rebalance"
-    expiry = t0 + SESSION + 5 * MIN                             # A's offline time + the timeout
+    expiry = t0 + 5 * MIN                                       # A's last sign of life + the timeout
     assert h.take_records() == [event_record("registration_expired", "A", ids["A"], None, 1, expiry),
                                 event_record("registration_expired", "B", ids["B"], None, 1, expiry)]
     assert h.take_rebalances() == [("g", "registration_expired")]
@@ -324,7 +359,7 @@ def run(h: Harness, clients, ms: int, step: int = 1000):
 def test_dynamic_member_in_a_static_group_and_a_switch_to_dynamic():
     """The drafts: static and dynamic members coexist; restarting each member without an instance id moves
     the group to dynamic membership. An old static member that is not coming back is removed when its
-    session expires (item 40), which completes the rebalance its dynamic successor's join started."""
+    session expires (T2), which completes the rebalance its dynamic successor's join started."""
     h = Harness()
     t0 = h.now_ms
     a, b = Client(h, "A"), Client(h, "B")

@@ -1,4 +1,4 @@
-"""LeaveGroup (items 41-44)."""
+"""LeaveGroup (L1-L4)."""
 import pytest
 
 from tenure.coordinator.state import EMPTY, PREPARING_REBALANCE
@@ -8,7 +8,7 @@ from .harness import (
 )
 
 
-# ---------------------------------------------------------------------------------------- item 41
+# ---------------------------------------------------------------------------------------- L1
 @pytest.mark.parametrize("version", [3, 4, 5])
 def test_leave_unknown_group_answers_every_member_25(version):
     h = Harness()
@@ -23,7 +23,7 @@ def test_leave_unknown_group_before_v3_reports_member_error_at_top_level(version
     assert h.resp(h.leave("nope", "m1", version=version)) == leave_resp(version, 25)
 
 
-# ---------------------------------------------------------------------------------------- item 42
+# ---------------------------------------------------------------------------------------- L2
 def test_leave_batch_per_member_results_echo_the_request_identity():
     h = Harness()
     i1, i2, i3, d = h.form_group(["i1", "i2", "i3", None])
@@ -84,7 +84,7 @@ def test_leave_before_v3_single_member(version):
     assert set(h.g().members) == {d1} and h.g().state == PREPARING_REBALANCE
 
 
-# ---------------------------------------------------------------------------------------- item 43
+# ---------------------------------------------------------------------------------------- L3
 def test_leave_of_every_member_of_stable_group_goes_empty_with_one_generation_bump():
     h = Harness()
     i1, i2, d = h.form_group(["i1", "i2", None])
@@ -149,7 +149,7 @@ def test_failed_leave_changes_nothing():
     assert h.g() == before and h.take_records() == []
 
 
-# ---------------------------------------------------------------------------------------- item 44
+# ---------------------------------------------------------------------------------------- L4
 @pytest.mark.parametrize("version", [3, 4, 5])
 def test_admin_remove_members_by_instance_id_one_rebalance(version):
     h = Harness()

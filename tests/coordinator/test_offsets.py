@@ -1,4 +1,4 @@
-"""OffsetCommit / OffsetFetch for classic groups (items 2, 46-51)."""
+"""OffsetCommit / OffsetFetch for classic groups (G2, O1-O6)."""
 import pytest
 from kafka.protocol.consumer.group import (
     OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse,
@@ -29,7 +29,7 @@ def fetch_resp(version: int, topics: dict[str, list[tuple[int, int, int, str]]],
         for n, parts in topics.items()])
 
 
-# ---------------------------------------------------------------------------------------- item 46
+# ---------------------------------------------------------------------------------------- O1
 @pytest.mark.parametrize("version", [0, 1, 2, 5, 6, 8, 9])
 def test_commit_to_unknown_group_without_generation_creates_simple_group(version):
     h = Harness()
@@ -59,7 +59,7 @@ def test_commit_with_empty_group_id_is_accepted():
     assert h.resp(t) == fetch_resp(7, {"t": [(0, 1, 5, "")]})
 
 
-# ---------------------------------------------------------------------------------------- item 47
+# ---------------------------------------------------------------------------------------- O2
 def test_commit_to_empty_group_without_generation_skips_member_check():
     h = Harness()
     (i1,) = h.form_group(["i1"])
@@ -81,7 +81,7 @@ def test_commit_to_empty_group_with_generation_checks_member():
     assert h.take_records() == []
 
 
-# ---------------------------------------------------------------------------------------- item 48
+# ---------------------------------------------------------------------------------------- O3
 def test_commit_member_checks_on_a_stable_group():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -116,7 +116,7 @@ def test_commit_before_v7_has_no_instance_id():
     assert h.resp(h.commit("g", "x", 1, None, version=6)) == commit_resp(6, {"t": [(0, 25)]})
 
 
-# ---------------------------------------------------------------------------------------- item 49
+# ---------------------------------------------------------------------------------------- O4
 def test_commit_during_rebalance():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -134,7 +134,7 @@ def test_commit_during_rebalance():
     assert h.take_records() == []
 
 
-# ---------------------------------------------------------------------------------------- item 50
+# ---------------------------------------------------------------------------------------- O5
 def test_metadata_too_large_fails_only_that_partition():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -160,7 +160,7 @@ def test_group_error_is_copied_to_every_partition_even_oversized_ones():
     assert h.resp(t) == commit_resp(8, {"t": [(0, 25), (1, 25)], "u": [(7, 25)]})
 
 
-# ---------------------------------------------------------------------------------------- item 51
+# ---------------------------------------------------------------------------------------- O6
 @pytest.mark.parametrize("version", [0, 1, 5, 7, 8, 9])
 def test_fetch_from_missing_group(version):
     h = Harness()
@@ -234,7 +234,7 @@ def test_commit_v0_creates_a_simple_group_and_stores_like_any_version():
 
 
 def test_commit_v0_is_a_generation_minus_1_commit_without_member():
-    """Items 47-48 as for any commit with generation -1 and member "": accepted on an Empty group,
+    """O2-O3 as for any commit with generation -1 and member "": accepted on an Empty group,
     25 on a group with members (Kafka's ZooKeeper store took v0 commits outside the group; one store
     here means a v0 client cannot overwrite a live group's offsets)."""
     h = Harness()
@@ -277,7 +277,7 @@ def test_commit_v1_checks_the_member_and_keeps_an_explicit_commit_timestamp():
     assert h.take_records() == [offset_record("g", "t", 0, 40, 1234567, metadata="a"),
                                 offset_record("g", "t", 1, 41, h.now_ms)]
     assert h.timer("heartbeat", "g", i2) == h.now_ms + SESSION          # 39: a commit keeps the session
-    # no instance id before v7: identity by member id, then generation (48)
+    # no instance id before v7: identity by member id, then generation (O3)
     assert h.resp(_commit_v1(h, "bogus", 1, [(0, 1, -1, "")])) == commit_resp(1, {"t": [(0, 25)]})
     assert h.resp(_commit_v1(h, i1, 2, [(0, 1, -1, "")])) == commit_resp(1, {"t": [(0, 22)]})
     assert h.resp(_commit_v1(h, "", -1, [(0, 1, -1, "")])) == commit_resp(1, {"t": [(0, 25)]})
@@ -309,3 +309,22 @@ def test_fetch_v0_reads_the_shared_store():
         OffsetFetchRequest.OffsetFetchRequestTopic(version=0, name="t", partition_indexes=[0])]))
     assert h.resp(t) == fetch_resp(0, {"t": [(0, 3, -1, "")]}, group_id="other")
     assert h.take_records()[-1] == offset_record("other", "t", 0, 3, h.now_ms)
+
+
+def test_fetch_v8_answers_a_group_asked_for_all_its_offsets_twice_once():
+    """v8+: a group repeated with topics=null (all its offsets) is answered once; repeated with named
+    partitions it is answered per entry, as Kafka does (that answer is as large as the question)."""
+    h = Harness()
+    h.commit("g", "", -1, None, {"t": [(0, 10), (1, 11)]}, version=8)
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    T = G.OffsetFetchRequestTopics
+    body = OffsetFetchRequest(version=8, groups=[
+        G(version=8, group_id="g", topics=None), G(version=8, group_id="h", topics=None),
+        G(version=8, group_id="g", topics=[T(version=8, name="t", partition_indexes=[1])]),
+        G(version=8, group_id="g", topics=None),
+        G(version=8, group_id="g", topics=[T(version=8, name="t", partition_indexes=[1])])])
+    r = h.resp(h.send(FETCH, 8, body))
+    every = fetch_resp(8, {"t": [(0, 10, 5, ""), (1, 11, 5, "")]})["groups"][0]
+    one = fetch_resp(8, {"t": [(1, 11, 5, "")]})["groups"][0]
+    none = fetch_resp(8, {}, group_id="h")["groups"][0]
+    assert r["groups"] == [every, none, one, one]

@@ -71,7 +71,7 @@ def test_leader_rejoin_with_same_metadata_is_leader_rejoined():
     i1, i2 = formed(h, ["i1", "i2"])
     h.join("g", i1, "i1")
     started(h, "leader_rejoined")
-    # a follower's identical rejoin starts nothing (24)
+    # a follower's identical rejoin starts nothing (J21)
     h2 = Harness()
     j1, j2 = formed(h2, ["i1", "i2"])
     assert h2.resp(h2.join("g", j2, "i2")) == join_ok(9, j2, 1, j1)
@@ -118,7 +118,7 @@ def test_registration_timeout_is_registration_expired():
     h = Harness(CoordinatorConfig(static_registration_timeout_ms=60_000))
     i1, i2 = formed(h, ["i1", "i2"])
     h.fire(heartbeat_key("g", i2))          # offline, tolerated: no rebalance yet
-    assert h.g().offline_since == {i2: h.now_ms} and h.g().state == STABLE
+    assert h.g().offline_since == {i2: h.now_ms - SESSION} and h.g().state == STABLE
     started(h)
     assert h.resp(h.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 0)
     h.fire(registration_key("g"))
@@ -180,7 +180,7 @@ def test_admin_removal_by_instance_id_is_member_removed_once_per_batch():
     t = h.leave("g", [("", "i2"), ("", "i3")])
     assert h.resp(t) == leave_resp(5, 0, [("", "i2", 0), ("", "i3", 0)])
     assert h.g().state == PREPARING_REBALANCE
-    started(h, "member_removed")                 # one decision per batch (43)
+    started(h, "member_removed")                 # one decision per batch (L3)
 
 
 def test_mixed_batch_names_its_first_removal():

@@ -1,4 +1,4 @@
-"""JoinGroup with a known memberId (items 20-25)."""
+"""JoinGroup with a known memberId (J17-J22)."""
 import pytest
 
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
@@ -8,7 +8,7 @@ from .harness import (
 )
 
 
-# ---------------------------------------------------------------------------------------- item 20
+# ---------------------------------------------------------------------------------------- J17
 def test_identity_checks_on_rejoin():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -34,7 +34,7 @@ def test_identity_check_error_shape_before_v9(version):
     assert h.resp(h.join("g", "bogus", "i1", version=version)) == join_err(version, 82, "bogus")
 
 
-# ---------------------------------------------------------------------------------------- item 21
+# ---------------------------------------------------------------------------------------- J18
 def test_rejoin_during_preparing_rebalance_updates_protocols_and_timeouts():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -72,7 +72,7 @@ def test_rejoin_during_preparing_rebalance_parks_until_others_arrive():
     assert h.resp(t3) == join_ok(9, i3, 2, i1)
 
 
-# ---------------------------------------------------------------------------------------- item 22
+# ---------------------------------------------------------------------------------------- J19
 def _completing(h: Harness):
     i1, i2 = h.form_group(["i1", "i2"], protocols=(("range", b"m"),))
     t1 = h.join("g", i1, "i1", protocols=(("range", b"m"),))
@@ -106,7 +106,7 @@ def test_completing_rebalance_changed_rejoin_rebalances():
     assert h.resp(t2) == join_ok(9, i2, 3, i1)
 
 
-# ---------------------------------------------------------------------------------------- item 23
+# ---------------------------------------------------------------------------------------- J20
 @pytest.mark.parametrize("leader_instance", ["i1", None])
 def test_stable_leader_rejoin_rebalances_even_with_identical_protocols(leader_instance):
     h = Harness()
@@ -123,7 +123,7 @@ def test_stable_leader_rejoin_rebalances_even_with_identical_protocols(leader_in
     assert h.take_records() == []
 
 
-# ---------------------------------------------------------------------------------------- item 24
+# ---------------------------------------------------------------------------------------- J21
 @pytest.mark.parametrize("version", [5, 6, 7, 9])
 def test_stable_follower_identical_rejoin_gets_current_generation_without_change(version):
     h = Harness()
@@ -155,7 +155,7 @@ def test_stable_follower_rejoin_with_other_protocol_order_rebalances():
     assert h.parked(t2) and h.g().state == PREPARING_REBALANCE
 
 
-# ---------------------------------------------------------------------------------------- item 25
+# ---------------------------------------------------------------------------------------- J22
 def test_known_member_id_on_empty_group_is_25():
     h = Harness()
     (i1,) = h.form_group(["i1"])

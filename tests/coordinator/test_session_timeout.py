@@ -1,4 +1,4 @@
-"""Session timeout (items 39-40)."""
+"""Session timeout (T1-T2)."""
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
@@ -7,7 +7,7 @@ from .harness import (
 )
 
 
-# ---------------------------------------------------------------------------------------- item 39
+# ---------------------------------------------------------------------------------------- T1
 def test_session_timer_resets():
     h = Harness()
     tokens = [h.join("g", "", i) for i in ("i1", "i2")]
@@ -52,7 +52,7 @@ def test_commit_during_completing_rebalance_is_27_and_does_not_reset():
                          event_record("joined", "i2", None, i2, 0, start)]
 
 
-# ---------------------------------------------------------------------------------------- item 40
+# ---------------------------------------------------------------------------------------- T2
 def test_static_member_expiry_removes_it_and_rebalances_exactly_once():
     h = Harness()
     i1, i2, i3 = h.form_group(["i1", "i2", "i3"])
@@ -172,3 +172,34 @@ def test_expiry_during_completing_rebalance_rebalances():
     assert h.resp(h.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 27)
     t1 = h.join("g", i1, "i1")
     assert h.resp(t1) == join_ok(9, i1, 2, i1, members=[(i1, "i1", b"sub")])
+
+
+# ------------------------------------------------------------------- timer keys of awkward group ids
+def test_group_ids_with_a_nul_or_a_slash_route_their_session_timers():
+    """A timer key names its group and member whatever characters they hold: the session of a member of
+    "a\\x00b" expires in that group (it used to be routed to group "a", member "b\\x00<id>", and
+    never expired), and "a/b" next to "a" and "a\\x00b" touches neither."""
+    h = Harness()
+    groups = ["a\x00b", "a/b", "a", "b"]
+    ids = {gid: h.form_group(["i1"], gid)[0] for gid in groups}
+    h.take_records()
+    silent = "a\x00b"
+    expiry = h.timer("heartbeat", silent, ids[silent])
+    alive = [gid for gid in groups if gid != silent]
+    t = h.now_ms
+    while h.now_ms < expiry:
+        for gid in alive:
+            assert h.resp(h.heartbeat(gid, ids[gid], 1, "i1")) == heartbeat_resp(4, 0)
+        h.advance(SESSION // 2)
+    assert h.take_records() == [event_record("expired", "i1", ids[silent], None, 1, expiry, group_id=silent),
+                                group_record(silent, 2, None, None, expiry, [])]
+    assert h.g(silent).state == EMPTY and h.now_ms - t >= SESSION
+    for gid in alive:
+        assert h.g(gid).state == STABLE and list(h.g(gid).members) == [ids[gid]]
+
+
+def test_timer_keys_render_as_slash_separated_names():
+    from tenure.coordinator.classic import heartbeat_key, join_key, registration_key, timer_name
+    assert timer_name(heartbeat_key("shop", "w2-1")) == "heartbeat/shop/w2-1"
+    assert timer_name(join_key("shop")) == "join/shop"
+    assert timer_name(registration_key("a/b")) == "registration/a/b"

@@ -1,4 +1,4 @@
-"""Static replacement: memberId "" with an instance id already mapped (items 26-34, KIP-345/KIP-814)."""
+"""Static replacement: memberId "" with an instance id already mapped (J23-J31, KIP-345/KIP-814)."""
 import pytest
 
 from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
@@ -16,7 +16,7 @@ def _no_rebalance_since_formation(h: Harness) -> bool:
     return all(state == STABLE for state, _ in hist[first_stable:])
 
 
-# ---------------------------------------------------------------------------------------- items 26, 27, 28
+# ---------------------------------------------------------------------------------------- J23, J24, J25
 def test_stable_follower_replacement_v9_no_rebalance_record_with_new_id():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -111,7 +111,7 @@ def test_dynamic_members_unaffected_by_static_replacement():
     assert h.resp(h.heartbeat("g", d, 1)) == heartbeat_resp(4, 0)
 
 
-# ---------------------------------------------------------------------------------------- item 31
+# ---------------------------------------------------------------------------------------- J28
 def test_stable_replacement_that_changes_the_vote_rebalances():
     h = Harness()
     protos = (("range", b"a"), ("roundrobin", b"b"))
@@ -142,7 +142,7 @@ def test_stable_replacement_of_single_member_with_new_preference_rebalances():
     assert h.g().state == COMPLETING_REBALANCE
 
 
-# ---------------------------------------------------------------------------------------- items 26, 32
+# ---------------------------------------------------------------------------------------- J23, J29
 def test_completing_rebalance_replacement_fences_old_sync_82_and_others_27():
     h = Harness()
     start = h.now_ms
@@ -191,7 +191,7 @@ def test_completing_rebalance_replacement_of_leader_moves_leadership():
     assert h.resp(t2) == join_ok(9, i2, 2, new)
 
 
-# ---------------------------------------------------------------------------------------- items 26, 33
+# ---------------------------------------------------------------------------------------- J23, J30
 @pytest.mark.parametrize("version", [5, 9])
 def test_preparing_rebalance_replacement_fences_old_parked_join_82(version):
     h = Harness()
@@ -221,7 +221,7 @@ def test_preparing_rebalance_replacement_of_last_missing_member_completes_join()
     assert h.resp(t2) == join_ok(9, new, 2, i1)
 
 
-# ---------------------------------------------------------------------------------------- item 34
+# ---------------------------------------------------------------------------------------- J31
 def test_old_member_id_is_fenced_everywhere_after_replacement():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])

@@ -1,4 +1,4 @@
-"""SyncGroup (items 35-37) and Heartbeat (item 38)."""
+"""SyncGroup (S1-S3) and Heartbeat (H1)."""
 import pytest
 
 from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
@@ -16,7 +16,7 @@ def _completing(h: Harness, instances=("i1", "i2", "i3")):
     return ids
 
 
-# ---------------------------------------------------------------------------------------- item 35
+# ---------------------------------------------------------------------------------------- S1
 @pytest.mark.parametrize("version", [0, 3, 5])
 def test_sync_to_missing_group_is_25(version):
     h = Harness()
@@ -63,7 +63,7 @@ def test_sync_v4_and_older_carry_no_protocol_fields():
     assert h.resp(s2) == sync_ok(0, b"b")
 
 
-# ---------------------------------------------------------------------------------------- item 36
+# ---------------------------------------------------------------------------------------- S2
 def test_completing_rebalance_followers_park_until_leader_assigns():
     h = Harness()
     i1, i2, i3 = _completing(h)
@@ -101,7 +101,7 @@ def test_leader_sync_completes_even_when_followers_sync_later():
     assert h.resp(h.sync("g", i2, 1, "i2")) == sync_ok(5, b"A2")
 
 
-# ---------------------------------------------------------------------------------------- item 37
+# ---------------------------------------------------------------------------------------- S3
 def test_stable_sync_returns_current_assignment_and_ignores_new_assignments():
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])
@@ -113,7 +113,7 @@ def test_stable_sync_returns_current_assignment_and_ignores_new_assignments():
     assert h.g().members[i2].assignment == b"assign-1"
 
 
-# ---------------------------------------------------------------------------------------- item 38
+# ---------------------------------------------------------------------------------------- H1
 @pytest.mark.parametrize("version", [0, 3, 4])
 def test_heartbeat_unknown_group_is_25(version):
     h = Harness()

@@ -11,7 +11,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ import yaml
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.support.docker import free_port, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -62,8 +62,15 @@ for _tag in ("!reset", "!override"):
     ComposeLoader.add_constructor(_tag, _construct_tagged)
 
 
-def load_compose(name: str) -> dict:
-    return yaml.load((DOCKER / name).read_text(), Loader=ComposeLoader)
+INTERPOLATION = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+
+def load_compose(name: str, env: dict[str, str] | None = None) -> dict:
+    """The file as Compose reads it, `${VAR:-default}` taken from env (default: the defaults)."""
+    env = env or {}
+    text = INTERPOLATION.sub(lambda m: env.get(m.group(1), m.group(2)), (DOCKER / name).read_text())
+    assert "${" not in text, "only ${VAR:-default} interpolation is used"
+    return yaml.load(text, Loader=ComposeLoader)
 
 
 def merge(base, override):
@@ -151,17 +158,6 @@ def exec_form(rest: str) -> list[str]:
     return value
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
-
-
 # ---------------------------------------------------------------------- the compose files
 def test_compose_services_volumes_and_build():
     c = load_compose("docker-compose.yml")
@@ -191,6 +187,10 @@ def test_compose_tenure_service():
     env = env_of(t)
     assert env["TENURE_ADVERTISED_HOST"] == "tenure", "clients on the compose network reach it as `tenure`"
     assert env["TENURE_HOST"] == "0.0.0.0" and env["TENURE_PORT"] == "9092" and env["TENURE_ADMIN_PORT"] == "9644"
+    assert env["TENURE_ADMIN_HOST"] == "0.0.0.0", "the published admin port reaches the endpoint"
+    # other host ports for a second stack beside the first; the container's own ports stay
+    moved = load_compose("docker-compose.yml", {"TENURE_HOST_KAFKA_PORT": "19092", "TENURE_HOST_ADMIN_PORT": "19644"})
+    assert moved["services"]["tenure"]["ports"] == ["127.0.0.1:19092:9092", "127.0.0.1:19644:9644"]
     hc = t["healthcheck"]
     assert hc["test"][0] == "CMD" and "/health" in " ".join(hc["test"])
     assert int(hc["retries"]) >= 1 and hc["interval"] and hc["timeout"]
@@ -242,7 +242,12 @@ def test_hostnet_override_uses_host_networking_and_loopback_only():
     env = env_of(t)
     assert env["TENURE_HOST"] == "127.0.0.1" and env["TENURE_ADVERTISED_HOST"] == "127.0.0.1"
     assert env["TENURE_PORT"] == "9092" and env["TENURE_ADMIN_PORT"] == "9644"
+    assert env["TENURE_ADMIN_HOST"] == "127.0.0.1"
     assert env_of(merged["consumer"])["BOOTSTRAP_SERVERS"] == "127.0.0.1:9092"
+    moved = load_compose("docker-compose.hostnet.yml", {"TENURE_HOST_KAFKA_PORT": "19092",
+                                                        "TENURE_HOST_ADMIN_PORT": "19644"})["services"]
+    assert env_of(moved["tenure"])["TENURE_PORT"] == "19092" and env_of(moved["tenure"])["TENURE_ADMIN_PORT"] == "19644"
+    assert env_of(moved["consumer"])["BOOTSTRAP_SERVERS"] == "127.0.0.1:19092"
     assert merged["consumer"]["depends_on"] == {"tenure": {"condition": "service_healthy"}}
     assert merged["audit"]["profiles"] == ["audit"] and "tenure-data:/data:ro" in merged["audit"]["volumes"]
     for name, svc in merged.items():
@@ -277,12 +282,13 @@ def test_dockerfile_structure():
 
     ep = exec_form(last(stages, "server", "ENTRYPOINT"))
     line = " ".join(ep)
-    for part in ("tenure serve", "--host", "--data-dir /data", "--admin-port", "--advertised-host",
-                 "TENURE_ADVERTISED_HOST"):
+    for part in ("tenure serve", "--host", "--data-dir /data", "--admin-port", "--admin-host", "--advertised-host",
+                 "TENURE_ADVERTISED_HOST", "TENURE_ADMIN_HOST"):
         assert part in line, part
     assert re.search(r"-c\s+exec tenure serve", line), "exec: tenure is PID 1 and gets docker stop's SIGTERM"
     env = " ".join(all_of(stages, "server", "ENV"))
-    for var, default in (("TENURE_HOST", "0.0.0.0"), ("TENURE_PORT", "9092"), ("TENURE_ADMIN_PORT", "9644")):
+    for var, default in (("TENURE_HOST", "0.0.0.0"), ("TENURE_PORT", "9092"), ("TENURE_ADMIN_HOST", "0.0.0.0"),
+                         ("TENURE_ADMIN_PORT", "9644")):
         assert f"{var}={default}" in env, var
 
     audit = " ".join(all_of(stages, "audit", "RUN"))
@@ -325,9 +331,11 @@ def test_image_entrypoint_and_healthcheck_run_the_server(tmp_path):
     assert hc_cmd[0] == "python"
     hc_cmd[0] = sys.executable
 
+    # Kafka and the admin endpoint on different loopback addresses: each flag reaches the server
     port, admin = free_port(), free_port()
-    env = dict(os.environ, TENURE_HOST="127.0.0.1", TENURE_PORT=str(port), TENURE_ADVERTISED_HOST="127.0.0.1",
-               TENURE_ADMIN_PORT=str(admin), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env = dict(os.environ, TENURE_HOST="127.0.0.2", TENURE_PORT=str(port), TENURE_ADVERTISED_HOST="127.0.0.2",
+               TENURE_ADMIN_HOST="127.0.0.1", TENURE_ADMIN_PORT=str(admin),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def healthcheck() -> int:
         return subprocess.run(hc_cmd, env=env, capture_output=True, timeout=20).returncode
@@ -338,9 +346,11 @@ def test_image_entrypoint_and_healthcheck_run_the_server(tmp_path):
     try:
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-        assert lines.get(timeout=30).strip() == f"tenure listening on 127.0.0.1:{port}"
+        assert lines.get(timeout=30).strip() == f"tenure listening on 127.0.0.2:{port}"
         assert healthcheck() == 0
         assert http_json(f"http://127.0.0.1:{admin}/health") == {"status": "ok"}
+        with pytest.raises(urllib.error.URLError):
+            http_json(f"http://127.0.0.2:{admin}/health")     # TENURE_ADMIN_HOST, not TENURE_HOST
         assert (data / "meta.properties").exists(), "the server keeps its log in the data dir"
         proc.send_signal(signal.SIGTERM)   # `exec`: the signal reaches tenure itself
         assert proc.wait(30) == 0
@@ -537,3 +547,47 @@ def test_example_consumer_restart_is_not_a_rebalance():
         assert all(st["produced"] > 0 for st in stats), stats
         assert sum(st["consumed"] for st in stats) > 0, stats
         assert view()["generation"] == gen, "no rebalance until the end either"
+
+
+# ---------------------------------------------------------------------- .ci/run
+@pytest.mark.parametrize("engine", ["ok", "fails", "absent"])
+def test_ci_run_sets_up_the_engine_runs_the_tests_and_stops_it(tmp_path, engine):
+    """.ci/run with a stand-in engine set-up script beside the clone and a stand-in scripts/test.sh: the
+    set-up runs first, the tests run whatever it did, the engine is stopped after them, and the exit code
+    is the tests'."""
+    log = tmp_path / "calls"
+    repo = tmp_path / "clone"
+    (repo / ".ci").mkdir(parents=True)
+    (repo / "scripts").mkdir()
+    shutil.copy(ROOT / ".ci" / "run", repo / ".ci" / "run")
+    (repo / "scripts" / "test.sh").write_text(f'#!{BASH}\necho "test.sh $*" >> {shlex.quote(str(log))}\nexit 3\n')
+    (repo / "scripts" / "test.sh").chmod(0o755)
+    if engine != "absent":
+        setup = tmp_path / "shared" / "container" / "setup-engine.sh"
+        setup.parent.mkdir(parents=True)
+        setup.write_text(f'echo "setup-engine $*" >> {shlex.quote(str(log))}\n'
+                         f'[ "${{1:-}}" = stop ] || exit {0 if engine == "ok" else 1}\n')
+    r = subprocess.run([BASH, str(repo / ".ci" / "run")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    calls = log.read_text().splitlines()
+    if engine == "absent":
+        assert calls == ["test.sh -p no:cacheprovider"]
+        assert "the Docker tests run only if an engine already answers" in r.stderr
+    else:
+        assert calls == ["setup-engine ", "test.sh -p no:cacheprovider", "setup-engine stop"]
+        assert ("the Docker tests will be skipped" in r.stderr) == (engine == "fails")
+
+
+# ---------------------------------------------------------------------- where no engine answers
+def test_docker_tests_say_why_they_cannot_run(monkeypatch):
+    """The reason the engine tests are skipped with: only when no engine (or no compose) answers."""
+    from tests.support.docker import engine_missing
+
+    monkeypatch.setenv("PATH", "")
+    assert engine_missing() == "no docker command on PATH"
+    monkeypatch.undo()
+    if shutil.which("docker") is None:
+        return
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    why = engine_missing()
+    assert why and why.startswith("no Docker engine answers") and "nonexistent" in why

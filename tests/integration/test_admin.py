@@ -93,3 +93,23 @@ def test_force_rebalance_is_refused_for_a_group_with_dynamic_members(server, cap
 def test_groups_command_without_a_server_says_so(capsys):
     assert main(["groups", "--admin", "127.0.0.1:9", "list"]) == 1
     assert "cannot reach the admin endpoint at 127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_clock_advance_names_the_timers_it_fired_as_the_docs_do(server):
+    """POST /clock/advance answers {"fired": ["heartbeat/<group>/<member>", ...]}: slash-separated names,
+    whatever the group id holds (here a "/")."""
+    server.call(lambda: server.server.topics.create("adv-t", 1))
+    m = GroupMember("confluent", server.bootstrap, "shop/eu", "adv-t", "w2", session_timeout_ms=6000).start()
+    try:
+        wait_for(lambda: m.assignment, 30, "a member")
+        mid = server.group("shop/eu").static_members["w2"]
+        m.stop()
+        req = urllib.request.Request(f"http://{server.admin}/clock/advance", data=json.dumps({"ms": 7000}).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            fired = json.loads(r.read())["fired"]
+        assert f"heartbeat/shop/eu/{mid}" in fired
+        assert not any("\x00" in k for k in fired)
+        assert server.group("shop/eu").static_members == {}
+    finally:
+        m.stop()

@@ -7,9 +7,12 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
 from tenure.config import ServerConfig
-from tenure.protocol.apis import api_version_ranges
+from tenure.protocol.apis import SUPPORTED, api_version_ranges
 from tenure.server import ServerThread
 from tests.support.clients import confluent_round_trip
+from tests.support.hostile import (
+    array_cases, element_cases, element_null_frame, null_cases, null_frame, repeated_frame,
+)
 from tests.support.wire import (
     WireClient, build_batch, fetch_request, metadata_request, produce_request, request_bytes,
 )
@@ -24,7 +27,7 @@ def _frames(case):
     if case == "unknown-api-key":
         b = bytearray(good); struct.pack_into(">h", b, 4, 9999); return bytes(b)
     if case == "unserved-api-key":
-        b = bytearray(good); struct.pack_into(">h", b, 4, 33); return bytes(b)  # AlterConfigs
+        b = bytearray(good); struct.pack_into(">h", b, 4, 57); return bytes(b)  # UpdateFeatures
     if case == "unsupported-version":
         b = bytearray(good); struct.pack_into(">h", b, 6, 13); return bytes(b)  # Metadata v13 not served
     if case == "undecodable-body":
@@ -42,9 +45,9 @@ LOGGED = {
     "oversized-frame": re.escape("frame of 2000000 bytes exceeds the maximum of 1048576 bytes"),
     "negative-frame-size": re.escape("negative frame size -1"),
     "unknown-api-key": re.escape("api_key=9999 api_version=12: API not served by tenure"),
-    "unserved-api-key": re.escape("api_key=33 api_version=12: API not served by tenure"),
+    "unserved-api-key": re.escape("api_key=57 api_version=12: API not served by tenure"),
     "unsupported-version": re.escape("api_key=3 api_version=13: Metadata is served at versions 0-12"),
-    "undecodable-body": re.escape("Metadata v12: undecodable body: ") + r".+",
+    "undecodable-body": re.escape("Metadata v12: undecodable request header: ") + r".+",
     "header-too-short": re.escape("request of 3 bytes is shorter than a request header"),
 }
 
@@ -135,3 +138,82 @@ def test_acks_zero_gets_no_response_but_is_appended(tenure_server, wire):
     f = wire.call(fetch_request("z", 0, 0), 12)
     assert f.header.correlation_id != 500
     assert f.responses[0].partitions[0].high_watermark == 1
+
+
+# ---------------------------------------------------------------- nulls and decoding limits (issue 11: 4, 5)
+@pytest.fixture(scope="module")
+def limited_server():
+    with ServerThread(ServerConfig(port=0, max_request_elements=50)) as s:
+        yield s
+
+
+def _hostile_frames(api_key: int) -> list[tuple[str, bytes]]:
+    """Every null in a non-nullable field (and in an element of an array of strings) of every served version
+    of the API, and one array per version repeated past the server's limit of 50 elements."""
+    spec = SUPPORTED[api_key]
+    out = []
+    for v in range(spec.min_version, spec.max_version + 1):
+        out += [(c.name, null_frame(c)) for c in null_cases(api_key, v) if not c.nullable]
+        out += [(c.name + "[null]", element_null_frame(c)) for c in element_cases(api_key, v)]
+        out += [(c.name + " x51", repeated_frame(c, 51)) for c in array_cases(api_key, v)[:1]]
+    return out
+
+
+@pytest.mark.parametrize("api_key", [k for k in sorted(SUPPORTED) if _hostile_frames(k)])
+def test_nulls_and_over_limit_arrays_close_cleanly_and_others_are_served(limited_server, api_key, caplog):
+    """Finding 5: a null where the schema has none closed the connection through 'internal error' with a
+    traceback (180 frames) or was answered as if valid (60). Each is now refused as Kafka refuses it: the
+    connection is closed and the reason logged as bad input."""
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    bystander = WireClient.to(limited_server.bootstrap)
+    bystander.call(ApiVersionsRequest(), 0)
+    frames = _hostile_frames(api_key)
+    for name, data in frames:
+        with WireClient.to(limited_server.bootstrap) as bad:
+            bad.send_raw(data)
+            assert bad.is_closed_by_peer(timeout=10), f"{name}: answered instead of closed"
+        assert bystander.call(ApiVersionsRequest(), 0).error_code == 0, name
+    bystander.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not errors, [r.getMessage() for r in errors]
+    refusals = [r.getMessage() for r in caplog.records if r.name == "tenure.server" and "closing: " in r.getMessage()]
+    assert refusals, "the server logs why it closed"
+    refused = re.compile(r"closing: \w+ v\d+: (non-nullable field \w+( element)? was serialized as null|"
+                         r"more than 50 array elements in one request)")
+    assert all(refused.search(m) for m in refusals), refusals
+
+
+def test_a_16_mib_metadata_of_empty_names_closes_its_connection_and_nobody_waits(caplog):
+    """Finding 4: 8M empty topic names held the event loop for 65 s and took 3.3 GiB."""
+    caplog.set_level(logging.INFO, logger="tenure.server")
+    n = 8 * 1024 * 1024
+    payload = struct.pack(">hhih", 3, 1, 7, 1) + b"c" + struct.pack(">i", n) + b"\x00\x00" * n
+    with ServerThread(ServerConfig(port=0, max_frame_bytes=32 << 20)) as server:
+        bystander = WireClient.to(server.bootstrap)
+        bystander.call(ApiVersionsRequest(), 0)
+        with WireClient.to(server.bootstrap) as bad:
+            bad.send_raw(struct.pack(">i", len(payload)) + payload)
+            assert bad.is_closed_by_peer(timeout=30)
+        assert bystander.call(metadata_request("after-amplification"), 12).topics[0].error_code == 0
+        bystander.close()
+        assert server.metrics.closed_connections["request_limit"] == 1
+    logged = [r.getMessage() for r in caplog.records if "array elements" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].endswith(
+        "closing: Metadata v1: more than 100000 array elements in one request (field topics; "
+        "the limit is --max-request-elements)"), logged
+
+
+def test_max_request_elements_is_the_limit_a_request_may_reach(limited_server):
+    names = [MetadataRequest.MetadataRequestTopic(name=f"lim-{i}") for i in range(50)]
+    with WireClient.to(limited_server.bootstrap) as c:
+        r = c.call(MetadataRequest(topics=names, allow_auto_topic_creation=False), 12)
+        assert [t.error_code for t in r.topics] == [3] * 50          # answered: UNKNOWN_TOPIC_OR_PARTITION
+        c.send_raw(request_bytes(MetadataRequest(topics=names + names[:1], allow_auto_topic_creation=False), 12))
+        assert c.is_closed_by_peer(timeout=10)
+
+
+def test_metadata_answers_a_topic_named_twice_once_as_kafka_does(tenure_server, wire):
+    """Kafka reads the requested names into a set; repeating a name does not repeat its answer."""
+    T = MetadataRequest.MetadataRequestTopic
+    r = wire.call(MetadataRequest(topics=[T(name="twice"), T(name="other"), T(name="twice")]), 12)
+    assert [t.name for t in r.topics] == ["twice", "other"]

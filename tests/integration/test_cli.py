@@ -60,6 +60,16 @@ def test_bad_arguments_exit_nonzero():
     assert "at least 1" in str(exc.value)
 
 
+def test_max_request_elements_flag_reaches_the_server_config():
+    from tenure.cli import _config, _parser
+    args = _parser().parse_args(["serve", "--max-request-elements", "250"])
+    assert _config(args).decode_limits().max_request_elements == 250
+    assert _config(_parser().parse_args(["serve"])).max_request_elements == 100_000
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "--max-request-elements", "0"])
+    assert "--max-request-elements must be at least 1" in str(exc.value)
+
+
 def test_demo_runs_its_story_and_checks_it(capsys, tmp_path):
     """`tenure demo` (without the Spark step, which tests/audit covers): static consumers restart with
     no rebalance, the server restarts with every offset back; every check it prints is ok."""
@@ -71,3 +81,12 @@ def test_demo_runs_its_story_and_checks_it(capsys, tmp_path):
                  "ok   every committed offset is back", "ok   no rebalance after the server restart"):
         assert line in out, line
     assert (tmp_path / "data" / "__consumer_offsets-0").is_dir()
+
+
+def test_demo_without_a_dir_removes_its_temporary_directory(capsys, tmp_path, monkeypatch):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))      # where mkdtemp puts the demo's dir
+    assert main(["demo", "--no-audit", "--members", "2", "--partitions", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"data dir {tmp_path}/tenure-demo-" in out and out.rstrip().endswith("demo passed")
+    assert list(tmp_path.iterdir()) == []

@@ -42,3 +42,38 @@ async def test_200_concurrent_connections_round_trip_fairly(tenure_server):
     total = sum(tenure_server.call(lambda t: tenure_server.server.topics.partition(t, 0).log_end_offset,
                                    f"conc-{k}") for k in range(20))
     assert total == CONNECTIONS * ROUNDS
+
+
+def test_pipelined_requests_of_one_connection_do_not_hold_back_another(tenure_server):
+    """One request per loop turn: a connection that sends 2,000 requests in one write is served in turn
+    with a connection that sends one right after, not all 2,000 first (issue 11, finding 4)."""
+    import socket
+    import threading
+
+    from kafka.protocol.metadata import MetadataRequest
+    from tests.support.wire import WireClient, request_bytes
+
+    server = tenure_server.server
+    handled: list[int] = []                          # correlation ids in the order the server handles them
+    metadata = server.handlers[3]
+
+    async def recording(req):
+        handled.append(req.correlation_id)
+        return await metadata(req)
+
+    tenure_server.call(server.handlers.__setitem__, 3, recording)
+    try:
+        many = b"".join(request_bytes(MetadataRequest(topics=[]), 12, correlation_id=i) for i in range(1, 2001))
+        with WireClient.to(tenure_server.bootstrap) as a, WireClient.to(tenure_server.bootstrap) as b:
+            drain = threading.Thread(target=lambda: [a.read_frame() for _ in range(2000)], daemon=True)
+            drain.start()
+            a.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            a.send_raw(many)
+            b.send_raw(request_bytes(MetadataRequest(topics=[]), 12, correlation_id=9999))
+            b.read_frame()
+            drain.join(60)
+            assert not drain.is_alive()
+    finally:
+        tenure_server.call(server.handlers.__setitem__, 3, metadata)
+    assert sorted(handled) == sorted(list(range(1, 2001)) + [9999])
+    assert handled.index(9999) < 1999, "the other connection waited for all 2,000 pipelined requests"

@@ -36,6 +36,7 @@ NONE = 0
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 COORDINATOR_NOT_AVAILABLE = 15
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_PARTITIONS = 37
 INVALID_REPLICA_ASSIGNMENT = 39
@@ -299,12 +300,20 @@ def test_create_partitions_over_the_wire(tenure_server, wire, version):
         T(name="cpw", count=3, assignments=None),
         T(name="cpw-missing", count=3, assignments=None)]), version)
     assert [(x.name, x.error_code) for x in r.results] == [("cpw", NONE), ("cpw-missing", UNKNOWN_TOPIC_OR_PARTITION)]
-    # a manual replica assignment is refused (one broker); nothing changes
+    # a manual replica assignment naming a broker other than node 0 is refused; nothing changes
     r = wire.call(C(timeout_ms=10000, validate_only=False, topics=[
-        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])])]), version)
-    assert [(x.name, x.error_code) for x in r.results] == [("cpw", INVALID_REPLICA_ASSIGNMENT)]
+        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[1])])]), version)
+    assert [(x.name, x.error_code, x.error_message) for x in r.results] == [
+        ("cpw", INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 1, but no such broker is registered.")]
     md = wire.call(metadata_request("cpw"), 12)
     assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2]
+    # one naming node 0 (the only broker) is accepted
+    r = wire.call(C(timeout_ms=10000, validate_only=False, topics=[
+        T(name="cpw", count=4, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])])]), version)
+    assert [(x.name, x.error_code) for x in r.results] == [("cpw", NONE)]
+    md = wire.call(metadata_request("cpw"), 12)
+    assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------------------------------------ DescribeCluster
@@ -320,10 +329,12 @@ def test_describe_cluster_with_real_clients():
 
         a = KafkaAdminClient(bootstrap_servers=s.bootstrap)
         try:
-            assert a.describe_cluster() == {
-                "cluster_id": "tenure-test-cluster", "controller_id": 0,
-                "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}],
-                "authorized_operations": None}
+            d = a.describe_cluster()       # kafka-python asks for the authorized operations: it gets them all
+            assert set(d.pop("authorized_operations")) == {
+                "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
+                "DESCRIBE"}
+            assert d == {"cluster_id": "tenure-test-cluster", "controller_id": 0,
+                         "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}]}
         finally:
             a.close()
 
@@ -359,24 +370,33 @@ def test_describe_configs_with_confluent_admin(tenure_server):
     broker = ConfigResource(ResourceType.BROKER, "0")
     got = {k: (e.value, e.source) for k, e in a.describe_configs([broker])[broker].result(15).items()}
     static = ConfigSource.STATIC_BROKER_CONFIG.value
-    assert got == {"broker.id": ("0", static), "num.partitions": ("1", static),
-                   "auto.create.topics.enable": ("true", static), "default.replication.factor": ("1", static),
-                   "offsets.topic.replication.factor": ("1", static)}
+    assert {k: got[k] for k in ("broker.id", "num.partitions", "auto.create.topics.enable",
+                                "default.replication.factor", "offsets.topic.replication.factor")} == \
+        {"broker.id": ("0", static), "num.partitions": ("1", static), "auto.create.topics.enable": ("true", static),
+         "default.replication.factor": ("1", static), "offsets.topic.replication.factor": ("1", static)}
 
     missing = ConfigResource(ResourceType.TOPIC, "dc-missing")
     assert error_code(a.describe_configs([missing])[missing]) == UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_describe_configs_of_the_cluster_default_broker_resource_over_the_wire(tenure_server, wire):
-    """The empty broker name is the cluster's default broker configs; any other id than 0 is refused, as
-    Kafka's ConfigHelper does. (Over the wire: librdkafka's AdminClient sends a broker resource to the
-    broker of that id, so it never asks this node about broker 7.)"""
+    """The empty broker name is the cluster's default broker configs: as Kafka's ConfigHelper, only those
+    altered cluster-wide (none yet, then one); any other id than 0 is refused. (Over the wire: librdkafka's
+    AdminClient sends a broker resource to the broker of that id, so it never asks this node about broker 7.)"""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as I
     D = DescribeConfigsRequest
-    r = wire.call(D(include_synonyms=False, include_documentation=False, resources=[
-        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=["num.partitions"]),
-        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)]), 4)
-    default, other = r.results
-    assert (default.error_code, [(c.name, c.value) for c in default.configs]) == (NONE, [("num.partitions", "1")])
+    req = D(include_synonyms=True, include_documentation=False, resources=[
+        D.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+        D.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)])
+    default, other = wire.call(req, 4).results
+    assert (default.error_code, default.configs) == (NONE, [])
+    R = I.AlterConfigsResource
+    r = wire.call(I(validate_only=False, resources=[R(resource_type=4, resource_name="", configs=[
+        R.AlterableConfig(name="log.retention.ms", config_operation=0, value="60000")])]), 1)
+    assert r.responses[0].error_code == NONE
+    default, other = wire.call(req, 4).results
+    assert [(c.name, c.value, c.config_source, [(s.name, s.source) for s in c.synonyms]) for c in default.configs] \
+        == [("log.retention.ms", "60000", 3, [("log.retention.ms", 3)])]
     assert (other.error_code, other.configs) == (INVALID_REQUEST, [])
     assert other.error_message == "Unexpected broker id, expected 0 or empty string, but received 1"
 
@@ -526,10 +546,13 @@ def test_offset_for_leader_epoch_over_the_wire(tenure_server, wire, version):
 def test_find_coordinator_single_key(tenure_server, wire, version):
     r = wire.call(FindCoordinatorRequest(key="some-group", key_type=0), version)
     assert (r.error_code, r.node_id, r.host, r.port) == (NONE, 0, "127.0.0.1", tenure_server.port)
-    if version >= 1:    # key types exist from v1: tenure has no transaction coordinator
+    if version >= 1:    # key types exist from v1: tenure has no transaction coordinator, which clients
+        # are told with a code they all treat as fatal (tests/integration/test_transactions_refused.py)
         r = wire.call(FindCoordinatorRequest(key="some-txn", key_type=1), version)
-        assert (r.error_code, r.node_id, r.host, r.port) == (COORDINATOR_NOT_AVAILABLE, -1, "", -1)
-        assert r.error_message == "tenure has no transaction coordinator"
+        assert (r.error_code, r.node_id, r.host, r.port) == (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1)
+        assert r.error_message == "tenure does not serve transactions (no transaction coordinator)"
+        r = wire.call(FindCoordinatorRequest(key="some-share-group", key_type=2), version)
+        assert (r.error_code, r.error_message) == (COORDINATOR_NOT_AVAILABLE, "tenure has no share group coordinator")
 
 
 @pytest.mark.parametrize("version", range(4, 7))
@@ -540,7 +563,7 @@ def test_find_coordinator_batched_keys(tenure_server, wire, version):
         [(k, NONE, 0, "127.0.0.1", tenure_server.port) for k in keys]
     r = wire.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["t-one", "t-two"]), version)
     assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in r.coordinators] == \
-        [(k, COORDINATOR_NOT_AVAILABLE, -1, "", -1) for k in ["t-one", "t-two"]]
+        [(k, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1) for k in ["t-one", "t-two"]]
     r = wire.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[]), version)
     assert r.coordinators == []
 
@@ -716,3 +739,15 @@ def test_auto_creation_switched_off():
             C.CreatableTopic(name="off-made", num_partitions=-1, replication_factor=-1, assignments=[],
                              configs=[])]), 7)
         assert (r.topics[0].error_code, r.topics[0].num_partitions) == (NONE, 3)
+
+
+@pytest.mark.parametrize("version", [0, 3, 5])
+def test_init_producer_id_for_a_transactional_id_is_refused(wire, version):
+    from kafka.protocol.producer import InitProducerIdRequest
+    fields = dict(transactional_id="some-txn", transaction_timeout_ms=60000)
+    if version >= 3:
+        fields.update(producer_id=-1, producer_epoch=-1)
+    r = wire.call(InitProducerIdRequest(**fields), version)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+    r = wire.call(InitProducerIdRequest(**{**fields, "transactional_id": None}), version)
+    assert r.error_code == NONE and r.producer_id >= 0

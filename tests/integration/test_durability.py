@@ -382,6 +382,7 @@ def test_no_answer_shows_group_state_before_its_records_are_fsynced(tmp_path, fs
     with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), fsync=policy,
                                    initial_rebalance_delay_ms=300)) as st:
         bs = st.bootstrap
+        create_topic(bs, "t", 1)                       # commits are for partitions that exist
         end = lambda: st.call(lambda: sum(p.log_end_offset for p in st.server.runtime.offsets_topic.partitions))  # noqa: E731
         # two static members join one generation (within the initial delay)
         ja = _Pending(bs, gw.join_request("hold-g", "", "a", "t", session_ms=30000))
@@ -484,6 +485,7 @@ def written_dir(tmp_path_factory):
     srv = TenureProcess(data, fsync="always", segment_bytes=4096, stderr_path=base / "server.log")
     try:
         srv.start()
+        create_topic(srv.bootstrap, "tt", 2)
         with WireClient.to(srv.bootstrap) as w:
             j = gw.join(w, "tt-static", "", "i0", "tt", session_ms=60000)
             assert j.error_code == 0, j

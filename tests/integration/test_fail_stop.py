@@ -1,5 +1,5 @@
 """Fail-stop: when a write or an fsync of group state fails, tenure acknowledges nothing more (Kafka
-instead rolls the group back and answers an error, spec items 30/36; tenure stops - docs/README.md).
+instead rolls the group back and answers an error, J27/S2; tenure stops - docs/README.md).
 The commit whose write failed is never answered, every client sees its connection closed, and a
 restart on the data dir has every commit acknowledged before the failure and none after."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
-from tests.support.wire import WireClient
+from tests.support.wire import WireClient, create_topic
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,6 +40,7 @@ def test_a_failed_write_or_fsync_stops_acknowledging(tmp_path, failure):
     s = ServerThread(ServerConfig(port=0, data_dir=str(data), fsync="always")).start()
     try:
         with WireClient.to(s.bootstrap) as w:
+            create_topic(w, "fs-t")
             assert commit(w, 5).topics[0].partitions[0].error_code == 0          # acknowledged
             plog = offsets_log(s)
             if failure == "write":

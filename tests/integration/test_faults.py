@@ -200,24 +200,57 @@ def test_expire_a_static_members_session_now(tenure_server, client):
         m.stop()
 
 
+def a_dies_beside_b(server, group: str, topic: str, partitions: int, a_session_ms: int, b_session_ms: int):
+    """Static members "a" and "b" share `topic`; then a's process dies (librdkafka sends no LeaveGroup
+    for a static member). Returns (b, a's member id); the caller stops b."""
+    create_topic(server, topic, partitions)
+    a = static_member(server, group, topic, "a", session_timeout_ms=a_session_ms)
+    b = static_member(server, group, topic, "b", session_timeout_ms=b_session_ms)
+    try:
+        wait_for(lambda: a.assignment and b.assignment and len(a.assignment | b.assignment) == partitions, 30,
+                 "two members")
+        a_id = server.group(group).static_members["a"]
+    except BaseException:
+        b.stop()
+        raise
+    finally:
+        a.stop()
+    return b, a_id
+
+
 def test_advance_the_clock_past_a_killed_members_session_timeout(tenure_server):
     """A static member whose process died (no LeaveGroup) holds its partitions for session.timeout.ms
     (here 60 s); moving the coordinator's clock 61 s ahead hands them over now."""
-    create_topic(tenure_server, "ac-t", 4)
-    a = static_member(tenure_server, "ac-g", "ac-t", "a", session_timeout_ms=60000)
-    b = static_member(tenure_server, "ac-g", "ac-t", "b", session_timeout_ms=60000)
+    b, a_id = a_dies_beside_b(tenure_server, "ac-g", "ac-t", 4, 60000, 60000)
     try:
-        wait_for(lambda: a.assignment and b.assignment and len(a.assignment | b.assignment) == 4, 30, "two members")
-        a.stop()                                       # librdkafka sends no LeaveGroup for a static member
         time.sleep(0.5)
         assert set(tenure_server.group("ac-g").static_members) == {"a", "b"}    # still waiting for "a"
         t0 = time.monotonic()
         fired = tenure_server.advance_clock(61000)
-        assert any(k.startswith("heartbeat") for k in fired)
+        assert f"heartbeat/ac-g/{a_id}" in fired       # timers are named as the docs show them
         wait_for(lambda: b.assignment == frozenset(range(4)), 30, "b to take over every partition")
         assert time.monotonic() - t0 < 30
         g = tenure_server.group("ac-g")
         assert set(g.static_members) == {"b"} and g.rebalance_causes["session_expired"] == 1
+    finally:
+        b.stop()
+
+
+@pytest.mark.tenure(static_registration_timeout_ms=90000)
+def test_the_registration_timeout_counts_from_the_members_last_heartbeat(tenure_server):
+    """With a 60 s session and a 90 s registration timeout a silent static member is offline once its
+    session is over and removed 90 s after its last heartbeat (not 60 + 90 s). (b's session, 120 s,
+    outlasts the 91 s the clock moves.)"""
+    b, a_id = a_dies_beside_b(tenure_server, "rt-g", "rt-t", 2, 60000, 120000)
+    try:
+        fired = tenure_server.advance_clock(61000)
+        assert fired == [f"heartbeat/rt-g/{a_id}"]
+        assert set(tenure_server.group("rt-g").static_members) == {"a", "b"}      # offline, kept
+        fired = tenure_server.advance_clock(30000)     # 91 s after a's last heartbeat
+        assert "registration/rt-g" in fired
+        wait_for(lambda: b.assignment == frozenset(range(2)), 30, "b to take over every partition")
+        g = tenure_server.group("rt-g")
+        assert set(g.static_members) == {"b"} and g.rebalance_causes["registration_expired"] == 1
     finally:
         b.stop()
 

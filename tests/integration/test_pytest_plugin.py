@@ -51,6 +51,22 @@ def test_two(tenure_server, tenure_bootstrap):
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 
+def test_a_suite_that_turns_warnings_into_errors_gets_none_from_tenure(pytester):
+    """A user's suite with `filterwarnings = error`, in a fresh process (nothing imported yet): starting
+    tenure_server, inspecting a group (its assignments are decoded with kafka-python's codecs) and
+    restarting raise no warning (kafka-python's schema loader warns on import, tenure keeps it in)."""
+    pytester.makeini(INI + "filterwarnings =\n    error\n")
+    pytester.makepyfile(CONSUMER_TEST + '''
+def test_one(tenure_server):
+    assert consume_one(tenure_server.bootstrap, "g", "t", "i-1") == b"hello"
+    assert tenure_server.group("g").member("i-1").assignment == {"t": [0]}
+    tenure_server.restart()
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=1, warnings=0)
+    assert "warnings summary" not in result.stdout.str()
+
+
 def test_session_scope_keeps_the_address_and_resets_the_state(pytester):
     pytester.makeini(INI + "tenure_scope = session\n")
     pytester.makepyfile(CONSUMER_TEST + '''
@@ -131,3 +147,85 @@ def test_x(tenure_server):
 def test_the_plugin_is_registered_by_the_installed_package():
     from importlib.metadata import entry_points
     assert [e.value for e in entry_points(group="pytest11") if e.name == "tenure"] == ["tenure.pytest_plugin"]
+
+
+def test_the_examples_in_docs_testing_md_run_as_they_are(pytester):
+    """Every ```python block of docs/testing.md is a test file that passes, unchanged (no placeholders)."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 2
+    pytester.makepyfile(**{f"test_doc_example_{i}": b for i, b in enumerate(blocks)})
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(blocks))
+
+
+def test_wait_for_group_and_topics_on_the_marker(pytester):
+    pytester.makepyfile(CONSUMER_TEST + '''
+import pytest
+
+@pytest.mark.tenure(topics={"seeded": 12, "other": 1})
+def test_seeded(tenure_server):
+    topics = {t.name: len(t.partitions) for t in tenure_server.call(tenure_server.server.topics.all)}
+    assert {n: p for n, p in topics.items() if not n.startswith("__")} == {"seeded": 12, "other": 1}
+    with pytest.raises(TimeoutError, match="group 'g' not state Stable, members 1 after 0.2 s: "
+                                            "last seen unknown to the server"):
+        tenure_server.wait_for_group("g", members=1, timeout=0.2)
+    assert consume_one(tenure_server.bootstrap, "g", "seeded", "i-1") == b"hello"
+    g = tenure_server.wait_for_group("g", members=1)       # a static member stays after its close
+    assert g.state == "Stable" and g.member("i-1").assignment == {"seeded": list(range(12))}
+
+@pytest.mark.tenure(topics=["t"])
+def test_bad_topics(tenure_server):
+    pass
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*topics=...) takes {topic name: partitions}*"])
+
+
+def test_no_rebalance_names_only_the_causes_inside_the_block(tenure_server):
+    from tests.support.groups import GroupMember, wait_for
+    tenure_server.create_topics({"nrc-t": 2})
+    a = GroupMember("confluent", tenure_server.bootstrap, "nrc-g", "nrc-t", "a").start()
+    try:
+        wait_for(lambda: a.assignment == frozenset({0, 1}), 30, "a member")
+        tenure_server.wait_for_group("nrc-g", state="Stable", members=1)
+        assert tenure_server.group("nrc-g").rebalance_causes == {"member_joined": 1}
+        with pytest.raises(AssertionError) as exc:
+            with tenure_server.no_rebalance("nrc-g"):
+                tenure_server.force_rebalance("nrc-g")
+                tenure_server.wait_for_group("nrc-g", state="Stable", members=1)
+        assert "(causes in the block: {'forced': 1})" in str(exc.value)
+        assert "member_joined" not in str(exc.value)
+    finally:
+        a.stop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.tenure(topics={"aw-t": 2})
+async def test_the_async_fixture_waits_without_blocking_the_clients_loop(tenure_server_async):
+    """aiokafka's consumer joins on the test's own event loop: a blocking wait would starve it."""
+    from aiokafka import AIOKafkaConsumer
+    c = AIOKafkaConsumer("aw-t", bootstrap_servers=tenure_server_async.bootstrap, group_id="aw-g",
+                         group_instance_id="a-1")
+    await c.start()
+    try:
+        g = await tenure_server_async.wait_for_group("aw-g", state="Stable", members=1, timeout=30)
+        assert g.member("a-1").assignment == {"aw-t": [0, 1]}
+        await tenure_server_async.restart()
+        assert tenure_server_async.group("aw-g") is None      # in memory: the restart forgot it
+    finally:
+        await c.stop()
+
+
+def test_from_tenure_import_server_thread_is_lazy():
+    import subprocess
+    import sys
+    code = ("import sys, tenure\n"
+            "assert not any(m == 'kafka' or m.startswith(('tenure.server', 'kafka.')) for m in sys.modules)\n"
+            "from tenure import ServerThread, ServerConfig\n"
+            "with ServerThread(ServerConfig(port=0)) as s:\n"
+            "    print(s.bootstrap.startswith('127.0.0.1:'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr

@@ -1,7 +1,7 @@
 """Static group membership (KIP-345) driven by the real Python clients: confluent-kafka (librdkafka),
 kafka-python 3 and aiokafka, plus kcat and the confluent AdminClient.
 
-Items refer to shared/spec/classic-group-coordinator.md. Every member polls on its own thread
+Item labels refer to docs/behaviour.md. Every member polls on its own thread
 (tests/support/groups.py) so heartbeats continue exactly as in an application. The server's state is
 read on its own loop (ServerThread.call); what the clients sent is read from a RequestLog wrapped around
 the running server's coordinator runtime.
@@ -106,7 +106,7 @@ def _stop_all(members) -> None:
 # ============================================================================ 1. rolling restart
 @pytest.mark.parametrize("client", CLIENTS)
 def test_rolling_restart_of_static_members_causes_no_rebalance(server, client):
-    """Items 26-29, 45: six static members on 12 partitions; each in turn is closed and restarted with
+    """J23-J26, L5: six static members on 12 partitions; each in turn is closed and restarted with
     the same group.instance.id. No LeaveGroup is sent, the generation never moves, the other five get
     no callback at all, and the restarted member gets exactly its previous partitions."""
     _topic(server, "roll", 12)
@@ -142,7 +142,7 @@ def test_rolling_restart_of_static_members_causes_no_rebalance(server, client):
             assert len(v["members"]) == 6 and old_id not in v["members"]
             new_id = v["static"][f"m{i}"]
             assert new_id != old_id and new_id == member_id(members[i])
-            # item 26: leadership moves to the replacement; otherwise the leader is untouched
+            # J23: leadership moves to the replacement; otherwise the leader is untouched
             assert v["leader"] == (new_id if v0["leader"] == old_id else v0["leader"])
             for j, m in enumerate(members):
                 if j != i:
@@ -193,7 +193,7 @@ def test_rolling_restart_of_dynamic_members_rebalances(server, client):
 
 # ============================================================================ 2. fencing
 def test_confluent_duplicate_instance_id_fences_the_older_consumer(server):
-    """Items 26, 34: a second live consumer with the same group.instance.id replaces the first without a
+    """J23, J31: a second live consumer with the same group.instance.id replaces the first without a
     rebalance; the first one's next heartbeat gets FENCED_INSTANCE_ID, which librdkafka raises as a
     fatal error; the newer one keeps every partition."""
     _topic(server, "fence", 4)
@@ -264,7 +264,7 @@ def test_kafka_python_duplicate_instance_id_fences_the_older_consumer(server, ca
 def test_aiokafka_duplicate_instance_id_is_not_fenced_by_the_client(server):
     """aiokafka 0.14 heartbeats with Heartbeat v0/v1, which carry no group.instance.id, and has no
     FENCED_INSTANCE_ID handling. So the replaced consumer's heartbeat is answered UNKNOWN_MEMBER_ID
-    (item 34: old memberId without an instance id -> 25, as Kafka does); aiokafka then rejoins with
+    (J31: old memberId without an instance id -> 25, as Kafka does); aiokafka then rejoins with
     memberId "" and the same instance id, which is again a static replacement. The two consumers keep
     displacing each other; the server handles every swap without a rebalance and never holds more than
     one member for the instance id. This documents the client's limitation; nothing is fenced."""
@@ -296,7 +296,7 @@ _MEMBER_PROC = ("import sys; sys.path.insert(0, sys.argv[1]); import logging; lo
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_killed_static_member_is_removed_after_session_timeout_with_one_rebalance(server, client):
-    """Items 39, 40: a static member in another process is SIGKILLed (no LeaveGroup, no heartbeats).
+    """T1, T2: a static member in another process is SIGKILLed (no LeaveGroup, no heartbeats).
     Until its session timeout the group is untouched; then exactly one rebalance (generation +1) hands
     its partitions to the two survivors, and its instance id is unmapped."""
     session_ms = 3000
@@ -365,7 +365,7 @@ def test_killed_static_member_is_removed_after_session_timeout_with_one_rebalanc
 
 # ============================================================================ 4. AdminClient
 def test_confluent_admin_client_on_a_static_group(server):
-    """Items 44, 46-48, 51-53 through confluent-kafka's AdminClient: list/describe (group.instance.id
+    """L4, O1-O3, O6, A1-A2 through confluent-kafka's AdminClient: list/describe (group.instance.id
     visible per member), list/alter offsets, delete. A live group refuses offset alteration and deletion;
     once the closed static members' sessions expire the group is Empty and both succeed."""
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
@@ -401,7 +401,7 @@ def test_confluent_admin_client_on_a_static_group(server):
         offs = admin.list_consumer_group_offsets(req)["adm-g"].result(15)
         assert {tp.partition: tp.offset for tp in offs.topic_partitions} == {p: 3 + p for p in range(4)}
 
-        # a live group: the admin's commit (generation -1, no member) is refused (item 48), deletion too (53)
+        # a live group: the admin's commit (generation -1, no member) is refused (O3), deletion too (A2)
         alter = [ConsumerGroupTopicPartitions("adm-g", [TopicPartition("adm", 0, 9)])]
         res = admin.alter_consumer_group_offsets(alter)["adm-g"].result(15)
         assert [tp.error.code() if tp.error else None for tp in res.topic_partitions] == \
@@ -436,7 +436,7 @@ def test_confluent_admin_client_on_a_static_group(server):
 # ============================================================================ 5. offsets across restarts
 @pytest.mark.parametrize("client", CLIENTS)
 def test_committed_offsets_survive_a_static_restart(server, client):
-    """Items 46-51: members commit, are closed and restarted with the same instance ids (no rebalance);
+    """O1-O6: members commit, are closed and restarted with the same instance ids (no rebalance);
     the restarted members read the commits back with committed() and resume exactly there."""
     _topic(server, "offs", 4)
     _produce(server.bootstrap, "offs", {p: 10 for p in range(4)})

@@ -5,14 +5,35 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
+import java.util.Optional;
+
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DeletedRecords;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
@@ -20,8 +41,13 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
@@ -41,6 +67,19 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   remove-members GROUP INSTANCE...     -> {"type":"removed","instance":i} | {"type":"remove_error","instance":i,...}
  *                                           each, then {"type":"remove_all","error":null|exception}
  *   remove-all-members GROUP             -> {"type":"remove_all","error":null|exception}
+ *   delete-topics TOPIC...               -> {"type":"topic_deleted","topic":t} | {"type":"topic_delete_error","topic":t,...} each
+ *   create-partitions TOPIC TOTAL        -> {"type":"partitions_created",...} | {"type":"partitions_error","topic":t,...}
+ *   create-assigned TOPIC B[,B][;B...]   -> {"type":"create_assigned","error":null|"failed",...} (replicas per partition)
+ *   describe-configs TYPE NAME [KEY...]  -> {"type":"configs","entries":[{name,value,source,read_only,type,doc,synonyms}]}
+ *   alter-config TYPE NAME OP KEY [VALUE] [validate] -> {"type":"altered_config","error":null|"failed",...}
+ *   delete-records TOPIC P OFFSET        -> {"type":"deleted_records","low_watermark":n} | delete_records_error,
+ *                                           then {"type":"earliest","offset":n}
+ *   log-dirs                             -> {"type":"log_dir","path",..,"partitions":[{topic,partition,size,lag}]} each
+ *   describe-topics TOPIC...             -> {"type":"topic","topic",..,"partitions":[{partition,leader,replicas,isr}]}
+ *   elect PREFERRED|UNCLEAN TOPIC P      -> {"type":"elected","error":null|"failed",...}
+ *   reassign TOPIC P B[,B]|cancel        -> {"type":"reassigned",...} then {"type":"ongoing","count":n}
+ *   authorized-ops TOPIC GROUP           -> {"type":"authorized_ops","cluster":[..],"topic":[..],"group":[..]}
+ *                                           (sorted AclOperation names, each asked with includeAuthorizedOperations)
  * Expected per-item errors are reported as *_error lines with exit 0 ("exception" = the cause's
  * class name); anything else prints {"type":"error",...} and exits 1.
  */
@@ -110,8 +149,32 @@ public class AdminOps {
         return 0;
     }
 
+    static List<Object> names(Set<AclOperation> ops) {
+        List<Object> out = Json.list();
+        if (ops == null) return null;
+        List<String> sorted = new ArrayList<>();
+        for (AclOperation op : ops) sorted.add(op.name());
+        Collections.sort(sorted);
+        out.addAll(sorted);
+        return out;
+    }
+
     static int one(Admin admin, String cmd, List<String> rest) throws Exception {
         switch (cmd) {
+            case "authorized-ops": {
+                String topic = rest.get(0), group = rest.get(1);
+                Set<AclOperation> cluster = admin.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations().get();
+                Set<AclOperation> topicOps = admin.describeTopics(Collections.singletonList(topic),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                    .allTopicNames().get().get(topic).authorizedOperations();
+                Set<AclOperation> groupOps = admin.describeConsumerGroups(Collections.singletonList(group),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                    .all().get().get(group).authorizedOperations();
+                Json.obj("type", "authorized_ops", "cluster", names(cluster), "topic", names(topicOps),
+                         "group", names(groupOps)).print();
+                return 0;
+            }
             case "create-topic": {
                 String topic = rest.get(0);
                 int n = Integer.parseInt(rest.get(1));
@@ -212,6 +275,142 @@ public class AdminOps {
                     g, new RemoveMembersFromConsumerGroupOptions()).all());
                 Json j = Json.obj("type", "remove_all", "group", g);
                 (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "delete-topics": {
+                Map<String, KafkaFuture<Void>> res = admin.deleteTopics(rest).topicNameValues();
+                for (String t : rest) {
+                    Throwable e = failure(res.get(t));
+                    if (e == null) Json.obj("type", "topic_deleted", "topic", t).print();
+                    else err(Json.obj("type", "topic_delete_error", "topic", t), e).print();
+                }
+                return 0;
+            }
+            case "create-partitions": {
+                String t = rest.get(0);
+                int total = Integer.parseInt(rest.get(1));
+                Throwable e = failure(admin.createPartitions(
+                    Collections.singletonMap(t, NewPartitions.increaseTo(total))).values().get(t));
+                if (e == null) Json.obj("type", "partitions_created", "topic", t, "total", total).print();
+                else err(Json.obj("type", "partitions_error", "topic", t), e).print();
+                return 0;
+            }
+            case "create-assigned": {          // TOPIC BROKERS[;BROKERS...] e.g. "0;0" = two partitions on node 0
+                String topic = rest.get(0);
+                Map<Integer, List<Integer>> assignment = new HashMap<>();
+                String[] parts = rest.get(1).split(";");
+                for (int i = 0; i < parts.length; i++) {
+                    List<Integer> ids = new ArrayList<>();
+                    for (String b : parts[i].split(",")) ids.add(Integer.parseInt(b));
+                    assignment.put(i, ids);
+                }
+                Throwable t = failure(admin.createTopics(Collections.singletonList(new NewTopic(topic, assignment)))
+                    .all());
+                Json j = Json.obj("type", "create_assigned", "topic", topic);
+                (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "describe-configs": {         // TYPE(topic|broker|group) NAME [KEY...]: with synonyms and docs
+                ConfigResource res = new ConfigResource(ConfigResource.Type.valueOf(rest.get(0).toUpperCase()),
+                                                        rest.get(1));
+                Config config = admin.describeConfigs(Collections.singletonList(res),
+                    new DescribeConfigsOptions().includeSynonyms(true).includeDocumentation(true)).all().get().get(res);
+                Set<String> keys = new java.util.HashSet<>(rest.subList(2, rest.size()));
+                List<Object> entries = Json.list();
+                for (ConfigEntry e : config.entries()) {
+                    if (!keys.isEmpty() && !keys.contains(e.name())) continue;
+                    List<Object> syn = Json.list();
+                    for (ConfigEntry.ConfigSynonym s : e.synonyms())
+                        syn.add(Json.obj("name", s.name(), "value", s.value(), "source", s.source().name()));
+                    entries.add(Json.obj("name", e.name(), "value", e.value(), "source", e.source().name(),
+                        "read_only", e.isReadOnly(), "type", e.type().name(), "doc", e.documentation(),
+                        "synonyms", syn));
+                }
+                Json.obj("type", "configs", "entries", entries).print();
+                return 0;
+            }
+            case "alter-config": {             // TYPE NAME OP(SET|DELETE|APPEND|SUBTRACT) KEY [VALUE] [validate]
+                ConfigResource res = new ConfigResource(ConfigResource.Type.valueOf(rest.get(0).toUpperCase()),
+                                                        rest.get(1));
+                AlterConfigOp op = new AlterConfigOp(new ConfigEntry(rest.get(3), rest.size() > 4 ? rest.get(4) : null),
+                                                     AlterConfigOp.OpType.valueOf(rest.get(2)));
+                boolean validate = rest.size() > 5 && rest.get(5).equals("validate");
+                Throwable t = failure(admin.incrementalAlterConfigs(
+                    Collections.singletonMap(res, Collections.singletonList(op)),
+                    new AlterConfigsOptions().validateOnly(validate)).all());
+                Json j = Json.obj("type", "altered_config");
+                (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "delete-records": {           // TOPIC PARTITION OFFSET
+                TopicPartition tp = new TopicPartition(rest.get(0), Integer.parseInt(rest.get(1)));
+                try {
+                    DeletedRecords d = admin.deleteRecords(Collections.singletonMap(tp,
+                        RecordsToDelete.beforeOffset(Long.parseLong(rest.get(2))))).lowWatermarks().get(tp).get();
+                    Json.obj("type", "deleted_records", "low_watermark", d.lowWatermark()).print();
+                } catch (ExecutionException e) {
+                    err(Json.obj("type", "delete_records_error"), e).print();
+                }
+                ListOffsetsResult.ListOffsetsResultInfo earliest = admin.listOffsets(
+                    Collections.singletonMap(tp, OffsetSpec.earliest())).partitionResult(tp).get();
+                Json.obj("type", "earliest", "offset", earliest.offset()).print();
+                return 0;
+            }
+            case "log-dirs": {
+                Map<Integer, Map<String, LogDirDescription>> dirs = admin.describeLogDirs(
+                    Collections.singletonList(0)).allDescriptions().get();
+                for (Map.Entry<String, LogDirDescription> d : dirs.get(0).entrySet()) {
+                    List<Object> parts = Json.list();
+                    for (Map.Entry<TopicPartition, ReplicaInfo> r : d.getValue().replicaInfos().entrySet())
+                        parts.add(Json.obj("topic", r.getKey().topic(), "partition", r.getKey().partition(),
+                                           "size", r.getValue().size(), "lag", r.getValue().offsetLag()));
+                    Json.obj("type", "log_dir", "path", d.getKey(), "error",
+                             d.getValue().error() == null ? null : d.getValue().error().getClass().getName(),
+                             "total", d.getValue().totalBytes().orElse(-1L),
+                             "usable", d.getValue().usableBytes().orElse(-1L), "partitions", parts).print();
+                }
+                return 0;
+            }
+            case "describe-topics": {          // TOPIC...: Admin.describeTopics (DescribeTopicPartitions)
+                Map<String, TopicDescription> ds = admin.describeTopics(rest).allTopicNames().get();
+                for (String topic : rest) {
+                    TopicDescription d = ds.get(topic);
+                    List<Object> parts = Json.list();
+                    for (TopicPartitionInfo p : d.partitions()) {
+                        List<Object> replicas = Json.list(), isr = Json.list();
+                        for (Node n : p.replicas()) replicas.add(n.id());
+                        for (Node n : p.isr()) isr.add(n.id());
+                        parts.add(Json.obj("partition", p.partition(), "leader", p.leader().id(),
+                                           "replicas", replicas, "isr", isr));
+                    }
+                    Json.obj("type", "topic", "topic", d.name(), "internal", d.isInternal(),
+                             "id", d.topicId().toString(), "partitions", parts).print();
+                }
+                return 0;
+            }
+            case "elect": {                    // PREFERRED|UNCLEAN TOPIC PARTITION
+                TopicPartition tp = new TopicPartition(rest.get(1), Integer.parseInt(rest.get(2)));
+                Map<TopicPartition, Optional<Throwable>> r = admin.electLeaders(ElectionType.valueOf(rest.get(0)),
+                    Collections.singleton(tp)).partitions().get();
+                Throwable t = r.get(tp).orElse(null);
+                Json j = Json.obj("type", "elected");
+                (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                return 0;
+            }
+            case "reassign": {                 // TOPIC PARTITION BROKERS|cancel, then list the ongoing ones
+                TopicPartition tp = new TopicPartition(rest.get(0), Integer.parseInt(rest.get(1)));
+                Optional<NewPartitionReassignment> target = Optional.empty();
+                if (!rest.get(2).equals("cancel")) {
+                    List<Integer> ids = new ArrayList<>();
+                    for (String b : rest.get(2).split(",")) ids.add(Integer.parseInt(b));
+                    target = Optional.of(new NewPartitionReassignment(ids));
+                }
+                Throwable t = failure(admin.alterPartitionReassignments(Collections.singletonMap(tp, target)).all());
+                Json j = Json.obj("type", "reassigned");
+                (t == null ? j.put("error", null) : err(j.put("error", "failed"), t)).print();
+                Map<TopicPartition, PartitionReassignment> ongoing =
+                    admin.listPartitionReassignments().reassignments().get();
+                Json.obj("type", "ongoing", "count", ongoing.size()).print();
                 return 0;
             }
             default:

@@ -1,7 +1,7 @@
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.consumer import FetchRequest
@@ -11,7 +11,13 @@ from tenure.protocol.codec import (
     Request, UnsupportedApiVersions, api_versions_body, decode_request, encode_response,
     encode_unsupported_api_versions,
 )
-from tenure.protocol.errors import ClientProtocolError, ErrorCode, MalformedRequest, UnsupportedApi
+from tenure.protocol.errors import (
+    ClientProtocolError, ErrorCode, MalformedRequest, RequestLimitExceeded, UnsupportedApi,
+)
+from tenure.protocol.limits import DecodeLimits
+from tests.support.hostile import (
+    array_cases, element_cases, element_null_frame, filled, frame_of, null_cases, null_frame, repeated_frame,
+)
 from tests.support.wire import request_bytes
 
 ALL_VERSIONS = [(s.key, v) for s in SUPPORTED.values() for v in range(s.min_version, s.max_version + 1)]
@@ -95,3 +101,47 @@ def test_fuzz_any_bytes(payload):
         decode_request(payload)
     except ClientProtocolError:
         pass
+
+
+# Schema-shaped hostile requests (tests/support/hostile.py), for every served API and version: a null in a
+# field (nullable or not), an array repeated past the element limit, a count or length overwritten with a
+# large or negative number, flipped bytes. Parsed or refused with a protocol error, and exactly as the
+# schema and limit say for the null and the repeat.
+_LIMITS = DecodeLimits(max_request_elements=20)
+
+
+@pytest.mark.parametrize("api_key,version", ALL_VERSIONS)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_hostile_shapes_of_every_api_version(api_key, version, data):
+    nulls = [(c, null_frame) for c in null_cases(api_key, version)]
+    nulls += [(c, element_null_frame) for c in element_cases(api_key, version)]
+    arrays = array_cases(api_key, version)
+    shape = data.draw(st.sampled_from(["null", "repeat", "number", "flip"]))
+    expect = None
+    if shape == "null" and nulls:
+        case, build = data.draw(st.sampled_from(nulls))
+        frame = build(case)
+        expect = Request if case.nullable else MalformedRequest
+    elif shape == "repeat" and arrays:
+        case = data.draw(st.sampled_from(arrays))
+        count = data.draw(st.integers(min_value=0, max_value=3 * _LIMITS.max_request_elements))
+        frame = repeated_frame(case, count)
+        per_copy = sum(1 for c in arrays if c.path[:len(case.path)] == case.path)
+        total = len(arrays) - per_copy + count * per_copy
+        expect = Request if total <= _LIMITS.max_request_elements else RequestLimitExceeded
+    else:
+        frame = bytearray(frame_of(filled(api_key, version), version))
+        at = data.draw(st.integers(min_value=12, max_value=max(12, len(frame) - 1)))
+        if shape == "number":
+            value = data.draw(st.sampled_from([-2, -1, 0x7FFF, 0x7FFFFFFF, -0x80000000, 1 << 20]))
+            frame[at:at + 4] = struct.pack(">i", value)[:len(frame[at:at + 4])]
+        else:
+            frame[at] ^= data.draw(st.integers(min_value=1, max_value=255))
+        frame = bytes(frame)
+    try:
+        got = decode_request(frame[4:], _LIMITS)
+    except ClientProtocolError as exc:
+        got = exc
+    if expect is not None:
+        assert type(got) is expect, (shape, got)

@@ -82,3 +82,17 @@ def test_max_timestamp_is_the_offset_of_the_record_holding_it(tmp_path, kind):
             assert len(log.segments) > 1                    # the max lives in an older segment
     finally:
         log.close()
+
+
+def test_memory_log_advance_start_drops_whole_batches_below_it():
+    from tenure.storage import MemoryLog
+    from tests.support.wire import build_batch
+    log = MemoryLog()
+    for _ in range(3):
+        log.append(build_batch([(b"k", b"v")] * 2))                   # offsets 0-1, 2-3, 4-5
+    assert log.advance_start(3) == 3
+    assert log.log_start_offset == 3 and log.log_end_offset == 6
+    assert log.read(3, 1 << 20)[:8] == (2).to_bytes(8, "big")           # the batch holding 3 starts at 2
+    assert log.advance_start(1) == 3                                     # never lowered
+    assert log.advance_start(6) == 6 and log.read(6, 1 << 20) == b""
+    assert log.size_bytes == 0

@@ -90,3 +90,41 @@ def test_a_swap_is_abandoned_when_its_checkpoint_cannot_be_written(tmp_path, mon
     assert offsets(plog) == before
     assert not (tmp_path / CHECKPOINT).exists()
     plog.close()
+
+
+def test_recovery_accepts_the_cleaners_gaps_below_the_checkpoint_only(tmp_path):
+    """Below the checkpoint the cleaner dropped whole batches, so base offsets only move forward there;
+    at and above it every batch continues the one before it exactly (a damaged base offset is caught)."""
+    from tenure.storage.batch import parse_batches
+    from tenure.storage.segments import CorruptLogError, segment_name
+    plog = filled(tmp_path / "t-0")
+    Compactor().clean_fully(plog, CompactionPolicy(delete_retention_ms=0))
+    cp = read_checkpoint(tmp_path)[("t", 0)]
+    after = offsets(plog)
+    plog.close()
+    reopened = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    assert offsets(reopened) == after and not reopened.truncated
+    cleaned = reopened.segments[0].path
+    reopened.close()
+    # a base offset raised by one bit below the checkpoint: the batch that jumps is named, not the next
+    raw = bytearray(cleaned.read_bytes())
+    hs = parse_batches(bytes(raw))
+    assert len(hs) >= 2 and hs[1].base_offset < cp
+    raw[hs[0].position + 6] ^= 0x01                          # + 256
+    cleaned.write_bytes(raw)
+    with pytest.raises(CorruptLogError) as exc:
+        SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    assert exc.value.path == cleaned and exc.value.position == hs[0].position, str(exc.value)
+    assert "goes back into this batch: one of the two is damaged" in str(exc.value)
+    raw[hs[0].position + 6] ^= 0x01
+    cleaned.write_bytes(raw)
+    # the newest segment was never cleaned: its last batch's damaged base offset is a tail, cut
+    newest = tmp_path / "t-0" / segment_name(max(int(p.stem) for p in (tmp_path / "t-0").glob("*.log")))
+    raw = bytearray(newest.read_bytes())
+    last = parse_batches(bytes(raw))[-1]
+    raw[last.position + 7] ^= 0x02
+    newest.write_bytes(raw)
+    again = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=400))
+    assert again.log_end_offset == last.base_offset and len(again.truncated) == 1
+    assert "does not continue the previous batch" in again.truncated[0].reason
+    again.close()

@@ -418,14 +418,19 @@ def test_verify_checks_offsets_across_batches_and_segments(tmp_path, capsys):
     ]
 
 
-def test_verify_goes_past_damage_inside_one_batch_and_notes_strays(tmp_path, capsys):
+def five_batches(tmp_path):
+    """A partition t-0 of five one-record batches: (its segment file, the file's bytes, the batch headers)."""
     plog = SegmentLog(tmp_path / "t-0")
     for i in range(5):
         plog.append(build_batch([(f"k{i}".encode(), b"v" * 20)]))
     plog.close()
     seg = tmp_path / "t-0" / segment_name(0)
     raw = bytearray(seg.read_bytes())
-    hs = parse_batches(bytes(raw))
+    return seg, raw, parse_batches(bytes(raw))
+
+
+def test_verify_goes_past_damage_inside_one_batch_and_notes_strays(tmp_path, capsys):
+    seg, raw, hs = five_batches(tmp_path)
     for h in (hs[1], hs[3]):
         raw[h.position + h.size - 3] ^= 0x01
     seg.write_bytes(bytes(raw))
@@ -465,3 +470,15 @@ def test_verify_and_dump_are_safe_on_a_live_servers_dir(tmp_path, capsys):
         assert p.flush(15) == 0
     code, out, _ = run(capsys, "dump", d, "--topic", "live")
     assert code == 0 and [line.split()[1] for line in out.splitlines()] == [f"offset={i}" for i in range(6)]
+
+
+def test_verify_names_a_batch_whose_base_offset_does_not_continue_the_log(tmp_path, capsys):
+    seg, raw, hs = five_batches(tmp_path)
+    raw[hs[2].position + 7] ^= 0x08                # base offset 2 -> 10: outside the CRC's coverage
+    seg.write_bytes(bytes(raw))
+    code, out, _ = run(capsys, "verify", tmp_path)
+    assert code == 1
+    assert (f"  PROBLEM {seg} at byte {hs[2].position} (offset 10): base offset 10 does not continue the previous "
+            f"batch's last offset 1: offsets 2..9 are missing") in out
+    assert (f"  at open a server refuses to start: corrupt log: {seg} at byte {hs[2].position} (offset 2): base "
+            f"offset 10 does not continue the previous batch (expected 2)\n") in out

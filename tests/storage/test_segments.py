@@ -282,3 +282,75 @@ def test_the_cluster_id_is_kept_in_the_data_dir(tmp_path):
     data.close()
     assert DataDir.open(tmp_path).cluster_id() == cid
     assert "cluster.id=" + cid in (tmp_path / "meta.properties").read_text()
+
+
+def _flip_base_offset_bit(path, position: int, bit: int) -> None:
+    """Flip one bit of the base offset of the batch at `position` (a field the CRC-32C does not cover)."""
+    raw = bytearray(path.read_bytes())
+    raw[position + 7 - bit // 8] ^= 1 << (bit % 8)
+    path.write_bytes(raw)
+
+
+@pytest.mark.parametrize("bit", [0, 1, 5, 33, 60])
+def test_a_flipped_bit_in_the_last_batchs_base_offset_is_a_torn_tail(tmp_path, caplog, bit):
+    """The base offset is outside the CRC: a batch must continue the one before it exactly, else recovery
+    treats it as damage (here the newest batch: cut, and the log end offset stays where it was)."""
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i, 2))
+    last = [h for h in parse_batches((tmp_path / "t-0" / segment_name(0)).read_bytes())][-1].position
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    _flip_base_offset_bit(path, last, bit)
+    with caplog.at_level(logging.WARNING, "tenure.storage"):
+        log = SegmentLog(tmp_path / "t-0")
+    assert log.log_end_offset == 8 and path.stat().st_size == last
+    assert len(log.truncated) == 1 and log.truncated[0].position == last and log.truncated[0].offset == 8
+    assert "does not continue the previous batch" in caplog.text
+    assert log.append(batch(9))[0] == 8
+
+
+@pytest.mark.parametrize("bit", [0, 2, 33, 60])
+def test_a_flipped_bit_in_a_middle_batchs_base_offset_names_that_batch(tmp_path, bit):
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i, 2))
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    third = parse_batches(path.read_bytes())[2].position
+    _flip_base_offset_bit(path, third, bit)
+    raw = path.read_bytes()
+    with pytest.raises(CorruptLogError) as exc:
+        SegmentLog(tmp_path / "t-0")
+    assert exc.value.position == third and exc.value.offset == 4, str(exc.value)
+    assert "does not continue the previous batch" in str(exc.value) and "valid batches follow it" in str(exc.value)
+    assert path.read_bytes() == raw              # nothing was cut
+
+
+def test_a_batch_missing_from_a_never_compacted_log_is_refused(tmp_path):
+    """Offsets only have gaps where the cleaner removed whole batches; a log it never cleaned (no cleaner
+    checkpoint entry) that skips offsets lost a batch."""
+    log = SegmentLog(tmp_path / "t-0")
+    for i in range(5):
+        log.append(batch(i, 2))
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0)
+    raw = path.read_bytes()
+    hs = parse_batches(raw)
+    path.write_bytes(raw[:hs[2].position] + raw[hs[3].position:])
+    with pytest.raises(CorruptLogError) as exc:
+        SegmentLog(tmp_path / "t-0")
+    assert exc.value.position == hs[2].position and exc.value.offset == 4
+    assert "base offset 6 does not continue the previous batch (expected 4)" in str(exc.value)
+
+
+def test_a_missing_middle_segment_is_refused(tmp_path):
+    log = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    for i in range(8):
+        log.append(batch(i, 2, size=40))
+    bases = [s.base_offset for s in log.segments]
+    log.close()
+    assert len(bases) >= 3
+    (tmp_path / "t-0" / segment_name(bases[1])).unlink()
+    with pytest.raises(CorruptLogError, match=f"offsets {bases[1]}..{bases[2] - 1} are missing"):
+        SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=300))

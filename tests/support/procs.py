@@ -7,7 +7,7 @@
         srv.start()                  # again, on the same data dir, on a new port (port=0 was asked)
         srv.start(port=srv.port)     # again, on the port it had
         srv.terminate()              # SIGTERM: graceful, returns the exit code
-        srv.admin("/groups/g")       # with extra=("--admin-port", "0"): the HTTP admin endpoint's JSON
+        srv.admin("/groups/g")       # the HTTP admin endpoint's JSON (on by default; a free port with --port 0)
 
 Each start appends the child's stderr (its log) to `stderr_path`; `stderr()` reads the part written
 by the latest start. A child still running when the context exits is SIGKILLed.
@@ -59,6 +59,8 @@ class TenureProcess:
              "--fsync", self.fsync]
         if self.segment_bytes is not None:
             a += ["--segment-bytes", str(self.segment_bytes)]
+        if not {"--admin-port", "--no-admin"} & set(self.extra):
+            a += ["--admin-port", "0"]     # a restart on a fixed --port would otherwise try 9644 first
         return a + list(self.extra)
 
     def spawn(self, port: int | None = None) -> subprocess.Popen:
@@ -139,9 +141,9 @@ class TenureProcess:
 
     @property
     def admin_url(self) -> str:
-        """The HTTP admin endpoint of the latest start (needs `--admin-port` in `extra`)."""
+        """The HTTP admin endpoint of the latest start (as its log line says)."""
         found = ADMIN.findall(self.stderr())
-        assert found, f"no admin endpoint in the server's log (--admin-port not given?):\n{self.stderr()}"
+        assert found, f"no admin endpoint in the server's log (--no-admin given?):\n{self.stderr()}"
         return found[-1]
 
     def admin(self, path: str):

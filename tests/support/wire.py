@@ -146,3 +146,13 @@ def fetch_request(topic: str, partition: int, offset: int, max_wait_ms: int = 0,
 def metadata_request(*topics: str, auto_create: bool = True):
     from kafka.protocol.metadata import MetadataRequest as M
     return M(topics=[M.MetadataRequestTopic(name=t) for t in topics], allow_auto_topic_creation=auto_create)
+
+
+def create_topic(c: WireClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+    """CreateTopics over the wire (a topic must exist before offsets are committed for it, as on Kafka)."""
+    from kafka.protocol.admin import CreateTopicsRequest as C
+    T = C.CreatableTopic
+    r = c.call(C(topics=[T(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+                           configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
+                 timeout_ms=10000, validate_only=False), 5)
+    assert r.topics[0].error_code in (0, 36), r          # 36: TOPIC_ALREADY_EXISTS

@@ -1,0 +1,355 @@
+"""The admin APIs of a one-node cluster, mixed into `Broker`: configs (DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs), DeleteRecords, DescribeLogDirs, DescribeTopicPartitions, ElectLeaders and the
+partition reassignment APIs, plus the manual replica assignment checks of CreateTopics/CreatePartitions.
+
+Each answers what a Kafka cluster of one node (id 0, leader of every partition, the only replica) answers:
+node 0 is always the preferred leader (ElectLeaders: ELECTION_NOT_NEEDED), a reassignment can only name node 0
+and is complete at once (ListPartitionReassignments: none ongoing).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+
+from tenure.protocol.acl import authorized_operations
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request
+from tenure.protocol.errors import ErrorCode
+
+from .configs import (
+    RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, ConfigError, ConfigStore, incremental,
+)
+from .topics import TopicError
+
+log = logging.getLogger("tenure.broker")
+
+DESCRIBE_TOPIC_PARTITIONS_LIMIT = 2000    # Kafka's max.request.partition.size.limit default
+UNKNOWN_VOLUME_BYTES = -1
+
+
+def _resp(api_key: int):
+    return SUPPORTED[api_key].response
+
+
+def check_replicas(replicas, node_id: int, want: int | None = None) -> None:
+    """One partition's manual replica list, checked as Kafka's controller does: not empty, registered
+    brokers only, no broker twice, the same replica count as the other partitions (`want`)."""
+    if not replicas:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    seen = set()
+    for b in replicas:
+        if b != node_id:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {b}, but no such broker is "
+                             f"registered.")
+        if b in seen:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {b} more than once.")
+        seen.add(b)
+    if want is not None and len(replicas) != want:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                         f"but this is not consistent with previous partitions, which have {want} replica(s).")
+
+
+class AdminApis:
+    """Admin handlers; needs `self.topics`, `self.node`, `self.auto_create_topics` and `self.server_configs` (a
+    callable giving the broker configs the server's options set, or None)."""
+
+    def _admin_handlers(self) -> dict:
+        self.configs = ConfigStore(self.topics, self.static_configs, self.node.node_id)
+        return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
+                35: self.describe_log_dirs, 43: self.elect_leaders, 44: self.incremental_alter_configs,
+                45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
+                75: self.describe_topic_partitions}
+
+    def static_configs(self) -> dict[str, str | None]:
+        """Broker configs set by tenure's options: the broker's own, then the server's (Server.static_configs)."""
+        node = self.node
+        own = {"broker.id": str(node.node_id), "node.id": str(node.node_id), "process.roles": "broker,controller",
+               "advertised.listeners": f"PLAINTEXT://{node.host}:{node.port}",
+               "num.partitions": str(self.topics.default_partitions),
+               "auto.create.topics.enable": str(self.auto_create_topics).lower(),
+               "default.replication.factor": "1", "offsets.topic.replication.factor": "1",
+               "log.dirs": self._log_dir()}
+        return {**own, **(self.server_configs() if self.server_configs is not None else {})}
+
+    def _log_dir(self) -> str | None:
+        catalog = self.topics.catalog
+        return None if catalog is None else os.path.dirname(os.path.abspath(catalog))
+
+    # ---------------------------------------------------------------- manual replica assignment
+    def check_assignment(self, t) -> int:
+        """CreateTopics with `assignments`: the partition count they give (checked; see check_replicas)."""
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "A manual partition assignment was specified, but numPartitions was not set to -1."
+                             if t.num_partitions != -1 else
+                             "A manual partition assignment was specified, but replicationFactor was not set "
+                             "to -1.")
+        indexes = sorted(a.partition_index for a in t.assignments)
+        if indexes != list(range(len(indexes))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "partitions should be a consecutive 0-based integer sequence")
+        for a in t.assignments:
+            check_replicas(a.broker_ids, self.node.node_id, len(t.assignments[0].broker_ids))
+        return len(indexes)
+
+    def check_new_partition_assignment(self, t) -> None:
+        """CreatePartitions with `assignments`: one per new partition, each naming node 0."""
+        topic = self.topics.get(t.name)
+        if topic is None:
+            return                                   # add_partitions answers the unknown topic
+        adding = t.count - len(topic.partitions)
+        if adding > 0 and len(t.assignments) != adding:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {adding} additional partition(s), but only {len(t.assignments)} "
+                             f"assignment(s) were specified.")
+        for a in t.assignments:
+            check_replicas(a.broker_ids, self.node.node_id, 1)
+
+    # ---------------------------------------------------------------- configs
+    def _config_resource_error(self, resource_type: int, name: str) -> tuple[int, str] | None:
+        if resource_type == RESOURCE_TOPIC:
+            if self.topics.get(name) is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        elif resource_type == RESOURCE_BROKER:
+            if name not in ("", str(self.node.node_id)):          # as Kafka's ConfigHelper
+                return (ErrorCode.INVALID_REQUEST,
+                        f"Unexpected broker id, expected {self.node.node_id} or empty string, but received {name}")
+        elif resource_type == RESOURCE_GROUP:
+            if not name:
+                return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+        else:
+            return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+        return None
+
+    async def describe_configs(self, req: Request):
+        body, v = req.body, req.api_version
+        R = _resp(32)
+        C = R.DescribeConfigsResult.DescribeConfigsResourceResult
+        S = C.DescribeConfigsSynonym
+        synonyms = v >= 1 and body.include_synonyms
+        docs = v >= 3 and body.include_documentation
+        results = []
+        for res in body.resources:
+            entry = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
+                                            resource_name=res.resource_name, configs=[])
+            results.append(entry)
+            err = self._config_resource_error(res.resource_type, res.resource_name)
+            if err is not None:
+                entry.error_code, entry.error_message = err
+                continue
+            if res.resource_type == RESOURCE_TOPIC:
+                items = self.configs.topic_entries(self.topics.get(res.resource_name).configs)
+            elif res.resource_type == RESOURCE_BROKER:
+                items = self.configs.broker_entries(res.resource_name)
+            else:
+                items = self.configs.group_entries(res.resource_name)
+            keys = res.configuration_keys
+            entry.configs = [
+                C(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                  is_default=e.source == 5, is_sensitive=False,
+                  synonyms=[S(name=n, value=val, source=src) for n, val, src in e.synonyms] if synonyms else [],
+                  config_type=e.type if v >= 3 else 0, documentation=e.doc if docs else None)
+                for e in items if keys is None or e.name in keys]
+        return R(throttle_time_ms=0, results=results)
+
+    def _alter(self, R, body, changes_of) -> list:
+        out = []
+        for res in body.resources:
+            r = R.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=res.resource_type,
+                                               resource_name=res.resource_name)
+            out.append(r)
+            try:
+                err = self._config_resource_error(res.resource_type, res.resource_name)
+                if err is not None:
+                    raise TopicError(*err)
+                names = [c.name for c in res.configs]
+                if len(set(names)) != len(names):
+                    raise TopicError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                current = self.configs.current_overrides(res.resource_type, res.resource_name)
+                new = changes_of(res, current)
+                self.configs.check(res.resource_type, names, new)
+                if not body.validate_only:
+                    self.configs.replace(res.resource_type, res.resource_name, new)
+                    log.info("altered configs of resource %d %r: %s", res.resource_type, res.resource_name, new)
+            except TopicError as exc:
+                r.error_code, r.error_message = exc.code, exc.message
+            except OSError as exc:
+                r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot save the configs: {exc}"
+        return out
+
+    async def alter_configs(self, req: Request):
+        """AlterConfigs: the given configs become the resource's whole set of overrides."""
+        R = _resp(33)
+
+        def replace_all(res, current):
+            for c in res.configs:
+                if c.value is None:
+                    raise ConfigError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)
+            return {c.name: c.value for c in res.configs}
+        return R(throttle_time_ms=0, responses=self._alter(R, req.body, replace_all))
+
+    async def incremental_alter_configs(self, req: Request):
+        """IncrementalAlterConfigs: SET, DELETE, APPEND (LIST configs) and SUBTRACT on the current overrides."""
+        R = _resp(44)
+
+        def apply(res, current):
+            return incremental(self.configs.defs_for(res.resource_type), current,
+                               [(c.name, c.config_operation, c.value) for c in res.configs])
+        return R(throttle_time_ms=0, responses=self._alter(R, req.body, apply))
+
+    # ---------------------------------------------------------------- records and log dirs
+    async def delete_records(self, req: Request):
+        """DeleteRecords: raise each partition's log start offset (-1: to the high watermark); records below
+        it are gone for Fetch (OFFSET_OUT_OF_RANGE) and ListOffsets' earliest moves; kept across restarts."""
+        R = _resp(21)
+        T, P = R.DeleteRecordsTopicResult, R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+        out = []
+        for t in req.body.topics:
+            topic = self.topics.get(t.name)
+            parts = []
+            for p in t.partitions:
+                pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
+                parts.append(pr)
+                plog = self.topics.partition(t.name, p.partition_index)
+                if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
+                    pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    continue
+                if plog is None:
+                    pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offset = plog.log_end_offset if p.offset == -1 else p.offset
+                if not 0 <= offset <= plog.log_end_offset:
+                    pr.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    continue
+                try:
+                    pr.low_watermark = plog.advance_start(offset)
+                except OSError as exc:
+                    log.error("DeleteRecords on %s-%d failed: %s", t.name, p.partition_index, exc)
+                    pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                log.info("deleted records of %s-%d below offset %d", t.name, p.partition_index, pr.low_watermark)
+            out.append(T(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)
+
+    async def describe_log_dirs(self, req: Request):
+        body = req.body
+        R = _resp(35)
+        Res = R.DescribeLogDirsResult
+        T, P = Res.DescribeLogDirsTopic, Res.DescribeLogDirsTopic.DescribeLogDirsPartition
+        if body.topics is None:
+            wanted = [(t.name, range(len(t.partitions))) for t in self.topics.all()]
+        else:
+            wanted = [(t.topic, t.partitions) for t in body.topics]
+        topics = []
+        for name, indexes in wanted:
+            parts = []
+            for i in indexes:
+                plog = self.topics.partition(name, i)
+                if plog is not None:
+                    parts.append(P(partition_index=i, partition_size=int(getattr(plog, "size_bytes", 0)),
+                                   offset_lag=0, is_future_key=False))
+            if parts:
+                topics.append(T(name=name, partitions=parts))
+        log_dir = self._log_dir()
+        total = usable = UNKNOWN_VOLUME_BYTES
+        if log_dir is not None:
+            usage = shutil.disk_usage(log_dir)
+            total, usable = usage.total, usage.free
+        result = Res(error_code=0, log_dir=log_dir or "(memory)", topics=topics, total_bytes=total,
+                     usable_bytes=usable, is_cordoned=False)
+        return R(throttle_time_ms=0, error_code=0, results=[result])
+
+    # ---------------------------------------------------------------- partitions and leaders
+    async def describe_topic_partitions(self, req: Request):
+        """DescribeTopicPartitions (KIP-966): topics by name (none named: all), sorted, paged by the cursor
+        and the partition limit (at most Kafka's default of 2000)."""
+        body = req.body
+        R = _resp(75)
+        T = R.DescribeTopicPartitionsResponseTopic
+        P = T.DescribeTopicPartitionsResponsePartition
+        names = sorted({t.name for t in body.topics}) if body.topics else sorted(t.name for t in self.topics.all())
+        cursor = body.cursor
+        if cursor is not None:
+            names = [n for n in names if n >= cursor.topic_name]
+        budget = max(1, min(body.response_partition_limit, DESCRIBE_TOPIC_PARTITIONS_LIMIT))
+        # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits themselves
+        ops = sum(1 << op for op in authorized_operations("topic", True))
+        out, next_cursor = [], None
+        node = self.node.node_id
+        for name in names:
+            topic = self.topics.get(name)
+            if topic is None:
+                out.append(T(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
+                             is_internal=False, partitions=[], topic_authorized_operations=ops))
+                continue
+            first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            count = len(topic.partitions)
+            if budget <= 0:
+                next_cursor = R.Cursor(topic_name=name, partition_index=first)
+                break
+            last = min(count, first + budget)
+            parts = [P(error_code=0, partition_index=i, leader_id=node, leader_epoch=0, replica_nodes=[node],
+                       isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
+                     for i in range(first, last)]
+            budget -= last - first
+            out.append(T(error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.internal,
+                         partitions=parts, topic_authorized_operations=ops))
+            if last < count:
+                next_cursor = R.Cursor(topic_name=name, partition_index=last)
+                break
+        return R(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
+
+    async def elect_leaders(self, req: Request):
+        """ElectLeaders: node 0 already leads every partition, so each named partition answers
+        ELECTION_NOT_NEEDED (84), preferred or unclean; with none named (all) there is nothing to report."""
+        body, v = req.body, req.api_version
+        R = _resp(43)
+        T, P = R.ReplicaElectionResult, R.ReplicaElectionResult.PartitionResult
+        election = body.election_type if v >= 1 else 0
+        if election not in (0, 1):
+            return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, replica_election_results=[])
+        out = []
+        for t in body.topic_partitions or []:
+            parts = []
+            for i in t.partitions:
+                if self.topics.partition(t.topic, i) is None:
+                    parts.append(P(partition_id=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   error_message="The partition does not exist."))
+                else:
+                    parts.append(P(partition_id=i, error_code=ErrorCode.ELECTION_NOT_NEEDED,
+                                   error_message="Leader election not needed for topic partition."))
+            out.append(T(topic=t.topic, partition_result=parts))
+        return R(throttle_time_ms=0, error_code=0, replica_election_results=out)
+
+    async def alter_partition_reassignments(self, req: Request):
+        """AlterPartitionReassignments: the only possible target is node 0, which is done at once; a cancel
+        finds nothing in progress (NO_REASSIGNMENT_IN_PROGRESS, 85)."""
+        R = _resp(45)
+        T, P = R.ReassignableTopicResponse, R.ReassignableTopicResponse.ReassignablePartitionResponse
+        out = []
+        for t in req.body.topics:
+            parts = []
+            for p in t.partitions:
+                pr = P(partition_index=p.partition_index, error_code=0, error_message=None)
+                parts.append(pr)
+                try:
+                    if self.topics.partition(t.name, p.partition_index) is None:
+                        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                    if p.replicas is None:
+                        raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                         "No ongoing reassignment for this partition.")
+                    check_replicas(p.replicas, self.node.node_id)
+                except TopicError as exc:
+                    pr.error_code, pr.error_message = exc.code, exc.message
+            out.append(T(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
+
+    async def list_partition_reassignments(self, req: Request):
+        R = _resp(46)
+        return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])

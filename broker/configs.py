@@ -1,0 +1,370 @@
+"""The configs tenure describes and lets clients alter: topic, broker and group resources.
+
+Each config is a `ConfigDef` (name, Kafka's config type, default, a line of documentation, whether it can
+change at runtime, and a value check). `ConfigStore` answers DescribeConfigs entries (value, source,
+read-only flag, synonyms, type, documentation) and applies AlterConfigs/IncrementalAlterConfigs, checking
+every change before applying any, as Kafka does per resource. Overrides are kept by the topic registry so
+that they are written to the data dir's catalog with the topics.
+
+What the values mean to tenure: topic configs are kept and reported (tenure enforces `max.message.bytes`
+at its default and `cleanup.policy=compact` on `__consumer_offsets`; retention is not enforced). A broker
+config that is dynamic in Kafka (the `log.*` defaults behind topic configs) may be altered for the node
+(`"0"`) or cluster-wide (`""`), and a topic without its own override then reports that value. Group configs
+(Kafka 3.8+/4: the KIP-848 and share-group timeouts) are kept and reported per group; the classic protocol
+tenure serves does not read them, as Kafka's classic groups do not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from tenure.protocol.errors import ErrorCode
+
+from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
+
+# DescribeConfigs resource types
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
+
+# config sources (DescribeConfigs v1+)
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8
+
+# config types (DescribeConfigs v3+)
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(1, 10)
+_TYPE_NAMES = {BOOLEAN: "BOOLEAN", STRING: "STRING", INT: "INT", SHORT: "SHORT", LONG: "LONG", LIST: "LIST"}
+_INT_RANGE = {INT: (-2**31, 2**31 - 1), SHORT: (-2**15, 2**15 - 1), LONG: (-2**63, 2**63 - 1)}
+
+# IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class ConfigError(TopicError):
+    """A config change Kafka refuses: INVALID_CONFIG (40) unless said otherwise."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_CONFIG) -> None:
+        super().__init__(code, message)
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: int
+    default: str | None
+    doc: str
+    dynamic: bool = True                    # may change at runtime (else read-only)
+    choices: tuple[str, ...] = ()           # allowed values (each element for a LIST)
+    at_least: int | None = None             # lower bound for INT/SHORT/LONG
+    within: tuple[str, int, str, int] | None = None   # group configs: (min broker config, min, max config, max)
+
+    def check(self, value: str | None) -> None:
+        if value is None:
+            raise ConfigError(f"Null value not supported for {self.name}")
+        bad = f"Invalid value {value} for configuration {self.name}"
+        if self.type in _INT_RANGE:
+            lo, hi = _INT_RANGE[self.type]
+            try:
+                n = int(value.strip())
+            except ValueError:
+                raise ConfigError(f"{bad}: Not a number of type {_TYPE_NAMES[self.type]}") from None
+            if not lo <= n <= hi:
+                raise ConfigError(f"{bad}: Not a number of type {_TYPE_NAMES[self.type]}")
+            if self.at_least is not None and n < self.at_least:
+                raise ConfigError(f"{bad}: Value must be at least {self.at_least}")
+            if self.within is not None:             # as Kafka's GroupConfig, against the broker's bounds
+                lo_name, lo, hi_name, hi = self.within
+                if n < lo:
+                    raise ConfigError(f"{self.name} must be greater than or equal to {lo_name}")
+                if n > hi:
+                    raise ConfigError(f"{self.name} must be less than or equal to {hi_name}")
+        elif self.type == BOOLEAN:
+            if value.strip().lower() not in ("true", "false"):
+                raise ConfigError(f"{bad}: Expected value to be either true or false")
+        elif self.choices:
+            items = [v.strip() for v in value.split(",")] if self.type == LIST else [value]
+            for item in items:
+                if item not in self.choices:
+                    raise ConfigError(f"{bad}: String must be one of: {', '.join(self.choices)}")
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TOPIC_CONFIGS = _defs(
+    ConfigDef("cleanup.policy", LIST, DEFAULT_TOPIC_CONFIGS["cleanup.policy"],
+              "How old segments are retired: delete them, compact them by key, or both.",
+              choices=("delete", "compact")),
+    ConfigDef("compression.type", STRING, DEFAULT_TOPIC_CONFIGS["compression.type"],
+              "The codec batches are stored with; producer keeps what the producer sent.", choices=COMPRESSION),
+    ConfigDef("retention.ms", LONG, DEFAULT_TOPIC_CONFIGS["retention.ms"],
+              "How long a segment is kept before deletion (-1: no limit).", at_least=-1),
+    ConfigDef("retention.bytes", LONG, DEFAULT_TOPIC_CONFIGS["retention.bytes"],
+              "The largest size a partition may grow to before old segments are deleted (-1: no limit)."),
+    ConfigDef("segment.bytes", INT, DEFAULT_TOPIC_CONFIGS["segment.bytes"],
+              "The size at which a partition rolls a new segment file.", at_least=14),
+    ConfigDef("max.message.bytes", INT, DEFAULT_TOPIC_CONFIGS["max.message.bytes"],
+              "The largest record batch the topic accepts.", at_least=0),
+    ConfigDef("min.insync.replicas", INT, DEFAULT_TOPIC_CONFIGS["min.insync.replicas"],
+              "Replicas that must acknowledge a write with acks=all (one node: 1).", at_least=1),
+    ConfigDef("message.timestamp.type", STRING, DEFAULT_TOPIC_CONFIGS["message.timestamp.type"],
+              "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime).",
+              choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("min.compaction.lag.ms", LONG, DEFAULT_TOPIC_CONFIGS["min.compaction.lag.ms"],
+              "The least time a record stays uncompacted.", at_least=0),
+    ConfigDef("delete.retention.ms", LONG, DEFAULT_TOPIC_CONFIGS["delete.retention.ms"],
+              "How long tombstones are kept on a compacted topic.", at_least=0),
+)
+assert set(TOPIC_CONFIGS) == set(DEFAULT_TOPIC_CONFIGS)
+
+# the broker config behind each topic config (Kafka's topic config synonyms), first the one that wins
+TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "cleanup.policy": ("log.cleanup.policy",),
+    "compression.type": ("compression.type",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "retention.bytes": ("log.retention.bytes",),
+    "segment.bytes": ("log.segment.bytes",),
+    "max.message.bytes": ("message.max.bytes",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+}
+
+def _member_timeouts(kind: str, who: str) -> tuple[ConfigDef, ConfigDef]:
+    """A group's session timeout and heartbeat interval for `kind` ("consumer", "share") members, bounded by
+    the broker's group.<kind>.min/max.* settings (Kafka's defaults)."""
+    def bounded(what: str, lo: int, hi: int) -> tuple[str, int, str, int]:
+        return f"group.{kind}.min.{what}", lo, f"group.{kind}.max.{what}", hi
+    return (ConfigDef(f"{kind}.session.timeout.ms", INT, "45000", f"The session timeout of {who}.",
+                      within=bounded("session.timeout.ms", 45000, 60000)),
+            ConfigDef(f"{kind}.heartbeat.interval.ms", INT, "5000", f"The heartbeat interval of {who}.",
+                      within=bounded("heartbeat.interval.ms", 5000, 15000)))
+
+
+GROUP_CONFIGS = _defs(
+    *_member_timeouts("consumer", "the group's consumer-protocol (KIP-848) members"),
+    *_member_timeouts("share", "a share group's members"),
+    ConfigDef("share.record.lock.duration.ms", INT, "30000",
+              "How long a share group's member holds an acquired record.",
+              within=("group.share.min.record.lock.duration.ms", 15000, "group.share.max.record.lock.duration.ms",
+                      60000)),
+    ConfigDef("share.auto.offset.reset", STRING, "latest",
+              "Where a share group starts reading a partition it has no offset for.",
+              choices=("latest", "earliest")),
+)
+
+
+def _broker_defs() -> dict[str, ConfigDef]:
+    """The broker configs tenure reports (their values set by tenure's options come from ConfigStore)."""
+    t = {d.name: d for d in TOPIC_CONFIGS.values()}
+    return _defs(
+        ConfigDef("broker.id", INT, "-1", "This node's id.", dynamic=False),
+        ConfigDef("node.id", INT, "-1", "This node's id in the cluster (tenure: one node, 0).", dynamic=False),
+        ConfigDef("process.roles", LIST, "", "The roles of this node: broker and controller in one.",
+                  dynamic=False),
+        ConfigDef("listeners", LIST, "PLAINTEXT://:9092", "The address tenure listens on.", dynamic=False),
+        ConfigDef("advertised.listeners", LIST, None, "The address clients are told to connect to.",
+                  dynamic=False),
+        ConfigDef("log.dirs", LIST, None, "The data dir holding the partitions' segment files (none: in memory).",
+                  dynamic=False),
+        ConfigDef("num.partitions", INT, "1", "Partitions of a topic created without a count.", dynamic=False),
+        ConfigDef("auto.create.topics.enable", BOOLEAN, "true",
+                  "Whether Metadata creates a topic it is asked about.", dynamic=False),
+        ConfigDef("default.replication.factor", INT, "1", "Replicas of a topic created without a factor.",
+                  dynamic=False),
+        ConfigDef("offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", dynamic=False),
+        ConfigDef("offsets.topic.replication.factor", SHORT, "3", "Replicas of __consumer_offsets.",
+                  dynamic=False),
+        ConfigDef("socket.request.max.bytes", INT, "104857600", "The largest request frame accepted.",
+                  dynamic=False),
+        ConfigDef("group.initial.rebalance.delay.ms", INT, "3000",
+                  "How long a new group waits for more members before its first rebalance.", dynamic=False),
+        ConfigDef("group.min.session.timeout.ms", INT, "6000", "The least session timeout a member may ask for.",
+                  dynamic=False),
+        ConfigDef("group.max.session.timeout.ms", INT, "1800000",
+                  "The largest session timeout a member may ask for.", dynamic=False),
+        ConfigDef("group.max.size", INT, "2147483647", "The most members a group may have.", dynamic=False),
+        ConfigDef("log.cleaner.backoff.ms", LONG, "15000",
+                  "The pause between log cleaner passes over compacted partitions.", dynamic=False),
+        # the dynamic defaults behind topic configs
+        ConfigDef("log.cleanup.policy", LIST, t["cleanup.policy"].default, t["cleanup.policy"].doc,
+                  choices=t["cleanup.policy"].choices),
+        ConfigDef("compression.type", STRING, t["compression.type"].default, t["compression.type"].doc,
+                  choices=COMPRESSION),
+        ConfigDef("log.retention.ms", LONG, None, "Retention in ms; overrides log.retention.minutes.",
+                  at_least=-1),
+        ConfigDef("log.retention.minutes", INT, None, "Retention in minutes; overrides log.retention.hours.",
+                  dynamic=False),
+        ConfigDef("log.retention.hours", INT, "168", "Retention in hours.", dynamic=False),
+        ConfigDef("log.retention.bytes", LONG, t["retention.bytes"].default, t["retention.bytes"].doc),
+        ConfigDef("log.segment.bytes", INT, t["segment.bytes"].default, t["segment.bytes"].doc,
+                  dynamic=False),                 # tenure's segment size is its --segment-bytes
+        ConfigDef("message.max.bytes", INT, t["max.message.bytes"].default, t["max.message.bytes"].doc,
+                  dynamic=False),                 # tenure enforces it at this value
+        ConfigDef("min.insync.replicas", INT, "1", t["min.insync.replicas"].doc, at_least=1),
+        ConfigDef("log.message.timestamp.type", STRING, t["message.timestamp.type"].default,
+                  t["message.timestamp.type"].doc, choices=t["message.timestamp.type"].choices),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, "0", t["min.compaction.lag.ms"].doc, at_least=0),
+        ConfigDef("log.cleaner.delete.retention.ms", LONG, t["delete.retention.ms"].default,
+                  t["delete.retention.ms"].doc, at_least=0),
+    )
+
+
+@dataclass
+class Entry:
+    """One described config: what DescribeConfigs needs for it."""
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    type: int
+    doc: str
+    synonyms: list[tuple[str, str | None, int]]
+
+
+class ConfigStore:
+    """Describe and alter configs of the topic, broker and group resources (see the module docstring).
+
+    `static` are the broker configs set by tenure's own options (STATIC_BROKER_CONFIG); dynamic overrides live
+    in `registry.dynamic_configs` ({"broker": {"" | "0": {...}}, "group": {name: {...}}}) and topic overrides
+    in each topic's `configs`, so the registry persists them all in its catalog."""
+
+    def __init__(self, registry, static: Callable[[], dict[str, str | None]], node_id: int = 0) -> None:
+        self.registry = registry
+        self._static = static
+        self.node_id = node_id
+        self.broker_defs = _broker_defs()
+
+    # ------------------------------------------------------------------ describing
+    def _broker_layers(self, name: str) -> list[tuple[int, str | None]]:
+        """Every value a broker config has, the winning one first: per node, cluster default, static, default."""
+        dyn = self.registry.dynamic_configs.get("broker", {})
+        out = []
+        if name in dyn.get(str(self.node_id), {}):
+            out.append((SOURCE_DYNAMIC_BROKER, dyn[str(self.node_id)][name]))
+        if name in dyn.get("", {}):
+            out.append((SOURCE_DYNAMIC_DEFAULT_BROKER, dyn[""][name]))
+        static = self._static()
+        if name in static:
+            out.append((SOURCE_STATIC_BROKER, static[name]))
+        d = self.broker_defs[name]
+        if d.default is not None:
+            out.append((SOURCE_DEFAULT, d.default))
+        return out
+
+    def broker_entries(self, resource_name: str) -> list[Entry]:
+        """Node "0": every broker config. The cluster default (""): as Kafka, only the configs altered
+        cluster-wide, with synonyms below that level."""
+        cluster_wide = self.registry.dynamic_configs.get("broker", {}).get("", {})
+        out = []
+        for d in self.broker_defs.values():
+            layers = self._broker_layers(d.name)
+            if resource_name == "":
+                if d.name not in cluster_wide:
+                    continue
+                layers = [x for x in layers if x[0] != SOURCE_DYNAMIC_BROKER]
+            source, value = layers[0] if layers else (SOURCE_DEFAULT, None)
+            out.append(Entry(d.name, value, source, not d.dynamic, d.type, d.doc,
+                             [(d.name, v, s) for s, v in layers]))
+        return out
+
+    def topic_default(self, name: str) -> tuple[list[tuple[str, str | None, int]], str | None, int]:
+        """(synonyms, value, source) of a topic config no topic overrides: the broker config behind it, as
+        Kafka derives it (a dynamic or static broker value wins over the default)."""
+        synonyms = [(b, v, s) for b in TOPIC_SYNONYMS[name] for s, v in self._broker_layers(b)]
+        b, value, source = synonyms[0]
+        if source == SOURCE_DEFAULT:
+            return synonyms, TOPIC_CONFIGS[name].default, SOURCE_DEFAULT
+        if b in ("log.retention.minutes", "log.retention.hours"):
+            value = str(int(value) * (60_000 if b == "log.retention.minutes" else 3_600_000))
+        return synonyms, value, source
+
+    def topic_entries(self, overrides: dict[str, str]) -> list[Entry]:
+        """The entries of a topic with these config overrides (a topic's `configs`)."""
+        out = []
+        for d in TOPIC_CONFIGS.values():
+            synonyms, value, source = self.topic_default(d.name)
+            if d.name in overrides:
+                value, source = overrides[d.name], SOURCE_DYNAMIC_TOPIC
+                synonyms = [(d.name, value, SOURCE_DYNAMIC_TOPIC)] + synonyms
+            out.append(Entry(d.name, value, source, False, d.type, d.doc, synonyms))
+        return out
+
+    def group_entries(self, group: str) -> list[Entry]:
+        overrides = self.registry.dynamic_configs.get("group", {}).get(group, {})
+        out = []
+        for d in GROUP_CONFIGS.values():
+            synonyms = [(d.name, d.default, SOURCE_DEFAULT)]
+            if d.name in overrides:
+                synonyms.insert(0, (d.name, overrides[d.name], SOURCE_GROUP))
+            _, value, source = synonyms[0]
+            out.append(Entry(d.name, value, source, False, d.type, d.doc, synonyms))
+        return out
+
+    # ------------------------------------------------------------------ altering
+    def defs_for(self, resource_type: int) -> dict[str, ConfigDef]:
+        return {RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_BROKER: self.broker_defs,
+                RESOURCE_GROUP: GROUP_CONFIGS}[resource_type]
+
+    def current_overrides(self, resource_type: int, name: str) -> dict[str, str]:
+        if resource_type == RESOURCE_TOPIC:
+            return dict(self.registry.get(name).configs)
+        kind = "broker" if resource_type == RESOURCE_BROKER else "group"
+        return dict(self.registry.dynamic_configs.get(kind, {}).get(name, {}))
+
+    def check(self, resource_type: int, names, new: dict[str, str]) -> None:
+        """Refuse the first change Kafka would refuse: a name it does not know or cannot change at runtime
+        (of every name the request touched), a bad value (of those `new` sets)."""
+        defs = self.defs_for(resource_type)
+        kind = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_GROUP: "group"}[resource_type]
+        unknown = [k for k in names if k not in defs]
+        if unknown:
+            raise ConfigError(f"Unknown {kind} config name: {unknown[0]}")
+        fixed = sorted(k for k in names if not defs[k].dynamic)
+        if fixed:
+            raise ConfigError(f"Cannot update these configs dynamically: {{{', '.join(fixed)}}}")
+        for k in names:
+            if k in new:
+                defs[k].check(new[k])
+
+    def replace(self, resource_type: int, name: str, new: dict[str, str]) -> None:
+        """Make `new` the whole set of overrides of the resource (checked by the caller) and persist it."""
+        if resource_type == RESOURCE_TOPIC:
+            self.registry.set_topic_configs(name, new)
+        else:
+            self.registry.set_dynamic_configs("broker" if resource_type == RESOURCE_BROKER else "group", name, new)
+
+
+def incremental(defs: dict[str, ConfigDef], current: dict[str, str], ops) -> dict[str, str]:
+    """The overrides after IncrementalAlterConfigs' operations (SET, DELETE, APPEND, SUBTRACT) on `current`."""
+    new = dict(current)
+    for name, op, value in ops:
+        d = defs.get(name)
+        if op == OP_SET:
+            new[name] = value
+        elif op == OP_DELETE:
+            new.pop(name, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            if d is not None and d.type != LIST:
+                raise ConfigError(f"Config value append is not allowed for config key: {name}"
+                                  if op == OP_APPEND else
+                                  f"Config value subtract is not allowed for config key: {name}")
+            base = new.get(name, d.default if d is not None else None) or ""
+            items = [x for x in base.split(",") if x]
+            given = [x.strip() for x in (value or "").split(",") if x.strip()]
+            if op == OP_APPEND:
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            new[name] = ",".join(items)
+        else:
+            raise ConfigError(f"Unknown operation type {op} for config {name}", ErrorCode.INVALID_REQUEST)
+    return new

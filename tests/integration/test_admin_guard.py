@@ -1,0 +1,278 @@
+"""The admin endpoint under hostile and careless calls: every state-changing call needs JSON content, its
+own loopback Host and no foreign Origin (CSRF, DNS rebinding), an optional bearer token; every bad value
+is a 400 with a one-line reason; and after each of these calls a real client's commit still works (no
+admin call can leave the coordinator unable to write)."""
+from __future__ import annotations
+
+import http.client
+import json
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tenure.cli import main
+from tenure.config import ServerConfig
+from tenure.runtime import CLOCK_MAX_MS
+from tenure.server import ServerThread
+
+pytestmark = pytest.mark.timeout(120)
+
+JSON = {"Content-Type": "application/json"}
+
+
+def call(port: int, method: str, path: str, body: bytes | str | dict | None = None,
+         headers: dict | None = None, host: str | None = None) -> tuple[int, dict | list | str]:
+    """One raw HTTP request (headers exactly as given; `host` replaces the Host header)."""
+    if isinstance(body, dict):
+        body = json.dumps(body)
+    if isinstance(body, str):
+        body = body.encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        conn.putheader("Host", f"127.0.0.1:{port}" if host is None else host)
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        raw = resp.read()
+        try:
+            return resp.status, json.loads(raw)
+        except ValueError:
+            return resp.status, raw.decode(errors="replace")
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def served():
+    """One server with its admin endpoint and one real consumer that commits after every hostile call."""
+    with ServerThread(ServerConfig(port=0, admin_port=0)) as s:
+        s.call(lambda: s.server.topics.create("guard-t", 1))
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "guard-g", "enable.auto.commit": False})
+        s.committed = 0
+
+        def commit_works():
+            s.committed += 1
+            c.commit(offsets=[TopicPartition("guard-t", 0, s.committed)], asynchronous=False)
+            got = c.committed([TopicPartition("guard-t", 0)], timeout=10)
+            assert got[0].offset == s.committed
+        s.commit_works = commit_works
+        try:
+            yield s
+        finally:
+            c.close()
+
+
+def state(s) -> tuple:
+    """What a refused call must not have changed: the clock offset and the fault rules."""
+    return s.call(lambda: (s.server.runtime.clock_offset_ms, [r.to_dict() for r in s.server.faults.rules()]))
+
+
+LARGE = str(2 ** 63)
+NESTED = '{"ms": ' + "[" * 20000 + "]" * 20000 + "}"
+FAIL = '{"action": "fail", "api": "JoinGroup", "error": 15, %s}'
+
+# (id, method, path, body, headers, host, status, words the one-line reason must contain)
+HOSTILE = [
+    ("ms-1e300", "POST", "/clock/advance", '{"ms": 1e300}', JSON, None, 400, "ms"),
+    ("ms-Infinity", "POST", "/clock/advance", '{"ms": Infinity}', JSON, None, 400, "Infinity"),
+    ("ms-minus-Infinity", "POST", "/clock/advance", '{"ms": -Infinity}', JSON, None, 400, "Infinity"),
+    ("ms-NaN", "POST", "/clock/advance", '{"ms": NaN}', JSON, None, 400, "NaN"),
+    ("ms-1e400", "POST", "/clock/advance", '{"ms": 1e400}', JSON, None, 400, "1e400"),
+    ("ms-2^63", "POST", "/clock/advance", '{"ms": %s}' % LARGE, JSON, None, 400, "ms"),
+    ("ms-past-year-9999", "POST", "/clock/advance", '{"ms": %d}' % CLOCK_MAX_MS, JSON, None, 400, "ms"),
+    ("ms-negative", "POST", "/clock/advance", '{"ms": -5}', JSON, None, 400, "ms"),
+    ("ms-fraction", "POST", "/clock/advance", '{"ms": 1.5}', JSON, None, 400, "ms"),
+    ("ms-true", "POST", "/clock/advance", '{"ms": true}', JSON, None, 400, "ms"),
+    ("ms-string", "POST", "/clock/advance", '{"ms": "100"}', JSON, None, 400, "ms"),
+    ("ms-null", "POST", "/clock/advance", '{"ms": null}', JSON, None, 400, "ms"),
+    ("ms-missing", "POST", "/clock/advance", '{}', JSON, None, 400, "ms"),
+    ("ms-unknown-field", "POST", "/clock/advance", '{"ms": 10, "mss": 1}', JSON, None, 400, "mss"),
+    ("deeply-nested", "POST", "/clock/advance", NESTED, JSON, None, 400, "nested"),
+    ("huge-digits", "POST", "/clock/advance", '{"ms": %s}' % ("9" * 5000), JSON, None, 400, "JSON"),
+    ("not-json", "POST", "/faults", "{not json", JSON, None, 400, "JSON"),
+    ("not-utf8", "POST", "/faults", b'{"api": "\xff"}', JSON, None, 400, "UTF-8"),
+    ("not-an-object", "POST", "/faults", "[1, 2]", JSON, None, 400, "object"),
+    ("too-large", "POST", "/faults", '{"api": "%s"}' % ("x" * 200000), JSON, None, 413, "bytes"),
+    ("count-fraction", "POST", "/faults", FAIL % '"count": 1.5', JSON, None, 400, "count"),
+    ("count-true", "POST", "/faults", FAIL % '"count": true', JSON, None, 400, "count"),
+    ("count-zero", "POST", "/faults", FAIL % '"count": 0', JSON, None, 400, "count"),
+    ("count-negative", "POST", "/faults", FAIL % '"count": -3', JSON, None, 400, "count"),
+    ("count-1e300", "POST", "/faults", FAIL % '"count": 1e300', JSON, None, 400, "count"),
+    ("count-string", "POST", "/faults", FAIL % '"count": "2"', JSON, None, 400, "count"),
+    ("count-huge", "POST", "/faults", FAIL % ('"count": %s' % LARGE), JSON, None, 400, "count"),
+    ("fault-unknown-field", "POST", "/faults", FAIL % '"forever": true', JSON, None, 400, "forever"),
+    ("api-true", "POST", "/faults", '{"action": "close", "api": true}', JSON, None, 400, "api"),
+    ("api-list", "POST", "/faults", '{"action": "close", "api": ["Fetch"]}', JSON, None, 400, "api"),
+    ("error-true", "POST", "/faults", '{"action": "fail", "api": "Fetch", "error": true}', JSON, None, 400,
+     "error"),
+    ("error-fraction", "POST", "/faults", '{"action": "fail", "api": "Fetch", "error": 15.0}', JSON, None,
+     400, "error"),
+    ("error-out-of-int16", "POST", "/faults", '{"action": "fail", "api": "Fetch", "error": 40000}', JSON,
+     None, 400, "error"),
+    ("action-unknown", "POST", "/faults", '{"action": "explode", "api": "Fetch"}', JSON, None, 400, "action"),
+    ("action-missing", "POST", "/faults", '{"api": "Fetch"}', JSON, None, 400, "action"),
+    ("delay-1e300", "POST", "/faults", '{"action": "delay", "api": "Fetch", "ms": 1e300}', JSON, None, 400,
+     "ms"),
+    ("delay-huge", "POST", "/faults", '{"action": "delay", "api": "Fetch", "ms": %s}' % LARGE, JSON, None,
+     400, "ms"),
+    ("delay-negative", "POST", "/faults", '{"action": "delay", "api": "Fetch", "ms": -1}', JSON, None, 400,
+     "ms"),
+    ("delay-on-fail", "POST", "/faults", FAIL % '"ms": 5', JSON, None, 400, "ms"),
+    ("clear-unknown-parameter", "DELETE", "/faults?apis=Fetch", None, JSON, None, 400, "apis"),
+    ("clear-with-body-field", "DELETE", "/faults", '{"api": "Fetch"}', JSON, None, 400, "api"),
+    ("force-with-body-field", "POST", "/groups/guard-g/force-rebalance", '{"now": 1}', JSON, None, 400, "now"),
+    # not JSON content: a browser form or a text/plain fetch() needs no CORS preflight - refused
+    ("text-plain", "POST", "/clock/advance", '{"ms": 1}', {"Content-Type": "text/plain"}, None, 415,
+     "application/json"),
+    ("form", "POST", "/faults", "action=close&api=Fetch", {"Content-Type": "application/x-www-form-urlencoded"},
+     None, 415, "application/json"),
+    ("no-content-type", "POST", "/restart", "", {}, None, 415, "application/json"),
+    ("json-lookalike", "POST", "/restart", "{}", {"Content-Type": "application/jsonx"}, None, 415,
+     "application/json"),
+    # CSRF: a page elsewhere posting to the endpoint
+    ("foreign-origin", "POST", "/clock/advance", '{"ms": 1}', {**JSON, "Origin": "http://evil.example"}, None,
+     403, "Origin"),
+    ("null-origin", "POST", "/restart", "{}", {**JSON, "Origin": "null"}, None, 403, "Origin"),
+    ("other-local-port-origin", "DELETE", "/faults", None, {**JSON, "Origin": "http://127.0.0.1:1"}, None, 403,
+     "Origin"),
+    ("foreign-referer", "POST", "/restart", "{}", {**JSON, "Referer": "http://evil.example/page"}, None, 403,
+     "Referer"),
+    ("cross-site-fetch", "POST", "/restart", "{}", {**JSON, "Sec-Fetch-Site": "cross-site"}, None, 403,
+     "Sec-Fetch-Site"),
+    # DNS rebinding: the browser sends the attacker's name as Host
+    ("foreign-host", "POST", "/clock/advance", '{"ms": 1}', JSON, "evil.example", 403, "Host"),
+    ("foreign-host-port", "POST", "/restart", "{}", JSON, "rebind.evil.example:9644", 403, "Host"),
+    ("localhost-lookalike", "POST", "/faults", FAIL % '"count": 1', JSON, "localhost.evil.example", 403, "Host"),
+    ("empty-host", "POST", "/faults", FAIL % '"count": 1', JSON, "", 403, "Host"),
+    ("unknown-endpoint", "POST", "/clock/rewind", '{"ms": 1}', JSON, None, 404, "GET /"),
+    ("wrong-method", "PUT", "/faults", "{}", JSON, None, 405, "PUT"),
+]
+
+
+@pytest.mark.parametrize("method,path,body,headers,host,status,words", [h[1:] for h in HOSTILE],
+                         ids=[h[0] for h in HOSTILE])
+def test_hostile_call_is_refused_with_one_line_and_commits_still_work(served, method, path, body, headers, host,
+                                                                       status, words):
+    before = state(served)
+    got, answer = call(served.admin_port, method, path, body, headers, host)
+    assert got == status, answer
+    assert isinstance(answer, dict) and set(answer) == {"error", "code", "message"}, answer
+    message = answer["message"]
+    assert words in message and "\n" not in message and "Traceback" not in message, message
+    assert len(message) < 400, message
+    assert state(served) == before, "a refused call changed nothing"
+    served.commit_works()
+
+
+def test_the_same_calls_done_right_are_accepted(served):
+    """The guard refuses only what it should: JSON with a charset, the loopback names, a same-origin page."""
+    before = served.call(lambda: served.server.runtime.clock_offset_ms)
+    port = served.admin_port
+    ok = {"Content-Type": "application/json; charset=utf-8"}
+    assert call(port, "POST", "/clock/advance", {"ms": 5}, ok)[0] == 200
+    assert call(port, "POST", "/clock/advance", {"ms": 5}, JSON, host=f"localhost:{port}")[0] == 200
+    assert call(port, "POST", "/clock/advance", {"ms": 5}, JSON, host=f"[::1]:{port}")[0] == 200
+    assert call(port, "POST", "/clock/advance", {"ms": 5},
+                {**JSON, "Origin": f"http://127.0.0.1:{port}", "Referer": f"http://127.0.0.1:{port}/"})[0] == 200
+    assert served.call(lambda: served.server.runtime.clock_offset_ms) == before + 20
+    status, rule = call(port, "POST", "/faults", {"action": "delay", "api": "Heartbeat", "ms": 1, "count": None},
+                        JSON)
+    assert status == 201 and rule["remaining"] is None, rule
+    assert call(port, "DELETE", "/faults?api=Heartbeat", None, JSON)[1] == {"removed": 1}
+    assert call(port, "POST", "/groups/nope/force-rebalance", None, JSON)[0] == 404
+    # reading needs none of that (a browser cannot read the answer cross-origin anyway)
+    assert call(port, "GET", "/groups", headers={"Origin": "http://evil.example"})[0] == 200
+    served.commit_works()
+
+
+def test_the_clock_stops_at_the_end_of_year_9999_and_the_coordinator_still_writes():
+    """The furthest advance allowed leaves every timestamp a valid date (far inside Kafka's int64 ms); a
+    commit is written and read back after it, and one more millisecond is refused."""
+    with ServerThread(ServerConfig(port=0, admin_port=0)) as s:
+        s.call(lambda: s.server.topics.create("edge-t", 1))
+        room = CLOCK_MAX_MS - s.call(s.server.runtime.clock_ms) - 60_000
+        status, answer = call(s.admin_port, "POST", "/clock/advance", {"ms": room}, JSON)
+        assert status == 200 and answer["advanced_ms"] == room, answer
+        status, answer = call(s.admin_port, "POST", "/clock/advance", {"ms": 120_000}, JSON)
+        assert status == 400 and "9999-12-31" in answer["message"], answer
+        with pytest.raises(ValueError, match="9999-12-31"):
+            s.advance_clock(120_000)                    # the in-process twin has the same bound
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "edge-g", "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition("edge-t", 0, 7)], asynchronous=False)
+            assert c.committed([TopicPartition("edge-t", 0)], timeout=10)[0].offset == 7
+        finally:
+            c.close()
+        assert s.group("edge-g").offsets[0].offset == 7
+
+
+def test_too_many_fault_rules_are_refused():
+    """Rules are bounded (memory, and the per-request check); the error says how to make room."""
+    with ServerThread(ServerConfig(port=0, admin_port=0)) as s:
+        from tenure.faults import MAX_RULES
+        for _ in range(MAX_RULES):
+            s.faults.delay("Heartbeat", 0, count=1)
+        status, answer = call(s.admin_port, "POST", "/faults", {"action": "close", "api": "Fetch"}, JSON)
+        assert status == 409 and str(MAX_RULES) in answer["message"] and "DELETE /faults" in answer["message"]
+        assert len(s.faults.rules()) == MAX_RULES
+
+
+# ---------------------------------------------------------------------- the bearer token
+@pytest.fixture
+def guarded():
+    with ServerThread(ServerConfig(port=0, admin_port=0, admin_token="s3cret")) as s:
+        yield s
+
+
+def test_token_is_required_for_every_endpoint_but_health_and_the_index(guarded, monkeypatch, capsys):
+    port = guarded.admin_port
+    for method, path, body in (("GET", "/groups", None), ("GET", "/metrics", None), ("GET", "/faults", None),
+                               ("POST", "/clock/advance", {"ms": 1}), ("POST", "/restart", {})):
+        status, answer = call(port, method, path, body, JSON)
+        assert status == 401 and "token" in answer["message"], (path, answer)
+        status, _ = call(port, method, path, body, {**JSON, "Authorization": "Bearer wrong"})
+        assert status == 401, path
+        status, _ = call(port, method, path, body, {**JSON, "Authorization": "Basic czNjcmV0"})
+        assert status == 401, path
+    assert guarded.call(lambda: guarded.server.runtime.clock_offset_ms) == 0
+    assert not guarded.server.restart_requested.is_set()
+    assert call(port, "GET", "/health")[0] == 200
+    assert call(port, "GET", "/")[0] == 200
+    assert call(port, "GET", "/groups", headers={"Authorization": "Bearer s3cret"})[0] == 200
+    assert call(port, "POST", "/clock/advance", {"ms": 1}, {**JSON, "Authorization": "Bearer s3cret"})[0] == 200
+
+    admin = f"127.0.0.1:{port}"
+    monkeypatch.delenv("TENURE_ADMIN_TOKEN", raising=False)
+    assert main(["groups", "--admin", admin, "list"]) == 1
+    assert "token" in capsys.readouterr().err
+    assert main(["groups", "list", "--admin", admin, "--admin-token", "s3cret"]) == 0
+    monkeypatch.setenv("TENURE_ADMIN_TOKEN", "s3cret")
+    assert main(["fault", "--admin", admin, "list"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+# ---------------------------------------------------------------------- where it listens, what it lists
+def test_admin_endpoint_binds_loopback_whatever_host_is():
+    with ServerThread(ServerConfig(host="0.0.0.0", port=0, admin_port=0)) as s:
+        assert s.call(lambda: s.server._server.sockets[0].getsockname()[0]) == "0.0.0.0"
+        assert s.call(lambda: s.server.admin_sockets()) == [("127.0.0.1", s.admin_port)]
+        assert s.server.admin_address == f"127.0.0.1:{s.admin_port}"
+    with ServerThread(ServerConfig(port=0, admin_port=0, admin_host="0.0.0.0")) as s:   # asked for
+        assert s.call(lambda: s.server.admin_sockets()) == [("0.0.0.0", s.admin_port)]
+        assert s.server.admin_address == f"127.0.0.1:{s.admin_port}"
+
+
+def test_index_lists_every_endpoint():
+    with ServerThread(ServerConfig(port=0, admin_port=0)) as s:
+        status, index = call(s.admin_port, "GET", "/")
+        assert status == 200
+        listed = {(e["method"], e["path"]) for e in index["endpoints"]}
+        routes = s.call(lambda: {(r.method, r.resource.canonical) for r in s.server._admin.app.router.routes()
+                                 if r.method != "HEAD"})
+        assert listed == routes and ("GET", "/") in listed and ("POST", "/clock/advance") in listed
+        assert all(e["description"] for e in index["endpoints"])
+        assert index["state_changing"]["content_type"] == "application/json"
