@@ -4,6 +4,7 @@ See docs/audit.md for the tables, the rules behind every column and the anomaly 
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -23,6 +24,7 @@ from pyspark.sql import types as T
 from . import read
 from .fold import END_CAUSES, HISTORY_FIELDS, fold_member_map
 
+EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors")
 EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
 
@@ -40,9 +42,13 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     # offset commits
     ("topic", S), ("topic_partition", I), ("committed_offset", L), ("commit_time", L), ("metadata", S),
 )])
+# what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
+# G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
+ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.StructField("meta", S)])
 ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
                              T.StructField("position", L), T.StructField("offset", L),
                              T.StructField("kind", S), T.StructField("reason", S)])
+assert len(RECORD_SCHEMA.fields) == read.RECORD_COLUMNS and tuple(ERROR_SCHEMA.names) == read.ERROR_FIELDS
 GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("from_offset", L),
                            T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
@@ -68,6 +74,8 @@ class Options:
     report: bool = True
     read_attempts: int = 3            # reads of a partition whose files a compaction swap changed meanwhile
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
+    python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
+    conf: dict | None = None          # further Spark settings
 
 
 _T0 = time.monotonic()
@@ -95,7 +103,13 @@ def package_zip(dest_dir: str) -> str:
     return path
 
 
-def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession:
+def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str | None = None,
+            conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for the audit. A local master runs the workers on this interpreter. Any other
+    master gets the `tenure` package as a zip (`addPyFile`) and, with `python_env`, a packed Python
+    environment holding the executors' third-party dependencies (`tenure.audit.pack`): shipped with
+    `spark.archives` and unpacked as `./environment` in each executor's working directory, whose
+    `bin/python` runs the Python workers. `conf`: further Spark settings (`--conf K=V`)."""
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4")
@@ -111,6 +125,13 @@ def session(master: str = "local[*]", app: str = "tenure-audit") -> SparkSession
         # the JVM reads it at start: without it Spark warns that the host name resolves to a loopback
         # address and picks another interface, which a local run never uses
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    elif python_env is not None:
+        where = python_env if "://" in python_env else os.path.abspath(python_env)   # hdfs://, s3a://, ...
+        b = b.config("spark.archives", f"{where}#{EXECUTOR_ENV_DIR}")
+        # read by SparkContext when it starts: the executors' Python workers run the packed interpreter
+        os.environ["PYSPARK_PYTHON"] = f"./{EXECUTOR_ENV_DIR}/bin/python"
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
     # py4j logs each gateway connection it closes at INFO; the audit's own progress lines are enough
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = b.getOrCreate()
@@ -199,10 +220,12 @@ def load(spark: SparkSession, opts: Options,
             after_listing(attempt, listings)
         if not listings:
             break
-        raw = sc.parallelize(units, max(len(units), 1)).flatMap(read.read_unit)
-        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)   # read once; spilled, not re-read, under pressure
+        rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
+        # decoded once, straight into JVM rows (no second pass through Python), kept for every later stage
+        raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
-            meta = raw.filter(lambda t: t[0] in ("I", "G")).collect()     # one pass: fills the cache
+            meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
+                    for r in raw.filter(F.col("kind").isin("I", "G")).select("kind", "meta").collect()]
         after, _ = read.list_partitions(opts.data_dir, set(listings))
         by_part: dict[int, list] = {}
         for t in meta:
@@ -221,7 +244,9 @@ def load(spark: SparkSession, opts: Options,
             gaps += read.partition_gaps(lst, rows)
         stable = frozenset(listings) - frozenset(reasons)
         if stable:
-            kept.append(raw.filter(lambda t, keep=stable: t[0] in ("R", "E") and read.row_partition(t) in keep))
+            kept.append(raw.filter(F.col("kind").isin("R", "E") & F.col("partition").isin(sorted(stable))))
+        else:
+            raw.unpersist()
         if not reasons:
             break
         rereads |= set(reasons)
@@ -233,9 +258,12 @@ def load(spark: SparkSession, opts: Options,
             unstable_rows.append((listings[p].dir, p, None, None, read.UNSTABLE,
                                   f"{why}; still changing after {opts.read_attempts} read(s): the partition's "
                                   f"records are left out, run the audit again"))
-    raw_all = sc.union(kept) if kept else sc.emptyRDD()
-    records = spark.createDataFrame(raw_all.filter(lambda t: t[0] == "R").map(lambda t: t[1]), RECORD_SCHEMA)
-    errors = spark.createDataFrame(raw_all.filter(lambda t: t[0] == "E").map(lambda t: t[1]), ERROR_SCHEMA)
+    raw_all = spark.createDataFrame([], ROW_SCHEMA)
+    for df in kept:
+        raw_all = raw_all.unionByName(df)
+    records = raw_all.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
+    errors = (raw_all.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
+              .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
     if unstable_rows:
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
     if opts.group is not None:
@@ -279,12 +307,14 @@ def generations(records: DataFrame, events: DataFrame) -> DataFrame:
                     | (F.col("generation") != F.col("prev_generation")))
     ev = (events.filter(~F.col("tombstone") & (F.col("cause") != "fenced"))
           .select(F.col("group").alias("e_group"), F.col("log_partition").alias("e_part"),
-                  F.col("log_offset").alias("e_offset"), F.col("cause").alias("e_cause")))
+                  F.col("log_offset").alias("e_offset"), F.col("cause").alias("e_cause"),
+                  F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time"))
+                  .alias("e_time")))
     joined = new.join(ev, (new["group"] == ev["e_group"]) & (new["partition"] == ev["e_part"])
                       & (ev["e_offset"] < new["offset"])
                       & (new["prev_offset"].isNull() | (ev["e_offset"] > new["prev_offset"])), "left")
     agg = (joined.groupBy("group", "partition", "offset")
-           .agg(F.array_sort(F.collect_set("e_cause")).alias("causes")))
+           .agg(F.array_sort(F.collect_set("e_cause")).alias("causes"), F.min("e_time").alias("first_event")))
     member_ids = F.transform(F.col("members"), lambda m: m["member_id"])
     prev_ids = F.transform(F.col("prev_members"), lambda m: m["member_id"])
     trigger = (F.when(F.col("tombstone"), F.lit("group_deleted"))
@@ -299,8 +329,23 @@ def generations(records: DataFrame, events: DataFrame) -> DataFrame:
                     F.transform(F.coalesce("members", F.array()),
                                 lambda m: F.struct(m["member_id"].alias("member_id"),
                                                    m["instance_id"].alias("instance_id"))).alias("members"),
-                    trigger.alias("trigger"), F.col("partition").alias("log_partition"),
-                    F.col("offset").alias("log_offset"), "state_timestamp"))
+                    trigger.alias("trigger"),
+                    # the first triggering event's time: the rebalance ran from there to `time`
+                    F.least("first_event", F.col("timestamp")).alias("rebalance_start"),
+                    F.array_sort(F.array_except(F.coalesce(F.transform("members", _who), F.array()),
+                                                F.coalesce(F.transform("prev_members", _who), F.array())))
+                    .alias("joined"),
+                    F.array_sort(F.array_except(F.coalesce(F.transform("prev_members", _who), F.array()),
+                                                F.coalesce(F.transform("members", _who), F.array())))
+                    .alias("left"),
+                    F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
+                    "state_timestamp"))
+
+
+def _who(m):
+    """A member as people name it: `instance id (member id)` for a static member, else the member id."""
+    return F.when(m["instance_id"].isNotNull(), F.concat(m["instance_id"], F.lit(" ("), m["member_id"], F.lit(")"))
+                  ).otherwise(m["member_id"])
 
 
 def _in_window(col, opts: Options):
@@ -403,11 +448,11 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
 def build(spark: SparkSession, opts: Options,
           after_listing: Callable[[int, dict], None] | None = None) -> tuple[dict[str, DataFrame], int]:
     got = load(spark, opts, after_listing)
-    records, errors = got.records.cache(), got.errors.cache()
-    n = records.count()          # from the persisted read; everything after works on the cached rows
+    records, errors = got.records, got.errors      # over the persisted read: nothing is decoded again
+    n = records.count()
     progress(f"{n} record(s) decoded, {errors.count()} error row(s)"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    events = static_events(records)
+    events = static_events(records).cache()       # a few percent of the records; read by every later stage
     history = member_map_history(spark, records).cache()
     gens = generations(records, events).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
@@ -418,7 +463,8 @@ def build(spark: SparkSession, opts: Options,
         "generations": gens_w,
         "static_events": events_w,
         "offsets_history": _window(offsets_history(records), "log_time", None, opts),
-        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts),
+        # written, summarised and reported: computed once (a self-join and windows over the history)
+        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts).cache(),
         "errors": errors,
     }
     return tables, got.files
@@ -432,14 +478,27 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
               .groupBy("c").count().collect()):
         by_cause[r["c"]] = r["count"]
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
+    ev = tables["static_events"]
+    events = {r["cause"]: r["count"] for r in ev.filter(~F.col("tombstone")).groupBy("cause").count().collect()}
+    # the large table is scanned once: its count and time span together
+    offsets = tables["offsets_history"].agg(F.count("*").alias("n"), F.min("log_time").alias("a"),
+                                            F.max("log_time").alias("b")).first()
+    small = (tables["generations"].select(F.col("time").alias("t"))
+             .unionByName(ev.select(F.col("log_time").alias("t")))
+             .agg(F.min("t").alias("a"), F.max("t").alias("b")).first())
+    firsts = [x for x in (offsets["a"], small["a"]) if x is not None]
+    lasts = [x for x in (offsets["b"], small["b"]) if x is not None]
+    span = {"a": min(firsts) if firsts else None, "b": max(lasts) if lasts else None}
     return {
+        "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
+        "first_time": span["a"], "last_time": span["b"],
         "groups": h.select("group").union(tables["generations"].select("group")).distinct().count(),
         "instances": h.select("group", "instance_id").distinct().count(),
         "member_ids": h.count(),
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": tables["generations"].filter(F.col("generation").isNotNull()).count(),
         "static_events": tables["static_events"].count(),
-        "offset_commits": tables["offsets_history"].count(),
+        "offset_commits": offsets["n"],
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
         "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out
         "errors_by_kind": errs,
@@ -448,8 +507,9 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
 
 def summary_table(s: dict) -> str:
     rows = [("groups", s["groups"]), ("instances", s["instances"]), ("member ids (intervals)", s["member_ids"])]
-    rows += [(f"  start/end by {c}", n) for c, n in s["changes_by_cause"].items()]
-    rows += [("generations", s["generations"]), ("static events", s["static_events"]),
+    rows += [("generations", s["generations"]), ("static events", s["static_events"])]
+    rows += [(f"  {c}", n) for c, n in s["events_by_cause"].items()]
+    rows += [
              ("offset commits", s["offset_commits"]), ("anomalies", sum(s["anomalies"].values()))]
     rows += [(f"  {k}", n) for k, n in sorted(s["anomalies"].items())]
     rows += [("errors", s["errors"])]
@@ -467,7 +527,10 @@ def run(opts: Options, spark: SparkSession | None = None,
     own = spark is None
     if own:
         progress(f"starting Spark ({opts.master})")
-        spark = session(opts.master)
+        if not opts.master.startswith("local") and opts.python_env is None:
+            progress("warning: no --python-env: the executors' Python must have kafka-python and crc32c "
+                     "installed (docs/audit.md, running on a cluster)")
+        spark = session(opts.master, python_env=opts.python_env, conf=opts.conf)
     try:
         tables, _ = build(spark, opts, after_listing)
         out = Path(opts.out)
@@ -479,7 +542,7 @@ def run(opts: Options, spark: SparkSession | None = None,
         if opts.report:
             from .report import write_report
             progress("rendering report.html")
-            write_report(tables, s, out)
+            write_report(tables, s, out, opts)
         print(summary_table(s))
         progress(f"done in {time.monotonic() - t0:.1f} s; tables and report in {out}")
         return (1 if s["errors"] else 0), s

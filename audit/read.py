@@ -23,6 +23,7 @@ checkpoint); the driver collects those (one per file, gaps are rare) for the che
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -239,6 +240,24 @@ def _record_row(part, offset, timestamp, record) -> tuple:
             record.topic, record.partition, None if record.tombstone else record.offset,
             None if record.tombstone else record.commit_timestamp,
             None if record.tombstone else record.metadata)
+
+
+ERROR_FIELDS = ("file", "log_partition", "position", "offset", "kind", "reason")
+RECORD_COLUMNS = 25                # len(_record_row(...)): the `records` schema, partition first
+
+
+def unit_rows(unit: Unit):
+    """read_unit as flat rows of one schema (`tenure.audit.job.ROW_SCHEMA`): the row kind, the record
+    columns (a record's; else only the log partition), and for the other kinds their payload as JSON -
+    so a unit's output becomes one DataFrame, read and decoded once."""
+    blank = (None,) * (RECORD_COLUMNS - 1)
+    for kind, payload in read_unit(unit):
+        if kind == "R":
+            yield (kind, *payload, None)
+        elif kind == "E":
+            yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload))))
+        else:
+            yield (kind, row_partition((kind, payload)), *blank, json.dumps(payload))
 
 
 def _error(unit: Unit, position, offset, kind, reason) -> tuple:

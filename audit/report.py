@@ -1,73 +1,363 @@
-"""report.html with PNG plots, from small aggregates (only aggregates are brought to the driver)."""
+"""report.html: one self-contained page (inline CSS and SVG, no network) built around the questions people
+audit a member map for - who held instance X, when, and why did that change; why did the group rebalance;
+what looks wrong. Only bounded aggregates come to the driver: at most MAX_GROUPS groups, MAX_LANES instances
+per group (those with the most churn, the rest summarised in a sentence), MAX_ROWS rows per table.
+
+Times are UTC ISO 8601, durations in ms/s/min/h; the tables' raw epoch milliseconds never show.
+"""
 from __future__ import annotations
 
 import html
+import io
+import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.fonttype"] = "none"       # text stays text in the page (searchable, small)
+matplotlib.rcParams["svg.hashsalt"] = "tenure"      # stable element ids from run to run
+import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from pyspark.sql import Window  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+MAX_GROUPS = 10        # groups drawn (the most active); the others are named in a sentence
+MAX_LANES = 20         # instances drawn per group (the most churn)
+MAX_ROWS = 300         # rows per table and per group (the latest)
+MAX_MARKS = 2000       # event marks per group
+LABEL_LINES = 40       # rebalance lines are labelled with their cause up to this many per plot
 
-def _plot_rebalances(gens, path: Path) -> None:
-    pdf = (gens.filter(F.col("generation").isNotNull())
-           .groupBy("group", (F.col("time") / 1000).cast("long").alias("second")).count()
-           .orderBy("group", "second").toPandas())
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    for g, part in pdf.groupby("group"):
-        ax.step(part["second"] - pdf["second"].min(), part["count"].cumsum(), where="post", label=str(g))
-    ax.set_xlabel("seconds since the first rebalance")
-    ax.set_ylabel("rebalances (cumulative)")
-    ax.set_title("Rebalances over time per group")
-    if len(pdf):
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path)
+START_COLOURS = {"joined": "#2e7d32", "replaced": "#1565c0", "unknown": "#9e9e9e"}
+MARKS = {  # cause -> (marker, colour, legend label)
+    "fenced": ("x", "#c62828", "fenced request"),
+    "expired": ("v", "#ef6c00", "session expired"),
+    "registration_expired": ("v", "#ef6c00", "session expired"),
+    "sync_expired": ("v", "#ef6c00", "session expired"),
+    "left": ("<", "#6a1b9a", "left"),
+    "removed": ("D", "#212121", "removed by an admin"),
+    "group_full": ("s", "#ad1457", "group full"),
+}
+CAUSE_WORDS = {
+    "joined": "joined", "replaced": "a restart (replaced)", "unknown": "unknown (its event was compacted away)",
+    "expired": "session expired", "registration_expired": "session expired (registration)",
+    "sync_expired": "session expired (sync)", "left": "left", "removed": "removed by an admin",
+    "group_full": "group full", "group_deleted": "group deleted", "forced_rebalance": "forced rebalance",
+    "initial": "first generation", "dynamic_membership": "dynamic members changed",
+}
+
+
+# ---------------------------------------------------------------------------------------- formatting
+def iso(ms) -> str:
+    """UTC ISO 8601 with milliseconds, e.g. 2026-11-23T23:58:31.123Z; '-' for none."""
+    if ms is None or ms != ms:                      # None or NaN (pandas)
+        return "-"
+    t = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def duration(ms) -> str:
+    """A duration for people: 850 ms, 12.3 s, 4.5 min, 2.1 h, 3.0 days."""
+    if ms is None or ms != ms:
+        return "-"
+    ms = int(ms)
+    if abs(ms) < 1000:
+        return f"{ms} ms"
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if abs(ms) >= size:
+            return f"{ms / size:.1f} {unit}"
+    return f"{ms / 1000:.1f} s"
+
+
+def cause_words(c) -> str:
+    if c is None or c != c:
+        return "-"
+    return "+".join(CAUSE_WORDS.get(x, x) for x in str(c).split("+"))
+
+
+def slug(*parts) -> str:
+    """An HTML id for a group or an instance lane."""
+    return "-".join(re.sub(r"[^A-Za-z0-9_.-]", "_", str(p)) for p in parts)
+
+
+def _e(x) -> str:
+    return html.escape("-" if x is None or x != x else str(x))
+
+
+def _table(headers: list[str], rows: list[list[str]], row_ids: list[str | None] | None = None) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for i, r in enumerate(rows):
+        rid = row_ids[i] if row_ids else None
+        attr = f' id="{rid}"' if rid else ""
+        body.append(f"<tr{attr}>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+# ---------------------------------------------------------------------------------------- data
+def _latest(df, n: int, order):
+    """Each group's n rows first in `order` (a window: one job for all groups)."""
+    w = Window.partitionBy("group").orderBy(*order)
+    return df.withColumn("_n", F.row_number().over(w)).filter(F.col("_n") <= n).drop("_n")
+
+
+def collect(tables) -> tuple[dict[str, dict], int]:
+    """Everything the page draws, for the MAX_GROUPS most active groups (generations + member ids), in a
+    handful of Spark jobs whatever the number of groups; and how many groups there are."""
+    h, gens = tables["member_map_history"], tables["generations"]
+    ev = tables["static_events"].filter(~F.col("tombstone"))
+    act = (gens.groupBy("group").count().unionByName(h.groupBy("group").count())
+           .groupBy("group").agg(F.sum("count").alias("n")))
+    total = act.count()
+    groups = [r["group"] for r in act.orderBy(F.desc("n"), "group").limit(MAX_GROUPS).collect()]
+    if not groups:
+        return {}, total
+    h, gens, ev = (df.filter(F.col("group").isin(groups)) for df in (h, gens, ev))
+    marks_ev = ev.filter(F.col("cause").isin(*MARKS))
+    churn = (h.groupBy("group", "instance_id").agg(F.count("*").alias("ids"))
+             .join(marks_ev.groupBy("group", "instance_id").agg(F.count("*").alias("marks")),
+                   ["group", "instance_id"], "full").fillna(0, ["ids", "marks"])
+             .withColumn("instances", F.count("*").over(Window.partitionBy("group"))))
+    lanes_df = _latest(churn, MAX_LANES, [F.desc("ids"), F.desc("marks"), "instance_id"]).cache()
+    lanes = lanes_df.orderBy("group", F.desc("ids"), F.desc("marks"), "instance_id").toPandas()
+    on_lane = lambda df: df.join(F.broadcast(lanes_df.select("group", "instance_id")),  # noqa: E731
+                                 ["group", "instance_id"], "left_semi")
+    intervals = _latest(on_lane(h), MAX_ROWS * 4, [F.desc("valid_from_offset")]).select(
+        "group", "instance_id", "member_id", "valid_from_time", "valid_to_time", "start_cause", "end_cause",
+        "from_generation", "to_generation", "valid_from_offset").toPandas()
+    marks = _latest(on_lane(marks_ev), MAX_MARKS, [F.desc("log_offset")]).select(
+        "group", "instance_id", "cause", "old_member_id",
+        F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time")).alias("time")
+    ).toPandas()
+    gen_rows = _latest(gens, MAX_ROWS, [F.desc("log_offset")]).select(
+        "group", "generation", "time", "rebalance_start", "trigger", "member_count", "joined", "left",
+        "log_offset").toPandas().sort_values("log_offset")
+    spans = {r["group"]: (r["a"], r["b"]) for r in (
+        h.select("group", F.col("valid_from_time").alias("a"), F.col("valid_to_time").alias("b"))
+        .unionByName(gens.select("group", F.col("time").alias("a"), F.col("time").alias("b")))
+        .unionByName(ev.select("group", F.col("log_time").alias("a"), F.col("log_time").alias("b")))
+        .groupBy("group").agg(F.min("a").alias("a"), F.max("b").alias("b")).collect())}
+    lanes_df.unpersist()
+    out = {}
+    for g in groups:
+        mine = lanes[lanes["group"] == g]
+        first, last = spans.get(g, (None, None))
+        out[g] = dict(lanes=list(mine["instance_id"]), instances=int(mine["instances"].max()) if len(mine) else 0,
+                      intervals=intervals[intervals["group"] == g], marks=marks[marks["group"] == g],
+                      gens=gen_rows[gen_rows["group"] == g], first=first, last=last)
+    return out, total
+
+
+# ---------------------------------------------------------------------------------------- timeline
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
     plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]                 # inline: no XML declaration or doctype
 
 
-def _bar(pdf, value: str, title: str, ylabel: str, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    labels = [f"{g}/{i}" for g, i in zip(pdf["group"], pdf["instance_id"])]
-    ax.bar(range(len(labels)), pdf[value])
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize="small")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+def timeline_svg(group: str, d: dict) -> str:
+    """One lane per instance id, one bar per member id (coloured by how it started), marks for fenced
+    requests, expiries, leaves and removals, and a vertical line per rebalance labelled with its cause."""
+    lanes = d["lanes"]
+    first, last = d["first"], d["last"]
+    if last is None or first is None:
+        return ""
+    pad = max((last - first) * 0.02, 500)
+    lo, hi = first - pad, last + pad
+    to_num = lambda ms: mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=timezone.utc))  # noqa: E731
+    fig, ax = plt.subplots(figsize=(11, 1.4 + 0.45 * len(lanes)))
+    y = {iid: i for i, iid in enumerate(reversed(lanes))}
+    for iid in lanes:
+        part = d["intervals"][d["intervals"]["instance_id"] == iid]
+        spans, colours = [], []
+        for r in part.itertuples():
+            start = r.valid_from_time
+            end = r.valid_to_time if r.valid_to_time == r.valid_to_time and r.valid_to_time is not None else last
+            spans.append((to_num(start), max(to_num(end) - to_num(start), to_num(lo + 50) - to_num(lo))))
+            colours.append(START_COLOURS.get(r.start_cause, "#9e9e9e"))
+        coll = ax.broken_barh(spans, (y[iid] - 0.35, 0.7), facecolors=colours, edgecolor="white", linewidth=0.8)
+        coll.set_gid(f"lane-{slug(group, iid)}")
+    seen = {}
+    for r in d["marks"].itertuples():
+        marker, colour, label = MARKS[r.cause]
+        ax.plot([to_num(r.time)], [y[r.instance_id]], marker=marker, color=colour, markersize=8, linestyle="none",
+                markeredgewidth=2)
+        seen[label] = (marker, colour)
+    gens = d["gens"][d["gens"]["generation"].notna()]
+    for i, r in enumerate(gens.itertuples()):
+        x = to_num(r.time)
+        ax.axvline(x, color="#757575", linestyle="--", linewidth=0.8, zorder=0)
+        if len(gens) <= LABEL_LINES:
+            ax.text(x, len(lanes) - 0.45, f" gen {int(r.generation)}: {cause_words(r.trigger)}", rotation=90,
+                    va="top", ha="right", fontsize=7, color="#424242")
+    ax.set_yticks(range(len(lanes)), list(reversed(lanes)))
+    ax.set_ylim(-0.6, len(lanes) - 0.4)
+    ax.set_xlim(to_num(lo), to_num(hi))
+    loc = mdates.AutoDateLocator(tz=timezone.utc)
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=timezone.utc))
+    ax.set_xlabel("time (UTC)")
+    ax.set_title(f"group {group}: who held each instance id")
+    handles = [Patch(color=c, label=f"member id, started by {cause_words(k)}") for k, c in START_COLOURS.items()
+               if (d["intervals"]["start_cause"] == k).any()]
+    handles += [Line2D([], [], marker=m, color=c, linestyle="none", label=lab) for lab, (m, c) in seen.items()]
+    handles.append(Line2D([], [], color="#757575", linestyle="--", label="rebalance (new generation)"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return _svg(fig)
 
 
-def write_report(tables, summary: dict, out: Path) -> None:
-    h = tables["member_map_history"]
-    _plot_rebalances(tables["generations"], out / "rebalances.png")
-    changes = (h.groupBy("group", "instance_id").agg(F.count("*").alias("member_ids"))
-               .orderBy("group", "instance_id").limit(60).toPandas())
-    _bar(changes, "member_ids", "Member ids per instance", "member ids", out / "member_id_changes.png")
-    w = Window.partitionBy("group", "instance_id").orderBy("valid_from_offset")
-    offline = (h.withColumn("prev_to", F.lag("valid_to_time").over(w))
-               .withColumn("gap", F.greatest(F.col("valid_from_time") - F.col("prev_to"), F.lit(0)))
-               .groupBy("group", "instance_id").agg(F.coalesce(F.sum("gap"), F.lit(0)).alias("offline_ms"))
-               .orderBy("group", "instance_id").limit(60).toPandas())
-    offline["offline_s"] = offline["offline_ms"] / 1000.0
-    _bar(offline, "offline_s", "Time offline per instance (between member ids)", "seconds",
-         out / "time_offline.png")
-    anomalies = tables["anomalies"].orderBy("kind", "group", "instance_id").limit(200).toPandas()
-    rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
-                   for k, v in summary.items())
+# ---------------------------------------------------------------------------------------- sections
+def _lanes_table(group: str, d: dict) -> str:
+    rows, ids, first_row = [], [], set()
+    iv = d["intervals"].sort_values(["instance_id", "valid_from_offset"])
+    order = {iid: i for i, iid in enumerate(d["lanes"])}
+    iv = iv.assign(_o=iv["instance_id"].map(order)).sort_values(["_o", "valid_from_offset"])
+    for r in iv.itertuples():
+        open_ = r.valid_to_time is None or r.valid_to_time != r.valid_to_time
+        held = "held at the end of the log" if open_ else duration(r.valid_to_time - r.valid_from_time)
+        gens = f"{int(r.from_generation)}" + ("" if open_ or r.to_generation != r.to_generation
+                                              else f" to {int(r.to_generation)}")
+        rows.append([_e(r.instance_id), f"<code>{_e(r.member_id)}</code>", _e(iso(r.valid_from_time)),
+                     _e("-" if open_ else iso(r.valid_to_time)), _e(held), _e(cause_words(r.start_cause)),
+                     _e("-" if open_ else cause_words(r.end_cause)), _e(gens)])
+        rid = None
+        if r.instance_id not in first_row:
+            first_row.add(r.instance_id)
+            rid = f"instance-{slug(group, r.instance_id)}"
+        ids.append(rid)
+    return _table(["instance id", "member id", "from", "to", "held for", "started by", "ended by", "generations"],
+                  rows, ids)
+
+
+def _generations_table(d: dict) -> str:
+    rows = []
+    for r in d["gens"].itertuples():
+        took = (r.time - r.rebalance_start) if r.rebalance_start == r.rebalance_start and r.rebalance_start is not None \
+            else None
+        rows.append([_e("deleted" if r.generation != r.generation else int(r.generation)), _e(iso(r.time)),
+                     _e(duration(took)), _e(cause_words(r.trigger)), _e(int(r.member_count)),
+                     _e(", ".join(r.joined) if r.joined is not None and len(r.joined) else "-"),
+                     _e(", ".join(r.left) if r.left is not None and len(r.left) else "-")])
+    return _table(["generation", "at", "rebalance took", "cause", "members", "joined", "left"], rows)
+
+
+SENTENCES = {   # anomaly kind -> what it says (fields: see anomaly_sentence)
+    "fenced_duplicate_instance": "{n} request(s) for instance {i} of group {g} were fenced (FENCED_INSTANCE_ID) "
+                                 "{when}: two processes use this group.instance.id, or a replaced member kept "
+                                 "running. {detail}.",
+    "concurrent_member_ids": "Instance {i} of group {g} was held by two member ids at once (first at {first}); "
+                             "{detail}.",
+    "rebalance_storm": "Group {g} rebalanced {n} times within {window} (more than {k}), {when}.",
+    "repeated_expiry": "The session of instance {i} of group {g} expired {n} times {when}: the consumer stalls "
+                       "or stops for longer than session.timeout.ms.",
+    "instance_churn": "Instance {i} of group {g} had {n} member ids {when}: each restart or expiry gives it a "
+                      "new one.",
+    "log_damage": "The log is damaged: {detail}.",
+    "log_gap": "Records are missing from the log: {detail}.",
+}
+
+
+def anomaly_sentence(r: dict, opts) -> str:
+    return SENTENCES.get(r["kind"], "{kind}: {detail}").format(
+        kind=r["kind"], g=r["group"], i=r["instance_id"], n=r["count"], detail=r["detail"],
+        first=iso(r["first_time"]), when=f"between {iso(r['first_time'])} and {iso(r['last_time'])}",
+        window=duration(opts.storm_window_ms), k=opts.storm_k)
+
+
+def _anomalies(tables, opts, drawn: dict[str, list[str]]) -> tuple[str, int]:
+    df = tables["anomalies"]
+    total = df.count()
+    if not total:
+        return "<p>Nothing looks wrong: no anomalies.</p>", 0
+    rows = df.orderBy("kind", "group", "instance_id").limit(MAX_ROWS).collect()
+    items = []
+    for r in rows:
+        r = r.asDict()
+        link = ""
+        if r["group"] is not None and r["instance_id"] is not None:
+            if r["instance_id"] in drawn.get(r["group"], ()):
+                link = f' <a href="#instance-{slug(r["group"], r["instance_id"])}">the lane of {_e(r["instance_id"])}</a>'
+            else:
+                link = " (this instance is not among those drawn: see member_map_history)"
+        elif r["group"] is not None and r["group"] in drawn:
+            link = f' <a href="#group-{slug(r["group"])}">the group\'s timeline</a>'
+        items.append(f'<li class="anomaly {_e(r["kind"])}"><b>{_e(r["kind"])}</b>: {_e(anomaly_sentence(r, opts))}'
+                     f"{link}</li>")
+    more = f"<p>{total - len(rows)} more in the anomalies table.</p>" if total > len(rows) else ""
+    return f"<ul>{''.join(items)}</ul>{more}", total
+
+
+def _summary(s: dict) -> str:
+    ev = s["events_by_cause"]
+    evs = ", ".join(f"{cause_words(c)} {n}" for c, n in sorted(ev.items())) or "none"
+    an = ", ".join(f"{k} {n}" for k, n in sorted(s["anomalies"].items())) or "none"
+    errs = ", ".join(f"{k} {n}" for k, n in sorted(s["errors_by_kind"].items()))
+    span = (f"The log covers {iso(s['first_time'])} to {iso(s['last_time'])} "
+            f"({duration(s['last_time'] - s['first_time'])})." if s["first_time"] is not None else
+            "The log holds no group records.")
+    rows = [["groups", s["groups"]], ["instance ids", s["instances"]], ["member ids held (intervals)", s["member_ids"]],
+            ["generations (rebalances completed)", s["generations"]],
+            ["static-member events", f"{s['static_events']} ({evs})"], ["offset commits", s["offset_commits"]],
+            ["anomalies", f"{sum(s['anomalies'].values())} ({an})"],
+            ["read errors", f"{s['errors']}" + (f" ({errs})" if errs else "")]]
+    return f"<p>{_e(span)}</p>" + _table(["", "count"], [[_e(a), _e(b)] for a, b in rows])
+
+
+CSS = """body{font-family:sans-serif;max-width:75em;margin:auto;padding:0 1em;color:#212121}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%;
+text-align:left;vertical-align:top}th{background:#f5f5f5}code{font-size:85%}svg{max-width:100%;height:auto}
+tr:target{background:#fff59d}li{margin:.3em 0}section{margin-bottom:2em}"""
+
+
+def write_report(tables, summary: dict, out: Path, opts=None) -> None:
+    data, n_groups = collect(tables)
+    groups = list(data)
+    sections, drawn = [], {}
+    for g in groups:
+        d = data[g]
+        drawn[g] = d["lanes"]
+        parts = [f'<section id="group-{slug(g)}"><h2>Group {_e(g)}</h2>']
+        parts.append("<h3>Who held each instance, when, and why it changed</h3>")
+        if d["lanes"]:
+            rest = d["instances"] - len(d["lanes"])
+            if rest > 0:
+                parts.append(f"<p>The {len(d['lanes'])} instances with the most churn are drawn; {rest} other "
+                             f"instance(s) with fewer member ids are in the member_map_history table.</p>")
+            parts.append(f'<div class="timeline">{timeline_svg(g, d)}</div>')
+            parts.append(_lanes_table(g, d))
+        else:
+            parts.append("<p>No static member (group.instance.id) ever held a place in this group: it has only "
+                         "dynamic members, so there is no instance to draw.</p>")
+        parts.append("<h3>Why the group rebalanced</h3>")
+        if len(d["gens"]):
+            parts.append(_generations_table(d))
+        else:
+            parts.append("<p>No generation of this group is in the log (its GroupMetadata records are gone or "
+                         "outside --since/--until).</p>")
+        parts.append("</section>")
+        sections.append("".join(parts))
+    if not groups:
+        sections.append("<p>No group records in the log: nothing to draw.</p>")
+    elif n_groups > len(groups):
+        sections.append(f"<p>{n_groups - len(groups)} less active group(s) are not drawn; their rows are in the "
+                        f"tables.</p>")
+
+    class _Defaults:
+        storm_k, storm_window_ms = 5, 60_000
+    anomalies, _ = _anomalies(tables, opts or _Defaults, drawn)
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>tenure audit</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:auto}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}</style></head><body>
-<h1>tenure audit of the member-map history</h1>
-<h2>Summary</h2><table>{rows}</table>
-<h2>Rebalances over time</h2><img src="rebalances.png" alt="rebalances over time per group">
-<h2>Member-id changes per instance</h2><img src="member_id_changes.png" alt="member ids per instance">
-<h2>Time offline per instance</h2><img src="time_offline.png" alt="time offline per instance">
-<h2>Anomalies</h2>{anomalies.to_html(index=False, escape=True) if len(anomalies) else "<p>none</p>"}
-<p>Tables (Parquet): {", ".join(html.escape(t) for t in tables)}; see docs/audit.md.</p>
+<style>{CSS}</style></head><body>
+<h1>tenure audit: the static members' history</h1>
+<h2>Summary</h2>{_summary(summary)}
+<h2>What looks wrong</h2>{anomalies}
+{''.join(sections)}
+<p>All times UTC. The full tables (Parquet): {", ".join(html.escape(t) for t in tables)}.</p>
 </body></html>
 """
     (out / "report.html").write_text(doc, encoding="utf-8")

@@ -21,6 +21,11 @@ elif [ "${1:-}" = "test" ]; then
     $SUDO apt-get update -q >/dev/null
     $SUDO apt-get install -y -q kcat >/dev/null
   fi
+  if ! command -v chromium >/dev/null 2>&1; then   # the audit report is rendered in headless Chromium
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -q >/dev/null
+    $SUDO apt-get install -y -q chromium >/dev/null
+  fi
   for tool in java javac; do
     command -v "$tool" >/dev/null 2>&1 || { echo "setup: $tool (JDK 17+) is required for the Java client tests" >&2; exit 1; }
   done

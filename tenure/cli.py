@@ -128,8 +128,15 @@ def _parser() -> argparse.ArgumentParser:
 def _audit_parser(sub) -> None:
     a = sub.add_parser("audit", help="Spark job: the static members' history from a data dir's "
                        "__consumer_offsets (needs the `audit` extra; see docs/audit.md)")
-    a.add_argument("dir", help="the server's --data-dir (read only; safe while a server appends)")
-    a.add_argument("--out", required=True, help="directory for the Parquet tables and report.html")
+    a.add_argument("dir", help="the server's --data-dir (read only; safe while a server appends); with "
+                   "--instance also an audit's --out")
+    a.add_argument("--out", default=None, help="directory for the Parquet tables and report.html (required "
+                   "unless --instance)")
+    a.add_argument("--instance", default=None, metavar="G/I",
+                   help="query: which member id held instance id I of group G at --at, since when and why "
+                        "(exit 1 if none did)")
+    a.add_argument("--at", default=None, help="with --instance: the time (ms since the epoch or ISO 8601)")
+    a.add_argument("--format", choices=("text", "json"), default="text", help="with --instance: the answer's form")
     a.add_argument("--master", default="local[*]", help="Spark master (default local[*], embedded)")
     a.add_argument("--group", default=None, help="only this group")
     a.add_argument("--since", default=None, help="keep rows at or after this time (ms since the epoch or ISO 8601)")
@@ -139,6 +146,11 @@ def _audit_parser(sub) -> None:
     a.add_argument("--expiry-n", type=int, default=2, help="flag instances expiring at least N times (default 2)")
     a.add_argument("--churn-n", type=int, default=4, help="flag instances with at least N member ids (default 4)")
     a.add_argument("--no-report", dest="report", action="store_false", help="skip report.html and the plots")
+    a.add_argument("--python-env", default=None,
+                   help="with a cluster --master: a packed Python environment for the executors "
+                        "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives")
+    a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)")
 
 
 def _time_ms(text: str | None) -> int | None:
@@ -153,8 +165,18 @@ def _time_ms(text: str | None) -> int | None:
     return int(t.timestamp() * 1000)
 
 
+def _audit_module(name: str):
+    """tenure.audit.<name>, or None after saying that the audit extra is missing."""
+    import importlib
+    try:
+        return importlib.import_module(f"tenure.audit.{name}")
+    except ImportError as exc:
+        from tenure.audit import INSTALL_HINT
+        print(f"tenure audit: {exc}; {INSTALL_HINT}", file=sys.stderr)
+        return None
+
+
 def _audit(args: argparse.Namespace) -> int:
-    import os
     if not os.path.isdir(args.dir):
         print(f"tenure audit: {args.dir}: no such directory", file=sys.stderr)
         return 2
@@ -163,15 +185,45 @@ def _audit(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tenure audit: bad --since/--until: {exc}", file=sys.stderr)
         return 2
-    try:
-        from tenure.audit.job import Options, run    # pyspark is imported only here
-    except ImportError as exc:
-        from tenure.audit import INSTALL_HINT
-        print(f"tenure audit: {exc}; {INSTALL_HINT}", file=sys.stderr)
+    if args.instance is not None:
+        return _audit_query(args)
+    if args.out is None:
+        print("tenure audit: --out is required (unless --instance)", file=sys.stderr)
         return 2
-    code, _ = run(Options(args.dir, args.out, master=args.master, group=args.group, since=since, until=until,
-                          storm_k=args.storm_k, storm_window_ms=args.storm_window, expiry_n=args.expiry_n,
-                          churn_n=args.churn_n, report=args.report))
+    conf = {}
+    for item in args.conf:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            print(f"tenure audit: bad --conf {item!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        conf[key] = value
+    if args.python_env is not None and "://" not in args.python_env and not os.path.isfile(args.python_env):
+        print(f"tenure audit: --python-env {args.python_env}: no such file", file=sys.stderr)
+        return 2
+    job = _audit_module("job")                       # pyspark is imported only here
+    if job is None:
+        return 2
+    code, _ = job.run(job.Options(args.dir, args.out, master=args.master, group=args.group, since=since,
+                                  until=until, storm_k=args.storm_k, storm_window_ms=args.storm_window,
+                                  expiry_n=args.expiry_n, churn_n=args.churn_n, report=args.report,
+                                  python_env=args.python_env, conf=conf))
+    return code
+
+
+def _audit_query(args: argparse.Namespace) -> int:
+    if "/" not in args.instance or args.at is None:
+        print("tenure audit: --instance takes GROUP/INSTANCE and needs --at TIME", file=sys.stderr)
+        return 2
+    try:
+        at = _time_ms(args.at)
+    except ValueError as exc:
+        print(f"tenure audit: bad --at: {exc}", file=sys.stderr)
+        return 2
+    query = _audit_module("query")                   # pyarrow (and, on a data dir, pyspark) only here
+    if query is None:
+        return 2
+    code, out = query.run(args.dir, args.instance, at, args.format, args.master)
+    print(out)
     return code
 
 

@@ -188,8 +188,9 @@ def test_the_audit_matches_the_scenarios_ground_truth(spark, tmp_path):
     code, summary = job.run(opts, spark=spark)
     assert code == 0 and summary["errors"] == 0
     out = tmp_path / "out"
-    for f in ("report.html", "rebalances.png", "member_id_changes.png", "time_offline.png"):
-        assert (out / f).stat().st_size > 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for iid in ("inst-a", "inst-b", "inst-c"):                  # a timeline lane per instance id
+        assert f'id="lane-{G}-{iid}"' in page and f'id="instance-{G}-{iid}"' in page
     read = lambda name: [r.asDict() for r in spark.read.parquet(str(out / name)).collect()]  # noqa: E731
 
     # ---- static events: exactly the server's counts per cause, with the member ids of each step
@@ -279,6 +280,7 @@ def test_the_audit_matches_the_scenarios_ground_truth(spark, tmp_path):
     assert summary["groups"] == 1 and summary["instances"] == 3
     assert summary["member_ids"] == n_intervals == 6
     assert summary["changes_by_cause"] == by == {"joined": 3, "replaced": 6, "expired": 1, "removed": 1}
+    assert summary["events_by_cause"] == truth.events           # the report's counts: the server's counters
     assert summary["generations"] == len(expected)
     assert summary["static_events"] == sum(truth.events.values())
     assert summary["anomalies"] == {"fenced_duplicate_instance": 1}

@@ -1,0 +1,57 @@
+"""The Python environment a cluster's executors need, packed for `spark.archives`.
+
+    python -m tenure.audit.pack OUT.tar.gz
+
+What an executor imports of the audit is `tenure` (shipped as a zip by the job itself) and its third-party
+dependencies: kafka-python (pure Python) and crc32c (a C extension, so it cannot travel in a zip on
+`spark.submit.pyFiles`). Spark's own answer for dependencies with native code is a packed environment
+sent with `spark.archives` (venv-pack or conda-pack), which is what this builds: a new virtual
+environment on this interpreter's base Python with exactly the versions the driver runs (installed with
+pip, from the configured index or wheel cache), packed with venv-pack. `tenure audit --python-env
+OUT.tar.gz` ships it. The executors then need nothing installed but a Python of the same version at the
+same path as this one's base interpreter (a venv links to it); a conda-pack environment, which carries its
+interpreter, can be passed to --python-env instead.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+# distribution names of what the executors import (tenure.audit.read/fold and the storage/protocol code
+# they run); pyspark's own worker code comes with Spark on the cluster
+EXECUTOR_REQUIREMENTS = ("kafka-python", "crc32c")
+
+
+def requirements() -> list[str]:
+    """The executors' requirements pinned to the driver's installed versions."""
+    return [f"{name}=={version(name)}" for name in EXECUTOR_REQUIREMENTS]
+
+
+def pack(out: str | Path) -> Path:
+    import venv_pack
+
+    out = Path(out).resolve()
+    with tempfile.TemporaryDirectory(prefix="tenure-audit-env-") as tmp:
+        env = Path(tmp) / "env"
+        subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(env)], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
+                        "--disable-pip-version-check", *requirements()], check=True)
+        out.unlink(missing_ok=True)
+        venv_pack.pack(prefix=str(env), output=str(out), verbose=False)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m tenure.audit.pack OUT.tar.gz", file=sys.stderr)
+        return 2
+    print(pack(args[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Where the audit's executor time goes, per record: one segment file read the way an audit task reads it,
+each step timed alone in CPU seconds (time.process_time, so other load on the machine matters little).
+
+    .venv/bin/python bench/audit_decode.py DATA_DIR/__consumer_offsets-0/00000000000000000000.log
+
+Steps: check_batch over every batch (length, magic, CRC-32C); kafka-python's DefaultRecordBatch iteration
+(keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the row tuples; pickling
+the rows (what PySpark sends from a Python worker to the JVM); and tenure.audit.read.unit_rows end to end on
+the same file (all of the above as the audit runs it). Prints figures only.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+from kafka.record.default_records import DefaultRecordBatch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tenure.audit import read  # noqa: E402
+from tenure.protocol import records as rec  # noqa: E402
+from tenure.storage.segments import check_batch  # noqa: E402
+
+
+def main(path: str) -> None:
+    data = Path(path).read_bytes()
+    clock = time.process_time
+    t = clock()
+    batches, pos = [], 0
+    while pos < len(data):
+        h, reason = check_batch(data, pos, len(data), -1 << 62)
+        if reason is not None:
+            sys.exit(f"{path}: {reason} at byte {pos}")
+        batches.append(data[pos:pos + h.size])
+        pos += h.size
+    steps = [("check_batch (length, magic, CRC-32C)", clock() - t)]
+    t = clock()
+    kv = [(r.key, r.value, r.offset, r.timestamp) for b in batches for r in DefaultRecordBatch(b)]
+    steps.append(("kafka-python batch + record iteration", clock() - t))
+    t = clock()
+    decoded = [rec.decode(k, v) for k, v, _, _ in kv]
+    steps.append(("tenure.protocol.records.decode", clock() - t))
+    t = clock()
+    rows = [read._record_row(0, o, ts, d) for (_, _, o, ts), d in zip(kv, decoded)]
+    steps.append(("row tuples", clock() - t))
+    t = clock()
+    pickle.dumps(rows, protocol=5)
+    steps.append(("pickle (Python worker -> JVM)", clock() - t))
+    listings, _ = read.list_partitions(os.path.dirname(os.path.dirname(os.path.abspath(path))), None)
+    units = [u for p in sorted(listings) for u in listings[p].units() if u.path == os.path.abspath(path)]
+    t = clock()
+    sum(1 for u in units for _ in read.unit_rows(u))
+    steps.append(("read.unit_rows end to end", clock() - t))
+    kinds: dict[str, int] = {}
+    for d in decoded:
+        kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
+    n = len(kv)
+    print(f"{path}: {n:,} records in {len(batches):,} batches, {len(data) / 2**20:.1f} MiB; {kinds}")
+    for name, x in steps:
+        print(f"  {name:40s} {x:7.2f} s CPU  {x / n * 1e6:6.1f} us/record")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: bench/audit_decode.py SEGMENT.log")
+    main(sys.argv[1])
