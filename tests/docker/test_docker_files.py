@@ -45,7 +45,19 @@ class Tagged:
 
 
 class ComposeLoader(yaml.SafeLoader):
-    pass
+    """Refuses a mapping key given twice, as Compose does ("mapping key ... already defined"); PyYAML
+    would silently keep the last one."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"mapping key {key_node.value!r} already defined", key_node.start_mark)
+            seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _construct_tagged(loader, node):
