@@ -37,6 +37,23 @@ def _drain(c, out: list, seconds: float) -> None:
             out.append(m.offset())
 
 
+def _recovered_with_five_fresh(bootstrap: str, topic: str, group: str) -> tuple[CatchUpConsumer, list[int]]:
+    """30 records, a crash after committing 10, the recovered consumer assigned with its secondary held back,
+    then 5 fresh records (30..34); returns the consumer and what it delivered so far."""
+    produce(bootstrap, topic, 30)
+    _crashed_at(bootstrap, topic, group, 10)
+    c = _open(bootstrap, group, topic)
+    got: list[int] = []
+    try:
+        c.pause_secondary()
+        wait_for(lambda: _drain(c, got, 0.1) or c.assignment(), 30, "the assignment", interval=0)
+        produce(bootstrap, topic, 5)
+    except BaseException:
+        c.close()
+        raise
+    return c, got
+
+
 def test_pause_and_resume_act_on_both_consumers(tenure_server, topic):
     bootstrap, group = tenure_server.bootstrap, "pause-g"
     produce(bootstrap, topic, 30)
@@ -90,14 +107,8 @@ def test_commits_split_by_range(tenure_server, topic):
     """An offset inside an open token goes to the secondary's checkpoint, any other to the group; the
     checkpoint's text is what docs/catchup.md shows."""
     bootstrap, group = tenure_server.bootstrap, "split-g"
-    produce(bootstrap, topic, 30)
-    _crashed_at(bootstrap, topic, group, 10)
-    c = _open(bootstrap, group, topic)
+    c, got = _recovered_with_five_fresh(bootstrap, topic, group)
     try:
-        got: list[int] = []
-        c.pause_secondary()
-        wait_for(lambda: _drain(c, got, 0.1) or c.assignment(), 30, "the assignment", interval=0)
-        produce(bootstrap, topic, 5)
         c.resume_secondary()
         wait_for(lambda: _drain(c, got, 0.1) or set(range(10, 35)) <= set(got), 30, "everything", interval=0)
         c.commit(offsets=[TopicPartition(topic, 0, 20), TopicPartition(topic, 0, 33)], asynchronous=False)
@@ -136,15 +147,8 @@ def test_a_manual_assignment_catches_up_too(tenure_server, topic):
 
 
 def test_consume_returns_records_of_both_consumers(tenure_server, topic):
-    bootstrap, group = tenure_server.bootstrap, "consume-g"
-    produce(bootstrap, topic, 30)
-    _crashed_at(bootstrap, topic, group, 10)
-    c = _open(bootstrap, group, topic)
+    c, got = _recovered_with_five_fresh(tenure_server.bootstrap, topic, "consume-g")   # fresh: 30..34
     try:
-        got: list[int] = []
-        c.pause_secondary()
-        wait_for(lambda: _drain(c, got, 0.1) or c.assignment(), 30, "the assignment", interval=0)
-        produce(bootstrap, topic, 5)                    # 30..34
         c.resume_secondary()
 
         def batch():
