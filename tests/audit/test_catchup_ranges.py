@@ -9,7 +9,9 @@ import pytest
 
 from tenure.audit import job
 from tenure.audit.report import write_report
+from tenure.config import ServerConfig
 from tenure.protocol import records as rec
+from tenure.server import ServerThread
 
 from .logs import T0, Writer
 
@@ -17,9 +19,10 @@ G, TOPIC = "app.catchup", "t"
 
 
 def ck(w: Writer, partition: int, ranges: str, ts: int, instance: str = "w1", commit_ts: int | None = None,
-       group: str = G, offset: int = 0) -> None:
-    """A companion-group checkpoint, as the catch-up consumer writes it."""
-    md = f"tenure.catchup/1 instance={instance} ranges={ranges}"
+       group: str = G, offset: int = 0, nul: bool = False) -> None:
+    """A companion-group checkpoint, as the catch-up consumer writes it (`nul`: with the trailing NUL
+    confluent-kafka's commits carry)."""
+    md = f"tenure.catchup/1 instance={instance} ranges={ranges}" + ("\x00" if nul else "")
     w.add(rec.OffsetCommitRecord(group, TOPIC, partition, offset, -1, md, ts if commit_ts is None else commit_ts),
           ts)
 
@@ -34,8 +37,8 @@ def crafted(w: Writer) -> None:
     ck(w, 0, "140-260:150", T0 + 50, offset=150)
     ck(w, 0, "140-260:200", T0 + 60, offset=200)
     # partition 1, another instance: 0-10 opens (no commit timestamp: the record's time stands in), is done
-    ck(w, 1, "0-10:0", T0 + 15, instance="w2", commit_ts=-1)
-    ck(w, 1, "", T0 + 25, instance="w2", offset=10)
+    ck(w, 1, "0-10:0", T0 + 15, instance="w2", commit_ts=-1, nul=True)
+    ck(w, 1, "", T0 + 25, instance="w2", offset=10, nul=True)
     # not checkpoints: the main group's markers, a plain commit, a malformed token, a deleted offset
     w.add(rec.OffsetCommitRecord("app", TOPIC, 0, 260, -1, "tenure.catchup/1 running instance=w1", T0 + 51),
           T0 + 51)
@@ -109,3 +112,41 @@ def test_no_ranges_is_a_sentence(spark, tmp_path):
     assert t["catchup_ranges"].count() == 0
     write_report(t, job.summarize(t), tmp_path)
     assert "No catch-up ranges" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.timeout(180)
+def test_the_seed_example_end_to_end(spark, tmp_path):
+    """70 committed, the worker killed at 100, the log at 120 on recovery: the recovered CatchUpConsumer
+    replays [70, 120) and commits; the audit of the server's data dir shows that range, opened after the
+    recovery started and processed before the commit returned, owing nothing."""
+    from confluent_kafka import TopicPartition
+
+    from tests.catchup.conftest import produce
+    from tests.catchup.test_seed_example import _consumer, _crash_at_100, _pump
+
+    data, group, topic = tmp_path / "data", "audit-seed", "audit-catchup"
+    with ServerThread(ServerConfig(port=0, data_dir=str(data))) as s:
+        s.call(lambda: s.server.topics.create(topic, 1))
+        produce(s.bootstrap, topic, 100)
+        _crash_at_100(s.bootstrap, topic, group)
+        produce(s.bootstrap, topic, 20)
+        recovered = int(time.time() * 1000)
+        c = _consumer(s.bootstrap, group, "on")
+        try:
+            delivered: list[int] = []
+            c.subscribe([topic])
+            _pump(c, delivered, lambda: set(range(70, 120)) <= set(delivered), "the range [70, 120)")
+            c.commit(asynchronous=False)
+            assert c.committed([TopicPartition(topic, 0)])[0].offset == 120
+            done = int(time.time() * 1000)
+        finally:
+            c.close()
+    t = job.build(spark, job.Options(str(data), str(tmp_path / "out")))[0]
+    rows = [r.asDict() for r in t["catchup_ranges"].collect()]
+    assert [(r["group"], r["topic"], r["partition"], r["lo"], r["hi"], r["merged_into"], r["owed_from"],
+             r["instance_id"]) for r in rows] == [(f"{group}.catchup", topic, 0, 70, 120, None, None, "worker-1")]
+    r = rows[0]
+    assert recovered <= r["opened"] <= r["processed"] == r["closed"] <= done, (recovered, r, done)
+    assert t["anomalies"].filter("kind = 'catchup_unfinished'").count() == 0
+    write_report(t, job.summarize(t), tmp_path)
+    assert "<td>70-120</td>" in (tmp_path / "report.html").read_text()
