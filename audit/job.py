@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import read
-from .fold import END_CAUSES, HISTORY_FIELDS, fold_member_map
+from .fold import END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
@@ -55,10 +55,9 @@ GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("fro
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
     "from_generation": I, "to_generation": I}.get(n, L)) for n in HISTORY_FIELDS])
-RANGE_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
-    ("group", S), ("topic", S), ("partition", I), ("lo", L), ("hi", L), ("opened", L), ("closed", L),
-    ("processed", L), ("merged_into", S), ("owed_from", L), ("owed_to", L), ("instance_id", S),
-    ("last_checkpoint", L), ("log_partition", I))])
+RANGE_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic": S, "partition": I, "merged_into": S,
+                                                "instance_id": S, "log_partition": I}.get(n, L))
+                             for n in RANGE_FIELDS])
 ANOMALY_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("kind", S), ("group", S), ("instance_id", S), ("count", L), ("first_time", L), ("last_time", L),
     ("detail", S))])
@@ -292,37 +291,6 @@ def offsets_history(records: DataFrame) -> DataFrame:
                     F.col("offset").alias("log_offset"), F.col("timestamp").alias("log_time")))
 
 
-def _fold_ranges(pdf):
-    """Executor side (applyInPandas): one (companion group, topic, partition)'s catch-up checkpoints
-    -> one row per range token (tenure.catchup.ranges.history), in log order."""
-    import pandas as pd
-
-    from tenure.catchup import ranges as R
-    pdf = pdf.sort_values(["log_partition", "log_offset"])
-    commits, instance = [], {}
-    for t, md in zip(pdf["time"], pdf["metadata"]):
-        try:
-            tokens = R.decode(md)
-        except ValueError:                # a malformed token: not a checkpoint the consumer wrote
-            continue
-        if tokens is None:
-            continue
-        commits.append((int(t), md))
-        who = next((f[len("instance="):] for f in md.split(" ") if f.startswith("instance=")), None)
-        for tok in tokens:
-            instance[(tok.lo, tok.hi)] = who
-    first = pdf.iloc[0]
-    last = commits[-1][0] if commits else None
-    rows = []
-    for h in R.history(commits):
-        merged = None if h.merged_into is None else f"{h.merged_into[0]}-{h.merged_into[1]}"
-        rows.append((first["group"], first["topic"], int(first["partition"]), h.lo, h.hi, h.opened_ms,
-                     h.closed_ms, h.closed_ms if merged is None else None, merged,
-                     h.owed[0] if h.owed else None, h.owed[1] if h.owed else None,
-                     instance.get((h.lo, h.hi)), last, int(first["log_partition"])))
-    return pd.DataFrame(rows, columns=RANGE_SCHEMA.names)
-
-
 def catchup_ranges(records: DataFrame) -> DataFrame:
     """The catch-up consumer's range tokens (the OffsetCommit metadata of its companion group), folded per
     (group, topic, partition) on the executors: one row per range, when it opened, when it was fully
@@ -335,7 +303,9 @@ def catchup_ranges(records: DataFrame) -> DataFrame:
                        F.coalesce(F.when(F.col("commit_time") >= 0, F.col("commit_time")),
                                   F.col("timestamp")).alias("time"),
                        F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset")))
-    return commits.groupBy("group", "topic", "partition").applyInPandas(_fold_ranges, RANGE_SCHEMA)
+    key = ("group", "topic", "partition")
+    rows = commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "log_offset")
+    return commits.sparkSession.createDataFrame(rows.rdd.mapPartitions(fold_catchup_ranges), RANGE_SCHEMA)
 
 
 def member_map_history(spark: SparkSession, records: DataFrame) -> DataFrame:
