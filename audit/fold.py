@@ -22,9 +22,16 @@ log order) can find it, as it finds a member id that joined while another was st
 
 The function is called by `mapPartitions` over rows sorted by (group, partition, offset); it holds one
 group's open intervals at a time.
+
+`fold_catchup_ranges` does the same for the catch-up consumer's checkpoints (its companion group's
+OffsetCommit metadata): one (group, topic, partition)'s commits in log order are folded by
+`tenure.catchup.ranges.history` into one row per range token, holding only that partition's open tokens.
 """
 from __future__ import annotations
 
+import itertools
+
+from tenure.catchup import ranges as R
 from tenure.protocol import records as rec
 
 START_CAUSES = frozenset({rec.JOINED, rec.REPLACED})
@@ -114,3 +121,37 @@ def fold_member_map(rows):
             yield from cur.snapshot(r)
     if cur is not None:
         yield from cur.finish()
+
+
+# catchup_ranges columns, in order
+RANGE_FIELDS = ("group", "topic", "partition", "lo", "hi", "opened", "closed", "processed", "merged_into",
+                "owed_from", "owed_to", "instance_id", "last_checkpoint", "log_partition")
+
+
+def fold_catchup_ranges(rows):
+    """rows: Spark Rows (group, topic, partition, metadata, time, log_partition, log_offset) of OffsetCommit
+    records, sorted by (group, topic, partition, log_partition, log_offset). Yields catchup_ranges tuples
+    (RANGE_FIELDS). Commits that are not checkpoints, or hold a malformed token, are skipped."""
+    for (group, topic, partition), commits in itertools.groupby(rows, lambda r: (r.group, r.topic, r.partition)):
+        last: dict = {}
+        instance: dict[tuple[int, int], str | None] = {}
+
+        def checkpoints(commits=commits, last=last, instance=instance):
+            for r in commits:
+                try:
+                    tokens = R.decode(r.metadata)
+                except ValueError:          # not written by the consumer
+                    continue
+                if tokens is None:
+                    continue
+                who = next((f[len("instance="):] for f in r.metadata.split(" ") if f.startswith("instance=")), None)
+                instance.update(((t.lo, t.hi), who) for t in tokens)
+                last.update(time=r.time, log_partition=r.log_partition)
+                yield r.time, r.metadata
+
+        for h in R.history(checkpoints()):
+            merged = None if h.merged_into is None else f"{h.merged_into[0]}-{h.merged_into[1]}"
+            owed = h.owed or (None, None)
+            yield (group, topic, partition, h.lo, h.hi, h.opened_ms, h.closed_ms,
+                   h.closed_ms if merged is None else None, merged, *owed, instance.get((h.lo, h.hi)),
+                   last["time"], last["log_partition"])

@@ -22,10 +22,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import read
-from .fold import END_CAUSES, HISTORY_FIELDS, fold_member_map
+from .fold import END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
-TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors")
+TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
+          "errors")
 EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
 
 S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
@@ -54,6 +55,9 @@ GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("fro
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
     "from_generation": I, "to_generation": I}.get(n, L)) for n in HISTORY_FIELDS])
+RANGE_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic": S, "partition": I, "merged_into": S,
+                                                "instance_id": S, "log_partition": I}.get(n, L))
+                             for n in RANGE_FIELDS])
 ANOMALY_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("kind", S), ("group", S), ("instance_id", S), ("count", L), ("first_time", L), ("last_time", L),
     ("detail", S))])
@@ -91,7 +95,7 @@ def package_zip(dest_dir: str) -> str:
     executors of a remote master (spark.submit.pyFiles / SparkContext.addPyFile)."""
     import importlib
     names = ["tenure", "tenure.protocol", "tenure.protocol.schemas", "tenure.broker", "tenure.storage",
-             "tenure.coordinator", "tenure.audit"]
+             "tenure.coordinator", "tenure.audit", "tenure.catchup"]
     path = os.path.join(dest_dir, "tenure.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name in names:
@@ -287,6 +291,23 @@ def offsets_history(records: DataFrame) -> DataFrame:
                     F.col("offset").alias("log_offset"), F.col("timestamp").alias("log_time")))
 
 
+def catchup_ranges(records: DataFrame) -> DataFrame:
+    """The catch-up consumer's range tokens (the OffsetCommit metadata of its companion group), folded per
+    (group, topic, partition) on the executors: one row per range, when it opened, when it was fully
+    processed (or merged into a wider range), and what it still owes at the end of the log."""
+    from tenure.catchup.ranges import PREFIX
+    commits = (records.filter((F.col("type") == "offset_commit") & ~F.col("tombstone")
+                              & F.col("metadata").startswith(PREFIX + " instance="))
+               .select("group", "topic", F.col("topic_partition").alias("partition"), "metadata",
+                       # the commit's own time (the consumer's clock at the broker), else the record's
+                       F.coalesce(F.when(F.col("commit_time") >= 0, F.col("commit_time")),
+                                  F.col("timestamp")).alias("time"),
+                       F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset")))
+    key = ("group", "topic", "partition")
+    rows = commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "log_offset")
+    return commits.sparkSession.createDataFrame(rows.rdd.mapPartitions(fold_catchup_ranges), RANGE_SCHEMA)
+
+
 def member_map_history(spark: SparkSession, records: DataFrame) -> DataFrame:
     rows = (records.filter(F.col("type").isin("group_metadata", "static_member_event"))
             .repartition("group").sortWithinPartitions("group", "partition", "offset"))
@@ -384,7 +405,7 @@ def concurrent_member_ids(history: DataFrame, opts: Options) -> DataFrame:
 
 
 def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, errors: DataFrame, gaps: DataFrame,
-              opts: Options) -> DataFrame:
+              opts: Options, ranges: DataFrame | None = None) -> DataFrame:
     """The anomalies of the rows in the --since/--until window (the tables as written); the log's own
     problems (damage, gaps) have no time and are always reported."""
     cols = [f.name for f in ANOMALY_SCHEMA.fields]
@@ -431,8 +452,19 @@ def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, errors: Da
                  F.lit(f" of {read.OFFSETS_TOPIC}-"), F.col("log_partition").cast(S),
                  F.lit(" missing (never cleaned: at or above the cleaner checkpoint), "), F.col("where"))
         .alias("detail"))
+    extra = []
+    if ranges is not None:
+        # a catch-up range still owing offsets at the end of the log: never committed (yet)
+        extra.append(ranges.filter(F.col("owed_from").isNotNull()).select(
+            F.lit("catchup_unfinished").alias("kind"), "group", "instance_id",
+            (F.col("owed_to") - F.col("owed_from")).alias("count"), F.col("opened").alias("first_time"),
+            F.col("last_checkpoint").alias("last_time"),
+            F.concat(F.lit("topic "), F.col("topic"), F.lit(" partition "), F.col("partition").cast(S),
+                     F.lit(": range "), F.col("lo").cast(S), F.lit("-"), F.col("hi").cast(S),
+                     F.lit(", offsets "), F.col("owed_from").cast(S), F.lit(".."), (F.col("owed_to") - 1).cast(S),
+                     F.lit(" never committed")).alias("detail")))
     out = concurrent_member_ids(history, opts).select(*cols)
-    for df in (fenced, expiring, churn, storms, damage, log_gaps):
+    for df in (fenced, expiring, churn, storms, damage, log_gaps, *extra):
         out = out.unionByName(df.select(*cols))
     return out
 
@@ -458,13 +490,15 @@ def build(spark: SparkSession, opts: Options,
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
     gens_w = _window(gens, "time", None, opts)
     events_w = _window(events, "log_time", None, opts)
+    ranges_w = _window(catchup_ranges(records), "opened", "closed", opts).cache()
     tables = {
         "member_map_history": history_w,
         "generations": gens_w,
         "static_events": events_w,
         "offsets_history": _window(offsets_history(records), "log_time", None, opts),
+        "catchup_ranges": ranges_w,
         # written, summarised and reported: computed once (a self-join and windows over the history)
-        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts).cache(),
+        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts, ranges_w).cache(),
         "errors": errors,
     }
     return tables, got.files

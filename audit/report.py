@@ -260,13 +260,17 @@ SENTENCES = {   # anomaly kind -> what it says (fields: see anomaly_sentence)
                       "new one.",
     "log_damage": "The log is damaged: {detail}.",
     "log_gap": "Records are missing from the log: {detail}.",
+    "catchup_unfinished": "A catch-up range checkpointed in group {g} by instance {i} still owed {n} offset(s) "
+                          "at the end of the log ({detail}); it opened at {first}, the last checkpoint is of "
+                          "{last}: unless that consumer is still catching up, those records were never "
+                          "processed.",
 }
 
 
 def anomaly_sentence(r: dict, opts) -> str:
     return SENTENCES.get(r["kind"], "{kind}: {detail}").format(
         kind=r["kind"], g=r["group"], i=r["instance_id"], n=r["count"], detail=r["detail"],
-        first=iso(r["first_time"]), when=f"between {iso(r['first_time'])} and {iso(r['last_time'])}",
+        first=iso(r["first_time"]), last=iso(r["last_time"]), when=f"between {iso(r['first_time'])} and {iso(r['last_time'])}",
         window=duration(opts.storm_window_ms), k=opts.storm_k)
 
 
@@ -280,7 +284,9 @@ def _anomalies(tables, opts, drawn: dict[str, list[str]]) -> tuple[str, int]:
     for r in rows:
         r = r.asDict()
         link = ""
-        if r["group"] is not None and r["instance_id"] is not None:
+        if r["kind"] == "catchup_unfinished":
+            link = ' <a href="#catchup-ranges">the catch-up ranges</a>'
+        elif r["group"] is not None and r["instance_id"] is not None:
             if r["instance_id"] in drawn.get(r["group"], ()):
                 link = f' <a href="#instance-{slug(r["group"], r["instance_id"])}">the lane of {_e(r["instance_id"])}</a>'
             else:
@@ -291,6 +297,29 @@ def _anomalies(tables, opts, drawn: dict[str, list[str]]) -> tuple[str, int]:
                      f"{link}</li>")
     more = f"<p>{total - len(rows)} more in the anomalies table.</p>" if total > len(rows) else ""
     return f"<ul>{''.join(items)}</ul>{more}", total
+
+
+def _catchup_ranges(tables) -> str:
+    """The catch-up consumer's ranges (the latest MAX_ROWS by opening time), or a sentence."""
+    df = tables["catchup_ranges"]
+    total = df.count()
+    if not total:
+        return ("<p>No catch-up ranges: no tenure.catchup consumer checkpointed a range token in this log "
+                "(or in the --since/--until window).</p>")
+    rows = []
+    for r in sorted((r.asDict() for r in df.orderBy(F.desc("opened"), F.desc("lo")).limit(MAX_ROWS).collect()),
+                    key=lambda r: (r["opened"], r["group"], r["topic"], r["partition"], r["lo"])):
+        if r["processed"] is not None:
+            end, took = iso(r["processed"]), duration(r["processed"] - r["opened"])
+        elif r["merged_into"] is not None:
+            end, took = f"merged into {r['merged_into']} at {iso(r['closed'])}", "-"
+        else:
+            end, took = "not by the end of the log", "-"
+        owed = "-" if r["owed_from"] is None else f"{r['owed_from']}..{r['owed_to'] - 1} ({r['owed_to'] - r['owed_from']})"
+        rows.append([_e(r["group"]), _e(r["instance_id"]), _e(f"{r['topic']}-{r['partition']}"),
+                     _e(f"{r['lo']}-{r['hi']}"), _e(iso(r["opened"])), _e(end), _e(took), _e(owed)])
+    more = f"<p>{total - len(rows)} older range(s) in the catchup_ranges table.</p>" if total > len(rows) else ""
+    return _table(["group", "instance", "partition", "range", "opened", "processed", "took", "owed"], rows) + more
 
 
 def _summary(s: dict) -> str:
@@ -356,6 +385,7 @@ def write_report(tables, summary: dict, out: Path, opts=None) -> None:
 <h1>tenure audit: the static members' history</h1>
 <h2>Summary</h2>{_summary(summary)}
 <h2>What looks wrong</h2>{anomalies}
+<h2 id="catchup-ranges">Catch-up ranges</h2>{_catchup_ranges(tables)}
 {''.join(sections)}
 <p>All times UTC. The full tables (Parquet): {", ".join(html.escape(t) for t in tables)}.</p>
 </body></html>

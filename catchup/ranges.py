@@ -85,7 +85,11 @@ def encode(tokens: list[Token], instance: str) -> str:
 
 
 def decode(metadata: str | None) -> list[Token] | None:
-    """The tokens of a companion-group commit, or None if the metadata is not a catch-up checkpoint."""
+    """The tokens of a companion-group commit, or None if the metadata is not a catch-up checkpoint.
+    One trailing NUL is ignored: confluent-kafka hands librdkafka the metadata as a C string whose
+    terminator goes on the wire, so that is how `__consumer_offsets` holds it."""
+    if metadata and metadata.endswith("\x00"):
+        metadata = metadata[:-1]
     if not metadata or not metadata.startswith(PREFIX + " "):
         return None
     fields = dict(f.split("=", 1) for f in metadata[len(PREFIX) + 1:].split(" ") if "=" in f)

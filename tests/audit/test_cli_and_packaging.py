@@ -33,11 +33,20 @@ def test_the_package_zip_alone_decodes_records_on_an_executor(tmp_path):
     code = f"""
 import sys
 sys.path.insert(0, {z!r})
+sys.modules["confluent_kafka"] = None          # executors need no client to fold catch-up checkpoints
 from tenure.audit import read, fold
 from tenure.protocol import records as rec
 assert read.__file__.startswith({z!r}) and rec.__file__.startswith({z!r}), (read.__file__, rec.__file__)
 r = rec.StaticMemberEventRecord("g", "i", rec.JOINED, None, "m", 1, 5, "c", "/h")
 assert rec.decode(*rec.encode(r)) == r
+from tenure.catchup import ranges
+from types import SimpleNamespace as Row
+assert ranges.__file__.startswith({z!r}), ranges.__file__
+md = "tenure.catchup/1 instance=w ranges=70-120:70"
+rows = [Row(group="g.catchup", topic="t", partition=0, metadata=m, time=t, log_partition=0, log_offset=t)
+        for t, m in ((1, md), (2, md[:-len("70-120:70")]))]
+assert list(fold.fold_catchup_ranges(rows)) == [
+    ("g.catchup", "t", 0, 70, 120, 1, 2, 2, None, None, None, "w", 2, 0)], list(fold.fold_catchup_ranges(rows))
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
@@ -60,7 +69,8 @@ def test_the_cli_audits_a_data_dir(tmp_path):
             f"sys.exit(main(['audit', {str(tmp_path / 'data')!r}, '--out', {str(out)!r}, '--master', 'local[1]']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    for table in ("member_map_history", "generations", "static_events", "offsets_history", "anomalies", "errors"):
+    for table in ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges",
+                  "anomalies", "errors"):
         assert (out / table / "_SUCCESS").exists(), table
     assert (out / "report.html").stat().st_size > 0
     summary = dict(line.rsplit(None, 1) for line in p.stdout.splitlines() if line.strip())

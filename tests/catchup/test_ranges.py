@@ -30,6 +30,14 @@ def test_a_crash_before_anything_was_committed_reopens_one_token():
     assert [str(t) for t in R.add(tokens, 70, 130)] == ["70-130:70"]
 
 
+def test_a_checkpoint_as_the_log_holds_it_ends_with_the_c_strings_nul():
+    """confluent-kafka's commits carry the C string's terminator: the audit reads them from the log so."""
+    text = R.encode(R.add([], 70, 120), "w")
+    assert R.decode(text + "\x00") == R.decode(text) == [R.Token(70, 120, 70)]
+    assert R.decode(R.encode([], "w") + "\x00") == []
+    assert R.history([(1, text + "\x00"), (2, R.encode([], "w") + "\x00")]) == [R.TokenHistory(70, 120, 1, 2)]
+
+
 @pytest.mark.parametrize("text", [None, "", "plain metadata", "tenure.catchup/1 running instance=w"])
 def test_not_a_checkpoint(text):
     assert R.decode(text) is None
