@@ -15,6 +15,7 @@ from kafka.protocol.admin import AlterConfigsRequest, DescribeTopicPartitionsReq
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.support.clients import create_topic as create
 from tests.support.java import run_java
 from tests.support.wire import WireClient, build_batch, fetch_request, produce_request
 
@@ -34,11 +35,6 @@ def kafka_error(future) -> tuple[int, str]:
         future.result(15)
     err = info.value.args[0]
     return err.code(), err.str()
-
-
-def create(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
-    a = admin(bootstrap)
-    a.create_topics([NewTopic(name, partitions, config=config or {})])[name].result(15)
 
 
 def java(bootstrap: str, *args) -> list[dict]:

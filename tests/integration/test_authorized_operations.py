@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
+from confluent_kafka.admin import AclOperation, AdminClient
 from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from tests.support.clients import create_topic
 from tests.support.groupwire import commit
 from tests.support.java import run_java
 
@@ -29,8 +30,7 @@ def codes(names) -> set[int]:
 
 @pytest.fixture
 def topic_and_group(tenure_server, wire):
-    admin = AdminClient({"bootstrap.servers": tenure_server.bootstrap})
-    admin.create_topics([NewTopic("ops", 1)])["ops"].result(10)
+    create_topic(tenure_server.bootstrap, "ops", 1)
     assert commit(wire, "ops-g", "", -1, None, "ops", {0: 1}) == {0: 0}
     return "ops", "ops-g"
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import groupwire as gw
+from tests.support.clients import create_topic
 from tests.support.procs import TenureProcess
 from tests.support.wire import WireClient
 
@@ -39,12 +40,6 @@ pytestmark = pytest.mark.timeout(240)
 
 def say(msg: str) -> None:
     print(f"[durability] {msg}", flush=True)
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
 # ============================================================================ 1. crash safety

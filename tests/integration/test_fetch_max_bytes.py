@@ -6,17 +6,12 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import FetchRequest
 
+from tests.support.clients import create_topic
 from tests.support.wire import build_batch, produce_request
 
 BATCH_VALUE = 10_000          # one record of 10 kB per batch: batches of ~10.1 kB
-
-
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
 def _fill(wire, topic: str, partition: int, batches: int, value_size: int = BATCH_VALUE) -> int:
@@ -39,7 +34,7 @@ def _fetch(wire, topic: str, partitions: list[int], max_bytes: int, partition_ma
 
 
 def test_request_max_bytes_bounds_the_first_partition_too(tenure_server, wire):
-    _create(tenure_server.bootstrap, "big", 3)
+    create_topic(tenure_server.bootstrap, "big", 3)
     size = max(_fill(wire, "big", p, 6) for p in range(3))
     got = _fetch(wire, "big", [0, 1, 2], max_bytes=3 * size + 10, partition_max_bytes=20_000_000)
     assert sum(got.values()) <= 3 * size + 10, got
@@ -47,14 +42,14 @@ def test_request_max_bytes_bounds_the_first_partition_too(tenure_server, wire):
 
 
 def test_later_partitions_get_what_is_left_in_whole_batches(tenure_server, wire):
-    _create(tenure_server.bootstrap, "split", 3)
+    create_topic(tenure_server.bootstrap, "split", 3)
     size = max(_fill(wire, "split", p, 4) for p in range(3))
     got = _fetch(wire, "split", [0, 1, 2], max_bytes=5 * size + size // 2, partition_max_bytes=2 * size)
     assert got == {0: 2 * size, 1: 2 * size, 2: size}, got
 
 
 def test_the_first_batch_comes_whole_even_when_larger_than_both_limits(tenure_server, wire):
-    _create(tenure_server.bootstrap, "huge", 2)
+    create_topic(tenure_server.bootstrap, "huge", 2)
     size = _fill(wire, "huge", 0, 2, value_size=50_000)
     _fill(wire, "huge", 1, 2)
     got = _fetch(wire, "huge", [0, 1], max_bytes=1_000, partition_max_bytes=1_000)
@@ -62,7 +57,7 @@ def test_the_first_batch_comes_whole_even_when_larger_than_both_limits(tenure_se
 
 
 def test_the_lowest_served_version_has_the_same_budget(tenure_server, wire):
-    _create(tenure_server.bootstrap, "old", 2)
+    create_topic(tenure_server.bootstrap, "old", 2)
     size = max(_fill(wire, "old", p, 3) for p in range(2))
     got = _fetch(wire, "old", [0, 1], max_bytes=1, partition_max_bytes=10 * size, version=4)
     assert got == {0: size, 1: 0}, got
@@ -72,7 +67,7 @@ def test_librdkafka_with_a_partition_max_far_above_fetch_max_reads_everything(te
     """fetch.max.bytes 1 MB with max.partition.fetch.bytes 20 MB: an answer over receive.message.max.bytes
     would make librdkafka drop the connection ("Invalid response size") and never read the partition."""
     bs = tenure_server.bootstrap
-    _create(bs, "wide", 1)
+    create_topic(bs, "wide", 1)
     p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 200_000})
     n, value = 400, b"v" * 10_000                     # ~4 MB in ~20 batches
     for i in range(n):

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kafka.protocol.consumer.group import OffsetCommitRequest
 
+from tests.support.clients import create_topic
 from tests.support.groupwire import commit, fetch_all
 from tests.support.java import run_java
 
 UNKNOWN = 3
-
-
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
 def _commit_many(wire, group: str, offsets: dict[tuple[str, int], int], version: int = 8) -> list[tuple]:
@@ -44,7 +40,7 @@ def test_commit_for_an_unknown_topic_is_3_stores_nothing_and_creates_no_group(te
 
 @pytest.mark.parametrize("version", [2, 7, 8, 9])
 def test_mixed_commit_keeps_the_existing_partitions_in_request_order(tenure_server, wire, version):
-    _create(tenure_server.bootstrap, "two", 2)
+    create_topic(tenure_server.bootstrap, "two", 2)
     answer = _commit_many(wire, "g-mixed", {("two", 1): 11, ("ghost", 0): 1, ("two", 5): 15, ("two", 0): 10},
                           version=version)
     assert answer == [("two", 1, 0), ("two", 5, UNKNOWN), ("two", 0, 0), ("ghost", 0, UNKNOWN)]
@@ -53,7 +49,7 @@ def test_mixed_commit_keeps_the_existing_partitions_in_request_order(tenure_serv
 
 
 def test_group_errors_still_apply_to_the_existing_partitions(tenure_server, wire):
-    _create(tenure_server.bootstrap, "one", 1)
+    create_topic(tenure_server.bootstrap, "one", 1)
     # generation 3 to an unknown group: the coordinator answers 22 for what reaches it, the broker 3 for the rest
     assert commit(wire, "g-gen", "m", 3, None, "one", {0: 1, 4: 1}, version=8) == {0: 22, 4: UNKNOWN}
     assert tenure_server.group("g-gen") is None
@@ -61,7 +57,7 @@ def test_group_errors_still_apply_to_the_existing_partitions(tenure_server, wire
 
 def test_confluent_admin_alter_offsets_of_an_unknown_partition_fails_with_unknown_topic(tenure_server):
     bs = tenure_server.bootstrap
-    _create(bs, "alter-me", 2)
+    create_topic(bs, "alter-me", 2)
     admin = AdminClient({"bootstrap.servers": bs})
     ok = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
         "g-alter", [TopicPartition("alter-me", 0, 7), TopicPartition("alter-me", 1, 8)])])["g-alter"].result(10)

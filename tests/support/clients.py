@@ -20,12 +20,18 @@ def by_partition_offsets(consumed):
     return {p: sorted(os) for p, os in per.items()}
 
 
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    """CreateTopics through confluent-kafka's AdminClient (kept referenced until the answer: a collected
+    client destroys its handle and fails the future)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(15)
+
+
 def confluent_round_trip(bootstrap: str, topic: str, partitions: int = 3, n: int = RECORDS):
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    create_topic(bootstrap, topic, partitions)
     produced = []
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for part, k, v, h in expected_records(n, partitions):
