@@ -1,7 +1,7 @@
 """A whole-request error answer for each served API: what Kafka's `AbstractRequest.getErrorResponse`
 gives, built from the decoded request so every topic, partition or group it named gets the error.
 
-Used by fault injection (tenure/faults.py): "answer the next N JoinGroups with COORDINATOR_NOT_AVAILABLE".
+Used by fault injection (tenure/control/faults.py): "answer the next N JoinGroups with COORDINATOR_NOT_AVAILABLE".
 `error_response(request, code)` returns a response body of the request's API; `can_fail(api_key)` says
 whether an API has one (Metadata has none: Kafka answers its errors per topic, and a Metadata with no
 brokers is not an error a client can act on - close the connection or delay it instead).

@@ -11,7 +11,7 @@ from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.coordinator.state import ClassicGroup
 from tenure.protocol import records as rec
-from tenure.runtime import OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.coordinator.runtime import OFFSETS_TOPIC, CoordinatorRuntime
 
 
 def history(seed: int, n: int = 400) -> list:
@@ -123,7 +123,7 @@ def test_a_deleted_groups_surviving_offsets_keep_it_as_an_empty_group_as_on_kafk
 def test_group_partition_follows_kafkas_utils_abs_not_a_sign_mask():
     """Kafka places a group at Utils.abs(groupId.hashCode()) % partitions: Math.abs for a negative hash
     (Integer.MIN_VALUE -> 0), which differs from masking the sign bit for every negative hash."""
-    from tenure.runtime import java_string_hash, partition_for
+    from tenure.coordinator.runtime import java_string_hash, partition_for
     assert java_string_hash("roll-g") == -925410537          # Java: "roll-g".hashCode()
     assert partition_for("roll-g", 50) == 925410537 % 50 == 37
     assert java_string_hash("g") == 103 and partition_for("g", 50) == 3

@@ -94,7 +94,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     from tenure.protocol.records import (
         GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
     )
-    from tenure.runtime import CoordinatorRuntime
+    from tenure.coordinator.runtime import CoordinatorRuntime
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig
 

@@ -26,7 +26,7 @@ from tenure.storage.compaction import CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import CATALOG, DataDir, DataDirLocked
 from tenure.storage.segments import SUFFIX, CorruptLogError, check_batch, gaps_below, scan_segment, segment_gap
 
-from .runtime import OFFSETS_TOPIC
+from tenure.coordinator.runtime import OFFSETS_TOPIC
 
 
 def add_parser(sub) -> None:
@@ -45,12 +45,12 @@ def add_parser(sub) -> None:
 
 
 def _add_synth_parser(lsub) -> None:
-    from .synth import SynthConfig
+    from tenure.tools.synth import SynthConfig
     d = SynthConfig()
     s = lsub.add_parser("synth", help="write a realistic synthetic __consumer_offsets log into a new data dir",
                         description="Write a realistic __consumer_offsets log (static groups committing, "
                         "restarting, rebalancing, expiring, leaving, removed, fenced, deleted; see "
-                        "tenure/synth.py) into DIR, which a server can open. DIR must hold no logs yet.")
+                        "tenure/tools/synth.py) into DIR, which a server can open. DIR must hold no logs yet.")
     s.add_argument("dir")
     s.add_argument("--records", type=int, required=True, help="records to write (a few more may be written "
                    "to finish the changes under way)")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def synth(args: argparse.Namespace) -> int:
-    from .synth import SynthConfig, generate, summary_line
+    from tenure.tools.synth import SynthConfig, generate, summary_line
     fields = {f.name for f in dataclasses.fields(SynthConfig)}
     cfg = SynthConfig(**{k: v for k, v in vars(args).items() if k in fields})
     try:

@@ -27,7 +27,7 @@ from tenure.protocol.codec import Request
 from tenure.storage import parse_batches
 from tenure.storage.durability import Durability
 
-from .metrics import Metrics
+from tenure.control.metrics import Metrics
 
 log = logging.getLogger("tenure.coordinator")
 

@@ -34,14 +34,14 @@ from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
 from tenure.storage.segments import LogConfig, SegmentLog
 
-from .config import ServerConfig
-from .faults import Faults, error_name
-from .metrics import Metrics
-from .ratelog import RateLimitedLog
-from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.config import ServerConfig
+from tenure.control.faults import Faults, error_name
+from tenure.control.metrics import Metrics
+from tenure.server.ratelog import RateLimitedLog
+from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
 
 OFFSET_COMMIT_KEY = 8
-from .views import GroupView, group_view, groups_view
+from tenure.control.views import GroupView, group_view, groups_view
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024
@@ -150,8 +150,8 @@ class Server:
                  metrics: Metrics | None = None) -> None:
         self.config = config
         self.node = Node(config.advertised_host or config.host, config.port)
-        self.faults = faults or Faults()          # request-level fault injection (tenure/faults.py)
-        self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/metrics.py)
+        self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
+        self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
         self.durability = Durability(config.fsync if config.data_dir else "never")
         self.durability.observe = self.metrics.fsync_seconds.observe
         self.data: DataDir | None = None
@@ -216,7 +216,7 @@ class Server:
         self.ratelog = RateLimitedLog(log, config.log_window_ms / 1000, config.log_burst)
         self._ids = itertools.count(1)
         self.port: int | None = None
-        self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self._admin = None                         # the HTTP admin endpoint's runner (tenure/control/admin.py)
         self._admin_sock = None                    # ... its listening socket, bound in start()
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
@@ -258,7 +258,7 @@ class Server:
     async def _start_admin(self) -> None:
         """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
         the HTTP library is imported, in the background: that import is most of a start-up's time."""
-        from .admin import bind_admin, is_loopback
+        from tenure.control.admin import bind_admin, is_loopback
         c = self.config
         try:
             self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
@@ -280,7 +280,7 @@ class Server:
                         "server (faults, clock, restart); set --admin-token", c.admin_host)
 
     async def _serve_admin(self) -> None:
-        from .admin import serve_admin
+        from tenure.control.admin import serve_admin
         try:
             self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
         except Exception:
@@ -818,7 +818,7 @@ class ServerThread:
 
     def metrics_text(self) -> str:
         """The Prometheus exposition the admin endpoint serves at /metrics."""
-        from .metrics import render
+        from tenure.control.metrics import render
         return self.call(lambda: render(self.server)).decode()
 
     # ------------------------------------------------------------------ fault injection and controls
