@@ -1,9 +1,13 @@
-"""The coordinator runtime: applies the state machine's Results on the event loop.
+"""The coordinator runtime: one coordinator shard per `__consumer_offsets` partition, driven on the event loop.
 
-For each group request: build the context (token, version, client, now), run the pure coordinator,
-then apply the Result in the one safe order - append the records to __consumer_offsets, then release
-the responses (to this request or to parked ones), then arm/cancel the keyed timers with
-loop.call_later. A parked request is just a future waiting for its token.
+A shard owns the groups and offsets of one offsets partition (`shards[p]`, loaded from partition p's
+log). A group request goes to the shard of its group (`partition_for`, coordinator/routing.py); a
+request naming several groups is split by shard and the answers merged in request order; ListGroups
+asks every shard. For each request: build the context (token, version, client, now), run the shard,
+then apply its Result in the one safe order - append the records to __consumer_offsets through the
+`PartitionWriter` (the only code that writes there), then release the responses (to this request or to
+parked ones) once durable, then arm/cancel the keyed timers with loop.call_later. A parked request is
+just a future waiting for its token.
 """
 from __future__ import annotations
 
@@ -11,27 +15,31 @@ import asyncio
 import itertools
 import logging
 import time
+import dataclasses
 from typing import Callable
 
 from dataclasses import dataclass, field
 
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
 from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
-from tenure.coordinator.state import Result
+from tenure.coordinator.state import ClassicGroup, Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
+from tenure.protocol.records import OffsetCommitRecord
 from tenure.storage import parse_batches
 from tenure.storage.durability import Durability
 
 from tenure.control.metrics import Metrics
 
+from . import routing
+from .routing import OFFSETS_TOPIC, partition_for
+from .writer import PartitionWriter
+
 log = logging.getLogger("tenure.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 
@@ -71,22 +79,6 @@ def iter_batches(plog, chunk: int = 8 * 1024 * 1024):
             offset = h.next_offset
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's rule: Utils.abs(groupId.hashCode) % offsets.topic.num.partitions, where Utils.abs maps
-    Integer.MIN_VALUE to 0 and is Math.abs otherwise (not a mask of the sign bit)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
 # The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
 # expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
 # reader and far inside Kafka's int64 milliseconds, so no advance_clock can leave the coordinator unable
@@ -94,83 +86,141 @@ def partition_for(group_id: str, partitions: int) -> int:
 CLOCK_MAX_MS = 253_402_300_799_999
 
 
+Shard = GroupCoordinator
+
+
 class CoordinatorRuntime:
-    def __init__(self, coordinator: GroupCoordinator, offsets_topic: Topic, broker: Broker,
+    """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
+    partition of `offsets_topic` and writes through its `PartitionWriter` (`notify_append(topic,
+    partition)` after each append, e.g. the broker's, to wake fetchers)."""
+
+    def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: Topic,
+                 notify_append: Callable[[str, int], None] | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
                  metrics: Metrics | None = None) -> None:
-        self.coordinator = coordinator
         self.offsets_topic = offsets_topic
-        self.broker = broker
+        self.partitions = len(offsets_topic.partitions)
+        self._new_shard = new_shard
+        self.shards: dict[int, Shard] = {p: new_shard(p) for p in range(self.partitions)}
         self._wall_ms = clock_ms
         self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
         self.metrics = metrics or Metrics()
-        self.durability = durability or Durability("never")
-        self.on_fatal = on_fatal
-        self.failed: BaseException | None = None
+        self.writer = PartitionWriter(offsets_topic, self.clock_ms, durability=durability,
+                                      notify_append=notify_append, on_fatal=on_fatal)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
-        self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
+        self._timers: dict[tuple[int, TimerKey], asyncio.TimerHandle] = {}   # (partition, key) -> its handle
+        self._deadlines: dict[tuple[int, TimerKey], int] = {}   # (partition, key) -> deadline (coordinator ms)
         self._syncing: set[asyncio.Task] = set()
+
+    @property
+    def durability(self) -> Durability:
+        return self.writer.durability
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self.writer.failed
 
     def clock_ms(self) -> int:
         """The coordinator's time: the wall clock plus whatever `advance_clock` added."""
         return self._wall_ms() + self.clock_offset_ms
 
+    # ------------------------------------------------------------------ routing and queries
+    def partition_of(self, group_id: str) -> int:
+        """The offsets partition (and so the shard) of a group: Kafka's `partition_for`."""
+        return partition_for(group_id, self.partitions)
+
+    def shard_for(self, group_id: str) -> Shard:
+        return self.shards[self.partition_of(group_id)]
+
+    def group_ids(self) -> list[str]:
+        """Every group of every loaded shard, sorted."""
+        return sorted(gid for shard in self.shards.values() for gid in shard.groups)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """A copy of one group's state (None if unknown): changing it changes nothing."""
+        shard = self.shards.get(self.partition_of(group_id))
+        g = shard.groups.get(group_id) if shard is not None else None
+        return None if g is None else g.copy()
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
+        """A copy of one group's committed offsets: {(topic, partition): record} (records are frozen)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        return dict(shard.offsets.get(group_id, {})) if shard is not None else {}
+
     # ------------------------------------------------------------------ start-up
     def load(self) -> LoadReport:
-        """Load __consumer_offsets through the coordinator's `replay` (before serving).
+        """Load every offsets partition into its shard (before serving): see `load_partition`."""
+        report = LoadReport()
+        t0 = time.monotonic()
+        for part in range(self.partitions):
+            self._load_into(part, report)
+        return self._loaded(report, self.shards.values(), t0)
+
+    def load_partition(self, part: int) -> LoadReport:
+        """Load partition `part` of __consumer_offsets into its shard through the shard's `replay`.
 
         As Kafka's loader: only the latest record of each key counts (records are full-value upserts,
         so this is the state a full replay in log order reaches - the compaction property - without
         decoding the superseded ones). The survivors are replayed in the order of their offsets."""
         report = LoadReport()
         t0 = time.monotonic()
-        for part, plog in enumerate(self.offsets_topic.partitions):
-            latest: dict[bytes, tuple[bytes | None, int]] = {}
-            for h, raw in iter_batches(plog):
-                report.batches += 1
-                if h.is_control:
+        self._load_into(part, report)
+        return self._loaded(report, [self.shards[part]], t0)
+
+    def _load_into(self, part: int, report: LoadReport) -> None:
+        shard = self.shards[part]
+        plog = self.offsets_topic.partitions[part]
+        latest: dict[bytes, tuple[bytes | None, int]] = {}
+        for h, raw in iter_batches(plog):
+            report.batches += 1
+            if h.is_control:
+                continue
+            try:                                   # a batch is one coordinator write: all of it or none
+                batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
+            except Exception as exc:               # under a valid CRC: written so, not damaged on disk
+                report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
+                            f"be read", f"{type(exc).__name__}: {exc}")
+                continue
+            for key, value, offset in batch:
+                report.records += 1
+                if key is None:
+                    report.skip(plog, part, offset, "a record", "record without a key")
                     continue
-                try:                                   # a batch is one coordinator write: all of it or none
-                    batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
-                except Exception as exc:               # under a valid CRC: written so, not damaged on disk
-                    report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
-                                f"be read", f"{type(exc).__name__}: {exc}")
-                    continue
-                for key, value, offset in batch:
-                    report.records += 1
-                    if key is None:
-                        report.skip(plog, part, offset, "a record", "record without a key")
-                        continue
-                    latest.pop(key, None)              # keep the dict in order of each key's last offset
-                    latest[key] = (value, offset)
-            for key, (value, offset) in latest.items():
-                try:
-                    record = rec.decode(key, value)
-                except rec.UnknownRecordType as exc:
-                    report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
-                    continue
-                except Exception as exc:               # a record that does not decode under a valid CRC
-                    report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
-                    continue
-                self.coordinator.replay(record)
-                report.replayed += 1
+                latest.pop(key, None)              # keep the dict in order of each key's last offset
+                latest[key] = (value, offset)
+        for key, (value, offset) in latest.items():
+            try:
+                record = rec.decode(key, value)
+            except rec.UnknownRecordType as exc:
+                report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+                continue
+            except Exception as exc:               # a record that does not decode under a valid CRC
+                report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
+                continue
+            shard.replay(record)
+            report.replayed += 1
+
+    @staticmethod
+    def _loaded(report: LoadReport, shards, t0: float) -> LoadReport:
         if len(report.undecodable) > _SKIPS_LOGGED:
             log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
                       OFFSETS_TOPIC, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
             log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
-        report.groups = len(self.coordinator.groups)
+        report.groups = len({gid for shard in shards for gid in shard.groups})
         report.seconds = time.monotonic() - t0
         return report
 
     def start_timers(self) -> None:
         """After `load`, on the running loop: restart every loaded member's session timer."""
-        self.apply(self.coordinator.loaded(self.clock_ms()))
+        now = self.clock_ms()
+        for part, shard in self.shards.items():
+            self.apply(shard.loaded(now), part)
 
+    # ------------------------------------------------------------------ requests
     async def handle(self, req: Request, client_host: str):
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
@@ -180,15 +230,56 @@ class CoordinatorRuntime:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
                 self._log_request(req, client_host)
-            self.apply(self.coordinator.handle(req.api_key, ctx, req.body))
+            self._route(req.api_key, ctx, req.body)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    def apply(self, result: Result) -> None:
+    def _route(self, api_key: int, ctx: RequestContext, body) -> None:
+        """Run the request on the shard(s) of the groups it names and apply their Results."""
         if self.failed is not None:
             raise self.failed
-        logs = self._persist(result.records) if result.records else []
+        if api_key == routing.LIST_GROUPS:
+            self._fan_out(ctx, [(p, api_key, body) for p in self.shards], routing.merge_lists)
+        elif routing.names_several_groups(api_key, ctx.api_version):
+            pieces, order = routing.split(api_key, body, self.partitions)
+            if len(pieces) == 1:
+                part, _ = pieces[0]
+                self.apply(self.shards[part].handle(api_key, ctx, body), part)
+                return
+            self._fan_out(ctx, [(p, api_key, sub) for p, sub in pieces],
+                          lambda answers: routing.merge(api_key, order, [
+                              (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
+        else:
+            part = self.partition_of(body.group_id)
+            self.apply(self.shards[part].handle(api_key, ctx, body), part)
+
+    def _fan_out(self, ctx: RequestContext, calls: list, merge: Callable[[list], object]) -> None:
+        """Each (partition, api, body) on its shard with a token of its own; its records and timers
+        applied as its shard's; then the merged answer released on `ctx.token` (after every shard's
+        records are durable: see `apply`)."""
+        answers = []
+        for part, api_key, body in calls:
+            sub = dataclasses.replace(ctx, token=next(self._tokens))
+            result = self.shards[part].handle(api_key, sub, body)
+            mine = [body for token, body in result.responses if token == sub.token]
+            if len(mine) != 1:
+                raise AssertionError(f"shard {part} gave {len(mine)} answers to one request")
+            answers.append(mine[0])
+            result.responses = [(t, b) for t, b in result.responses if t != sub.token]
+            self.apply(result, part)
+        self.apply(Result(responses=[(ctx.token, merge(answers))]), None)
+
+    def force_rebalance(self, group_id: str) -> None:
+        """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused)."""
+        part = self.partition_of(group_id)
+        self.apply(self.shards[part].force_rebalance(group_id, self.clock_ms()), part)
+
+    def apply(self, result: Result, partition: int | None) -> None:
+        """Apply one shard's Result (`partition`: the shard; None for an answer no shard's state backs)."""
+        if self.failed is not None:
+            raise self.failed
+        logs = self.writer.write(result.records) if result.records else []
         if self.durability.needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
@@ -212,14 +303,16 @@ class CoordinatorRuntime:
                                 "client_id": r.client_id, "client_host": r.client_host})
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
-            g = self.coordinator.groups.get(gid)
+            g = self.shards[partition].groups.get(gid) if partition in self.shards else None
             generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
             log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
                      gid, cause, generation, members,
                      extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
                             "members": members})
+        if result.timers and partition is None:
+            raise AssertionError("timers from no shard")
         for op in result.timers:
-            self._arm(op.key, op.deadline_ms, now)
+            self._arm((partition, op.key), op.deadline_ms, now)
 
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:
@@ -233,23 +326,24 @@ class CoordinatorRuntime:
                          "member_id": mid, "instance_id": iid, "client_id": req.client_id,
                          "client_host": client_host})
 
-    def _arm(self, key: TimerKey, deadline_ms: int | None, now: int) -> None:
-        old = self._timers.pop(key, None)
+    def _arm(self, slot: tuple[int, TimerKey], deadline_ms: int | None, now: int) -> None:
+        old = self._timers.pop(slot, None)
         if old is not None:
             old.cancel()
-        self._deadlines.pop(key, None)
+        self._deadlines.pop(slot, None)
         if deadline_ms is not None:
             delay = max(deadline_ms - now, 0) / 1000.0
-            self._timers[key] = asyncio.get_running_loop().call_later(delay, self._fire, key)
-            self._deadlines[key] = deadline_ms
+            self._timers[slot] = asyncio.get_running_loop().call_later(delay, self._fire, slot)
+            self._deadlines[slot] = deadline_ms
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
-        if key not in self._timers:
+        slot = next((s for s in self._timers if s[1] == key), None)
+        if slot is None:
             return False
-        self._arm(key, None, self.clock_ms())
-        self._fire(key)
+        self._arm(slot, None, self.clock_ms())
+        self._fire(slot)
         return True
 
     def advance_clock(self, ms: int) -> list[str]:
@@ -269,18 +363,18 @@ class CoordinatorRuntime:
         target = start + ms
         fired = []
         for _ in range(100000):                 # bounded: a timer re-arming itself in the past
-            due = sorted((d, k) for k, d in self._deadlines.items() if d <= target)
+            due = sorted((d, s[1], s[0]) for s, d in self._deadlines.items() if d <= target)
             if not due:
                 break
-            deadline, key = due[0]
+            deadline, key, part = due[0]
             self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
-            self._arm(key, None, self.clock_ms())
-            self._fire(key)
+            self._arm((part, key), None, self.clock_ms())
+            self._fire((part, key))
             fired.append(timer_name(key))
         self.clock_offset_ms = base + ms
         now = self.clock_ms()
-        for key, deadline in list(self._deadlines.items()):
-            self._arm(key, deadline, now)
+        for slot, deadline in list(self._deadlines.items()):
+            self._arm(slot, deadline, now)
         return fired
 
     def _release(self, responses) -> None:
@@ -290,51 +384,17 @@ class CoordinatorRuntime:
                 fut.set_result(body)
 
     async def _release_when_durable(self, logs, responses) -> None:
-        try:
-            await self.durability.sync(logs)
-        except Exception as exc:
-            self._fail(exc)
-            return
-        self._release(responses)
+        if await self.writer.sync(logs):
+            self._release(responses)
 
-    def _fail(self, exc: BaseException) -> None:
-        """A write or fsync of group state failed: stop acknowledging anything (fail-stop)."""
-        if self.failed is None:
-            self.failed = exc
-            log.critical("cannot write %s (%s); no further group request is answered", OFFSETS_TOPIC, exc)
-            if self.on_fatal is not None:
-                self.on_fatal(exc)
-
-    def _fire(self, key: TimerKey) -> None:
-        self._timers.pop(key, None)
-        self._deadlines.pop(key, None)
+    def _fire(self, slot: tuple[int, TimerKey]) -> None:
+        self._timers.pop(slot, None)
+        self._deadlines.pop(slot, None)
+        part, key = slot
         try:
-            self.apply(self.coordinator.on_timer(key, self.clock_ms()))
+            self.apply(self.shards[part].on_timer(key, self.clock_ms()), part)
         except Exception:
             log.exception("timer %s failed", timer_name(key))
-
-    def _persist(self, records: list) -> list:
-        by_partition: dict[int, list] = {}
-        n = len(self.offsets_topic.partitions)
-        for r in records:
-            by_partition.setdefault(partition_for(r.group_id, n), []).append(r)
-        now = self.clock_ms()
-        written = []
-        for part, recs in by_partition.items():
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                          producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
-            for i, r in enumerate(recs):
-                key, value = rec.encode(r)
-                b.append(i, timestamp=now, key=key, value=value, headers=[])
-            plog = self.offsets_topic.partitions[part]
-            try:
-                plog.append(bytes(b.build()))
-            except OSError as exc:
-                self._fail(exc)
-                raise
-            written.append(plog)
-            self.broker.notify_append(OFFSETS_TOPIC, part)
-        return written
 
     def close(self) -> None:
         for h in self._timers.values():

@@ -87,7 +87,7 @@ def groups_view(server) -> list[dict]:
 
 def force_rebalance(server, group_id: str) -> dict:
     server.force_rebalance(group_id)
-    g = server.coordinator.groups[group_id]
+    g = server.runtime.group(group_id)
     return {"group": group_id, "state": g.state, "generation": g.generation}
 
 
@@ -327,15 +327,15 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     async def expire(request):
         await body(request)
         gid, member = request.match_info["group"], request.match_info["member"]
-        g = server.coordinator.groups.get(gid)
+        g = server.runtime.group(gid)
         if g is None:
             raise Refused(404, ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid!r} is unknown")
         if g.static_members.get(member, member) not in g.members:
             raise Refused(404, ErrorCode.UNKNOWN_MEMBER_ID, f"group {gid!r} has no member or instance {member!r}")
         expired = server.expire_session(gid, member)
+        after = server.runtime.group(gid)
         return web.json_response({"group": gid, "member": member, "expired": expired,
-                                  "generation": server.coordinator.groups[gid].generation
-                                  if gid in server.coordinator.groups else None})
+                                  "generation": after.generation if after is not None else None})
 
     async def faults_list(request):
         query(request)

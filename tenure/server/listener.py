@@ -196,11 +196,12 @@ class Server:
             log.warning("%s keeps its %d partition(s) from the data dir (--offsets-partitions %d ignored: "
                         "groups map to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
                         config.offsets_partitions)
-        self.coordinator = GroupCoordinator(config.coordinator_config())
         self.stop_requested = asyncio.Event()
         self.restart_requested = asyncio.Event()  # the admin endpoint's POST /restart (see reopen())
         self.fatal_error: BaseException | None = None
-        self.runtime = CoordinatorRuntime(self.coordinator, offsets, self.broker, durability=self.durability,
+        coordinator_config = config.coordinator_config()
+        self.runtime = CoordinatorRuntime(lambda _partition: GroupCoordinator(coordinator_config), offsets,
+                                          self.broker.notify_append, durability=self.durability,
                                           on_fatal=self._fatal, metrics=self.metrics)
         self.load_report = self.runtime.load()
         if self.data is not None:
@@ -570,7 +571,7 @@ class Server:
         group.instance.id). False if the group or member is unknown or it has no session timer running
         (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
         from tenure.coordinator.classic import heartbeat_key
-        g = self.coordinator.groups.get(group_id)
+        g = self.runtime.group(group_id)
         if g is None:
             return False
         mid = g.static_members.get(member, member)
@@ -578,7 +579,7 @@ class Server:
             return False
         if not self.runtime.fire_now(heartbeat_key(group_id, mid)):
             return False
-        after = self.coordinator.groups.get(group_id)
+        after = self.runtime.group(group_id)
         return after is None or mid not in after.members or mid in after.offline_since
 
     def advance_clock(self, ms: int) -> list[str]:
@@ -593,7 +594,7 @@ class Server:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
         Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
         empty, or has dynamic members. Call on the server's loop (ServerThread.force_rebalance does)."""
-        self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
+        self.runtime.force_rebalance(group_id)
 
     async def close(self) -> None:
         """Close once; a second caller waits for the first close, and cancelling a caller does not

@@ -2,8 +2,8 @@
 
 Written with the project's own write path: the data dir and topic catalog as a server opens them
 (storage DataDir + broker TopicRegistry), records encoded by tenure.protocol.records, batches built and
-appended by the coordinator runtime (CoordinatorRuntime._persist: one batch per state change,
-partitions chosen by Kafka's group hash), segments rolled at `segment_bytes`. A server opens the
+appended by the coordinator's one writer to __consumer_offsets (coordinator/writer.py PartitionWriter:
+one batch per state change, partitions chosen by Kafka's group hash), segments rolled at `segment_bytes`. A server opens the
 result as it opens its own.
 
 The simulated workload: `groups` consumer groups of `members` static members each (group.instance.id
@@ -76,13 +76,6 @@ class SynthConfig:
         return {**asdict(self), "version": 3}
 
 
-class _NoBroker:
-    """The runtime's write path tells the broker about appends (to wake fetchers); nobody listens here."""
-
-    def notify_append(self, topic: str, partition: int) -> None:
-        pass
-
-
 def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
              progress: Callable[[dict, float], None] | None = None) -> dict:
     """Write the log into `data_dir` (created; must hold no logs yet). Returns {"params", "stats",
@@ -94,7 +87,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     from tenure.protocol.records import (
         GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
     )
-    from tenure.coordinator.runtime import CoordinatorRuntime
+    from tenure.coordinator.writer import PartitionWriter
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig
 
@@ -111,7 +104,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                                 configs={"cleanup.policy": "compact"})
         data.cluster_id()
         clock = [START_MS]
-        runtime = CoordinatorRuntime(None, topic, _NoBroker(), clock_ms=lambda: clock[0])
+        writer = PartitionWriter(topic, clock_ms=lambda: clock[0])
         stats = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "event_records": 0,
                  "tombstones": 0, "commits": 0, "restarts": 0, "rebalances": 0, "expirations": 0,
                  "leaves": 0, "removals": 0, "forced_rebalances": 0, "fenced": 0, "deletions": 0}
@@ -129,7 +122,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
         keys: set = set()                          # distinct record keys (what compaction would keep)
 
         def write(records: list) -> None:
-            runtime._persist(records)              # the runtime's own write path: one batch per state change
+            writer.write(records)                  # the coordinator's own write path: one batch per state change
             stats["batches"] += 1
             stats["records"] += len(records)
             for r in records:

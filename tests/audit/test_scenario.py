@@ -53,10 +53,10 @@ def observe(s, truth: Truth) -> None:
     rt = s.server.runtime
     inner = rt.apply
 
-    def apply(result):
-        inner(result)
+    def apply(result, partition):
+        inner(result, partition)
         if any(isinstance(r, rec.GroupMetadataRecord) and r.group_id == G for r in result.records):
-            g = s.server.coordinator.groups.get(G)
+            g = rt.group(G)
             truth.persisted.append(dict(
                 step=truth.step, time=rt.clock_ms(), generation=g.generation, state=g.state,
                 leader=g.leader_id, members={mid: m.group_instance_id for mid, m in g.members.items()},

@@ -144,10 +144,12 @@ def test_server_loads_the_groups(synth):
     cfg = ServerConfig(port=0, data_dir=str(d), offsets_partitions=CFG.offsets_partitions, cleaner_interval_ms=0)
     with ServerThread(cfg) as s:
         def state(server):
-            c = server.coordinator
+            rt = server.runtime
+            groups = {gid: rt.group(gid) for gid in rt.group_ids()}
+            offsets = {gid: rt.committed_offsets(gid) for gid in groups}
             return (server.load_report,
-                    {gid: (g.generation, dict(g.static_members)) for gid, g in c.groups.items()},
-                    {gid: {p: r.offset for (_, p), r in o.items()} for gid, o in c.offsets.items()})
+                    {gid: (g.generation, dict(g.static_members)) for gid, g in groups.items()},
+                    {gid: {p: r.offset for (_, p), r in o.items()} for gid, o in offsets.items() if o})
         report, groups, offsets = s.call(state, s.server)
     assert report.records == result["stats"]["records"]
     assert not report.unknown and not report.undecodable
