@@ -1,0 +1,88 @@
+"""N coordinator shards answer as one coordinator: the same requests to a runtime with 8 offsets partitions
+and to one with a single partition get the same answers (requests naming groups of several shards are
+split and merged in request order, repeated ids answered once), and each group's state sits in the shard
+of its partition only."""
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+
+from tenure.broker.topics import TopicRegistry
+from tenure.coordinator.classic import GroupCoordinator
+from tenure.coordinator.routing import OFFSETS_TOPIC, partition_for
+from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request
+
+
+def runtime(partitions: int) -> CoordinatorRuntime:
+    topic = TopicRegistry().create(OFFSETS_TOPIC, partitions, internal=True, configs={"cleanup.policy": "compact"})
+    return CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic, clock_ms=lambda: 1_000_000)
+
+
+async def call(rt: CoordinatorRuntime, body, version: int):
+    req = Request(type(body).API_KEY, version, 1, "test", body, SUPPORTED[type(body).API_KEY])
+    return (await rt.handle(req, "/127.0.0.1")).to_dict()
+
+
+def commit(group: str, offsets: dict[int, int]):
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    return OffsetCommitRequest(version=8, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                               group_instance_id=None, topics=[T(version=8, name="t", partitions=[
+                                   P(version=8, partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                     committed_metadata="") for p, o in offsets.items()])])
+
+
+def fetch(queries):
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    T = G.OffsetFetchRequestTopics
+    return OffsetFetchRequest(version=8, require_stable=False, groups=[
+        G(version=8, group_id=g, topics=None if parts is None else [T(version=8, name="t", partition_indexes=parts)])
+        for g, parts in queries])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_eight_shards_answer_as_one_coordinator(seed):
+    r = random.Random(seed)
+    groups = [f"g{i}" for i in range(12)]
+    names = groups + ["unknown-a", "unknown-b"]
+
+    async def run():
+        many, one = runtime(8), runtime(1)
+        assert len({partition_for(g, 8) for g in groups}) > 4
+
+        async def both(body, version, *, unordered=False):
+            a, b = await call(many, body, version), await call(one, body, version)
+            if unordered:
+                a["groups"].sort(key=str), b["groups"].sort(key=str)
+            assert a == b, body
+            return a
+
+        for g in groups:
+            await both(commit(g, {p: r.randrange(100) for p in range(r.randrange(1, 4))}), 8)
+        for g in groups:
+            assert [p for p, s in many.shards.items() if g in s.groups] == [partition_for(g, 8)]
+        for _ in range(30):
+            k = r.random()
+            pick = [r.choice(names) for _ in range(r.randrange(0, 8))]
+            if k < 0.4:
+                await both(DescribeGroupsRequest(version=5, groups=pick, include_authorized_operations=False), 5)
+            elif k < 0.8:
+                await both(fetch([(g, r.choice([None, [0], [0, 2]])) for g in pick]), 8)
+            elif k < 0.9:
+                await both(ListGroupsRequest(version=4, states_filter=r.choice([[], ["Empty"], ["Stable"]])), 4,
+                           unordered=True)
+            else:
+                await both(DeleteGroupsRequest(version=2, groups_names=pick), 2)
+                for g in pick:
+                    await both(commit(g, {0: 1}), 8)
+        assert many.group_ids() == one.group_ids()
+        for g in groups:
+            assert many.committed_offsets(g) == one.committed_offsets(g)
+
+    asyncio.run(run())
