@@ -132,8 +132,9 @@ class AdminError(Exception):
 
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
-                 member_id_generator: Callable[[str], str] = default_member_id) -> None:
+                 member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0) -> None:
         self.config = config
+        self.partition = partition            # the __consumer_offsets partition whose groups this shard owns
         self._new_id = member_id_generator
         # replayed state
         self.groups: dict[str, ClassicGroup] = {}
@@ -146,6 +147,7 @@ class GroupCoordinator:
         self._new_member_added: dict[str, bool] = {}
         self._sync_generation: dict[str, int] = {}
         self._expansion_deadline: dict[str, int] = {}
+        self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
 
     # ================================================================== the one mutator
@@ -230,13 +232,64 @@ class GroupCoordinator:
         for g in self.groups.values():
             for m in g.members.values():
                 res.set_timer(heartbeat_key(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+        return self._track(res)
+
+    def unload(self, now_ms: int) -> Result:
+        """Give up this partition's groups (another coordinator takes them over): every parked JoinGroup
+        and SyncGroup is answered NOT_COORDINATOR (16) in its version's error shape, so its client looks
+        up the coordinator again; every timer this shard armed is cancelled; all state, replayed and soft,
+        is dropped (the records stay in the log for the next owner to load). Kafka's onUnloaded does the
+        same for classic groups."""
+        res = Result()
+        for gid in sorted(self._joins):
+            for mid, p in self._joins[gid].items():
+                res.respond(p.token, self._join_error(p.api_version, E.NOT_COORDINATOR, mid))
+        for gid in sorted(self._syncs):
+            for p in self._syncs[gid].values():
+                res.respond(p.token, self._sync_resp(None, E.NOT_COORDINATOR))
+        for key in sorted(self._armed):
+            res.cancel_timer(key)
+        self._armed.clear()
+        self.groups.clear()
+        self.offsets.clear()
+        self.static_event_keys.clear()
+        for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
+                     self._sync_generation, self._expansion_deadline):
+            soft.clear()
         return res
+
+    def _track(self, res: Result) -> Result:
+        """Keep the set of armed timers in step with the timer changes a Result asks for."""
+        for op in res.timers:
+            if op.deadline_ms is None:
+                self._armed.discard(op.key)
+            else:
+                self._armed.add(op.key)
+        return res
+
+    # ================================================================== queries (read-only, copies)
+    def group_ids(self) -> list[str]:
+        """The ids of the groups this shard holds, sorted."""
+        return sorted(self.groups)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """A copy of one group's state (changing it changes nothing here); None if unknown."""
+        g = self.groups.get(group_id)
+        return None if g is None else g.copy()
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
+        """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""
+        return dict(self.offsets.get(group_id, {}))
 
     # ================================================================== dispatch
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
-        return self._handlers[api_key](self, ctx, body)
+        return self._track(self._handlers[api_key](self, ctx, body))
 
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        self._armed.discard(key)
+        return self._track(self._on_timer(key, now_ms))
+
+    def _on_timer(self, key: TimerKey, now_ms: int) -> Result:
         kind, gid, *member = key
         if kind == "heartbeat":
             return self._session_expired(gid, member[0], now_ms)
@@ -693,7 +746,7 @@ class GroupCoordinator:
                                now_ms, m.client_id, m.client_host)
         self._prepare_rebalance(res, g, now_ms, "forced")
         self._commit(g)
-        return res
+        return self._track(res)
 
     def _pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
         res = Result()

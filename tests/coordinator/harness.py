@@ -413,6 +413,18 @@ class Harness:
     def delete(self, *group_ids: str, version: int = 2) -> int:
         return self.send(DELETE, version, DeleteGroupsRequest(version=version, groups_names=list(group_ids)))
 
+    def unload(self) -> None:
+        """The shard gives its partition up (`GroupCoordinator.unload`), applied like any input; the
+        invariants are not checked against a journal whose state is gone: the journal starts again."""
+        self.unloaded_records = self.durable_records()
+        auto, self.auto_check = self.auto_check, False
+        try:
+            self._apply(self.coordinator.unload(self.now_ms))
+        finally:
+            self.auto_check = auto
+        self.coordinator.journal = _CopyingJournal()
+        self._map_base, self._journal_mark = {}, 0
+
     def force_rebalance(self, group_id: str = "g") -> None:
         """The admin operation (Python API), applied like any input."""
         self._apply(self.coordinator.force_rebalance(group_id, self.now_ms))
