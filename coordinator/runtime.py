@@ -24,8 +24,9 @@ import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its 
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
+from tenure.coordinator.classic import GroupCoordinator, RequestContext
 from tenure.coordinator.state import ClassicGroup, Result
+from tenure.coordinator.timers import TimerKey, TimerWheel
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.records import OffsetCommitRecord
@@ -137,18 +138,17 @@ class CoordinatorRuntime:
 
     def group_ids(self) -> list[str]:
         """Every group of every loaded shard, sorted."""
-        return sorted(gid for shard in self.shards.values() for gid in shard.groups)
+        return sorted(gid for shard in self.shards.values() for gid in shard.group_ids())
 
     def group(self, group_id: str) -> ClassicGroup | None:
-        """A copy of one group's state (None if unknown): changing it changes nothing."""
+        """A copy of one group's state, from its shard (None if unknown or its partition is not loaded)."""
         shard = self.shards.get(self.partition_of(group_id))
-        g = shard.groups.get(group_id) if shard is not None else None
-        return None if g is None else g.copy()
+        return None if shard is None else shard.group(group_id)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
         """A copy of one group's committed offsets: {(topic, partition): record} (records are frozen)."""
         shard = self.shards.get(self.partition_of(group_id))
-        return dict(shard.offsets.get(group_id, {})) if shard is not None else {}
+        return {} if shard is None else shard.committed_offsets(group_id)
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> LoadReport:
@@ -338,7 +338,7 @@ class CoordinatorRuntime:
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
-        """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
+        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
         slot = next((s for s in self._timers if s[1] == key), None)
         if slot is None:
             return False
@@ -370,7 +370,7 @@ class CoordinatorRuntime:
             self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
             self._arm((part, key), None, self.clock_ms())
             self._fire((part, key))
-            fired.append(timer_name(key))
+            fired.append(key.name)
         self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for slot, deadline in list(self._deadlines.items()):
@@ -394,7 +394,7 @@ class CoordinatorRuntime:
         try:
             self.apply(self.shards[part].on_timer(key, self.clock_ms()), part)
         except Exception:
-            log.exception("timer %s failed", timer_name(key))
+            log.exception("timer %s failed", key.name)
 
     def close(self) -> None:
         for h in self._timers.values():
