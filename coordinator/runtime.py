@@ -29,6 +29,8 @@ from tenure.coordinator.state import ClassicGroup, Result
 from tenure.coordinator.timers import TimerKey, TimerWheel
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
+from tenure.protocol.error_responses import error_response
+from tenure.protocol.errors import ErrorCode
 from tenure.protocol.records import OffsetCommitRecord
 from tenure.storage import parse_batches
 from tenure.storage.durability import Durability
@@ -112,8 +114,11 @@ class CoordinatorRuntime:
                                       notify_append=notify_append, on_fatal=on_fatal)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._timers: dict[tuple[int, TimerKey], asyncio.TimerHandle] = {}   # (partition, key) -> its handle
-        self._deadlines: dict[tuple[int, TimerKey], int] = {}   # (partition, key) -> deadline (coordinator ms)
+        # every shard's armed timers (a key names its group, so its shard), fired in (deadline, arming)
+        # order; one loop callback waits for the earliest deadline
+        self.timers = TimerWheel()
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._wakeup_at: int | None = None          # the deadline (coordinator ms) the callback waits for
         self._syncing: set[asyncio.Task] = set()
 
     @property
@@ -217,8 +222,8 @@ class CoordinatorRuntime:
     def start_timers(self) -> None:
         """After `load`, on the running loop: restart every loaded member's session timer."""
         now = self.clock_ms()
-        for part, shard in self.shards.items():
-            self.apply(shard.loaded(now), part)
+        for shard in self.shards.values():
+            self.apply(shard.loaded(now))
 
     # ------------------------------------------------------------------ requests
     async def handle(self, req: Request, client_host: str):
@@ -230,53 +235,91 @@ class CoordinatorRuntime:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
                 self._log_request(req, client_host)
-            self._route(req.api_key, ctx, req.body)
+            self._route(req, ctx)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    def _route(self, api_key: int, ctx: RequestContext, body) -> None:
-        """Run the request on the shard(s) of the groups it names and apply their Results."""
+    def _route(self, req: Request, ctx: RequestContext) -> None:
+        """Run the request on the shard(s) of the groups it names and apply their Results. A group whose
+        partition is not loaded here (see `unload`) is answered NOT_COORDINATOR (16)."""
         if self.failed is not None:
             raise self.failed
-        if api_key == routing.LIST_GROUPS:
-            self._fan_out(ctx, [(p, api_key, body) for p in self.shards], routing.merge_lists)
+        api_key, body = req.api_key, req.body
+        if api_key == routing.LIST_GROUPS:             # the groups of every loaded shard
+            calls = [(p, req) for p in sorted(self.shards)]
+            if not calls:
+                self.apply(Result(responses=[(ctx.token, error_response(req, ErrorCode.NONE))]))
+                return
+            self._fan_out(ctx, calls, routing.merge_lists)
         elif routing.names_several_groups(api_key, ctx.api_version):
             pieces, order = routing.split(api_key, body, self.partitions)
             if len(pieces) == 1:
-                part, _ = pieces[0]
-                self.apply(self.shards[part].handle(api_key, ctx, body), part)
+                self._run(pieces[0][0], req, ctx)
                 return
-            self._fan_out(ctx, [(p, api_key, sub) for p, sub in pieces],
-                          lambda answers: routing.merge(api_key, order, [
-                              (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
+            subs = [(p, dataclasses.replace(req, body=sub)) for p, sub in pieces]
+            self._fan_out(ctx, subs, lambda answers: routing.merge(api_key, order, [
+                (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
         else:
-            part = self.partition_of(body.group_id)
-            self.apply(self.shards[part].handle(api_key, ctx, body), part)
+            self._run(self.partition_of(body.group_id), req, ctx)
 
-    def _fan_out(self, ctx: RequestContext, calls: list, merge: Callable[[list], object]) -> None:
-        """Each (partition, api, body) on its shard with a token of its own; its records and timers
+    def _run(self, part: int, req: Request, ctx: RequestContext) -> None:
+        shard = self.shards.get(part)
+        if shard is None:
+            self._release([(ctx.token, error_response(req, ErrorCode.NOT_COORDINATOR))])
+            return
+        self.apply(shard.handle(req.api_key, ctx, req.body))
+
+    def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
+        """Each (partition, request) on its shard with a token of its own; its records and timers
         applied as its shard's; then the merged answer released on `ctx.token` (after every shard's
         records are durable: see `apply`)."""
         answers = []
-        for part, api_key, body in calls:
+        for part, req in calls:
+            shard = self.shards.get(part)
+            if shard is None:
+                answers.append(error_response(req, ErrorCode.NOT_COORDINATOR))
+                continue
             sub = dataclasses.replace(ctx, token=next(self._tokens))
-            result = self.shards[part].handle(api_key, sub, body)
+            result = shard.handle(req.api_key, sub, req.body)
             mine = [body for token, body in result.responses if token == sub.token]
             if len(mine) != 1:
                 raise AssertionError(f"shard {part} gave {len(mine)} answers to one request")
             answers.append(mine[0])
             result.responses = [(t, b) for t, b in result.responses if t != sub.token]
-            self.apply(result, part)
-        self.apply(Result(responses=[(ctx.token, merge(answers))]), None)
+            self.apply(result)
+        self.apply(Result(responses=[(ctx.token, merge(answers))]))
+
+    # ------------------------------------------------------------------ load and unload one partition
+    def unload(self, part: int) -> None:
+        """Stop coordinating offsets partition `part` (on the loop): its shard answers every parked
+        request NOT_COORDINATOR (16) and its timers are cancelled; afterwards requests for its groups
+        are answered 16 until `load_partition(part)`. Nothing is written: its state is in its log."""
+        shard = self.shards.pop(part)
+        result = shard.unload(self.clock_ms())
+        if result.records:
+            raise AssertionError(f"unloading shard {part} wrote records")
+        self._release(result.responses)
+        self._set_timers(result.timers)
+        for key in [k for k in self.timers if self.partition_of(k.group_id) == part]:
+            raise AssertionError(f"timer {key.name} of unloaded partition {part} still armed")
+
+    def reload(self, part: int) -> LoadReport:
+        """Coordinate offsets partition `part` again (on the loop, after `unload`): a new shard loaded
+        from the partition's log, its members' session timers restarted."""
+        if part in self.shards:
+            raise ValueError(f"offsets partition {part} is loaded")
+        self.shards[part] = self._new_shard(part)
+        report = self.load_partition(part)
+        self.apply(self.shards[part].loaded(self.clock_ms()))
+        return report
 
     def force_rebalance(self, group_id: str) -> None:
         """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused)."""
-        part = self.partition_of(group_id)
-        self.apply(self.shards[part].force_rebalance(group_id, self.clock_ms()), part)
+        self.apply(self.shard_for(group_id).force_rebalance(group_id, self.clock_ms()))
 
-    def apply(self, result: Result, partition: int | None) -> None:
-        """Apply one shard's Result (`partition`: the shard; None for an answer no shard's state backs)."""
+    def apply(self, result: Result) -> None:
+        """Apply a shard's Result: records written, responses released once durable, timers set."""
         if self.failed is not None:
             raise self.failed
         logs = self.writer.write(result.records) if result.records else []
@@ -290,7 +333,6 @@ class CoordinatorRuntime:
             task.add_done_callback(self._syncing.discard)
         else:
             self._release(result.responses)
-        now = self.clock_ms()
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
@@ -303,16 +345,13 @@ class CoordinatorRuntime:
                                 "client_id": r.client_id, "client_host": r.client_host})
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
-            g = self.shards[partition].groups.get(gid) if partition in self.shards else None
+            g = self.group(gid)
             generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
             log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
                      gid, cause, generation, members,
                      extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
                             "members": members})
-        if result.timers and partition is None:
-            raise AssertionError("timers from no shard")
-        for op in result.timers:
-            self._arm((partition, op.key), op.deadline_ms, now)
+        self._set_timers(result.timers)
 
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:
@@ -326,31 +365,54 @@ class CoordinatorRuntime:
                          "member_id": mid, "instance_id": iid, "client_id": req.client_id,
                          "client_host": client_host})
 
-    def _arm(self, slot: tuple[int, TimerKey], deadline_ms: int | None, now: int) -> None:
-        old = self._timers.pop(slot, None)
-        if old is not None:
-            old.cancel()
-        self._deadlines.pop(slot, None)
-        if deadline_ms is not None:
-            delay = max(deadline_ms - now, 0) / 1000.0
-            self._timers[slot] = asyncio.get_running_loop().call_later(delay, self._fire, slot)
-            self._deadlines[slot] = deadline_ms
+    def _set_timers(self, ops) -> None:
+        for op in ops:
+            self.timers.apply(op)
+        if ops:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """Keep the one loop callback waiting for the wheel's earliest deadline."""
+        deadline = self.timers.next_deadline()
+        if deadline == self._wakeup_at:
+            return
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
+        self._wakeup_at = deadline
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._wakeup = loop.call_at(loop.time() + max(deadline - self.clock_ms(), 0) / 1000.0, self._wake)
+
+    def _wake(self) -> None:
+        """The earliest deadline has come: fire every timer due by then, in the wheel's order."""
+        due_by = max(self.clock_ms(), self._wakeup_at or 0)
+        self._wakeup, self._wakeup_at = None, None
+        try:
+            for _ in range(100000):             # bounded: timers re-arming themselves in the past
+                item = self.timers.pop_due(due_by)
+                if item is None:
+                    break
+                self._fire(item[0])
+        finally:
+            self._schedule()                    # the timers after a failing one still fire
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
-        slot = next((s for s in self._timers if s[1] == key), None)
-        if slot is None:
+        if not self.timers.cancel(key):
             return False
-        self._arm(slot, None, self.clock_ms())
-        self._fire(slot)
+        try:
+            self._fire(key)
+        finally:
+            self._schedule()
         return True
 
     def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in deadline order, each
-        with the clock at its deadline (as if the time had passed; timers they arm that are due fire
-        too), then the clock is `ms` ahead and the rest are re-armed for their remaining time.
-        Returns the names of the timers fired (`heartbeat/<group>/<member>`, `join/<group>`, ...)."""
+        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in the wheel's order
+        (deadline, then arming), each with the clock at its deadline (as if the time had passed; timers
+        they arm that are due fire too), then the clock is `ms` ahead and the rest wait for their
+        remaining time. Returns the names of the timers fired (`heartbeat/<group>/<member>`, ...)."""
         if isinstance(ms, bool) or not isinstance(ms, int):
             raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
         if ms < 0:
@@ -360,21 +422,20 @@ class CoordinatorRuntime:
             raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
                              f"at most {max(room, 0)} ms more")
         start, base = self.clock_ms(), self.clock_offset_ms
-        target = start + ms
         fired = []
-        for _ in range(100000):                 # bounded: a timer re-arming itself in the past
-            due = sorted((d, s[1], s[0]) for s, d in self._deadlines.items() if d <= target)
-            if not due:
-                break
-            deadline, key, part = due[0]
-            self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
-            self._arm((part, key), None, self.clock_ms())
-            self._fire((part, key))
-            fired.append(key.name)
-        self.clock_offset_ms = base + ms
-        now = self.clock_ms()
-        for slot, deadline in list(self._deadlines.items()):
-            self._arm(slot, deadline, now)
+        try:
+            for _ in range(100000):             # bounded: a timer re-arming itself in the past
+                item = self.timers.pop_due(start + ms)
+                if item is None:
+                    break
+                key, deadline = item
+                self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
+                fired.append(key.name)
+                self._fire(key)
+        finally:
+            self.clock_offset_ms = base + ms
+            self._wakeup_at = -1                # the clock moved: re-arm the loop callback whatever it waits for
+            self._schedule()
         return fired
 
     def _release(self, responses) -> None:
@@ -387,17 +448,16 @@ class CoordinatorRuntime:
         if await self.writer.sync(logs):
             self._release(responses)
 
-    def _fire(self, slot: tuple[int, TimerKey]) -> None:
-        self._timers.pop(slot, None)
-        self._deadlines.pop(slot, None)
-        part, key = slot
-        try:
-            self.apply(self.shards[part].on_timer(key, self.clock_ms()), part)
-        except Exception:
-            log.exception("timer %s failed", key.name)
+    def _fire(self, key: TimerKey) -> None:
+        """One timer (already disarmed) on its group's shard. An exception is not swallowed: it reaches
+        the caller (advance_clock, fire_now) or the loop's exception handler (see `_wake`)."""
+        shard = self.shards.get(self.partition_of(key.group_id))
+        if shard is None:
+            raise AssertionError(f"timer {key.name} of an unloaded offsets partition")
+        self.apply(shard.on_timer(key, self.clock_ms()))
 
     def close(self) -> None:
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
-        self._deadlines.clear()
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup, self._wakeup_at = None, None
+        self.timers.clear()

@@ -86,3 +86,50 @@ def test_eight_shards_answer_as_one_coordinator(seed):
             assert many.committed_offsets(g) == one.committed_offsets(g)
 
     asyncio.run(run())
+
+
+def test_a_failing_timer_is_not_swallowed_and_the_wheel_keeps_its_order():
+    """Timers of every shard fire from one wheel in (deadline, arming) order; a timer whose handler raises
+    reaches advance_clock's caller, and the timers due after it still fire (from the loop's wake-up)."""
+    from kafka.protocol.consumer.group import JoinGroupRequest
+
+    from tenure.coordinator.classic import CoordinatorConfig
+
+    def join(group: str):
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        return JoinGroupRequest(version=8, group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                member_id="", group_instance_id="i", protocol_type="consumer",
+                                protocols=[P(version=8, name="range", metadata=b"")])
+
+    async def run():
+        topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
+        now = [1_000_000]
+        rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+                                                           partition=p), topic, clock_ms=lambda: now[0])
+        groups = ["b-group", "a-group", "e-group"]
+        assert len({partition_for(g, 8) for g in groups}) == 3
+        parked = [asyncio.ensure_future(call(rt, join(g), 8)) for g in groups]   # same deadline, armed in order
+        await asyncio.sleep(0)
+        assert [k.name for k in rt.timers.due(now[0] + 3000) if k.name.startswith("join/")] == \
+            [f"join/{g}" for g in groups]
+        failing = rt.shard_for("a-group")
+        real = failing.on_timer
+
+        def broken(key, now_ms):
+            if key.name == "join/a-group":
+                raise RuntimeError("a broken rule")
+            return real(key, now_ms)
+        failing.on_timer = broken
+        with pytest.raises(RuntimeError, match="a broken rule"):
+            rt.advance_clock(3000)
+        assert rt.clock_offset_ms == 3000
+        assert (await asyncio.wait_for(parked[0], 5))["error_code"] == 0      # b-group's timer fired first
+        # e-group's timer, due too, fires from the loop's wake-up right after (the failure stopped only
+        # advance_clock); a-group's JoinGroup stays parked: its timer was the one that failed
+        assert (await asyncio.wait_for(parked[2], 5))["error_code"] == 0
+        assert not parked[1].done() and "join/a-group" not in [k.name for k in rt.timers]
+        rt.close()
+        for p in parked:
+            p.cancel()
+
+    asyncio.run(run())

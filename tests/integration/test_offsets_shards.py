@@ -8,6 +8,7 @@ groups spread over them by Kafka's hash, and the server behaving as one coordina
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from tenure.config import ServerConfig
 from tenure.coordinator.routing import OFFSETS_TOPIC, partition_for
 from tenure.server import ServerThread
 from tests.support.groups import GroupMember, group_view, member_id, wait_for
-from tests.support.groupwire import commit, describe, fetch_all, fetch_request
+from tests.support.groupwire import commit, describe, fetch_all, fetch_request, join
 from tests.support.wire import WireClient, create_topic
 
 pytestmark = pytest.mark.timeout(120)
@@ -142,3 +143,35 @@ def test_static_rolling_restart_over_eight_offsets_partitions_then_a_server_rest
             for ms in members.values():
                 for m in ms:
                     m.stop()
+
+
+def test_unload_answers_parked_requests_16_then_reload_restores_the_partition_from_its_log():
+    """unload(p): the JoinGroup parked on p's shard (waiting out the initial rebalance delay) is answered
+    NOT_COORDINATOR (16), p's timers are cancelled, and requests for p's groups are answered 16 while
+    other partitions keep serving; reload(p) brings p's groups back from its log."""
+    kept, moved = spread("ul-", 2)
+    part = partition_for(moved, N)
+    cfg = ServerConfig(port=0, offsets_partitions=N, initial_rebalance_delay_ms=60_000)
+    with ServerThread(cfg) as st, WireClient.to(st.bootstrap) as c, WireClient.to(st.bootstrap) as parked:
+        create_topic(c, "t", 1)
+        for gid in (kept, moved):
+            assert commit(c, gid, "", -1, None, "t", {0: 7}) == {0: 0}
+        answer = {}
+        joining = threading.Thread(target=lambda: answer.update(
+            r=join(parked, moved, "", "i1", "t", session_ms=10_000)))
+        joining.start()
+        armed = lambda: st.call(lambda: [k.name for k in st.server.runtime.timers  # noqa: E731
+                                         if partition_for(k.group_id, N) == part])
+        wait_for(lambda: f"join/{moved}" in armed(), 10, "the JoinGroup to park")
+        st.call(st.server.runtime.unload, part)
+        joining.join(10)
+        assert answer["r"].error_code == 16
+        assert armed() == []
+        assert fetch_all(c, [kept]) == {kept: {("t", 0): 7}}
+        r = c.call(*fetch_request([moved, kept]))
+        assert [(g.group_id, g.error_code) for g in r.groups] == [(moved, 16), (kept, 0)]
+        assert commit(c, moved, "", -1, None, "t", {0: 9}) == {0: 16}
+        assert st.call(lambda: st.server.runtime.group(moved)) is None
+        st.call(st.server.runtime.reload, part)
+        assert fetch_all(c, [moved, kept]) == {moved: {("t", 0): 7}, kept: {("t", 0): 7}}
+        assert commit(c, moved, "", -1, None, "t", {0: 9}) == {0: 0}
