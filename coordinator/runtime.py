@@ -215,7 +215,7 @@ class CoordinatorRuntime:
                       OFFSETS_TOPIC, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
             log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
-        report.groups = len({gid for shard in shards for gid in shard.groups})
+        report.groups = len({gid for shard in shards for gid in shard.group_ids()})
         report.seconds = time.monotonic() - t0
         return report
 
