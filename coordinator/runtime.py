@@ -24,7 +24,7 @@ import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its 
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext
+from tenure.coordinator.classic import AdminError, GroupCoordinator, RequestContext
 from tenure.coordinator.state import ClassicGroup, Result
 from tenure.coordinator.timers import TimerKey, TimerWheel
 from tenure.protocol import records as rec
@@ -294,15 +294,16 @@ class CoordinatorRuntime:
     def unload(self, part: int) -> None:
         """Stop coordinating offsets partition `part` (on the loop): its shard answers every parked
         request NOT_COORDINATOR (16) and its timers are cancelled; afterwards requests for its groups
-        are answered 16 until `load_partition(part)`. Nothing is written: its state is in its log."""
+        are answered 16 until `reload(part)`. Nothing is written: its state is in its log."""
         shard = self.shards.pop(part)
         result = shard.unload(self.clock_ms())
         if result.records:
             raise AssertionError(f"unloading shard {part} wrote records")
         self._release(result.responses)
         self._set_timers(result.timers)
-        for key in [k for k in self.timers if self.partition_of(k.group_id) == part]:
-            raise AssertionError(f"timer {key.name} of unloaded partition {part} still armed")
+        left = [k.name for k in self.timers if self.partition_of(k.group_id) == part]
+        if left:
+            raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
 
     def reload(self, part: int) -> LoadReport:
         """Coordinate offsets partition `part` again (on the loop, after `unload`): a new shard loaded
@@ -315,8 +316,12 @@ class CoordinatorRuntime:
         return report
 
     def force_rebalance(self, group_id: str) -> None:
-        """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused)."""
-        self.apply(self.shard_for(group_id).force_rebalance(group_id, self.clock_ms()))
+        """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused,
+        NOT_COORDINATOR if its offsets partition is not loaded here)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        if shard is None:
+            raise AdminError(ErrorCode.NOT_COORDINATOR, f"the offsets partition of group {group_id!r} is not loaded")
+        self.apply(shard.force_rebalance(group_id, self.clock_ms()))
 
     def apply(self, result: Result) -> None:
         """Apply a shard's Result: records written, responses released once durable, timers set."""

@@ -15,6 +15,7 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 
 from tenure.config import ServerConfig
+from tenure.coordinator.classic import AdminError
 from tenure.coordinator.routing import OFFSETS_TOPIC, partition_for
 from tenure.server import ServerThread
 from tests.support.groups import GroupMember, group_view, member_id, wait_for
@@ -175,3 +176,7 @@ def test_unload_answers_parked_requests_16_then_reload_restores_the_partition_fr
         st.call(st.server.runtime.reload, part)
         assert fetch_all(c, [moved, kept]) == {moved: {("t", 0): 7}, kept: {("t", 0): 7}}
         assert commit(c, moved, "", -1, None, "t", {0: 9}) == {0: 0}
+        st.call(st.server.runtime.unload, part)
+        with pytest.raises(AdminError) as refused:
+            st.force_rebalance(moved)
+        assert refused.value.code == 16
