@@ -8,13 +8,15 @@ import asyncio
 import random
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.coordinator.routing import OFFSETS_TOPIC, partition_for
-from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
+from tenure.protocol import records as rec
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 
@@ -84,6 +86,21 @@ def test_eight_shards_answer_as_one_coordinator(seed):
         assert many.group_ids() == one.group_ids()
         for g in groups:
             assert many.committed_offsets(g) == one.committed_offsets(g)
+        # per shard: its partition's log holds its groups' records only, and loading that log into a
+        # fresh shard gives the shard's state (the replay invariant, shard by shard)
+        for p, plog in enumerate(many.offsets_topic.partitions):
+            owners = {partition_for(rec.decode(r.key, r.value).group_id, 8)
+                      for _, raw in iter_batches(plog) for r in DefaultRecordBatch(raw)}
+            assert owners <= {p}
+        again = CoordinatorRuntime(lambda _partition: GroupCoordinator(), many.offsets_topic)
+        again.load()
+        for p, shard in many.shards.items():
+            fresh = again.shards[p]
+            assert fresh.group_ids() == shard.group_ids()
+            for g in shard.group_ids():
+                assert fresh.committed_offsets(g) == shard.committed_offsets(g)
+                assert (fresh.group(g).state, fresh.group(g).generation) == \
+                    (shard.group(g).state, shard.group(g).generation)
 
     asyncio.run(run())
 
