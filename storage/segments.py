@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import crc32c
-
 from .batch import (
-    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
+    HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
     first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
 )
+from .reader import BadBatch, SegmentReader, check_batch  # noqa: F401 (check_batch: imported from here too)
 
 log = logging.getLogger("tenure.storage")
 
@@ -124,33 +123,6 @@ class Damage:
     offset: int | None
     reason: str
     valid_after: bool
-
-
-def check_batch(buf, pos: int, end: int, expect_min_offset: int,
-                exact: bool = False) -> tuple[BatchHeader | None, str | None]:
-    """Verify the batch at `pos` of `buf[:end]`: (header, None) if sound, else (header-or-None, reason).
-
-    Its base offset must be at least `expect_min_offset`, or exactly it with `exact` (see `scan_segment`)."""
-    if end - pos < LOG_OVERHEAD:
-        return None, f"torn batch: {end - pos} bytes left, a batch needs at least {HEADER_SIZE}"
-    base, length = _BASE_AND_LEN.unpack_from(buf, pos)
-    if length < HEADER_SIZE - LOG_OVERHEAD:
-        return None, f"batch length {length} is below a batch header"
-    if pos + LOG_OVERHEAD + length > end:
-        return None, f"torn batch: declares {LOG_OVERHEAD + length} bytes, {end - pos} present"
-    h = BatchHeader(pos, *HEADER.unpack_from(buf, pos))
-    if h.magic != 2:              # the length is still read: `_valid_after` can look past this batch
-        return h, f"magic {h.magic}, expected 2"
-    actual = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + h.size])
-    if actual != h.crc:
-        return h, f"CRC-32C {actual:#010x} != stored {h.crc:#010x}"
-    if h.last_offset_delta < 0 or h.records_count < 0:
-        return h, "negative record counts"
-    if exact and h.base_offset != expect_min_offset:
-        return h, f"base offset {h.base_offset} does not continue the previous batch (expected {expect_min_offset})"
-    if h.base_offset < expect_min_offset:
-        return h, f"base offset {h.base_offset} goes back (expected >= {expect_min_offset})"
-    return h, None
 
 
 def gaps_below(directory: Path, newest_base: int) -> int:
@@ -538,11 +510,15 @@ class SegmentLog:
                              f"is not in its segment")
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every batch from `start_offset` on, as (header with position in its segment, bytes)."""
+        """Every batch holding an offset from `start_offset` on, as (header with its position in its segment,
+        bytes), each checked again by the segment reader; one that fails (the file changed under the log
+        since it was verified at open) raises `CorruptLogError`."""
         for seg in self.segments[self._segment_for(start_offset):]:
-            for h, pos in seg.headers_from(seg.position_for(start_offset)):
-                if h.last_offset >= start_offset:
-                    yield h, seg.pread(h.size, pos)
+            for item in SegmentReader(seg.fd, seg.position_for(start_offset), seg.size):
+                if isinstance(item, BadBatch):
+                    raise CorruptLogError(seg.path, item.position, item.offset, item.reason)
+                if item.header.last_offset >= start_offset:
+                    yield item
 
     def locate(self, offset: int) -> str:
         """Where the batch holding `offset` is: "<segment file> at byte <position> (offset <offset>)"."""
