@@ -638,11 +638,11 @@ class Server:
             await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():
             for plog in topic.partitions:
-                if self.fatal_error is None and getattr(plog, "flush", None) is not None:
+                if self.fatal_error is None:
                     try:
                         plog.flush()
                     except OSError as exc:
-                        log.error("flushing %s at shutdown: %s", getattr(plog, "name", topic.name), exc)
+                        log.error("flushing %s at shutdown: %s", plog.name, exc)
                 plog.close()
         if self.data is not None:
             self.data.close()
