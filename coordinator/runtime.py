@@ -19,7 +19,7 @@ import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker
-from tenure.broker.topics import Topic
+from tenure.broker.topics import OFFSETS_TOPIC, Topic
 from tenure.coordinator.classic import GroupCoordinator, RequestContext
 from tenure.coordinator.timers import TimerKey
 from tenure.coordinator.state import Result
@@ -32,7 +32,6 @@ from tenure.control.metrics import Metrics
 
 log = logging.getLogger("tenure.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import TopicError, TopicRegistry
+from tenure.broker.topics import OFFSETS_TOPIC, TopicError, TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
@@ -38,7 +38,7 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
 from tenure.server.ratelog import RateLimitedLog
-from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.coordinator.runtime import GROUP_APIS, CoordinatorRuntime
 
 OFFSET_COMMIT_KEY = 8
 from tenure.control.views import GroupView, group_view, groups_view

@@ -18,14 +18,12 @@ from typing import Iterator
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS
+from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC
 from tenure.protocol import records as rec
 from tenure.storage.compaction import CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import CATALOG, DataDir, DataDirLocked
 from tenure.storage.reader import BadBatch, Batch, SegmentReader
 from tenure.storage.segments import SUFFIX, CorruptLogError, gaps_below, scan_segment, segment_gap
-
-from tenure.coordinator.runtime import OFFSETS_TOPIC
 
 
 def add_parser(sub) -> None:

@@ -11,7 +11,8 @@ from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.classic import GroupCoordinator
 from tenure.coordinator.state import ClassicGroup
 from tenure.protocol import records as rec
-from tenure.coordinator.runtime import OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.storage.segments import CorruptLogError, SegmentLog
 
 
