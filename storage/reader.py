@@ -193,6 +193,7 @@ class SegmentReader:
         if self.done:
             return
         self._stat()
+        unpack = _BASE_AND_LEN.unpack_from
         while True:
             pos = self.position
             limit = self.size if self.stop is None else self.stop
@@ -200,6 +201,17 @@ class SegmentReader:
                 if self.stop is None and self.follow and self._stat() > pos:
                     continue
                 return
+            buf, off = self._buf, pos - self._buf_pos
+            if 0 <= off and off + LOG_OVERHEAD <= len(buf):         # the common case: the batch is in the buffer
+                end = off + LOG_OVERHEAD + unpack(buf, off)[1]
+                if off + HEADER_SIZE <= end <= len(buf):
+                    h, reason = check_batch(buf, off, end, self.expect, at=pos)
+                    if reason is None:
+                        if self._forward:
+                            self.expect = h.next_offset
+                        self.position = pos + h.size
+                        yield Batch(h, buf[off:end])
+                        continue
             h, reason, data, torn = self._check_growing(pos, self.expect)
             if reason is None:
                 if self._forward:
