@@ -198,3 +198,40 @@ def test_a_borrowed_descriptor_is_not_closed_and_stop_bounds_the_read(tmp_path):
         assert os.fstat(fd).st_size == os.path.getsize(path)          # still open
     finally:
         os.close(fd)
+
+
+def test_follow_tails_a_segment_a_log_appends_to_from_another_thread(tmp_path):
+    """A live log appending (its own writes, batch by batch, from another thread) while a follower polls:
+    every batch is read once, whole and in order, and the follower ends where the log ends."""
+    import threading
+    import time
+
+    plog = SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=1 << 30))
+    path = str(plog.active.path)
+    n = 300
+    done = threading.Event()
+
+    def writer():
+        for i in range(n):
+            plog.append(build_batch([(b"k%d" % i, bytes(i % 200))] * (1 + i % 4)))
+        done.set()
+
+    t = threading.Thread(target=writer)
+    seen = []
+    with SegmentReader(path, follow=True, expect_offset=0, chunk=4096) as r:
+        t.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            finished = done.is_set()
+            got = list(r)
+            seen += got
+            if finished and r.pending == 0:
+                break
+            if not got:
+                time.sleep(0.001)
+        t.join()
+    assert all(isinstance(b, Batch) for b in seen)
+    assert [b.header.base_offset for b in seen] == [h.base_offset for h, _ in plog.batches(0)]
+    assert len(seen) == n and seen[-1].header.next_offset == plog.log_end_offset
+    assert r.position == os.path.getsize(path)
+    plog.close()
