@@ -1,8 +1,8 @@
 """The one reader of segment files: batch by batch from a byte position, each batch checked.
 
-A segment file is a plain concatenation of RecordBatch v2 batches (see storage/segments.py). Every code
-that reads one - a partition log's `batches`, the coordinator's load, the log cleaner, `tenure log
-dump/verify`, the audit - goes through `SegmentReader`:
+A segment file is a plain concatenation of RecordBatch v2 batches (see storage/segments.py). Recovery at
+open (`segments.scan_segment`), a partition log's `batches` (and so the coordinator's load), the log
+cleaner and `tenure log dump/verify` read segment files through `SegmentReader`:
 
 - it starts at a byte position where a batch starts (`start`), or, for a byte-range split whose start
   may fall inside a batch, at the first batch starting at or after `start`, found by walking the batch
@@ -10,8 +10,9 @@ dump/verify`, the audit - goes through `SegmentReader`:
 - it reads the batches that *start* before `stop` (a batch straddling `stop` is read whole), so
   consecutive ranges [0, a), [a, b), [b, end) read every batch of a file exactly once;
 - each batch is checked by `check_batch` (length, magic 2, CRC-32C, counts, and with `expect_offset`
-  base offsets moving forward) and handed out as a `Batch` (header with its byte position in the file,
-  the batch's bytes); one that fails is a `BadBatch` (where, which offset, why, torn or not);
+  base offsets moving forward - continuing exactly from `exact_from` on, as recovery checks them) and
+  handed out as a `Batch` (header with its byte position in the file, the batch's bytes); one that fails
+  is a `BadBatch` (where, which offset, why, torn or not);
 - after a bad batch it stops, unless `resync` and the bad batch's own length leads to a sound batch (the
   damage is confined to that batch): then it goes on from there;
 - a batch the file ends inside (torn) is re-read a few times while the file grows (a live writer appending);
@@ -101,7 +102,8 @@ class SegmentReader:
 
     def __init__(self, source: str | os.PathLike | int, start: int = 0, stop: int | None = None, *,
                  align_from: int | None = None, resync: bool = False, expect_offset: int | None = None,
-                 follow: bool = False, rereads: int = TORN_REREADS, chunk: int = CHUNK) -> None:
+                 exact_from: int | None = None, follow: bool = False, rereads: int = TORN_REREADS,
+                 chunk: int = CHUNK) -> None:
         if isinstance(source, int):
             self.fd, self._owned, self.path = source, False, None
         else:
@@ -112,6 +114,9 @@ class SegmentReader:
         self.resync = resync
         self.expect = NO_MIN_OFFSET if expect_offset is None else expect_offset   # the next base offset's floor
         self._forward = expect_offset is not None
+        # from this expected offset on, a base offset must continue the previous batch exactly (below it -
+        # where the log cleaner dropped whole batches - it only has to move forward)
+        self.exact_from = 1 << 63 if exact_from is None or expect_offset is None else exact_from
         self.follow = follow
         self.rereads = max(rereads, 1)
         self.chunk = chunk
@@ -166,7 +171,8 @@ class SegmentReader:
         return pos
 
     # ---------------------------------------------------------------- batches
-    def _check(self, pos: int, expect: int) -> tuple[BatchHeader | None, str | None, bytes | None, bool]:
+    def _check(self, pos: int, expect: int,
+               exact: bool = False) -> tuple[BatchHeader | None, str | None, bytes | None, bool]:
         """(header, reason, the batch's bytes if sound, torn) of the batch at `pos`."""
         length = self._length_at(pos)
         need = LOG_OVERHEAD + max(length, 0) if length is not None else LOG_OVERHEAD
@@ -174,14 +180,14 @@ class SegmentReader:
             self._stat()                        # grown since the last look?
         # never more than the file holds: a damaged length may declare up to 2 GiB
         buf, off, got = self._window(pos, min(need, max(self.size - pos, LOG_OVERHEAD)))
-        h, reason = check_batch(buf, off, off + got, expect, at=pos)
+        h, reason = check_batch(buf, off, off + got, expect, exact, at=pos)
         torn = got < need
         return h, reason, (bytes(buf[off:off + need]) if reason is None else None), torn
 
-    def _check_growing(self, pos: int, expect: int):
+    def _check_growing(self, pos: int, expect: int, exact: bool):
         """`_check`, re-reading a torn batch while the file grows (a live writer appending)."""
         for _ in range(self.rereads):
-            h, reason, data, torn = self._check(pos, expect)
+            h, reason, data, torn = self._check(pos, expect, exact)
             if not torn or self.follow:
                 break
             before = self.size
@@ -201,18 +207,24 @@ class SegmentReader:
                 if self.stop is None and self.follow and self._stat() > pos:
                     continue
                 return
+            # the common case: sound batches lying wholly in the buffer, one check and one copy each
             buf, off = self._buf, pos - self._buf_pos
-            if 0 <= off and off + LOG_OVERHEAD <= len(buf):         # the common case: the batch is in the buffer
+            n, expect, exact_from, forward = len(buf), self.expect, self.exact_from, self._forward
+            while 0 <= off and off + LOG_OVERHEAD <= n and pos < limit:
                 end = off + LOG_OVERHEAD + unpack(buf, off)[1]
-                if off + HEADER_SIZE <= end <= len(buf):
-                    h, reason = check_batch(buf, off, end, self.expect, at=pos)
-                    if reason is None:
-                        if self._forward:
-                            self.expect = h.next_offset
-                        self.position = pos + h.size
-                        yield Batch(h, buf[off:end])
-                        continue
-            h, reason, data, torn = self._check_growing(pos, self.expect)
+                if not off + HEADER_SIZE <= end <= n:
+                    break
+                h, reason = check_batch(buf, off, end, expect, expect >= exact_from, pos)
+                if reason is not None:
+                    break
+                if forward:
+                    self.expect = expect = h.base_offset + h.last_offset_delta + 1
+                self.position = pos = pos + end - off
+                yield Batch(h, buf[off:end])
+                off = end
+            if pos >= limit:
+                continue
+            h, reason, data, torn = self._check_growing(pos, self.expect, self.expect >= self.exact_from)
             if reason is None:
                 if self._forward:
                     self.expect = h.next_offset

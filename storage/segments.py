@@ -145,7 +145,7 @@ def gaps_below(directory: Path, newest_base: int) -> int:
 
 def scan_segment(path: Path, base_offset: int, on_batch=None,
                  gaps_below: int = 0) -> tuple[list[BatchHeader], Damage | None]:
-    """Every sound batch of a segment file up to the first damage (if any).
+    """Every sound batch of a segment file up to the first damage (if any), read by the segment reader.
 
     A sound batch starts exactly where the one before it (or, first in the file, the segment's base
     offset) ends - the base offset is not covered by the CRC, so this is what catches a damaged one -
@@ -154,34 +154,38 @@ def scan_segment(path: Path, base_offset: int, on_batch=None,
 
     With `on_batch`, each sound header is handed to it as it is found and the returned list stays empty
     (a large segment's headers are then never all held at once)."""
-    size = path.stat().st_size
     headers: list[BatchHeader] = []
-    if size == 0:
-        return headers, None
     keep = headers.append if on_batch is None else on_batch
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        pos, expect = 0, base_offset
-        skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
-        while pos < size:                                # jumped over a gap
-            h, reason = check_batch(buf, pos, size, expect, exact=expect >= gaps_below)
-            if reason is not None:
-                if (skipped is not None and h is not None and h.base_offset < expect
-                        and check_batch(buf, pos, size, -(1 << 63))[1] is None):
-                    # a sound batch going back into the batch before it, which skipped offsets: either
-                    # base offset may be the damaged one; the earlier is named, so nothing sound is cut
-                    prev, prev_expect = skipped
-                    return headers, Damage(path, prev.position, prev_expect,
-                                           f"base offset {prev.base_offset} skips offsets {prev_expect}.."
-                                           f"{prev.base_offset - 1} and the next batch's base offset "
-                                           f"{h.base_offset} goes back into this batch: one of the two is "
-                                           f"damaged", True)
-                offset = expect if h is None or reason.startswith("base offset") else h.base_offset
-                return headers, Damage(path, pos, offset, reason, _valid_after(buf, pos, size, h, expect))
+    expect = base_offset
+    skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
+    with SegmentReader(path, expect_offset=base_offset, exact_from=gaps_below, rereads=1) as reader:
+        for item in reader:                          # jumped over a gap
+            if isinstance(item, BadBatch):
+                return headers, _damage(Path(path), item, reader.size, expect, skipped)
+            h = item.header
             keep(h)
             skipped = (h, expect) if h.base_offset > expect else None
             expect = h.next_offset
-            pos += h.size
     return headers, None
+
+
+def _damage(path: Path, bad: BadBatch, size: int, expect: int,
+            skipped: tuple[BatchHeader, int] | None) -> Damage:
+    """What `scan_segment` reports for the bad batch it met (`expect`: the offset it should have had)."""
+    h, reason = bad.header, bad.reason
+    offsets_only = reason.startswith("base offset")  # check_batch checks offsets last: all else is sound
+    if skipped is not None and h is not None and h.base_offset < expect and offsets_only:
+        # a sound batch going back into the batch before it, which skipped offsets: either base offset
+        # may be the damaged one; the earlier is named, so nothing sound is cut
+        prev, prev_expect = skipped
+        return Damage(path, prev.position, prev_expect,
+                      f"base offset {prev.base_offset} skips offsets {prev_expect}..{prev.base_offset - 1} and "
+                      f"the next batch's base offset {h.base_offset} goes back into this batch: one of the two "
+                      f"is damaged", True)
+    offset = expect if h is None or offsets_only else h.base_offset
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        valid_after = _valid_after(buf, bad.position, min(size, len(buf)), h, expect)
+    return Damage(path, bad.position, offset, reason, valid_after)
 
 
 def segment_gap(base: int, expect: int, gaps_below: int) -> str | None:
