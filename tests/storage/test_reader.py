@@ -235,3 +235,20 @@ def test_follow_tails_a_segment_a_log_appends_to_from_another_thread(tmp_path):
     assert len(seen) == n and seen[-1].header.next_offset == plog.log_end_offset
     assert r.position == os.path.getsize(path)
     plog.close()
+
+
+def test_exact_from_makes_base_offsets_continue_exactly_from_that_offset_on(tmp_path):
+    """Below `exact_from` (the cleaner checkpoint, for recovery) a batch may skip offsets the cleaner
+    removed; from it on, each base offset must be exactly the previous batch's next offset."""
+    path, batches = write_segment(tmp_path)
+    gap_at = batches[3][1]
+    corrupt(path, batches[3][0], struct.pack(">q", gap_at + 1))       # batch 3 now skips one offset
+    found = items(SegmentReader(path, expect_offset=0, exact_from=0))
+    assert sound(found[:3]) == batches[:3]
+    assert isinstance(found[3], BadBatch) and found[3].offset == gap_at + 1
+    assert f"does not continue the previous batch (expected {gap_at})" in found[3].reason
+    found = items(SegmentReader(path, expect_offset=0, exact_from=gap_at + 1))   # the gap is below the line
+    assert all(isinstance(b, Batch) for b in found[:4]) and found[3].header.base_offset == gap_at + 1
+    assert isinstance(found[4], BadBatch)                                         # batch 4 now overlaps it
+    assert f"base offset {batches[4][1]} does not continue the previous batch (expected {batches[4][1] + 1})" \
+        in found[4].reason
