@@ -109,7 +109,6 @@ class SegmentReader:
         else:
             self.path = os.fspath(source)
             self.fd, self._owned = os.open(self.path, os.O_RDONLY), True
-        self.start = start
         self.stop = stop
         self.resync = resync
         self.expect = NO_MIN_OFFSET if expect_offset is None else expect_offset   # the next base offset's floor
@@ -181,7 +180,7 @@ class SegmentReader:
         # never more than the file holds: a damaged length may declare up to 2 GiB
         buf, off, got = self._window(pos, min(need, max(self.size - pos, LOG_OVERHEAD)))
         h, reason = check_batch(buf, off, off + got, expect, exact, at=pos)
-        torn = got < need
+        torn = got < need and (length is None or length >= _MIN_LENGTH)   # a too-short length is damage
         return h, reason, (bytes(buf[off:off + need]) if reason is None else None), torn
 
     def _check_growing(self, pos: int, expect: int, exact: bool):

@@ -98,6 +98,12 @@ def test_follow_still_reports_damage(tmp_path):
     assert sound(found[:2]) == batches[:2]
     assert isinstance(found[2], BadBatch) and "CRC-32C" in found[2].reason and not found[2].torn
     assert len(found) == 3
+    # a length too short for a batch header, in the last bytes of the file: damage, not a batch to wait for
+    with open(path, "r+b") as f:
+        f.truncate(batches[2][0] + LOG_OVERHEAD + 10)
+    corrupt(path, batches[2][0] + 8, struct.pack(">i", 20))
+    found = items(SegmentReader(path, follow=True))
+    assert isinstance(found[2], BadBatch) and not found[2].torn and "below a batch header" in found[2].reason
 
 
 def test_without_follow_a_torn_batch_is_read_again_while_the_file_grows(tmp_path):
