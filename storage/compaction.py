@@ -50,6 +50,11 @@ the segment exists (non-active segments do not change), so later passes only rea
 parsing and rebuilding run through a caller-supplied runner (a worker thread on the server) and touch no
 file the log serves from except by reading it; all directory changes happen on the caller's thread.
 
+Damage. Segments are read through the segment reader (storage/reader.py), which checks every batch: a
+batch whose bytes changed on disk since the log was opened stops the pass (`CorruptLogError`, named once
+in an ERROR line) and the log is not cleaned again until it is reopened (where recovery finds the damage
+too) - it is never rebuilt into a cleaned segment under a new, valid CRC.
+
 Durability. Before a segment's keys may supersede anything it is fsynced (once): an older record is
 only dropped when the record that replaces it is on disk.
 
@@ -442,6 +447,9 @@ class Compactor:
                 work = gen.send(work[0](*work[1:]))
         except StopIteration as stop:
             return stop.value
+        except CorruptLogError as exc:
+            self._damaged(plog, exc)
+            raise
         except (OSError, ValueError):
             if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
                 return CleanStats()
@@ -458,12 +466,22 @@ class Compactor:
                 work = gen.send(await loop.run_in_executor(executor, work[0], *work[1:]))
         except StopIteration as stop:
             return stop.value
+        except CorruptLogError as exc:
+            self._damaged(plog, exc)
+            raise
         except (OSError, ValueError):
             if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
                 return CleanStats()
             raise
         finally:
             gen.close()
+
+    def _damaged(self, plog: SegmentLog, exc: CorruptLogError) -> None:
+        """A segment's batch failed its check while being cleaned: the log is not cleaned again (a later
+        pass would meet the same damage) until it is opened again, where recovery finds it too."""
+        self._broken.add(plog)
+        log.error("%s: %s; this log is not compacted again until the next open (see `tenure log verify`)",
+                  plog.name, exc)
 
     def clean_fully(self, plog: SegmentLog, policy: CompactionPolicy = CompactionPolicy()) -> CleanStats:
         """Passes without a budget until one finds nothing to do (the offline tool, tests)."""
