@@ -4,10 +4,12 @@ Inputs: a decoded request with a `RequestContext` (token, api version, client id
 timer expiry with now_ms. Output: a `Result` (responses by token - possibly to other, parked requests -
 durable records, timer changes). No sockets, no asyncio, no wall clock.
 
-Handlers never mutate live state: they copy a group into a draft, change the draft, and commit it
-with a `GroupSnapshot` event through `replay`, the only mutator. Kafka's own records (GroupMetadata,
-OffsetCommit) go through `replay` too, and are what the runtime persists. Parked JoinGroup/SyncGroup
-requests, and the bookkeeping of the initial-rebalance delay, are soft state, as in Kafka.
+Handlers never mutate live state: they copy a group into a draft, change the draft, and return a
+Result whose events - Kafka's own records (GroupMetadata, OffsetCommit), which the runtime persists, and
+a `GroupSnapshot` installing the draft - the shard replays through `replay`, the only mutator, once the
+handler has returned (as Kafka's runtime replays a shard's records). A handler that raises leaves every
+piece of state as it was. Parked JoinGroup/SyncGroup requests and the bookkeeping of the initial-rebalance
+delay are soft state, as in Kafka: they live in the group value, so they change the same way.
 
 Static-member events (`StaticMemberEventRecord`, this project's own record type, key version 345) log
 the history of each group's `group.instance.id -> member.id` map with its causes; the rule for each
@@ -45,7 +47,7 @@ from .timers import (
 )
 from .state import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, GroupSnapshot,
-    Member, Result,
+    Member, Parked, Result,
 )
 
 ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
@@ -78,14 +80,6 @@ class RequestContext:
     now_ms: int
 
 
-@dataclass(frozen=True)
-class Parked:
-    token: int
-    api_version: int
-    client_id: str = ""
-    client_host: str = ""
-
-
 def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
@@ -108,13 +102,7 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
         self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
-        # soft state
-        self._joins: dict[str, dict[str, Parked]] = {}
-        self._syncs: dict[str, dict[str, Parked]] = {}
-        self._initial_remaining: dict[str, int] = {}
-        self._new_member_added: dict[str, bool] = {}
-        self._sync_generation: dict[str, int] = {}
-        self._expansion_deadline: dict[str, int] = {}
+        # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
         self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
 
@@ -176,8 +164,7 @@ class GroupCoordinator:
             raise TypeError(f"not a coordinator event: {event!r}")
 
     def _emit(self, res: Result, record) -> None:
-        self.replay(record)
-        res.records.append(record)
+        res.emit(record)
 
     def _static_event(self, res: Result, g: ClassicGroup, cause: str, instance_id: str, old: str | None,
                       new: str | None, now_ms: int, client_id: str, client_host: str) -> None:
@@ -191,8 +178,8 @@ class GroupCoordinator:
         self._static_event(res, g, rec.FENCED, instance_id, presented, g.static_members[instance_id],
                            ctx.now_ms, ctx.client_id, ctx.client_host)
 
-    def _commit(self, g: ClassicGroup | None, group_id: str | None = None) -> None:
-        self.replay(GroupSnapshot(group_id if g is None else g.group_id, g))
+    def _commit(self, res: Result, g: ClassicGroup | None, group_id: str | None = None) -> None:
+        res.install(group_id if g is None else g.group_id, g)
 
     def loaded(self, now_ms: int) -> Result:
         """After replaying a log at start-up: every member's heartbeat timer restarts."""
@@ -209,11 +196,10 @@ class GroupCoordinator:
         is dropped (the records stay in the log for the next owner to load). Kafka's onUnloaded does the
         same for classic groups."""
         res = Result()
-        for gid in sorted(self._joins):
-            for mid, p in self._joins[gid].items():
+        for g in self.groups.values():
+            for mid, p in g.joins.items():
                 res.respond(p.token, self._join_error(p.api_version, E.NOT_COORDINATOR, mid))
-        for gid in sorted(self._syncs):
-            for p in self._syncs[gid].values():
+            for p in g.syncs.values():
                 res.respond(p.token, self._sync_resp(None, E.NOT_COORDINATOR))
         for key in sorted(self._armed):
             res.cancel_timer(key)
@@ -221,9 +207,6 @@ class GroupCoordinator:
         self.groups.clear()
         self.offsets.clear()
         self.static_event_keys.clear()
-        for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
-                     self._sync_generation, self._expansion_deadline):
-            soft.clear()
         return res
 
     def _track(self, res: Result) -> Result:
@@ -251,11 +234,18 @@ class GroupCoordinator:
 
     # ================================================================== dispatch
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
-        return self._track(self._handlers[api_key](self, ctx, body))
+        return self._done(self._handlers[api_key](self, ctx, body))
 
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        res = self._on_timer(key, now_ms)
         self._armed.discard(key)
-        return self._track(self._on_timer(key, now_ms))
+        return self._done(res)
+
+    def _done(self, res: Result) -> Result:
+        """A handler has returned its Result: now, and only now, replay what it produced."""
+        for event in res.events:
+            self.replay(event)
+        return self._track(res)
 
     def _on_timer(self, key: TimerKey, now_ms: int) -> Result:
         gid = key.group_id
@@ -274,15 +264,9 @@ class GroupCoordinator:
         raise ValueError(f"unknown timer {key!r}")
 
     # ================================================================== helpers
-    def _parked_joins(self, gid: str) -> dict[str, Parked]:
-        return self._joins.setdefault(gid, {})
-
-    def _parked_syncs(self, gid: str) -> dict[str, Parked]:
-        return self._syncs.setdefault(gid, {})
-
-    def _all_joined(self, g: ClassicGroup) -> bool:
-        joined = self._joins.get(g.group_id, {})
-        return all(mid in joined for mid in g.members) and not g.pending_members
+    @staticmethod
+    def _all_joined(g: ClassicGroup) -> bool:
+        return all(mid in g.joins for mid in g.members) and not g.pending_members
 
     @staticmethod
     def _validate_member(g: ClassicGroup, member_id: str, instance_id: str | None) -> int:
@@ -345,31 +329,32 @@ class GroupCoordinator:
         gid = g.group_id
         res.rebalances.append((gid, cause))
         if g.state == COMPLETING_REBALANCE:                  # J10: parked syncs get 27, assignments reset
-            for mid, p in self._syncs.pop(gid, {}).items():
+            for mid, p in g.syncs.items():
                 res.respond(p.token, self._sync_resp(None, E.REBALANCE_IN_PROGRESS))
+            g.syncs = {}
             for m in g.members.values():
                 m.assignment = b""
         g.pending_sync.clear()
         res.cancel_timer(SyncKey(gid))
-        if self._expansion_deadline.pop(gid, None) is not None:   # this rebalance takes in the new members
+        if g.expansion_deadline is not None:                # this rebalance takes in the new members
+            g.expansion_deadline = None
             res.cancel_timer(ExpansionKey(gid))
         initial = g.state == EMPTY
         g.transition(PREPARING_REBALANCE, now_ms)
         if initial:                                          # J12: the initial delay
             delay = self.config.initial_rebalance_delay_ms
-            self._initial_remaining[gid] = max(g.rebalance_timeout_ms() - delay, 0)
-            self._new_member_added[gid] = False
+            g.initial_remaining = max(g.rebalance_timeout_ms() - delay, 0)
+            g.new_member_added = False
             res.set_timer(JoinKey(gid), now_ms + delay)
         else:
-            self._initial_remaining.pop(gid, None)
+            g.initial_remaining = None
             if self._all_joined(g):                          # J9: completes early
                 self._complete_join(res, g, now_ms)
             else:
                 res.set_timer(JoinKey(gid), now_ms + g.rebalance_timeout_ms())
 
     def _maybe_complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
-        if (g.state == PREPARING_REBALANCE and g.group_id not in self._initial_remaining
-                and self._all_joined(g)):
+        if g.state == PREPARING_REBALANCE and g.initial_remaining is None and self._all_joined(g):
             self._complete_join(res, g, now_ms)
 
     def _rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
@@ -380,7 +365,7 @@ class GroupCoordinator:
 
     def _complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
         gid = g.group_id
-        joined = self._joins.get(gid, {})
+        joined = g.joins
         for mid, m in list(g.members.items()):               # J13: dynamic laggards go, static stay
             if mid not in joined and not m.is_static:
                 g.remove_member(mid)
@@ -392,7 +377,7 @@ class GroupCoordinator:
                 return
             g.leader_id = new_leader
         res.cancel_timer(JoinKey(gid))
-        self._initial_remaining.pop(gid, None)
+        g.initial_remaining = None
         g.generation += 1
         if not g.members:                                    # J15
             g.protocol_name = None
@@ -402,13 +387,14 @@ class GroupCoordinator:
             return
         g.protocol_name = g.select_protocol()                # J14
         g.transition(COMPLETING_REBALANCE, now_ms)
-        for mid, p in self._joins.pop(gid, {}).items():
+        for mid, p in g.joins.items():
             res.respond(p.token, self._join_ok(g, mid, p.api_version))
+        g.joins = {}
         for m in g.members.values():
             m.is_new = False
             self._reset_heartbeat(res, g, m, now_ms)
         g.pending_sync = set(g.members)
-        self._sync_generation[gid] = g.generation
+        g.sync_generation = g.generation
         res.set_timer(SyncKey(gid), now_ms + g.rebalance_timeout_ms())
 
     def _remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int, cause: str,
@@ -422,16 +408,16 @@ class GroupCoordinator:
                                ctx.client_id if ctx else m.client_id, ctx.client_host if ctx else m.client_host)
         m = g.remove_member(member_id)
         res.cancel_timer(HeartbeatKey(g.group_id, member_id))
-        p = self._joins.get(g.group_id, {}).pop(member_id, None)
+        p = g.joins.pop(member_id, None)
         if p is not None:                                   # a removed member is unknown: memberId ""
             res.respond(p.token, self._join_error(p.api_version, join_error, ""))
-        p = self._syncs.get(g.group_id, {}).pop(member_id, None)
+        p = g.syncs.pop(member_id, None)
         if p is not None:
             res.respond(p.token, self._sync_resp(None, join_error))
         return m
 
     def _park_join(self, res: Result, g: ClassicGroup, member_id: str, ctx: RequestContext) -> None:
-        joins = self._parked_joins(g.group_id)
+        joins = g.joins
         old = joins.get(member_id)
         if old is not None and old.token != ctx.token:       # a duplicate JoinGroup supersedes the first
             res.respond(old.token, self._join_error(old.api_version, E.REBALANCE_IN_PROGRESS, member_id))
@@ -465,7 +451,7 @@ class GroupCoordinator:
         if not self._accept_joining(g, mid):                               # J5 (Kafka checks size first)
             if mid in g.members:
                 self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED, rec.GROUP_FULL, ctx.now_ms, ctx)
-                self._commit(g)
+                self._commit(res, g)
             return error(E.GROUP_MAX_SIZE_REACHED, "")
         protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
         if not g.supports_protocols(req.protocol_type, [n for n, _ in protocols]):
@@ -488,7 +474,7 @@ class GroupCoordinator:
             self._add_and_rebalance(res, g, member, ctx)
         else:
             self._join_known(res, g, member, ctx)                          # J17-J22
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     def _accept_joining(self, g: ClassicGroup, member_id: str) -> bool:
@@ -496,7 +482,7 @@ class GroupCoordinator:
         if limit is None or g.state in (EMPTY, DEAD):
             return True
         if g.state == PREPARING_REBALANCE:
-            joined = self._joins.get(g.group_id, {})
+            joined = g.joins
             return (bool(member_id) and member_id in joined) or len(joined) < limit
         return (bool(member_id) and member_id in g.members) or len(g.members) < limit
 
@@ -512,8 +498,8 @@ class GroupCoordinator:
         self._add_and_rebalance(res, g, member, ctx)
 
     def _add_and_rebalance(self, res: Result, g: ClassicGroup, member: Member, ctx: RequestContext) -> None:
-        if g.state == PREPARING_REBALANCE and g.group_id in self._initial_remaining:
-            self._new_member_added[g.group_id] = True
+        if g.state == PREPARING_REBALANCE and g.initial_remaining is not None:
+            g.new_member_added = True
         iid = member.group_instance_id
         if iid is not None:
             old = g.static_members.get(iid)
@@ -525,9 +511,9 @@ class GroupCoordinator:
         window = self.config.static_expansion_timeout_ms
         if window is not None and member.is_static and g.state == STABLE:
             # expansion timeout: batch new static members into one rebalance, counted from the first
-            deadline = self._expansion_deadline.get(g.group_id)
+            deadline = g.expansion_deadline
             if deadline is None:
-                deadline = self._expansion_deadline[g.group_id] = ctx.now_ms + window
+                deadline = g.expansion_deadline = ctx.now_ms + window
                 res.set_timer(ExpansionKey(g.group_id), deadline)
             # a member parked for the window must outlive it
             res.set_timer(HeartbeatKey(g.group_id, member.member_id),
@@ -579,11 +565,11 @@ class GroupCoordinator:
         self._static_event(res, g, rec.REPLACED, iid, old_id, new_id, ctx.now_ms, ctx.client_id, ctx.client_host)
         # J23: fence the old member; each parked request answered 82 is a fenced event too (a live holder
         # of the old id was told so), after the replacement that fenced it
-        p = self._joins.get(gid, {}).pop(old_id, None)
+        p = g.joins.pop(old_id, None)
         if p is not None:
             res.respond(p.token, self._join_error(p.api_version, E.FENCED_INSTANCE_ID, old_id))
             self._static_event(res, g, rec.FENCED, iid, old_id, new_id, ctx.now_ms, p.client_id, p.client_host)
-        p = self._syncs.get(gid, {}).pop(old_id, None)
+        p = g.syncs.pop(old_id, None)
         if p is not None:
             res.respond(p.token, self._sync_resp(None, E.FENCED_INSTANCE_ID))
             self._static_event(res, g, rec.FENCED, iid, old_id, new_id, ctx.now_ms, p.client_id, p.client_host)
@@ -624,17 +610,18 @@ class GroupCoordinator:
         if live is None or live.state != PREPARING_REBALANCE:
             return res
         g = live.copy()
-        remaining = self._initial_remaining.get(gid)
+        remaining = g.initial_remaining
         if remaining is not None:                                          # J12
-            if self._new_member_added.get(gid) and remaining > 0:
+            if g.new_member_added and remaining > 0:
                 delay = min(self.config.initial_rebalance_delay_ms, remaining)
-                self._initial_remaining[gid] = max(remaining - delay, 0)
-                self._new_member_added[gid] = False
+                g.initial_remaining = max(remaining - delay, 0)
+                g.new_member_added = False
                 res.set_timer(JoinKey(gid), now_ms + delay)
+                self._commit(res, g)
                 return res
-            del self._initial_remaining[gid]
+            g.initial_remaining = None
         self._complete_join(res, g, now_ms)
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     def _session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # T2
@@ -643,7 +630,7 @@ class GroupCoordinator:
         if live is None or mid not in live.members:
             return res
         m = live.members[mid]
-        parked = mid in self._joins.get(gid, {}) or mid in self._syncs.get(gid, {})
+        parked = mid in live.joins or mid in live.syncs
         if parked and not m.is_new:
             return res
         g = live.copy()
@@ -653,11 +640,11 @@ class GroupCoordinator:
             # session timeout ago), not from now; track the earliest offline member
             g.offline_since.setdefault(mid, now_ms - m.session_timeout_ms)
             self._arm_registration(res, g)
-            self._commit(g)
+            self._commit(res, g)
             return res
         self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.EXPIRED, now_ms)
         self._rebalance_or_complete(res, g, now_ms, "session_expired")
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     def _arm_registration(self, res: Result, g: ClassicGroup) -> None:
@@ -679,18 +666,22 @@ class GroupCoordinator:
         for mid in sorted(g.offline_since):              # ONE rebalance removes all offline now
             self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.REGISTRATION_EXPIRED, now_ms)
         self._rebalance_or_complete(res, g, now_ms, "registration_expired")
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     def _expansion_expired(self, gid: str, now_ms: int) -> Result:
         res = Result()
-        self._expansion_deadline.pop(gid, None)
         live = self.groups.get(gid)
-        if live is None or live.state != STABLE:
+        if live is None:
             return res
         g = live.copy()
+        g.expansion_deadline = None                      # the window is over (and its timer fired)
+        if g.state != STABLE:
+            if live.expansion_deadline is not None:
+                self._commit(res, g)
+            return res
         self._prepare_rebalance(res, g, now_ms, "expansion_timeout")
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     # ================================================================== admin operations (Python API)
@@ -713,8 +704,8 @@ class GroupCoordinator:
             self._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
                                now_ms, m.client_id, m.client_host)
         self._prepare_rebalance(res, g, now_ms, "forced")
-        self._commit(g)
-        return self._track(res)
+        self._commit(res, g)
+        return self._done(res)
 
     def _pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
         res = Result()
@@ -724,20 +715,20 @@ class GroupCoordinator:
         g = live.copy()
         g.pending_members.discard(mid)
         self._maybe_complete_join(res, g, now_ms)
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     def _sync_expired(self, gid: str, now_ms: int) -> Result:                # J16
         res = Result()
         live = self.groups.get(gid)
         if (live is None or live.state not in (COMPLETING_REBALANCE, STABLE)
-                or self._sync_generation.get(gid) != live.generation or not live.pending_sync):
+                or live.sync_generation != live.generation or not live.pending_sync):
             return res
         g = live.copy()
         for mid in sorted(g.pending_sync):
             self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.SYNC_EXPIRED, now_ms)
         self._prepare_rebalance(res, g, now_ms, "sync_timeout")
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     # ================================================================== SyncGroup (S1-S3)
@@ -774,20 +765,21 @@ class GroupCoordinator:
             res.respond(ctx.token, self._sync_resp(g, 0, g.members[mid].assignment))
             self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
         else:                                                              # S2: CompletingRebalance
-            self._parked_syncs(gid)[mid] = Parked(ctx.token, v, ctx.client_id or "", ctx.client_host)
+            g.syncs[mid] = Parked(ctx.token, v, ctx.client_id or "", ctx.client_host)
             if mid == g.leader_id:
                 given = {a.member_id: bytes(a.assignment) for a in req.assignments}
                 for m in g.members.values():
                     m.assignment = given.get(m.member_id, b"")
                 self._emit(res, self._group_record(g, ctx.now_ms))
                 g.transition(STABLE, ctx.now_ms)
-                for pmid, p in self._syncs.pop(gid, {}).items():
+                for pmid, p in g.syncs.items():
                     m = g.members[pmid]
                     res.respond(p.token, self._sync_resp(g, 0, m.assignment))
                     self._reset_heartbeat(res, g, m, ctx.now_ms)
+                g.syncs = {}
         if not g.pending_sync:
             res.cancel_timer(SyncKey(gid))
-        self._commit(g)
+        self._commit(res, g)
         return res
 
     # ================================================================== Heartbeat (H1)
@@ -816,7 +808,7 @@ class GroupCoordinator:
                     g = g.copy()
                     del g.offline_since[mid]
                     self._arm_registration(res, g)
-                    self._commit(g)
+                    self._commit(res, g)
                 if g.state == PREPARING_REBALANCE:
                     code = E.REBALANCE_IN_PROGRESS
         res.respond(ctx.token, HeartbeatResponse(throttle_time_ms=0, error_code=code))
@@ -873,7 +865,7 @@ class GroupCoordinator:
         if changed:                                                        # L3: one decision per batch
             if g.state != EMPTY:                 # an Empty group (a pending id left) needs no rebalance
                 self._rebalance_or_complete(res, g, ctx.now_ms, changed)
-            self._commit(g)
+            self._commit(res, g)
         return answer(0, per)
 
     # ================================================================== offsets (O1-O6)
@@ -929,7 +921,7 @@ class GroupCoordinator:
                 parts.append(P(partition_index=p.partition_index, error_code=pcode))
             topics.append(T(name=t.name, partitions=parts))
         if not code and live is None:                                      # O1: a simple group
-            self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
+            self._commit(res, ClassicGroup(gid, state_timestamp=ctx.now_ms))
         if member is not None and live.state in (STABLE, PREPARING_REBALANCE):
             self._reset_heartbeat(res, live, member, ctx.now_ms)          # T1
         res.respond(ctx.token, OffsetCommitResponse(throttle_time_ms=0, topics=topics))
@@ -992,6 +984,7 @@ class GroupCoordinator:
             res.respond(ctx.token, R(error_code=E.NON_EMPTY_GROUP, throttle_time_ms=0, topics=[]))
             return res
         subscribed = self._subscribed_topics(g) if g.state != EMPTY else set()
+        committed = set(self.offsets.get(g.group_id, {}))
         topics = []
         for t in req.topics:
             parts = []
@@ -999,7 +992,8 @@ class GroupCoordinator:
                 if subscribed is None or t.name in subscribed:
                     parts.append(P(partition_index=p.partition_index, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
-                if (t.name, p.partition_index) in self.offsets.get(g.group_id, {}):
+                if (t.name, p.partition_index) in committed:             # a repeated partition: one tombstone
+                    committed.discard((t.name, p.partition_index))
                     self._emit(res, OffsetCommitRecord(g.group_id, t.name, p.partition_index, tombstone=True))
                 parts.append(P(partition_index=p.partition_index, error_code=0))
             topics.append(T(name=t.name, partitions=parts))
@@ -1064,8 +1058,9 @@ class GroupCoordinator:
         res = Result()
         D = DeleteGroupsResponse.DeletableGroupResult
         out = []
+        deleted: set[str] = set()            # replay comes after the handler: a repeated id finds it gone
         for gid in req.groups_names:
-            g = self.groups.get(gid)
+            g = None if gid in deleted else self.groups.get(gid)
             if g is None or g.state == DEAD:
                 out.append(D(group_id=gid, error_code=E.GROUP_ID_NOT_FOUND))
                 continue
@@ -1077,11 +1072,8 @@ class GroupCoordinator:
             for iid in sorted(self.static_event_keys.get(gid, ())):       # compaction can drop it all
                 self._emit(res, StaticMemberEventRecord(gid, iid, tombstone=True))
             self._emit(res, GroupMetadataRecord(gid, tombstone=True))
-            self._commit(None, gid)
-            for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
-                         self._sync_generation):
-                soft.pop(gid, None)
-            self._expansion_deadline.pop(gid, None)
+            self._commit(res, None, gid)          # its soft state goes with it
+            deleted.add(gid)
             out.append(D(group_id=gid, error_code=0))
         res.respond(ctx.token, DeleteGroupsResponse(throttle_time_ms=0, results=out))
         return res

@@ -1,12 +1,14 @@
 """Group state values and the events that change them.
 
-Every change to coordinator state is an event applied by `GroupCoordinator.replay`. Two kinds:
+Every change to coordinator state is an event applied by `GroupCoordinator.replay`, after the handler
+that produced it has returned (a handler that raises changes nothing). Two kinds:
 - records (`tenure.protocol.records`): Kafka's __consumer_offsets records, persisted and replayed on
   load; replaying them alone gives the state Kafka itself would load (a group with members is Stable);
 - `GroupSnapshot`: the full in-memory value of one group after a handler's change (state, members with
   all their protocols, pending members...). It is a full-value upsert, never a delta, so replaying the
   whole event stream reproduces the live coordinator exactly. Snapshots are not persisted: what Kafka
-  keeps only in memory (a PreparingRebalance group, its joined members) stays in memory here too.
+  keeps only in memory (a PreparingRebalance group, its joined members, its parked requests) stays in
+  memory here too.
 """
 from __future__ import annotations
 
@@ -55,6 +57,15 @@ class Member:
         raise AssertionError("member supports none of the candidate protocols")
 
 
+@dataclass(frozen=True)
+class Parked:
+    """A JoinGroup or SyncGroup request waiting for its answer (soft state: never in a record)."""
+    token: int
+    api_version: int
+    client_id: str = ""
+    client_host: str = ""
+
+
 @dataclass
 class ClassicGroup:
     group_id: str
@@ -70,6 +81,13 @@ class ClassicGroup:
     pending_members: set[str] = field(default_factory=set)          # KIP-394 ids handed out, not joined
     pending_sync: set[str] = field(default_factory=set)             # members yet to send SyncGroup
     offline_since: dict[str, int] = field(default_factory=dict)     # static members past their session -> last heard from
+    # soft state, as Kafka keeps it in memory only (no record carries it; a loaded group has none):
+    joins: dict[str, Parked] = field(default_factory=dict)          # member id -> its parked JoinGroup
+    syncs: dict[str, Parked] = field(default_factory=dict)          # member id -> its parked SyncGroup
+    initial_remaining: int | None = None    # J12: the initial delay's time left to extend by, while it runs
+    new_member_added: bool = False          # J12: a member joined since the delay was last (re)armed
+    sync_generation: int | None = None      # J16: the generation the sync timer was armed for
+    expansion_deadline: int | None = None   # the KIP-345 draft's expansion window, while open
 
     kind = "classic"   # KIP-848 "consumer" groups are the second kind
 
@@ -77,7 +95,8 @@ class ClassicGroup:
         return dataclasses.replace(
             self, members={k: dataclasses.replace(m) for k, m in self.members.items()},
             static_members=dict(self.static_members), pending_members=set(self.pending_members),
-            pending_sync=set(self.pending_sync), offline_since=dict(self.offline_since))
+            pending_sync=set(self.pending_sync), offline_since=dict(self.offline_since),
+            joins=dict(self.joins), syncs=dict(self.syncs))
 
     # ---- derived views
     def is_empty(self) -> bool:
@@ -168,15 +187,26 @@ class TimerOp:
 @dataclass
 class Result:
     """What one input produced: responses (by request token, possibly for other parked requests),
-    durable records to append before any response leaves, and timer changes."""
+    durable records to append before any response leaves, and timer changes. `events` is what the shard
+    replays once the handler has returned: the records and the group snapshots, in the order made."""
     responses: list[tuple[int, object]] = field(default_factory=list)
     records: list = field(default_factory=list)
+    events: list = field(default_factory=list)
     timers: list[TimerOp] = field(default_factory=list)
     # (group id, cause) of each rebalance this input started: for metrics and inspection, not state
     rebalances: list[tuple[str, str]] = field(default_factory=list)
 
     def respond(self, token: int, body: object) -> None:
         self.responses.append((token, body))
+
+    def emit(self, record) -> None:
+        """A durable record: appended to the log, then replayed."""
+        self.records.append(record)
+        self.events.append(record)
+
+    def install(self, group_id: str, group: "ClassicGroup | None") -> None:
+        """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
+        self.events.append(GroupSnapshot(group_id, group))
 
     def set_timer(self, key: TimerKey, deadline_ms: int) -> None:
         self.timers.append(TimerOp(key, deadline_ms))
@@ -187,5 +217,6 @@ class Result:
     def merge(self, other: "Result") -> None:
         self.responses += other.responses
         self.records += other.records
+        self.events += other.events
         self.timers += other.timers
         self.rebalances += other.rebalances

@@ -266,10 +266,11 @@ class Harness:
 
     def fire(self, key: TimerKey) -> None:
         """Fire one armed timer now, whatever its deadline (moves the clock to it if later)."""
-        deadline = self.wheel.deadline(key)
-        assert self.wheel.cancel(key), f"{key.name} is not armed"
-        self.now_ms = max(self.now_ms, deadline)
-        self._apply(self.coordinator.on_timer(key, self.now_ms))
+        assert key in self.wheel, f"{key.name} is not armed"
+        self.now_ms = max(self.now_ms, self.wheel.deadline(key))
+        result = self.coordinator.on_timer(key, self.now_ms)     # if it raises, the timer stays armed
+        self.wheel.cancel(key)
+        self._apply(result)
 
     # ------------------------------------------------------------ looking at outputs
     def resp(self, token: int) -> dict:
