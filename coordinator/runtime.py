@@ -20,9 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext
-from tenure.coordinator.timers import TimerKey
-from tenure.coordinator.state import Result
+from tenure.coordinator import GROUP_APIS, GroupCoordinator, RequestContext, Result, TimerKey  # noqa: F401 - GROUP_APIS: the listener reads it here
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.storage import parse_batches
@@ -34,7 +32,6 @@ log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 
 
 @dataclass

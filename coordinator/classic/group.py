@@ -1,27 +1,33 @@
-"""Group state values and the events that change them.
+"""A classic group's value: its state, members, instance map and soft state, and the one table of the
+state transitions a classic group can make (Kafka's ClassicGroupState.validPreviousStates).
 
-Every change to coordinator state is an event applied by `GroupCoordinator.replay`, after the handler
-that produced it has returned (a handler that raises changes nothing). Two kinds:
-- records (`tenure.protocol.records`): Kafka's __consumer_offsets records, persisted and replayed on
-  load; replaying them alone gives the state Kafka itself would load (a group with members is Stable);
-- `GroupSnapshot`: the full in-memory value of one group after a handler's change (state, members with
-  all their protocols, pending members...). It is a full-value upsert, never a delta, so replaying the
-  whole event stream reproduces the live coordinator exactly. Snapshots are not persisted: what Kafka
-  keeps only in memory (a PreparingRebalance group, its joined members, its parked requests) stays in
-  memory here too.
+Handlers change only a copy (`ClassicGroup.copy`, a draft) that the shard installs by replaying a
+`GroupSnapshot` once the handler has returned.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
-from .timers import TimerKey
-
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
+
+# state -> the states a group may enter it from
+VALID_PREVIOUS: dict[str, frozenset[str]] = {
+    PREPARING_REBALANCE: frozenset({STABLE, COMPLETING_REBALANCE, EMPTY}),   # a rebalance starts (J8-J12)
+    COMPLETING_REBALANCE: frozenset({PREPARING_REBALANCE}),                  # every member joined (J14)
+    STABLE: frozenset({COMPLETING_REBALANCE}),                               # the leader's assignment (S2)
+    EMPTY: frozenset({PREPARING_REBALANCE}),                                 # nobody joined (J15)
+    DEAD: frozenset(ALL_STATES),
+}
+
+
+class IllegalTransition(AssertionError):
+    """A coordinator bug: a group asked to make a state change the table does not allow."""
 
 
 @dataclass
@@ -133,6 +139,8 @@ class ClassicGroup:
 
     # ---- draft mutations (only ever on a copy that a GroupSnapshot will install)
     def transition(self, state: str, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS[state]:
+            raise IllegalTransition(f"group {self.group_id!r}: {self.state} -> {state} is not a transition")
         self.previous_state = self.state
         self.state = state
         self.state_timestamp = now_ms
@@ -169,54 +177,3 @@ class ClassicGroup:
             self.pending_sync.add(new_id)
         self.offline_since.pop(old_id, None)       # back online under a new member id
         return new
-
-
-@dataclass(frozen=True)
-class GroupSnapshot:
-    """Install `group` (a full value) as the state of `group_id`; None removes the group."""
-    group_id: str
-    group: ClassicGroup | None
-
-
-@dataclass(frozen=True)
-class TimerOp:
-    key: TimerKey             # a typed key (coordinator.timers)
-    deadline_ms: int | None   # None cancels
-
-
-@dataclass
-class Result:
-    """What one input produced: responses (by request token, possibly for other parked requests),
-    durable records to append before any response leaves, and timer changes. `events` is what the shard
-    replays once the handler has returned: the records and the group snapshots, in the order made."""
-    responses: list[tuple[int, object]] = field(default_factory=list)
-    records: list = field(default_factory=list)
-    events: list = field(default_factory=list)
-    timers: list[TimerOp] = field(default_factory=list)
-    # (group id, cause) of each rebalance this input started: for metrics and inspection, not state
-    rebalances: list[tuple[str, str]] = field(default_factory=list)
-
-    def respond(self, token: int, body: object) -> None:
-        self.responses.append((token, body))
-
-    def emit(self, record) -> None:
-        """A durable record: appended to the log, then replayed."""
-        self.records.append(record)
-        self.events.append(record)
-
-    def install(self, group_id: str, group: "ClassicGroup | None") -> None:
-        """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
-        self.events.append(GroupSnapshot(group_id, group))
-
-    def set_timer(self, key: TimerKey, deadline_ms: int) -> None:
-        self.timers.append(TimerOp(key, deadline_ms))
-
-    def cancel_timer(self, key: TimerKey) -> None:
-        self.timers.append(TimerOp(key, None))
-
-    def merge(self, other: "Result") -> None:
-        self.responses += other.responses
-        self.records += other.records
-        self.events += other.events
-        self.timers += other.timers
-        self.rebalances += other.rebalances
