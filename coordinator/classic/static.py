@@ -19,7 +19,7 @@ class StaticMembership(Rebalance):
                       new: str | None, now_ms: int, client_id: str, client_host: str) -> None:
         """Log one change (or challenge) of the instance map; `g.generation` is the generation now."""
         res.emit(StaticMemberEventRecord(g.group_id, instance_id, cause, old, new, g.generation, now_ms,
-                                                client_id or "", client_host or ""))
+                                         client_id or "", client_host or ""))
 
     def _fenced(self, res: Result, g: ClassicGroup, instance_id: str, presented: str,
                 ctx: RequestContext) -> None:
