@@ -49,9 +49,9 @@ from benchcommon import tree_version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 
 MANIFEST = "bench-audit.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -185,7 +185,7 @@ def child_replay(data_dir: str, mode: str) -> dict:
     from kafka.record.default_records import DefaultRecordBatch
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir

@@ -63,11 +63,11 @@ from benchcommon import tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")
 MANIFEST = "bench-recovery.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -205,7 +205,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     import gc
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
@@ -316,7 +316,7 @@ def last_per_key(topic, full) -> dict:
     offsets were all deleted later: the full replay keeps that empty group, this does not."""
     from kafka.record.default_records import DefaultRecordBatch
 
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import iter_batches
 

@@ -13,8 +13,6 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 9, 15, 16, 42
 
 

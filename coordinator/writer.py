@@ -17,10 +17,11 @@ from typing import Callable, Iterable
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from tenure.broker.topics import OFFSETS_TOPIC
 from tenure.protocol import records as rec
 from tenure.storage.durability import Durability
 
-from .routing import OFFSETS_TOPIC, partition_for
+from .routing import partition_for
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -78,10 +79,12 @@ class PartitionWriter:
             return False
         return True
 
-    def fail(self, exc: BaseException) -> None:
-        """A write or fsync of group state failed: stop acknowledging anything (fail-stop)."""
+    def fail(self, exc: BaseException, what: str = f"cannot write {OFFSETS_TOPIC}") -> None:
+        """A write or fsync of group state failed, or a timer could not do its work: stop acknowledging
+        anything (fail-stop)."""
         if self.failed is None:
             self.failed = exc
-            log.critical("cannot write %s (%s); no further group request is answered", OFFSETS_TOPIC, exc)
+            log.critical("%s (%s); no further group request is answered", what, exc,
+                         exc_info=None if isinstance(exc, OSError) else exc)
             if self.on_fatal is not None:
                 self.on_fatal(exc)

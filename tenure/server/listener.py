@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import TopicError, TopicRegistry
-from tenure.coordinator.classic import GroupCoordinator
+from tenure.broker.topics import OFFSETS_TOPIC, TopicError, TopicRegistry
+from tenure.coordinator import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
     UnsupportedApiVersions, decode_request, encode_api_versions_error, encode_response,
@@ -38,7 +38,7 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
 from tenure.server.ratelog import RateLimitedLog
-from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.coordinator.runtime import GROUP_APIS, CoordinatorRuntime
 
 OFFSET_COMMIT_KEY = 8
 from tenure.control.views import GroupView, group_view, groups_view
@@ -570,7 +570,7 @@ class Server:
         """Expire one member's session now, as if its heartbeats had stopped (`member`: member id or
         group.instance.id). False if the group or member is unknown or it has no session timer running
         (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
-        from tenure.coordinator.timers import HeartbeatKey
+        from tenure.coordinator import HeartbeatKey
         g = self.runtime.group(group_id)
         if g is None:
             return False
@@ -592,7 +592,7 @@ class Server:
 
     def force_rebalance(self, group_id: str) -> None:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
-        Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
+        Raises tenure.coordinator.AdminError if the group is unknown, already rebalancing,
         empty, or has dynamic members. Call on the server's loop (ServerThread.force_rebalance does)."""
         self.runtime.force_rebalance(group_id)
 
@@ -639,11 +639,11 @@ class Server:
             await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():
             for plog in topic.partitions:
-                if self.fatal_error is None and getattr(plog, "flush", None) is not None:
+                if self.fatal_error is None:
                     try:
                         plog.flush()
                     except OSError as exc:
-                        log.error("flushing %s at shutdown: %s", getattr(plog, "name", topic.name), exc)
+                        log.error("flushing %s at shutdown: %s", plog.name, exc)
                 plog.close()
         if self.data is not None:
             self.data.close()
