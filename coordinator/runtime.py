@@ -278,10 +278,18 @@ class CoordinatorRuntime:
         self.apply(Result(responses=[(ctx.token, merge(answers))]))
 
     # ------------------------------------------------------------------ load and unload one partition
-    def unload(self, part: int) -> None:
+    def unload(self, part: int | None = None) -> None:
         """Stop coordinating offsets partition `part` (on the loop): its shard answers every parked
         request NOT_COORDINATOR (16) and its timers are cancelled; afterwards requests for its groups
-        are answered 16 until `reload(part)`. Nothing is written: its state is in its log."""
+        are answered 16 until `reload(part)`. Nothing is written: its state is in its log.
+        `part` None: every partition, then `close` (the server is stopping; after a storage failure
+        nothing more is answered: fail-stop)."""
+        if part is None:
+            if self.failed is None:
+                for p in sorted(self.shards):
+                    self.unload(p)
+            self.close()
+            return
         shard = self.shards.pop(part)
         result = shard.unload(self.clock_ms())
         if result.records:

@@ -145,3 +145,29 @@ def test_timers_of_every_shard_fire_from_one_wheel_and_a_failing_one_is_not_swal
             p.cancel()
 
     asyncio.run(run())
+
+
+def test_unloading_every_partition_answers_each_shards_parked_requests_16_and_stops_the_timers():
+    """unload() (the server stopping): every shard's parked JoinGroup is answered NOT_COORDINATOR (16),
+    no timer is left, and a request afterwards is answered 16 too."""
+    from kafka.protocol.consumer.group import JoinGroupRequest
+
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+
+    async def run():
+        topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
+        rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+                                                           partition=p), topic, clock_ms=lambda: 1_000_000)
+        groups = ["b-group", "a-group", "e-group"]
+        parked = [asyncio.ensure_future(call(rt, JoinGroupRequest(
+            version=8, group_id=g, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+            group_instance_id="i", protocol_type="consumer", protocols=[P(version=8, name="range", metadata=b"")]),
+            8)) for g in groups]
+        await asyncio.sleep(0)
+        assert len(rt.timers) == 6                      # a join and a session timer per group
+        rt.unload()
+        assert [(await asyncio.wait_for(p, 5))["error_code"] for p in parked] == [16, 16, 16]
+        assert len(rt.timers) == 0 and rt.shards == {}
+        assert (await call(rt, commit("a-group", {0: 1}), 8))["topics"][0]["partitions"][0]["error_code"] == 16
+
+    asyncio.run(run())
