@@ -185,3 +185,30 @@ def test_cli_synth(tmp_path, capsys):
     capsys.readouterr()
     assert main(["log", "synth", str(d), "--records", "10"]) == 2                 # holds logs already
     assert "already holds logs" in capsys.readouterr().err
+
+
+def test_the_simulation_is_checked_against_real_coordinator_shards(synth):
+    """generate() replays every record it writes into the coordinator shard of its partition and checks the
+    shards' groups and offsets against what it returns; a simulation that disagreed would not pass."""
+    import copy
+
+    from tenure.coordinator import GroupCoordinator, partition_for
+    from tenure.tools.synth import check_against_shards
+
+    d, result = synth
+    shards = [GroupCoordinator(partition=p) for p in range(CFG.offsets_partitions)]
+    for part, records in read_records(d).items():
+        for x in records:
+            assert partition_for(x.group_id, CFG.offsets_partitions) == part
+            shards[part].replay(x)
+    check_against_shards(result, shards)
+    gid = next(iter(result["expected"]))
+    wrong = copy.deepcopy(result)
+    wrong["expected"][gid]["generation"] += 1
+    with pytest.raises(AssertionError, match=f"group {gid}: the shard holds generation"):
+        check_against_shards(wrong, shards)
+    wrong = copy.deepcopy(result)
+    p, o = next(iter(wrong["committed"][gid].items()))
+    wrong["committed"][gid][p] = o + 1
+    with pytest.raises(AssertionError, match=f"group {gid}: the shard holds offsets"):
+        check_against_shards(wrong, shards)
