@@ -24,6 +24,8 @@ from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKe
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
+from tenure.protocol.error_responses import error_response
+from tenure.protocol.errors import ErrorCode
 from tenure.storage import parse_batches
 from tenure.storage.durability import Durability
 
@@ -111,6 +113,7 @@ class CoordinatorRuntime:
         self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
+        self._requests: dict[int, Request] = {}       # token -> the request waiting (for unload's answers)
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
         self._syncing: set[asyncio.Task] = set()
@@ -176,6 +179,7 @@ class CoordinatorRuntime:
         token = next(self._tokens)
         fut = loop.create_future()
         self._waiting[token] = fut
+        self._requests[token] = req
         try:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
@@ -184,6 +188,7 @@ class CoordinatorRuntime:
             return await fut
         finally:
             self._waiting.pop(token, None)
+            self._requests.pop(token, None)
 
     def apply(self, result: Result) -> None:
         if self.failed is not None:
@@ -335,6 +340,17 @@ class CoordinatorRuntime:
             written.append(plog)
             self.broker.notify_append(OFFSETS_TOPIC, part)
         return written
+
+    def unload(self) -> None:
+        """Stop coordinating (the server is stopping): every request still waiting for the coordinator - a
+        JoinGroup or SyncGroup parked until its group moves - is answered NOT_COORDINATOR (16), as Kafka's
+        coordinator answers them when it unloads a partition; the client finds the coordinator again.
+        After a storage failure nothing more is answered (fail-stop). Timers are cancelled (close())."""
+        if self.failed is None:
+            for token, fut in list(self._waiting.items()):
+                if not fut.done():
+                    fut.set_result(error_response(self._requests[token], ErrorCode.NOT_COORDINATOR))
+        self.close()
 
     def close(self) -> None:
         for h in self._timers.values():
