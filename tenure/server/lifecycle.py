@@ -25,7 +25,6 @@ from tenure.storage.segments import LogConfig
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
-from tenure.control.views import GroupView, group_view, groups_view
 from tenure.coordinator.runtime import OFFSETS_TOPIC, CoordinatorRuntime
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
@@ -242,44 +241,6 @@ class Server:
     async def compact_now(self) -> CleanStats:
         """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""
         return await self.cleaner.compact_now()
-
-    # ------------------------------------------------------------------ inspection and test controls
-    # Call these on the server's loop (ServerThread does); they are what the admin endpoint serves.
-    def group(self, group_id: str) -> GroupView | None:
-        return group_view(self, group_id)
-
-    def groups(self) -> list[GroupView]:
-        return groups_view(self)
-
-    def expire_session(self, group_id: str, member: str) -> bool:
-        """Expire one member's session now, as if its heartbeats had stopped (`member`: member id or
-        group.instance.id). False if the group or member is unknown or it has no session timer running
-        (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
-        from tenure.coordinator.classic import heartbeat_key
-        g = self.coordinator.groups.get(group_id)
-        if g is None:
-            return False
-        mid = g.static_members.get(member, member)
-        if mid not in g.members:
-            return False
-        if not self.runtime.fire_now(heartbeat_key(group_id, mid)):
-            return False
-        after = self.coordinator.groups.get(group_id)
-        return after is None or mid not in after.members or mid in after.offline_since
-
-    def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock ahead by `ms`: session, rebalance, sync and KIP-345 timers due by
-        then fire, in order, each at its deadline. Returns the names of the timers that fired
-        (`heartbeat/<group>/<member>`, `join/<group>`, `registration/<group>`, ...). (The wall clock is
-        untouched: the offset stays for the server's life, and commit timestamps and the cleaner's lag
-        use it too.)"""
-        return self.runtime.advance_clock(ms)
-
-    def force_rebalance(self, group_id: str) -> None:
-        """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
-        Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
-        empty, or has dynamic members. Call on the server's loop (ServerThread.force_rebalance does)."""
-        self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
 
     # ------------------------------------------------------------------ stop
     async def close(self) -> None:

@@ -13,12 +13,14 @@ from tenure.storage.compaction import CleanStats
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
+from tenure.control.registry import add_thread_methods
 from tenure.control.views import GroupView
 from tenure.server.lifecycle import Server, reopen
 
 log = logging.getLogger("tenure.server")
 
 
+@add_thread_methods
 class ServerThread:
     """An in-process server on its own event loop thread: for tests driving synchronous clients.
 
@@ -110,14 +112,8 @@ class ServerThread:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
 
     # ------------------------------------------------------------------ inspection
-    def group(self, group_id: str) -> GroupView | None:
-        """The group as a frozen view (members, instance ids, assignments, generation, offsets,
-        rebalances), or None if the server does not know it."""
-        return self.call(lambda: self.server.group(group_id))
-
-    def groups(self) -> list[GroupView]:
-        return self.call(lambda: self.server.groups())
-
+    # group(id), groups(), expire_session(group, member), advance_clock(ms), force_rebalance(group): one
+    # method per control of tenure/control/registry.py (add_thread_methods), each run on the server's loop
     def rebalances(self, group_id: str) -> int:
         """Rebalances the group started since this server (thread) started, restarts included."""
         return self.call(self.metrics.rebalance_count, group_id)
@@ -167,19 +163,7 @@ class ServerThread:
         from tenure.control.metrics import render
         return self.call(lambda: render(self.server)).decode()
 
-    # ------------------------------------------------------------------ fault injection and controls
-    def expire_session(self, group_id: str, member: str) -> bool:
-        """Expire a member's session now (member id or group.instance.id); see Server.expire_session."""
-        return self.call(self.server.expire_session, group_id, member)
-
-    def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock ahead by ms; due timers fire now (see Server.advance_clock)."""
-        return self.call(self.server.advance_clock, ms)
-
-    def force_rebalance(self, group_id: str) -> None:
-        assert self.server is not None
-        self.call(self.server.force_rebalance, group_id)
-
+    # ------------------------------------------------------------------ controls the thread hosts itself
     def restart(self) -> "ServerThread":
         """Close the server and start it again on the same port and data dir (see reopen())."""
         asyncio.run_coroutine_threadsafe(self._restart(), self.loop).result(120)
