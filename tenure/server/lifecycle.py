@@ -254,12 +254,14 @@ class Server:
         """Stop accepting (Kafka and admin), drain the connections within shutdown_timeout_s - a request
         being served is answered (writes waiting for their fsync get it; requests parked in the coordinator,
         a JoinGroup or SyncGroup waiting for the group, are answered NOT_COORDINATOR as when a coordinator
-        unloads) or its connection closed after the bound - then close the runtime, the cleaner, the logs."""
+        unloads; a long-polling Fetch answers what it has at once) or its connection closed after the bound -
+        then close the runtime, the cleaner, the logs."""
         bound = self.config.shutdown_timeout_s
         await self.listener.stop_accepting(bound)
         await self._stop_admin(bound)
         if self.runtime is not None:
             self.listener.begin_drain()
+            self.broker.stop_waiting()                 # long-polling fetches answer now
             if self.runtime._syncing:                  # writes in flight: their answers follow their fsync
                 await asyncio.wait(list(self.runtime._syncing), timeout=bound)
             self.runtime.unload()

@@ -93,3 +93,17 @@ def test_a_parked_join_is_answered_not_coordinator_at_stop():
         s.wait_for_group("g", state="PreparingRebalance", members=1, timeout=10)
         s.stop()
         assert answer.result(10).error_code == ErrorCode.NOT_COORDINATOR
+
+
+def test_a_long_polling_fetch_at_stop_answers_at_once():
+    from tests.support.wire import fetch_request
+    s = ServerThread(ServerConfig(port=0, shutdown_timeout_s=20)).start()
+    s.create_topics({"lp": 1})
+    with WireClient.to(s.bootstrap) as c, ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(c.call, fetch_request("lp", 0, 0, max_wait_ms=60000, min_bytes=1), 12)
+        deadline = time.monotonic() + 10
+        while not s.call(lambda: bool(s.server.broker._waiters)):     # until the fetch waits for records
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        s.stop()
+        assert answer.result(30).header.correlation_id == 1    # answered (empty), not cut off by the bound
