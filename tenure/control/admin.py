@@ -46,16 +46,17 @@ import urllib.request
 from tenure.coordinator.classic import AdminError
 from tenure.protocol.errors import ErrorCode
 
+from tenure.config import ADMIN_TOKEN_ENV, DEFAULT_ADMIN_PORT
 from tenure.control.faults import error_name
 from tenure.control.metrics import render as render_metrics
 from tenure.control.registry import CONTROLS, Arg, Cli, Control, status_of
 
 log = logging.getLogger("tenure.admin")
 
-DEFAULT_PORT = 9644
+DEFAULT_PORT = DEFAULT_ADMIN_PORT             # `tenure serve`'s (tenure/config.py)
+TOKEN_ENV = ADMIN_TOKEN_ENV                  # `tenure serve` and `tenure groups/fault`: the bearer token
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 ADDRESS_ENV = "TENURE_ADMIN"                 # `tenure groups/fault`: the endpoint's H:P
-TOKEN_ENV = "TENURE_ADMIN_TOKEN"             # `tenure serve` and `tenure groups/fault`: the bearer token
 MAX_BODY_BYTES = 64 * 1024
 MAX_MESSAGE_CHARS = 300
 JSON_TYPE = "application/json"
