@@ -20,12 +20,11 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
+from tenure.coordinator.classic import GroupCoordinator, RequestContext
+from tenure.coordinator.timers import TimerKey
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
-from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ErrorCode
 from tenure.storage import parse_batches
 from tenure.storage.durability import Durability
 
@@ -113,7 +112,6 @@ class CoordinatorRuntime:
         self.failed: BaseException | None = None
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._requests: dict[int, Request] = {}       # token -> the request waiting (for unload's answers)
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
         self._syncing: set[asyncio.Task] = set()
@@ -179,7 +177,6 @@ class CoordinatorRuntime:
         token = next(self._tokens)
         fut = loop.create_future()
         self._waiting[token] = fut
-        self._requests[token] = req
         try:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
@@ -188,7 +185,6 @@ class CoordinatorRuntime:
             return await fut
         finally:
             self._waiting.pop(token, None)
-            self._requests.pop(token, None)
 
     def apply(self, result: Result) -> None:
         if self.failed is not None:
@@ -250,7 +246,7 @@ class CoordinatorRuntime:
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
-        """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
+        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
         if key not in self._timers:
             return False
         self._arm(key, None, self.clock_ms())
@@ -281,7 +277,7 @@ class CoordinatorRuntime:
             self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
             self._arm(key, None, self.clock_ms())
             self._fire(key)
-            fired.append(timer_name(key))
+            fired.append(key.name)
         self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for key, deadline in list(self._deadlines.items()):
@@ -316,7 +312,7 @@ class CoordinatorRuntime:
         try:
             self.apply(self.coordinator.on_timer(key, self.clock_ms()))
         except Exception:
-            log.exception("timer %s failed", timer_name(key))
+            log.exception("timer %s failed", key.name)
 
     def _persist(self, records: list) -> list:
         by_partition: dict[int, list] = {}
@@ -342,14 +338,12 @@ class CoordinatorRuntime:
         return written
 
     def unload(self) -> None:
-        """Stop coordinating (the server is stopping): every request still waiting for the coordinator - a
-        JoinGroup or SyncGroup parked until its group moves - is answered NOT_COORDINATOR (16), as Kafka's
-        coordinator answers them when it unloads a partition; the client finds the coordinator again.
-        After a storage failure nothing more is answered (fail-stop). Timers are cancelled (close())."""
+        """Stop coordinating (the server is stopping): the shard's unload answers every parked JoinGroup or
+        SyncGroup NOT_COORDINATOR (16), as Kafka's coordinator does when it unloads a partition, so the
+        client finds the coordinator again; timers are cancelled. After a storage failure nothing more is
+        answered (fail-stop)."""
         if self.failed is None:
-            for token, fut in list(self._waiting.items()):
-                if not fut.done():
-                    fut.set_result(error_response(self._requests[token], ErrorCode.NOT_COORDINATOR))
+            self.apply(self.coordinator.unload(self.clock_ms()))
         self.close()
 
     def close(self) -> None:

@@ -119,14 +119,14 @@ def _check_member(server, group: str, member: str) -> None:
 
 
 def _expire_session(server, group: str, member: str) -> bool:
-    from tenure.coordinator.classic import heartbeat_key
+    from tenure.coordinator.timers import HeartbeatKey
     g = server.coordinator.groups.get(group)
     if g is None:
         return False
     mid = g.static_members.get(member, member)
     if mid not in g.members:
         return False
-    if not server.runtime.fire_now(heartbeat_key(group, mid)):
+    if not server.runtime.fire_now(HeartbeatKey(group, mid)):
         return False
     after = server.coordinator.groups.get(group)
     return after is None or mid not in after.members or mid in after.offline_since
