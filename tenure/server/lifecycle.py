@@ -139,8 +139,13 @@ class Server:
 
     # ------------------------------------------------------------------ start
     async def start(self) -> None:
+        """Recover on a worker thread (the loop keeps running meanwhile), then serve."""
+        await asyncio.get_running_loop().run_in_executor(None, self._recover)
+        await self._start_serving()
+
+    async def _start_serving(self) -> None:
+        """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._recover)
         self.port = self.listener.start(self.config.host, self.config.port)
         self.node.port = self.port
         self._loop_handler = (loop, loop.get_exception_handler())
