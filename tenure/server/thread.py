@@ -48,6 +48,11 @@ class ServerThread:
             self.loop.run_until_complete(self.server.start())
         except BaseException as exc:  # reported to the starting thread
             self._error = exc
+            if self.server is not None:    # e.g. the port is taken after recovery: release the data dir
+                try:
+                    self.loop.run_until_complete(self.server.close())
+                except Exception:
+                    log.exception("closing a server that failed to start")
             self._ready.set()
             return
         self._watcher = self.loop.create_task(self._watch_restarts())

@@ -107,3 +107,19 @@ def test_a_long_polling_fetch_at_stop_answers_at_once():
             time.sleep(0.01)
         s.stop()
         assert answer.result(30).header.correlation_id == 1    # answered (empty), not cut off by the bound
+
+
+def test_a_server_thread_that_cannot_listen_releases_its_data_dir(tmp_path):
+    import socket
+
+    import pytest
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        with pytest.raises(OSError):
+            ServerThread(ServerConfig(port=taken.getsockname()[1], data_dir=str(tmp_path))).start()
+    finally:
+        taken.close()
+    with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path))) as s:     # the data dir's lock is free
+        assert s.port
