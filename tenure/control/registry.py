@@ -194,7 +194,7 @@ def _counted(until_cleared_default: bool):
 
 _API = Arg("api", help="API name (JoinGroup, OffsetCommit, ...) or key, or '*' for every API")
 _GROUP = Arg("group", where="path")
-_FAIL, _CLOSE, _DELAY = _counted(False), _counted(False), _counted(True)
+_ONCE, _UNTIL_CLEARED = _counted(False), _counted(True)     # a rule's --count default: 1, or until cleared
 
 CONTROLS: tuple[Control, ...] = (
     Control("groups", "every group: state, generation, members, assignments, offsets, rebalances",
@@ -221,11 +221,11 @@ CONTROLS: tuple[Control, ...] = (
             tuple(Arg(name, required=False) for name in ("action", "api", "error", "ms", "count")),
             status=201, respond=lambda server, rule, **spec: rule.to_dict(), thread=False,
             cli=(Cli("fault", "fail", "answer the next COUNT requests of API with a Kafka error", {"action": "fail"},
-                     (_API, Arg("error", help="Kafka error name (NOT_COORDINATOR) or code (16)")), *_FAIL),
+                     (_API, Arg("error", help="Kafka error name (NOT_COORDINATOR) or code (16)")), *_ONCE),
                  Cli("fault", "close", "close the connection instead of answering the next COUNT requests",
-                     {"action": "close"}, (Arg("api"),), *_CLOSE),
+                     {"action": "close"}, (Arg("api"),), *_ONCE),
                  Cli("fault", "delay", "add MS of latency to requests of API (every one until cleared, or COUNT)",
-                     {"action": "delay"}, (Arg("api"), Arg("ms", int)), *_DELAY))),
+                     {"action": "delay"}, (Arg("api"), Arg("ms", int)), *_UNTIL_CLEARED))),
     Control("faults_clear", "remove every rule, or those of one API (?api=NAME)", "DELETE", "/faults",
             _faults_clear, (Arg("api", where="query", required=False),),
             respond=lambda server, removed, api=None: {"removed": removed}, thread=False,
