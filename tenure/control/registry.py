@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tenure.coordinator.classic import AdminError
+from tenure.coordinator import AdminError
 from tenure.protocol.errors import ErrorCode
 
 
@@ -119,7 +119,7 @@ def _check_member(server, group: str, member: str) -> None:
 
 
 def _expire_session(server, group: str, member: str) -> bool:
-    from tenure.coordinator.timers import HeartbeatKey
+    from tenure.coordinator import HeartbeatKey
     g = server.coordinator.groups.get(group)
     if g is None:
         return False

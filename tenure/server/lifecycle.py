@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
-from tenure.coordinator.classic import GroupCoordinator
+from tenure.coordinator import GroupCoordinator
 from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
