@@ -14,7 +14,7 @@ from tenure.protocol.error_responses import error_response
 
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
-from tenure.coordinator.runtime import GROUP_APIS
+from tenure.coordinator import GROUP_APIS
 from tenure.server.connection import Peer
 
 log = logging.getLogger("tenure.server")

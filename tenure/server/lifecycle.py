@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
-from tenure.broker.topics import TopicRegistry
+from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
 from tenure.coordinator import GroupCoordinator
 from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir
@@ -25,7 +25,7 @@ from tenure.storage.segments import LogConfig
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
-from tenure.coordinator.runtime import OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
@@ -300,11 +300,11 @@ class Server:
         """Flush (unless after a storage failure) and close every partition log, then release the data dir."""
         for topic in self.topics.all() if self.topics is not None else ():
             for plog in topic.partitions:
-                if flush and getattr(plog, "flush", None) is not None:
+                if flush:
                     try:
                         plog.flush()
                     except OSError as exc:
-                        log.error("flushing %s at shutdown: %s", getattr(plog, "name", topic.name), exc)
+                        log.error("flushing %s at shutdown: %s", plog.name, exc)
                 plog.close()
         if self.data is not None:
             self.data.close()
