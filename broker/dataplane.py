@@ -62,6 +62,7 @@ class Broker(AdminApis):
         self.durability = durability           # storage.durability.Durability, or None (in memory)
         self._clock = clock
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._stopping = False                 # the server is stopping: long-polling fetches answer now
         self._told_transactions = False        # the "no transactions" warning is logged once
         self.handlers: dict[int, Callable[[Request], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
@@ -363,6 +364,13 @@ class Broker(AdminApis):
             if not fut.done():
                 fut.set_result(None)
 
+    def stop_waiting(self) -> None:
+        """The server is stopping: every long-polling fetch answers now with what it has (a fetch may
+        always return fewer than min_bytes), so a drain does not wait out max_wait_ms."""
+        self._stopping = True
+        for key in list(self._waiters):
+            self.notify_append(*key)
+
     def _wake_topic(self, topic: str, partitions: int) -> None:
         for i in range(partitions):
             self.notify_append(topic, i)
@@ -379,7 +387,7 @@ class Broker(AdminApis):
         while True:
             resp, total, had_error, keys = self._fetch_once(body, v)
             remaining = deadline - self._clock()
-            if total >= body.min_bytes or had_error or remaining <= 0 or not keys:
+            if total >= body.min_bytes or had_error or remaining <= 0 or not keys or self._stopping:
                 return resp
             loop = asyncio.get_running_loop()
             fut = loop.create_future()
