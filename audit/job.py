@@ -28,6 +28,7 @@ EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
           "errors")
 EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
+SPLIT_BYTES = 16 << 20               # pieces per segment file: both cores of a small machine read one big file
 
 S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
 MEMBER = T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S),
@@ -77,6 +78,7 @@ class Options:
     churn_n: int = 4                  # an instance with at least N distinct member ids
     report: bool = True
     read_attempts: int = 3            # reads of a partition whose files a compaction swap changed meanwhile
+    split_bytes: int | None = SPLIT_BYTES   # a segment file is read as pieces of about this size (read.split)
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
     python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
     conf: dict | None = None          # further Spark settings
@@ -210,18 +212,25 @@ def load(spark: SparkSession, opts: Options,
     kept, infos, gaps, unstable_rows = [], [], [], []
     files, rereads = 0, set()
     pending: set[int] | None = None
-    for attempt in range(max(opts.read_attempts, 1)):
+    unsplit: set[int] = set()             # read each file in one piece (its pieces did not chain)
+    tries: dict[int, int] = {}            # reads of a partition that changed under them
+    attempt = 0
+    while True:
         listings, note = _list_settled(opts.data_dir, pending)
         if note is not None and attempt == 0:
             progress(f"warning: {note}")
-        units = [u for p in sorted(listings) for u in listings[p].units()]
+        units = [u for p in sorted(listings)
+                 for u in listings[p].units(None if p in unsplit else opts.split_bytes)]
         if attempt == 0:
-            progress(f"{len(units)} segment file(s) in {len(listings)} partition(s) of {read.OFFSETS_TOPIC} "
-                     f"under {opts.data_dir}")
+            files_n = sum(len(lst.files) for lst in listings.values())
+            progress(f"{files_n} segment file(s) in {len(listings)} partition(s) of {read.OFFSETS_TOPIC} "
+                     f"under {opts.data_dir}, read as {len(units)} piece(s)")
         else:
-            progress(f"read {attempt + 1}: {len(units)} segment file(s) of partition(s) {sorted(listings)}")
+            progress(f"read {attempt + 1}: {len(units)} piece(s) of segment files of partition(s) "
+                     f"{sorted(listings)}")
         if after_listing is not None:
             after_listing(attempt, listings)
+        attempt += 1
         if not listings:
             break
         rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
@@ -234,34 +243,43 @@ def load(spark: SparkSession, opts: Options,
         by_part: dict[int, list] = {}
         for t in meta:
             by_part.setdefault(t[1][0], []).append(t)
-        reasons = {}
+        reasons, broken = {}, {}
         for p, lst in listings.items():
-            rows = [t[1] for t in by_part.get(p, ()) if t[0] == "I"]
+            rows, joins, bad = read.merge_pieces([t[1] for t in by_part.get(p, ()) if t[0] == "I"], lst.clean_to)
             reason = read.unstable_reason(lst, rows, after.get(p))
             if reason is not None:
                 reasons[p] = reason
                 continue
+            if bad:
+                broken[p] = bad
+                continue
             files += len(lst.files)
             infos += rows
             gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
-                     for k, g in by_part.get(p, ()) if k == "G"]
+                     for g in [g for k, g in by_part.get(p, ()) if k == "G"] + joins]
             gaps += read.partition_gaps(lst, rows)
-        stable = frozenset(listings) - frozenset(reasons)
+        stable = frozenset(listings) - frozenset(reasons) - frozenset(broken)
         if stable:
             kept.append(raw.filter(F.col("kind").isin("R", "E") & F.col("partition").isin(sorted(stable))))
         else:
             raw.unpersist()
-        if not reasons:
-            break
+        for p, bad in sorted(broken.items()):
+            progress(f"partition {p}: the pieces of {read._some(bad)} did not read one chain of batches "
+                     f"(damage at a piece's start, or bytes inside a batch that look like one); read again, "
+                     f"each file in one piece")
+        unsplit |= set(broken)
         rereads |= set(reasons)
-        pending = set(reasons)
         for p, why in sorted(reasons.items()):
-            progress(f"partition {p} changed under the read ({why})")
-    else:
-        for p, why in sorted(reasons.items()):
+            tries[p] = tries.get(p, 0) + 1
+            if tries[p] < max(opts.read_attempts, 1):
+                progress(f"partition {p} changed under the read ({why})")
+                continue
             unstable_rows.append((listings[p].dir, p, None, None, read.UNSTABLE,
-                                  f"{why}; still changing after {opts.read_attempts} read(s): the partition's "
+                                  f"{why}; still changing after {tries[p]} read(s): the partition's "
                                   f"records are left out, run the audit again"))
+        pending = {p for p in reasons if tries[p] < max(opts.read_attempts, 1)} | set(broken)
+        if not pending:
+            break
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
     for df in kept:
         raw_all = raw_all.unionByName(df)
