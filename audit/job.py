@@ -179,6 +179,34 @@ class _StageProgress:
         self._thread.join(5)
 
 
+ARROW_ROWS = 1 << 14                # rows per Arrow record batch handed to the JVM
+
+
+def _arrow_read(batches):
+    """mapInArrow: each input row names one unit (read.Unit as JSON); its rows (read.unit_rows) go to the
+    JVM as Arrow record batches of ROW_SCHEMA - columns the JVM takes as they are, not pickled rows it
+    has to turn into rows one field at a time."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(ROW_SCHEMA)
+    types = [f.type for f in schema]
+
+    def batch(rows):
+        return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(zip(*rows), types)], schema=schema)
+
+    for b in batches:
+        for spec in b.column(0).to_pylist():
+            rows = []
+            for row in read.unit_rows(read.Unit.from_json(spec)):
+                rows.append(row)
+                if len(rows) == ARROW_ROWS:
+                    yield batch(rows)
+                    rows = []
+            if rows:
+                yield batch(rows)
+
+
 @dataclass
 class Loaded:
     """What the read stage gives the rest of the pipeline."""
@@ -233,9 +261,10 @@ def load(spark: SparkSession, opts: Options,
         attempt += 1
         if not listings:
             break
-        rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
-        # decoded once, straight into JVM rows (no second pass through Python), kept for every later stage
-        raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+        # one task per unit; decoded once, handed to the JVM as Arrow batches, kept for every later stage
+        specs = spark.createDataFrame(sc.parallelize([(u.to_json(),) for u in units], max(len(units), 1)),
+                                      "unit string")
+        raw = specs.mapInArrow(_arrow_read, ROW_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
                     for r in raw.filter(F.col("kind").isin("I", "G")).select("kind", "meta").collect()]
