@@ -214,6 +214,8 @@ class Loaded:
     errors: DataFrame
     gaps: DataFrame               # GAP_SCHEMA: offset gaps above the cleaner checkpoint
     files: int                    # segment files read (in the consistent reads)
+    decoded: int                  # records decoded (in the consistent reads, every group)
+    error_rows: int               # rows of `errors`
     rereads: int                  # partitions read more than once (their files changed under a read)
 
 
@@ -238,7 +240,7 @@ def load(spark: SparkSession, opts: Options,
     a listing and its read (tests use it to swap segments at the worst moment)."""
     sc = spark.sparkContext
     kept, infos, gaps, unstable_rows = [], [], [], []
-    files, rereads = 0, set()
+    files, rereads, decoded, error_rows = 0, set(), 0, 0
     pending: set[int] | None = None
     unsplit: set[int] = set()             # read each file in one piece (its pieces did not chain)
     tries: dict[int, int] = {}            # reads of a partition that changed under them
@@ -274,7 +276,8 @@ def load(spark: SparkSession, opts: Options,
             by_part.setdefault(t[1][0], []).append(t)
         reasons, broken = {}, {}
         for p, lst in listings.items():
-            rows, joins, bad = read.merge_pieces([t[1] for t in by_part.get(p, ()) if t[0] == "I"], lst.clean_to)
+            units_i = [t[1] for t in by_part.get(p, ()) if t[0] == "I"]
+            rows, joins, bad = read.merge_pieces(units_i, lst.clean_to)
             reason = read.unstable_reason(lst, rows, after.get(p))
             if reason is not None:
                 reasons[p] = reason
@@ -283,6 +286,8 @@ def load(spark: SparkSession, opts: Options,
                 broken[p] = bad
                 continue
             files += len(lst.files)
+            decoded += sum(i[13] for i in units_i)
+            error_rows += sum(i[14] for i in units_i)
             infos += rows
             gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
                      for g in [g for k, g in by_part.get(p, ()) if k == "G"] + joins]
@@ -319,7 +324,8 @@ def load(spark: SparkSession, opts: Options,
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
     if opts.group is not None:
         records = records.filter(F.col("group") == opts.group)
-    return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files, len(rereads))
+    return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
+                  decoded, error_rows + len(unstable_rows), len(rereads))
 
 
 def static_events(records: DataFrame) -> DataFrame:
@@ -527,13 +533,16 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
 def build(spark: SparkSession, opts: Options,
           after_listing: Callable[[int, dict], None] | None = None) -> tuple[dict[str, DataFrame], int]:
     got = load(spark, opts, after_listing)
-    records, errors = got.records, got.errors      # over the persisted read: nothing is decoded again
-    n = records.count()
-    progress(f"{n} record(s) decoded, {errors.count()} error row(s)"
+    records, errors = got.records, got.errors.cache()      # over the persisted read: nothing is decoded again
+    # counted by the read itself (its per-unit rows): no pass over the records for it
+    progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s)"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    events = static_events(records).cache()       # a few percent of the records; read by every later stage
-    history = member_map_history(spark, records).cache()
-    gens = generations(records, events).cache()
+    # GroupMetadata and static-member records: a few percent of the log, all that the fold, the generations
+    # and the events read - taken from the persisted read once, rather than once per table
+    group_records = records.filter(F.col("type") != "offset_commit").persist(StorageLevel.MEMORY_AND_DISK)
+    events = static_events(group_records).cache()       # read by every later stage
+    history = member_map_history(spark, group_records).cache()
+    gens = generations(group_records, events).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
     gens_w = _window(gens, "time", None, opts)
     events_w = _window(events, "log_time", None, opts)
@@ -552,33 +561,42 @@ def build(spark: SparkSession, opts: Options,
 
 
 def summarize(tables: dict[str, DataFrame]) -> dict:
-    h = tables["member_map_history"]
-    by_cause = {}
-    for r in (h.select(F.col("start_cause").alias("c")).unionByName(
-            h.filter(F.col("end_cause").isNotNull()).select(F.col("end_cause").alias("c")))
-              .groupBy("c").count().collect()):
-        by_cause[r["c"]] = r["count"]
+    """The summary's counts, one aggregate job per table (seven small jobs in all)."""
+    h, gens, ev = tables["member_map_history"], tables["generations"], tables["static_events"]
+    by_cause: dict[str, int] = {}
+    member_ids = 0
+    for r in h.groupBy("start_cause", "end_cause").count().collect():
+        member_ids += r["count"]
+        for c in (r["start_cause"], r["end_cause"]):
+            if c is not None:
+                by_cause[c] = by_cause.get(c, 0) + r["count"]
+    ids = (h.select("group", "instance_id").unionByName(gens.select("group", F.lit(None).cast(S).alias("instance_id")))
+           .agg(F.countDistinct("group").alias("groups"), F.countDistinct("group", "instance_id").alias("instances"))
+           .first())
+    g = gens.agg(F.count("generation").alias("n"), F.min("time").alias("a"), F.max("time").alias("b")).first()
+    events, n_events, ev_a, ev_b = {}, 0, [], []
+    for r in (ev.groupBy("cause", "tombstone")
+              .agg(F.count("*").alias("n"), F.min("log_time").alias("a"), F.max("log_time").alias("b")).collect()):
+        n_events += r["n"]
+        ev_a.append(r["a"])
+        ev_b.append(r["b"])
+        if not r["tombstone"]:
+            events[r["cause"]] = events.get(r["cause"], 0) + r["n"]
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
-    ev = tables["static_events"]
-    events = {r["cause"]: r["count"] for r in ev.filter(~F.col("tombstone")).groupBy("cause").count().collect()}
     # the large table is scanned once: its count and time span together
     offsets = tables["offsets_history"].agg(F.count("*").alias("n"), F.min("log_time").alias("a"),
                                             F.max("log_time").alias("b")).first()
-    small = (tables["generations"].select(F.col("time").alias("t"))
-             .unionByName(ev.select(F.col("log_time").alias("t")))
-             .agg(F.min("t").alias("a"), F.max("t").alias("b")).first())
-    firsts = [x for x in (offsets["a"], small["a"]) if x is not None]
-    lasts = [x for x in (offsets["b"], small["b"]) if x is not None]
-    span = {"a": min(firsts) if firsts else None, "b": max(lasts) if lasts else None}
+    firsts = [x for x in (offsets["a"], g["a"], *ev_a) if x is not None]
+    lasts = [x for x in (offsets["b"], g["b"], *ev_b) if x is not None]
     return {
         "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
-        "first_time": span["a"], "last_time": span["b"],
-        "groups": h.select("group").union(tables["generations"].select("group")).distinct().count(),
-        "instances": h.select("group", "instance_id").distinct().count(),
-        "member_ids": h.count(),
+        "first_time": min(firsts) if firsts else None, "last_time": max(lasts) if lasts else None,
+        "groups": ids["groups"],
+        "instances": ids["instances"],
+        "member_ids": member_ids,
         "changes_by_cause": dict(sorted(by_cause.items())),
-        "generations": tables["generations"].filter(F.col("generation").isNotNull()).count(),
-        "static_events": tables["static_events"].count(),
+        "generations": g["n"],
+        "static_events": n_events,
         "offset_commits": offsets["n"],
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
         "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out

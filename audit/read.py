@@ -231,7 +231,7 @@ def merge_pieces(infos: list[tuple], clean_to: int | None) -> tuple[list[tuple],
         pos = expect = prev_next = None
         first, end, ended = None, None, False
         for i in rows if whole and status == OK else ():
-            _, _, _, batches, first_i, end_i, piece, _, start, stop, expect_i, prev_next_i, ended_i = i
+            _, _, _, batches, first_i, end_i, piece, _, start, stop, expect_i, prev_next_i, ended_i = i[:13]
             if piece == 0:
                 first = first_i
             elif start is None:            # no batch starts in this piece's range: the batch before covers it
@@ -391,11 +391,14 @@ def read_unit(unit: Unit):
     """("R", record row), ("E", error row), ("G", gap) and one ("I", info) tuple of one segment file."""
     info = {"status": OK, "batches": 0, "first": None, "end": None, "from": None, "stop": None,
             "expect": None, "prev_next": None, "ended": False}
-    yield from _read_unit(unit, info)
+    n = {"R": 0, "E": 0, "G": 0}
+    for t in _read_unit(unit, info):
+        n[t[0]] += 1
+        yield t
     yield ("I", (unit.partition, unit.path, info["status"], info["batches"], info["first"], info["end"],
                  # where the piece began and stopped reading, and the chain's state there (merge_pieces)
                  unit.piece, unit.pieces, info["from"], info["stop"], info["expect"], info["prev_next"],
-                 info["ended"]))
+                 info["ended"], n["R"], n["E"]))
 
 
 def _read_unit(unit: Unit, info: dict):
