@@ -182,29 +182,34 @@ class _StageProgress:
 ARROW_ROWS = 1 << 14                # rows per Arrow record batch handed to the JVM
 
 
+_ARROW_SCHEMA = []                  # ROW_SCHEMA in Arrow's terms, made once per Python worker
+
+
+def _arrow_batch(rows: list[tuple]):
+    """Rows of ROW_SCHEMA as one Arrow record batch (a column at a time)."""
+    import pyarrow as pa
+    if not _ARROW_SCHEMA:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        _ARROW_SCHEMA.append(to_arrow_schema(ROW_SCHEMA))
+    schema = _ARROW_SCHEMA[0]
+    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(zip(*rows), schema)],
+                                      schema=schema)
+
+
 def _arrow_read(batches):
     """mapInArrow: each input row names one unit (read.Unit as JSON); its rows (read.unit_rows) go to the
     JVM as Arrow record batches of ROW_SCHEMA - columns the JVM takes as they are, not pickled rows it
     has to turn into rows one field at a time."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    schema = to_arrow_schema(ROW_SCHEMA)
-    types = [f.type for f in schema]
-
-    def batch(rows):
-        return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(zip(*rows), types)], schema=schema)
-
     for b in batches:
         for spec in b.column(0).to_pylist():
             rows = []
             for row in read.unit_rows(read.Unit.from_json(spec)):
                 rows.append(row)
                 if len(rows) == ARROW_ROWS:
-                    yield batch(rows)
+                    yield _arrow_batch(rows)
                     rows = []
             if rows:
-                yield batch(rows)
+                yield _arrow_batch(rows)
 
 
 @dataclass
