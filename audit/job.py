@@ -128,6 +128,9 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.pyspark.python", sys.executable))
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # the JVM's optimizing JIT compiler (C2) cost more CPU than it saved in a job of seconds to minutes
+        # on two cores (a third of the JVM's CPU at 1M records, docs/benchmarks.md); --conf overrides it
+        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         # the JVM reads it at start: without it Spark warns that the host name resolves to a loopback
         # address and picks another interface, which a local run never uses
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
