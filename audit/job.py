@@ -182,39 +182,6 @@ class _StageProgress:
         self._thread.join(5)
 
 
-ARROW_ROWS = 1 << 14                # rows per Arrow record batch handed to the JVM
-
-
-_ARROW_SCHEMA = []                  # ROW_SCHEMA in Arrow's terms, made once per Python worker
-
-
-def _arrow_batch(rows: list[tuple]):
-    """Rows of ROW_SCHEMA as one Arrow record batch (a column at a time)."""
-    import pyarrow as pa
-    if not _ARROW_SCHEMA:
-        from pyspark.sql.pandas.types import to_arrow_schema
-        _ARROW_SCHEMA.append(to_arrow_schema(ROW_SCHEMA))
-    schema = _ARROW_SCHEMA[0]
-    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(zip(*rows), schema)],
-                                      schema=schema)
-
-
-def _arrow_read(batches):
-    """mapInArrow: each input row names one unit (read.Unit as JSON); its rows (read.unit_rows) go to the
-    JVM as Arrow record batches of ROW_SCHEMA - columns the JVM takes as they are, not pickled rows it
-    has to turn into rows one field at a time."""
-    for b in batches:
-        for spec in b.column(0).to_pylist():
-            rows = []
-            for row in read.unit_rows(read.Unit.from_json(spec)):
-                rows.append(row)
-                if len(rows) == ARROW_ROWS:
-                    yield _arrow_batch(rows)
-                    rows = []
-            if rows:
-                yield _arrow_batch(rows)
-
-
 @dataclass
 class Loaded:
     """What the read stage gives the rest of the pipeline."""
@@ -271,10 +238,11 @@ def load(spark: SparkSession, opts: Options,
         attempt += 1
         if not listings:
             break
-        # one task per unit; decoded once, handed to the JVM as Arrow batches, kept for every later stage
-        specs = spark.createDataFrame(sc.parallelize([(u.to_json(),) for u in units], max(len(units), 1)),
-                                      "unit string")
-        raw = specs.mapInArrow(_arrow_read, ROW_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
+        # one task per unit; decoded once, straight into JVM rows (no second pass through Python), kept for
+        # every later stage. (Arrow batches through mapInArrow instead were measured: no less JVM CPU,
+        # docs/benchmarks.md, and pyarrow in every executor's environment.)
+        raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
                     for r in raw.filter(F.col("kind").isin("I", "G")).select("kind", "meta").collect()]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import astuple, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
@@ -81,15 +81,6 @@ class Unit:
     end: int | None = None        # None: to the end of the file
     piece: int = 0                # this piece's index among the file's `pieces`
     pieces: int = 1
-
-    def to_json(self) -> str:
-        return json.dumps(astuple(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> "Unit":
-        u = json.loads(text)
-        u[4] = None if u[4] is None else tuple(u[4])
-        return cls(*u)
 
 
 def split(unit: Unit, split_bytes: int | None) -> list[Unit]:

@@ -4,13 +4,14 @@ each step timed alone in CPU seconds (time.process_time, so other load on the ma
     .venv/bin/python bench/audit_decode.py DATA_DIR/__consumer_offsets-0/00000000000000000000.log
 
 Steps: check_batch over every batch (length, magic, CRC-32C); kafka-python's DefaultRecordBatch iteration
-(keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the row tuples; the rows
-as Arrow record batches (what the read stage hands the JVM); and tenure.audit.read.unit_rows end to end on
-the same file (all but the Arrow step, as the audit runs it). Prints figures only.
+(keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the row tuples; pickling
+the rows (what PySpark sends from a Python worker to the JVM); and tenure.audit.read.unit_rows end to end on
+the same file (all of the above as the audit runs it). Prints figures only.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -45,12 +46,9 @@ def main(path: str) -> None:
     t = clock()
     rows = [read._record_row(0, o, ts, d) for (_, _, o, ts), d in zip(kv, decoded)]
     steps.append(("row tuples", clock() - t))
-    from tenure.audit import job
-    flat = [("R", *r, None) for r in rows]
     t = clock()
-    for i in range(0, len(flat), job.ARROW_ROWS):
-        job._arrow_batch(flat[i:i + job.ARROW_ROWS])
-    steps.append(("Arrow record batches (Python worker -> JVM)", clock() - t))
+    pickle.dumps(rows, protocol=5)
+    steps.append(("pickle (Python worker -> JVM)", clock() - t))
     listings, _ = read.list_partitions(os.path.dirname(os.path.dirname(os.path.abspath(path))), None)
     units = [u for p in sorted(listings) for u in listings[p].units() if u.path == os.path.abspath(path)]
     t = clock()
