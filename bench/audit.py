@@ -2,7 +2,7 @@
 
 For each size in --records (default 1000000,10000000):
 
-1. generate   A realistic log of that many records with tenure/synth.py (`tenure log synth`: static groups
+1. generate   A realistic log of that many records with tenure/tools/synth.py (`tenure log synth`: static groups
               committing, restarting, rebalancing, expiring, leaving, removed, fenced, deleted; the
               project's own write path), in a child process bounded by the time left. With --keep DIR
               it goes to DIR/records-N and is reused by later runs with the same parameters.
@@ -49,9 +49,9 @@ from benchcommon import tree_version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 
 MANIFEST = "bench-audit.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -190,7 +190,7 @@ def run_child(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict
 
 # ------------------------------------------------------------------------------------------ children
 def child_generate(data_dir: str, cfg_json: str) -> dict:
-    from tenure.synth import SynthConfig, generate, summary_line
+    from tenure.tools.synth import SynthConfig, generate, summary_line
     cfg = SynthConfig(**json.loads(cfg_json))
     result = generate(data_dir, cfg, lambda s, e: print(f"  ... {s['records']:,} records written in {e:.0f} s",
                                                         file=sys.stderr, flush=True))
@@ -204,11 +204,11 @@ def child_replay(data_dir: str, mode: str) -> dict:
     from kafka.record.default_records import DefaultRecordBatch
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
-    from tenure.runtime import CoordinatorRuntime, iter_batches
+    from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
-    from tenure.synth import _NoBroker
+    from tenure.tools.synth import _NoBroker
 
     out = {"mode": mode, "rss_start_kb": proc_status(os.getpid()).get("VmRSS")}
     t0 = time.perf_counter()
@@ -268,7 +268,7 @@ def prepare(args, records: int, base: Path, deadline: Deadline) -> tuple[Path, d
     mf = data_dir / MANIFEST
     if mf.exists():
         manifest = json.loads(mf.read_text())
-        from tenure.synth import SynthConfig
+        from tenure.tools.synth import SynthConfig
         if manifest["params"] != SynthConfig(**params).params():
             return None, f"{data_dir} holds a log generated with other parameters: {manifest['params']}"
         print(f"reusing the log in {data_dir}", flush=True)

@@ -9,7 +9,7 @@ Targets, each a fresh server per round:
           produce path. It keeps everything in memory and has no durability at all.
 
 The server runs as `python bench/durability.py --instrumented-server serve ...`: tenure's own CLI
-(`tenure.cli.main`) in a process where `os.fsync` is wrapped to count calls and the time spent in
+(`tenure.tools.cli.main`) in a process where `os.fsync` is wrapped to count calls and the time spent in
 them, and SIGUSR1 prints those counts and the Durability objects' sync count to stderr; the figures are
 differences between such snapshots taken before and after each phase. `--plain` runs `python -m
 tenure serve` instead (no fsync counts).
@@ -66,7 +66,7 @@ KEY_BYTES = 10
 
 # ------------------------------------------------------------------------------ instrumented server
 def instrumented_server(argv: list[str]) -> int:
-    """tenure.cli.main(argv) with os.fsync counted; SIGUSR1 prints the counts to stderr."""
+    """tenure.tools.cli.main(argv) with os.fsync counted; SIGUSR1 prints the counts to stderr."""
     lock = threading.RLock()           # re-entrant: the SIGUSR1 handler runs on the main thread
     counts = {"calls": 0, "seconds": 0.0, "snap": 0}
     real_fsync = os.fsync
@@ -100,7 +100,7 @@ def instrumented_server(argv: list[str]) -> int:
         os.write(2, line.encode())
 
     signal.signal(signal.SIGUSR1, snapshot)
-    from tenure.cli import main
+    from tenure.tools.cli import main
     return main(argv)
 
 

@@ -1,6 +1,6 @@
 """Recovery: start-up time and memory of `tenure serve --data-dir` on a large __consumer_offsets log.
 
-1. generate   A realistic __consumer_offsets log of --records records is written by tenure/synth.py (also
+1. generate   A realistic __consumer_offsets log of --records records is written by tenure/tools/synth.py (also
               `tenure log synth`) with the project's own code: the data dir and topic catalog as the
               server opens them (storage DataDir + broker TopicRegistry), records encoded by
               tenure.protocol.records, and batches built and appended by the coordinator runtime's own
@@ -16,7 +16,7 @@
               rebalances (generation + 1, assignment rotated), expirations, leaves, admin removals and
               forced rebalances (with their static-member events; the member comes back), and a few
               group deletions (tombstones for the group, its offsets and its event keys, then the group
-              forms again). The other rates keep tenure.synth.SynthConfig's defaults.
+              forms again). The other rates keep tenure.tools.synth.SynthConfig's defaults.
 2. server     The page cache is dropped for the segment files (posix_fadvise DONTNEED after an fsync; no
               root needed), then `python -m tenure serve --port 0 --data-dir DIR` is spawned and timed
               from just before the spawn to its `tenure listening on` line. Its stderr line `loaded
@@ -63,11 +63,11 @@ from benchcommon import tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")
 MANIFEST = "bench-recovery.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -106,7 +106,7 @@ def drop_cache(data_dir: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ generate
 def synth_config(args):
-    from tenure.synth import SynthConfig
+    from tenure.tools.synth import SynthConfig
     return SynthConfig(records=args.records, groups=args.groups, members=args.members, partitions=args.partitions,
                        topics=args.topics, segment_bytes=args.segment_bytes,
                        offsets_partitions=args.offsets_partitions, restart_rate=args.restart_rate,
@@ -118,8 +118,8 @@ def _params(args) -> dict:
 
 
 def generate(data_dir: Path, args) -> dict:
-    """The generator lives in tenure/synth.py (also `tenure log synth`)."""
-    from tenure.synth import generate as synth_generate
+    """The generator lives in tenure/tools/synth.py (also `tenure log synth`)."""
+    from tenure.tools.synth import generate as synth_generate
 
     def progress(stats: dict, elapsed: float) -> None:
         print(f"  ... {stats['records']:,} records written in {elapsed:.0f} s", flush=True)
@@ -205,12 +205,12 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     import gc
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
-    from tenure.runtime import CoordinatorRuntime, iter_batches
+    from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
-    from tenure.synth import _NoBroker
+    from tenure.tools.synth import _NoBroker
 
     me = os.getpid()
     out = {"rss_start_kb": proc_status(me).get("VmRSS")}
@@ -317,9 +317,9 @@ def last_per_key(topic, full) -> dict:
     offsets were all deleted later: the full replay keeps that empty group, this does not."""
     from kafka.record.default_records import DefaultRecordBatch
 
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
-    from tenure.runtime import iter_batches
+    from tenure.coordinator.runtime import iter_batches
 
     t0 = time.perf_counter()
     last: dict = {}

@@ -20,7 +20,7 @@ class ServerConfig:
     shutdown_timeout_s: float = 5.0
     cluster_id: str | None = None
     offsets_partitions: int = 1
-    admin_port: int | None = None           # HTTP admin endpoint (tenure/admin.py); None = off, 0 = any
+    admin_port: int | None = None           # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
     admin_host: str = "127.0.0.1"           # where it listens: loopback unless asked, whatever `host` is
     admin_token: str | None = None          # bearer token every admin call but / and /health must send
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
@@ -52,7 +52,7 @@ class ServerConfig:
         return DecodeLimits(max_request_elements=self.max_request_elements)
 
     def coordinator_config(self):
-        from tenure.coordinator.classic import CoordinatorConfig
+        from tenure.coordinator import CoordinatorConfig
         return CoordinatorConfig(min_session_timeout_ms=self.min_session_timeout_ms,
                                  max_session_timeout_ms=self.max_session_timeout_ms,
                                  initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,

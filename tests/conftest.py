@@ -1,7 +1,7 @@
 import pytest
 
 # `tenure_server` (a fresh in-process server on 127.0.0.1:0 per test, with inspection and fault
-# injection) comes from the project's own pytest plugin, tenure/pytest_plugin.py (entry point pytest11).
+# injection) comes from the project's own pytest plugin, tenure/control/pytest_plugin.py (entry point pytest11).
 pytest_plugins = ["pytester"]
 
 

@@ -1,7 +1,7 @@
 import re
 from pathlib import Path
 
-from tenure.cli import TABLE_BEGIN, TABLE_END, api_table_markdown, main
+from tenure.tools.cli import TABLE_BEGIN, TABLE_END, api_table_markdown, main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

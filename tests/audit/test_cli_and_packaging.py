@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from tenure.audit.job import package_zip
-from tenure.cli import main
+from tenure.tools.cli import main
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
@@ -22,7 +22,7 @@ def test_without_pyspark_the_hint_says_how_to_install_it_in_a_clone_too(tmp_path
 
 
 def test_serve_does_not_import_pyspark():
-    code = "import sys, tenure.cli; tenure.cli._parser(); print('pyspark' in sys.modules)"
+    code = "import sys, tenure.tools.cli; tenure.tools.cli._parser(); print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -65,7 +65,7 @@ def test_the_cli_audits_a_data_dir(tmp_path):
     w.add(rec.OffsetCommitRecord("g", "t", 0, 42, -1, "", T0 + 2), T0 + 2)
     w.close()
     out = tmp_path / "out"
-    code = (f"import sys; from tenure.cli import main; "
+    code = (f"import sys; from tenure.tools.cli import main; "
             f"sys.exit(main(['audit', {str(tmp_path / 'data')!r}, '--out', {str(out)!r}, '--master', 'local[1]']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

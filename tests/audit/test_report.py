@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tenure.audit import job, query, report
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.protocol import records as rec
 
 from .logs import T0, Writer, ev, gm

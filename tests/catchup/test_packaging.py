@@ -4,7 +4,7 @@ import sys
 
 
 def test_the_server_and_cli_do_not_import_the_catchup_package():
-    code = ("import sys, tenure.cli, tenure.server, tenure.pytest_plugin; "
+    code = ("import sys, tenure.tools.cli, tenure.server, tenure.control.pytest_plugin; "
             "print(sorted(m for m in sys.modules if m.startswith(('tenure.catchup', 'confluent_kafka'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
 from tests.support.groups import GroupMember, group_view, member_id, wait_for

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
 from tests.support.procs import READY

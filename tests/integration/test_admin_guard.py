@@ -10,9 +10,9 @@ import json
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.config import ServerConfig
-from tenure.runtime import CLOCK_MAX_MS
+from tenure.coordinator.runtime import CLOCK_MAX_MS
 from tenure.server import ServerThread
 
 pytestmark = pytest.mark.timeout(120)
@@ -213,7 +213,7 @@ def test_the_clock_stops_at_the_end_of_year_9999_and_the_coordinator_still_write
 def test_too_many_fault_rules_are_refused():
     """Rules are bounded (memory, and the per-request check); the error says how to make room."""
     with ServerThread(ServerConfig(port=0, admin_port=0)) as s:
-        from tenure.faults import MAX_RULES
+        from tenure.control.faults import MAX_RULES
         for _ in range(MAX_RULES):
             s.faults.delay("Heartbeat", 0, count=1)
         status, answer = call(s.admin_port, "POST", "/faults", {"action": "close", "api": "Fetch"}, JSON)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tests.support.clients import confluent_round_trip
 
 READY = re.compile(r"^tenure listening on 127\.0\.0\.1:(\d+)$")
@@ -61,7 +61,7 @@ def test_bad_arguments_exit_nonzero():
 
 
 def test_max_request_elements_flag_reaches_the_server_config():
-    from tenure.cli import _config, _parser
+    from tenure.tools.cli import _config, _parser
     args = _parser().parse_args(["serve", "--max-request-elements", "250"])
     assert _config(args).decode_limits().max_request_elements == 250
     assert _config(_parser().parse_args(["serve"])).max_request_elements == 100_000
@@ -93,7 +93,7 @@ def test_demo_without_a_dir_removes_its_temporary_directory(capsys, tmp_path, mo
 
 
 def test_limit_flags_reach_the_config_and_bad_values_are_refused():
-    from tenure.cli import _config, _parser
+    from tenure.tools.cli import _config, _parser
     args = _parser().parse_args(["serve", "--max-connections", "7", "--max-buffered-request-bytes", "4096",
                                  "--connections-max-idle-ms", "0", "--max-partitions-per-topic", "3",
                                  "--max-partitions", "9", "--log-window-ms", "250", "--log-burst", "2"])

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.config import ServerConfig
-from tenure.runtime import OFFSETS_TOPIC
+from tenure.broker.topics import OFFSETS_TOPIC
 from tenure.server import ServerThread
 from tests.support.groups import wait_for
 

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tests.support.groups import wait_for
 from tests.support.procs import TenureProcess
 

@@ -1,6 +1,6 @@
 """Fault injection and inspection from tests, against real clients: the examples docs/testing.md shows.
 
-Each test uses the pytest plugin's `tenure_server` fixture (tenure/pytest_plugin.py) and one control of
+Each test uses the pytest plugin's `tenure_server` fixture (tenure/control/pytest_plugin.py) and one control of
 the server object - no sleeps waiting for timeouts: an injected error, a closed connection, added
 latency, a session expired now, the coordinator's clock moved ahead, a restart on the data dir.
 """

@@ -146,7 +146,7 @@ def test_x(tenure_server):
 
 def test_the_plugin_is_registered_by_the_installed_package():
     from importlib.metadata import entry_points
-    assert [e.value for e in entry_points(group="pytest11") if e.name == "tenure"] == ["tenure.pytest_plugin"]
+    assert [e.value for e in entry_points(group="pytest11") if e.name == "tenure"] == ["tenure.control.pytest_plugin"]
 
 
 def test_the_examples_in_docs_testing_md_run_as_they_are(pytester):

@@ -257,7 +257,7 @@ def test_java_ensure_valid_rejects_a_flipped_byte(data, tmp_path):
 
 # ---------------------------------------------------------------------- and tenure's own tools agree
 def test_tenure_log_verify_and_dump_on_the_rolled_dir(data, capsys):
-    from tenure.cli import main
+    from tenure.tools.cli import main
 
     d, produced = data
     assert main(["log", "verify", str(d)]) == 0

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
 from tenure.server import ServerThread

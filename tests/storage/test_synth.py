@@ -1,4 +1,4 @@
-"""`tenure log synth` / tenure.synth: a synthetic __consumer_offsets log a real server opens.
+"""`tenure log synth` / tenure.tools.synth: a synthetic __consumer_offsets log a real server opens.
 
 One small log with every change made frequent (restarts, rebalances, expirations, leaves, admin
 removals, forced rebalances, fenced pods, deletions), three __consumer_offsets partitions and small
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.cli import main
+from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
 from tenure.server import ServerThread
 from tenure.storage import parse_batches
-from tenure.synth import SynthConfig, generate, segment_files
+from tenure.tools.synth import SynthConfig, generate, segment_files
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import TopicError, TopicRegistry
-from tenure.coordinator.classic import GroupCoordinator
+from tenure.broker.topics import OFFSETS_TOPIC, TopicError, TopicRegistry
+from tenure.coordinator import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
     UnsupportedApiVersions, decode_request, encode_api_versions_error, encode_response,
@@ -34,14 +34,14 @@ from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
 from tenure.storage.segments import LogConfig, SegmentLog
 
-from .config import ServerConfig
-from .faults import Faults, error_name
-from .metrics import Metrics
-from .ratelog import RateLimitedLog
-from .runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.config import ServerConfig
+from tenure.control.faults import Faults, error_name
+from tenure.control.metrics import Metrics
+from tenure.server.ratelog import RateLimitedLog
+from tenure.coordinator.runtime import GROUP_APIS, CoordinatorRuntime
 
 OFFSET_COMMIT_KEY = 8
-from .views import GroupView, group_view, groups_view
+from tenure.control.views import GroupView, group_view, groups_view
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024
@@ -150,8 +150,8 @@ class Server:
                  metrics: Metrics | None = None) -> None:
         self.config = config
         self.node = Node(config.advertised_host or config.host, config.port)
-        self.faults = faults or Faults()          # request-level fault injection (tenure/faults.py)
-        self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/metrics.py)
+        self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
+        self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
         self.durability = Durability(config.fsync if config.data_dir else "never")
         self.durability.observe = self.metrics.fsync_seconds.observe
         self.data: DataDir | None = None
@@ -216,7 +216,7 @@ class Server:
         self.ratelog = RateLimitedLog(log, config.log_window_ms / 1000, config.log_burst)
         self._ids = itertools.count(1)
         self.port: int | None = None
-        self._admin = None                         # the HTTP admin endpoint's runner (tenure/admin.py)
+        self._admin = None                         # the HTTP admin endpoint's runner (tenure/control/admin.py)
         self._admin_sock = None                    # ... its listening socket, bound in start()
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
@@ -258,7 +258,7 @@ class Server:
     async def _start_admin(self) -> None:
         """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
         the HTTP library is imported, in the background: that import is most of a start-up's time."""
-        from .admin import bind_admin, is_loopback
+        from tenure.control.admin import bind_admin, is_loopback
         c = self.config
         try:
             self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
@@ -280,7 +280,7 @@ class Server:
                         "server (faults, clock, restart); set --admin-token", c.admin_host)
 
     async def _serve_admin(self) -> None:
-        from .admin import serve_admin
+        from tenure.control.admin import serve_admin
         try:
             self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
         except Exception:
@@ -569,14 +569,14 @@ class Server:
         """Expire one member's session now, as if its heartbeats had stopped (`member`: member id or
         group.instance.id). False if the group or member is unknown or it has no session timer running
         (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
-        from tenure.coordinator.classic import heartbeat_key
+        from tenure.coordinator import HeartbeatKey
         g = self.coordinator.groups.get(group_id)
         if g is None:
             return False
         mid = g.static_members.get(member, member)
         if mid not in g.members:
             return False
-        if not self.runtime.fire_now(heartbeat_key(group_id, mid)):
+        if not self.runtime.fire_now(HeartbeatKey(group_id, mid)):
             return False
         after = self.coordinator.groups.get(group_id)
         return after is None or mid not in after.members or mid in after.offline_since
@@ -591,7 +591,7 @@ class Server:
 
     def force_rebalance(self, group_id: str) -> None:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
-        Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
+        Raises tenure.coordinator.AdminError if the group is unknown, already rebalancing,
         empty, or has dynamic members. Call on the server's loop (ServerThread.force_rebalance does)."""
         self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
 
@@ -638,11 +638,11 @@ class Server:
             await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():
             for plog in topic.partitions:
-                if self.fatal_error is None and getattr(plog, "flush", None) is not None:
+                if self.fatal_error is None:
                     try:
                         plog.flush()
                     except OSError as exc:
-                        log.error("flushing %s at shutdown: %s", getattr(plog, "name", topic.name), exc)
+                        log.error("flushing %s at shutdown: %s", plog.name, exc)
                 plog.close()
         if self.data is not None:
             self.data.close()
@@ -818,7 +818,7 @@ class ServerThread:
 
     def metrics_text(self) -> str:
         """The Prometheus exposition the admin endpoint serves at /metrics."""
-        from .metrics import render
+        from tenure.control.metrics import render
         return self.call(lambda: render(self.server)).decode()
 
     # ------------------------------------------------------------------ fault injection and controls

@@ -3,8 +3,8 @@
 
     GET    /                                          the endpoints and the rules for calling them
     GET    /health                                    {"status": "ok"}
-    GET    /metrics                                   Prometheus text exposition (tenure/metrics.py)
-    GET    /groups                                    [group, ...]      (tenure/views.py, as dicts)
+    GET    /metrics                                   Prometheus text exposition (tenure/control/metrics.py)
+    GET    /groups                                    [group, ...]      (tenure/control/views.py, as dicts)
     GET    /groups/{group}                            group, or 404
     POST   /groups/{group}/force-rebalance            {"group", "state", "generation"}, or 404/409
     POST   /groups/{group}/members/{member}/expire    expire a session now (member id or instance id)
@@ -43,12 +43,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from tenure.coordinator.classic import AdminError
+from tenure.coordinator import AdminError
 from tenure.protocol.errors import ErrorCode
 
-from .faults import TooManyRules, error_name
-from .metrics import render as render_metrics
-from .views import group_view as _group_view
+from tenure.control.faults import TooManyRules, error_name
+from tenure.control.metrics import render as render_metrics
+from tenure.control.views import group_view as _group_view
 
 log = logging.getLogger("tenure.admin")
 
@@ -432,7 +432,7 @@ def _address(text: str) -> str:
 
 
 def _count(text: str) -> int:
-    from .faults import MAX_COUNT
+    from tenure.control.faults import MAX_COUNT
     try:
         n = int(text)
     except ValueError:

@@ -13,9 +13,10 @@ import sys
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
 
-from . import admin, logtool
-from .config import ServerConfig
-from .server import Server, raise_fd_limit, reopen
+from tenure.control import admin
+from tenure.tools import logtool
+from tenure.config import ServerConfig
+from tenure.server import Server, raise_fd_limit, reopen
 
 log = logging.getLogger("tenure")
 
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     level = getattr(args, "log_level", "INFO")
     _configure_logging(getattr(logging, str(level).upper(), logging.INFO), getattr(args, "log_format", "text"))
     if args.command == "demo":
-        from .demo import run as demo
+        from tenure.tools.demo import run as demo
         return demo(members=args.members, partitions=args.partitions, data_dir=args.dir, audit=args.audit)
     if args.command == "apis":
         if args.update is None:

@@ -103,8 +103,8 @@ def run(members: int = 3, partitions: int = 6, records: int = 600, data_dir: str
 def _story(base: Path, members: int, partitions: int, records: int, audit: bool, out) -> int:
     from kafka import KafkaProducer
 
-    from .config import ServerConfig
-    from .server import ServerThread
+    from tenure.config import ServerConfig
+    from tenure.server import ServerThread
 
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     t_start = time.monotonic()

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from dataclasses import dataclass, field
 
@@ -19,21 +19,18 @@ import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker
-from tenure.broker.topics import Topic
-from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
-from tenure.coordinator.state import Result
+from tenure.broker.topics import OFFSETS_TOPIC, Topic
+from tenure.coordinator import GROUP_APIS, GroupCoordinator, RequestContext, Result, TimerKey  # noqa: F401 - GROUP_APIS: the listener reads it here
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
-from tenure.storage import parse_batches
+from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
 
-from .metrics import Metrics
+from tenure.control.metrics import Metrics
 
 log = logging.getLogger("tenure.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
 
 
 @dataclass
@@ -50,25 +47,13 @@ class LoadReport:
         """A record or batch the loader cannot read: skipped, named (file, byte, offset) in an ERROR line."""
         self.undecodable.append((part, offset, reason))
         if len(self.undecodable) <= _SKIPS_LOGGED:
-            locate = getattr(plog, "locate", None)
-            where = locate(offset) if locate is not None else f"{OFFSETS_TOPIC}-{part} (offset {offset})"
-            log.error("%s: %s, skipped: %s", where, what, reason)
+            log.error("%s: %s, skipped: %s", plog.locate(offset), what, reason)
 
 
-def iter_batches(plog, chunk: int = 8 * 1024 * 1024):
-    """(header, batch bytes) of every batch of a partition log, whatever its implementation."""
-    batches = getattr(plog, "batches", None)
-    if batches is not None:
-        yield from batches(0)
-        return
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, chunk)
-        if not data:
-            return
-        for h in parse_batches(data, verify_crc=False):
-            yield h, data[h.position:h.position + h.size]
-            offset = h.next_offset
+def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, batch bytes) of every batch of a partition log (on disk: read by the segment reader, which
+    checks each batch again)."""
+    return plog.batches(plog.log_start_offset)
 
 
 def java_string_hash(s: str) -> int:
@@ -245,7 +230,7 @@ class CoordinatorRuntime:
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
-        """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
+        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
         if key not in self._timers:
             return False
         self._arm(key, None, self.clock_ms())
@@ -276,7 +261,7 @@ class CoordinatorRuntime:
             self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
             self._arm(key, None, self.clock_ms())
             self._fire(key)
-            fired.append(timer_name(key))
+            fired.append(key.name)
         self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for key, deadline in list(self._deadlines.items()):
@@ -297,21 +282,31 @@ class CoordinatorRuntime:
             return
         self._release(responses)
 
-    def _fail(self, exc: BaseException) -> None:
-        """A write or fsync of group state failed: stop acknowledging anything (fail-stop)."""
+    def _fail(self, exc: BaseException, what: str = f"cannot write {OFFSETS_TOPIC}") -> None:
+        """A write or fsync of group state failed, or a timer could not do its work: stop acknowledging
+        anything (fail-stop)."""
         if self.failed is None:
             self.failed = exc
-            log.critical("cannot write %s (%s); no further group request is answered", OFFSETS_TOPIC, exc)
+            log.critical("%s (%s); no further group request is answered", what, exc,
+                         exc_info=None if isinstance(exc, OSError) else exc)
             if self.on_fatal is not None:
                 self.on_fatal(exc)
 
     def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self._deadlines.pop(key, None)
+        if self.failed is not None:
+            return                                   # stopped: a timer acknowledges nothing either
         try:
-            self.apply(self.coordinator.on_timer(key, self.clock_ms()))
-        except Exception:
-            log.exception("timer %s failed", timer_name(key))
+            result = self.coordinator.on_timer(key, self.clock_ms())
+        except Exception as exc:
+            # A bug in the coordinator. Its state is as before (a shard replays only what a handler returned),
+            # but what the timer owed - a session expiry, the end of a join or sync phase - will never happen:
+            # groups would wait on it silently. Fail-stop, as after a failed write; the caller (a loop
+            # callback, fire_now, advance_clock) sees the exception too.
+            self._fail(exc, f"timer {key.name} failed")
+            raise
+        self.apply(result)
 
     def _persist(self, records: list) -> list:
         by_partition: dict[int, list] = {}
