@@ -131,6 +131,9 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         # the JVM's optimizing JIT compiler (C2) cost more CPU than it saved in a job of seconds to minutes
         # on two cores (a third of the JVM's CPU at 1M records, docs/benchmarks.md); --conf overrides it
         b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # the one JVM is driver and executor: Spark's default 1g heap ran out at 10M records (Java heap
+        # space, while the persisted read spilled to disk); --conf spark.driver.memory=... overrides it
+        b = b.config("spark.driver.memory", "2g")
         # the JVM reads it at start: without it Spark warns that the host name resolves to a loopback
         # address and picks another interface, which a local run never uses
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
