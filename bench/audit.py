@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchcommon import tree_version
+from benchcommon import drop_cache, mib, proc_status, tree_version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -55,20 +55,6 @@ MANIFEST = "bench-audit.json"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS / VmHWM of a process in kB (Linux /proc); {} if it is gone."""
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                if k in ("VmRSS", "VmHWM"):
-                    out[k] = int(v.split()[0])
-    except OSError:
-        pass
-    return out
-
-
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -112,24 +98,6 @@ def comm(pid: int) -> str:
             return f.read().strip()
     except OSError:
         return "?"
-
-
-def mib(kb: float | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
-
-
-def segment_files(data_dir: Path) -> list[Path]:
-    return sorted(data_dir.glob(f"{OFFSETS_TOPIC}-*/*.log"))
-
-
-def drop_cache(data_dir: Path) -> None:
-    for p in segment_files(data_dir):
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 class Deadline:

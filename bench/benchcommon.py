@@ -1,4 +1,5 @@
-"""Helpers the benchmark scripts share: waiting for `tenure serve`'s ready line, naming the tree."""
+"""Helpers the benchmark scripts share: waiting for `tenure serve`'s ready line, naming the tree, a process's
+memory, the __consumer_offsets segment files and dropping their pages from the page cache."""
 from __future__ import annotations
 
 import os
@@ -40,3 +41,38 @@ def tree_version() -> str:
         return f"{head}{' + uncommitted changes' if dirty else ''}" if head else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM of a process in kB (Linux /proc); {} if it is gone."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def mib(kb: float | None) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
+
+
+def segment_files(data_dir: Path) -> list[Path]:
+    """The __consumer_offsets segment files of a data dir (the caller has put the repository on sys.path)."""
+    from tenure.broker.topics import OFFSETS_TOPIC
+    return sorted(data_dir.glob(f"{OFFSETS_TOPIC}-*/*.log"))
+
+
+def drop_cache(data_dir: Path) -> None:
+    """Ask the kernel to drop the segment files' clean pages (no root needed; they were fsynced)."""
+    for p in segment_files(data_dir):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)

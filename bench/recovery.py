@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from benchcommon import tree_version, wait_ready_line
+from benchcommon import drop_cache, mib, proc_status, tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -68,40 +68,6 @@ from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")
 MANIFEST = "bench-recovery.json"
-
-
-# ------------------------------------------------------------------------------------------ helpers
-def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS / VmHWM of a process in kB (Linux /proc)."""
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                if k in ("VmRSS", "VmHWM"):
-                    out[k] = int(v.split()[0])
-    except OSError:
-        pass
-    return out
-
-
-def mib(kb: int | None) -> str:
-    return "-" if kb is None else f"{kb / 1024:,.0f} MiB"
-
-
-def segment_files(data_dir: Path) -> list[Path]:
-    return sorted(data_dir.glob(f"{OFFSETS_TOPIC}-*/*.log"))
-
-
-def drop_cache(data_dir: Path) -> None:
-    """Ask the kernel to drop the segment files' clean pages (no root needed; they were fsynced)."""
-    for p in segment_files(data_dir):
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 # ------------------------------------------------------------------------------------------ generate
