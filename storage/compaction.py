@@ -447,13 +447,8 @@ class Compactor:
                 work = gen.send(work[0](*work[1:]))
         except StopIteration as stop:
             return stop.value
-        except CorruptLogError as exc:
-            self._damaged(plog, exc)
-            raise
-        except (OSError, ValueError):
-            if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
-                return CleanStats()
-            raise
+        except (CorruptLogError, OSError, ValueError) as exc:
+            return self._pass_failed(plog, exc)
 
     async def clean_async(self, plog: SegmentLog, policy: CompactionPolicy = CompactionPolicy(),
                           budget: int | None = None, executor=None) -> CleanStats:
@@ -466,15 +461,21 @@ class Compactor:
                 work = gen.send(await loop.run_in_executor(executor, work[0], *work[1:]))
         except StopIteration as stop:
             return stop.value
-        except CorruptLogError as exc:
-            self._damaged(plog, exc)
-            raise
-        except (OSError, ValueError):
-            if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
-                return CleanStats()
-            raise
+        except (CorruptLogError, OSError, ValueError) as exc:
+            return self._pass_failed(plog, exc)
         finally:
             gen.close()
+
+    def _pass_failed(self, plog: SegmentLog, exc: Exception) -> CleanStats:
+        """Called from the `except` of a pass that raised `exc`: a damaged segment marks the log (and
+        re-raises); an OS or value error on a log closed meanwhile (topic deletion) is nothing to do;
+        anything else is re-raised."""
+        if isinstance(exc, CorruptLogError):
+            self._damaged(plog, exc)
+            raise exc
+        if plog.closed:
+            return CleanStats()
+        raise exc
 
     def _damaged(self, plog: SegmentLog, exc: CorruptLogError) -> None:
         """A segment's batch failed its check while being cleaned: the log is not cleaned again (a later
