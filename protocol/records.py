@@ -38,6 +38,7 @@ Causes (`cause` is a string, one of `STATIC_EVENT_CAUSES`):
 from __future__ import annotations
 
 import struct
+import types
 from dataclasses import dataclass
 
 from kafka.protocol.api_data import ApiData
@@ -67,28 +68,20 @@ STATIC_EVENT_CAUSES = (JOINED, REPLACED, FENCED, EXPIRED, REGISTRATION_EXPIRED, 
                        LEFT, REMOVED, FORCED_REBALANCE)
 
 
-class GroupMetadataKey(ApiData, load_json=schemas):
-    pass
+def _schema_struct(name: str) -> type[ApiData]:
+    """The kafka-python ApiData class built from this package's JSON schema `name` (kafka-python finds the
+    schema by the class's name), as `class NAME(ApiData, load_json=schemas)` would declare it."""
+    def body(ns: dict) -> None:
+        ns.update(__module__=__name__, __qualname__=name)
+    return types.new_class(name, (ApiData,), {"load_json": schemas}, body)
 
 
-class GroupMetadataValue(ApiData, load_json=schemas):
-    pass
-
-
-class OffsetCommitKey(ApiData, load_json=schemas):
-    pass
-
-
-class OffsetCommitValue(ApiData, load_json=schemas):
-    pass
-
-
-class StaticMemberEventKey(ApiData, load_json=schemas):
-    pass
-
-
-class StaticMemberEventValue(ApiData, load_json=schemas):
-    pass
+GroupMetadataKey = _schema_struct("GroupMetadataKey")
+GroupMetadataValue = _schema_struct("GroupMetadataValue")
+OffsetCommitKey = _schema_struct("OffsetCommitKey")
+OffsetCommitValue = _schema_struct("OffsetCommitValue")
+StaticMemberEventKey = _schema_struct("StaticMemberEventKey")
+StaticMemberEventValue = _schema_struct("StaticMemberEventValue")
 
 
 @dataclass(frozen=True)
