@@ -112,23 +112,23 @@ class GroupMember:
                 self.assignment = frozenset()
         log.info("%s %s %s", self.name, kind, sorted(parts))
 
-    def _drain_calls(self, consumer) -> None:
+    def _pending_calls(self):
+        """The (fn, future) pairs queued for the consumer's thread, taken one by one until none is left."""
         while True:
             try:
-                fn, fut = self._calls.get_nowait()
+                yield self._calls.get_nowait()
             except queue.Empty:
                 return
+
+    def _drain_calls(self, consumer) -> None:
+        for fn, fut in self._pending_calls():
             try:
                 fut.set_result(fn(consumer))
             except BaseException as exc:
                 fut.set_exception(exc)
 
     async def _adrain_calls(self, consumer) -> None:
-        while True:
-            try:
-                fn, fut = self._calls.get_nowait()
-            except queue.Empty:
-                return
+        for fn, fut in self._pending_calls():
             try:
                 r = fn(consumer)
                 if asyncio.iscoroutine(r):
