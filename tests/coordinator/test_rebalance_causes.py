@@ -24,6 +24,15 @@ def formed(h: Harness, names, **kw) -> list[str]:
     return ids
 
 
+def completing(h: Harness, names) -> list[str]:
+    """New static members `names` join and the join phase ends (the default initial delay is 0), so the group is
+    CompletingRebalance; the formation's own rebalance is taken. Returns the member ids in join order."""
+    tokens = [h.join("g", "", i) for i in names]
+    h.advance(0)
+    h.take_rebalances()
+    return [h.resp(t)["member_id"] for t in tokens]
+
+
 def test_first_join_of_an_empty_group_is_member_joined():
     h = Harness()
     h.join("g", "", "i1")
@@ -58,10 +67,7 @@ def test_follower_with_changed_metadata_is_member_metadata_changed():
 
 def test_changed_metadata_while_completing_rebalance_is_member_metadata_changed():
     h = Harness()
-    tokens = [h.join("g", "", i) for i in ("i1", "i2")]
-    h.advance(0)
-    h.take_rebalances()
-    i1, i2 = (h.resp(t)["member_id"] for t in tokens)
+    i1, i2 = completing(h, ["i1", "i2"])
     assert h.g().state == COMPLETING_REBALANCE
     h.join("g", i2, "i2", protocols=(("range", b"other"),))
     started(h, "member_metadata_changed")
@@ -97,10 +103,7 @@ def test_static_replacement_that_changes_the_vote_is_static_member_protocol_chan
 
 def test_static_replacement_while_completing_rebalance_is_static_member_replaced_during_rebalance():
     h = Harness()
-    for i in ("i1", "i2"):
-        h.join("g", "", i)
-    h.advance(0)
-    h.take_rebalances()
+    completing(h, ["i1", "i2"])
     assert h.g().state == COMPLETING_REBALANCE
     h.join("g", "", "i2")
     assert h.g().state == PREPARING_REBALANCE
@@ -147,10 +150,7 @@ def test_force_rebalance_is_forced():
 
 def test_missing_sync_is_sync_timeout():
     h = Harness()
-    tokens = [h.join("g", "", i) for i in ("i1", "i2")]
-    h.advance(0)
-    h.take_rebalances()
-    i1, i2 = (h.resp(t)["member_id"] for t in tokens)
+    i1, i2 = completing(h, ["i1", "i2"])
     h.sync("g", i1, 1, "i1", assignments={i1: b"a", i2: b"b"})     # leader syncs: Stable, i2 never does
     assert h.g().state == STABLE
     h.fire(SyncKey("g"))
