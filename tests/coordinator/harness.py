@@ -439,6 +439,14 @@ class Harness:
         t = self.join(group_id, "", None, version=version, **kw)
         return None, t
 
+    def join_new(self, instance_ids: list[str], group_id: str = "g") -> list[str]:
+        """Each static member in `instance_ids` joins as a new member (member id ""), then the clock moves
+        by 0 ms, which ends the join phase at the default initial delay of 0: the group is
+        CompletingRebalance, nobody has synced. Returns the member ids in join order."""
+        tokens = [self.join(group_id, "", iid) for iid in instance_ids]
+        self.advance(0)
+        return [self.resp(t)["member_id"] for t in tokens]
+
     def form_group(self, instance_ids: list[str | None], group_id: str = "g", *, version: int = 9,
                    protocols=(("range", b"sub"),), assignments: dict[int, bytes] | None = None,
                    client_ids: list[str] | None = None) -> list[str]:

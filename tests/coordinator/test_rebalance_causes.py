@@ -25,12 +25,10 @@ def formed(h: Harness, names, **kw) -> list[str]:
 
 
 def completing(h: Harness, names) -> list[str]:
-    """New static members `names` join and the join phase ends (the default initial delay is 0), so the group is
-    CompletingRebalance; the formation's own rebalance is taken. Returns the member ids in join order."""
-    tokens = [h.join("g", "", i) for i in names]
-    h.advance(0)
+    """`Harness.join_new`, with the formation's own rebalance (member_joined) taken."""
+    ids = h.join_new(names)
     h.take_rebalances()
-    return [h.resp(t)["member_id"] for t in tokens]
+    return ids
 
 
 def test_first_join_of_an_empty_group_is_member_joined():

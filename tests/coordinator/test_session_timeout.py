@@ -40,9 +40,7 @@ def test_session_timer_resets():
 def test_commit_during_completing_rebalance_is_27_and_does_not_reset():
     h = Harness()
     start = h.now_ms
-    tokens = [h.join("g", "", i) for i in ("i1", "i2")]
-    h.advance(0)
-    i1, i2 = (h.resp(t)["member_id"] for t in tokens)
+    i1, i2 = h.join_new(["i1", "i2"])
     deadline = h.timer("heartbeat", "g", i2)
     h.advance(1000)
     assert h.resp(h.commit("g", i2, 1, "i2")) == commit_resp(8, {"t": [(0, 27)]})

@@ -101,9 +101,7 @@ def test_replaced_then_fenced_for_the_old_members_parked_join():
 def test_replaced_then_fenced_for_the_old_members_parked_sync():
     h = Harness()
     start = h.now_ms
-    tokens = [h.join("g", "", i) for i in ("i1", "i2")]
-    h.advance(0)
-    i1, i2 = (h.resp(t)["member_id"] for t in tokens)
+    i1, i2 = h.join_new(["i1", "i2"])
     assert h.g().state == COMPLETING_REBALANCE
     s2 = h.sync("g", i2, 1, "i2", client_id="old-proc", host="/10.0.0.2")
     h.advance(7)
@@ -250,9 +248,7 @@ def test_registration_expired_only_when_the_registration_timeout_removes_the_off
 def test_sync_expired_for_a_static_member_that_never_sent_sync_group():
     h = Harness()
     start = h.now_ms
-    tokens = [h.join("g", "", i) for i in ("i1", "i2")]
-    h.advance(0)
-    i1, i2 = (h.resp(t)["member_id"] for t in tokens)
+    i1, i2 = h.join_new(["i1", "i2"])
     h.sync("g", i1, 1, "i1", assignments={i1: b"a", i2: b"b"})
     h.take_records()
     h.run(REBALANCE, [(i1, "i1"), (i2, "i2")])
