@@ -27,9 +27,17 @@ class ProducerStates:
         """InitProducerId: a fresh id at epoch 0, or (KIP-360) the same id at the next epoch."""
         if producer_id >= 0:
             return producer_id, (producer_epoch + 1) & 0x7FFF
+        return self.next_producer_id(), 0
+
+    def next_producer_id(self) -> int:
+        """A producer id never handed out before (idempotent and transactional producers share them)."""
         pid = self._next_id
         self._next_id += 1
-        return pid, 0
+        return pid
+
+    def reserve(self, producer_id: int) -> None:
+        """Ids up to `producer_id` are taken (the transaction coordinator loaded them from its log)."""
+        self._next_id = max(self._next_id, producer_id + 1)
 
     def check(self, topic: str, partition: int, h: BatchHeader) -> tuple[ErrorCode, int | None]:
         """Before appending: (NONE, None) to append, (NONE, offset) for a duplicate already in the

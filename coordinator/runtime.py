@@ -99,9 +99,13 @@ class CoordinatorRuntime:
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, codec=rec) -> None:
         self.coordinator = coordinator
         self.offsets_topic = offsets_topic
+        # the records' codec (encode, decode, partition_key, UnknownRecordType): the group coordinator's
+        # __consumer_offsets records by default, the transaction coordinator's for __transaction_state
+        self.codec = codec
+        self.topic_name = offsets_topic.name
         self.broker = broker
         self._wall_ms = clock_ms
         self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
@@ -149,8 +153,8 @@ class CoordinatorRuntime:
                     latest[key] = (value, offset)
             for key, (value, offset) in latest.items():
                 try:
-                    record = rec.decode(key, value)
-                except rec.UnknownRecordType as exc:
+                    record = self.codec.decode(key, value)
+                except self.codec.UnknownRecordType as exc:
                     report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
                     continue
                 except Exception as exc:               # a record that does not decode under a valid CRC
@@ -160,10 +164,10 @@ class CoordinatorRuntime:
                 report.replayed += 1
         if len(report.undecodable) > _SKIPS_LOGGED:
             log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
-                      OFFSETS_TOPIC, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
+                      self.topic_name, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
-            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
-        report.groups = len(self.coordinator.groups)
+            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", self.topic_name, n, kv)
+        report.groups = len(getattr(self.coordinator, "groups", ()))
         report.seconds = time.monotonic() - t0
         return report
 
@@ -189,6 +193,8 @@ class CoordinatorRuntime:
         if self.failed is not None:
             raise self.failed
         logs = self._persist(result.records) if result.records else []
+        if getattr(result, "markers", None):
+            result = self._write_markers(result, logs)
         if self.durability.needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
@@ -220,6 +226,24 @@ class CoordinatorRuntime:
                             "members": members})
         for op in result.timers:
             self._arm(op.key, op.deadline_ms, now)
+
+    def _write_markers(self, result, logs: list):
+        """A transaction coordinator's Result: after its records (the prepared transactions), the markers go
+        into the data partitions, then the records completing those transactions; the answers leave after
+        all of them, and wait for all of them to be durable."""
+        now = self.clock_ms()
+        try:
+            logs += self.broker.write_txn_markers(result.markers, now)
+        except OSError as exc:
+            self._fail(exc)
+            raise
+        done = self.coordinator.markers_written(result.markers, now)
+        if done.records:
+            logs += self._persist(done.records)
+        result.responses += done.responses
+        result.timers += done.timers
+        result.records += done.records
+        return result
 
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:
@@ -317,14 +341,14 @@ class CoordinatorRuntime:
         by_partition: dict[int, list] = {}
         n = len(self.offsets_topic.partitions)
         for r in records:
-            by_partition.setdefault(partition_for(r.group_id, n), []).append(r)
+            by_partition.setdefault(partition_for(self.codec.partition_key(r), n), []).append(r)
         now = self.clock_ms()
         written = []
         for part, recs in by_partition.items():
             b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                           producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
             for i, r in enumerate(recs):
-                key, value = rec.encode(r)
+                key, value = self.codec.encode(r)
                 b.append(i, timestamp=now, key=key, value=value, headers=[])
             plog = self.offsets_topic.partitions[part]
             try:
@@ -333,7 +357,7 @@ class CoordinatorRuntime:
                 self._fail(exc)
                 raise
             written.append(plog)
-            self.broker.notify_append(OFFSETS_TOPIC, part)
+            self.broker.notify_append(self.topic_name, part)
         return written
 
     def close(self) -> None:

@@ -49,6 +49,8 @@ from kafka.protocol.metadata import (
     MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse,
     ProduceRequest, ProduceResponse,
 )
@@ -110,6 +112,10 @@ _TABLE = [
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
+    # bump on every commit), which tenure does not announce, so clients use v4 and below
+    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
+    _spec(EndTxnRequest, EndTxnResponse, 0, 4),
 ]
 
 KAFKA_VERSION = (4, 0)

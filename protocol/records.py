@@ -235,3 +235,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
                                        val.new_member_id, val.generation, val.timestamp, val.client_id,
                                        val.client_host)
     raise UnknownRecordType(kv)
+
+
+def partition_key(record: Record) -> str:
+    """What a record's __consumer_offsets partition is chosen by: its group id."""
+    return record.group_id

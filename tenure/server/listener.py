@@ -38,7 +38,9 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
 from tenure.server.ratelog import RateLimitedLog
-from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime, iter_batches
+from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, is_transaction_request
+from tenure.protocol import txn_records
 
 OFFSET_COMMIT_KEY = 8
 from tenure.control.views import GroupView, group_view, groups_view
@@ -203,6 +205,10 @@ class Server:
         self.runtime = CoordinatorRuntime(self.coordinator, offsets, self.broker, durability=self.durability,
                                           on_fatal=self._fatal, metrics=self.metrics)
         self.load_report = self.runtime.load()
+        self.txn_runtime: CoordinatorRuntime | None = None     # the transaction coordinator, once asked for
+        self.broker.start_transactions = self._start_transactions
+        if self.topics.get(TRANSACTION_TOPIC) is not None:      # transactions from a previous run: load them
+            self._start_transactions()
         if self.data is not None:
             r = self.load_report
             log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
@@ -250,6 +256,8 @@ class Server:
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()
+        if self.txn_runtime is not None:
+            self.txn_runtime.start_timers()
         if self.data is not None and self.config.cleaner_interval_ms > 0:
             self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.config.admin_port is not None:
@@ -454,6 +462,9 @@ class Server:
                 body = error_response(req, fault.error)
             elif req.api_key in GROUP_APIS:
                 body = await self._group_request(req, client_host)
+            elif is_transaction_request(req.api_key, req.body):
+                self._start_transactions()
+                body = await self.txn_runtime.handle(req, client_host)
             else:
                 body = await self.handlers[req.api_key](req)
             if body is not None:
@@ -465,6 +476,38 @@ class Server:
             code = response_error(body) if body is not None else 0
             self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
         return True
+
+    def _start_transactions(self) -> None:
+        """Start the transaction coordinator (once): on the first transactional request, as Kafka creates
+        __transaction_state on the first lookup of a transaction coordinator, or at start-up when the data
+        dir holds one. Loading replays its records; the data partitions' open and aborted transactions are
+        read back from their logs."""
+        if self.txn_runtime is not None:
+            return
+        topic = self.topics.get(TRANSACTION_TOPIC)
+        if topic is None:
+            topic = self.topics.create(TRANSACTION_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+        else:
+            for t in self.topics.all():
+                if not t.internal:
+                    for i, plog in enumerate(t.partitions):
+                        self.broker.txn_index.rebuild(t.name, i, iter_batches(plog))
+
+        def partitions_of(name: str) -> int | None:
+            t = self.topics.get(name)
+            return len(t.partitions) if t is not None and not t.internal else None
+
+        coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of)
+        runtime = CoordinatorRuntime(coordinator, topic, self.broker, clock_ms=self.runtime._wall_ms,
+                                     durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
+                                     codec=txn_records)
+        report = runtime.load()
+        self.broker.producers.reserve(coordinator.max_producer_id())
+        log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
+                 report.seconds)
+        self.txn_runtime, self.broker.transactions = runtime, coordinator
+        if getattr(self, "_accepting", None):       # started lazily while serving: its timers now
+            runtime.start_timers()
 
     async def _group_request(self, req, client_host: str):
         """A group API request to the coordinator; an OffsetCommit first passes the broker's topic check
@@ -608,6 +651,8 @@ class Server:
             await asyncio.wait([self._cleaner_task], timeout=self.config.shutdown_timeout_s)
             self._cleaner_task = None
         self.runtime.close()
+        if self.txn_runtime is not None:
+            self.txn_runtime.close()
         if self._admin_task is not None:
             self._admin_task.cancel()
             await asyncio.wait([self._admin_task], timeout=self.config.shutdown_timeout_s)

@@ -1,0 +1,279 @@
+"""The transaction coordinator as a deterministic state machine (beside the group coordinator, as in Kafka).
+
+Inputs: a decoded InitProducerId (with a transactional id), AddPartitionsToTxn or EndTxn with its context and
+`now_ms`; timer expiries (a transaction's timeout); the data plane's word that the markers of a transaction
+are written. Outputs: a `TxnResult` - responses, records for `__transaction_state`, timers, and the markers
+(commit/abort control records) to write into the data partitions. `replay(record)` is the only code that
+changes state; handlers read state and emit records, which they replay as they emit them.
+
+Ending a transaction is Kafka's two phases: EndTxn writes PrepareCommit (or PrepareAbort) and asks for the
+markers; once the runtime has written them it calls `markers_written`, which writes CompleteCommit (or
+CompleteAbort). The answer to EndTxn leaves after both, so a read_committed consumer polled after
+commitTransaction() returns sees the records. A transaction found prepared at start-up (the server stopped
+between the two phases) gets its markers again and completes, as Kafka's coordinator does on loading.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tenure.broker.transactions import TxnMarker
+from tenure.coordinator.state import Result
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.errors import ErrorCode
+from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,
+                                         PREPARE_COMMIT, TransactionRecord)
+
+TRANSACTION_TOPIC = "__transaction_state"
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
+TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, END_TXN})
+MAX_TIMEOUT_MS = 900_000           # Kafka's transaction.max.timeout.ms default
+MAX_EPOCH = 32767 - 1              # an epoch that cannot be bumped once more gets a new producer id
+# the first version of each API that knows PRODUCER_FENCED (90); older ones are answered INVALID_PRODUCER_EPOCH
+_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, END_TXN: 2}
+
+
+def is_transaction_request(api_key: int, body) -> bool:
+    """Requests the transaction coordinator answers (an InitProducerId only with a transactional id)."""
+    return api_key in TXN_APIS or (api_key == INIT_PRODUCER_ID and body.transactional_id is not None)
+
+
+def timeout_key(transactional_id: str) -> tuple[str, str]:
+    return ("txn_timeout", transactional_id)
+
+
+@dataclass
+class TxnResult(Result):
+    markers: list[TxnMarker] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TxnContext:
+    token: int
+    api_version: int
+    now_ms: int
+
+
+class TransactionCoordinator:
+    def __init__(self, allocate_producer_id: Callable[[], int],
+                 partitions_of: Callable[[str], int | None]) -> None:
+        self._allocate = allocate_producer_id          # injected: producer ids shared with idempotent producers
+        self._partitions_of = partitions_of            # a topic's partition count (None: no such topic)
+        self.transactions: dict[str, TransactionRecord] = {}
+
+    # ------------------------------------------------------------------ the one mutator
+    def replay(self, record: TransactionRecord) -> None:
+        if record.tombstone:
+            self.transactions.pop(record.transactional_id, None)
+        else:
+            self.transactions[record.transactional_id] = record
+
+    def _emit(self, res: TxnResult, record: TransactionRecord) -> None:
+        self.replay(record)
+        res.records.append(record)
+
+    def max_producer_id(self) -> int:
+        return max((t.producer_id for t in self.transactions.values()), default=-1)
+
+    # ------------------------------------------------------------------ queries
+    def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
+               partition: int) -> int:
+        """A transactional batch to `topic`-`partition`: NONE if its transaction holds the partition."""
+        t = self.transactions.get(transactional_id) if transactional_id is not None else None
+        if t is None or t.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != t.producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if t.state != ONGOING or (topic, partition) not in t.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ inputs
+    def handle(self, api_key: int, ctx, body) -> TxnResult:
+        ctx = TxnContext(ctx.token, ctx.api_version, ctx.now_ms)
+        if api_key == INIT_PRODUCER_ID:
+            return self._init_producer_id(ctx, body)
+        if api_key == ADD_PARTITIONS_TO_TXN:
+            return self._add_partitions(ctx, body)
+        if api_key == END_TXN:
+            return self._end_txn(ctx, body)
+        raise AssertionError(f"API {api_key} is not the transaction coordinator's")
+
+    def loaded(self, now_ms: int) -> TxnResult:
+        """After replaying the log: prepared transactions get their markers again; open ones their timeout."""
+        res = TxnResult()
+        for t in list(self.transactions.values()):
+            if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                res.markers += self._markers(t, t.state == PREPARE_COMMIT)
+            elif t.state == ONGOING:
+                res.set_timer(timeout_key(t.transactional_id), t.start_ms + t.timeout_ms)
+        return res
+
+    def on_timer(self, key, now_ms: int) -> TxnResult:
+        """A transaction's timeout: abort it, fencing its producer with an epoch bump (as Kafka does)."""
+        _, tid = key
+        res = TxnResult()
+        t = self.transactions.get(tid)
+        if t is None or t.state != ONGOING:
+            return res
+        if t.start_ms + t.timeout_ms > now_ms:          # re-armed by a later change
+            res.set_timer(key, t.start_ms + t.timeout_ms)
+            return res
+        bumped = t.producer_epoch + 1 if t.producer_epoch < MAX_EPOCH else t.producer_epoch
+        self._prepare(res, dataclasses.replace(t, producer_epoch=bumped, last_producer_epoch=t.producer_epoch),
+                      commit=False, now_ms=now_ms)
+        return res
+
+    def markers_written(self, markers: list[TxnMarker], now_ms: int) -> TxnResult:
+        """Every marker of these transactions is in the data partitions: they are complete."""
+        res = TxnResult()
+        for tid in dict.fromkeys(m.transactional_id for m in markers):
+            t = self.transactions.get(tid)
+            if t is None or t.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+                continue
+            done = COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT
+            self._emit(res, dataclasses.replace(t, state=done, partitions=frozenset(), last_update_ms=now_ms))
+        return res
+
+    # ------------------------------------------------------------------ handlers
+    @staticmethod
+    def _fenced(api_key: int, version: int) -> int:
+        return ErrorCode.PRODUCER_FENCED if version >= _FENCED_SINCE[api_key] else ErrorCode.INVALID_PRODUCER_EPOCH
+
+    def _init_producer_id(self, ctx: TxnContext, body) -> TxnResult:
+        res = TxnResult()
+        R = SUPPORTED[INIT_PRODUCER_ID].response
+
+        def answer(code: int, pid: int = -1, epoch: int = -1) -> TxnResult:
+            res.respond(ctx.token, R(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch))
+            return res
+
+        tid, timeout = body.transactional_id, body.transaction_timeout_ms
+        expected = (body.producer_id, body.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+        if not 0 < timeout <= MAX_TIMEOUT_MS:
+            return answer(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        t = self.transactions.get(tid)
+        if t is None:
+            new = TransactionRecord(tid, self._allocate(), 0, timeout, EMPTY, frozenset(), ctx.now_ms, -1)
+            self._emit(res, new)
+            return answer(ErrorCode.NONE, new.producer_id, new.producer_epoch)
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected[0] >= 0:                            # KIP-360: the producer names the id and epoch it has
+            known = (t.producer_id, t.producer_epoch)
+            if expected != known and not (expected[0] == t.producer_id and expected[1] == t.last_producer_epoch):
+                return answer(self._fenced(INIT_PRODUCER_ID, ctx.api_version))
+            if expected[1] == t.last_producer_epoch and expected != known and t.state != ONGOING:
+                # a retry after a fencing abort (the transaction timed out): the bumped epoch is the answer
+                return answer(ErrorCode.NONE, t.producer_id, t.producer_epoch)
+        if t.producer_epoch >= MAX_EPOCH:               # epochs exhausted: a new producer id, as Kafka
+            pid, epoch = self._allocate(), 0
+        else:
+            pid, epoch = t.producer_id, t.producer_epoch + 1
+        if t.state == ONGOING:
+            # an open transaction of the previous producer: fence it and abort it under the new epoch
+            bumped = dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
+                                         last_producer_epoch=t.producer_epoch)
+            self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms, marker_pid=t.producer_id)
+            return answer(ErrorCode.NONE, pid, epoch)
+        self._emit(res, dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
+                                            state=EMPTY, partitions=frozenset(), last_update_ms=ctx.now_ms,
+                                            start_ms=-1, last_producer_epoch=t.producer_epoch))
+        return answer(ErrorCode.NONE, pid, epoch)
+
+    def _check_producer(self, api_key: int, ctx: TxnContext, tid: str, pid: int, epoch: int) -> int:
+        t = self.transactions.get(tid)
+        if t is None or t.producer_id != pid:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if t.producer_epoch != epoch:
+            return self._fenced(api_key, ctx.api_version)
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
+
+    def _add_partitions(self, ctx: TxnContext, body) -> TxnResult:
+        res = TxnResult()
+        R = SUPPORTED[ADD_PARTITIONS_TO_TXN].response
+        if ctx.api_version < 4:
+            topics = self._add_one(res, ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                   body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, R)
+            res.respond(ctx.token, R(throttle_time_ms=0, results_by_topic_v3_and_below=topics))
+            return res
+        out = []
+        for tx in body.transactions:
+            topics = self._add_one(res, ctx, tx.transactional_id, tx.producer_id, tx.producer_epoch, tx.topics,
+                                   tx.verify_only, R)
+            out.append(R.AddPartitionsToTxnResult(transactional_id=tx.transactional_id, topic_results=topics))
+        res.respond(ctx.token, R(throttle_time_ms=0, error_code=0, results_by_transaction=out))
+        return res
+
+    def _add_one(self, res: TxnResult, ctx: TxnContext, tid, pid, epoch, topics, verify_only: bool, R) -> list:
+        TR = R.AddPartitionsToTxnTopicResult
+        PR = TR.AddPartitionsToTxnPartitionResult
+        wanted = [(t.name, p) for t in topics for p in t.partitions]
+        codes: dict[tuple[str, int], int] = {}
+        for name, p in wanted:
+            count = self._partitions_of(name)
+            if count is None or not 0 <= p < count:
+                codes[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if codes:                                       # Kafka: the others are not attempted
+            for key in wanted:
+                codes.setdefault(key, ErrorCode.OPERATION_NOT_ATTEMPTED)
+        else:
+            code = self._check_producer(ADD_PARTITIONS_TO_TXN, ctx, tid, pid, epoch)
+            t = self.transactions.get(tid)
+            if verify_only:
+                for key in wanted:
+                    codes[key] = code or (ErrorCode.NONE if t.state == ONGOING and key in t.partitions
+                                          else ErrorCode.INVALID_TXN_STATE)
+            else:
+                for key in wanted:
+                    codes[key] = code
+                if not code and not (t.state == ONGOING and set(wanted) <= t.partitions):
+                    start = t.start_ms if t.state == ONGOING else ctx.now_ms
+                    new = dataclasses.replace(t, state=ONGOING, partitions=t.partitions | set(wanted),
+                                              last_update_ms=ctx.now_ms, start_ms=start)
+                    self._emit(res, new)
+                    res.set_timer(timeout_key(tid), start + new.timeout_ms)
+        by_topic: dict[str, list] = {}
+        for (name, p), code in codes.items():
+            by_topic.setdefault(name, []).append(PR(partition_index=p, partition_error_code=code))
+        return [TR(name=name, results_by_partition=ps) for name, ps in by_topic.items()]
+
+    def _end_txn(self, ctx: TxnContext, body) -> TxnResult:
+        res = TxnResult()
+        R = SUPPORTED[END_TXN].response
+
+        def answer(code: int) -> TxnResult:
+            res.respond(ctx.token, R(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1))
+            return res
+
+        tid, commit = body.transactional_id, body.committed
+        t = self.transactions.get(tid)
+        if t is None or t.producer_id != body.producer_id:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if t.producer_epoch != body.producer_epoch:
+            return answer(self._fenced(END_TXN, ctx.api_version))
+        if t.state == ONGOING:
+            self._prepare(res, t, commit, ctx.now_ms)
+            return answer(ErrorCode.NONE)
+        if (t.state, commit) in ((COMPLETE_COMMIT, True), (COMPLETE_ABORT, False)):
+            return answer(ErrorCode.NONE)               # a retry of the request that ended it
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return answer(ErrorCode.INVALID_TXN_STATE)
+
+    # ------------------------------------------------------------------ ending a transaction
+    def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int,
+                 marker_pid: int | None = None) -> None:
+        prepared = dataclasses.replace(t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now_ms)
+        self._emit(res, prepared)
+        res.cancel_timer(timeout_key(t.transactional_id))
+        res.markers += self._markers(prepared, commit, marker_pid)
+
+    @staticmethod
+    def _markers(t: TransactionRecord, commit: bool, marker_pid: int | None = None) -> list[TxnMarker]:
+        pid = t.producer_id if marker_pid is None else marker_pid
+        return [TxnMarker(t.transactional_id, topic, p, pid, t.producer_epoch, commit)
+                for topic, p in sorted(t.partitions)]
