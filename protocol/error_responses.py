@@ -121,6 +121,15 @@ def _delete_records(req, R, code):
                                                        "low_watermark": -1}))
 
 
+def _add_partitions_to_txn(req, R, code):
+    """v4+ (batched by transactional id): one top-level code, as Kafka answers; before: per partition."""
+    if req.api_version >= 4:
+        return R(error_code=code, results_by_transaction=[])
+    return R(**_per_partition(R, "results_by_topic_v3_and_below", req.body.v3_and_below_topics,
+                              lambda t: {"name": t.name}, lambda t: t.partitions, "results_by_partition",
+                              lambda p: {"partition_index": p, "partition_error_code": code}))
+
+
 def _elect_leaders(req, R, code):
     T = R.fields["replica_election_results"].data_class
     P = T.fields["partition_result"].data_class
@@ -174,6 +183,7 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _alter_configs, 45: _reassignments,
     46: _top_level(topics=[]), 47: _top_level(topics=[]), 75: _describe_topic_partitions,
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
+    24: _add_partitions_to_txn, 26: _top_level(),
 }
 
 

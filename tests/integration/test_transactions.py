@@ -1,0 +1,239 @@
+"""Transactions with real clients and on the wire: a transactional producer's commits are seen by a
+read_committed consumer, its aborts are not; a second producer with the same transactional id fences the
+first; the transaction state survives a restart."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from tests.support.clients import create_topic
+
+pytestmark = pytest.mark.timeout(120)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+OPERATION_NOT_ATTEMPTED = 55
+PRODUCER_FENCED = 90
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int,
+                wait: float = 3.0) -> list[bytes]:
+    """Every value of `topic` from the start, as a consumer with `isolation` sees it: polls until `expect`
+    records came, then `wait` seconds more (so a record that should not be seen has its chance to show)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}", "enable.auto.commit": False,
+                  "isolation.level": isolation, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+    got: list[bytes] = []
+    deadline = time.time() + 30
+    quiet_until = None
+    try:
+        while time.time() < deadline:
+            if quiet_until is None and len(got) >= expect:
+                quiet_until = time.time() + wait
+            if quiet_until is not None and time.time() >= quiet_until:
+                break
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+# ------------------------------------------------------------------------------------------------ confluent-kafka
+def test_confluent_kafka_commit_and_abort_seen_by_read_committed(tenure_server):
+    from confluent_kafka import Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "txn-ck", 2)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-ck", "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce("txn-ck", value=f"commit-1-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("txn-ck", value=f"abort-{i}".encode(), partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("txn-ck", value=b"commit-2-0", partition=1)
+    p.commit_transaction(30)
+    committed = sorted([f"commit-1-{i}".encode() for i in range(6)] + [b"commit-2-0"])
+    assert sorted(consume_all(bs, "txn-ck", 2, "read_committed", len(committed))) == committed
+    everything = consume_all(bs, "txn-ck", 2, "read_uncommitted", 11)
+    assert sorted(everything) == sorted(committed + [f"abort-{i}".encode() for i in range(4)])
+
+
+def test_confluent_kafka_open_transaction_holds_back_read_committed(tenure_server):
+    from confluent_kafka import Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "txn-open", 1)
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce("txn-open", value=b"before", partition=0)
+    plain.flush(10)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-open"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-open", value=b"pending", partition=0)
+    p.flush(10)
+    plain.produce("txn-open", value=b"after", partition=0)      # behind the open transaction
+    plain.flush(10)
+    # the last stable offset stops at the transaction's first record: "after" waits with it
+    assert consume_all(bs, "txn-open", 1, "read_committed", 1, wait=1.5) == [b"before"]
+    p.commit_transaction(30)
+    assert consume_all(bs, "txn-open", 1, "read_committed", 3) == [b"before", b"pending", b"after"]
+
+
+def test_confluent_kafka_zombie_producer_is_fenced(tenure_server):
+    from confluent_kafka import KafkaException, Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "txn-zombie", 1)
+    old = Producer({"bootstrap.servers": bs, "transactional.id": "tx-zombie"})
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce("txn-zombie", value=b"zombie-open", partition=0)
+    old.flush(10)
+    new = Producer({"bootstrap.servers": bs, "transactional.id": "tx-zombie"})
+    new.init_transactions(30)          # fences `old` and aborts its open transaction
+    new.begin_transaction()
+    new.produce("txn-zombie", value=b"new", partition=0)
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as exc:
+        old.produce("txn-zombie", value=b"zombie-late", partition=0)
+        old.commit_transaction(30)
+    assert exc.value.args[0].fatal(), exc.value.args[0]
+    assert exc.value.args[0].name() in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"), exc.value.args[0]
+    assert consume_all(bs, "txn-zombie", 1, "read_committed", 1) == [b"new"]
+
+
+# ------------------------------------------------------------------------------------------------ restart
+@pytest.mark.tenure(data_dir=True)
+def test_transactions_survive_a_restart(tenure_server):
+    """Committed records stay visible after a restart; a transaction left open by the restart keeps
+    read_committed consumers waiting, is aborted by its timeout, and its records are never seen."""
+    from confluent_kafka import Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "txn-restart", 1)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-restart", "transaction.timeout.ms": 3000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-restart", value=b"committed", partition=0)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce("txn-restart", value=b"left-open", partition=0)
+    p.flush(10)
+    tenure_server.restart()
+    open_txn = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-restart"])
+    assert open_txn.state_name == "Ongoing" and open_txn.partitions == {("txn-restart", 0)}
+    assert consume_all(bs, "txn-restart", 1, "read_committed", 1, wait=0.5) == [b"committed"]
+    deadline = time.time() + 20
+    while tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-restart"].state_name) \
+            != "CompleteAbort":
+        assert time.time() < deadline, "the open transaction was not aborted by its timeout"
+        time.sleep(0.2)
+    # later records are readable again; the aborted one never is
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce("txn-restart", value=b"later", partition=0)
+    plain.flush(10)
+    assert consume_all(bs, "txn-restart", 1, "read_committed", 2) == [b"committed", b"later"]
+    p2 = Producer({"bootstrap.servers": bs, "transactional.id": "tx-restart"})
+    p2.init_transactions(30)       # the id lives on: its epoch moves on from the recovered one
+
+
+# ------------------------------------------------------------------------------------------------ on the wire
+def txn_batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=2**20)
+    b.append(0, timestamp=None, key=None, value=value, headers=[])
+    return bytes(b.build())
+
+
+def produce(wire, tid, topic, batch):
+    P = ProduceRequest
+    r = wire.call(P(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(index=0,
+                                                                                               records=batch)])]), 9)
+    return r.responses[0].partition_responses[0].error_code
+
+
+def add_v3(tid, pid, epoch, topics):
+    A = AddPartitionsToTxnRequest
+    return A(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+             v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics])
+
+
+def codes_v3(r):
+    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition}
+
+
+def test_wire_transaction_checks(tenure_server, wire):
+    create_topic(tenure_server.bootstrap, "txn-wire", 2)
+    r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=10**9,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    assert r.error_code == INVALID_TRANSACTION_TIMEOUT
+    r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert (r.error_code, epoch) == (NONE, 0)
+    # nothing added yet: a transactional batch is refused, EndTxn has nothing to end
+    assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 0, b"x")) == INVALID_TXN_STATE
+    assert wire.call(EndTxnRequest(transactional_id="tw", producer_id=pid, producer_epoch=epoch,
+                                   committed=True), 3).error_code == INVALID_TXN_STATE
+    # an unknown partition refuses the whole request: the others are not attempted
+    r = wire.call(add_v3("tw", pid, epoch, [("txn-wire", [0, 5]), ("no-such-topic", [0])]), 3)
+    assert codes_v3(r) == {("txn-wire", 0): OPERATION_NOT_ATTEMPTED, ("txn-wire", 5): UNKNOWN_TOPIC_OR_PARTITION,
+                           ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    assert codes_v3(wire.call(add_v3("tw", pid + 1, epoch, [("txn-wire", [0])]), 3)) == \
+        {("txn-wire", 0): INVALID_PRODUCER_ID_MAPPING}
+    assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [0])]), 3)) == {("txn-wire", 0): NONE}
+    assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 0, b"x")) == NONE
+    # v4+: batched by transactional id, with verify_only (what a broker asks before appending)
+    A = AddPartitionsToTxnRequest
+    T = A.AddPartitionsToTxnTransaction
+    r = wire.call(A(transactions=[
+        T(transactional_id="tw", producer_id=pid, producer_epoch=epoch, verify_only=True,
+          topics=[A.AddPartitionsToTxnTopic(name="txn-wire", partitions=[0, 1])])]), 4)
+    [res] = r.results_by_transaction
+    assert {p.partition_index: p.partition_error_code for t in res.topic_results for p in t.results_by_partition} \
+        == {0: NONE, 1: INVALID_TXN_STATE}
+    # a new producer with the same id fences this one: the old epoch is PRODUCER_FENCED from v2 (AddPartitions,
+    # EndTxn), INVALID_PRODUCER_EPOCH before; its batches are INVALID_PRODUCER_EPOCH
+    r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (NONE, pid, epoch + 1)
+    assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 1, b"y")) == INVALID_PRODUCER_EPOCH
+    end = dict(transactional_id="tw", producer_id=pid, producer_epoch=epoch, committed=True)
+    assert wire.call(EndTxnRequest(**end), 1).error_code == INVALID_PRODUCER_EPOCH
+    assert wire.call(EndTxnRequest(**end), 2).error_code == PRODUCER_FENCED
+    assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [1])]), 1)) == \
+        {("txn-wire", 1): INVALID_PRODUCER_EPOCH}
+    assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [1])]), 2)) == {("txn-wire", 1): PRODUCER_FENCED}
+    # the fenced producer's open transaction was aborted with a marker under the new epoch
+    log = tenure_server.call(lambda: tenure_server.server.topics.get("txn-wire").partitions[0])
+    from tenure.storage import parse_batches
+    batches = parse_batches(tenure_server.call(lambda: log.read(0, 1 << 20)))
+    assert [(b.is_transactional, b.is_control, b.producer_epoch) for b in batches] == \
+        [(True, False, epoch), (True, True, epoch + 1)]
+
+
+# ------------------------------------------------------------------------------------------------ Java
+@pytest.mark.java
+def test_java_commit_abort_and_zombie_fencing(tenure_server):
+    from tests.support.java import run_java
+    create_topic(tenure_server.bootstrap, "txn-java", 1)
+    fenced, consumed = run_java("TxnProduce", tenure_server.bootstrap, "txn-java", "tx-java", timeout=120)
+    assert fenced == {"type": "fenced", "send": "org.apache.kafka.common.errors.InvalidProducerEpochException",
+                      "abort": "org.apache.kafka.common.errors.ProducerFencedException"}
+    assert consumed == {"type": "consumed", "values": ["commit-0", "commit-1", "commit-2", "second"]}
