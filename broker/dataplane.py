@@ -69,6 +69,9 @@ class Broker(AdminApis):
         # batch's partition is in its transaction
         self.transactions = None
         self.start_transactions: Callable[[], None] | None = None
+        # a marker written to an internal topic's partition (__consumer_offsets: offsets committed in the
+        # transaction): its coordinator replays it (set by the server)
+        self.internal_marker: Callable[[TxnMarker], None] | None = None
         self.handlers: dict[int, Callable[[Request], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
@@ -375,6 +378,8 @@ class Broker(AdminApis):
             for h in stamped:
                 self.producers.appended(m.topic, m.partition, h)
             self.txn_index.ended(m.topic, m.partition, m.producer_id, m.commit, base)
+            if self.internal_marker is not None and self.topics.is_internal(m.topic):
+                self.internal_marker(m)
             written.append(plog)
             self.notify_append(m.topic, m.partition)
         return written

@@ -32,12 +32,14 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
 )
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol import records as rec
 from tenure.protocol.records import (
-    GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
+    GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord, TransactionalOffsetCommit,
+    TransactionEnd,
 )
 
 from .state import (
@@ -139,6 +141,8 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
         self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
+        # offsets committed in open transactions: producer id -> group -> (topic, partition) -> record
+        self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitRecord]]] = {}
         # soft state
         self._joins: dict[str, dict[str, Parked]] = {}
         self._syncs: dict[str, dict[str, Parked]] = {}
@@ -192,6 +196,15 @@ class GroupCoordinator:
                 offsets[(event.topic, event.partition)] = event
                 if event.group_id not in self.groups:      # offsets-only ("simple") group
                     self.groups[event.group_id] = ClassicGroup(event.group_id)
+        elif isinstance(event, TransactionalOffsetCommit):
+            r = event.record
+            self.pending_offsets.setdefault(event.producer_id, {}).setdefault(r.group_id, {})[
+                (r.topic, r.partition)] = r
+        elif isinstance(event, TransactionEnd):
+            for gid, held in self.pending_offsets.pop(event.producer_id, {}).items():
+                if event.commit:
+                    for r in held.values():
+                        self.replay(r)
         elif isinstance(event, StaticMemberEventRecord):
             # history only: group state comes from GroupMetadata records; remember the key for deletion
             if event.tombstone:
@@ -870,27 +883,8 @@ class GroupCoordinator:
         generation, mid = req.generation_id_or_member_epoch, req.member_id
         iid = req.group_instance_id if v >= 7 else None
         live = self.groups.get(gid)
-        code = E.NONE
-        member = None
-        if live is None:
-            if generation >= 0:                                            # O1
-                code = E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION
-        elif live.state == DEAD:
-            code = E.COORDINATOR_NOT_AVAILABLE
-        elif live.state == EMPTY and generation < 0:                       # O2
-            pass
-        elif generation >= 0 or mid or iid is not None:                    # O3
-            code = self._validate_member(live, mid, iid)
-            if code == E.FENCED_INSTANCE_ID:
-                self._fenced(res, live, iid, mid, ctx)
-            if not code and generation != live.generation:
-                code = E.ILLEGAL_GENERATION
-            if not code and live.state == COMPLETING_REBALANCE:            # O4
-                code = E.REBALANCE_IN_PROGRESS
-            if not code:
-                member = live.members[mid]
-        else:
-            code = E.UNKNOWN_MEMBER_ID
+        code, member = self._check_committer(res, ctx, live, generation, mid, iid,
+                                             E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION)
         T, P = OffsetCommitResponse.OffsetCommitResponseTopic, \
             OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
         topics = []
@@ -914,6 +908,76 @@ class GroupCoordinator:
         res.respond(ctx.token, OffsetCommitResponse(throttle_time_ms=0, topics=topics))
         return res
 
+    def _check_committer(self, res: Result, ctx: RequestContext, live: ClassicGroup | None, generation: int,
+                         mid: str, iid: str | None, unknown_group: int) -> tuple[int, Member | None]:
+        """Who may commit offsets to a group (OffsetCommit and TxnOffsetCommit): (error, the member)."""
+        code = E.NONE
+        member = None
+        if live is None:
+            if generation >= 0:                                            # O1
+                code = unknown_group
+        elif live.state == DEAD:
+            code = E.COORDINATOR_NOT_AVAILABLE
+        elif live.state == EMPTY and generation < 0:                       # O2
+            pass
+        elif generation >= 0 or mid or iid is not None:                    # O3
+            code = self._validate_member(live, mid, iid)
+            if code == E.FENCED_INSTANCE_ID:
+                self._fenced(res, live, iid, mid, ctx)
+            if not code and generation != live.generation:
+                code = E.ILLEGAL_GENERATION
+            if not code and live.state == COMPLETING_REBALANCE:            # O4
+                code = E.REBALANCE_IN_PROGRESS
+            if not code:
+                member = live.members[mid]
+        else:
+            code = E.UNKNOWN_MEMBER_ID
+        return code, member
+
+    # TxnOffsetCommit: offsets committed inside the producer's transaction (KIP-98; v3+ carries the member id,
+    # generation and group instance id, checked as OffsetCommit checks them, so a fenced static member cannot
+    # commit - KIP-447). They are written as the producer's transactional batch and count for the group only
+    # once its commit marker follows (replay of TransactionEnd); an abort drops them. Before v3 (no member
+    # fields) the commit is accepted whatever the group's generation, as Kafka does for old producers.
+    def txn_offset_commit(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid = ctx.api_version, req.group_id
+        generation, mid = (req.generation_id, req.member_id) if v >= 3 else (-1, "")
+        iid = req.group_instance_id if v >= 3 else None
+        live = self.groups.get(gid)
+        if live is not None and generation < 0 and not mid and iid is None and live.state != DEAD:
+            code, member = E.NONE, None
+        else:
+            code, member = self._check_committer(res, ctx, live, generation, mid, iid, E.ILLEGAL_GENERATION)
+        R = TxnOffsetCommitResponse
+        T, P = R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                pcode = code
+                meta = p.committed_metadata or ""
+                if not pcode and len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                    pcode = E.OFFSET_METADATA_TOO_LARGE
+                if not pcode:
+                    self._emit(res, TransactionalOffsetCommit(req.producer_id, req.producer_epoch, OffsetCommitRecord(
+                        gid, t.name, p.partition_index, p.committed_offset,
+                        p.committed_leader_epoch if v >= 2 else -1, meta, ctx.now_ms)))
+                parts.append(P(partition_index=p.partition_index, error_code=pcode))
+            topics.append(T(name=t.name, partitions=parts))
+        if not code and live is None:                                      # a simple group
+            self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
+        res.respond(ctx.token, R(throttle_time_ms=0, topics=topics))
+        return res
+
+    def has_pending_offsets(self, group_id: str, topic: str | None = None, partition: int | None = None) -> bool:
+        """Whether an open transaction holds offsets for the group (for that partition, if named)."""
+        for groups in self.pending_offsets.values():
+            held = groups.get(group_id)
+            if held and (topic is None or (topic, partition) in held):
+                return True
+        return False
+
     def offset_fetch(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v = ctx.api_version
@@ -925,29 +989,43 @@ class GroupCoordinator:
             wanted = list({(q.group_id, None) if q.topics is None else (q.group_id, i): q
                            for i, q in enumerate(req.groups)}.values())
             groups = [G(group_id=q.group_id, error_code=0,
-                        topics=self._fetch_offsets(q.group_id, q.topics, T, P))
+                        topics=self._fetch_offsets(q.group_id, q.topics, T, P, req.require_stable))
                       for q in wanted]
             res.respond(ctx.token, R(throttle_time_ms=0, groups=groups))
         else:
             T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
-            res.respond(ctx.token, R(throttle_time_ms=0, error_code=0,
-                                     topics=self._fetch_offsets(req.group_id, req.topics, T, P)))
+            res.respond(ctx.token, R(throttle_time_ms=0, error_code=0, topics=self._fetch_offsets(
+                req.group_id, req.topics, T, P, v >= 7 and req.require_stable)))
         return res
 
-    def _fetch_offsets(self, gid: str, topics, T, P) -> list:
+    def _fetch_offsets(self, gid: str, topics, T, P, require_stable: bool = False) -> list:
+        """require_stable (v7+, a read_committed consumer): a partition whose offset an open transaction
+        holds is answered UNSTABLE_OFFSET_COMMIT (88) until the transaction ends (the client retries)."""
         have = self.offsets.get(gid, {})
+        if require_stable and self.has_pending_offsets(gid):
+            def unstable(topic, idx):
+                return self.has_pending_offsets(gid, topic, idx)
+        else:
+            def unstable(topic, idx):
+                return False
         if topics is None:                                                 # all committed offsets
             by_topic: dict[str, list] = {}
             for (topic, part), rec in sorted(have.items()):
                 by_topic.setdefault(topic, []).append(rec)
-            return [T(name=topic, partitions=[P(partition_index=r.partition, committed_offset=r.offset,
-                                                committed_leader_epoch=r.leader_epoch, metadata=r.metadata,
-                                                error_code=0) for r in recs])
+            return [T(name=topic, partitions=[
+                P(partition_index=r.partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                  error_code=E.UNSTABLE_OFFSET_COMMIT) if unstable(topic, r.partition) else
+                P(partition_index=r.partition, committed_offset=r.offset, committed_leader_epoch=r.leader_epoch,
+                  metadata=r.metadata, error_code=0) for r in recs])
                     for topic, recs in by_topic.items()]
         out = []
         for t in topics:                                                   # O6
             parts = []
             for idx in t.partition_indexes:
+                if unstable(t.name, idx):
+                    parts.append(P(partition_index=idx, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                   error_code=E.UNSTABLE_OFFSET_COMMIT))
+                    continue
                 r = have.get((t.name, idx))
                 parts.append(P(partition_index=idx, committed_offset=r.offset if r else -1,
                                committed_leader_epoch=r.leader_epoch if r else -1,
@@ -1067,6 +1145,6 @@ class GroupCoordinator:
 
     _handlers = {
         11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group,
-        8: offset_commit, 9: offset_fetch, 47: offset_delete,
+        8: offset_commit, 9: offset_fetch, 47: offset_delete, 28: txn_offset_commit,
         15: describe_groups, 16: list_groups, 42: delete_groups,
     }

@@ -20,6 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
+from tenure.broker.transactions import COMMIT, marker_type
 from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
@@ -33,7 +34,7 @@ log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 42, 47})
+GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47})
 
 
 @dataclass
@@ -134,9 +135,18 @@ class CoordinatorRuntime:
         t0 = time.monotonic()
         for part, plog in enumerate(self.offsets_topic.partitions):
             latest: dict[bytes, tuple[bytes | None, int]] = {}
+            # transactional batches (offsets committed in a transaction): held per producer until its
+            # marker, then counted at the marker's place (commit) or dropped (abort); still open at the
+            # end: replayed as pending
+            pending: dict[int, tuple[int, list]] = {}
             for h, raw in iter_batches(plog):
                 report.batches += 1
                 if h.is_control:
+                    held = pending.pop(h.producer_id, None)
+                    if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
+                        for key, value, offset in held[1]:
+                            latest.pop(key, None)
+                            latest[key] = (value, offset)
                     continue
                 try:                                   # a batch is one coordinator write: all of it or none
                     batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
@@ -148,6 +158,9 @@ class CoordinatorRuntime:
                     report.records += 1
                     if key is None:
                         report.skip(plog, part, offset, "a record", "record without a key")
+                        continue
+                    if h.is_transactional:
+                        pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
                         continue
                     latest.pop(key, None)              # keep the dict in order of each key's last offset
                     latest[key] = (value, offset)
@@ -162,6 +175,15 @@ class CoordinatorRuntime:
                     continue
                 self.coordinator.replay(record)
                 report.replayed += 1
+            for pid, (epoch, held) in pending.items():
+                for key, value, offset in held:
+                    try:
+                        record = self.codec.decode(key, value)
+                    except Exception as exc:
+                        report.skip(plog, part, offset, "a transactional record that does not decode",
+                                    f"{type(exc).__name__}: {exc}")
+                        continue
+                    self.coordinator.replay(rec.TransactionalOffsetCommit(pid, epoch, record))
         if len(report.undecodable) > _SKIPS_LOGGED:
             log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
                       self.topic_name, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
@@ -338,15 +360,18 @@ class CoordinatorRuntime:
             log.exception("timer %s failed", timer_name(key))
 
     def _persist(self, records: list) -> list:
-        by_partition: dict[int, list] = {}
+        by_partition: dict[tuple[int, tuple[int, int] | None], list] = {}
         n = len(self.offsets_topic.partitions)
-        for r in records:
-            by_partition.setdefault(partition_for(self.codec.partition_key(r), n), []).append(r)
+        for r in records:       # one batch per partition, and per producer for transactional offsets
+            key = (partition_for(self.codec.partition_key(r), n), self.codec.batch_producer(r))
+            by_partition.setdefault(key, []).append(r)
         now = self.clock_ms()
         written = []
-        for part, recs in by_partition.items():
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                          producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+        for (part, producer), recs in by_partition.items():
+            pid, epoch = producer or (-1, -1)
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
+                                          producer_id=pid, producer_epoch=epoch, base_sequence=-1,
+                                          batch_size=2**31 - 1)
             for i, r in enumerate(recs):
                 key, value = self.codec.encode(r)
                 b.append(i, timestamp=now, key=key, value=value, headers=[])

@@ -26,12 +26,12 @@ from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY,
                                          PREPARE_COMMIT, TransactionRecord)
 
 TRANSACTION_TOPIC = "__transaction_state"
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
-TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, END_TXN})
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
+TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN})
 MAX_TIMEOUT_MS = 900_000           # Kafka's transaction.max.timeout.ms default
 MAX_EPOCH = 32767 - 1              # an epoch that cannot be bumped once more gets a new producer id
 # the first version of each API that knows PRODUCER_FENCED (90); older ones are answered INVALID_PRODUCER_EPOCH
-_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, END_TXN: 2}
+_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
 
 
 def is_transaction_request(api_key: int, body) -> bool:
@@ -57,9 +57,12 @@ class TxnContext:
 
 class TransactionCoordinator:
     def __init__(self, allocate_producer_id: Callable[[], int],
-                 partitions_of: Callable[[str], int | None]) -> None:
+                 partitions_of: Callable[[str], int | None],
+                 offsets_partition_of: Callable[[str], tuple[str, int]] = lambda group_id: ("__consumer_offsets", 0)
+                 ) -> None:
         self._allocate = allocate_producer_id          # injected: producer ids shared with idempotent producers
         self._partitions_of = partitions_of            # a topic's partition count (None: no such topic)
+        self._offsets_partition_of = offsets_partition_of     # a group's __consumer_offsets partition
         self.transactions: dict[str, TransactionRecord] = {}
 
     # ------------------------------------------------------------------ the one mutator
@@ -98,6 +101,8 @@ class TransactionCoordinator:
             return self._add_partitions(ctx, body)
         if api_key == END_TXN:
             return self._end_txn(ctx, body)
+        if api_key == ADD_OFFSETS_TO_TXN:
+            return self._add_offsets(ctx, body)
         raise AssertionError(f"API {api_key} is not the transaction coordinator's")
 
     def loaded(self, now_ms: int) -> TxnResult:
@@ -230,16 +235,34 @@ class TransactionCoordinator:
             else:
                 for key in wanted:
                     codes[key] = code
-                if not code and not (t.state == ONGOING and set(wanted) <= t.partitions):
-                    start = t.start_ms if t.state == ONGOING else ctx.now_ms
-                    new = dataclasses.replace(t, state=ONGOING, partitions=t.partitions | set(wanted),
-                                              last_update_ms=ctx.now_ms, start_ms=start)
-                    self._emit(res, new)
-                    res.set_timer(timeout_key(tid), start + new.timeout_ms)
+                if not code:
+                    self._join(res, t, wanted, ctx.now_ms)
         by_topic: dict[str, list] = {}
         for (name, p), code in codes.items():
             by_topic.setdefault(name, []).append(PR(partition_index=p, partition_error_code=code))
         return [TR(name=name, results_by_partition=ps) for name, ps in by_topic.items()]
+
+    def _join(self, res: TxnResult, t: TransactionRecord, wanted: list[tuple[str, int]], now_ms: int) -> None:
+        """The partitions join the transaction (which starts, with its timeout, if it was not open)."""
+        if t.state == ONGOING and set(wanted) <= t.partitions:
+            return
+        start = t.start_ms if t.state == ONGOING else now_ms
+        new = dataclasses.replace(t, state=ONGOING, partitions=t.partitions | set(wanted), last_update_ms=now_ms,
+                                  start_ms=start)
+        self._emit(res, new)
+        res.set_timer(timeout_key(t.transactional_id), start + new.timeout_ms)
+
+    def _add_offsets(self, ctx: TxnContext, body) -> TxnResult:
+        """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction (its TxnOffsetCommit
+        goes to the group coordinator next; the markers end it there too)."""
+        res = TxnResult()
+        code = self._check_producer(ADD_OFFSETS_TO_TXN, ctx, body.transactional_id, body.producer_id,
+                                    body.producer_epoch)
+        if not code:
+            self._join(res, self.transactions[body.transactional_id], [self._offsets_partition_of(body.group_id)],
+                       ctx.now_ms)
+        res.respond(ctx.token, SUPPORTED[ADD_OFFSETS_TO_TXN].response(throttle_time_ms=0, error_code=code))
+        return res
 
     def _end_txn(self, ctx: TxnContext, body) -> TxnResult:
         res = TxnResult()

@@ -49,10 +49,12 @@ from kafka.protocol.metadata import (
     MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
     EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse,
     ProduceRequest, ProduceResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 )
 
 
@@ -115,7 +117,10 @@ _TABLE = [
     # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
     # bump on every commit), which tenure does not announce, so clients use v4 and below
     _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
+    _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
     _spec(EndTxnRequest, EndTxnResponse, 0, 4),
+    # offsets committed in a transaction go to the group coordinator; v5 is transactions v2, as EndTxn's
+    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4),
 ]
 
 KAFKA_VERSION = (4, 0)

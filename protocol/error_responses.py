@@ -183,7 +183,7 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _alter_configs, 45: _reassignments,
     46: _top_level(topics=[]), 47: _top_level(topics=[]), 75: _describe_topic_partitions,
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
-    24: _add_partitions_to_txn, 26: _top_level(),
+    24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 28: _offset_commit,
 }
 
 

@@ -58,6 +58,11 @@ def partition_key(record: TransactionRecord) -> str:
     return record.transactional_id
 
 
+def batch_producer(record: TransactionRecord) -> None:
+    """Transaction state records go in plain batches."""
+    return None
+
+
 def encode(record: TransactionRecord) -> tuple[bytes, bytes | None]:
     if not isinstance(record, TransactionRecord):
         raise TypeError(f"not a transaction coordinator record: {record!r}")

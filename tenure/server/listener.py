@@ -38,11 +38,13 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
 from tenure.server.ratelog import RateLimitedLog
-from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime, iter_batches
+from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime, iter_batches, partition_for
 from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, is_transaction_request
 from tenure.protocol import txn_records
+from tenure.protocol.records import TransactionEnd
 
 OFFSET_COMMIT_KEY = 8
+TXN_OFFSET_COMMIT_KEY = 28
 from tenure.control.views import GroupView, group_view, groups_view
 
 log = logging.getLogger("tenure.server")
@@ -497,7 +499,18 @@ class Server:
             t = self.topics.get(name)
             return len(t.partitions) if t is not None and not t.internal else None
 
-        coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of)
+        offsets = self.topics.get(OFFSETS_TOPIC)
+
+        def offsets_partition_of(group_id: str) -> tuple[str, int]:
+            return OFFSETS_TOPIC, partition_for(group_id, len(offsets.partitions))
+
+        def internal_marker(m) -> None:      # the group coordinator replays its offsets topic's markers
+            if m.topic == OFFSETS_TOPIC:
+                self.coordinator.replay(TransactionEnd(m.producer_id, m.producer_epoch, m.commit))
+
+        self.broker.internal_marker = internal_marker
+        coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
+                                             offsets_partition_of)
         runtime = CoordinatorRuntime(coordinator, topic, self.broker, clock_ms=self.runtime._wall_ms,
                                      durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
                                      codec=txn_records)
@@ -511,7 +524,17 @@ class Server:
 
     async def _group_request(self, req, client_host: str):
         """A group API request to the coordinator; an OffsetCommit first passes the broker's topic check
-        (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it."""
+        (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it.
+        A TxnOffsetCommit first passes the transaction coordinator's check: its producer's open transaction
+        holds the group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
+        if req.api_key == TXN_OFFSET_COMMIT_KEY:
+            self._start_transactions()
+            body = req.body
+            code = self.txn_runtime.coordinator.verify(
+                body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
+                partition_for(body.group_id, len(self.runtime.offsets_topic.partitions)))
+            if code:
+                return error_response(req, code)
         if req.api_key != OFFSET_COMMIT_KEY:
             return await self.runtime.handle(req, client_host)
         order = request_order(req.body)

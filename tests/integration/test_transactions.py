@@ -237,3 +237,112 @@ def test_java_commit_abort_and_zombie_fencing(tenure_server):
     assert fenced == {"type": "fenced", "send": "org.apache.kafka.common.errors.InvalidProducerEpochException",
                       "abort": "org.apache.kafka.common.errors.ProducerFencedException"}
     assert consumed == {"type": "consumed", "values": ["commit-0", "commit-1", "commit-2", "second"]}
+
+
+# ------------------------------------------------------------------------------------------------ offsets in txns
+UNKNOWN_MEMBER_ID = 25
+ILLEGAL_GENERATION = 22
+FENCED_INSTANCE_ID = 82
+UNSTABLE_OFFSET_COMMIT = 88
+
+
+def txn_offsets(tid, pid, epoch, group, offsets, generation=-1, member="", instance=None):
+    from kafka.protocol.producer import TxnOffsetCommitRequest as R
+    T = R.TxnOffsetCommitRequestTopic
+    return R(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
+             member_id=member, group_instance_id=instance, topics=[
+                 T(name=t, partitions=[T.TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=o,
+                                                                         committed_leader_epoch=-1,
+                                                                         committed_metadata="m")])
+                 for (t, p), o in offsets.items()])
+
+
+def stable_fetch(wire, group, topic, partitions):
+    from kafka.protocol.consumer.group import OffsetFetchRequest as F
+    r = wire.call(F(group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)],
+                    require_stable=True), 7)
+    return {p.partition_index: (p.error_code, p.committed_offset) for t in r.topics for p in t.partitions}
+
+
+def begin_offsets(wire, tid, group):
+    from kafka.protocol.producer import AddOffsetsToTxnRequest
+    r = wire.call(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                            group_id=group), 3).error_code == NONE
+    return pid, epoch
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_wire_offsets_in_a_transaction_count_only_on_commit(tenure_server, wire, commit):
+    from kafka.protocol.producer import AddOffsetsToTxnRequest
+    create_topic(tenure_server.bootstrap, "txo", 2)
+    # a TxnOffsetCommit before AddOffsetsToTxn is refused (the transaction does not hold the group's partition)
+    r = wire.call(InitProducerIdRequest(transactional_id="txo", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    refused = wire.call(txn_offsets("txo", r.producer_id, r.producer_epoch, "g-txo", {("txo", 0): 5}), 3)
+    assert refused.topics[0].partitions[0].error_code == INVALID_TXN_STATE
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id="txo", producer_id=pid, producer_epoch=epoch + 1,
+                                            group_id="g-txo"), 3).error_code == PRODUCER_FENCED
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id="txo", producer_id=pid, producer_epoch=epoch,
+                                            group_id="g-txo"), 3).error_code == NONE
+    r = wire.call(txn_offsets("txo", pid, epoch, "g-txo", {("txo", 0): 5, ("txo", 1): 7}), 3)
+    assert [p.error_code for t in r.topics for p in t.partitions] == [NONE, NONE]
+    # pending: a stable fetch is told to retry, a plain fetch sees no offset yet
+    assert stable_fetch(wire, "g-txo", "txo", [0, 1]) == {0: (UNSTABLE_OFFSET_COMMIT, -1),
+                                                         1: (UNSTABLE_OFFSET_COMMIT, -1)}
+    from tests.support.groupwire import fetch_all
+    assert fetch_all(wire, ["g-txo"]) == {"g-txo": {}}
+    assert wire.call(EndTxnRequest(transactional_id="txo", producer_id=pid, producer_epoch=epoch,
+                                   committed=commit), 3).error_code == NONE
+    expected = {("txo", 0): 5, ("txo", 1): 7} if commit else {}
+    assert fetch_all(wire, ["g-txo"]) == {"g-txo": expected}
+    assert stable_fetch(wire, "g-txo", "txo", [0, 1]) == {0: (NONE, 5 if commit else -1),
+                                                         1: (NONE, 7 if commit else -1)}
+
+
+@pytest.mark.tenure(data_dir=True)
+def test_offsets_of_committed_aborted_and_open_transactions_survive_a_restart(tenure_server):
+    from tests.support.groupwire import fetch_all
+    from tests.support.wire import WireClient
+    create_topic(tenure_server.bootstrap, "txr", 1)
+    with WireClient.to(tenure_server.bootstrap) as w:
+        for tid, group, offset, commit in (("txr-c", "g-c", 11, True), ("txr-a", "g-a", 12, False)):
+            pid, epoch = begin_offsets(w, tid, group)
+            assert w.call(txn_offsets(tid, pid, epoch, group, {("txr", 0): offset}), 3).topics[0] \
+                .partitions[0].error_code == NONE
+            assert w.call(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                        committed=commit), 3).error_code == NONE
+        pid, epoch = begin_offsets(w, "txr-o", "g-o")
+        w.call(txn_offsets("txr-o", pid, epoch, "g-o", {("txr", 0): 13}), 3)
+    tenure_server.restart()
+    with WireClient.to(tenure_server.bootstrap) as w:
+        assert fetch_all(w, ["g-c", "g-a", "g-o"]) == {"g-c": {("txr", 0): 11}, "g-a": {}, "g-o": {}}
+        assert stable_fetch(w, "g-o", "txr", [0]) == {0: (UNSTABLE_OFFSET_COMMIT, -1)}
+        assert w.call(EndTxnRequest(transactional_id="txr-o", producer_id=pid, producer_epoch=epoch,
+                                    committed=True), 3).error_code == NONE
+        assert fetch_all(w, ["g-o"]) == {"g-o": {("txr", 0): 13}}
+
+
+def test_wire_a_fenced_static_member_cannot_commit_in_a_transaction(tenure_server, wire):
+    """KIP-447: TxnOffsetCommit v3+ carries the member id, generation and instance id, checked as
+    OffsetCommit checks them."""
+    from tests.support.groupwire import join, sync
+    create_topic(tenure_server.bootstrap, "txs", 1)
+    j = join(wire, "g-txs", "", "static-a", "txs", session_ms=30000)
+    old_member, generation = j.member_id, j.generation_id
+    assert sync(wire, "g-txs", old_member, generation, "static-a").error_code == NONE
+    replaced = join(wire, "g-txs", "", "static-a", "txs", session_ms=30000)      # the same instance id again
+    assert replaced.error_code == NONE and replaced.member_id != old_member
+    pid, epoch = begin_offsets(wire, "txs", "g-txs")
+
+    def code(generation, member, instance):
+        r = wire.call(txn_offsets("txs", pid, epoch, "g-txs", {("txs", 0): 3}, generation, member, instance), 3)
+        return r.topics[0].partitions[0].error_code
+
+    assert code(generation, old_member, "static-a") == FENCED_INSTANCE_ID
+    assert code(generation + 5, replaced.member_id, "static-a") == ILLEGAL_GENERATION
+    assert code(generation, "someone-else", None) == UNKNOWN_MEMBER_ID
+    assert code(replaced.generation_id, replaced.member_id, "static-a") == NONE
