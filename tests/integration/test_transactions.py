@@ -346,3 +346,31 @@ def test_wire_a_fenced_static_member_cannot_commit_in_a_transaction(tenure_serve
     assert code(generation + 5, replaced.member_id, "static-a") == ILLEGAL_GENERATION
     assert code(generation, "someone-else", None) == UNKNOWN_MEMBER_ID
     assert code(replaced.generation_id, replaced.member_id, "static-a") == NONE
+
+
+@pytest.mark.java
+def test_java_consume_transform_produce_with_a_static_consumer(tenure_server):
+    """sendOffsetsToTransaction(offsets, consumer.groupMetadata()) from a static member: on abort neither the
+    output nor the offsets count; on commit both do, and a second run starts where the first committed."""
+    from confluent_kafka import Producer
+    from tests.support.groupwire import fetch_all
+    from tests.support.java import run_java
+    from tests.support.wire import WireClient
+    bs = tenure_server.bootstrap
+    create_topic(bs, "ctp-in", 2)
+    create_topic(bs, "ctp-out", 2)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce("ctp-in", key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert p.flush(10) == 0
+    args = [bs, "ctp-in", "ctp-out", "ctp-group", "ctp-static-0", "ctp-txn"]
+    [aborted] = run_java("TxnTransform", *args, "abort", "10", timeout=120)
+    assert (aborted["type"], aborted["consumed"]) == ("done", 10), aborted
+    with WireClient.to(bs) as w:
+        assert fetch_all(w, ["ctp-group"]) == {"ctp-group": {}}
+    assert consume_all(bs, "ctp-out", 2, "read_committed", 0, wait=1.0) == []
+    [committed] = run_java("TxnTransform", *args, "commit", "10", timeout=120)
+    assert (committed["type"], committed["consumed"]) == ("done", 10), committed
+    with WireClient.to(bs) as w:
+        assert fetch_all(w, ["ctp-group"]) == {"ctp-group": {("ctp-in", 0): 5, ("ctp-in", 1): 5}}
+    assert sorted(consume_all(bs, "ctp-out", 2, "read_committed", 10)) == sorted(f"V{i}".encode() for i in range(10))
