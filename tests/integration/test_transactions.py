@@ -374,3 +374,75 @@ def test_java_consume_transform_produce_with_a_static_consumer(tenure_server):
     with WireClient.to(bs) as w:
         assert fetch_all(w, ["ctp-group"]) == {"ctp-group": {("ctp-in", 0): 5, ("ctp-in", 1): 5}}
     assert sorted(consume_all(bs, "ctp-out", 2, "read_committed", 10)) == sorted(f"V{i}".encode() for i in range(10))
+
+
+# ------------------------------------------------------------------------------------------------ kafka-python, aiokafka
+def test_kafka_python_transactional_producer(tenure_server):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+    from tests.support.groupwire import fetch_all
+    from tests.support.wire import WireClient
+    bs = tenure_server.bootstrap
+    create_topic(bs, "kp-txn", 1)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="kp-txn")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("kp-txn", b"committed", partition=0)
+        p.send_offsets_to_transaction({TopicPartition("kp-txn", 0): OffsetAndMetadata(3, "", -1)}, "kp-txn-group")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("kp-txn", b"aborted", partition=0)
+        p.send_offsets_to_transaction({TopicPartition("kp-txn", 0): OffsetAndMetadata(9, "", -1)}, "kp-txn-group")
+        p.abort_transaction()
+    finally:
+        p.close(timeout=5)
+    c = KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", consumer_timeout_ms=3000)
+    c.assign([TopicPartition("kp-txn", 0)])
+    c.seek_to_beginning()
+    try:
+        assert [m.value for m in c] == [b"committed"]
+    finally:
+        c.close()
+    with WireClient.to(bs) as w:
+        assert fetch_all(w, ["kp-txn-group"]) == {"kp-txn-group": {("kp-txn", 0): 3}}
+
+
+def test_aiokafka_transactional_producer_and_read_committed_consumer(tenure_server):
+    import asyncio
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+    bs = tenure_server.bootstrap
+    create_topic(bs, "aio-txn", 1)
+
+    async def run() -> list[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-txn")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait("aio-txn", b"committed", partition=0)
+                await p.send_offsets_to_transaction({TopicPartition("aio-txn", 0): 1}, "aio-txn-group")
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    await p.send_and_wait("aio-txn", b"aborted", partition=0)
+                    raise RuntimeError("abort this one")
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", group_id="aio-txn-group",
+                             enable_auto_commit=False)
+        await c.start()
+        try:
+            tp = TopicPartition("aio-txn", 0)
+            assert await c.committed(tp) == 1
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            got: list[bytes] = []
+            deadline = time.time() + 3
+            while time.time() < deadline:
+                for msgs in (await c.getmany(timeout_ms=200)).values():
+                    got += [m.value for m in msgs]
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(run()) == [b"committed"]
