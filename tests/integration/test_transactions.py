@@ -446,3 +446,38 @@ def test_aiokafka_transactional_producer_and_read_committed_consumer(tenure_serv
             await c.stop()
 
     assert asyncio.run(run()) == [b"committed"]
+
+
+# ------------------------------------------------------------------------------------------------ kill -9
+def test_sigkill_mid_transaction(tmp_path):
+    """A server SIGKILLed with one transaction committed and one open: after the restart the committed one
+    is all there, the open one holds read_committed consumers back until its timeout aborts it, and none of
+    its records is ever seen."""
+    from confluent_kafka import Producer
+    from tests.support.procs import TenureProcess
+    with TenureProcess(tmp_path / "data", fsync="batch") as srv:
+        srv.start()
+        create_topic(srv.bootstrap, "kill-txn", 2)
+        p = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "kill-txn",
+                      "transaction.timeout.ms": 3000})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("kill-txn", value=f"committed-{i}".encode(), partition=i % 2)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        for i in range(4):
+            p.produce("kill-txn", value=f"open-{i}".encode(), partition=i % 2)
+        assert p.flush(10) == 0
+        srv.kill()
+        srv.start()
+        bs = srv.bootstrap
+        committed = sorted(f"committed-{i}".encode() for i in range(6))
+        assert sorted(consume_all(bs, "kill-txn", 2, "read_committed", 6, wait=0.5)) == committed
+        # the open transaction times out (3 s after it began) and is aborted; then later records flow again
+        late = Producer({"bootstrap.servers": bs})
+        for part in (0, 1):
+            late.produce("kill-txn", value=f"later-{part}".encode(), partition=part)
+        assert late.flush(10) == 0
+        seen = consume_all(bs, "kill-txn", 2, "read_committed", 8, wait=1.0)
+        assert sorted(seen) == sorted(committed + [b"later-0", b"later-1"])
