@@ -76,7 +76,8 @@ class Broker(AdminApis):
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
-            37: self.create_partitions, 60: self.describe_cluster, **self._admin_handlers(),
+            37: self.create_partitions, 60: self.describe_cluster, 61: self.describe_producers,
+            **self._admin_handlers(),
         }
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
@@ -364,6 +365,27 @@ class Broker(AdminApis):
         if self.transactions is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         return self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, index)
+
+    async def describe_producers(self, req: Request):
+        """DescribeProducers: the producers each partition knows (idempotent and transactional), with the
+        first offset of the transaction each has open there (-1: none)."""
+        R = _resp(61)
+        T, P = R.TopicResponse, R.TopicResponse.PartitionResponse
+        out = []
+        for t in req.body.topics:
+            parts = []
+            for i in t.partition_indexes:
+                if self.topics.partition(t.name, i) is None:
+                    parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
+                    continue
+                parts.append(P(partition_index=i, error_code=0, error_message=None, active_producers=[
+                    P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
+                                    coordinator_epoch=-1,
+                                    current_txn_start_offset=self.txn_index.open_at(t.name, i, pid))
+                    for pid, epoch, seq, ts in self.producers.active(t.name, i)]))
+            out.append(T(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)
 
     def write_txn_markers(self, markers: list[TxnMarker], now_ms: int) -> list:
         """Append each transaction marker (a control batch) to its data partition; the logs written.

@@ -89,9 +89,10 @@ class TxnIndex:
         st = self._parts.get((topic, partition))
         return min(st.open.values(), default=high_watermark) if st is not None else high_watermark
 
-    def is_open(self, topic: str, partition: int, producer_id: int) -> bool:
+    def open_at(self, topic: str, partition: int, producer_id: int) -> int:
+        """The first offset of the producer's open transaction in the partition, or -1."""
         st = self._parts.get((topic, partition))
-        return st is not None and producer_id in st.open
+        return st.open.get(producer_id, -1) if st is not None else -1
 
     def aborted(self, topic: str, partition: int, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping offsets [start, end)."""

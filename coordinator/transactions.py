@@ -22,12 +22,13 @@ from tenure.broker.transactions import TxnMarker
 from tenure.coordinator.state import Result
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,
-                                         PREPARE_COMMIT, TransactionRecord)
+from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT,
+                                         PREPARE_COMMIT, STATE_NAMES, TransactionRecord)
 
 TRANSACTION_TOPIC = "__transaction_state"
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
-TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN})
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS})
 MAX_TIMEOUT_MS = 900_000           # Kafka's transaction.max.timeout.ms default
 MAX_EPOCH = 32767 - 1              # an epoch that cannot be bumped once more gets a new producer id
 # the first version of each API that knows PRODUCER_FENCED (90); older ones are answered INVALID_PRODUCER_EPOCH
@@ -103,6 +104,10 @@ class TransactionCoordinator:
             return self._end_txn(ctx, body)
         if api_key == ADD_OFFSETS_TO_TXN:
             return self._add_offsets(ctx, body)
+        if api_key == DESCRIBE_TRANSACTIONS:
+            return self._describe(ctx, body)
+        if api_key == LIST_TRANSACTIONS:
+            return self._list(ctx, body)
         raise AssertionError(f"API {api_key} is not the transaction coordinator's")
 
     def loaded(self, now_ms: int) -> TxnResult:
@@ -286,6 +291,50 @@ class TransactionCoordinator:
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         return answer(ErrorCode.INVALID_TXN_STATE)
+
+    # ------------------------------------------------------------------ admin (read only)
+    def _describe(self, ctx: TxnContext, body) -> TxnResult:
+        res = TxnResult()
+        R = SUPPORTED[DESCRIBE_TRANSACTIONS].response
+        S = R.TransactionState
+        out = []
+        for tid in body.transactional_ids:
+            t = self.transactions.get(tid)
+            if t is None:
+                out.append(S(error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=tid,
+                             transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                             producer_id=-1, producer_epoch=-1, topics=[]))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in sorted(t.partitions):
+                by_topic.setdefault(topic, []).append(p)
+            out.append(S(error_code=0, transactional_id=tid, transaction_state=t.state_name,
+                         transaction_timeout_ms=t.timeout_ms, transaction_start_time_ms=t.start_ms,
+                         producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+                         topics=[S.TopicData(topic=topic, partitions=ps) for topic, ps in by_topic.items()]))
+        res.respond(ctx.token, R(throttle_time_ms=0, transaction_states=out))
+        return res
+
+    def _list(self, ctx: TxnContext, body) -> TxnResult:
+        """Kafka's filters: states by name (unknown names are echoed back), producer ids, and (v1+) only
+        transactions running at least `duration_filter` ms."""
+        res = TxnResult()
+        R = SUPPORTED[LIST_TRANSACTIONS].response
+        states = set(body.state_filters or ())
+        unknown = sorted(states - set(STATE_NAMES))
+        pids = set(body.producer_id_filters or ())
+        duration = body.duration_filter if ctx.api_version >= 1 else -1
+        out = []
+        for tid, t in sorted(self.transactions.items()):
+            if t.state == DEAD or (states and t.state_name not in states) or (pids and t.producer_id not in pids):
+                continue
+            if duration >= 0 and ctx.now_ms - t.start_ms < duration:
+                continue
+            out.append(R.TransactionState(transactional_id=tid, producer_id=t.producer_id,
+                                          transaction_state=t.state_name))
+        res.respond(ctx.token, R(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+                                 transaction_states=out))
+        return res
 
     # ------------------------------------------------------------------ ending a transaction
     def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int,

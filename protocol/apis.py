@@ -26,6 +26,9 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest, DeleteRecordsResponse,
     DescribeLogDirsRequest, DescribeLogDirsResponse,
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    DescribeProducersRequest, DescribeProducersResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse,
+    ListTransactionsRequest, ListTransactionsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
@@ -121,6 +124,9 @@ _TABLE = [
     _spec(EndTxnRequest, EndTxnResponse, 0, 4),
     # offsets committed in a transaction go to the group coordinator; v5 is transactions v2, as EndTxn's
     _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4),
+    _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
+    _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/dataplane.py)
 ]
 
 KAFKA_VERSION = (4, 0)

@@ -130,6 +130,19 @@ def _add_partitions_to_txn(req, R, code):
                               lambda p: {"partition_index": p, "partition_error_code": code}))
 
 
+def _describe_producers(req, R, code):
+    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partition_indexes,
+                              "partitions", lambda p: {"partition_index": p, "error_code": code,
+                                                       "active_producers": []}))
+
+
+def _describe_transactions(req, R, code):
+    S = R.fields["transaction_states"].data_class
+    return R(transaction_states=[S(error_code=code, transactional_id=tid, transaction_state="",
+                                   transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                                   producer_epoch=-1, topics=[]) for tid in req.body.transactional_ids or []])
+
+
 def _elect_leaders(req, R, code):
     T = R.fields["replica_election_results"].data_class
     P = T.fields["partition_result"].data_class
@@ -184,6 +197,8 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     46: _top_level(topics=[]), 47: _top_level(topics=[]), 75: _describe_topic_partitions,
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
     24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 28: _offset_commit,
+    61: _describe_producers, 65: _describe_transactions,
+    66: _top_level(unknown_state_filters=[], transaction_states=[]),
 }
 
 

@@ -123,3 +123,22 @@ def test_unknown_partitions_refuse_the_whole_add():
     codes = {p.partition_index: p.partition_error_code
              for p in r.responses[0][1].results_by_topic_v3_and_below[0].results_by_partition}
     assert codes == {0: 55, 2: 3} and r.records == []
+
+
+def test_list_transactions_filters():
+    from kafka.protocol.admin import ListTransactionsRequest
+    c = coordinator()
+    init(c, tid="a")
+    add(c, 5000, 0, [0], tid="a", now=2000)
+    init(c, tid="b")
+
+    def listed(version=1, now=10000, **kw):
+        body = ListTransactionsRequest(**{"state_filters": [], "producer_id_filters": [], "duration_filter": -1, **kw})
+        r = c.handle(66, Ctx(9, version, now), body).responses[0][1]
+        return r.unknown_state_filters, [(t.transactional_id, t.transaction_state) for t in r.transaction_states]
+
+    assert listed() == ([], [("a", "Ongoing"), ("b", "Empty")])
+    assert listed(state_filters=["Ongoing", "Bogus"]) == (["Bogus"], [("a", "Ongoing")])
+    assert listed(producer_id_filters=[5001]) == ([], [("b", "Empty")])
+    assert listed(duration_filter=9000, state_filters=["Ongoing"]) == ([], [])      # running 8 s only
+    assert listed(duration_filter=7000, state_filters=["Ongoing"]) == ([], [("a", "Ongoing")])

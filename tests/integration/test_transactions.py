@@ -481,3 +481,57 @@ def test_sigkill_mid_transaction(tmp_path):
         assert late.flush(10) == 0
         seen = consume_all(bs, "kill-txn", 2, "read_committed", 8, wait=1.0)
         assert sorted(seen) == sorted(committed + [b"later-0", b"later-1"])
+
+
+# ------------------------------------------------------------------------------------------------ admin
+def open_transaction(bs: str, topic: str, tid: str):
+    """A confluent-kafka producer with one record sent in an open transaction (returned to keep it open)."""
+    from confluent_kafka import Producer
+    create_topic(bs, topic, 1)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"v", partition=0)
+    assert p.flush(10) == 0
+    return p
+
+
+@pytest.mark.java
+def test_java_admin_lists_and_describes_transactions_and_producers(tenure_server):
+    from tests.support.java import run_java
+    bs = tenure_server.bootstrap
+    p = open_transaction(bs, "adm-txn", "adm-tx")
+    pid = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["adm-tx"].producer_id)
+    listed, described, producers = run_java("AdminOps", bs, "transactions", "adm-tx", "adm-txn", "0", timeout=120)
+    assert listed == {"type": "listed", "transactions": [{"id": "adm-tx", "producer_id": pid, "state": "Ongoing"}]}
+    assert described == {"type": "described", "state": "Ongoing", "producer_id": pid, "epoch": 0,
+                         "timeout_ms": 60000, "partitions": ["adm-txn-0"]}
+    assert producers == {"type": "producers", "producers": [
+        {"producer_id": pid, "epoch": 0, "last_sequence": 0, "txn_start_offset": 0}]}
+    p.abort_transaction(30)
+
+
+def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenure_server):
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition
+    bs = tenure_server.bootstrap
+    p = open_transaction(bs, "kpa-txn", "kpa-tx")
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        pid = tenure_server.call(
+            lambda: tenure_server.server.txn_runtime.coordinator.transactions["kpa-tx"].producer_id)
+        [listed] = admin.list_transactions()[0]
+        assert (listed.transactional_id, listed.producer_id, listed.state.value) == ("kpa-tx", pid, "Ongoing")
+        assert admin.list_transactions(state_filters=["CompleteCommit"]) == {0: []}
+        d = admin.describe_transactions(["kpa-tx"])["kpa-tx"]
+        assert (d.state.value, d.producer_id, d.producer_epoch, d.transaction_timeout_ms, d.topic_partitions) == \
+            ("Ongoing", pid, 0, 60000, {TopicPartition("kpa-txn", 0)})
+        [ps] = admin.describe_producers([TopicPartition("kpa-txn", 0)])[TopicPartition("kpa-txn", 0)].active_producers
+        assert (ps.producer_id, ps.producer_epoch, ps.last_sequence, ps.current_transaction_start_offset) == \
+            (pid, 0, 0, 0)
+        from kafka.errors import TransactionalIdNotFoundError
+        with pytest.raises(TransactionalIdNotFoundError):
+            admin.describe_transactions(["no-such-tx"])
+    finally:
+        admin.close()
+        p.abort_transaction(30)
