@@ -42,6 +42,9 @@ from tenure.protocol.records import (
     TransactionEnd,
 )
 
+from .timers import (
+    ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey,
+)
 from .state import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, GroupSnapshot,
     Member, Result,
@@ -89,41 +92,6 @@ def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-# Timer keys are tuples (kind, group id[, member id]): the parts are never parsed back out of a string,
-# so a group id holding any character routes to its own group. Outside the coordinator (the admin API,
-# logs, the test surface) a key is shown as `timer_name(key)`: "heartbeat/<group>/<member>".
-TimerKey = tuple[str, ...]
-
-
-def heartbeat_key(group_id: str, member_id: str) -> TimerKey:
-    return ("heartbeat", group_id, member_id)
-
-
-def pending_key(group_id: str, member_id: str) -> TimerKey:
-    return ("pending", group_id, member_id)
-
-
-def join_key(group_id: str) -> TimerKey:
-    return ("join", group_id)
-
-
-def sync_key(group_id: str) -> TimerKey:
-    return ("sync", group_id)
-
-
-def expansion_key(group_id: str) -> TimerKey:
-    return ("expansion", group_id)
-
-
-def registration_key(group_id: str) -> TimerKey:
-    return ("registration", group_id)
-
-
-def timer_name(key: TimerKey) -> str:
-    """A timer key as shown outside the coordinator: its parts joined by "/"."""
-    return "/".join(key)
-
-
 class AdminError(Exception):
     """An admin operation refused, with the Kafka error code that best names why."""
 
@@ -134,8 +102,9 @@ class AdminError(Exception):
 
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
-                 member_id_generator: Callable[[str], str] = default_member_id) -> None:
+                 member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0) -> None:
         self.config = config
+        self.partition = partition            # the __consumer_offsets partition whose groups this shard owns
         self._new_id = member_id_generator
         # replayed state
         self.groups: dict[str, ClassicGroup] = {}
@@ -150,6 +119,7 @@ class GroupCoordinator:
         self._new_member_added: dict[str, bool] = {}
         self._sync_generation: dict[str, int] = {}
         self._expansion_deadline: dict[str, int] = {}
+        self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
 
     # ================================================================== the one mutator
@@ -242,28 +212,79 @@ class GroupCoordinator:
         res = Result()
         for g in self.groups.values():
             for m in g.members.values():
-                res.set_timer(heartbeat_key(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+                res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+        return self._track(res)
+
+    def unload(self, now_ms: int) -> Result:
+        """Give up this partition's groups (another coordinator takes them over): every parked JoinGroup
+        and SyncGroup is answered NOT_COORDINATOR (16) in its version's error shape, so its client looks
+        up the coordinator again; every timer this shard armed is cancelled; all state, replayed and soft,
+        is dropped (the records stay in the log for the next owner to load). Kafka's onUnloaded does the
+        same for classic groups."""
+        res = Result()
+        for gid in sorted(self._joins):
+            for mid, p in self._joins[gid].items():
+                res.respond(p.token, self._join_error(p.api_version, E.NOT_COORDINATOR, mid))
+        for gid in sorted(self._syncs):
+            for p in self._syncs[gid].values():
+                res.respond(p.token, self._sync_resp(None, E.NOT_COORDINATOR))
+        for key in sorted(self._armed):
+            res.cancel_timer(key)
+        self._armed.clear()
+        self.groups.clear()
+        self.offsets.clear()
+        self.static_event_keys.clear()
+        for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
+                     self._sync_generation, self._expansion_deadline):
+            soft.clear()
         return res
+
+    def _track(self, res: Result) -> Result:
+        """Keep the set of armed timers in step with the timer changes a Result asks for."""
+        for op in res.timers:
+            if op.deadline_ms is None:
+                self._armed.discard(op.key)
+            else:
+                self._armed.add(op.key)
+        return res
+
+    # ================================================================== queries (read-only, copies)
+    def group_ids(self) -> list[str]:
+        """The ids of the groups this shard holds, sorted."""
+        return sorted(self.groups)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """A copy of one group's state (changing it changes nothing here); None if unknown."""
+        g = self.groups.get(group_id)
+        return None if g is None else g.copy()
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
+        """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""
+        return dict(self.offsets.get(group_id, {}))
 
     # ================================================================== dispatch
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
-        return self._handlers[api_key](self, ctx, body)
+        return self._track(self._handlers[api_key](self, ctx, body))
 
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
-        kind, gid, *member = key
-        if kind == "heartbeat":
-            return self._session_expired(gid, member[0], now_ms)
-        if kind == "pending":
-            return self._pending_expired(gid, member[0], now_ms)
-        if kind == "join":
+        self._armed.discard(key)
+        return self._track(self._on_timer(key, now_ms))
+
+    def _on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        gid = key.group_id
+        if isinstance(key, HeartbeatKey):
+            return self._session_expired(gid, key.member_id, now_ms)
+        if isinstance(key, PendingKey):
+            return self._pending_expired(gid, key.member_id, now_ms)
+        if isinstance(key, JoinKey):
             return self._join_timer(gid, now_ms)
-        if kind == "sync":
+        if isinstance(key, SyncKey):
             return self._sync_expired(gid, now_ms)
-        if kind == "expansion":
+        if isinstance(key, ExpansionKey):
             return self._expansion_expired(gid, now_ms)
-        if kind == "registration":
+        if isinstance(key, RegistrationKey):
             return self._registration_expired(gid, now_ms)
-        raise ValueError(f"unknown timer {timer_name(key)!r}")
+        raise ValueError(f"unknown timer {key!r}")
 
     # ================================================================== helpers
     def _parked_joins(self, gid: str) -> dict[str, Parked]:
@@ -290,7 +311,7 @@ class GroupCoordinator:
 
     def _reset_heartbeat(self, res: Result, g: ClassicGroup, m: Member, now_ms: int) -> None:
         timeout = self.config.new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
-        res.set_timer(heartbeat_key(g.group_id, m.member_id), now_ms + timeout)
+        res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + timeout)
 
     def _group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
         return GroupMetadataRecord(
@@ -342,22 +363,22 @@ class GroupCoordinator:
             for m in g.members.values():
                 m.assignment = b""
         g.pending_sync.clear()
-        res.cancel_timer(sync_key(gid))
+        res.cancel_timer(SyncKey(gid))
         if self._expansion_deadline.pop(gid, None) is not None:   # this rebalance takes in the new members
-            res.cancel_timer(expansion_key(gid))
+            res.cancel_timer(ExpansionKey(gid))
         initial = g.state == EMPTY
         g.transition(PREPARING_REBALANCE, now_ms)
         if initial:                                          # J12: the initial delay
             delay = self.config.initial_rebalance_delay_ms
             self._initial_remaining[gid] = max(g.rebalance_timeout_ms() - delay, 0)
             self._new_member_added[gid] = False
-            res.set_timer(join_key(gid), now_ms + delay)
+            res.set_timer(JoinKey(gid), now_ms + delay)
         else:
             self._initial_remaining.pop(gid, None)
             if self._all_joined(g):                          # J9: completes early
                 self._complete_join(res, g, now_ms)
             else:
-                res.set_timer(join_key(gid), now_ms + g.rebalance_timeout_ms())
+                res.set_timer(JoinKey(gid), now_ms + g.rebalance_timeout_ms())
 
     def _maybe_complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
         if (g.state == PREPARING_REBALANCE and g.group_id not in self._initial_remaining
@@ -376,14 +397,14 @@ class GroupCoordinator:
         for mid, m in list(g.members.items()):               # J13: dynamic laggards go, static stay
             if mid not in joined and not m.is_static:
                 g.remove_member(mid)
-                res.cancel_timer(heartbeat_key(gid, mid))
+                res.cancel_timer(HeartbeatKey(gid, mid))
         if g.members and g.leader_id not in joined:
             new_leader = next((mid for mid in g.members if mid in joined), None)
             if new_leader is None:                           # J13: nobody rejoined: wait again
-                res.set_timer(join_key(gid), now_ms + g.rebalance_timeout_ms())
+                res.set_timer(JoinKey(gid), now_ms + g.rebalance_timeout_ms())
                 return
             g.leader_id = new_leader
-        res.cancel_timer(join_key(gid))
+        res.cancel_timer(JoinKey(gid))
         self._initial_remaining.pop(gid, None)
         g.generation += 1
         if not g.members:                                    # J15
@@ -401,7 +422,7 @@ class GroupCoordinator:
             self._reset_heartbeat(res, g, m, now_ms)
         g.pending_sync = set(g.members)
         self._sync_generation[gid] = g.generation
-        res.set_timer(sync_key(gid), now_ms + g.rebalance_timeout_ms())
+        res.set_timer(SyncKey(gid), now_ms + g.rebalance_timeout_ms())
 
     def _remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int, cause: str,
                        now_ms: int, ctx: RequestContext | None = None) -> Member:
@@ -413,7 +434,7 @@ class GroupCoordinator:
             self._static_event(res, g, cause, iid, member_id, None, now_ms,
                                ctx.client_id if ctx else m.client_id, ctx.client_host if ctx else m.client_host)
         m = g.remove_member(member_id)
-        res.cancel_timer(heartbeat_key(g.group_id, member_id))
+        res.cancel_timer(HeartbeatKey(g.group_id, member_id))
         p = self._joins.get(g.group_id, {}).pop(member_id, None)
         if p is not None:                                   # a removed member is unknown: memberId ""
             res.respond(p.token, self._join_error(p.api_version, join_error, ""))
@@ -475,7 +496,7 @@ class GroupCoordinator:
                 self._add_and_rebalance(res, g, member, ctx)
         elif mid in g.pending_members:                                     # J6: second join of KIP-394
             g.pending_members.discard(mid)
-            res.cancel_timer(pending_key(gid, mid))
+            res.cancel_timer(PendingKey(gid, mid))
             member.is_new = True
             self._add_and_rebalance(res, g, member, ctx)
         else:
@@ -496,7 +517,7 @@ class GroupCoordinator:
         new_id = self._new_id(ctx.client_id or "")
         if ctx.api_version >= 4:                                           # KIP-394 handshake
             g.pending_members.add(new_id)
-            res.set_timer(pending_key(g.group_id, new_id), ctx.now_ms + member.session_timeout_ms)
+            res.set_timer(PendingKey(g.group_id, new_id), ctx.now_ms + member.session_timeout_ms)
             res.respond(ctx.token, self._join_error(ctx.api_version, E.MEMBER_ID_REQUIRED, new_id))
             return
         member.member_id = new_id
@@ -520,9 +541,9 @@ class GroupCoordinator:
             deadline = self._expansion_deadline.get(g.group_id)
             if deadline is None:
                 deadline = self._expansion_deadline[g.group_id] = ctx.now_ms + window
-                res.set_timer(expansion_key(g.group_id), deadline)
+                res.set_timer(ExpansionKey(g.group_id), deadline)
             # a member parked for the window must outlive it
-            res.set_timer(heartbeat_key(g.group_id, member.member_id),
+            res.set_timer(HeartbeatKey(g.group_id, member.member_id),
                           deadline + self.config.new_member_join_timeout_ms)
             return
         self._rebalance_or_complete(res, g, ctx.now_ms, "member_joined")
@@ -579,7 +600,7 @@ class GroupCoordinator:
         if p is not None:
             res.respond(p.token, self._sync_resp(None, E.FENCED_INSTANCE_ID))
             self._static_event(res, g, rec.FENCED, iid, old_id, new_id, ctx.now_ms, p.client_id, p.client_host)
-        res.cancel_timer(heartbeat_key(gid, old_id))
+        res.cancel_timer(HeartbeatKey(gid, old_id))
         m = g.replace_static_member(iid, old_id, new_id)
         m.protocols = req_member.protocols
         m.protocol_type = req_member.protocol_type
@@ -622,7 +643,7 @@ class GroupCoordinator:
                 delay = min(self.config.initial_rebalance_delay_ms, remaining)
                 self._initial_remaining[gid] = max(remaining - delay, 0)
                 self._new_member_added[gid] = False
-                res.set_timer(join_key(gid), now_ms + delay)
+                res.set_timer(JoinKey(gid), now_ms + delay)
                 return res
             del self._initial_remaining[gid]
         self._complete_join(res, g, now_ms)
@@ -655,9 +676,9 @@ class GroupCoordinator:
     def _arm_registration(self, res: Result, g: ClassicGroup) -> None:
         if g.offline_since:
             earliest = min(g.offline_since.values())
-            res.set_timer(registration_key(g.group_id), earliest + self.config.static_registration_timeout_ms)
+            res.set_timer(RegistrationKey(g.group_id), earliest + self.config.static_registration_timeout_ms)
         else:
-            res.cancel_timer(registration_key(g.group_id))
+            res.cancel_timer(RegistrationKey(g.group_id))
 
     def _registration_expired(self, gid: str, now_ms: int) -> Result:
         res = Result()
@@ -706,7 +727,7 @@ class GroupCoordinator:
                                now_ms, m.client_id, m.client_host)
         self._prepare_rebalance(res, g, now_ms, "forced")
         self._commit(g)
-        return res
+        return self._track(res)
 
     def _pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
         res = Result()
@@ -778,7 +799,7 @@ class GroupCoordinator:
                     res.respond(p.token, self._sync_resp(g, 0, m.assignment))
                     self._reset_heartbeat(res, g, m, ctx.now_ms)
         if not g.pending_sync:
-            res.cancel_timer(sync_key(gid))
+            res.cancel_timer(SyncKey(gid))
         self._commit(g)
         return res
 
@@ -848,7 +869,7 @@ class GroupCoordinator:
                 code = E.NONE if target else E.UNKNOWN_MEMBER_ID
             elif mid in g.pending_members:
                 g.pending_members.discard(mid)
-                res.cancel_timer(pending_key(gid, mid))
+                res.cancel_timer(PendingKey(gid, mid))
                 code, changed = E.NONE, changed or "member_left"
             else:
                 code = self._validate_member(g, mid, iid)

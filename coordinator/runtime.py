@@ -21,7 +21,8 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
 from tenure.broker.transactions import COMMIT, marker_type
-from tenure.coordinator.classic import GroupCoordinator, RequestContext, TimerKey, timer_name
+from tenure.coordinator.classic import GroupCoordinator, RequestContext
+from tenure.coordinator.timers import TimerKey
 from tenure.coordinator.state import Result
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
@@ -291,7 +292,7 @@ class CoordinatorRuntime:
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
-        """Fire one armed timer now (e.g. a member's session: heartbeat_key); False if none is armed."""
+        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
         if key not in self._timers:
             return False
         self._arm(key, None, self.clock_ms())
@@ -322,7 +323,7 @@ class CoordinatorRuntime:
             self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
             self._arm(key, None, self.clock_ms())
             self._fire(key)
-            fired.append(timer_name(key))
+            fired.append(key.name)
         self.clock_offset_ms = base + ms
         now = self.clock_ms()
         for key, deadline in list(self._deadlines.items()):
@@ -357,7 +358,7 @@ class CoordinatorRuntime:
         try:
             self.apply(self.coordinator.on_timer(key, self.clock_ms()))
         except Exception:
-            log.exception("timer %s failed", timer_name(key))
+            log.exception("timer %s failed", key.name)
 
     def _persist(self, records: list) -> list:
         by_partition: dict[tuple[int, tuple[int, int] | None], list] = {}

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .timers import TimerKey
+
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
@@ -159,7 +161,7 @@ class GroupSnapshot:
 
 @dataclass(frozen=True)
 class TimerOp:
-    key: tuple[str, ...]      # (kind, group id[, member id]); see coordinator.classic.timer_name
+    key: TimerKey             # a typed key (coordinator.timers)
     deadline_ms: int | None   # None cancels
 
 
@@ -176,10 +178,10 @@ class Result:
     def respond(self, token: int, body: object) -> None:
         self.responses.append((token, body))
 
-    def set_timer(self, key: tuple[str, ...], deadline_ms: int) -> None:
+    def set_timer(self, key: TimerKey, deadline_ms: int) -> None:
         self.timers.append(TimerOp(key, deadline_ms))
 
-    def cancel_timer(self, key: tuple[str, ...]) -> None:
+    def cancel_timer(self, key: TimerKey) -> None:
         self.timers.append(TimerOp(key, None))
 
     def merge(self, other: "Result") -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 from tenure.broker.transactions import TxnMarker
 from tenure.coordinator.state import Result
@@ -40,8 +40,22 @@ def is_transaction_request(api_key: int, body) -> bool:
     return api_key in TXN_APIS or (api_key == INIT_PRODUCER_ID and body.transactional_id is not None)
 
 
-def timeout_key(transactional_id: str) -> tuple[str, str]:
-    return ("txn_timeout", transactional_id)
+@dataclass(frozen=True)
+class TxnTimeoutKey:
+    """A transaction's timeout (shown as "txn_timeout/<transactional id>", as the group timers are)."""
+    transactional_id: str
+    kind: ClassVar[str] = "txn_timeout"
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}/{self.transactional_id}"
+
+    def __lt__(self, other) -> bool:
+        return (self.kind, self.name) < (other.kind, other.name)
+
+
+def timeout_key(transactional_id: str) -> TxnTimeoutKey:
+    return TxnTimeoutKey(transactional_id)
 
 
 @dataclass
@@ -122,7 +136,7 @@ class TransactionCoordinator:
 
     def on_timer(self, key, now_ms: int) -> TxnResult:
         """A transaction's timeout: abort it, fencing its producer with an epoch bump (as Kafka does)."""
-        _, tid = key
+        tid = key.transactional_id
         res = TxnResult()
         t = self.transactions.get(tid)
         if t is None or t.state != ONGOING:

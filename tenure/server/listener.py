@@ -635,14 +635,14 @@ class Server:
         """Expire one member's session now, as if its heartbeats had stopped (`member`: member id or
         group.instance.id). False if the group or member is unknown or it has no session timer running
         (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
-        from tenure.coordinator.classic import heartbeat_key
+        from tenure.coordinator.timers import HeartbeatKey
         g = self.coordinator.groups.get(group_id)
         if g is None:
             return False
         mid = g.static_members.get(member, member)
         if mid not in g.members:
             return False
-        if not self.runtime.fire_now(heartbeat_key(group_id, mid)):
+        if not self.runtime.fire_now(HeartbeatKey(group_id, mid)):
             return False
         after = self.coordinator.groups.get(group_id)
         return after is None or mid not in after.members or mid in after.offline_since

@@ -41,6 +41,7 @@ from kafka.protocol.consumer.group import (
 
 from tenure.coordinator.classic import CoordinatorConfig, GroupCoordinator, RequestContext
 from tenure.coordinator.state import EMPTY, STABLE, GroupSnapshot
+from tenure.coordinator.timers import KEY_TYPES, TimerKey, TimerWheel
 from tenure.protocol import records as wire_records
 from tenure.protocol.records import (
     EXPIRED, FENCED, FORCED_REBALANCE, GROUP_FULL, JOINED, LEFT, REGISTRATION_EXPIRED, REMOVED, REPLACED,
@@ -193,9 +194,7 @@ class Harness:
         self._next_id = 1
         self.coordinator = GroupCoordinator(config or CoordinatorConfig(), member_id_generator=self._member_id)
         self.coordinator.journal = _CopyingJournal()
-        self.timers: dict[tuple, int] = {}        # key -> deadline (armed timers only)
-        self._timer_seq: dict[tuple, int] = {}      # key -> arming order, to break deadline ties
-        self._seq = itertools.count()
+        self.wheel = TimerWheel()                  # armed timers, fired by (deadline, arming order)
         self._tokens = itertools.count(1)
         self.requests: dict[int, tuple[int, int]] = {}   # token -> (api key, version)
         self.responses: dict[int, dict] = {}             # token -> decoded response
@@ -242,12 +241,7 @@ class Harness:
             self.raw[token] = body
             self.responses[token] = wire(api_key, version, body)
         for op in result.timers:
-            if op.deadline_ms is None:
-                self.timers.pop(op.key, None)
-                self._timer_seq.pop(op.key, None)
-            else:
-                self.timers[op.key] = op.deadline_ms
-                self._timer_seq[op.key] = next(self._seq)
+            self.wheel.apply(op)
         if self.auto_check:
             self.check_journal_replay()
             self.check_static_map_history()
@@ -264,21 +258,16 @@ class Harness:
     def advance(self, ms: int) -> None:
         """Move the clock forward by `ms`, firing due timers in deadline order (ties: arming order)."""
         target = self.now_ms + ms
-        while True:
-            due = [(d, self._timer_seq[k], k) for k, d in self.timers.items() if d <= target]
-            if not due:
-                break
-            deadline, _, key = min(due)
+        while (due := self.wheel.pop_due(target)) is not None:
+            key, deadline = due
             self.now_ms = max(self.now_ms, deadline)
-            del self.timers[key]
-            del self._timer_seq[key]
             self._apply(self.coordinator.on_timer(key, self.now_ms))
         self.now_ms = target
 
-    def fire(self, key: tuple) -> None:
+    def fire(self, key: TimerKey) -> None:
         """Fire one armed timer now, whatever its deadline (moves the clock to it if later)."""
-        deadline = self.timers.pop(key)
-        self._timer_seq.pop(key)
+        deadline = self.wheel.deadline(key)
+        assert self.wheel.cancel(key), f"{key.name} is not armed"
         self.now_ms = max(self.now_ms, deadline)
         self._apply(self.coordinator.on_timer(key, self.now_ms))
 
@@ -305,9 +294,15 @@ class Harness:
         self._rebalances_taken = len(self.rebalances)
         return out
 
+    @property
+    def timers(self) -> dict[TimerKey, int]:
+        """Armed timers: key -> deadline."""
+        return dict(self.wheel.items())
+
     def timer(self, kind: str, group_id: str = "g", member_id: str | None = None) -> int | None:
-        key = (kind, group_id) if member_id is None else (kind, group_id, member_id)
-        return self.timers.get(key)
+        """The deadline of a timer by its kind ("heartbeat", "join", ...), or None if not armed."""
+        cls = KEY_TYPES[kind]
+        return self.wheel.deadline(cls(group_id) if member_id is None else cls(group_id, member_id))
 
     # ------------------------------------------------------------ requests
     def join(self, group_id: str = "g", member_id: str = "", instance_id: str | None = None, *,
@@ -412,6 +407,18 @@ class Harness:
 
     def delete(self, *group_ids: str, version: int = 2) -> int:
         return self.send(DELETE, version, DeleteGroupsRequest(version=version, groups_names=list(group_ids)))
+
+    def unload(self) -> None:
+        """The shard gives its partition up (`GroupCoordinator.unload`), applied like any input; the
+        invariants are not checked against a journal whose state is gone: the journal starts again."""
+        self.unloaded_records = self.durable_records()
+        auto, self.auto_check = self.auto_check, False
+        try:
+            self._apply(self.coordinator.unload(self.now_ms))
+        finally:
+            self.auto_check = auto
+        self.coordinator.journal = _CopyingJournal()
+        self._map_base, self._journal_mark = {}, 0
 
     def force_rebalance(self, group_id: str = "g") -> None:
         """The admin operation (Python API), applied like any input."""

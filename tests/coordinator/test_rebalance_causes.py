@@ -4,7 +4,8 @@ scenario per call site of `_prepare_rebalance`, asserting the Result of the very
 input started one (`take_rebalances` collects them over every input)."""
 import pytest
 
-from tenure.coordinator.classic import CoordinatorConfig, expansion_key, heartbeat_key, registration_key, sync_key
+from tenure.coordinator.classic import CoordinatorConfig
+from tenure.coordinator.timers import ExpansionKey, HeartbeatKey, RegistrationKey, SyncKey
 from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import SESSION, Harness, heartbeat_resp, join_ok, leave_resp
@@ -109,7 +110,7 @@ def test_static_replacement_while_completing_rebalance_is_static_member_replaced
 def test_session_expiry_is_session_expired():
     h = Harness()
     i1, i2 = formed(h, ["i1", "i2"])
-    h.fire(heartbeat_key("g", i2))
+    h.fire(HeartbeatKey("g", i2))
     assert i2 not in h.g().members and h.g().state == PREPARING_REBALANCE
     started(h, "session_expired")
 
@@ -117,11 +118,11 @@ def test_session_expiry_is_session_expired():
 def test_registration_timeout_is_registration_expired():
     h = Harness(CoordinatorConfig(static_registration_timeout_ms=60_000))
     i1, i2 = formed(h, ["i1", "i2"])
-    h.fire(heartbeat_key("g", i2))          # offline, tolerated: no rebalance yet
+    h.fire(HeartbeatKey("g", i2))          # offline, tolerated: no rebalance yet
     assert h.g().offline_since == {i2: h.now_ms - SESSION} and h.g().state == STABLE
     started(h)
     assert h.resp(h.heartbeat("g", i1, 1, "i1")) == heartbeat_resp(4, 0)
-    h.fire(registration_key("g"))
+    h.fire(RegistrationKey("g"))
     assert i2 not in h.g().members and h.g().state == PREPARING_REBALANCE
     started(h, "registration_expired")
 
@@ -132,7 +133,7 @@ def test_expansion_window_end_is_expansion_timeout():
     h.join("g", "", "i3")                   # batched: no rebalance yet
     assert h.g().state == STABLE
     started(h)
-    h.fire(expansion_key("g"))
+    h.fire(ExpansionKey("g"))
     assert h.g().state == PREPARING_REBALANCE
     started(h, "expansion_timeout")
 
@@ -152,7 +153,7 @@ def test_missing_sync_is_sync_timeout():
     i1, i2 = (h.resp(t)["member_id"] for t in tokens)
     h.sync("g", i1, 1, "i1", assignments={i1: b"a", i2: b"b"})     # leader syncs: Stable, i2 never does
     assert h.g().state == STABLE
-    h.fire(sync_key("g"))
+    h.fire(SyncKey("g"))
     assert i2 not in h.g().members and h.g().state == PREPARING_REBALANCE
     started(h, "sync_timeout")
 

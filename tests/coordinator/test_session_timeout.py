@@ -199,7 +199,7 @@ def test_group_ids_with_a_nul_or_a_slash_route_their_session_timers():
 
 
 def test_timer_keys_render_as_slash_separated_names():
-    from tenure.coordinator.classic import heartbeat_key, join_key, registration_key, timer_name
-    assert timer_name(heartbeat_key("shop", "w2-1")) == "heartbeat/shop/w2-1"
-    assert timer_name(join_key("shop")) == "join/shop"
-    assert timer_name(registration_key("a/b")) == "registration/a/b"
+    from tenure.coordinator.timers import HeartbeatKey, JoinKey, RegistrationKey
+    assert HeartbeatKey("shop", "w2-1").name == "heartbeat/shop/w2-1"
+    assert JoinKey("shop").name == "join/shop"
+    assert RegistrationKey("a/b").name == "registration/a/b"

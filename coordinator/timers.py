@@ -1,0 +1,158 @@
+"""The coordinator's timers: typed keys and the one timer wheel.
+
+A timer key is a frozen dataclass naming what the timer is for (a member's session, a group's join phase,
+...). Its fields are never parsed back out of text, so a group or member id holding any character ("/",
+"\\x00", ...) routes to its own group and member. Outside the coordinator (the admin API, logs, the list
+`advance_clock` returns) a key is shown by its `name`: its kind and ids joined by "/", e.g.
+"heartbeat/<group>/<member>" (display only: "a/b" + "c" and "a" + "b/c" render alike, route apart).
+
+`TimerWheel` holds armed timers ordered by (deadline, arming sequence): of timers due at the same moment
+the one armed first fires first, wherever the wheel is used (the runtime, `advance_clock`, the test
+harness). Re-arming a key replaces its deadline and takes a new place in the order.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, fields
+from typing import ClassVar, Iterator
+
+
+@dataclass(frozen=True)
+class TimerKey:
+    """Base of every timer key: the group it belongs to."""
+    group_id: str
+    kind: ClassVar[str] = ""
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def name(self) -> str:
+        """The key as shown outside the coordinator: kind and ids joined by "/"."""
+        return "/".join((self.kind, *self.parts))
+
+    def __lt__(self, other: "TimerKey") -> bool:      # a stable order, for listings and sorted output
+        return (self.kind, self.parts) < (other.kind, other.parts)
+
+
+@dataclass(frozen=True)
+class _MemberTimer(TimerKey):
+    member_id: str
+
+
+@dataclass(frozen=True)
+class HeartbeatKey(_MemberTimer):
+    """A member's session (T1, T2); for a new member, the new-member join timeout."""
+    kind: ClassVar[str] = "heartbeat"
+
+
+@dataclass(frozen=True)
+class PendingKey(_MemberTimer):
+    """A member id handed out by the KIP-394 handshake, not yet joined with (J6)."""
+    kind: ClassVar[str] = "pending"
+
+
+@dataclass(frozen=True)
+class JoinKey(TimerKey):
+    """The join phase: the initial delay (J12) or the rebalance timeout (J13)."""
+    kind: ClassVar[str] = "join"
+
+
+@dataclass(frozen=True)
+class SyncKey(TimerKey):
+    """The sync phase: members that do not send SyncGroup in time are removed (J16)."""
+    kind: ClassVar[str] = "sync"
+
+
+@dataclass(frozen=True)
+class ExpansionKey(TimerKey):
+    """The KIP-345 draft's expansion window (static_expansion_timeout_ms)."""
+    kind: ClassVar[str] = "expansion"
+
+
+@dataclass(frozen=True)
+class RegistrationKey(TimerKey):
+    """The KIP-345 draft's registration timeout of offline static members."""
+    kind: ClassVar[str] = "registration"
+
+
+KEY_TYPES: dict[str, type[TimerKey]] = {
+    cls.kind: cls for cls in (HeartbeatKey, PendingKey, JoinKey, SyncKey, ExpansionKey, RegistrationKey)}
+
+
+class TimerWheel:
+    """Armed timers by key, ordered by (deadline, arming sequence). Not thread-safe; no clock of its own:
+    callers say what time it is."""
+
+    def __init__(self) -> None:
+        self._armed: dict[TimerKey, tuple[int, int]] = {}      # key -> (deadline, sequence)
+        self._heap: list[tuple[int, int, TimerKey]] = []       # may hold superseded entries (lazy deletion)
+        self._seq = itertools.count()
+
+    def arm(self, key: TimerKey, deadline_ms: int) -> None:
+        entry = (deadline_ms, next(self._seq))
+        self._armed[key] = entry
+        heapq.heappush(self._heap, (*entry, key))
+        if len(self._heap) > 2 * len(self._armed) + 64:     # re-armed keys leave stale entries: bound them
+            self._heap = [(d, s, k) for k, (d, s) in self._armed.items()]
+            heapq.heapify(self._heap)
+
+    def cancel(self, key: TimerKey) -> bool:
+        """Disarm `key`; False if it was not armed."""
+        return self._armed.pop(key, None) is not None
+
+    def apply(self, op) -> None:
+        """Apply one `TimerOp` (deadline None cancels)."""
+        if op.deadline_ms is None:
+            self.cancel(op.key)
+        else:
+            self.arm(op.key, op.deadline_ms)
+
+    def deadline(self, key: TimerKey) -> int | None:
+        entry = self._armed.get(key)
+        return None if entry is None else entry[0]
+
+    def _head(self) -> tuple[int, int, TimerKey] | None:
+        heap = self._heap
+        while heap:
+            d, s, k = heap[0]
+            if self._armed.get(k) == (d, s):
+                return heap[0]
+            heapq.heappop(heap)                              # superseded or cancelled
+        return None
+
+    def next_deadline(self) -> int | None:
+        head = self._head()
+        return None if head is None else head[0]
+
+    def pop_due(self, now_ms: int) -> tuple[TimerKey, int] | None:
+        """Disarm and return (key, deadline) of the first timer due by `now_ms`, or None."""
+        head = self._head()
+        if head is None or head[0] > now_ms:
+            return None
+        d, _, k = heapq.heappop(self._heap)
+        del self._armed[k]
+        return k, d
+
+    def due(self, now_ms: int) -> list[TimerKey]:
+        """The keys due by `now_ms`, in firing order (nothing is disarmed)."""
+        return [k for _, _, k in sorted((d, s, k) for k, (d, s) in self._armed.items() if d <= now_ms)]
+
+    def items(self) -> Iterator[tuple[TimerKey, int]]:
+        """(key, deadline) of every armed timer (in no particular order)."""
+        return ((k, d) for k, (d, _) in self._armed.items())
+
+    def clear(self) -> None:
+        self._armed.clear()
+        self._heap.clear()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._armed
+
+    def __len__(self) -> int:
+        return len(self._armed)
+
+    def __iter__(self) -> Iterator[TimerKey]:
+        return iter(self._armed)

@@ -1,0 +1,103 @@
+"""The shard API: `unload` (another coordinator takes the partition over) and the read-only queries."""
+import pytest
+
+from tenure.coordinator.classic import CoordinatorConfig, GroupCoordinator
+from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+
+from .harness import Harness, join_err, sync_err
+
+NOT_COORDINATOR = 16
+
+
+def _holds_nothing(h: Harness) -> None:
+    c = h.coordinator
+    assert h.outstanding() == [], "a parked request was not answered"
+    assert h.timers == {}, f"timers left armed: {sorted(h.timers)}"
+    assert c.group_ids() == [] and c.groups == {} and c.offsets == {} and c.static_event_keys == {}
+    assert not (c._joins or c._syncs or c._initial_remaining or c._new_member_added or c._sync_generation
+                or c._expansion_deadline or c._armed), "soft state left behind"
+
+
+@pytest.mark.parametrize("version", range(10))
+def test_unload_answers_a_parked_join_16_in_its_versions_shape(version):
+    h = Harness(CoordinatorConfig(initial_rebalance_delay_ms=3000))
+    if version >= 4:
+        mid, t = h.join_dynamic("g", version=version)
+    else:
+        t = h.join("g", version=version)
+        (mid,) = h.g().members
+    assert h.parked(t) and h.g().state == PREPARING_REBALANCE
+    h.unload()
+    assert h.resp(t) == join_err(version, NOT_COORDINATOR, mid)
+    _holds_nothing(h)
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_unload_answers_parked_syncs_16_in_their_versions_shape(version):
+    h = Harness()
+    tokens = [h.join("g", "", i) for i in ("i1", "i2", "i3")]
+    h.advance(0)
+    ids = [h.resp(t)["member_id"] for t in tokens]
+    assert h.g().state == COMPLETING_REBALANCE
+    followers = [h.sync("g", mid, 1, iid, version=version) for mid, iid in zip(ids[1:], ("i2", "i3"))]
+    assert all(h.parked(t) for t in followers)
+    h.unload()
+    for t in followers:
+        assert h.resp(t) == sync_err(version, NOT_COORDINATOR)
+    _holds_nothing(h)
+
+
+def test_unload_cancels_every_timer_and_drops_every_group():
+    h = Harness(CoordinatorConfig(static_registration_timeout_ms=60000, static_expansion_timeout_ms=5000))
+    ids = h.form_group(["i1", "i2", None])
+    h.commit("g", ids[0], 1, "i1", {"t": [(0, 5)]})
+    h.commit("simple", offsets={"t": [(0, 7)]})
+    h.advance(10000)                     # i1/i2 go offline (registration timer), the dynamic member expires
+    h.join("g", "", "i4")                # an expansion window opens
+    h.join_dynamic("other")              # a pending member (KIP-394) with its own timer
+    assert h.timers and h.coordinator.groups and h.coordinator.offsets
+    h.unload()
+    _holds_nothing(h)
+    written = len(h.records)
+    h.advance(10 ** 7)                   # nothing fires after the unload
+    assert len(h.records) == written and h.outstanding() == []
+
+
+def test_after_unload_a_reload_of_the_log_gives_the_groups_back():
+    h = Harness()
+    ids = h.form_group(["i1", "i2"])
+    h.commit("g", ids[0], 1, "i1", {"t": [(0, 5)]})
+    before = h.coordinator.group("g"), h.coordinator.committed_offsets("g")
+    h.unload()
+    for r in h.unloaded_records:
+        h.coordinator.replay(r)
+    assert h.coordinator.group("g").members.keys() == before[0].members.keys()
+    assert h.coordinator.committed_offsets("g") == before[1]
+
+
+def test_queries_return_copies():
+    h = Harness()
+    ids = h.form_group(["i1", None])
+    h.commit("g", ids[0], 1, "i1", {"t": [(0, 5), (1, 6)]})
+    c = h.coordinator
+    assert c.group_ids() == ["g"]
+    g = c.group("g")
+    assert g == c.groups["g"] and g is not c.groups["g"] and g.state == STABLE
+    g.members.clear()
+    g.static_members.clear()
+    g.generation = 99
+    assert list(c.groups["g"].members) == ids and c.groups["g"].static_members == {"i1": ids[0]}
+    assert c.groups["g"].generation == 1
+    offsets = c.committed_offsets("g")
+    assert sorted(offsets) == [("t", 0), ("t", 1)] and offsets[("t", 0)].offset == 5
+    offsets.clear()
+    assert len(c.offsets["g"]) == 2
+    ids_list = c.group_ids()
+    ids_list.append("x")
+    assert c.group_ids() == ["g"]
+    assert c.group("nope") is None and c.committed_offsets("nope") == {}
+
+
+def test_partition_identity():
+    assert GroupCoordinator().partition == 0
+    assert GroupCoordinator(partition=7).partition == 7
