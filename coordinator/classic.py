@@ -234,6 +234,7 @@ class GroupCoordinator:
         self.groups.clear()
         self.offsets.clear()
         self.static_event_keys.clear()
+        self.pending_offsets.clear()
         for soft in (self._joins, self._syncs, self._initial_remaining, self._new_member_added,
                      self._sync_generation, self._expansion_deadline):
             soft.clear()

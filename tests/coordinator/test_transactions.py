@@ -142,3 +142,30 @@ def test_list_transactions_filters():
     assert listed(producer_id_filters=[5001]) == ([], [("b", "Empty")])
     assert listed(duration_filter=9000, state_filters=["Ongoing"]) == ([], [])      # running 8 s only
     assert listed(duration_filter=7000, state_filters=["Ongoing"]) == ([], [("a", "Ongoing")])
+
+
+def test_group_coordinator_holds_transactional_offsets_until_the_marker():
+    from kafka.protocol.producer import TxnOffsetCommitRequest as R
+    from tenure.coordinator.classic import GroupCoordinator, RequestContext
+    from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
+    g = GroupCoordinator()
+    T = R.TxnOffsetCommitRequestTopic
+
+    def commit(pid, offset):
+        body = R(transactional_id="tx", group_id="g", producer_id=pid, producer_epoch=0, generation_id=-1,
+                 member_id="", group_instance_id=None, topics=[T(name="t", partitions=[
+                     T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                       committed_leader_epoch=-1, committed_metadata="")])])
+        return g.handle(28, RequestContext(1, 3, "c", "h", 100), body)
+
+    r = commit(7, 42)
+    assert r.records == [TransactionalOffsetCommit(7, 0, OffsetCommitRecord("g", "t", 0, 42, -1, "", 100))]
+    assert g.committed_offsets("g") == {} and g.has_pending_offsets("g", "t", 0)
+    commit(8, 50)
+    g.replay(TransactionEnd(8, 0, commit=False))         # producer 8 aborts: its offset is dropped
+    assert g.committed_offsets("g") == {} and g.has_pending_offsets("g")
+    g.replay(TransactionEnd(7, 0, commit=True))          # producer 7 commits: its offset counts
+    assert g.committed_offsets("g")[("t", 0)].offset == 42 and not g.has_pending_offsets("g")
+    commit(9, 60)
+    g.unload(200)
+    assert g.pending_offsets == {}
