@@ -907,22 +907,13 @@ class GroupCoordinator:
         live = self.groups.get(gid)
         code, member = self._check_committer(res, ctx, live, generation, mid, iid,
                                              E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION)
-        T, P = OffsetCommitResponse.OffsetCommitResponseTopic, \
-            OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
-        topics = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                pcode = code
-                meta = p.committed_metadata or ""
-                if not pcode and len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                    pcode = E.OFFSET_METADATA_TOO_LARGE                    # O5
-                if not pcode:
-                    stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
-                    self._emit(res, OffsetCommitRecord(gid, t.name, p.partition_index, p.committed_offset,
-                                                       p.committed_leader_epoch if v >= 6 else -1, meta, stamp))
-                parts.append(P(partition_index=p.partition_index, error_code=pcode))
-            topics.append(T(name=t.name, partitions=parts))
+        def record(topic: str, p, meta: str) -> OffsetCommitRecord:
+            stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
+            return OffsetCommitRecord(gid, topic, p.partition_index, p.committed_offset,
+                                      p.committed_leader_epoch if v >= 6 else -1, meta, stamp)
+
+        topics = self._commit_partitions(res, req.topics, code, OffsetCommitResponse.OffsetCommitResponseTopic,
+                                         record)
         if not code and live is None:                                      # O1: a simple group
             self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
         if member is not None and live.state in (STABLE, PREPARING_REBALANCE):
@@ -971,26 +962,35 @@ class GroupCoordinator:
             code, member = E.NONE, None
         else:
             code, member = self._check_committer(res, ctx, live, generation, mid, iid, E.ILLEGAL_GENERATION)
-        R = TxnOffsetCommitResponse
-        T, P = R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+        def record(topic: str, p, meta: str) -> TransactionalOffsetCommit:
+            return TransactionalOffsetCommit(req.producer_id, req.producer_epoch, OffsetCommitRecord(
+                gid, topic, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                meta, ctx.now_ms))
+
+        topics = self._commit_partitions(res, req.topics, code, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
+                                         record)
+        if not code and live is None:                                      # a simple group
+            self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
+        res.respond(ctx.token, TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics))
+        return res
+
+    def _commit_partitions(self, res: Result, topics_in, code: int, T, record_of) -> list:
+        """The answer of each partition of an OffsetCommit or TxnOffsetCommit: `code`, else the metadata size
+        check (O5), else NONE with the record `record_of(topic, partition, metadata)` emitted."""
+        P = T.fields["partitions"].data_class
         topics = []
-        for t in req.topics:
+        for t in topics_in:
             parts = []
             for p in t.partitions:
                 pcode = code
                 meta = p.committed_metadata or ""
                 if not pcode and len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                    pcode = E.OFFSET_METADATA_TOO_LARGE
+                    pcode = E.OFFSET_METADATA_TOO_LARGE                    # O5
                 if not pcode:
-                    self._emit(res, TransactionalOffsetCommit(req.producer_id, req.producer_epoch, OffsetCommitRecord(
-                        gid, t.name, p.partition_index, p.committed_offset,
-                        p.committed_leader_epoch if v >= 2 else -1, meta, ctx.now_ms)))
+                    self._emit(res, record_of(t.name, p, meta))
                 parts.append(P(partition_index=p.partition_index, error_code=pcode))
             topics.append(T(name=t.name, partitions=parts))
-        if not code and live is None:                                      # a simple group
-            self._commit(ClassicGroup(gid, state_timestamp=ctx.now_ms))
-        res.respond(ctx.token, R(throttle_time_ms=0, topics=topics))
-        return res
+        return topics
 
     def has_pending_offsets(self, group_id: str, topic: str | None = None, partition: int | None = None) -> bool:
         """Whether an open transaction holds offsets for the group (for that partition, if named)."""

@@ -50,6 +50,13 @@ def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str, exp
     return got
 
 
+def send_in_transaction(p, topic: str, prefix: str, n: int) -> None:
+    """Begin a transaction on confluent-kafka producer `p` and send n values `<prefix>-<i>` over 2 partitions."""
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % 2)
+
+
 # ------------------------------------------------------------------------------------------------ confluent-kafka
 def test_confluent_kafka_commit_and_abort_seen_by_read_committed(tenure_server):
     from confluent_kafka import Producer
@@ -57,13 +64,9 @@ def test_confluent_kafka_commit_and_abort_seen_by_read_committed(tenure_server):
     create_topic(bs, "txn-ck", 2)
     p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-ck", "linger.ms": 5})
     p.init_transactions(30)
-    p.begin_transaction()
-    for i in range(6):
-        p.produce("txn-ck", value=f"commit-1-{i}".encode(), partition=i % 2)
+    send_in_transaction(p, "txn-ck", "commit-1", 6)
     p.commit_transaction(30)
-    p.begin_transaction()
-    for i in range(4):
-        p.produce("txn-ck", value=f"abort-{i}".encode(), partition=i % 2)
+    send_in_transaction(p, "txn-ck", "abort", 4)
     p.flush(30)
     p.abort_transaction(30)
     p.begin_transaction()
@@ -461,13 +464,9 @@ def test_sigkill_mid_transaction(tmp_path):
         p = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "kill-txn",
                       "transaction.timeout.ms": 3000})
         p.init_transactions(30)
-        p.begin_transaction()
-        for i in range(6):
-            p.produce("kill-txn", value=f"committed-{i}".encode(), partition=i % 2)
+        send_in_transaction(p, "kill-txn", "committed", 6)
         p.commit_transaction(30)
-        p.begin_transaction()
-        for i in range(4):
-            p.produce("kill-txn", value=f"open-{i}".encode(), partition=i % 2)
+        send_in_transaction(p, "kill-txn", "open", 4)
         assert p.flush(10) == 0
         srv.kill()
         srv.start()
