@@ -514,6 +514,7 @@ class Server:
         runtime = CoordinatorRuntime(coordinator, topic, self.broker, clock_ms=self.runtime._wall_ms,
                                      durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
                                      codec=txn_records)
+        runtime.clock_offset_ms = self.runtime.clock_offset_ms     # one coordinator time (advance_clock)
         report = runtime.load()
         self.broker.producers.reserve(coordinator.max_producer_id())
         log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
@@ -652,8 +653,11 @@ class Server:
         then fire, in order, each at its deadline. Returns the names of the timers that fired
         (`heartbeat/<group>/<member>`, `join/<group>`, `registration/<group>`, ...). (The wall clock is
         untouched: the offset stays for the server's life, and commit timestamps and the cleaner's lag
-        use it too.)"""
-        return self.runtime.advance_clock(ms)
+        use it too.) Transaction timeouts due by then fire too."""
+        fired = self.runtime.advance_clock(ms)
+        if self.txn_runtime is not None:
+            fired += self.txn_runtime.advance_clock(ms)
+        return fired
 
     def force_rebalance(self, group_id: str) -> None:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
@@ -702,8 +706,9 @@ class Server:
             if loop.get_exception_handler() == self._loop_exception:
                 loop.set_exception_handler(previous)
             self._loop_handler = None
-        if self.runtime._syncing:
-            await asyncio.wait(list(self.runtime._syncing), timeout=self.config.shutdown_timeout_s)
+        syncing = [*self.runtime._syncing, *(self.txn_runtime._syncing if self.txn_runtime is not None else ())]
+        if syncing:
+            await asyncio.wait(syncing, timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():
             for plog in topic.partitions:
                 if self.fatal_error is None and getattr(plog, "flush", None) is not None:

@@ -534,3 +534,17 @@ def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenur
     finally:
         admin.close()
         p.abort_transaction(30)
+
+
+def test_advance_clock_expires_an_open_transaction(tenure_server):
+    """The transaction timeout runs on the coordinator's clock: advance_clock past it aborts the transaction
+    (fencing its producer) and read_committed consumers move on."""
+    from confluent_kafka import KafkaException
+    p = open_transaction(tenure_server.bootstrap, "txn-clock", "tx-clock")
+    fired = tenure_server.advance_clock(60_000)
+    assert "txn_timeout/tx-clock" in fired
+    state = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-clock"])
+    assert (state.state_name, state.producer_epoch) == ("CompleteAbort", 1)
+    assert consume_all(tenure_server.bootstrap, "txn-clock", 1, "read_committed", 0, wait=1.0) == []
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
