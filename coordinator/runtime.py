@@ -107,7 +107,7 @@ class CoordinatorRuntime:
         # the records' codec (encode, decode, partition_key, UnknownRecordType): the group coordinator's
         # __consumer_offsets records by default, the transaction coordinator's for __transaction_state
         self.codec = codec
-        self.topic_name = offsets_topic.name
+        self.topic_name = getattr(offsets_topic, "name", OFFSETS_TOPIC)
         self.broker = broker
         self._wall_ms = clock_ms
         self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
