@@ -141,8 +141,8 @@ def test_transactions_survive_a_restart(tenure_server):
     assert open_txn.state_name == "Ongoing" and open_txn.partitions == {("txn-restart", 0)}
     assert consume_all(bs, "txn-restart", 1, "read_committed", 1, wait=0.5) == [b"committed"]
     deadline = time.time() + 20
-    while tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-restart"].state_name) \
-            != "CompleteAbort":
+    while tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-restart"]
+                             .state_name) != "CompleteAbort":
         assert time.time() < deadline, "the open transaction was not aborted by its timeout"
         time.sleep(0.2)
     # later records are readable again; the aborted one never is
@@ -379,7 +379,7 @@ def test_java_consume_transform_produce_with_a_static_consumer(tenure_server):
     assert sorted(consume_all(bs, "ctp-out", 2, "read_committed", 10)) == sorted(f"V{i}".encode() for i in range(10))
 
 
-# ------------------------------------------------------------------------------------------------ kafka-python, aiokafka
+# ---------------------------------------------------------------------------------------- kafka-python, aiokafka
 def test_kafka_python_transactional_producer(tenure_server):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.structs import OffsetAndMetadata, TopicPartition
