@@ -524,10 +524,10 @@ class Server:
             runtime.start_timers()
 
     async def _group_request(self, req, client_host: str):
-        """A group API request to the coordinator; an OffsetCommit first passes the broker's topic check
-        (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it.
-        A TxnOffsetCommit first passes the transaction coordinator's check: its producer's open transaction
-        holds the group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
+        """A group API request to the coordinator; an OffsetCommit or TxnOffsetCommit first passes the
+        broker's topic check (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and
+        never reach it. A TxnOffsetCommit first passes the transaction coordinator's check: its producer's
+        open transaction holds the group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
         if req.api_key == TXN_OFFSET_COMMIT_KEY:
             self._start_transactions()
             body = req.body
@@ -536,14 +536,14 @@ class Server:
                 partition_for(body.group_id, len(self.runtime.offsets_topic.partitions)))
             if code:
                 return error_response(req, code)
-        if req.api_key != OFFSET_COMMIT_KEY:
+        if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
             return await self.runtime.handle(req, client_host)
         order = request_order(req.body)
         kept, refused = split_commit(req.body, self.topics)
         if not refused:
             return await self.runtime.handle(req, client_host)
         answer = await self.runtime.handle(req, client_host) if kept is not None else None
-        return merge_commit(order, answer, refused)
+        return merge_commit(order, answer, refused, req.spec.response)
 
     async def _inject(self, fault, req, conn_id: int, peer) -> bool:
         """Apply an injected fault's delay; False if the connection is to be closed instead of answered."""

@@ -548,3 +548,17 @@ def test_advance_clock_expires_an_open_transaction(tenure_server):
     assert consume_all(tenure_server.bootstrap, "txn-clock", 1, "read_committed", 0, wait=1.0) == []
     with pytest.raises(KafkaException):
         p.commit_transaction(10)
+
+
+def test_wire_txn_offset_commit_for_unknown_partitions_stores_nothing(tenure_server, wire):
+    """As OffsetCommit: partitions of a topic that does not exist, or beyond its count, are answered
+    UNKNOWN_TOPIC_OR_PARTITION and never reach the transaction; the others are committed with it."""
+    from tests.support.groupwire import fetch_all
+    create_topic(tenure_server.bootstrap, "txu", 1)
+    pid, epoch = begin_offsets(wire, "txu", "g-txu")
+    r = wire.call(txn_offsets("txu", pid, epoch, "g-txu", {("txu", 0): 4, ("txu", 3): 5, ("nope", 0): 6}), 3)
+    assert [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == \
+        [("txu", 0, NONE), ("txu", 3, UNKNOWN_TOPIC_OR_PARTITION), ("nope", 0, UNKNOWN_TOPIC_OR_PARTITION)]
+    assert wire.call(EndTxnRequest(transactional_id="txu", producer_id=pid, producer_epoch=epoch,
+                                   committed=True), 3).error_code == NONE
+    assert fetch_all(wire, ["g-txu"]) == {"g-txu": {("txu", 0): 4}}
