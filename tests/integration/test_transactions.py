@@ -562,3 +562,22 @@ def test_wire_txn_offset_commit_for_unknown_partitions_stores_nothing(tenure_ser
     assert wire.call(EndTxnRequest(transactional_id="txu", producer_id=pid, producer_epoch=epoch,
                                    committed=True), 3).error_code == NONE
     assert fetch_all(wire, ["g-txu"]) == {"g-txu": {("txu", 0): 4}}
+
+
+@pytest.mark.tenure(data_dir=True)
+def test_a_prepared_commit_completes_at_restart(tenure_server):
+    """The server stopped right after writing PrepareCommit (before any marker): at start-up the
+    transaction coordinator writes the commit markers and CompleteCommit, as Kafka's does on loading."""
+    import dataclasses
+    from tenure.protocol.txn_records import PREPARE_COMMIT
+    bs = tenure_server.bootstrap
+    p = open_transaction(bs, "txn-prep", "tx-prep")
+    server = tenure_server.server
+    ongoing = tenure_server.call(lambda: server.txn_runtime.coordinator.transactions["tx-prep"])
+    # the PrepareCommit record alone reaches the log (what EndTxn writes first), then the server stops
+    tenure_server.call(lambda: server.txn_runtime._persist([dataclasses.replace(ongoing, state=PREPARE_COMMIT)]))
+    tenure_server.restart()
+    done = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-prep"])
+    assert (done.state_name, done.partitions) == ("CompleteCommit", frozenset())
+    assert consume_all(bs, "txn-prep", 1, "read_committed", 1) == [b"v"]
+    del p
