@@ -185,7 +185,7 @@ def child_replay(data_dir: str, mode: str) -> dict:
     from kafka.record.default_records import DefaultRecordBatch
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir

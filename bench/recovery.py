@@ -205,7 +205,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     import gc
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
@@ -317,7 +317,7 @@ def last_per_key(topic, full) -> dict:
     offsets were all deleted later: the full replay keeps that empty group, this does not."""
     from kafka.record.default_records import DefaultRecordBatch
 
-    from tenure.coordinator.classic import GroupCoordinator
+    from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import iter_batches
 

@@ -1,2 +1,28 @@
-"""The group coordinator: a deterministic, event-sourced state machine (no I/O, no wall clock)."""
+"""The group coordinator: one shard per `__consumer_offsets` partition, each a deterministic,
+event-sourced state machine (no I/O, no wall clock), and the runtime that drives the shards.
+
+Import from here, not from the files inside: shard.py (routing, replay, load/unload, queries),
+classic/ (the classic group kind), offsets.py, admin.py, timers.py, result.py, config.py.
+"""
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
+
+from .classic import (  # noqa: E402
+    ALL_STATES, COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, VALID_PREVIOUS, ClassicGroup,
+    ClassicGroups, IllegalTransition, Member, Parked,
+)
+from .config import AdminError, CoordinatorConfig, default_member_id  # noqa: E402
+from .result import GroupSnapshot, RequestContext, Result, TimerOp  # noqa: E402
+from .shard import GROUP_APIS, ROUTES, GroupCoordinator  # noqa: E402
+from .timers import (  # noqa: E402
+    KEY_TYPES, ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey, TimerWheel,
+)
+
+__all__ = [
+    "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
+    "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
+    "AdminError", "CoordinatorConfig", "default_member_id",
+    "GroupSnapshot", "RequestContext", "Result", "TimerOp",
+    "GROUP_APIS", "ROUTES", "GroupCoordinator",
+    "KEY_TYPES", "ExpansionKey", "HeartbeatKey", "JoinKey", "PendingKey", "RegistrationKey", "SyncKey", "TimerKey",
+    "TimerWheel",
+]

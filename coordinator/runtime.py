@@ -21,9 +21,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from tenure.broker.dataplane import Broker
 from tenure.broker.topics import Topic
 from tenure.broker.transactions import COMMIT, marker_type
-from tenure.coordinator.classic import GroupCoordinator, RequestContext
-from tenure.coordinator.timers import TimerKey
-from tenure.coordinator.state import Result
+from tenure.coordinator import GROUP_APIS, GroupCoordinator, RequestContext, Result, TimerKey  # noqa: F401 - GROUP_APIS: the listener reads it here
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.storage import parse_batches
@@ -35,7 +33,6 @@ log = logging.getLogger("tenure.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
-GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47})
 
 
 @dataclass
@@ -344,21 +341,31 @@ class CoordinatorRuntime:
             return
         self._release(responses)
 
-    def _fail(self, exc: BaseException) -> None:
-        """A write or fsync of group state failed: stop acknowledging anything (fail-stop)."""
+    def _fail(self, exc: BaseException, what: str = f"cannot write {OFFSETS_TOPIC}") -> None:
+        """A write or fsync of group state failed, or a timer could not do its work: stop acknowledging
+        anything (fail-stop)."""
         if self.failed is None:
             self.failed = exc
-            log.critical("cannot write %s (%s); no further group request is answered", OFFSETS_TOPIC, exc)
+            log.critical("%s (%s); no further group request is answered", what, exc,
+                         exc_info=None if isinstance(exc, OSError) else exc)
             if self.on_fatal is not None:
                 self.on_fatal(exc)
 
     def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self._deadlines.pop(key, None)
+        if self.failed is not None:
+            return                                   # stopped: a timer acknowledges nothing either
         try:
-            self.apply(self.coordinator.on_timer(key, self.clock_ms()))
-        except Exception:
-            log.exception("timer %s failed", key.name)
+            result = self.coordinator.on_timer(key, self.clock_ms())
+        except Exception as exc:
+            # A bug in the coordinator. Its state is as before (a shard replays only what a handler returned),
+            # but what the timer owed - a session expiry, the end of a join or sync phase - will never happen:
+            # groups would wait on it silently. Fail-stop, as after a failed write; the caller (a loop
+            # callback, fire_now, advance_clock) sees the exception too.
+            self._fail(exc, f"timer {key.name} failed")
+            raise
+        self.apply(result)
 
     def _persist(self, records: list) -> list:
         by_partition: dict[tuple[int, tuple[int, int] | None], list] = {}

@@ -4,7 +4,8 @@ Inputs: a decoded InitProducerId (with a transactional id), AddPartitionsToTxn o
 `now_ms`; timer expiries (a transaction's timeout); the data plane's word that the markers of a transaction
 are written. Outputs: a `TxnResult` - responses, records for `__transaction_state`, timers, and the markers
 (commit/abort control records) to write into the data partitions. `replay(record)` is the only code that
-changes state; handlers read state and emit records, which they replay as they emit them.
+changes state; handlers read state and emit records, which are replayed once the handler has returned
+(so a handler that raises changes nothing), as the group coordinator's shard does.
 
 Ending a transaction is Kafka's two phases: EndTxn writes PrepareCommit (or PrepareAbort) and asks for the
 markers; once the runtime has written them it calls `markers_written`, which writes CompleteCommit (or
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 from tenure.broker.transactions import TxnMarker
-from tenure.coordinator.state import Result
+from tenure.coordinator.result import Result
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT,
@@ -87,9 +88,11 @@ class TransactionCoordinator:
         else:
             self.transactions[record.transactional_id] = record
 
-    def _emit(self, res: TxnResult, record: TransactionRecord) -> None:
-        self.replay(record)
-        res.records.append(record)
+    def _done(self, res: TxnResult) -> TxnResult:
+        """A handler has returned its Result: now, and only now, replay what it produced."""
+        for event in res.events:
+            self.replay(event)
+        return res
 
     def max_producer_id(self) -> int:
         return max((t.producer_id for t in self.transactions.values()), default=-1)
@@ -110,19 +113,12 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ inputs
     def handle(self, api_key: int, ctx, body) -> TxnResult:
         ctx = TxnContext(ctx.token, ctx.api_version, ctx.now_ms)
-        if api_key == INIT_PRODUCER_ID:
-            return self._init_producer_id(ctx, body)
-        if api_key == ADD_PARTITIONS_TO_TXN:
-            return self._add_partitions(ctx, body)
-        if api_key == END_TXN:
-            return self._end_txn(ctx, body)
-        if api_key == ADD_OFFSETS_TO_TXN:
-            return self._add_offsets(ctx, body)
-        if api_key == DESCRIBE_TRANSACTIONS:
-            return self._describe(ctx, body)
-        if api_key == LIST_TRANSACTIONS:
-            return self._list(ctx, body)
-        raise AssertionError(f"API {api_key} is not the transaction coordinator's")
+        handler = {INIT_PRODUCER_ID: self._init_producer_id, ADD_PARTITIONS_TO_TXN: self._add_partitions,
+                   END_TXN: self._end_txn, ADD_OFFSETS_TO_TXN: self._add_offsets,
+                   DESCRIBE_TRANSACTIONS: self._describe, LIST_TRANSACTIONS: self._list}.get(api_key)
+        if handler is None:
+            raise AssertionError(f"API {api_key} is not the transaction coordinator's")
+        return self._done(handler(ctx, body))
 
     def loaded(self, now_ms: int) -> TxnResult:
         """After replaying the log: prepared transactions get their markers again; open ones their timeout."""
@@ -147,7 +143,7 @@ class TransactionCoordinator:
         bumped = t.producer_epoch + 1 if t.producer_epoch < MAX_EPOCH else t.producer_epoch
         self._prepare(res, dataclasses.replace(t, producer_epoch=bumped, last_producer_epoch=t.producer_epoch),
                       commit=False, now_ms=now_ms)
-        return res
+        return self._done(res)
 
     def markers_written(self, markers: list[TxnMarker], now_ms: int) -> TxnResult:
         """Every marker of these transactions is in the data partitions: they are complete."""
@@ -157,8 +153,8 @@ class TransactionCoordinator:
             if t is None or t.state not in (PREPARE_COMMIT, PREPARE_ABORT):
                 continue
             done = COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT
-            self._emit(res, dataclasses.replace(t, state=done, partitions=frozenset(), last_update_ms=now_ms))
-        return res
+            res.emit(dataclasses.replace(t, state=done, partitions=frozenset(), last_update_ms=now_ms))
+        return self._done(res)
 
     # ------------------------------------------------------------------ handlers
     @staticmethod
@@ -180,7 +176,7 @@ class TransactionCoordinator:
         t = self.transactions.get(tid)
         if t is None:
             new = TransactionRecord(tid, self._allocate(), 0, timeout, EMPTY, frozenset(), ctx.now_ms, -1)
-            self._emit(res, new)
+            res.emit(new)
             return answer(ErrorCode.NONE, new.producer_id, new.producer_epoch)
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -201,7 +197,7 @@ class TransactionCoordinator:
                                          last_producer_epoch=t.producer_epoch)
             self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms, marker_pid=t.producer_id)
             return answer(ErrorCode.NONE, pid, epoch)
-        self._emit(res, dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
+        res.emit(dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
                                             state=EMPTY, partitions=frozenset(), last_update_ms=ctx.now_ms,
                                             start_ms=-1, last_producer_epoch=t.producer_epoch))
         return answer(ErrorCode.NONE, pid, epoch)
@@ -268,7 +264,7 @@ class TransactionCoordinator:
         start = t.start_ms if t.state == ONGOING else now_ms
         new = dataclasses.replace(t, state=ONGOING, partitions=t.partitions | set(wanted), last_update_ms=now_ms,
                                   start_ms=start)
-        self._emit(res, new)
+        res.emit(new)
         res.set_timer(timeout_key(t.transactional_id), start + new.timeout_ms)
 
     def _add_offsets(self, ctx: TxnContext, body) -> TxnResult:
@@ -354,7 +350,7 @@ class TransactionCoordinator:
     def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int,
                  marker_pid: int | None = None) -> None:
         prepared = dataclasses.replace(t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now_ms)
-        self._emit(res, prepared)
+        res.emit(prepared)
         res.cancel_timer(timeout_key(t.transactional_id))
         res.markers += self._markers(prepared, commit, marker_pid)
 

@@ -2,6 +2,8 @@
 gives, built from the decoded request so every topic, partition or group it named gets the error.
 
 Used by fault injection (tenure/control/faults.py): "answer the next N JoinGroups with COORDINATOR_NOT_AVAILABLE".
+The group APIs' builders (`join_group_error`, `sync_group_error`, ...) are also what the coordinator's
+handlers answer their own whole-request errors with: an injected error and a real one look the same.
 `error_response(request, code)` returns a response body of the request's API; `can_fail(api_key)` says
 whether an API has one (Metadata has none: Kafka answers its errors per topic, and a Metadata with no
 brokers is not an error a client can act on - close the connection or delay it instead).
@@ -9,6 +11,12 @@ brokers is not an error a client can act on - close the connection or delay it i
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from kafka.protocol.admin.groups import DeleteGroupsResponse
+from kafka.protocol.consumer.group import (
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    SyncGroupResponse,
+)
 
 from .apis import API_VERSIONS_KEY, SUPPORTED
 
@@ -47,9 +55,56 @@ def _list_offsets(req, R, code):
                                                        "timestamp": -1, "offset": -1}))
 
 
+# ---------------------------------------------------------------- the group APIs (one builder each)
+def join_group_error(version: int, code: int, member_id: str = "") -> JoinGroupResponse:
+    """JoinGroup's error shape (J4): generation -1, protocol type null, protocol name null from v7 (""
+    before, where it is not nullable), leader "", no members, the member id the request gave."""
+    return JoinGroupResponse(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
+                             protocol_name=None if version >= 7 else "", leader="", skip_assignment=False,
+                             member_id=member_id, members=[])
+
+
+def sync_group_error(code: int) -> SyncGroupResponse:
+    """SyncGroup's error shape: protocol type and name null, no assignment."""
+    return SyncGroupResponse(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None,
+                             assignment=b"")
+
+
+def heartbeat_error(code: int) -> HeartbeatResponse:
+    """A Heartbeat answer is its code alone (0 included)."""
+    return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+
+def leave_group_error(code: int) -> LeaveGroupResponse:
+    """LeaveGroup's whole-request error: the top-level code, no per-member answers (v3+)."""
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=code, members=[])
+
+
+def offset_commit_error(topics, code: int, response=OffsetCommitResponse):
+    """OffsetCommit's (or TxnOffsetCommit's, `response`) error: `code` for every partition of every topic
+    the request named."""
+    T = response.fields["topics"].data_class
+    P = T.fields["partitions"].data_class
+    return response(throttle_time_ms=0, topics=[
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions or []])
+        for t in topics or []])
+
+
+def offset_delete_error(code: int) -> OffsetDeleteResponse:
+    return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])
+
+
+def delete_groups_error(group_ids, code: int) -> DeleteGroupsResponse:
+    D = DeleteGroupsResponse.DeletableGroupResult
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[D(group_id=g, error_code=code) for g in group_ids or []])
+
+
 def _offset_commit(req, R, code):
-    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partitions,
-                              "partitions", lambda p: {"partition_index": p.partition_index, "error_code": code}))
+    return offset_commit_error(req.body.topics, code)
+
+
+def _txn_offset_commit(req, R, code):
+    return offset_commit_error(req.body.topics, code, R)
 
 
 def _offset_fetch(req, R, code):
@@ -76,8 +131,7 @@ def _describe_groups(req, R, code):
 
 
 def _delete_groups(req, R, code):
-    G = R.fields["results"].data_class
-    return R(results=[G(group_id=g, error_code=code) for g in req.body.groups_names or []])
+    return delete_groups_error(req.body.groups_names, code)
 
 
 def _create_topics(req, R, code):
@@ -176,8 +230,7 @@ def _api_versions(req, R, code):
 
 def _join_group(req, R, code):
     """JoinGroup echoes the member id the request named."""
-    return R(error_code=code, generation_id=-1, protocol_name="", leader="", member_id=req.body.member_id or "",
-             members=[])
+    return join_group_error(req.api_version, code, req.body.member_id or "")
 
 
 def _top_level(**extra) -> Callable:
@@ -189,14 +242,15 @@ def _top_level(**extra) -> Callable:
 
 _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 8: _offset_commit, 9: _offset_fetch, 10: _find_coordinator,
-    11: _join_group, 12: _top_level(), 13: _top_level(members=[]), 14: _top_level(assignment=b""),
+    11: _join_group, 12: lambda req, R, code: heartbeat_error(code), 13: lambda req, R, code: leave_group_error(code),
+    14: lambda req, R, code: sync_group_error(code),
     15: _describe_groups, 16: _top_level(groups=[]), 18: _api_versions, 19: _create_topics,
     20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1), 23: _offset_for_leader_epoch,
     21: _delete_records, 32: _describe_configs, 33: _alter_configs, 35: _describe_log_dirs,
     37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _alter_configs, 45: _reassignments,
-    46: _top_level(topics=[]), 47: _top_level(topics=[]), 75: _describe_topic_partitions,
+    46: _top_level(topics=[]), 47: lambda req, R, code: offset_delete_error(code), 75: _describe_topic_partitions,
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
-    24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 28: _offset_commit,
+    24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 28: _txn_offset_commit,
     61: _describe_producers, 65: _describe_transactions,
     66: _top_level(unknown_state_filters=[], transaction_states=[]),
 }

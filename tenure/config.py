@@ -52,7 +52,7 @@ class ServerConfig:
         return DecodeLimits(max_request_elements=self.max_request_elements)
 
     def coordinator_config(self):
-        from tenure.coordinator.classic import CoordinatorConfig
+        from tenure.coordinator import CoordinatorConfig
         return CoordinatorConfig(min_session_timeout_ms=self.min_session_timeout_ms,
                                  max_session_timeout_ms=self.max_session_timeout_ms,
                                  initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,

@@ -43,7 +43,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from tenure.coordinator.classic import AdminError
+from tenure.coordinator import AdminError
 from tenure.protocol.errors import ErrorCode
 
 from tenure.control.faults import TooManyRules, error_name

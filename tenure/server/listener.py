@@ -20,7 +20,7 @@ from pathlib import Path
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.broker.topics import TopicError, TopicRegistry
-from tenure.coordinator.classic import GroupCoordinator
+from tenure.coordinator import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
     UnsupportedApiVersions, decode_request, encode_api_versions_error, encode_response,
@@ -636,7 +636,7 @@ class Server:
         """Expire one member's session now, as if its heartbeats had stopped (`member`: member id or
         group.instance.id). False if the group or member is unknown or it has no session timer running
         (a member parked in a JoinGroup/SyncGroup is not expired, as in Kafka)."""
-        from tenure.coordinator.timers import HeartbeatKey
+        from tenure.coordinator import HeartbeatKey
         g = self.coordinator.groups.get(group_id)
         if g is None:
             return False
@@ -661,7 +661,7 @@ class Server:
 
     def force_rebalance(self, group_id: str) -> None:
         """Start one rebalance of a static group now (the KIP-345 draft's forceStaticRebalance).
-        Raises tenure.coordinator.classic.AdminError if the group is unknown, already rebalancing,
+        Raises tenure.coordinator.AdminError if the group is unknown, already rebalancing,
         empty, or has dynamic members. Call on the server's loop (ServerThread.force_rebalance does)."""
         self.runtime.apply(self.coordinator.force_rebalance(group_id, self.runtime.clock_ms()))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tenure.coordinator.classic import GroupCoordinator
+from tenure.coordinator import GroupCoordinator
 from tenure.protocol import records as rec
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.storage.compaction import CompactionPolicy, Compactor

@@ -39,9 +39,9 @@ from kafka.protocol.consumer.group import (
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
 
-from tenure.coordinator.classic import CoordinatorConfig, GroupCoordinator, RequestContext
-from tenure.coordinator.state import EMPTY, STABLE, GroupSnapshot
-from tenure.coordinator.timers import KEY_TYPES, TimerKey, TimerWheel
+from tenure.coordinator import CoordinatorConfig, GroupCoordinator, RequestContext
+from tenure.coordinator import EMPTY, STABLE, GroupSnapshot
+from tenure.coordinator import KEY_TYPES, TimerKey, TimerWheel
 from tenure.protocol import records as wire_records
 from tenure.protocol.records import (
     EXPIRED, FENCED, FORCED_REBALANCE, GROUP_FULL, JOINED, LEFT, REGISTRATION_EXPIRED, REMOVED, REPLACED,
@@ -197,6 +197,7 @@ class Harness:
         self.wheel = TimerWheel()                  # armed timers, fired by (deadline, arming order)
         self._tokens = itertools.count(1)
         self.requests: dict[int, tuple[int, int]] = {}   # token -> (api key, version)
+        self.bodies: dict[int, object] = {}               # token -> request body as sent
         self.responses: dict[int, dict] = {}             # token -> decoded response
         self.raw: dict[int, object] = {}                 # token -> response object as produced
         self.records: list = []                          # every durable record, in order
@@ -251,6 +252,7 @@ class Harness:
     def send(self, api_key: int, version: int, body, *, client_id: str = "client", host: str = HOST) -> int:
         token = next(self._tokens)
         self.requests[token] = (api_key, version)
+        self.bodies[token] = body
         ctx = RequestContext(token, version, client_id, host, self.now_ms)
         self._apply(self.coordinator.handle(api_key, ctx, body))
         return token
@@ -266,10 +268,11 @@ class Harness:
 
     def fire(self, key: TimerKey) -> None:
         """Fire one armed timer now, whatever its deadline (moves the clock to it if later)."""
-        deadline = self.wheel.deadline(key)
-        assert self.wheel.cancel(key), f"{key.name} is not armed"
-        self.now_ms = max(self.now_ms, deadline)
-        self._apply(self.coordinator.on_timer(key, self.now_ms))
+        assert key in self.wheel, f"{key.name} is not armed"
+        self.now_ms = max(self.now_ms, self.wheel.deadline(key))
+        result = self.coordinator.on_timer(key, self.now_ms)     # if it raises, the timer stays armed
+        self.wheel.cancel(key)
+        self._apply(result)
 
     # ------------------------------------------------------------ looking at outputs
     def resp(self, token: int) -> dict:

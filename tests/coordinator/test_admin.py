@@ -2,7 +2,7 @@
 import pytest
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
-from tenure.coordinator.state import EMPTY
+from tenure.coordinator import EMPTY
 from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
 
 from .harness import HOST, Harness, shape

@@ -2,8 +2,8 @@
 completion (J12-J16). Item labels refer to docs/behaviour.md."""
 import pytest
 
-from tenure.coordinator.classic import CoordinatorConfig
-from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import CoordinatorConfig
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
     NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, event_record, group_record, heartbeat_resp, join_err,

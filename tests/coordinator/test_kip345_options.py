@@ -5,8 +5,8 @@ Like the rest of tests/coordinator, each scenario asserts the exact responses, t
 (GroupMetadata and StaticMemberEvent), and the rebalances each step started (`Result.rebalances`)."""
 import pytest
 
-from tenure.coordinator.classic import AdminError, CoordinatorConfig
-from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import AdminError, CoordinatorConfig
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from tenure.protocol.errors import ErrorCode as E
 
 from .harness import (

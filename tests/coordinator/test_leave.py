@@ -1,7 +1,7 @@
 """LeaveGroup (L1-L4)."""
 import pytest
 
-from tenure.coordinator.state import EMPTY, PREPARING_REBALANCE
+from tenure.coordinator import EMPTY, PREPARING_REBALANCE
 
 from .harness import (
     REBALANCE, Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, leave_resp, member_record,
@@ -114,7 +114,7 @@ def test_leave_during_preparing_rebalance_completes_the_join_and_answers_parked_
 
 
 def test_leave_during_initial_rebalance_does_not_complete_it_early():
-    from tenure.coordinator.classic import CoordinatorConfig
+    from tenure.coordinator import CoordinatorConfig
     h = Harness(CoordinatorConfig(initial_rebalance_delay_ms=3000))
     t1 = h.join("g", "", "i1")
     t2 = h.join("g", "", "i2")

@@ -14,7 +14,7 @@ ClassicGroup.validateOffsetDelete / isSubscribedToTopic):
 """
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import OffsetCommitRecord
 

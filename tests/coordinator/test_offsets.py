@@ -4,7 +4,7 @@ from kafka.protocol.consumer.group import (
     OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse,
 )
 
-from tenure.coordinator.state import EMPTY
+from tenure.coordinator import EMPTY
 
 from .harness import COMMIT, FETCH, SESSION, Harness, commit_resp, event_record, offset_record, shape
 
@@ -147,7 +147,7 @@ def test_metadata_too_large_fails_only_that_partition():
 
 
 def test_metadata_limit_follows_config():
-    from tenure.coordinator.classic import CoordinatorConfig
+    from tenure.coordinator import CoordinatorConfig
     h = Harness(CoordinatorConfig(offset_metadata_max_bytes=3))
     t = h.commit("g", "", -1, None, {"t": [(0, 1, "abc"), (1, 1, "abcd")]})
     assert h.resp(t) == commit_resp(8, {"t": [(0, 0), (1, 12)]})

@@ -4,9 +4,9 @@ scenario per call site of `_prepare_rebalance`, asserting the Result of the very
 input started one (`take_rebalances` collects them over every input)."""
 import pytest
 
-from tenure.coordinator.classic import CoordinatorConfig
-from tenure.coordinator.timers import ExpansionKey, HeartbeatKey, RegistrationKey, SyncKey
-from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import CoordinatorConfig
+from tenure.coordinator import ExpansionKey, HeartbeatKey, RegistrationKey, SyncKey
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import SESSION, Harness, heartbeat_resp, join_ok, leave_resp
 

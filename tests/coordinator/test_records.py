@@ -2,7 +2,7 @@
 
 (Journal replay and records-only replay at stable points are checked by the harness after every
 input of every test; these tests look at the loaded coordinator itself.)"""
-from tenure.coordinator.state import PREPARING_REBALANCE, STABLE
+from tenure.coordinator import PREPARING_REBALANCE, STABLE
 
 from .harness import (
     SESSION, Harness, commit_resp, event_record, group_record, heartbeat_resp, join_ok, member_record, sync_ok,

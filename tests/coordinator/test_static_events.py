@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from tenure.coordinator.classic import CoordinatorConfig, GroupCoordinator
-from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import CoordinatorConfig, GroupCoordinator
+from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from tenure.protocol import records as wire_records
 from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
 
@@ -349,7 +349,7 @@ def test_forced_rebalance_one_event_per_member_map_unchanged():
 
 
 def test_refused_forced_rebalance_writes_nothing():
-    from tenure.coordinator.classic import AdminError
+    from tenure.coordinator import AdminError
     h = Harness()
     h.form_group(["i1", None])
     h.take_records()

@@ -1,7 +1,7 @@
 """Static replacement: memberId "" with an instance id already mapped (J23-J31, KIP-345/KIP-814)."""
 import pytest
 
-from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
 from .harness import (
     HOST, SESSION, Harness, commit_resp, event_record, group_record, heartbeat_resp, join_err, join_ok,

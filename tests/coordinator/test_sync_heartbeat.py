@@ -1,7 +1,7 @@
 """SyncGroup (S1-S3) and Heartbeat (H1)."""
 import pytest
 
-from tenure.coordinator.state import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
 from .harness import (
     SESSION, Harness, group_record, heartbeat_resp, member_record, sync_err, sync_ok,

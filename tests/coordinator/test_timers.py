@@ -1,6 +1,6 @@
 """Typed timer keys and the timer wheel (coordinator/timers.py)."""
-from tenure.coordinator.state import EMPTY, STABLE, TimerOp
-from tenure.coordinator.timers import (
+from tenure.coordinator import EMPTY, STABLE, TimerOp
+from tenure.coordinator import (
     KEY_TYPES, ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerWheel,
 )
 

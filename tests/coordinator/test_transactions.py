@@ -11,7 +11,7 @@ from tenure.coordinator.transactions import TransactionCoordinator, timeout_key
 from tenure.protocol import txn_records
 from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,
                                          PREPARE_COMMIT, TransactionRecord)
-from tenure.coordinator.state import TimerOp
+from tenure.coordinator import TimerOp
 
 
 class Ctx:
@@ -146,7 +146,7 @@ def test_list_transactions_filters():
 
 def test_group_coordinator_holds_transactional_offsets_until_the_marker():
     from kafka.protocol.producer import TxnOffsetCommitRequest as R
-    from tenure.coordinator.classic import GroupCoordinator, RequestContext
+    from tenure.coordinator import GroupCoordinator, RequestContext
     from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
     g = GroupCoordinator()
     T = R.TxnOffsetCommitRequestTopic

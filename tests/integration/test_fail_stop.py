@@ -67,3 +67,50 @@ def test_a_failed_write_or_fsync_stops_acknowledging(tmp_path, failure):
         # the acknowledged commit is there; the failed one was never acknowledged (with a failed fsync its
         # bytes may still have reached the file: then it is there too, but it was never answered)
         assert got[("fs-t", 0)] in ((5,) if failure == "write" else (5, 9))
+
+
+class Injected(Exception):
+    """A bug in the coordinator, injected."""
+
+
+def _boom(*args, **kwargs):
+    raise Injected("injected")
+
+
+def test_a_timer_that_raises_is_fail_stop(tmp_path, monkeypatch):
+    """A timer whose work raises (a coordinator bug) is not logged and forgotten: what it owed (here the
+    end of the join phase a client waits for) would never happen, so the server stops as after a failed
+    write - the parked client sees its connection closed and nothing more is served."""
+    from tenure.coordinator import ClassicGroups
+    from tests.support.groupwire import join
+    monkeypatch.setattr(ClassicGroups, "_join_timer", _boom)
+    s = ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), initial_rebalance_delay_ms=50)).start()
+    try:
+        with WireClient.to(s.bootstrap, timeout=20) as w:
+            with pytest.raises((ConnectionError, OSError)) as closed:             # parked, then closed
+                join(w, "tf-g", "", "i1", "tf-t", session_ms=10000)
+        assert not isinstance(closed.value, TimeoutError), "the parked JoinGroup was left hanging"
+        assert isinstance(s.server.fatal_error, Injected)
+        with pytest.raises((ConnectionError, OSError)):
+            with WireClient.to(s.bootstrap, timeout=5) as w2:
+                commit(w2, 1)
+    finally:
+        s.stop()
+
+
+def test_a_session_expiry_that_raises_reaches_the_caller_and_stops_the_server(monkeypatch):
+    """The test controls that fire timers (expire_session, advance_clock) raise the timer's failure."""
+    from tenure.coordinator import ClassicGroups
+    from tests.support.groupwire import join, sync
+    s = ServerThread(ServerConfig(port=0, initial_rebalance_delay_ms=0)).start()
+    try:
+        with WireClient.to(s.bootstrap) as w:
+            r = join(w, "tf-g", "", "i1", "tf-t", session_ms=10000)
+            assert r.error_code == 0
+            assert sync(w, "tf-g", r.member_id, r.generation_id, "i1", {r.member_id: b""}).error_code == 0
+        monkeypatch.setattr(ClassicGroups, "_session_expired", _boom)
+        with pytest.raises(Injected):
+            s.expire_session("tf-g", "i1")
+        assert isinstance(s.server.fatal_error, Injected)
+    finally:
+        s.stop()

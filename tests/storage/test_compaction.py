@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from tenure.coordinator.classic import GroupCoordinator
+from tenure.coordinator import GroupCoordinator
 from tenure.protocol import records as rec
 from tenure.storage import parse_batches
 from tenure.storage import segments as segments_mod

@@ -8,8 +8,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tenure.broker.topics import TopicRegistry
-from tenure.coordinator.classic import GroupCoordinator
-from tenure.coordinator.state import ClassicGroup
+from tenure.coordinator import GroupCoordinator
+from tenure.coordinator import ClassicGroup
 from tenure.protocol import records as rec
 from tenure.coordinator.runtime import OFFSETS_TOPIC, CoordinatorRuntime
 

@@ -1,25 +1,33 @@
-"""Group state values and the events that change them.
+"""A classic group's value: its state, members, instance map and soft state, and the one table of the
+state transitions a classic group can make (Kafka's ClassicGroupState.validPreviousStates).
 
-Every change to coordinator state is an event applied by `GroupCoordinator.replay`. Two kinds:
-- records (`tenure.protocol.records`): Kafka's __consumer_offsets records, persisted and replayed on
-  load; replaying them alone gives the state Kafka itself would load (a group with members is Stable);
-- `GroupSnapshot`: the full in-memory value of one group after a handler's change (state, members with
-  all their protocols, pending members...). It is a full-value upsert, never a delta, so replaying the
-  whole event stream reproduces the live coordinator exactly. Snapshots are not persisted: what Kafka
-  keeps only in memory (a PreparingRebalance group, its joined members) stays in memory here too.
+Handlers change only a copy (`ClassicGroup.copy`, a draft) that the shard installs by replaying a
+`GroupSnapshot` once the handler has returned.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 
-from .timers import TimerKey
-
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
+
+# state -> the states a group may enter it from
+VALID_PREVIOUS: dict[str, frozenset[str]] = {
+    PREPARING_REBALANCE: frozenset({STABLE, COMPLETING_REBALANCE, EMPTY}),   # a rebalance starts (J8-J12)
+    COMPLETING_REBALANCE: frozenset({PREPARING_REBALANCE}),                  # every member joined (J14)
+    STABLE: frozenset({COMPLETING_REBALANCE}),                               # the leader's assignment (S2)
+    EMPTY: frozenset({PREPARING_REBALANCE}),                                 # nobody joined (J15)
+    DEAD: frozenset(ALL_STATES),
+}
+
+
+class IllegalTransition(AssertionError):
+    """A coordinator bug: a group asked to make a state change the table does not allow."""
 
 
 @dataclass
@@ -55,6 +63,15 @@ class Member:
         raise AssertionError("member supports none of the candidate protocols")
 
 
+@dataclass(frozen=True)
+class Parked:
+    """A JoinGroup or SyncGroup request waiting for its answer (soft state: never in a record)."""
+    token: int
+    api_version: int
+    client_id: str = ""
+    client_host: str = ""
+
+
 @dataclass
 class ClassicGroup:
     group_id: str
@@ -70,6 +87,13 @@ class ClassicGroup:
     pending_members: set[str] = field(default_factory=set)          # KIP-394 ids handed out, not joined
     pending_sync: set[str] = field(default_factory=set)             # members yet to send SyncGroup
     offline_since: dict[str, int] = field(default_factory=dict)     # static members past their session -> last heard from
+    # soft state, as Kafka keeps it in memory only (no record carries it; a loaded group has none):
+    joins: dict[str, Parked] = field(default_factory=dict)          # member id -> its parked JoinGroup
+    syncs: dict[str, Parked] = field(default_factory=dict)          # member id -> its parked SyncGroup
+    initial_remaining: int | None = None    # J12: the initial delay's time left to extend by, while it runs
+    new_member_added: bool = False          # J12: a member joined since the delay was last (re)armed
+    sync_generation: int | None = None      # J16: the generation the sync timer was armed for
+    expansion_deadline: int | None = None   # the KIP-345 draft's expansion window, while open
 
     kind = "classic"   # KIP-848 "consumer" groups are the second kind
 
@@ -77,7 +101,8 @@ class ClassicGroup:
         return dataclasses.replace(
             self, members={k: dataclasses.replace(m) for k, m in self.members.items()},
             static_members=dict(self.static_members), pending_members=set(self.pending_members),
-            pending_sync=set(self.pending_sync), offline_since=dict(self.offline_since))
+            pending_sync=set(self.pending_sync), offline_since=dict(self.offline_since),
+            joins=dict(self.joins), syncs=dict(self.syncs))
 
     # ---- derived views
     def is_empty(self) -> bool:
@@ -114,6 +139,8 @@ class ClassicGroup:
 
     # ---- draft mutations (only ever on a copy that a GroupSnapshot will install)
     def transition(self, state: str, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS[state]:
+            raise IllegalTransition(f"group {self.group_id!r}: {self.state} -> {state} is not a transition")
         self.previous_state = self.state
         self.state = state
         self.state_timestamp = now_ms
@@ -150,42 +177,3 @@ class ClassicGroup:
             self.pending_sync.add(new_id)
         self.offline_since.pop(old_id, None)       # back online under a new member id
         return new
-
-
-@dataclass(frozen=True)
-class GroupSnapshot:
-    """Install `group` (a full value) as the state of `group_id`; None removes the group."""
-    group_id: str
-    group: ClassicGroup | None
-
-
-@dataclass(frozen=True)
-class TimerOp:
-    key: TimerKey             # a typed key (coordinator.timers)
-    deadline_ms: int | None   # None cancels
-
-
-@dataclass
-class Result:
-    """What one input produced: responses (by request token, possibly for other parked requests),
-    durable records to append before any response leaves, and timer changes."""
-    responses: list[tuple[int, object]] = field(default_factory=list)
-    records: list = field(default_factory=list)
-    timers: list[TimerOp] = field(default_factory=list)
-    # (group id, cause) of each rebalance this input started: for metrics and inspection, not state
-    rebalances: list[tuple[str, str]] = field(default_factory=list)
-
-    def respond(self, token: int, body: object) -> None:
-        self.responses.append((token, body))
-
-    def set_timer(self, key: TimerKey, deadline_ms: int) -> None:
-        self.timers.append(TimerOp(key, deadline_ms))
-
-    def cancel_timer(self, key: TimerKey) -> None:
-        self.timers.append(TimerOp(key, None))
-
-    def merge(self, other: "Result") -> None:
-        self.responses += other.responses
-        self.records += other.records
-        self.timers += other.timers
-        self.rebalances += other.rebalances

@@ -1,0 +1,103 @@
+"""The classic group kind: the classic rebalance protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
+with static membership (KIP-345) and the KIP-345 draft's options, as a pure state machine.
+
+`ClassicGroups` is one shard's handler of its classic groups, assembled from one part per concern:
+rebalance.py (the machinery and its timers), join.py, members.py (sync, heartbeat, leave), static.py
+(the instance map's history, replacement), options.py (the draft's registration and expansion timeouts).
+group.py holds the group value and its state transition table. The shard (coordinator/shard.py) routes
+requests and timers here and replays what they return; offsets.py asks the group kind for its commit rules.
+"""
+from __future__ import annotations
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+from tenure.protocol.error_responses import join_group_error, sync_group_error
+from tenure.protocol.errors import ErrorCode as E
+
+from ..result import RequestContext, Result
+from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
+from .group import (
+    ALL_STATES, COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, VALID_PREVIOUS, ClassicGroup,
+    IllegalTransition, Member, Parked,
+)
+from .join import JoinRequests
+from .members import MemberRequests
+from .options import DraftOptions
+from .static import StaticMembership
+
+__all__ = [
+    "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
+    "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
+]
+
+# timer key type -> what its expiry does
+_ON_TIMER = {
+    HeartbeatKey: lambda c, k, now: c._session_expired(k.group_id, k.member_id, now),
+    PendingKey: lambda c, k, now: c._pending_expired(k.group_id, k.member_id, now),
+    JoinKey: lambda c, k, now: c._join_timer(k.group_id, now),
+    SyncKey: lambda c, k, now: c._sync_expired(k.group_id, now),
+    ExpansionKey: lambda c, k, now: c._expansion_expired(k.group_id, now),
+    RegistrationKey: lambda c, k, now: c._registration_expired(k.group_id, now),
+}
+
+
+class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions):
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        expire = _ON_TIMER.get(type(key))
+        if expire is None:
+            raise ValueError(f"unknown timer {key!r}")
+        return expire(self, key, now_ms)
+
+    def answer_parked(self, res: Result, code: int) -> None:
+        """Answer every parked JoinGroup and SyncGroup with `code` in its version's error shape."""
+        for g in self.groups.values():
+            for mid, p in g.joins.items():
+                res.respond(p.token, join_group_error(p.api_version, code, mid))
+            for p in g.syncs.values():
+                res.respond(p.token, sync_group_error(code))
+
+    # ---- the offsets' rules for a classic group (coordinator/offsets.py)
+    def validate_commit(self, res: Result, g: ClassicGroup, ctx: RequestContext, generation: int,
+                        member_id: str, instance_id: str | None) -> tuple[int, Member | None]:
+        """(error code, the committing member if it proved to be one) for a commit to a live group."""
+        if g.state == EMPTY and generation < 0:                            # O2
+            return E.NONE, None
+        if not (generation >= 0 or member_id or instance_id is not None):
+            return E.UNKNOWN_MEMBER_ID, None
+        code = self._validate_member(g, member_id, instance_id)            # O3
+        if code == E.FENCED_INSTANCE_ID:
+            self._fenced(res, g, instance_id, member_id, ctx)
+        if not code and generation != g.generation:
+            code = E.ILLEGAL_GENERATION
+        if not code and g.state == COMPLETING_REBALANCE:                   # O4
+            code = E.REBALANCE_IN_PROGRESS
+        return code, (g.members[member_id] if not code else None)
+
+    def committed(self, res: Result, g: ClassicGroup, member: Member, now_ms: int) -> None:
+        """A member's accepted commit: in Stable or PreparingRebalance it keeps the session alive (T1)."""
+        if g.state in (STABLE, PREPARING_REBALANCE):
+            self._reset_heartbeat(res, g, member, now_ms)
+
+    @staticmethod
+    def offset_delete_error(g: ClassicGroup) -> int:
+        """Kafka 4's classic rule: a non-empty group that is not a consumer group keeps its offsets (68)."""
+        return E.NON_EMPTY_GROUP if g.state != EMPTY and g.protocol_type != "consumer" else E.NONE
+
+    def subscribed_topics(self, g: ClassicGroup) -> set[str] | None:
+        """Topics whose offsets OffsetDelete must keep (86); None: all of them. Kafka snapshots the
+        subscribed topics when a generation starts; this reads the current members' subscriptions (they
+        differ only mid-rebalance)."""
+        return self._subscribed_topics(g) if g.state != EMPTY else set()
+
+    @staticmethod
+    def _subscribed_topics(g: ClassicGroup) -> set[str] | None:
+        """Topics the members subscribe to (consumer protocol), or None if a subscription is unreadable,
+        in which case every topic counts as subscribed (nothing is deleted by guesswork)."""
+        topics: set[str] = set()
+        for m in g.members.values():
+            meta = m.metadata(g.protocol_name) if g.protocol_name else (m.protocols[0][1] if m.protocols else b"")
+            try:
+                topics.update(ConsumerProtocolSubscription.decode(bytes(meta)).topics)
+            except Exception:
+                return None
+        return topics

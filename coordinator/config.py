@@ -1,0 +1,35 @@
+"""The coordinator's settings, its member-id generator and the error its admin operations raise."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 0          # the server's default is ServerConfig's (1000, Kafka 3000); the
+                                                 # state machine's stays 0: scenario tests drive the clock
+    max_group_size: int | None = None
+    new_member_join_timeout_ms: int = 300000
+    offset_metadata_max_bytes: int = 4096
+    # KIP-345 draft ideas with no shipped wire equivalent, opt-in (None = Kafka's shipped behaviour):
+    # new static members joining a Stable group within this window share ONE rebalance, counted from
+    # the first new join;
+    static_expansion_timeout_ms: int | None = None
+    # static members whose session expired are kept (offline) until the earliest of them has been gone
+    # this long; then one rebalance removes every member offline at that moment.
+    static_registration_timeout_ms: int | None = None
+
+
+def default_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+class AdminError(Exception):
+    """An admin operation refused, with the Kafka error code that best names why."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,34 @@
+"""The base of a shard's parts (the classic group kind, the offsets, the admin APIs)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .classic.group import ClassicGroup
+    from .config import CoordinatorConfig
+    from .shard import GroupCoordinator
+    from tenure.protocol.records import OffsetCommitRecord
+
+
+class ShardPart:
+    """Reads its shard's live state and returns Results; holds no state of its own (the shard replays
+    what a part returns)."""
+
+    def __init__(self, shard: "GroupCoordinator") -> None:
+        self.shard = shard
+
+    @property
+    def groups(self) -> dict[str, "ClassicGroup"]:
+        return self.shard.groups
+
+    @property
+    def offsets(self) -> dict[str, dict[tuple[str, int], "OffsetCommitRecord"]]:
+        return self.shard.offsets
+
+    @property
+    def static_event_keys(self) -> dict[str, set[str]]:
+        return self.shard.static_event_keys
+
+    @property
+    def config(self) -> "CoordinatorConfig":
+        return self.shard.config

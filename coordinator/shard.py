@@ -1,0 +1,212 @@
+"""A coordinator shard: the groups and committed offsets of one `__consumer_offsets` partition.
+
+Inputs: a decoded request with a `RequestContext` (token, api version, client id/host, now_ms), or a
+timer expiry with now_ms. Output: a `Result` (responses by token - possibly to other, parked requests -
+durable records, timer changes). No sockets, no asyncio, no wall clock.
+
+`ROUTES` is the one table of the group APIs: which part of the shard answers each (the classic group
+kind, the offsets, the admin APIs); the runtime serves exactly these APIs through it. A handler reads the
+live state and returns a Result; `replay` - the only mutator - applies the Result's events once the
+handler has returned, so a handler that raises changes nothing. `load` is replaying a partition's records,
+`loaded` restarts the sessions, `unload` gives the partition up. The query methods give copies.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from tenure.protocol.errors import ErrorCode as E
+from tenure.protocol.records import (
+    GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord, TransactionalOffsetCommit, TransactionEnd,
+)
+
+from .admin import GroupAdmin
+from .classic import EMPTY, STABLE, ClassicGroup, ClassicGroups, Member
+from .config import CoordinatorConfig, default_member_id
+from .offsets import Offsets
+from .result import GroupSnapshot, RequestContext, Result
+from .timers import HeartbeatKey, TimerKey
+
+# api key -> (the shard's part that answers it, its method)
+ROUTES: dict[int, tuple[str, str]] = {
+    11: ("classic", "join_group"), 12: ("classic", "heartbeat"), 13: ("classic", "leave_group"),
+    14: ("classic", "sync_group"),
+    8: ("offset_store", "offset_commit"), 9: ("offset_store", "offset_fetch"), 47: ("offset_store", "offset_delete"),
+    28: ("offset_store", "txn_offset_commit"),
+    15: ("admin", "describe_groups"), 16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
+}
+GROUP_APIS = frozenset(ROUTES)
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
+                 member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0) -> None:
+        self.config = config
+        self._new_id = member_id_generator
+        self.partition = partition            # the __consumer_offsets partition whose groups this shard owns
+        # replayed state (these dicts are never rebound: the parts below hold them)
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
+        self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
+        # offsets committed in open transactions: producer id -> group -> (topic, partition) -> record
+        self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitRecord]]] = {}
+        # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
+        self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
+        self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
+        self.classic = ClassicGroups(self)
+        self.offset_store = Offsets(self)
+        self.admin = GroupAdmin(self)
+
+    # ================================================================== the one mutator
+    def replay(self, event) -> None:
+        if self.journal is not None:
+            self.journal.append(event)
+        if isinstance(event, GroupSnapshot):
+            if event.group is None:
+                self.groups.pop(event.group_id, None)
+            else:
+                self.groups[event.group_id] = event.group
+        elif isinstance(event, GroupMetadataRecord):
+            if event.tombstone:
+                # a group exists through its metadata or through its offsets (as Kafka's loader sees it)
+                if event.group_id in self.offsets:
+                    self.groups[event.group_id] = ClassicGroup(event.group_id)
+                else:
+                    self.groups.pop(event.group_id, None)
+                return
+            g = ClassicGroup(event.group_id, state=STABLE if event.members else EMPTY,
+                             generation=event.generation, protocol_type=event.protocol_type,
+                             protocol_name=event.protocol, leader_id=event.leader,
+                             state_timestamp=event.current_state_timestamp)
+            for mr in event.members:
+                g.members[mr.member_id] = Member(
+                    mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
+                    mr.rebalance_timeout_ms, mr.session_timeout_ms, event.protocol_type,
+                    ((event.protocol or "", mr.subscription),), mr.assignment)
+                if mr.group_instance_id is not None:
+                    g.static_members[mr.group_instance_id] = mr.member_id
+            self.groups[event.group_id] = g
+        elif isinstance(event, OffsetCommitRecord):
+            offsets = self.offsets.setdefault(event.group_id, {})
+            if event.tombstone:
+                offsets.pop((event.topic, event.partition), None)
+                if not offsets:
+                    del self.offsets[event.group_id]
+                    # an offsets-only ("simple") group exists through its offsets alone: with the last one
+                    # gone it is gone, as Kafka's loader would not create it - so replay's result does not
+                    # depend on commits that compaction removes (fold(compact(log)) == fold(log))
+                    if self.groups.get(event.group_id) == ClassicGroup(event.group_id):
+                        del self.groups[event.group_id]
+            else:
+                offsets[(event.topic, event.partition)] = event
+                if event.group_id not in self.groups:      # offsets-only ("simple") group
+                    self.groups[event.group_id] = ClassicGroup(event.group_id)
+        elif isinstance(event, TransactionalOffsetCommit):
+            r = event.record
+            self.pending_offsets.setdefault(event.producer_id, {}).setdefault(r.group_id, {})[
+                (r.topic, r.partition)] = r
+        elif isinstance(event, TransactionEnd):     # the producer's marker: its offsets count, or are dropped
+            held = self.pending_offsets.pop(event.producer_id, {})
+            if event.commit:
+                for offsets in held.values():
+                    for r in offsets.values():
+                        self.replay(r)
+        elif isinstance(event, StaticMemberEventRecord):
+            # history only: group state comes from GroupMetadata records; remember the key for deletion
+            if event.tombstone:
+                keys = self.static_event_keys.get(event.group_id)
+                if keys is not None:
+                    keys.discard(event.group_instance_id)
+                    if not keys:
+                        del self.static_event_keys[event.group_id]
+            else:
+                self.static_event_keys.setdefault(event.group_id, set()).add(event.group_instance_id)
+        else:
+            raise TypeError(f"not a coordinator event: {event!r}")
+
+    def loaded(self, now_ms: int) -> Result:
+        """After replaying a log at start-up: every member's heartbeat timer restarts."""
+        res = Result()
+        for g in self.groups.values():
+            for m in g.members.values():
+                res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+        return self._track(res)
+
+    def unload(self, now_ms: int) -> Result:
+        """Give up this partition's groups (another coordinator takes them over): every parked JoinGroup
+        and SyncGroup is answered NOT_COORDINATOR (16) in its version's error shape, so its client looks
+        up the coordinator again; every timer this shard armed is cancelled; all state, replayed and soft,
+        is dropped (the records stay in the log for the next owner to load). Kafka's onUnloaded does the
+        same for classic groups."""
+        res = Result()
+        self.classic.answer_parked(res, E.NOT_COORDINATOR)
+        for key in sorted(self._armed):
+            res.cancel_timer(key)
+        self._armed.clear()
+        self.groups.clear()
+        self.offsets.clear()
+        self.static_event_keys.clear()
+        self.pending_offsets.clear()
+        return res
+
+    def _track(self, res: Result) -> Result:
+        """Keep the set of armed timers in step with the timer changes a Result asks for."""
+        for op in res.timers:
+            if op.deadline_ms is None:
+                self._armed.discard(op.key)
+            else:
+                self._armed.add(op.key)
+        return res
+
+    def is_armed(self, key: TimerKey) -> bool:
+        """Whether this shard has asked for timer `key` and it has neither fired nor been cancelled."""
+        return key in self._armed
+
+    def kind_of(self, g: ClassicGroup) -> "ClassicGroups":
+        """The rules of a group's kind (one kind today: classic; KIP-848's consumer groups would be a second)."""
+        return self.classic
+
+    def group_ids(self) -> list[str]:
+        """The ids of the groups this shard holds, sorted."""
+        return sorted(self.groups)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """A copy of one group's state (changing it changes nothing here); None if unknown."""
+        g = self.groups.get(group_id)
+        return None if g is None else g.copy()
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
+        """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""
+        return dict(self.offsets.get(group_id, {}))
+
+    def has_pending_offsets(self, group_id: str, topic: str | None = None, partition: int | None = None) -> bool:
+        """Whether an open transaction holds offsets for the group (for that partition, if named)."""
+        for groups in self.pending_offsets.values():
+            held = groups.get(group_id)
+            if held and (topic is None or (topic, partition) in held):
+                return True
+        return False
+
+    def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
+        part, method = ROUTES[api_key]
+        return self._done(getattr(getattr(self, part), method)(ctx, body))
+
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        res = self.classic.on_timer(key, now_ms)
+        self._armed.discard(key)
+        return self._done(res)
+
+    # ================================================================== admin operations (Python API)
+    def force_rebalance(self, group_id: str, now_ms: int) -> Result:
+        """See GroupAdmin.force_rebalance; raises AdminError if the group cannot be forced."""
+        return self._done(self.admin.force_rebalance(group_id, now_ms))
+
+    def expire_session(self, group_id: str, member: str, now_ms: int) -> Result | None:
+        """See GroupAdmin.expire_session; None if there is no session to expire."""
+        res = self.admin.expire_session(group_id, member, now_ms)
+        return None if res is None else self._done(res)
+
+    def _done(self, res: Result) -> Result:
+        """A handler has returned its Result: now, and only now, replay what it produced."""
+        for event in res.events:
+            self.replay(event)
+        return self._track(res)
