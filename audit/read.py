@@ -31,12 +31,12 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
+from tenure.broker.topics import OFFSETS_TOPIC
 from tenure.protocol import records as rec
 from tenure.storage.batch import LOG_OVERHEAD
 from tenure.storage.compaction import read_checkpoint
 from tenure.storage.segments import MERGING, SUFFIX, SWAP, check_batch
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _PART_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
 _TORN_REREADS = 4
 _NO_MIN = -(1 << 63)

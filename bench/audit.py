@@ -49,9 +49,9 @@ from benchcommon import tree_version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 
 MANIFEST = "bench-audit.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ------------------------------------------------------------------------------------------ helpers

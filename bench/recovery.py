@@ -63,11 +63,11 @@ from benchcommon import tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
 
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")
 MANIFEST = "bench-recovery.json"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ------------------------------------------------------------------------------------------ helpers

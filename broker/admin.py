@@ -252,7 +252,7 @@ class AdminApis:
             for i in indexes:
                 plog = self.topics.partition(name, i)
                 if plog is not None:
-                    parts.append(P(partition_index=i, partition_size=int(getattr(plog, "size_bytes", 0)),
+                    parts.append(P(partition_index=i, partition_size=plog.size_bytes,
                                    offset_lag=0, is_future_key=False))
             if parts:
                 topics.append(T(name=name, partitions=parts))

@@ -16,8 +16,10 @@ log = logging.getLogger("tenure.broker")
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
+OFFSETS_TOPIC = "__consumer_offsets"              # the group coordinator's log (its records, its partitions)
+TRANSACTION_STATE_TOPIC = "__transaction_state"   # the transaction coordinator's log
 # Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
-KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})
 
 DEFAULT_TOPIC_CONFIGS: dict[str, str] = {
     "cleanup.policy": "delete",
@@ -78,7 +80,7 @@ class TopicRegistry:
         self.max_partitions_per_topic = max_partitions_per_topic   # None: no cap
         self.max_partitions = max_partitions                       # all topics together; None: no cap
         self.room = room             # room(what, n): raises TopicError if n more logs cannot be opened
-        self._log_factory = log_factory or (lambda topic, partition: MemoryLog())
+        self._log_factory = log_factory or (lambda topic, partition: MemoryLog(f"{topic}-{partition}"))
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.catalog = catalog
@@ -219,10 +221,9 @@ class TopicRegistry:
         """Close and remove logs that were never part of a topic (an undone creation)."""
         for plog in logs:
             try:
-                remove = getattr(plog, "delete", None)
-                remove() if remove is not None else plog.close()
+                plog.delete()
             except OSError as exc:
-                log.error("could not remove %s of an undone creation: %s", getattr(plog, "name", plog), exc)
+                log.error("could not remove %s of an undone creation: %s", plog.name, exc)
 
     def create(self, name: str, partitions: int = -1, replication_factor: int = -1,
                configs: dict[str, str] | None = None, internal: bool = False,
@@ -251,11 +252,7 @@ class TopicRegistry:
         del self._by_id[topic.topic_id]
         self._save()
         for plog in topic.partitions:
-            remove = getattr(plog, "delete", None)
-            if remove is not None:
-                remove()
-            else:
-                plog.close()
+            plog.delete()
         return topic
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from dataclasses import dataclass, field
 
@@ -19,19 +19,18 @@ import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.broker.dataplane import Broker
-from tenure.broker.topics import Topic
+from tenure.broker.topics import OFFSETS_TOPIC, Topic
 from tenure.broker.transactions import COMMIT, marker_type
 from tenure.coordinator import GROUP_APIS, GroupCoordinator, RequestContext, Result, TimerKey  # noqa: F401 - GROUP_APIS: the listener reads it here
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
-from tenure.storage import parse_batches
+from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
 
 from tenure.control.metrics import Metrics
 
 log = logging.getLogger("tenure.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 
 
@@ -49,25 +48,13 @@ class LoadReport:
         """A record or batch the loader cannot read: skipped, named (file, byte, offset) in an ERROR line."""
         self.undecodable.append((part, offset, reason))
         if len(self.undecodable) <= _SKIPS_LOGGED:
-            locate = getattr(plog, "locate", None)
-            where = locate(offset) if locate is not None else f"{OFFSETS_TOPIC}-{part} (offset {offset})"
-            log.error("%s: %s, skipped: %s", where, what, reason)
+            log.error("%s: %s, skipped: %s", plog.locate(offset), what, reason)
 
 
-def iter_batches(plog, chunk: int = 8 * 1024 * 1024):
-    """(header, batch bytes) of every batch of a partition log, whatever its implementation."""
-    batches = getattr(plog, "batches", None)
-    if batches is not None:
-        yield from batches(0)
-        return
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data = plog.read(offset, chunk)
-        if not data:
-            return
-        for h in parse_batches(data, verify_crc=False):
-            yield h, data[h.position:h.position + h.size]
-            offset = h.next_offset
+def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, batch bytes) of every batch of a partition log (on disk: read by the segment reader, which
+    checks each batch again)."""
+    return plog.batches(plog.log_start_offset)
 
 
 def java_string_hash(s: str) -> int:

@@ -50,6 +50,11 @@ the segment exists (non-active segments do not change), so later passes only rea
 parsing and rebuilding run through a caller-supplied runner (a worker thread on the server) and touch no
 file the log serves from except by reading it; all directory changes happen on the caller's thread.
 
+Damage. Segments are read through the segment reader (storage/reader.py), which checks every batch: a
+batch whose bytes changed on disk since the log was opened stops the pass (`CorruptLogError`, named once
+in an ERROR line) and the log is not cleaned again until it is reopened (where recovery finds the damage
+too) - it is never rebuilt into a cleaned segment under a new, valid CRC.
+
 Durability. Before a segment's keys may supersede anything it is fsynced (once): an older record is
 only dropped when the record that replaces it is on disk.
 
@@ -72,15 +77,17 @@ import time
 import weakref
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
+from .reader import BadBatch, Batch, SegmentReader
 from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
-    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, LOG_START_CHECKPOINT, Segment, SegmentLog, SwapUnfinished, fsync_dir,
+    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, LOG_START_CHECKPOINT, CorruptLogError, Segment, SegmentLog,
+    SwapUnfinished, fsync_dir,
     partition_of_dir,
     read_checkpoint, segment_name,
 )
@@ -179,13 +186,12 @@ def _records(h: BatchHeader, raw) -> list | None:
         return None
 
 
-def summarize(data) -> SegmentSummary:
-    """Index the keys of one segment's bytes."""
+def summarize(batches: Iterable[tuple[BatchHeader, bytes]]) -> SegmentSummary:
+    """Index the keys of one segment's batches."""
     keys: dict[bytes, tuple[int, bool, int | None]] = {}
     records = fixed = 0
-    view = memoryview(data)
-    for h in parse_batches(view, verify_crc=False):
-        recs = _records(h, view[h.position:h.position + h.size])
+    for h, raw in batches:
+        recs = _records(h, raw)
         if recs is None:
             records += h.records_count
             fixed += h.records_count
@@ -295,24 +301,25 @@ class _Rewritten:
     stats: CleanStats
 
 
-def rewrite(datas: list[bytes], changed: list[bool], summaries: list[SegmentSummary],
-            latest: dict, droppable: frozenset, now: int, stamp: int) -> _Rewritten:
-    """The cleaned bytes of one group (see the module docstring for the rules)."""
+def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[bool],
+            summaries: list[SegmentSummary], latest: dict, droppable: frozenset, now: int,
+            stamp: int) -> _Rewritten:
+    """The cleaned bytes of one group, from the batches of each of its segments (see the module
+    docstring for the rules)."""
     out = bytearray()
     keys: dict[bytes, tuple[int, bool, int | None]] = {}
     records = fixed = 0
     st = CleanStats()
-    for data, change, s in zip(datas, changed, summaries):
+    for batches, change, s in zip(segments, changed, summaries):
         st.records_before += s.records
         if not change:
-            out += data
+            for _, raw in batches:
+                out += raw
             keys.update(s.keys)
             records += s.records
             fixed += s.fixed
             continue
-        view = memoryview(data)
-        for h in parse_batches(view, verify_crc=False):
-            raw = view[h.position:h.position + h.size]
+        for h, raw in batches:
             recs = _records(h, raw)
             if recs is None:
                 out += raw
@@ -351,22 +358,21 @@ def rewrite(datas: list[bytes], changed: list[bool], summaries: list[SegmentSumm
     return _Rewritten(bytes(out), SegmentSummary(keys, records, fixed), st)
 
 
-def _read_segment(path, size: int, sync: bool) -> bytes:
-    """A non-active segment's bytes, by path (no fd of the log's is used off its thread)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
+def _read_segment(path, size: int, sync: bool) -> Iterator[Batch]:
+    """The batches of a non-active segment (its first `size` bytes), by path (no fd of the log's is used
+    off its thread), through the segment reader: a batch that fails its check raises `CorruptLogError`,
+    so damage is never copied into a cleaned segment. With `sync`, the file is fsynced first."""
+    with SegmentReader(path, 0, size) as reader:
         if sync:
-            os.fsync(fd)
-        chunks, got = [], 0
-        while got < size:
-            chunk = os.pread(fd, size - got, got)
-            if not chunk:
-                raise OSError(f"{path}: ends at byte {got}, the segment has {size}")
-            chunks.append(chunk)
-            got += len(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
+            os.fsync(reader.fd)
+        end = 0
+        for item in reader:
+            if isinstance(item, BadBatch):
+                raise CorruptLogError(Path(path), item.position, item.offset, item.reason)
+            end = item.position + item.header.size
+            yield item
+        if end < size:
+            raise OSError(f"{path}: ends at byte {end}, the segment has {size}")
 
 
 def _summarize_files(jobs: list[tuple[Any, int]]) -> list[SegmentSummary]:
@@ -374,8 +380,8 @@ def _summarize_files(jobs: list[tuple[Any, int]]) -> list[SegmentSummary]:
 
 
 def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _Rewritten:
-    datas = [_read_segment(path, size, sync=False) for path, size in jobs]
-    return rewrite(datas, changed, summaries, latest, droppable, now, stamp)
+    return rewrite([_read_segment(path, size, sync=False) for path, size in jobs], changed, summaries, latest,
+                   droppable, now, stamp)
 
 
 # ====================================================================== the cleaner checkpoint
@@ -441,6 +447,9 @@ class Compactor:
                 work = gen.send(work[0](*work[1:]))
         except StopIteration as stop:
             return stop.value
+        except CorruptLogError as exc:
+            self._damaged(plog, exc)
+            raise
         except (OSError, ValueError):
             if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
                 return CleanStats()
@@ -457,12 +466,22 @@ class Compactor:
                 work = gen.send(await loop.run_in_executor(executor, work[0], *work[1:]))
         except StopIteration as stop:
             return stop.value
+        except CorruptLogError as exc:
+            self._damaged(plog, exc)
+            raise
         except (OSError, ValueError):
             if plog.closed:                            # deleted meanwhile (topic deletion): nothing to do
                 return CleanStats()
             raise
         finally:
             gen.close()
+
+    def _damaged(self, plog: SegmentLog, exc: CorruptLogError) -> None:
+        """A segment's batch failed its check while being cleaned: the log is not cleaned again (a later
+        pass would meet the same damage) until it is opened again, where recovery finds it too."""
+        self._broken.add(plog)
+        log.error("%s: %s; this log is not compacted again until the next open (see `tenure log verify`)",
+                  plog.name, exc)
 
     def clean_fully(self, plog: SegmentLog, policy: CompactionPolicy = CompactionPolicy()) -> CleanStats:
         """Passes without a budget until one finds nothing to do (the offline tool, tests)."""

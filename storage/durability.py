@@ -46,7 +46,7 @@ class Durability:
         return self.policy != "never"
 
     async def sync(self, logs: Iterable) -> None:
-        logs = [lg for lg in logs if getattr(lg, "take_sync", None) is not None]
+        logs = list(logs)
         if not self.needed or not logs:
             return
         loop = asyncio.get_running_loop()

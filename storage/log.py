@@ -8,7 +8,7 @@ interface, so choosing disk or memory is a constructor argument, not a change to
 from __future__ import annotations
 
 import bisect
-from typing import Protocol
+from typing import Callable, Iterator, Protocol
 
 from .batch import (
     BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
@@ -16,11 +16,20 @@ from .batch import (
 
 
 class Log(Protocol):
+    """Everything callers use of a partition log; `MemoryLog` and `segments.SegmentLog` implement all of it."""
+
+    name: str                    # "<topic>-<partition>", for messages
+
     @property
     def log_start_offset(self) -> int: ...
 
     @property
     def log_end_offset(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the log's batches take (DescribeLogDirs, metrics)."""
+        ...
 
     def append(self, records: bytes, leader_epoch: int = 0) -> tuple[int, list[BatchHeader]]:
         """Append one or more already-validated batches; returns (base offset, stamped headers)."""
@@ -28,6 +37,14 @@ class Log(Protocol):
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches starting with the one holding `offset`; at least one batch if any exists."""
+        ...
+
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch holding an offset from `start_offset` on, in offset order, as (header, bytes)."""
+        ...
+
+    def locate(self, offset: int) -> str:
+        """Where the batch holding `offset` is, for an error message naming it."""
         ...
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -41,13 +58,31 @@ class Log(Protocol):
         below it are no longer readable (whole batches below it are dropped). Returns the log start offset."""
         ...
 
+    def take_sync(self) -> Callable[[], None]:
+        """Claim what the next fsync must cover (on the appending thread); returns the blocking call that
+        makes it durable (it may run on a worker thread). A log in memory has nothing to make durable."""
+        ...
+
+    def flush(self) -> None:
+        """Make everything appended so far durable (`take_sync()()`)."""
+        ...
+
     def close(self) -> None: ...
+
+    def delete(self) -> None:
+        """Close the log and remove what it stored (topic deletion, an undone creation)."""
+        ...
+
+
+def _nothing_to_sync() -> None:
+    pass
 
 
 class MemoryLog:
     """A log kept as a list of stamped batches, indexed by their last offsets."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "log") -> None:
+        self.name = name
         self._batches: list[bytes] = []
         self._headers: list[BatchHeader] = []
         self._last_offsets: list[int] = []
@@ -92,6 +127,15 @@ class MemoryLog:
             i += 1
         return b"".join(out)
 
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+        """(header, bytes) of each batch holding an offset from `start_offset` on; each batch is its own
+        buffer, so a header's position is 0."""
+        i = bisect.bisect_left(self._last_offsets, start_offset)
+        yield from zip(self._headers[i:], self._batches[i:])
+
+    def locate(self, offset: int) -> str:
+        return f"{self.name} (offset {offset}, in memory)"
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         for h, b in zip(self._headers, self._batches):
             if h.max_timestamp >= timestamp:
@@ -115,5 +159,14 @@ class MemoryLog:
                 best = (h, b)
         return None if best is None else first_record_with_max_timestamp(best[1], best[0])
 
+    def take_sync(self) -> Callable[[], None]:
+        return _nothing_to_sync
+
+    def flush(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
+
+    def delete(self) -> None:
+        self.advance_start(self._end)

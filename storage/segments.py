@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import crc32c
-
 from .batch import (
-    ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
+    HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
     first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
 )
+from .reader import BadBatch, SegmentReader, check_batch  # noqa: F401 (check_batch: imported from here too)
 
 log = logging.getLogger("tenure.storage")
 
@@ -126,33 +125,6 @@ class Damage:
     valid_after: bool
 
 
-def check_batch(buf, pos: int, end: int, expect_min_offset: int,
-                exact: bool = False) -> tuple[BatchHeader | None, str | None]:
-    """Verify the batch at `pos` of `buf[:end]`: (header, None) if sound, else (header-or-None, reason).
-
-    Its base offset must be at least `expect_min_offset`, or exactly it with `exact` (see `scan_segment`)."""
-    if end - pos < LOG_OVERHEAD:
-        return None, f"torn batch: {end - pos} bytes left, a batch needs at least {HEADER_SIZE}"
-    base, length = _BASE_AND_LEN.unpack_from(buf, pos)
-    if length < HEADER_SIZE - LOG_OVERHEAD:
-        return None, f"batch length {length} is below a batch header"
-    if pos + LOG_OVERHEAD + length > end:
-        return None, f"torn batch: declares {LOG_OVERHEAD + length} bytes, {end - pos} present"
-    h = BatchHeader(pos, *HEADER.unpack_from(buf, pos))
-    if h.magic != 2:              # the length is still read: `_valid_after` can look past this batch
-        return h, f"magic {h.magic}, expected 2"
-    actual = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + h.size])
-    if actual != h.crc:
-        return h, f"CRC-32C {actual:#010x} != stored {h.crc:#010x}"
-    if h.last_offset_delta < 0 or h.records_count < 0:
-        return h, "negative record counts"
-    if exact and h.base_offset != expect_min_offset:
-        return h, f"base offset {h.base_offset} does not continue the previous batch (expected {expect_min_offset})"
-    if h.base_offset < expect_min_offset:
-        return h, f"base offset {h.base_offset} goes back (expected >= {expect_min_offset})"
-    return h, None
-
-
 def gaps_below(directory: Path, newest_base: int) -> int:
     """The offset below which a partition log's batches may skip offsets (see `scan_segment`).
 
@@ -173,7 +145,7 @@ def gaps_below(directory: Path, newest_base: int) -> int:
 
 def scan_segment(path: Path, base_offset: int, on_batch=None,
                  gaps_below: int = 0) -> tuple[list[BatchHeader], Damage | None]:
-    """Every sound batch of a segment file up to the first damage (if any).
+    """Every sound batch of a segment file up to the first damage (if any), read by the segment reader.
 
     A sound batch starts exactly where the one before it (or, first in the file, the segment's base
     offset) ends - the base offset is not covered by the CRC, so this is what catches a damaged one -
@@ -182,34 +154,38 @@ def scan_segment(path: Path, base_offset: int, on_batch=None,
 
     With `on_batch`, each sound header is handed to it as it is found and the returned list stays empty
     (a large segment's headers are then never all held at once)."""
-    size = path.stat().st_size
     headers: list[BatchHeader] = []
-    if size == 0:
-        return headers, None
     keep = headers.append if on_batch is None else on_batch
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        pos, expect = 0, base_offset
-        skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
-        while pos < size:                                # jumped over a gap
-            h, reason = check_batch(buf, pos, size, expect, exact=expect >= gaps_below)
-            if reason is not None:
-                if (skipped is not None and h is not None and h.base_offset < expect
-                        and check_batch(buf, pos, size, -(1 << 63))[1] is None):
-                    # a sound batch going back into the batch before it, which skipped offsets: either
-                    # base offset may be the damaged one; the earlier is named, so nothing sound is cut
-                    prev, prev_expect = skipped
-                    return headers, Damage(path, prev.position, prev_expect,
-                                           f"base offset {prev.base_offset} skips offsets {prev_expect}.."
-                                           f"{prev.base_offset - 1} and the next batch's base offset "
-                                           f"{h.base_offset} goes back into this batch: one of the two is "
-                                           f"damaged", True)
-                offset = expect if h is None or reason.startswith("base offset") else h.base_offset
-                return headers, Damage(path, pos, offset, reason, _valid_after(buf, pos, size, h, expect))
+    expect = base_offset
+    skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
+    with SegmentReader(path, expect_offset=base_offset, exact_from=gaps_below, rereads=1) as reader:
+        for item in reader:                          # jumped over a gap
+            if isinstance(item, BadBatch):
+                return headers, _damage(Path(path), item, reader.size, expect, skipped)
+            h = item.header
             keep(h)
             skipped = (h, expect) if h.base_offset > expect else None
             expect = h.next_offset
-            pos += h.size
     return headers, None
+
+
+def _damage(path: Path, bad: BadBatch, size: int, expect: int,
+            skipped: tuple[BatchHeader, int] | None) -> Damage:
+    """What `scan_segment` reports for the bad batch it met (`expect`: the offset it should have had)."""
+    h, reason = bad.header, bad.reason
+    offsets_only = reason.startswith("base offset")  # check_batch checks offsets last: all else is sound
+    if skipped is not None and h is not None and h.base_offset < expect and offsets_only:
+        # a sound batch going back into the batch before it, which skipped offsets: either base offset
+        # may be the damaged one; the earlier is named, so nothing sound is cut
+        prev, prev_expect = skipped
+        return Damage(path, prev.position, prev_expect,
+                      f"base offset {prev.base_offset} skips offsets {prev_expect}..{prev.base_offset - 1} and "
+                      f"the next batch's base offset {h.base_offset} goes back into this batch: one of the two "
+                      f"is damaged", True)
+    offset = expect if h is None or offsets_only else h.base_offset
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        valid_after = _valid_after(buf, bad.position, min(size, len(buf)), h, expect)
+    return Damage(path, bad.position, offset, reason, valid_after)
 
 
 def segment_gap(base: int, expect: int, gaps_below: int) -> str | None:
@@ -538,11 +514,15 @@ class SegmentLog:
                              f"is not in its segment")
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every batch from `start_offset` on, as (header with position in its segment, bytes)."""
+        """Every batch holding an offset from `start_offset` on, as (header with its position in its segment,
+        bytes), each checked again by the segment reader; one that fails (the file changed under the log
+        since it was verified at open) raises `CorruptLogError`."""
         for seg in self.segments[self._segment_for(start_offset):]:
-            for h, pos in seg.headers_from(seg.position_for(start_offset)):
-                if h.last_offset >= start_offset:
-                    yield h, seg.pread(h.size, pos)
+            for item in SegmentReader(seg.fd, seg.position_for(start_offset), seg.size):
+                if isinstance(item, BadBatch):
+                    raise CorruptLogError(seg.path, item.position, item.offset, item.reason)
+                if item.header.last_offset >= start_offset:
+                    yield item
 
     def locate(self, offset: int) -> str:
         """Where the batch holding `offset` is: "<segment file> at byte <position> (offset <offset>)"."""

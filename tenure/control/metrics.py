@@ -140,7 +140,7 @@ def render(server) -> bytes:
             logs = [(topic.name, str(i), plog) for topic in server.topics.all()
                     for i, plog in enumerate(topic.partitions)]
             yield family(GaugeMetricFamily, "tenure_log_size_bytes", "Bytes in each partition's log",
-                         ["topic", "partition"], [((t, p), getattr(lg, "size_bytes", 0)) for t, p, lg in logs])
+                         ["topic", "partition"], [((t, p), lg.size_bytes) for t, p, lg in logs])
             yield family(GaugeMetricFamily, "tenure_log_end_offset", "Each partition's log end offset",
                          ["topic", "partition"], [((t, p), lg.log_end_offset) for t, p, lg in logs])
             yield histograms("tenure_fsync_seconds", "Duration of each fsync (group commit) of the data dir's "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import TopicError, TopicRegistry
+from tenure.broker.topics import OFFSETS_TOPIC, TopicError, TopicRegistry
 from tenure.coordinator import GroupCoordinator
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import (
@@ -38,7 +38,7 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
 from tenure.server.ratelog import RateLimitedLog
-from tenure.coordinator.runtime import GROUP_APIS, OFFSETS_TOPIC, CoordinatorRuntime, iter_batches, partition_for
+from tenure.coordinator.runtime import GROUP_APIS, CoordinatorRuntime, iter_batches, partition_for
 from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, is_transaction_request
 from tenure.protocol import txn_records
 from tenure.protocol.records import TransactionEnd
@@ -711,11 +711,11 @@ class Server:
             await asyncio.wait(syncing, timeout=self.config.shutdown_timeout_s)
         for topic in self.topics.all():
             for plog in topic.partitions:
-                if self.fatal_error is None and getattr(plog, "flush", None) is not None:
+                if self.fatal_error is None:
                     try:
                         plog.flush()
                     except OSError as exc:
-                        log.error("flushing %s at shutdown: %s", getattr(plog, "name", topic.name), exc)
+                        log.error("flushing %s at shutdown: %s", plog.name, exc)
                 plog.close()
         if self.data is not None:
             self.data.close()

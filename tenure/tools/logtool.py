@@ -10,7 +10,6 @@ import dataclasses
 import json
 import os
 import re
-import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +18,12 @@ from typing import Iterator
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS
+from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC
 from tenure.protocol import records as rec
-from tenure.storage.batch import LOG_OVERHEAD, BatchHeader
 from tenure.storage.compaction import CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import CATALOG, DataDir, DataDirLocked
-from tenure.storage.segments import SUFFIX, CorruptLogError, check_batch, gaps_below, scan_segment, segment_gap
-
-from tenure.coordinator.runtime import OFFSETS_TOPIC
+from tenure.storage.reader import BadBatch, Batch, SegmentReader
+from tenure.storage.segments import SUFFIX, CorruptLogError, gaps_below, scan_segment, segment_gap
 
 
 def add_parser(sub) -> None:
@@ -101,13 +98,10 @@ def synth(args: argparse.Namespace) -> int:
 
 # ====================================================================== dump and verify
 # Both read a data dir without its lock and without writing anything: each segment file is opened
-# read-only and walked batch by batch (one batch in memory at a time), so they are safe on a live
-# server's dir. A live server may be mid-write at the tail of a newest segment: a batch that looks torn
-# there is re-read (a few times at most) while the file grows.
+# read-only and walked batch by batch by the segment reader (storage/reader.py: a megabyte of file in memory
+# at a time), so they are safe on a live server's dir. A live server may be mid-write at the tail of a
+# newest segment: a batch that looks torn there is re-read (a few times at most) while the file grows.
 
-_NO_MIN_OFFSET = -(1 << 63)
-_TORN_REREADS = 4
-_BASE_AND_LEN = struct.Struct(">qi")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _BARE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _COMPACTION_LEFTOVERS = {
@@ -131,16 +125,6 @@ class _Partition:
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-
-@dataclass
-class _Bad:
-    """A batch that failed `check_batch`; `resumes` is where a sound batch follows it (None: nothing
-    after it could be read, or the caller did not ask to look)."""
-    position: int
-    offset: int | None
-    reason: str
-    resumes: int | None = None
 
 
 def _usage_error(cmd: str, message: str) -> int:
@@ -180,52 +164,10 @@ def _partitions(root: Path) -> list[_Partition]:
     return sorted(found, key=lambda p: (p.topic, p.partition))
 
 
-def _read_at(fd: int, size: int, pos: int) -> bytes:
-    """The batch starting at `pos` (as much of it as the file holds below `size`)."""
-    head = os.pread(fd, LOG_OVERHEAD, pos)
-    declared = LOG_OVERHEAD + max(_BASE_AND_LEN.unpack(head)[1], 0) if len(head) == LOG_OVERHEAD else 0
-    return os.pread(fd, max(min(declared, size - pos), len(head)), pos)
-
-
-def _check_at(fd: int, size: int, pos: int) -> tuple[bytes, BatchHeader | None, str | None, int]:
-    """Read and `check_batch` the batch at `pos`; a torn batch is re-read if the file has grown since
-    (a live server appending). Returns (bytes, header, reason, the file size now known)."""
-    for _ in range(_TORN_REREADS):
-        buf = _read_at(fd, size, pos)
-        h, reason = check_batch(buf, 0, len(buf), _NO_MIN_OFFSET)
-        torn = len(buf) < LOG_OVERHEAD or len(buf) < LOG_OVERHEAD + _BASE_AND_LEN.unpack_from(buf)[1]
-        grown = os.fstat(fd).st_size if reason is not None and torn else size
-        if grown <= size:
-            break
-        size = grown
-    return buf, h, reason, size
-
-
-def _read_batches(path: Path, resync: bool) -> Iterator[tuple[int, BatchHeader, bytes] | _Bad]:
-    """(byte position, header, batch bytes) of each sound batch of a segment file, in file order, and a
-    `_Bad` for each damaged one. After damage the walk stops, unless `resync` and the damaged batch's
-    length leads to a sound batch (then it goes on from there: the damage is inside one batch)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        pos = 0
-        while pos < size:
-            buf, h, reason, size = _check_at(fd, size, pos)
-            if reason is None:
-                yield pos, h, buf
-                pos += h.size
-                continue
-            bad = _Bad(pos, h.base_offset if h is not None else None, reason)
-            if resync and h is not None and pos + h.size < size:
-                _, _, reason2, size = _check_at(fd, size, pos + h.size)
-                if reason2 is None:
-                    bad.resumes = pos + h.size
-            yield bad
-            if bad.resumes is None:
-                return
-            pos = bad.resumes
-    finally:
-        os.close(fd)
+def _read_batches(path: Path, resync: bool) -> Iterator[Batch | BadBatch]:
+    """The segment reader over one file (a torn batch re-read while a live server's file grows)."""
+    with SegmentReader(path, resync=resync) as reader:
+        yield from reader
 
 
 # ---------------------------------------------------------------------- rendering values
@@ -328,11 +270,11 @@ class _Dump:
     def segment(self, part: _Partition, path: Path) -> None:
         offsets_topic = part.topic == OFFSETS_TOPIC
         for item in _read_batches(path, resync=False):
-            if isinstance(item, _Bad):
+            if isinstance(item, BadBatch):
                 self.error(part, path, item.position, item.offset,
                            item.reason + "; the rest of this segment is skipped")
                 break
-            pos, h, raw = item
+            (h, raw), pos = item, item.position
             try:
                 recs = list(DefaultRecordBatch(raw))
             except Exception as exc:      # a codec not installed, or records that do not parse
@@ -469,7 +411,7 @@ def _verify_partition(part: _Partition) -> _Summary:
         try:
             first, hidden = True, False
             for item in _read_batches(path, resync=True):
-                if isinstance(item, _Bad):
+                if isinstance(item, BadBatch):
                     if item.resumes is not None:
                         after = f"; a sound batch follows at byte {item.resumes}"
                     else:
@@ -479,7 +421,7 @@ def _verify_partition(part: _Partition) -> _Summary:
                     s.problems.append(f"{_where(path, item.position, item.offset)}: {item.reason}{after}")
                     first, hidden = False, True      # what the damage hides is not a gap to report
                     continue
-                pos, h, _raw = item
+                h, pos = item.header, item.position
                 if first and h.base_offset < base:
                     s.problems.append(f"{_where(path, pos, h.base_offset)}: the segment's first batch starts "
                                       f"at offset {h.base_offset}, below the segment's base offset {base}")
@@ -589,7 +531,7 @@ def verify(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- compact
 def _log_size(plog) -> tuple[int, int, int]:
     """(segments, records, bytes) of a partition log, from its batch headers."""
-    records = sum(h.records_count for seg in plog.segments for h, _ in seg.headers_from(0))
+    records = sum(h.records_count for h, _ in plog.batches(0))
     return len(plog.segments), records, plog.size_bytes
 
 

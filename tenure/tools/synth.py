@@ -49,7 +49,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-OFFSETS_TOPIC = "__consumer_offsets"
 START_MS = 1_767_225_600_000                     # 2026-01-01T00:00:00Z
 
 
@@ -89,7 +88,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     "expected": {group: {topic, generation, members}}, "committed": {group: {partition: offset}}}."""
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-    from tenure.broker.topics import TopicRegistry
+    from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
     from tenure.protocol import records as rec
     from tenure.protocol.records import (
         GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
@@ -379,6 +378,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
 
 
 def segment_files(data_dir: str | Path) -> list[Path]:
+    from tenure.broker.topics import OFFSETS_TOPIC
     return sorted(Path(data_dir).glob(f"{OFFSETS_TOPIC}-*/*.log"))
 
 

@@ -96,3 +96,36 @@ def test_memory_log_advance_start_drops_whole_batches_below_it():
     assert log.advance_start(1) == 3                                     # never lowered
     assert log.advance_start(6) == 6 and log.read(6, 1 << 20) == b""
     assert log.size_bytes == 0
+
+
+@pytest.mark.parametrize("kind", ["memory", "segments"])
+def test_both_logs_implement_the_whole_log_protocol_alike(tmp_path, kind):
+    """Every member `storage.Log` declares is implemented by both logs (callers never probe a log for
+    one), and batches/locate/take_sync/flush/delete behave alike."""
+    import inspect
+
+    from tenure.storage import Log
+    from tenure.storage.segments import LogConfig, SegmentLog
+    from tests.support.wire import build_batch
+    declared = {n for n, _ in inspect.getmembers(Log) if not n.startswith("_")} | set(Log.__annotations__)
+    assert {"batches", "flush", "take_sync", "locate", "delete", "size_bytes", "name"} <= declared
+    log = MemoryLog("t-0") if kind == "memory" else SegmentLog(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    for n in sorted(declared):
+        assert getattr(type(log), n, None) is not None or n in vars(log), f"{type(log).__name__} lacks {n}"
+    sent = [build_batch([(b"k%d" % i, b"v" * 40)] * (1 + i % 2)) for i in range(6)]
+    for b in sent:
+        log.append(b)
+    got = list(log.batches(0))
+    assert [(h.base_offset, h.last_offset) for h, _ in got] == [(0, 0), (1, 2), (3, 3), (4, 5), (6, 6), (7, 8)]
+    assert all(raw[17:] == b[17:] for (_, raw), b in zip(got, sent))  # as sent from the CRC on (restamped before)
+    assert [h.base_offset for h, _ in log.batches(4)] == [4, 6, 7]
+    assert [h.base_offset for h, _ in log.batches(5)] == [4, 6, 7]  # from the batch holding the offset
+    assert list(log.batches(9)) == []
+    assert "t-0" in log.locate(4)
+    log.take_sync()()
+    log.flush()
+    log.delete()
+    if kind == "segments":
+        assert not (tmp_path / "t-0").exists()
+    else:
+        assert log.size_bytes == 0 and list(log.batches(0)) == []

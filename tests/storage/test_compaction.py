@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -22,7 +23,7 @@ from tenure.storage.batch import restamp
 from tenure.storage.compaction import (
     DELETE_HORIZON_FLAG, CompactionPolicy, Compactor, SegmentSummary, batch_horizon, plan, rebuild_batch, rewrite,
 )
-from tenure.storage.segments import LogConfig, SegmentLog, segment_name
+from tenure.storage.segments import CorruptLogError, LogConfig, SegmentLog, segment_name
 
 T0 = 1_700_000_000_000
 STEP = 1000                        # ms between generated batches
@@ -243,9 +244,10 @@ def test_a_tombstone_is_not_dropped_while_an_older_value_sits_in_another_group()
     restamp(raw, 0, 5, 0)
     stamped = rebuild_batch(parse_batches(raw)[0], list(DefaultRecordBatch(bytes(raw))), horizon=100)
     p = plan([old, tomb], [500, 500], segment_bytes=600, now=200)
-    out = rewrite([stamped], [True], [tomb], p.latest, frozenset(), now=200, stamp=10 ** 9)
+    batches = [(parse_batches(stamped)[0], stamped)]
+    out = rewrite([batches], [True], [tomb], p.latest, frozenset(), now=200, stamp=10 ** 9)
     assert out.data == stamped and out.stats.tombstones_dropped == 0
-    out = rewrite([stamped], [True], [tomb], p.latest, frozenset({k(1)}), now=200, stamp=10 ** 9)
+    out = rewrite([batches], [True], [tomb], p.latest, frozenset({k(1)}), now=200, stamp=10 ** 9)
     assert out.data == b"" and out.stats.tombstones_dropped == 1
 
 
@@ -456,3 +458,30 @@ def test_a_crash_at_any_step_of_a_swap_recovers_a_consistent_log(tmp_path):
         assert records_of(after) == final                         # and compaction carries on from there
         after.close()
     assert crashes > 20
+
+
+def test_a_batch_damaged_on_disk_after_open_is_never_rebuilt_with_a_fresh_crc(tmp_path):
+    """The cleaner reads segments through the segment reader, which checks every batch: a batch whose bytes
+    changed on disk stops the pass (CorruptLogError) instead of being rebuilt into a cleaned segment with a
+    new, valid CRC-32C that would hide the damage for good."""
+    plog = new_log(tmp_path / "c-0", segment_bytes=300)
+    for i in range(12):
+        plog.append(build([(b"k%d" % (i % 3), b"value-%02d" % i)], ts=T0 + i))
+    first = plog.segments[0]
+    assert len(plog.segments) > 2
+    data = first.path.read_bytes()
+    spot = data.index(b"value-00") + 7                # a value byte: the records still parse, the CRC fails
+    with open(first.path, "r+b") as f:
+        f.seek(spot)
+        f.write(b"9")
+    damaged = first.path.read_bytes()
+    with pytest.raises(CorruptLogError) as err:
+        Compactor().clean_fully(plog, CompactionPolicy())
+    assert "CRC-32C" in str(err.value) and str(first.path) in str(err.value)
+    assert first.path.read_bytes() == damaged and not list(plog.dir.glob("*.cleaned"))
+    again = Compactor()
+    with pytest.raises(CorruptLogError):
+        again.clean(plog, CompactionPolicy())
+    assert not again.clean(plog, CompactionPolicy()).did_work    # named once; later passes leave the log alone
+    assert first.path.read_bytes() == damaged
+    plog.close()

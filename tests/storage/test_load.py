@@ -11,7 +11,9 @@ from tenure.broker.topics import TopicRegistry
 from tenure.coordinator import GroupCoordinator
 from tenure.coordinator import ClassicGroup
 from tenure.protocol import records as rec
-from tenure.coordinator.runtime import OFFSETS_TOPIC, CoordinatorRuntime
+from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.storage.segments import CorruptLogError, SegmentLog
 
 
 def history(seed: int, n: int = 400) -> list:
@@ -42,8 +44,8 @@ def history(seed: int, n: int = 400) -> list:
     return out
 
 
-def offsets_topic_with(records: list, extra: list[tuple[bytes | None, bytes | None]] = ()):
-    topics = TopicRegistry()
+def offsets_topic_with(records: list, extra: list[tuple[bytes | None, bytes | None]] = (), log_factory=None):
+    topics = TopicRegistry(log_factory=log_factory)
     topic = topics.create(OFFSETS_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
     pairs = [rec.encode(x) for x in records] + list(extra)
     for i in range(0, len(pairs), 7):                    # several batches
@@ -130,3 +132,30 @@ def test_group_partition_follows_kafkas_utils_abs_not_a_sign_mask():
     assert java_string_hash("") == 0 and partition_for("", 7) == 0
     # two strings with the same Java hash land together; "Aa" and "BB" both hash to 2112
     assert partition_for("Aa", 13) == partition_for("BB", 13) == 2112 % 13
+
+
+def test_a_log_on_disk_loads_as_the_same_log_in_memory(tmp_path):
+    records = history(3)
+    on_disk = GroupCoordinator()
+    topic = offsets_topic_with(records, log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
+    report = CoordinatorRuntime(on_disk, topic, broker=None).load()
+    in_memory = GroupCoordinator()
+    again = CoordinatorRuntime(in_memory, offsets_topic_with(records), broker=None).load()
+    assert (report.batches, report.records, report.replayed) == (again.batches, again.records, again.replayed)
+    assert state(on_disk) == state(in_memory)
+    topic.partitions[0].close()
+
+
+def test_a_batch_changed_on_disk_after_open_stops_the_load_naming_file_and_byte(tmp_path):
+    """The load reads through the segment reader, which checks every batch again: a committed offset whose
+    bytes changed on disk after the log was verified at open is never loaded as a different offset."""
+    records = [rec.OffsetCommitRecord("g", "t", 0, 4242, -1, "", 1), rec.OffsetCommitRecord("g", "t", 1, 7, -1, "", 1)]
+    topic = offsets_topic_with(records, log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
+    path = topic.partitions[0].active.path
+    data = path.read_bytes()
+    spot = data.index(struct.pack(">q", 4242))
+    path.write_bytes(data[:spot] + struct.pack(">q", 4243) + data[spot + 8:])
+    with pytest.raises(CorruptLogError) as err:
+        CoordinatorRuntime(GroupCoordinator(), topic, broker=None).load()
+    assert str(path) in str(err.value) and "at byte 0" in str(err.value) and "CRC-32C" in str(err.value)
+    topic.partitions[0].close()
