@@ -81,7 +81,8 @@ class Offsets(ShardPart):
         elif live.state == DEAD:
             code = E.COORDINATOR_NOT_AVAILABLE
         elif generation >= 0 or mid or iid is not None:
-            code, _ = self.shard.kind_of(live).validate_commit(res, live, ctx, generation, mid, iid)
+            code, _ = self.shard.kind_of(live).validate_commit(res, live, ctx, generation, mid, iid,
+                                                               transactional=True)
         if code:
             res.respond(ctx.token, offset_commit_error(req.topics, code, TxnOffsetCommitResponse))
             return res

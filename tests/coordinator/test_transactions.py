@@ -169,3 +169,34 @@ def test_group_coordinator_holds_transactional_offsets_until_the_marker():
     commit(9, 60)
     g.unload(200)
     assert g.pending_offsets == {}
+
+
+def test_a_transactional_commit_is_not_refused_during_completing_rebalance():
+    """Kafka refuses an OffsetCommit in CompletingRebalance (27) but not a TxnOffsetCommit of the member."""
+    from kafka.protocol.consumer.group import OffsetCommitRequest as O
+    from kafka.protocol.producer import TxnOffsetCommitRequest as R
+    from tenure.coordinator import GroupCoordinator, RequestContext
+    from tests.support.groupwire import join_request
+    g = GroupCoordinator()
+    join, version = join_request("g", "", None, "t", session_ms=10000)
+    g.handle(11, RequestContext(1, version, "c", "h", 100), join)        # a new member: id handed out (KIP-394)
+    mid = next(iter(g.groups["g"].pending_members))
+    join, version = join_request("g", mid, None, "t", session_ms=10000)
+    r = g.handle(11, RequestContext(2, version, "c", "h", 100), join)
+    for op in r.timers:                  # the initial delay (0 here) ends the join phase
+        if op.deadline_ms is not None and op.key.kind == "join":
+            g.on_timer(op.key, op.deadline_ms)
+    assert g.groups["g"].state == "CompletingRebalance"
+    gen = g.groups["g"].generation
+    T = R.TxnOffsetCommitRequestTopic
+    txn = R(transactional_id="tx", group_id="g", producer_id=7, producer_epoch=0, generation_id=gen, member_id=mid,
+            group_instance_id=None, topics=[T(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=3, committed_leader_epoch=-1, committed_metadata="")])])
+    r = g.handle(28, RequestContext(3, 3, "c", "h", 100), txn).responses[0][1]
+    assert r.topics[0].partitions[0].error_code == 0
+    OT = O.OffsetCommitRequestTopic
+    plain = O(group_id="g", generation_id_or_member_epoch=gen, member_id=mid, group_instance_id=None, topics=[
+        OT(name="t", partitions=[OT.OffsetCommitRequestPartition(partition_index=0, committed_offset=3,
+                                                                committed_leader_epoch=-1, committed_metadata="")])])
+    r = g.handle(8, RequestContext(4, 8, "c", "h", 100), plain).responses[0][1]
+    assert r.topics[0].partitions[0].error_code == 27                  # REBALANCE_IN_PROGRESS
