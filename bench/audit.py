@@ -189,7 +189,6 @@ def child_replay(data_dir: str, mode: str) -> dict:
     from tenure.protocol import records as rec
     from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
-    from tenure.tools.synth import _NoBroker
 
     out = {"mode": mode, "rss_start_kb": proc_status(os.getpid()).get("VmRSS")}
     t0 = time.perf_counter()
@@ -201,7 +200,7 @@ def child_replay(data_dir: str, mode: str) -> dict:
     coord = GroupCoordinator()
     t1 = time.perf_counter()
     if mode == "load":
-        report = CoordinatorRuntime(coord, topic, _NoBroker()).load()
+        report = CoordinatorRuntime(lambda _partition: coord, topic).load()   # one state: what the scan builds
         out.update(records=report.records, batches=report.batches, replayed=report.replayed,
                    unknown=sum(report.unknown.values()), undecodable=len(report.undecodable))
     else:

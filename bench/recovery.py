@@ -4,7 +4,7 @@
               `tenure log synth`) with the project's own code: the data dir and topic catalog as the
               server opens them (storage DataDir + broker TopicRegistry), records encoded by
               tenure.protocol.records, and batches built and appended by the coordinator runtime's own
-              write path (CoordinatorRuntime._persist: one batch per state change, partitions chosen by
+              write path (coordinator/writer.py PartitionWriter: one batch per state change, partitions chosen by
               Kafka's group hash), segments rolled at --segment-bytes (default Kafka's
               offsets.topic.segment.bytes, 100 MiB).
               The simulated workload: --groups consumer groups of --members static members each
@@ -210,7 +210,6 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
-    from tenure.tools.synth import _NoBroker
 
     me = os.getpid()
     out = {"rss_start_kb": proc_status(me).get("VmRSS")}
@@ -225,8 +224,8 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     out["hwm_after_open_kb"] = proc_status(me).get("VmHWM")
 
     # the real load, with thin timing wrappers around the six record codecs and the one mutator
-    coord = GroupCoordinator()
-    runtime = CoordinatorRuntime(coord, topic, _NoBroker())
+    coord = GroupCoordinator()               # every partition's groups in one shard: one state to measure
+    runtime = CoordinatorRuntime(lambda _partition: coord, topic)
     clock = time.perf_counter
     spent = {"replay": 0.0}
     saved = {}
@@ -289,7 +288,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
         import pstats
         prof = cProfile.Profile()
         prof.enable()
-        CoordinatorRuntime(GroupCoordinator(), topic, _NoBroker()).load()
+        CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic).load()
         prof.disable()
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(18)

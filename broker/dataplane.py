@@ -63,15 +63,17 @@ class Broker(AdminApis):
         self.durability = durability           # storage.durability.Durability, or None (in memory)
         self._clock = clock
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._stopping = False                 # the server is stopping: long-polling fetches answer now
         self.txn_index = TxnIndex()            # open and aborted transactions of the data partitions
         # the transaction coordinator (coordinator/transactions.py) once a client asked for transactions:
         # `start_transactions` (set by the server) starts it; Produce asks it whether a transactional
         # batch's partition is in its transaction
         self.transactions = None
         self.start_transactions: Callable[[], None] | None = None
-        # a marker written to an internal topic's partition (__consumer_offsets: offsets committed in the
-        # transaction): its coordinator replays it (set by the server)
-        self.internal_marker: Callable[[TxnMarker], None] | None = None
+        # a marker for an internal topic's partition (__consumer_offsets: offsets committed in the
+        # transaction): written by that topic's coordinator runtime (its PartitionWriter, the one writer
+        # there) and replayed by the partition's shard; returns the log written (set by the server)
+        self.internal_marker: Callable[[TxnMarker, int], Any] | None = None
         self.handlers: dict[int, Callable[[Request], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
@@ -392,6 +394,11 @@ class Broker(AdminApis):
         (Kafka's WriteTxnMarkers from the coordinator to the partition's leader, in process.)"""
         written = []
         for m in markers:
+            if self.topics.is_internal(m.topic):
+                if self.internal_marker is None:
+                    raise AssertionError(f"no writer for the transaction markers of {m.topic}")
+                written.append(self.internal_marker(m, now_ms))
+                continue
             plog = self.topics.partition(m.topic, m.partition)
             if plog is None:                   # the topic was deleted while the transaction was open
                 continue
@@ -400,8 +407,6 @@ class Broker(AdminApis):
             for h in stamped:
                 self.producers.appended(m.topic, m.partition, h)
             self.txn_index.ended(m.topic, m.partition, m.producer_id, m.commit, base)
-            if self.internal_marker is not None and self.topics.is_internal(m.topic):
-                self.internal_marker(m)
             written.append(plog)
             self.notify_append(m.topic, m.partition)
         return written
@@ -412,6 +417,13 @@ class Broker(AdminApis):
         for fut in self._waiters.pop((topic, index), ()):
             if not fut.done():
                 fut.set_result(None)
+
+    def stop_waiting(self) -> None:
+        """The server is stopping: every long-polling fetch answers now with what it has (a fetch may
+        always return fewer than min_bytes), so a drain does not wait out max_wait_ms."""
+        self._stopping = True
+        for key in list(self._waiters):
+            self.notify_append(*key)
 
     def _wake_topic(self, topic: str, partitions: int) -> None:
         for i in range(partitions):
@@ -429,7 +441,7 @@ class Broker(AdminApis):
         while True:
             resp, total, had_error, keys = self._fetch_once(body, v)
             remaining = deadline - self._clock()
-            if total >= body.min_bytes or had_error or remaining <= 0 or not keys:
+            if total >= body.min_bytes or had_error or remaining <= 0 or not keys or self._stopping:
                 return resp
             loop = asyncio.get_running_loop()
             fut = loop.create_future()

@@ -2,7 +2,9 @@
 event-sourced state machine (no I/O, no wall clock), and the runtime that drives the shards.
 
 Import from here, not from the files inside: shard.py (routing, replay, load/unload, queries),
-classic/ (the classic group kind), offsets.py, admin.py, timers.py, result.py, config.py.
+classic/ (the classic group kind), offsets.py, admin.py, timers.py, result.py, config.py, routing.py
+(Kafka's group hash: the offsets partition, and so the shard, of a group); the runtime
+(`tenure.coordinator.runtime`), the one writer to `__consumer_offsets` (`writer.py`).
 """
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 
@@ -12,6 +14,7 @@ from .classic import (  # noqa: E402
 )
 from .config import AdminError, CoordinatorConfig, default_member_id  # noqa: E402
 from .result import GroupSnapshot, RequestContext, Result, TimerOp  # noqa: E402
+from .routing import java_string_hash, partition_for  # noqa: E402
 from .shard import GROUP_APIS, ROUTES, GroupCoordinator  # noqa: E402
 from .timers import (  # noqa: E402
     KEY_TYPES, ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey, TimerWheel,
@@ -21,7 +24,7 @@ __all__ = [
     "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
     "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
     "AdminError", "CoordinatorConfig", "default_member_id",
-    "GroupSnapshot", "RequestContext", "Result", "TimerOp",
+    "GroupSnapshot", "RequestContext", "Result", "TimerOp", "java_string_hash", "partition_for",
     "GROUP_APIS", "ROUTES", "GroupCoordinator",
     "KEY_TYPES", "ExpansionKey", "HeartbeatKey", "JoinKey", "PendingKey", "RegistrationKey", "SyncKey", "TimerKey",
     "TimerWheel",

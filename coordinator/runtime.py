@@ -1,9 +1,13 @@
-"""The coordinator runtime: applies the state machine's Results on the event loop.
+"""The coordinator runtime: one coordinator shard per `__consumer_offsets` partition, driven on the event loop.
 
-For each group request: build the context (token, version, client, now), run the pure coordinator,
-then apply the Result in the one safe order - append the records to __consumer_offsets, then release
-the responses (to this request or to parked ones), then arm/cancel the keyed timers with
-loop.call_later. A parked request is just a future waiting for its token.
+A shard owns the groups and offsets of one offsets partition (`shards[p]`, loaded from partition p's
+log). A group request goes to the shard of its group (`partition_for`, coordinator/routing.py); a
+request naming several groups is split by shard and the answers merged in request order; ListGroups
+asks every shard. For each request: build the context (token, version, client, now), run the shard,
+then apply its Result in the one safe order - append the records to __consumer_offsets through the
+`PartitionWriter` (the only code that writes there), then release the responses (to this request or to
+parked ones) once durable, then arm/cancel the keyed timers with loop.call_later. A parked request is
+just a future waiting for its token.
 """
 from __future__ import annotations
 
@@ -11,23 +15,32 @@ import asyncio
 import itertools
 import logging
 import time
+import dataclasses
 from typing import Callable, Iterator
 
 from dataclasses import dataclass, field
 
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.dataplane import Broker
-from tenure.broker.topics import OFFSETS_TOPIC, Topic
-from tenure.broker.transactions import COMMIT, marker_type
-from tenure.coordinator import GROUP_APIS, GroupCoordinator, RequestContext, Result, TimerKey  # noqa: F401 - GROUP_APIS: the listener reads it here
+from tenure.broker.topics import Topic
+from tenure.broker.transactions import COMMIT, TxnMarker, marker_type
+from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
+    GROUP_APIS, AdminError, ClassicGroup, GroupCoordinator, RequestContext, Result, TimerKey, TimerWheel,
+)
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
+from tenure.protocol.error_responses import error_response
+from tenure.protocol.errors import ErrorCode
+from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
 from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
 
 from tenure.control.metrics import Metrics
+
+from . import routing
+from .routing import partition_for
+from .writer import PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -57,22 +70,6 @@ def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
     return plog.batches(plog.log_start_offset)
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's rule: Utils.abs(groupId.hashCode) % offsets.topic.num.partitions, where Utils.abs maps
-    Integer.MIN_VALUE to 0 and is Math.abs otherwise (not a mask of the sign bit)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
 # The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
 # expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
 # reader and far inside Kafka's int64 milliseconds, so no advance_clock can leave the coordinator unable
@@ -80,108 +77,182 @@ def partition_for(group_id: str, partitions: int) -> int:
 CLOCK_MAX_MS = 253_402_300_799_999
 
 
+Shard = GroupCoordinator
+
+
+def _routing_key(x) -> str:
+    """What picks the partition (so the shard) of a request body or a timer key: its group id, or for the
+    transaction coordinator its transactional id ("" when it names none: partition 0)."""
+    gid = getattr(x, "group_id", None)
+    return gid if gid is not None else getattr(x, "transactional_id", None) or ""
+
+
 class CoordinatorRuntime:
-    def __init__(self, coordinator: GroupCoordinator, offsets_topic: Topic, broker: Broker,
+    """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
+    partition of `offsets_topic` and writes through its `PartitionWriter` (`notify_append(topic,
+    partition)` after each append, e.g. the broker's, to wake fetchers).
+
+    The transaction coordinator runs on this runtime too, over `__transaction_state` (one partition, one
+    shard: `codec` is its records' codec, protocol/txn_records.py): its Results carry `markers`, written by
+    `write_markers` (the broker's, into the data partitions; a marker for __consumer_offsets goes through
+    the group runtime's `write_marker`), then its shard's `markers_written` completes the transactions."""
+
+    def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: Topic,
+                 notify_append: Callable[[str, int], None] | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 metrics: Metrics | None = None, codec=rec) -> None:
-        self.coordinator = coordinator
-        self.offsets_topic = offsets_topic
-        # the records' codec (encode, decode, partition_key, UnknownRecordType): the group coordinator's
-        # __consumer_offsets records by default, the transaction coordinator's for __transaction_state
+                 metrics: Metrics | None = None, codec=rec,
+                 write_markers: Callable[[list[TxnMarker], int], list] | None = None) -> None:
         self.codec = codec
-        self.topic_name = getattr(offsets_topic, "name", OFFSETS_TOPIC)
-        self.broker = broker
+        self.write_markers = write_markers
+        self.offsets_topic = offsets_topic
+        self.partitions = len(offsets_topic.partitions)
+        self._new_shard = new_shard
+        self.shards: dict[int, Shard] = {p: new_shard(p) for p in range(self.partitions)}
         self._wall_ms = clock_ms
         self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
         self.metrics = metrics or Metrics()
-        self.durability = durability or Durability("never")
-        self.on_fatal = on_fatal
-        self.failed: BaseException | None = None
+        self.writer = PartitionWriter(offsets_topic, self.clock_ms, durability=durability,
+                                      notify_append=notify_append, on_fatal=on_fatal, codec=codec)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
-        self._deadlines: dict[TimerKey, int] = {}     # timer key -> deadline (coordinator time, ms)
+        # every shard's armed timers (a key names its group, so its shard), fired in (deadline, arming)
+        # order; one loop callback waits for the earliest deadline
+        self.timers = TimerWheel()
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._wakeup_at: int | None = None          # the deadline (coordinator ms) the callback waits for
         self._syncing: set[asyncio.Task] = set()
+
+    @property
+    def durability(self) -> Durability:
+        return self.writer.durability
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self.writer.failed
 
     def clock_ms(self) -> int:
         """The coordinator's time: the wall clock plus whatever `advance_clock` added."""
         return self._wall_ms() + self.clock_offset_ms
 
+    # ------------------------------------------------------------------ routing and queries
+    def partition_of(self, group_id: str) -> int:
+        """The offsets partition (and so the shard) of a group: Kafka's `partition_for`."""
+        return partition_for(group_id, self.partitions)
+
+    def _partition_of_key(self, key: TimerKey) -> int:
+        return partition_for(_routing_key(key), self.partitions)
+
+    def shard_for(self, group_id: str) -> Shard:
+        return self.shards[self.partition_of(group_id)]
+
+    def group_ids(self) -> list[str]:
+        """Every group of every loaded shard, sorted."""
+        return sorted(gid for shard in self.shards.values() for gid in shard.group_ids())
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """A copy of one group's state, from its shard (None if unknown or its partition is not loaded)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        return None if shard is None else shard.group(group_id)
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
+        """A copy of one group's committed offsets: {(topic, partition): record} (records are frozen)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        return {} if shard is None else shard.committed_offsets(group_id)
+
     # ------------------------------------------------------------------ start-up
     def load(self) -> LoadReport:
-        """Load __consumer_offsets through the coordinator's `replay` (before serving).
+        """Load every offsets partition into its shard (before serving): see `load_partition`."""
+        report = LoadReport()
+        t0 = time.monotonic()
+        for part in range(self.partitions):
+            self._load_into(part, report)
+        return self._loaded(report, self.shards.values(), t0)
+
+    def load_partition(self, part: int) -> LoadReport:
+        """Load partition `part` of __consumer_offsets into its shard through the shard's `replay`.
 
         As Kafka's loader: only the latest record of each key counts (records are full-value upserts,
         so this is the state a full replay in log order reaches - the compaction property - without
         decoding the superseded ones). The survivors are replayed in the order of their offsets."""
         report = LoadReport()
         t0 = time.monotonic()
-        for part, plog in enumerate(self.offsets_topic.partitions):
-            latest: dict[bytes, tuple[bytes | None, int]] = {}
-            # transactional batches (offsets committed in a transaction): held per producer until its
-            # marker, then counted at the marker's place (commit) or dropped (abort); still open at the
-            # end: replayed as pending
-            pending: dict[int, tuple[int, list]] = {}
-            for h, raw in iter_batches(plog):
-                report.batches += 1
-                if h.is_control:
-                    held = pending.pop(h.producer_id, None)
-                    if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
-                        for key, value, offset in held[1]:
-                            latest.pop(key, None)
-                            latest[key] = (value, offset)
+        self._load_into(part, report)
+        return self._loaded(report, [self.shards[part]], t0)
+
+    def _load_into(self, part: int, report: LoadReport) -> None:
+        shard = self.shards[part]
+        plog = self.offsets_topic.partitions[part]
+        latest: dict[bytes, tuple[bytes | None, int]] = {}
+        # transactional batches (offsets committed in a transaction): held per producer until its marker,
+        # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
+        # as pending
+        pending: dict[int, tuple[int, list]] = {}
+        for h, raw in iter_batches(plog):
+            report.batches += 1
+            if h.is_control:
+                held = pending.pop(h.producer_id, None)
+                if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
+                    for key, value, offset in held[1]:
+                        latest.pop(key, None)
+                        latest[key] = (value, offset)
+                continue
+            try:                                   # a batch is one coordinator write: all of it or none
+                batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
+            except Exception as exc:               # under a valid CRC: written so, not damaged on disk
+                report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
+                            f"be read", f"{type(exc).__name__}: {exc}")
+                continue
+            for key, value, offset in batch:
+                report.records += 1
+                if key is None:
+                    report.skip(plog, part, offset, "a record", "record without a key")
                     continue
-                try:                                   # a batch is one coordinator write: all of it or none
-                    batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
-                except Exception as exc:               # under a valid CRC: written so, not damaged on disk
-                    report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
-                                f"be read", f"{type(exc).__name__}: {exc}")
+                if h.is_transactional:
+                    pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
                     continue
-                for key, value, offset in batch:
-                    report.records += 1
-                    if key is None:
-                        report.skip(plog, part, offset, "a record", "record without a key")
-                        continue
-                    if h.is_transactional:
-                        pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
-                        continue
-                    latest.pop(key, None)              # keep the dict in order of each key's last offset
-                    latest[key] = (value, offset)
-            for key, (value, offset) in latest.items():
+                latest.pop(key, None)              # keep the dict in order of each key's last offset
+                latest[key] = (value, offset)
+        for key, (value, offset) in latest.items():
+            try:
+                record = self.codec.decode(key, value)
+            except self.codec.UnknownRecordType as exc:
+                report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+                continue
+            except Exception as exc:               # a record that does not decode under a valid CRC
+                report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
+                continue
+            shard.replay(record)
+            report.replayed += 1
+        for pid, (epoch, held) in pending.items():
+            for key, value, offset in held:
                 try:
                     record = self.codec.decode(key, value)
-                except self.codec.UnknownRecordType as exc:
-                    report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+                except Exception as exc:
+                    report.skip(plog, part, offset, "a transactional record that does not decode",
+                                f"{type(exc).__name__}: {exc}")
                     continue
-                except Exception as exc:               # a record that does not decode under a valid CRC
-                    report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
-                    continue
-                self.coordinator.replay(record)
-                report.replayed += 1
-            for pid, (epoch, held) in pending.items():
-                for key, value, offset in held:
-                    try:
-                        record = self.codec.decode(key, value)
-                    except Exception as exc:
-                        report.skip(plog, part, offset, "a transactional record that does not decode",
-                                    f"{type(exc).__name__}: {exc}")
-                        continue
-                    self.coordinator.replay(rec.TransactionalOffsetCommit(pid, epoch, record))
+                shard.replay(TransactionalOffsetCommit(pid, epoch, record))
+
+    def _loaded(self, report: LoadReport, shards, t0: float) -> LoadReport:
+        topic = self.writer.topic_name
         if len(report.undecodable) > _SKIPS_LOGGED:
             log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
-                      self.topic_name, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
+                      topic, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
-            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", self.topic_name, n, kv)
-        report.groups = len(getattr(self.coordinator, "groups", ()))
+            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", topic, n, kv)
+        report.groups = len({gid for shard in shards for gid in getattr(shard, "group_ids", list)()})
         report.seconds = time.monotonic() - t0
         return report
 
     def start_timers(self) -> None:
         """After `load`, on the running loop: restart every loaded member's session timer."""
-        self.apply(self.coordinator.loaded(self.clock_ms()))
+        now = self.clock_ms()
+        for shard in self.shards.values():
+            self.apply(shard.loaded(now), shard)
 
+    # ------------------------------------------------------------------ requests
     async def handle(self, req: Request, client_host: str):
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
@@ -191,17 +262,122 @@ class CoordinatorRuntime:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
                 self._log_request(req, client_host)
-            self.apply(self.coordinator.handle(req.api_key, ctx, req.body))
+            self._route(req, ctx)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    def apply(self, result: Result) -> None:
+    def _route(self, req: Request, ctx: RequestContext) -> None:
+        """Run the request on the shard(s) of the groups it names and apply their Results. A group whose
+        partition is not loaded here (see `unload`) is answered NOT_COORDINATOR (16)."""
         if self.failed is not None:
             raise self.failed
-        logs = self._persist(result.records) if result.records else []
+        api_key, body = req.api_key, req.body
+        if api_key == routing.LIST_GROUPS:             # the groups of every loaded shard
+            calls = [(p, req) for p in sorted(self.shards)]
+            if not calls:
+                self.apply(Result(responses=[(ctx.token, error_response(req, ErrorCode.NONE))]))
+                return
+            self._fan_out(ctx, calls, routing.merge_lists)
+        elif routing.names_several_groups(api_key, ctx.api_version):
+            pieces, order = routing.split(api_key, body, self.partitions)
+            if len(pieces) == 1:
+                self._run(pieces[0][0], req, ctx)
+                return
+            subs = [(p, dataclasses.replace(req, body=sub)) for p, sub in pieces]
+            self._fan_out(ctx, subs, lambda answers: routing.merge(api_key, order, [
+                (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
+        else:
+            self._run(partition_for(_routing_key(body), self.partitions), req, ctx)
+
+    def _run(self, part: int, req: Request, ctx: RequestContext) -> None:
+        shard = self.shards.get(part)
+        if shard is None:
+            self._release([(ctx.token, error_response(req, ErrorCode.NOT_COORDINATOR))])
+            return
+        self.apply(shard.handle(req.api_key, ctx, req.body), shard)
+
+    def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
+        """Each (partition, request) on its shard with a token of its own; its records and timers
+        applied as its shard's; then the merged answer released on `ctx.token` (after every shard's
+        records are durable: see `apply`)."""
+        answers = []
+        for part, req in calls:
+            shard = self.shards.get(part)
+            if shard is None:
+                answers.append(error_response(req, ErrorCode.NOT_COORDINATOR))
+                continue
+            sub = dataclasses.replace(ctx, token=next(self._tokens))
+            result = shard.handle(req.api_key, sub, req.body)
+            mine = [body for token, body in result.responses if token == sub.token]
+            if len(mine) != 1:
+                raise AssertionError(f"shard {part} gave {len(mine)} answers to one request")
+            answers.append(mine[0])
+            result.responses = [(t, b) for t, b in result.responses if t != sub.token]
+            self.apply(result)
+        self.apply(Result(responses=[(ctx.token, merge(answers))]))
+
+    # ------------------------------------------------------------------ load and unload one partition
+    def unload(self, part: int | None = None) -> None:
+        """Stop coordinating offsets partition `part` (on the loop): its shard answers every parked
+        request NOT_COORDINATOR (16) and its timers are cancelled; afterwards requests for its groups
+        are answered 16 until `reload(part)`. Nothing is written: its state is in its log.
+        `part` None: every partition, then `close` (the server is stopping; after a storage failure
+        nothing more is answered: fail-stop)."""
+        if part is None:
+            if self.failed is None:
+                for p in sorted(self.shards):
+                    self.unload(p)
+            self.close()
+            return
+        shard = self.shards.pop(part)
+        result = shard.unload(self.clock_ms())
+        if result.records:
+            raise AssertionError(f"unloading shard {part} wrote records")
+        self._release(result.responses)
+        self._set_timers(result.timers)
+        left = [k.name for k in self.timers if self._partition_of_key(k) == part]
+        if left:
+            raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
+
+    def reload(self, part: int) -> LoadReport:
+        """Coordinate offsets partition `part` again (on the loop, after `unload`): a new shard loaded
+        from the partition's log, its members' session timers restarted."""
+        if part in self.shards:
+            raise ValueError(f"offsets partition {part} is loaded")
+        self.shards[part] = self._new_shard(part)
+        report = self.load_partition(part)
+        self.apply(self.shards[part].loaded(self.clock_ms()), self.shards[part])
+        return report
+
+    def force_rebalance(self, group_id: str) -> None:
+        """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused,
+        NOT_COORDINATOR if its offsets partition is not loaded here)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        if shard is None:
+            raise AdminError(ErrorCode.NOT_COORDINATOR, f"the offsets partition of group {group_id!r} is not loaded")
+        self.apply(shard.force_rebalance(group_id, self.clock_ms()))
+
+    def write_marker(self, marker: TxnMarker, now_ms: int):
+        """A transaction's marker for one partition of this runtime's topic (offsets committed in the
+        transaction): written through the PartitionWriter, then replayed by that partition's shard (the
+        offsets become committed, or are dropped); an unloaded partition's shard reads it at its load.
+        Returns the log written."""
+        plog = self.writer.write_marker(marker.partition, marker.producer_id, marker.producer_epoch,
+                                        marker.commit, marker.coordinator_epoch, now_ms)
+        shard = self.shards.get(marker.partition)
+        if shard is not None:
+            shard.replay(TransactionEnd(marker.producer_id, marker.producer_epoch, marker.commit))
+        return plog
+
+    def apply(self, result: Result, shard: Shard | None = None) -> None:
+        """Apply a shard's Result: records written (then a transaction coordinator's markers, see
+        `_write_markers`), responses released once durable, timers set."""
+        if self.failed is not None:
+            raise self.failed
+        logs = self.writer.write(result.records) if result.records else []
         if getattr(result, "markers", None):
-            result = self._write_markers(result, logs)
+            self._write_markers(result, shard, logs)
         if self.durability.needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
@@ -212,7 +388,6 @@ class CoordinatorRuntime:
             task.add_done_callback(self._syncing.discard)
         else:
             self._release(result.responses)
-        now = self.clock_ms()
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
@@ -225,32 +400,30 @@ class CoordinatorRuntime:
                                 "client_id": r.client_id, "client_host": r.client_host})
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
-            g = self.coordinator.groups.get(gid)
+            g = self.group(gid)
             generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
             log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
                      gid, cause, generation, members,
                      extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
                             "members": members})
-        for op in result.timers:
-            self._arm(op.key, op.deadline_ms, now)
+        self._set_timers(result.timers)
 
-    def _write_markers(self, result, logs: list):
+    def _write_markers(self, result, shard, logs: list) -> None:
         """A transaction coordinator's Result: after its records (the prepared transactions), the markers go
-        into the data partitions, then the records completing those transactions; the answers leave after
+        into their partitions, then the records completing those transactions; the answers leave after
         all of them, and wait for all of them to be durable."""
         now = self.clock_ms()
         try:
-            logs += self.broker.write_txn_markers(result.markers, now)
+            logs += self.write_markers(result.markers, now)
         except OSError as exc:
-            self._fail(exc)
+            self.writer.fail(exc, "cannot write transaction markers")
             raise
-        done = self.coordinator.markers_written(result.markers, now)
+        done = shard.markers_written(result.markers, now)
         if done.records:
-            logs += self._persist(done.records)
+            logs += self.writer.write(done.records)
         result.responses += done.responses
         result.timers += done.timers
         result.records += done.records
-        return result
 
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:
@@ -264,30 +437,54 @@ class CoordinatorRuntime:
                          "member_id": mid, "instance_id": iid, "client_id": req.client_id,
                          "client_host": client_host})
 
-    def _arm(self, key: TimerKey, deadline_ms: int | None, now: int) -> None:
-        old = self._timers.pop(key, None)
-        if old is not None:
-            old.cancel()
-        self._deadlines.pop(key, None)
-        if deadline_ms is not None:
-            delay = max(deadline_ms - now, 0) / 1000.0
-            self._timers[key] = asyncio.get_running_loop().call_later(delay, self._fire, key)
-            self._deadlines[key] = deadline_ms
+    def _set_timers(self, ops) -> None:
+        for op in ops:
+            self.timers.apply(op)
+        if ops:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """Keep the one loop callback waiting for the wheel's earliest deadline."""
+        deadline = self.timers.next_deadline()
+        if deadline == self._wakeup_at:
+            return
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
+        self._wakeup_at = deadline
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._wakeup = loop.call_at(loop.time() + max(deadline - self.clock_ms(), 0) / 1000.0, self._wake)
+
+    def _wake(self) -> None:
+        """The earliest deadline has come: fire every timer due by then, in the wheel's order."""
+        due_by = max(self.clock_ms(), self._wakeup_at or 0)
+        self._wakeup, self._wakeup_at = None, None
+        try:
+            for _ in range(100000):             # bounded: timers re-arming themselves in the past
+                item = self.timers.pop_due(due_by)
+                if item is None:
+                    break
+                self._fire(item[0])
+        finally:
+            self._schedule()                    # the timers after a failing one still fire
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
-        if key not in self._timers:
+        if not self.timers.cancel(key):
             return False
-        self._arm(key, None, self.clock_ms())
-        self._fire(key)
+        try:
+            self._fire(key)
+        finally:
+            self._schedule()
         return True
 
     def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in deadline order, each
-        with the clock at its deadline (as if the time had passed; timers they arm that are due fire
-        too), then the clock is `ms` ahead and the rest are re-armed for their remaining time.
-        Returns the names of the timers fired (`heartbeat/<group>/<member>`, `join/<group>`, ...)."""
+        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in the wheel's order
+        (deadline, then arming), each with the clock at its deadline (as if the time had passed; timers
+        they arm that are due fire too), then the clock is `ms` ahead and the rest wait for their
+        remaining time. Returns the names of the timers fired (`heartbeat/<group>/<member>`, ...)."""
         if isinstance(ms, bool) or not isinstance(ms, int):
             raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
         if ms < 0:
@@ -297,21 +494,20 @@ class CoordinatorRuntime:
             raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
                              f"at most {max(room, 0)} ms more")
         start, base = self.clock_ms(), self.clock_offset_ms
-        target = start + ms
         fired = []
-        for _ in range(100000):                 # bounded: a timer re-arming itself in the past
-            due = sorted((d, k) for k, d in self._deadlines.items() if d <= target)
-            if not due:
-                break
-            deadline, key = due[0]
-            self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
-            self._arm(key, None, self.clock_ms())
-            self._fire(key)
-            fired.append(key.name)
-        self.clock_offset_ms = base + ms
-        now = self.clock_ms()
-        for key, deadline in list(self._deadlines.items()):
-            self._arm(key, deadline, now)
+        try:
+            for _ in range(100000):             # bounded: a timer re-arming itself in the past
+                item = self.timers.pop_due(start + ms)
+                if item is None:
+                    break
+                key, deadline = item
+                self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
+                fired.append(key.name)
+                self._fire(key)
+        finally:
+            self.clock_offset_ms = base + ms
+            self._wakeup_at = -1                # the clock moved: re-arm the loop callback whatever it waits for
+            self._schedule()
         return fired
 
     def _release(self, responses) -> None:
@@ -321,67 +517,29 @@ class CoordinatorRuntime:
                 fut.set_result(body)
 
     async def _release_when_durable(self, logs, responses) -> None:
-        try:
-            await self.durability.sync(logs)
-        except Exception as exc:
-            self._fail(exc)
-            return
-        self._release(responses)
-
-    def _fail(self, exc: BaseException, what: str = f"cannot write {OFFSETS_TOPIC}") -> None:
-        """A write or fsync of group state failed, or a timer could not do its work: stop acknowledging
-        anything (fail-stop)."""
-        if self.failed is None:
-            self.failed = exc
-            log.critical("%s (%s); no further group request is answered", what, exc,
-                         exc_info=None if isinstance(exc, OSError) else exc)
-            if self.on_fatal is not None:
-                self.on_fatal(exc)
+        if await self.writer.sync(logs):
+            self._release(responses)
 
     def _fire(self, key: TimerKey) -> None:
-        self._timers.pop(key, None)
-        self._deadlines.pop(key, None)
+        """One timer (already disarmed) on its group's shard."""
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either
+        shard = self.shards.get(self._partition_of_key(key))
         try:
-            result = self.coordinator.on_timer(key, self.clock_ms())
+            if shard is None:
+                raise AssertionError(f"timer {key.name} of an unloaded offsets partition")
+            result = shard.on_timer(key, self.clock_ms())
         except Exception as exc:
             # A bug in the coordinator. Its state is as before (a shard replays only what a handler returned),
             # but what the timer owed - a session expiry, the end of a join or sync phase - will never happen:
             # groups would wait on it silently. Fail-stop, as after a failed write; the caller (a loop
             # callback, fire_now, advance_clock) sees the exception too.
-            self._fail(exc, f"timer {key.name} failed")
+            self.writer.fail(exc, f"timer {key.name} failed")
             raise
-        self.apply(result)
-
-    def _persist(self, records: list) -> list:
-        by_partition: dict[tuple[int, tuple[int, int] | None], list] = {}
-        n = len(self.offsets_topic.partitions)
-        for r in records:       # one batch per partition, and per producer for transactional offsets
-            key = (partition_for(self.codec.partition_key(r), n), self.codec.batch_producer(r))
-            by_partition.setdefault(key, []).append(r)
-        now = self.clock_ms()
-        written = []
-        for (part, producer), recs in by_partition.items():
-            pid, epoch = producer or (-1, -1)
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
-                                          producer_id=pid, producer_epoch=epoch, base_sequence=-1,
-                                          batch_size=2**31 - 1)
-            for i, r in enumerate(recs):
-                key, value = self.codec.encode(r)
-                b.append(i, timestamp=now, key=key, value=value, headers=[])
-            plog = self.offsets_topic.partitions[part]
-            try:
-                plog.append(bytes(b.build()))
-            except OSError as exc:
-                self._fail(exc)
-                raise
-            written.append(plog)
-            self.broker.notify_append(self.topic_name, part)
-        return written
+        self.apply(result, shard)
 
     def close(self) -> None:
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
-        self._deadlines.clear()
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup, self._wakeup_at = None, None
+        self.timers.clear()

@@ -1,52 +1,115 @@
-"""Server configuration: one frozen value built by the CLI, the pytest fixtures or user code."""
+"""Server configuration: one frozen value built by the CLI, the pytest fixtures or user code.
+
+Each setting is one field of `ServerConfig`; its metadata (`setting(...)`) is what `tenure serve` shows
+for it - the flag, its help and the least value it takes - so a new setting is one field here: the CLI
+flag (tenure/tools/cli.py `add_serve_flags`), its check (`check_settings`), the pytest marker's keywords
+(`@pytest.mark.tenure(field=...)`) and `ServerThread(ServerConfig(...))` all follow from it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
 
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 
+DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/admin.py)
+ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
+
+
+def setting(default, help: str | None = None, *, least: int | None = None, choices: tuple | None = None,
+            flag: str | None = None, cli_default=dataclasses.MISSING):
+    """A ServerConfig field's default and how `tenure serve` offers it: `help` (None: no flag), the flag
+    (default: --field-name; a bool field True by default is offered as --no-field-name), `least` (a
+    smaller value is refused), `choices`, and `cli_default` where the command line's default differs
+    from the field's (the admin port: on by default for `tenure serve`, off for code and tests)."""
+    return field(default=default, metadata={"help": help, "least": least, "choices": choices, "flag": flag,
+                                            "cli_default": cli_default})
+
 
 @dataclass(frozen=True)
 class ServerConfig:
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    data_dir: str | None = None
-    default_partitions: int = 1
-    auto_create_topics: bool = True
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    max_request_elements: int = DEFAULT_MAX_REQUEST_ELEMENTS   # array elements per request (protocol/limits.py)
-    shutdown_timeout_s: float = 5.0
-    cluster_id: str | None = None
-    offsets_partitions: int = 1
-    admin_port: int | None = None           # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
-    admin_host: str = "127.0.0.1"           # where it listens: loopback unless asked, whatever `host` is
-    admin_token: str | None = None          # bearer token every admin call but / and /health must send
-    admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
-    fsync: str = "batch"                    # always | batch | never (with data_dir)
-    segment_bytes: int = 100 * 1024 * 1024
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    cleaner_interval_ms: int = 15000        # log cleaner pass period (Kafka's log.cleaner.backoff.ms); 0 = off
-    cleaner_pass_bytes: int = 4 * 1024 * 1024   # segment bytes one cleaner pass may read (storage/compaction.py)
+    host: str = setting("127.0.0.1", "address to bind (default 127.0.0.1)")
+    port: int = setting(9092, "port to bind; 0 picks a free one (default 9092)")
+    advertised_host: str | None = setting(None, "host clients are told to connect to (default: --host)")
+    data_dir: str | None = setting(None, "keep every log (user topics and the group state in __consumer_offsets) "
+                                         "on disk here, reloaded on start (default: in memory)")
+    fsync: str = setting("batch", "with --data-dir: when a write is durable before it is acknowledged. always: "
+                                  "fsync each write; batch (default): one fsync covers every write waiting for it; "
+                                  "never: leave it to the OS (survives a killed process, not a power loss)",
+                         choices=("always", "batch", "never"))
+    segment_bytes: int = setting(100 * 1024 * 1024, "roll a segment file when it would pass this size (default "
+                                                    "100 MiB)", least=1024)
+    segment_ms: int = setting(7 * 24 * 3600 * 1000, "roll a segment file older than this (default 7 days)")
+    # log cleaner pass period (Kafka's log.cleaner.backoff.ms); 0 = off
+    cleaner_interval_ms: int = setting(15000, "with --data-dir: run one bounded log-cleaner pass over the compacted "
+                                              "topics (e.g. __consumer_offsets) this often; 0 turns the cleaner off "
+                                              "(default 15000)", least=0)
+    # segment bytes one cleaner pass may read (storage/compaction.py)
+    cleaner_pass_bytes: int = setting(4 * 1024 * 1024, "segment bytes one log-cleaner pass may read (default 4 MiB)",
+                                      least=1)
+    default_partitions: int = setting(1, "partitions of auto-created topics and of CreateTopics with -1 (default 1)",
+                                      least=1)
+    auto_create_topics: bool = setting(True, "answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
+    max_frame_bytes: int = setting(DEFAULT_MAX_FRAME_BYTES, "largest request frame accepted; larger ones close the "
+                                                            "connection")
+    # array elements per request (protocol/limits.py)
+    max_request_elements: int = setting(DEFAULT_MAX_REQUEST_ELEMENTS, "most array elements (topics, partitions, "
+                                        "groups, ... at every depth) one request may hold; a request with more "
+                                        "closes the connection (default 100000)", least=1)
     # limits (docs/limits.md)
-    max_connections: int | None = None      # None: 1000, or half the descriptor limit if that is lower
-    max_buffered_request_bytes: int = 256 * 1024 * 1024   # partial requests buffered, all connections together
-    connections_max_idle_ms: int = 600000   # Kafka's connections.max.idle.ms; 0 = never close idle ones
-    max_partitions_per_topic: int = 10000   # CreateTopics/CreatePartitions above it: INVALID_PARTITIONS
-    max_partitions: int = 50000             # partitions of all topics together; above it: POLICY_VIOLATION
-    log_window_ms: int = 10000              # rate-limited log lines (bad input, refused connections) ...
-    log_burst: int = 5                      # ... at most this many per kind per window
+    max_connections: int | None = setting(None, "client connections open at once; more are closed right after "
+                                                "accept (default 1000, or half the descriptor limit if that is "
+                                                "lower)", least=1)
+    max_buffered_request_bytes: int = setting(256 * 1024 * 1024, "bytes of not yet served requests all connections "
+                                              "together may hold; a connection that would pass it is closed "
+                                              "(default 256 MiB)", least=1)
+    connections_max_idle_ms: int = setting(600000, "close a connection that sent nothing for this long while none "
+                                                   "of its requests was being served (Kafka's "
+                                                   "connections.max.idle.ms; default 600000; 0: never)", least=0)
+    max_partitions_per_topic: int = setting(10000, "CreateTopics/CreatePartitions asking a topic to have more: "
+                                                   "INVALID_PARTITIONS (default 10000)", least=1)
+    max_partitions: int = setting(50000, "partitions of all topics together; a creation that would pass it: "
+                                         "POLICY_VIOLATION (default 50000)", least=1)
+    log_window_ms: int = setting(10000, "lines a client can cause (bad input, refused or idle connections) are "
+                                        "logged at most --log-burst times per kind in this window, then counted "
+                                        "(default 10000)", least=1)
+    log_burst: int = setting(5, "see --log-window-ms (default 5)", least=1)
+    offsets_partitions: int = setting(1, "partitions of __consumer_offsets (default 1)", least=1)
     # the group coordinator (Kafka's group.* broker settings)
     # Kafka's group.initial.rebalance.delay.ms is 3000; 1000 is the smallest delay at which every measured
     # group of 2-50 real-client consumers started in a loop formed in one generation (bench/initial_delay.py,
     # docs/benchmarks.md), so a test waits about 2 s for its group instead of about 6 s
-    initial_rebalance_delay_ms: int = 1000
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1800000
-    max_group_size: int | None = None
-    static_expansion_timeout_ms: int | None = None
-    static_registration_timeout_ms: int | None = None
+    initial_rebalance_delay_ms: int = setting(1000, "group.initial.rebalance.delay.ms: how long the first rebalance "
+                                              "of an empty group waits for more members, re-armed while they keep "
+                                              "arriving (default %(default)s: consumers started together form one "
+                                              "generation; Kafka's is 3000; 0 = no wait)")
+    min_session_timeout_ms: int = setting(6000, "group.min.session.timeout.ms")
+    max_session_timeout_ms: int = setting(1800000, "group.max.session.timeout.ms")
+    max_group_size: int | None = setting(None, "group.max.size (default unlimited)", least=1)
+    static_expansion_timeout_ms: int | None = setting(None, "KIP-345 draft: batch new static members joining a "
+                                                            "stable group into one rebalance this long after the "
+                                                            "first (default off)")
+    static_registration_timeout_ms: int | None = setting(None, "KIP-345 draft: replaces the session timeout of "
+                                                               "static members: one whose session expired is kept "
+                                                               "(offline) until the earliest offline member's last "
+                                                               "heartbeat is this old, then all offline ones are "
+                                                               "removed in one rebalance (default off)")
+    # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
+    admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
+                                           "/metrics; what `tenure groups/fault` talk to): default "
+                                           f"{DEFAULT_ADMIN_PORT}, or a free one if that is in use or --port is 0; "
+                                           "0 picks a free one; -1 turns it off", cli_default=None)
+    # where it listens: loopback unless asked, whatever `host` is
+    admin_host: str = setting("127.0.0.1", "address the admin endpoint binds, whatever --host is (default "
+                                           "127.0.0.1: this machine only); another address lets other machines "
+                                           "change this server: set a token")
+    # bearer token every admin call but / and /health must send
+    admin_token: str | None = setting(None, f"bearer token every admin call but / and /health must send (default "
+                                            f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
+    admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
+    shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
+    cluster_id: str | None = None
 
     def decode_limits(self) -> DecodeLimits:
         return DecodeLimits(max_request_elements=self.max_request_elements)
@@ -59,3 +122,39 @@ class ServerConfig:
                                  max_group_size=self.max_group_size,
                                  static_expansion_timeout_ms=self.static_expansion_timeout_ms,
                                  static_registration_timeout_ms=self.static_registration_timeout_ms)
+
+
+_TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float}
+
+
+def flag_settings() -> list[dataclasses.Field]:
+    """The fields `tenure serve` offers as flags, in the order its help lists them."""
+    return [f for f in dataclasses.fields(ServerConfig) if f.metadata.get("help") is not None]
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    if f.metadata["flag"]:
+        return f.metadata["flag"]
+    name = f.name.replace("_", "-")
+    return f"--no-{name}" if f.type == "bool" and f.default is True else f"--{name}"
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting (its name, type, default, choices and help from the field)."""
+    for f in flag_settings():
+        m = f.metadata
+        if f.type == "bool":
+            parser.add_argument(flag_of(f), dest=f.name, action="store_false" if f.default else "store_true",
+                                help=m["help"])
+            continue
+        default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
+        parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[f.type], default=default, help=m["help"],
+                            **({"choices": m["choices"]} if m["choices"] else {}))
+
+
+def check_settings(values: dict) -> None:
+    """Refuse (ValueError naming the flag) a setting below its least value; None passes (the default)."""
+    for f in flag_settings():
+        least, value = f.metadata["least"], values.get(f.name)
+        if least is not None and value is not None and value < least:
+            raise ValueError(f"{flag_of(f)} must be at least {least}")

@@ -46,16 +46,17 @@ import urllib.request
 from tenure.coordinator import AdminError
 from tenure.protocol.errors import ErrorCode
 
-from tenure.control.faults import TooManyRules, error_name
+from tenure.config import ADMIN_TOKEN_ENV, DEFAULT_ADMIN_PORT
+from tenure.control.faults import error_name
 from tenure.control.metrics import render as render_metrics
-from tenure.control.views import group_view as _group_view
+from tenure.control.registry import CONTROLS, Arg, Cli, Control, status_of
 
 log = logging.getLogger("tenure.admin")
 
-DEFAULT_PORT = 9644
+DEFAULT_PORT = DEFAULT_ADMIN_PORT             # `tenure serve`'s (tenure/config.py)
+TOKEN_ENV = ADMIN_TOKEN_ENV                  # `tenure serve` and `tenure groups/fault`: the bearer token
 DEFAULT_ADDRESS = f"127.0.0.1:{DEFAULT_PORT}"
 ADDRESS_ENV = "TENURE_ADMIN"                 # `tenure groups/fault`: the endpoint's H:P
-TOKEN_ENV = "TENURE_ADMIN_TOKEN"             # `tenure serve` and `tenure groups/fault`: the bearer token
 MAX_BODY_BYTES = 64 * 1024
 MAX_MESSAGE_CHARS = 300
 JSON_TYPE = "application/json"
@@ -74,21 +75,6 @@ class Refused(Exception):
 
 def bad(message: str) -> Refused:
     return Refused(400, ErrorCode.INVALID_REQUEST, message)
-
-
-def group_view(server, group_id: str) -> dict | None:
-    view = _group_view(server, group_id)
-    return None if view is None else view.to_dict()
-
-
-def groups_view(server) -> list[dict]:
-    return [v.to_dict() for v in server.groups()]
-
-
-def force_rebalance(server, group_id: str) -> dict:
-    server.force_rebalance(group_id)
-    g = server.coordinator.groups[group_id]
-    return {"group": group_id, "state": g.state, "generation": g.generation}
 
 
 def is_loopback(host: str) -> bool:
@@ -305,93 +291,42 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
         return web.Response(body=render_metrics(server), content_type="text/plain", charset="utf-8",
                             headers={"X-Prometheus-Format": "0.0.4"})
 
-    async def groups(request):
-        query(request)
-        return web.json_response(groups_view(server))
+    def route(control: Control):
+        """The endpoint of one control (tenure/control/registry.py): its arguments from the path, the JSON
+        body and the query, checked; its refusals as one JSON line."""
+        fields, params = control.arg_names("body"), control.arg_names("query")
 
-    async def group(request):
-        query(request)
-        view = group_view(server, request.match_info["group"])
-        if view is None:
-            raise Refused(404, ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.match_info['group']!r} is unknown")
-        return web.json_response(view)
-
-    async def force(request):
-        await body(request)
-        gid = request.match_info["group"]
-        try:
-            return web.json_response(force_rebalance(server, gid))
-        except AdminError as exc:
-            raise Refused(404 if exc.code == ErrorCode.GROUP_ID_NOT_FOUND else 409, exc.code, str(exc)) from None
-
-    async def expire(request):
-        await body(request)
-        gid, member = request.match_info["group"], request.match_info["member"]
-        g = server.coordinator.groups.get(gid)
-        if g is None:
-            raise Refused(404, ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid!r} is unknown")
-        if g.static_members.get(member, member) not in g.members:
-            raise Refused(404, ErrorCode.UNKNOWN_MEMBER_ID, f"group {gid!r} has no member or instance {member!r}")
-        expired = server.expire_session(gid, member)
-        return web.json_response({"group": gid, "member": member, "expired": expired,
-                                  "generation": server.coordinator.groups[gid].generation
-                                  if gid in server.coordinator.groups else None})
-
-    async def faults_list(request):
-        query(request)
-        return web.json_response([r.to_dict() for r in server.faults.rules()])
-
-    async def faults_add(request):
-        spec = await body(request, ("action", "api", "error", "ms", "count"))
-        try:
-            rule = server.faults.add(spec)
-        except TooManyRules as exc:
-            raise Refused(409, ErrorCode.POLICY_VIOLATION, str(exc)) from None
-        except ValueError as exc:
-            raise bad(str(exc)) from None
-        return web.json_response(rule.to_dict(), status=201)
-
-    async def faults_clear(request):
-        await body(request, params=("api",))
-        api = request.query.get("api")
-        try:
-            return web.json_response({"removed": server.faults.clear(api)})
-        except ValueError as exc:
-            raise bad(str(exc)) from None
-
-    async def advance(request):
-        data = await body(request, ("ms",))
-        if "ms" not in data:
-            raise bad('ms: required, e.g. {"ms": 30000}')
-        try:
-            fired = server.advance_clock(data["ms"])
-        except ValueError as exc:
-            raise bad(f"ms: {exc}") from None
-        return web.json_response({"advanced_ms": data["ms"], "offset_ms": server.runtime.clock_offset_ms,
-                                  "fired": fired})
-
-    async def restart(request):
-        await body(request)
-        server.restart_requested.set()      # the process's host (tenure serve, ServerThread) restarts it
-        return web.json_response({"restarting": True, "port": server.port}, status=202)
+        async def handler(request):
+            if request.method in ("GET", "HEAD"):
+                query(request, params)
+                data = {}
+            else:
+                data = await body(request, fields, params)
+            kw = {a.name: request.match_info[a.name] for a in control.args if a.where == "path"}
+            kw.update({k: request.query[k] for k in params if k in request.query})
+            for a in control.args:
+                if a.where != "body":
+                    continue
+                if a.name in data:
+                    kw[a.name] = data[a.name]
+                elif a.required:
+                    raise bad(f"{a.name}: required" + (f", e.g. {a.example}" if a.example else ""))
+            try:
+                if control.check is not None:
+                    control.check(server, **kw)
+                result = control.run(server, **kw)
+                answer = result if control.respond is None else control.respond(server, result, **kw)
+            except (AdminError, ValueError) as exc:
+                status, code = status_of(exc)
+                raise Refused(status, code, (control.error_prefix if status == 400 else "") + str(exc)) from None
+            return web.json_response(answer, status=control.status)
+        return handler
 
     endpoints = [
         ("GET", "/", index, "this list"),
         ("GET", "/health", health, '{"status": "ok"} while the server serves'),
         ("GET", "/metrics", metrics, "Prometheus text exposition"),
-        ("GET", "/groups", groups, "every group: state, generation, members, assignments, offsets, rebalances"),
-        ("GET", "/groups/{group}", group, "one group (404 if unknown)"),
-        ("POST", "/groups/{group}/force-rebalance", force,
-         "one rebalance of a static group now (KIP-345 draft forceStaticRebalance)"),
-        ("POST", "/groups/{group}/members/{member}/expire", expire,
-         "expire a member's session now (member id or group.instance.id)"),
-        ("GET", "/faults", faults_list, "the fault rules left"),
-        ("POST", "/faults", faults_add,
-         'add a rule: {"action": "fail"|"close"|"delay", "api": NAME|"*", "error": NAME|CODE (fail), '
-         '"ms": N (delay), "count": N|null (null: until cleared)}'),
-        ("DELETE", "/faults", faults_clear, "remove every rule, or those of one API (?api=NAME)"),
-        ("POST", "/clock/advance", advance, '{"ms": N}: move the coordinator\'s clock ahead; due timers fire now'),
-        ("POST", "/restart", restart, "restart on the same data dir and ports"),
+        *((c.method, c.path, route(c), c.summary) for c in CONTROLS),
     ]
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
     for method, path, handler, _ in endpoints:
@@ -431,99 +366,56 @@ def _address(text: str) -> str:
     return text.rstrip("/")
 
 
-def _count(text: str) -> int:
-    from tenure.control.faults import MAX_COUNT
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"want a whole number of requests from 1 to {MAX_COUNT}, not {text!r} "
-                                         "(--until-cleared keeps a rule until it is cleared)")
-    return n
+HELP = {"groups": "inspect groups or force a rebalance through a server's admin endpoint",
+        "fault": "inject faults into a running server through its admin endpoint"}
+
+
+def _cli_commands() -> dict[str, list[tuple[Cli, Control]]]:
+    """{"groups": [...], "fault": [...]}: every subcommand of the registry's controls, in table order."""
+    out: dict[str, list[tuple[Cli, Control]]] = {group: [] for group in HELP}
+    for control in CONTROLS:
+        for cli in control.cli:
+            out[cli.group].append((cli, control))
+    return out
+
+
+def _cli_args(cli: Cli, control: Control) -> tuple[Arg, ...]:
+    return cli.args if cli.args is not None else tuple(a for a in control.args if a.name not in cli.fixed)
 
 
 def add_parser(sub) -> None:
+    """`tenure groups ...` and `tenure fault ...`, one subcommand per registry entry's Cli."""
     common = argparse.ArgumentParser(add_help=False)    # accepted before or after the subcommand
     common.add_argument("--admin", default=argparse.SUPPRESS, metavar="H:P",
                         help=f"the server's admin endpoint (default ${ADDRESS_ENV}, else {DEFAULT_ADDRESS})")
     common.add_argument("--admin-token", default=argparse.SUPPRESS, metavar="TOKEN",
                         help=f"the endpoint's bearer token (default ${TOKEN_ENV})")
-
-    def leaf(parent, name, **kw):
-        return parent.add_parser(name, parents=[common], **kw)
-
-    def counted(x, until_cleared_default: bool) -> None:
-        how = x.add_mutually_exclusive_group()
-        how.add_argument("--count", type=_count, default=None,
-                         help="apply to this many requests, then go (default "
-                              f"{'every one until cleared' if until_cleared_default else '1'})")
-        how.add_argument("--until-cleared", action="store_true",
-                         help="stay until `tenure fault clear` (every matching request)")
-
-    p = sub.add_parser("groups", parents=[common],
-                       help="inspect groups or force a rebalance through a server's admin endpoint")
-    gsub = p.add_subparsers(dest="groups_command", required=True)
-    leaf(gsub, "list", help="one line per group: id, state, generation, members")
-    d = leaf(gsub, "describe", help="one group as JSON")
-    d.add_argument("group")
-    f = leaf(gsub, "force-rebalance", help="start one rebalance of a static group now "
-             "(KIP-345 draft forceStaticRebalance)")
-    f.add_argument("group")
-
-    p = sub.add_parser("fault", parents=[common],
-                       help="inject faults into a running server through its admin endpoint")
-    fsub = p.add_subparsers(dest="fault_command", required=True)
-    x = leaf(fsub, "fail", help="answer the next COUNT requests of API with a Kafka error")
-    x.add_argument("api", help="API name (JoinGroup, OffsetCommit, ...) or key, or '*' for every API")
-    x.add_argument("error", help="Kafka error name (NOT_COORDINATOR) or code (16)")
-    counted(x, False)
-    x = leaf(fsub, "close", help="close the connection instead of answering the next COUNT requests")
-    x.add_argument("api")
-    counted(x, False)
-    x = leaf(fsub, "delay", help="add MS of latency to requests of API (every one until cleared, or COUNT)")
-    x.add_argument("api")
-    x.add_argument("ms", type=int)
-    counted(x, True)
-    leaf(fsub, "list", help="the rules left")
-    x = leaf(fsub, "clear", help="remove every rule, or those of one API")
-    x.add_argument("api", nargs="?")
-    x = leaf(fsub, "expire", help="expire a member's session now")
-    x.add_argument("group")
-    x.add_argument("member", help="member id or group.instance.id")
-    x = leaf(fsub, "advance-clock", help="move the coordinator's clock ahead; due timers fire now")
-    x.add_argument("ms", type=int)
-    leaf(fsub, "restart", help="restart the server on its data dir and ports")
+    for group, commands in _cli_commands().items():
+        p = sub.add_parser(group, parents=[common], help=HELP[group])
+        leaves = p.add_subparsers(dest=f"{group}_command", required=True)
+        for cli, control in commands:
+            x = leaves.add_parser(cli.command, parents=[common], help=cli.help)
+            x.set_defaults(control=(cli, control))
+            for a in _cli_args(cli, control):
+                x.add_argument(a.name, type=a.type, help=a.help or None, **({} if a.required else {"nargs": "?"}))
+            if cli.extra is not None:
+                cli.extra(x)
 
 
 def _call(args, admin: str, token: str | None) -> tuple[int, object]:
+    """The endpoint call of the subcommand parsed: its control's route, with the arguments given."""
+    cli, control = args.control
     q = lambda text: urllib.parse.quote(text, safe="")  # noqa: E731
-    if args.command == "groups":
-        path = "/groups/" + q(args.group) if args.groups_command != "list" else "/groups"
-        if args.groups_command == "force-rebalance":
-            return request(admin, "POST", path + "/force-rebalance", token=token)
-        return request(admin, "GET", path, token=token)
-    c = args.fault_command
-    if c in ("fail", "close", "delay"):
-        spec = {"action": c, "api": args.api}
-        if args.count is not None:
-            spec["count"] = args.count
-        elif args.until_cleared or c == "delay":
-            spec["count"] = None
-        if c == "fail":
-            spec["error"] = args.error
-        if c == "delay":
-            spec["ms"] = args.ms
-        return request(admin, "POST", "/faults", spec, token)
-    if c == "list":
-        return request(admin, "GET", "/faults", token=token)
-    if c == "clear":
-        return request(admin, "DELETE", "/faults" + (f"?api={q(args.api)}" if args.api else ""), token=token)
-    if c == "expire":
-        return request(admin, "POST", f"/groups/{q(args.group)}/members/{q(args.member)}/expire", token=token)
-    if c == "advance-clock":
-        return request(admin, "POST", "/clock/advance", {"ms": args.ms}, token)
-    return request(admin, "POST", "/restart", token=token)
+    given = {a.name: getattr(args, a.name) for a in _cli_args(cli, control)}
+    path = control.path.format(**{a.name: q(given[a.name]) for a in control.args if a.where == "path"})
+    query = {a.name: given[a.name] for a in control.args if a.where == "query" and given.get(a.name) is not None}
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    data = {**cli.fixed, **{a.name: given[a.name] for a in control.args
+                            if a.where == "body" and given.get(a.name) is not None}}
+    if cli.fill is not None:
+        cli.fill(args, data)
+    return request(admin, control.method, path, data or None, token)
 
 
 def run(args) -> int:
@@ -545,11 +437,8 @@ def run(args) -> int:
         err = body if isinstance(body, dict) else {}
         print(f"tenure: {err.get('error')} ({err.get('code')}): {err.get('message')}", file=sys.stderr)
         return 1
-    if args.command == "groups" and args.groups_command == "list":
-        for g in body:
-            static = sum(1 for m in g["members"] if m["group_instance_id"] is not None)
-            print(f"{g['group_id']}\t{g['state']}\tgeneration {g['generation']}\t"
-                  f"{len(g['members'])} member(s), {static} static\trebalances {g['rebalances']}")
-        return 0
-    print(json.dumps(body, indent=2))
+    cli, _ = args.control
+    text = cli.show(body) if cli.show is not None else json.dumps(body, indent=2)
+    if text:
+        print(text)
     return 0

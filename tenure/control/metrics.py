@@ -128,7 +128,7 @@ def render(server) -> bytes:
                          "group and cause", ["group", "cause"], keyed(m.static_events))
             yield family(CounterMetricFamily, "tenure_fenced_instances", "Requests answered FENCED_INSTANCE_ID "
                          "(82) or parked requests of a replaced static member, by group", ["group"], keyed(m.fenced))
-            groups = server.coordinator.groups
+            groups = {gid: server.runtime.group(gid) for gid in server.runtime.group_ids()}
             yield family(GaugeMetricFamily, "tenure_groups", "Groups by state", ["state"],
                          keyed(Counter(g.state for g in groups.values())))
             members = []

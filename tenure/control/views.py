@@ -94,10 +94,10 @@ class GroupView:
 
 def group_view(server, group_id: str) -> GroupView | None:
     """The view of one group of a `tenure.server.Server` (call on its loop); None if unknown."""
-    g = server.coordinator.groups.get(group_id)
+    g = server.runtime.group(group_id)
     if g is None:
         return None
-    offsets = server.coordinator.offsets.get(group_id, {})
+    offsets = server.runtime.committed_offsets(group_id)
     members = tuple(MemberView(
         m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
         m.rebalance_timeout_ms, decode_assignment(m.assignment), len(m.assignment or b""))
@@ -110,4 +110,4 @@ def group_view(server, group_id: str) -> GroupView | None:
 
 
 def groups_view(server) -> list[GroupView]:
-    return [group_view(server, gid) for gid in sorted(server.coordinator.groups)]
+    return [group_view(server, gid) for gid in server.runtime.group_ids()]

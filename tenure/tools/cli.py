@@ -15,28 +15,10 @@ from tenure.storage.segments import CorruptLogError
 
 from tenure.control import admin
 from tenure.tools import logtool
-from tenure.config import ServerConfig
+from tenure.config import ServerConfig, add_serve_flags, check_settings, flag_settings
 from tenure.server import Server, raise_fd_limit, reopen
 
 log = logging.getLogger("tenure")
-
-
-# the limits of docs/limits.md: flag -> ServerConfig field of the same name (default from there)
-LIMIT_FLAGS = [
-    ("--max-connections", "client connections open at once; more are closed right after accept (default 1000, "
-                          "or half the descriptor limit if that is lower)"),
-    ("--max-buffered-request-bytes", "bytes of not yet served requests all connections together may hold; a "
-                                     "connection that would pass it is closed (default 256 MiB)"),
-    ("--connections-max-idle-ms", "close a connection that sent nothing for this long while none of its requests "
-                                  "was being served (Kafka's connections.max.idle.ms; default 600000; 0: never)"),
-    ("--max-partitions-per-topic", "CreateTopics/CreatePartitions asking a topic to have more: INVALID_PARTITIONS "
-                                   "(default 10000)"),
-    ("--max-partitions", "partitions of all topics together; a creation that would pass it: POLICY_VIOLATION "
-                         "(default 50000)"),
-    ("--log-window-ms", "lines a client can cause (bad input, refused or idle connections) are logged at most "
-                        "--log-burst times per kind in this window, then counted (default 10000)"),
-    ("--log-burst", "see --log-window-ms (default 5)"),
-]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,63 +26,8 @@ def _parser() -> argparse.ArgumentParser:
                                 "static group membership (KIP-345).")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the server until SIGINT/SIGTERM")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=9092, help="port to bind; 0 picks a free one (default 9092)")
-    s.add_argument("--advertised-host", default=None, help="host clients are told to connect to "
-                   "(default: --host)")
-    s.add_argument("--data-dir", default=None, help="keep every log (user topics and the group state in "
-                   "__consumer_offsets) on disk here, reloaded on start (default: in memory)")
-    s.add_argument("--fsync", choices=("always", "batch", "never"), default="batch",
-                   help="with --data-dir: when a write is durable before it is acknowledged. always: fsync "
-                        "each write; batch (default): one fsync covers every write waiting for it; never: "
-                        "leave it to the OS (survives a killed process, not a power loss)")
-    s.add_argument("--segment-bytes", type=int, default=ServerConfig.segment_bytes,
-                   help="roll a segment file when it would pass this size (default 100 MiB)")
-    s.add_argument("--segment-ms", type=int, default=ServerConfig.segment_ms,
-                   help="roll a segment file older than this (default 7 days)")
-    s.add_argument("--cleaner-interval-ms", type=int, default=ServerConfig.cleaner_interval_ms,
-                   help="with --data-dir: run one bounded log-cleaner pass over the compacted topics (e.g. "
-                        "__consumer_offsets) this often; 0 turns the cleaner off (default 15000)")
-    s.add_argument("--cleaner-pass-bytes", type=int, default=ServerConfig.cleaner_pass_bytes,
-                   help="segment bytes one log-cleaner pass may read (default 4 MiB)")
-    s.add_argument("--default-partitions", type=int, default=1,
-                   help="partitions of auto-created topics and of CreateTopics with -1 (default 1)")
-    s.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false",
-                   help="answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
-    s.add_argument("--max-frame-bytes", type=int, default=ServerConfig.max_frame_bytes,
-                   help="largest request frame accepted; larger ones close the connection")
-    s.add_argument("--max-request-elements", type=int, default=ServerConfig.max_request_elements,
-                   help="most array elements (topics, partitions, groups, ... at every depth) one request may "
-                        "hold; a request with more closes the connection (default 100000)")
-    for flag, help_ in LIMIT_FLAGS:
-        s.add_argument(flag, type=int, default=getattr(ServerConfig, flag[2:].replace("-", "_")), help=help_)
-    s.add_argument("--offsets-partitions", type=int, default=1,
-                   help="partitions of __consumer_offsets (default 1)")
-    s.add_argument("--initial-rebalance-delay-ms", type=int, default=ServerConfig.initial_rebalance_delay_ms,
-                   help="group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits "
-                        "for more members, re-armed while they keep arriving (default %(default)s: consumers "
-                        "started together form one generation; Kafka's is 3000; 0 = no wait)")
-    s.add_argument("--min-session-timeout-ms", type=int, default=6000, help="group.min.session.timeout.ms")
-    s.add_argument("--max-session-timeout-ms", type=int, default=1800000, help="group.max.session.timeout.ms")
-    s.add_argument("--max-group-size", type=int, default=None, help="group.max.size (default unlimited)")
-    s.add_argument("--static-expansion-timeout-ms", type=int, default=None,
-                   help="KIP-345 draft: batch new static members joining a stable group into one rebalance "
-                        "this long after the first (default off)")
-    s.add_argument("--static-registration-timeout-ms", type=int, default=None,
-                   help="KIP-345 draft: replaces the session timeout of static members: one whose session "
-                        "expired is kept (offline) until the earliest offline member's last heartbeat is this "
-                        "old, then all offline ones are removed in one rebalance (default off)")
-    s.add_argument("--admin-port", type=int, default=None,
-                   help="port of the HTTP admin endpoint (groups, faults, clock, restart, /metrics; what "
-                        f"`tenure groups/fault` talk to): default {admin.DEFAULT_PORT}, or a free one if that "
-                        "is in use or --port is 0; 0 picks a free one; -1 turns it off")
+    add_serve_flags(s)                      # one flag per ServerConfig setting (tenure/config.py)
     s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1)")
-    s.add_argument("--admin-host", default="127.0.0.1",
-                   help="address the admin endpoint binds, whatever --host is (default 127.0.0.1: this "
-                        "machine only); another address lets other machines change this server: set a token")
-    s.add_argument("--admin-token", default=None,
-                   help=f"bearer token every admin call but / and /health must send (default ${admin.TOKEN_ENV}; "
-                        "none: any local process may call it)")
     s.add_argument("--ready-file", default=None, metavar="PATH",
                    help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
                         "before the ready line; removed at exit)")
@@ -252,24 +179,12 @@ def update_api_table(text: str) -> str:
 
 
 def _config(args: argparse.Namespace) -> ServerConfig:
-    if args.default_partitions < 1:
-        raise SystemExit("tenure: --default-partitions must be at least 1")
-    if args.offsets_partitions < 1:
-        raise SystemExit("tenure: --offsets-partitions must be at least 1")
-    if args.segment_bytes < 1024:
-        raise SystemExit("tenure: --segment-bytes must be at least 1024")
-    if args.cleaner_interval_ms < 0 or args.cleaner_pass_bytes < 1:
-        raise SystemExit("tenure: --cleaner-interval-ms must be >= 0 and --cleaner-pass-bytes >= 1")
-    if args.max_request_elements < 1:
-        raise SystemExit("tenure: --max-request-elements must be at least 1")
-    if args.max_group_size is not None and args.max_group_size < 1:
-        raise SystemExit("tenure: --max-group-size must be at least 1")
-    limits = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_")) for flag, _ in LIMIT_FLAGS}
-    for name, value in limits.items():
-        least = 0 if name == "connections_max_idle_ms" else 1
-        if value is not None and value < least:
-            raise SystemExit(f"tenure: --{name.replace('_', '-')} must be at least {least}")
-    if args.offsets_partitions > min(limits["max_partitions_per_topic"], limits["max_partitions"]):
+    values = {f.name: getattr(args, f.name) for f in flag_settings()}
+    try:
+        check_settings(values)
+    except ValueError as exc:
+        raise SystemExit(f"tenure: {exc}") from None
+    if args.offsets_partitions > min(args.max_partitions_per_topic, args.max_partitions):
         raise SystemExit("tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions")
     if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
         raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
@@ -280,20 +195,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     else:
         admin_port, fallback = args.admin_port, False
     token = args.admin_token or os.environ.get(admin.TOKEN_ENV) or None
-    return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
-                        data_dir=args.data_dir, default_partitions=args.default_partitions,
-                        auto_create_topics=args.auto_create_topics, max_frame_bytes=args.max_frame_bytes,
-                        max_request_elements=args.max_request_elements,
-                        offsets_partitions=args.offsets_partitions, fsync=args.fsync,
-                        admin_port=admin_port, admin_host=args.admin_host, admin_token=token,
-                        admin_port_fallback=fallback,
-                        segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
-                        cleaner_interval_ms=args.cleaner_interval_ms, cleaner_pass_bytes=args.cleaner_pass_bytes,
-                        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
-                        min_session_timeout_ms=args.min_session_timeout_ms,
-                        max_session_timeout_ms=args.max_session_timeout_ms, max_group_size=args.max_group_size,
-                        static_expansion_timeout_ms=args.static_expansion_timeout_ms,
-                        static_registration_timeout_ms=args.static_registration_timeout_ms, **limits)
+    return ServerConfig(**{**values, "admin_port": admin_port, "admin_port_fallback": fallback,
+                           "admin_token": token})
 
 
 def _write_ready_file(path: str, server: Server) -> None:

@@ -2,8 +2,8 @@
 
 Written with the project's own write path: the data dir and topic catalog as a server opens them
 (storage DataDir + broker TopicRegistry), records encoded by tenure.protocol.records, batches built and
-appended by the coordinator runtime (CoordinatorRuntime._persist: one batch per state change,
-partitions chosen by Kafka's group hash), segments rolled at `segment_bytes`. A server opens the
+appended by the coordinator's one writer to __consumer_offsets (coordinator/writer.py PartitionWriter:
+one batch per state change, partitions chosen by Kafka's group hash), segments rolled at `segment_bytes`. A server opens the
 result as it opens its own.
 
 The simulated workload: `groups` consumer groups of `members` static members each (group.instance.id
@@ -33,6 +33,10 @@ member's client id and host. While a group has a multi-step change under way (an
 pending rebalance) only its present members commit. Steps due after the last requested record are
 still written (the log ends with every group stable and complete), so a log holds `records` records
 or a few more. The same config and seed give the same log byte for byte.
+
+Every record written is also replayed into the real coordinator shard of its partition, and at the end
+the shards' groups (generation, instance map) and offsets must be what the simulation says it wrote
+(`check_against_shards`, AssertionError otherwise).
 
 Consistency (tests/storage/test_synth.py): folding a group's events in log order (joined/replaced set
 instance -> new id, expired/left/removed drop it, fenced/forced_rebalance leave it) gives the instance
@@ -75,13 +79,6 @@ class SynthConfig:
         return {**asdict(self), "version": 3}
 
 
-class _NoBroker:
-    """The runtime's write path tells the broker about appends (to wake fetchers); nobody listens here."""
-
-    def notify_append(self, topic: str, partition: int) -> None:
-        pass
-
-
 def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
              progress: Callable[[dict, float], None] | None = None) -> dict:
     """Write the log into `data_dir` (created; must hold no logs yet). Returns {"params", "stats",
@@ -93,7 +90,8 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     from tenure.protocol.records import (
         GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
     )
-    from tenure.coordinator.runtime import CoordinatorRuntime
+    from tenure.coordinator import GroupCoordinator, partition_for
+    from tenure.coordinator.writer import PartitionWriter
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig
 
@@ -110,7 +108,10 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                                 configs={"cleanup.policy": "compact"})
         data.cluster_id()
         clock = [START_MS]
-        runtime = CoordinatorRuntime(None, topic, _NoBroker(), clock_ms=lambda: clock[0])
+        writer = PartitionWriter(topic, clock_ms=lambda: clock[0])
+        # each partition's records also go to a real coordinator shard, whose state is checked against
+        # what the simulation expects at the end (see check_against_shards)
+        shards = [GroupCoordinator(partition=p) for p in range(cfg.offsets_partitions)]
         stats = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "event_records": 0,
                  "tombstones": 0, "commits": 0, "restarts": 0, "rebalances": 0, "expirations": 0,
                  "leaves": 0, "removals": 0, "forced_rebalances": 0, "fenced": 0, "deletions": 0}
@@ -128,7 +129,9 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
         keys: set = set()                          # distinct record keys (what compaction would keep)
 
         def write(records: list) -> None:
-            runtime._persist(records)              # the runtime's own write path: one batch per state change
+            writer.write(records)                  # the coordinator's own write path: one batch per state change
+            for r in records:
+                shards[partition_for(r.group_id, cfg.offsets_partitions)].replay(r)
             stats["batches"] += 1
             stats["records"] += len(records)
             for r in records:
@@ -373,8 +376,31 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                         "members": sorted(m for m in g.ids if m is not None),
                         "instances": {g.iids[k]: g.ids[k] for k in g.present()}}
                 for g in groups if g.generation > 0}
-    return {"params": cfg.params(), "stats": stats, "expected": expected,
-            "committed": {g: {str(p): o for p, o in ps.items()} for g, ps in committed.items() if ps}}
+    result = {"params": cfg.params(), "stats": stats, "expected": expected,
+              "committed": {g: {str(p): o for p, o in ps.items()} for g, ps in committed.items() if ps}}
+    check_against_shards(result, shards)
+    return result
+
+
+def check_against_shards(result: dict, shards: list) -> None:
+    """The groups and offsets the coordinator's shards hold after replaying every record written are what
+    the simulation expects (generation and instance map of each group, the last offset of each partition);
+    AssertionError naming the first group that differs."""
+    held = {gid: shard for shard in shards for gid in shard.group_ids()}
+    expected, committed = result["expected"], result["committed"]
+    if set(held) != set(expected) | set(committed):
+        raise AssertionError(f"synth: the shards hold {len(held)} group(s), the simulation "
+                             f"{len(set(expected) | set(committed))}")
+    for gid, shard in held.items():
+        g = shard.group(gid)
+        want = expected.get(gid)
+        if want is not None and (g.generation, g.static_members) != (want["generation"], want["instances"]):
+            raise AssertionError(f"synth: group {gid}: the shard holds generation {g.generation} "
+                                 f"{g.static_members}, the simulation {want['generation']} {want['instances']}")
+        offsets = {str(p): r.offset for (_, p), r in shard.committed_offsets(gid).items()}
+        if offsets != committed.get(gid, {}):
+            raise AssertionError(f"synth: group {gid}: the shard holds offsets {offsets}, "
+                                 f"the simulation {committed.get(gid, {})}")
 
 
 def segment_files(data_dir: str | Path) -> list[Path]:

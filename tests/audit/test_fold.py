@@ -98,7 +98,7 @@ class _Topic:
 
 def replayed_state(logs) -> dict:
     co = GroupCoordinator()
-    CoordinatorRuntime(co, _Topic(logs), broker=None).load()
+    CoordinatorRuntime(lambda _partition: co, _Topic(logs)).load()
     return {gid: (g.generation, dict(g.static_members)) for gid, g in co.groups.items()
             if g.generation > 0 or g.static_members}
 

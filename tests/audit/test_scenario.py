@@ -56,7 +56,7 @@ def observe(s, truth: Truth) -> None:
     def apply(result):
         inner(result)
         if any(isinstance(r, rec.GroupMetadataRecord) and r.group_id == G for r in result.records):
-            g = s.server.coordinator.groups.get(G)
+            g = rt.group(G)
             truth.persisted.append(dict(
                 step=truth.step, time=rt.clock_ms(), generation=g.generation, state=g.state,
                 leader=g.leader_id, members={mid: m.group_instance_id for mid, m in g.members.items()},

@@ -109,3 +109,31 @@ def test_limit_flags_reach_the_config_and_bad_values_are_refused():
     with pytest.raises(SystemExit) as exc:               # __consumer_offsets is created under the caps too
         main(["serve", "--offsets-partitions", "5", "--max-partitions-per-topic", "4"])
     assert str(exc.value) == "tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions"
+
+
+def test_every_setting_is_one_field_whose_flag_reaches_the_config():
+    """tenure/config.py's fields carry their flags: each flag given a value (the least allowed, or a choice)
+    reaches its field through `tenure serve`'s parsing and _config, and its default is the field's."""
+    import dataclasses
+    from tenure.config import ServerConfig, flag_of, flag_settings
+    from tenure.tools.cli import _config, _parser
+    defaults = _config(_parser().parse_args(["serve", "--no-admin"]))
+    for f in flag_settings():
+        if f.name.startswith("admin_"):
+            continue                                      # the admin endpoint's flags: tests/integration/test_admin_cli.py
+        if f.type == "bool":
+            argv, want = [flag_of(f)], not f.default
+        elif f.metadata["choices"]:
+            want = f.metadata["choices"][0]
+            argv = [flag_of(f), want]
+        elif f.type in ("str", "str | None"):
+            want = "/tmp/x" if f.name == "data_dir" else "h.example"
+            argv = [flag_of(f), want]
+        else:
+            want = max(f.metadata["least"] or 0, 1) + (2 if f.name != "offsets_partitions" else 0)
+            argv = [flag_of(f), str(want)]
+        got = _config(_parser().parse_args(["serve", "--no-admin", *argv]))
+        assert getattr(got, f.name) == want, argv
+        assert getattr(defaults, f.name) == f.default, f.name
+        assert dataclasses.replace(got, **{f.name: f.default}) == defaults, argv    # nothing else moved
+    assert ServerConfig().admin_port is None and defaults.admin_port is None

@@ -108,7 +108,7 @@ def test_offsets_committed_while_the_cleaner_runs_are_all_there_after_a_restart(
         assert log_shape(s)[3] == end, "the log end offset survives compaction and restart"
         for g in groups:
             assert committed(s.bootstrap, g) == last[g]
-            view = s.call(lambda g=g: s.server.coordinator.groups.get(g))
+            view = s.call(lambda g=g: s.server.runtime.group(g))
             assert view is not None
 
 

@@ -9,7 +9,7 @@ import pytest
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
 from tenure.broker.topics import OFFSETS_TOPIC
-from tenure.coordinator.runtime import partition_for
+from tenure.coordinator import partition_for
 from tenure.server import ServerThread
 from tests.support.groupwire import fetch_all
 from tests.support.wire import WireClient, build_batch, produce_request

@@ -201,9 +201,9 @@ def dump_all(members) -> str:
 def group_view(st: ServerThread, gid: str) -> dict | None:
     """A consistent copy of the coordinator's view of one group, taken on the server loop."""
     def snap():
-        co = st.server.coordinator
-        g = co.groups.get(gid)
-        offsets = {(t, p): r.offset for (t, p), r in co.offsets.get(gid, {}).items()}
+        rt = st.server.runtime
+        g = rt.group(gid)
+        offsets = {(t, p): r.offset for (t, p), r in rt.committed_offsets(gid).items()}
         if g is None:
             return {"exists": False, "offsets": offsets}
         return {"exists": True, "state": g.state, "generation": g.generation, "leader": g.leader_id,

@@ -137,11 +137,11 @@ def test_transactions_survive_a_restart(tenure_server):
     p.produce("txn-restart", value=b"left-open", partition=0)
     p.flush(10)
     tenure_server.restart()
-    open_txn = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-restart"])
+    open_txn = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-restart"])
     assert open_txn.state_name == "Ongoing" and open_txn.partitions == {("txn-restart", 0)}
     assert consume_all(bs, "txn-restart", 1, "read_committed", 1, wait=0.5) == [b"committed"]
     deadline = time.time() + 20
-    while tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-restart"]
+    while tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-restart"]
                              .state_name) != "CompleteAbort":
         assert time.time() < deadline, "the open transaction was not aborted by its timeout"
         time.sleep(0.2)
@@ -500,7 +500,7 @@ def test_java_admin_lists_and_describes_transactions_and_producers(tenure_server
     from tests.support.java import run_java
     bs = tenure_server.bootstrap
     p = open_transaction(bs, "adm-txn", "adm-tx")
-    pid = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["adm-tx"].producer_id)
+    pid = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["adm-tx"].producer_id)
     listed, described, producers = run_java("AdminOps", bs, "transactions", "adm-tx", "adm-txn", "0", timeout=120)
     assert listed == {"type": "listed", "transactions": [{"id": "adm-tx", "producer_id": pid, "state": "Ongoing"}]}
     assert described == {"type": "described", "state": "Ongoing", "producer_id": pid, "epoch": 0,
@@ -518,7 +518,7 @@ def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenur
     admin = KafkaAdminClient(bootstrap_servers=bs)
     try:
         pid = tenure_server.call(
-            lambda: tenure_server.server.txn_runtime.coordinator.transactions["kpa-tx"].producer_id)
+            lambda: tenure_server.server.txn_runtime.shards[0].transactions["kpa-tx"].producer_id)
         [listed] = admin.list_transactions()[0]
         assert (listed.transactional_id, listed.producer_id, listed.state.value) == ("kpa-tx", pid, "Ongoing")
         assert admin.list_transactions(state_filters=["CompleteCommit"]) == {0: []}
@@ -543,7 +543,7 @@ def test_advance_clock_expires_an_open_transaction(tenure_server):
     p = open_transaction(tenure_server.bootstrap, "txn-clock", "tx-clock")
     fired = tenure_server.advance_clock(60_000)
     assert "txn_timeout/tx-clock" in fired
-    state = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-clock"])
+    state = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-clock"])
     assert (state.state_name, state.producer_epoch) == ("CompleteAbort", 1)
     assert consume_all(tenure_server.bootstrap, "txn-clock", 1, "read_committed", 0, wait=1.0) == []
     with pytest.raises(KafkaException):
@@ -573,11 +573,11 @@ def test_a_prepared_commit_completes_at_restart(tenure_server):
     bs = tenure_server.bootstrap
     p = open_transaction(bs, "txn-prep", "tx-prep")
     server = tenure_server.server
-    ongoing = tenure_server.call(lambda: server.txn_runtime.coordinator.transactions["tx-prep"])
+    ongoing = tenure_server.call(lambda: server.txn_runtime.shards[0].transactions["tx-prep"])
     # the PrepareCommit record alone reaches the log (what EndTxn writes first), then the server stops
-    tenure_server.call(lambda: server.txn_runtime._persist([dataclasses.replace(ongoing, state=PREPARE_COMMIT)]))
+    tenure_server.call(lambda: server.txn_runtime.writer.write([dataclasses.replace(ongoing, state=PREPARE_COMMIT)]))
     tenure_server.restart()
-    done = tenure_server.call(lambda: tenure_server.server.txn_runtime.coordinator.transactions["tx-prep"])
+    done = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-prep"])
     assert (done.state_name, done.partitions) == ("CompleteCommit", frozenset())
     assert consume_all(bs, "txn-prep", 1, "read_committed", 1) == [b"v"]
     del p

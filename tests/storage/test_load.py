@@ -70,7 +70,7 @@ def test_latest_per_key_load_equals_a_full_replay(seed):
     for r in records:
         full.replay(r)
     loaded = GroupCoordinator()
-    report = CoordinatorRuntime(loaded, offsets_topic_with(records), broker=None).load()
+    report = CoordinatorRuntime(lambda _partition: loaded, offsets_topic_with(records)).load()
     assert report.records == len(records) and report.replayed <= len(records)
     assert report.replayed == len({rec.encode(r)[0] for r in records})
     assert state(loaded) == state(full)
@@ -82,7 +82,7 @@ def test_unknown_record_types_and_keyless_records_are_skipped_and_reported(caplo
     topic = offsets_topic_with(records, extra=[unknown, unknown, (None, b"x")])
     co = GroupCoordinator()
     with caplog.at_level(logging.WARNING):
-        report = CoordinatorRuntime(co, topic, broker=None).load()
+        report = CoordinatorRuntime(lambda _partition: co, topic).load()
     assert report.unknown == {999: 1}                   # one key (its latest record) of an unknown type
     assert [(p, reason) for p, _, reason in report.undecodable] == [(0, "record without a key")]
     assert "skipped 1 record key(s) of unknown type (key version 999)" in caplog.text
@@ -103,7 +103,7 @@ def test_a_group_left_with_neither_metadata_nor_offsets_is_not_loaded_as_on_kafk
     for r in records:
         full.replay(r)
     loaded = GroupCoordinator()
-    CoordinatorRuntime(loaded, offsets_topic_with(records), broker=None).load()
+    CoordinatorRuntime(lambda _partition: loaded, offsets_topic_with(records)).load()
     assert set(full.groups) == {"kept"} and full.offsets.keys() == {"kept"}
     assert loaded.groups == full.groups and loaded.offsets == full.offsets
 
@@ -117,7 +117,7 @@ def test_a_deleted_groups_surviving_offsets_keep_it_as_an_empty_group_as_on_kafk
     for r in records:
         full.replay(r)
     loaded = GroupCoordinator()
-    CoordinatorRuntime(loaded, offsets_topic_with(records), broker=None).load()
+    CoordinatorRuntime(lambda _partition: loaded, offsets_topic_with(records)).load()
     assert full.groups == loaded.groups == {"g": ClassicGroup("g")}
     assert full.offsets == loaded.offsets and full.offsets["g"][("t", 0)].offset == 5
 
@@ -125,7 +125,7 @@ def test_a_deleted_groups_surviving_offsets_keep_it_as_an_empty_group_as_on_kafk
 def test_group_partition_follows_kafkas_utils_abs_not_a_sign_mask():
     """Kafka places a group at Utils.abs(groupId.hashCode()) % partitions: Math.abs for a negative hash
     (Integer.MIN_VALUE -> 0), which differs from masking the sign bit for every negative hash."""
-    from tenure.coordinator.runtime import java_string_hash, partition_for
+    from tenure.coordinator import java_string_hash, partition_for
     assert java_string_hash("roll-g") == -925410537          # Java: "roll-g".hashCode()
     assert partition_for("roll-g", 50) == 925410537 % 50 == 37
     assert java_string_hash("g") == 103 and partition_for("g", 50) == 3
@@ -138,9 +138,9 @@ def test_a_log_on_disk_loads_as_the_same_log_in_memory(tmp_path):
     records = history(3)
     on_disk = GroupCoordinator()
     topic = offsets_topic_with(records, log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
-    report = CoordinatorRuntime(on_disk, topic, broker=None).load()
+    report = CoordinatorRuntime(lambda _partition: on_disk, topic).load()
     in_memory = GroupCoordinator()
-    again = CoordinatorRuntime(in_memory, offsets_topic_with(records), broker=None).load()
+    again = CoordinatorRuntime(lambda _partition: in_memory, offsets_topic_with(records)).load()
     assert (report.batches, report.records, report.replayed) == (again.batches, again.records, again.replayed)
     assert state(on_disk) == state(in_memory)
     topic.partitions[0].close()
@@ -156,6 +156,6 @@ def test_a_batch_changed_on_disk_after_open_stops_the_load_naming_file_and_byte(
     spot = data.index(struct.pack(">q", 4242))
     path.write_bytes(data[:spot] + struct.pack(">q", 4243) + data[spot + 8:])
     with pytest.raises(CorruptLogError) as err:
-        CoordinatorRuntime(GroupCoordinator(), topic, broker=None).load()
+        CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic).load()
     assert str(path) in str(err.value) and "at byte 0" in str(err.value) and "CRC-32C" in str(err.value)
     topic.partitions[0].close()

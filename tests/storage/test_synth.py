@@ -144,10 +144,12 @@ def test_server_loads_the_groups(synth):
     cfg = ServerConfig(port=0, data_dir=str(d), offsets_partitions=CFG.offsets_partitions, cleaner_interval_ms=0)
     with ServerThread(cfg) as s:
         def state(server):
-            c = server.coordinator
+            rt = server.runtime
+            groups = {gid: rt.group(gid) for gid in rt.group_ids()}
+            offsets = {gid: rt.committed_offsets(gid) for gid in groups}
             return (server.load_report,
-                    {gid: (g.generation, dict(g.static_members)) for gid, g in c.groups.items()},
-                    {gid: {p: r.offset for (_, p), r in o.items()} for gid, o in c.offsets.items()})
+                    {gid: (g.generation, dict(g.static_members)) for gid, g in groups.items()},
+                    {gid: {p: r.offset for (_, p), r in o.items()} for gid, o in offsets.items() if o})
         report, groups, offsets = s.call(state, s.server)
     assert report.records == result["stats"]["records"]
     assert not report.unknown and not report.undecodable
@@ -183,3 +185,30 @@ def test_cli_synth(tmp_path, capsys):
     capsys.readouterr()
     assert main(["log", "synth", str(d), "--records", "10"]) == 2                 # holds logs already
     assert "already holds logs" in capsys.readouterr().err
+
+
+def test_the_simulation_is_checked_against_real_coordinator_shards(synth):
+    """generate() replays every record it writes into the coordinator shard of its partition and checks the
+    shards' groups and offsets against what it returns; a simulation that disagreed would not pass."""
+    import copy
+
+    from tenure.coordinator import GroupCoordinator, partition_for
+    from tenure.tools.synth import check_against_shards
+
+    d, result = synth
+    shards = [GroupCoordinator(partition=p) for p in range(CFG.offsets_partitions)]
+    for part, records in read_records(d).items():
+        for x in records:
+            assert partition_for(x.group_id, CFG.offsets_partitions) == part
+            shards[part].replay(x)
+    check_against_shards(result, shards)
+    gid = next(iter(result["expected"]))
+    wrong = copy.deepcopy(result)
+    wrong["expected"][gid]["generation"] += 1
+    with pytest.raises(AssertionError, match=f"group {gid}: the shard holds generation"):
+        check_against_shards(wrong, shards)
+    wrong = copy.deepcopy(result)
+    p, o = next(iter(wrong["committed"][gid].items()))
+    wrong["committed"][gid][p] = o + 1
+    with pytest.raises(AssertionError, match=f"group {gid}: the shard holds offsets"):
+        check_against_shards(wrong, shards)

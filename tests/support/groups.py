@@ -32,7 +32,7 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.05):
 def group_view(server_thread, group_id: str):
     """A consistent copy of one group's state, read on the server's loop (None if unknown)."""
     def read():
-        g = server_thread.server.coordinator.groups.get(group_id)
+        g = server_thread.server.runtime.group(group_id)
         if g is None:
             return None
         return {
@@ -45,7 +45,7 @@ def group_view(server_thread, group_id: str):
 
 def committed_offsets(server_thread, group_id: str) -> dict[tuple[str, int], int]:
     return server_thread.call(lambda: {k: r.offset for k, r in
-                                       server_thread.server.coordinator.offsets.get(group_id, {}).items()})
+                                       server_thread.server.runtime.committed_offsets(group_id).items()})
 
 
 class GroupMember:

@@ -1,0 +1,105 @@
+"""Which coordinator shard answers a group request: Kafka's group hash, and the requests that name
+several groups split by shard and their answers merged back in request order.
+
+A shard owns the groups of one `__consumer_offsets` partition: a group lives where Kafka puts it,
+`partition_for(group_id, partitions)`. A request naming one group goes to its shard. DescribeGroups,
+DeleteGroups and OffsetFetch v8+ name several groups: `split` gives each shard the part of the request
+that names its groups (in request order), and `merge` puts the shards' answers back in request order.
+ListGroups asks every shard and concatenates their groups.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 9, 15, 16, 42
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's rule: Utils.abs(groupId.hashCode) % offsets.topic.num.partitions, where Utils.abs maps
+    Integer.MIN_VALUE to 0 and is Math.abs otherwise (not a mask of the sign bit)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass(frozen=True)
+class _MultiGroup:
+    """A request naming several groups: its list field, the group of an item, the answers' list field.
+    `dedup` gives the key under which the coordinator answers repeated items once (None: every item is
+    answered); applying it before the split makes every shard's answers one per item, in item order."""
+    items: str
+    group_of: Callable[[object], str]
+    answers: str
+    dedup: Callable[[int, object], object] | None
+
+
+_MULTI = {
+    DESCRIBE_GROUPS: _MultiGroup("groups", lambda gid: gid, "groups", lambda i, gid: gid),
+    DELETE_GROUPS: _MultiGroup("groups_names", lambda gid: gid, "results", None),
+    OFFSET_FETCH: _MultiGroup("groups", lambda q: q.group_id, "groups",
+                              lambda i, q: (q.group_id, None) if q.topics is None else (q.group_id, i)),
+}
+
+
+def names_several_groups(api_key: int, api_version: int) -> bool:
+    return api_key in (DESCRIBE_GROUPS, DELETE_GROUPS) or (api_key == OFFSET_FETCH and api_version >= 8)
+
+
+def split(api_key: int, body, partitions: int) -> tuple[list[tuple[int, object]], list[int]]:
+    """([(partition, the body naming only that partition's groups)] in order of each partition's first
+    item, the partition of each answer in request order). One piece, the body itself, when every item
+    belongs to one partition."""
+    spec = _MULTI[api_key]
+    items = list(getattr(body, spec.items) or [])
+    if spec.dedup is not None:
+        first: dict = {}
+        for i, item in enumerate(items):
+            first.setdefault(spec.dedup(i, item), item)
+        items = list(first.values())
+    parts: dict[int, list] = {}
+    order = []
+    for item in items:
+        part = partition_for(spec.group_of(item), partitions)
+        parts.setdefault(part, []).append(item)
+        order.append(part)
+    if len(parts) <= 1:
+        return [(next(iter(parts), 0), body)], order
+    pieces = []
+    for part, mine in parts.items():
+        sub = copy.copy(body)
+        setattr(sub, spec.items, mine)
+        pieces.append((part, sub))
+    return pieces, order
+
+
+def merge(api_key: int, order: list[int], pieces: list[tuple[int, object, object]]):
+    """The answer from [(partition, sub-body, its answer)] as `split` made them: each shard answers its
+    items in their order, so walking `order` puts every answer back in request order."""
+    spec = _MULTI[api_key]
+    answers = {}
+    for part, sub, answer in pieces:
+        got = list(getattr(answer, spec.answers))
+        if len(got) != len(getattr(sub, spec.items) or []):
+            raise AssertionError(f"shard {part} answered {len(got)} of {len(getattr(sub, spec.items))} group(s)")
+        answers[part] = iter(got)
+    out = copy.copy(pieces[0][2])
+    setattr(out, spec.answers, [next(answers[part]) for part in order])
+    return out
+
+
+def merge_lists(answers: list):
+    """ListGroups over every shard: one answer holding every shard's groups, the first error if any."""
+    out = copy.copy(answers[0])
+    out.groups = [g for a in answers for g in a.groups]
+    out.error_code = next((a.error_code for a in answers if a.error_code), 0)
+    return out

@@ -1,0 +1,94 @@
+"""The log cleaner's schedule (storage/compaction.py does the cleaning).
+
+With --data-dir, every cleaner_interval_ms one bounded pass (cleaner_pass_bytes of segment reads in all)
+over the partitions of compacted topics, round robin; parsing runs on a worker thread, every file and
+segment-list change on the server's loop. `compact_now` cleans until there is nothing left to do."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
+from tenure.storage.segments import SegmentLog
+
+log = logging.getLogger("tenure.server")
+
+
+class LogCleaner:
+    def __init__(self, topics, clock_ms: Callable[[], int], *, interval_ms: int, pass_bytes: int) -> None:
+        self.topics = topics
+        self.clock_ms = clock_ms
+        self.interval_ms, self.pass_bytes = interval_ms, pass_bytes
+        self.stats = CleanStats()                 # what the log cleaner has done since start
+        self._lock = asyncio.Lock()
+        self._next = 0
+        self._compactor: Compactor | None = None
+        self._task: asyncio.Task | None = None
+
+    def _compacted_logs(self) -> list[tuple[SegmentLog, CompactionPolicy]]:
+        out = []
+        for topic in self.topics.all():
+            if is_compacted(topic.config("cleanup.policy")):
+                policy = CompactionPolicy.from_configs(topic.config)
+                out += [(plog, policy) for plog in topic.partitions if isinstance(plog, SegmentLog)]
+        return out
+
+    @property
+    def compactor(self) -> Compactor:
+        if self._compactor is None:
+            self._compactor = Compactor(clock_ms=self.clock_ms, pass_bytes=self.pass_bytes)
+        return self._compactor
+
+    async def clean_pass(self, budget: int | None) -> CleanStats:
+        """One pass over the compacted logs, starting where the last pass stopped."""
+        total = CleanStats()
+        async with self._lock:
+            logs = self._compacted_logs()
+            for k in range(len(logs)):
+                i = (self._next + k) % len(logs)
+                left = None if budget is None else budget - total.bytes_read
+                if left is not None and left <= 0:
+                    total.more = True
+                    self._next = i
+                    break
+                plog, policy = logs[i]
+                total += await self.compactor.clean_async(plog, policy, 1 << 62 if left is None else left)
+        self.stats += total
+        return total
+
+    def start(self) -> None:
+        """Run a pass every interval_ms on the running loop (0: never)."""
+        if self.interval_ms > 0:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self, timeout_s: float) -> None:
+        """Stop the schedule (before the logs close)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=timeout_s)
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_ms / 1000)
+            try:
+                st = await self.clean_pass(self.pass_bytes)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("log cleaner pass failed; the next one runs in %d ms", self.interval_ms)
+                continue
+            if st.groups_cleaned:
+                log.debug("log cleaner: %d segment(s) -> %d, %d -> %d byte(s), %d tombstone(s) dropped",
+                          st.segments_before, st.segments_after, st.bytes_before, st.bytes_after,
+                          st.tombstones_dropped)
+
+    async def compact_now(self) -> CleanStats:
+        """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""
+        total = CleanStats()
+        while True:
+            st = await self.clean_pass(None)
+            total += st
+            if not st.did_work:
+                return total

@@ -1,0 +1,150 @@
+"""One client connection: read bytes, cut them into frames, decode one request at a time, hand it to the
+dispatcher, write the answers back in request order, close on bad input.
+
+A `Connection` knows nothing of sockets or Kafka semantics: it reads from anything with
+`read(n) -> bytes` (an asyncio.StreamReader) and writes to anything with `write(bytes)` and
+`async drain()` - so tests drive it with a fed StreamReader and a list-backed writer - and it asks
+its `dispatch` callable to answer each decoded request.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Protocol
+
+from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
+from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
+from tenure.protocol.framing import FrameDecoder
+from tenure.protocol.limits import DecodeLimits
+
+from tenure.control.metrics import Metrics
+from tenure.server.ratelog import RateLimitedLog
+
+log = logging.getLogger("tenure.server")
+READ_CHUNK = 256 * 1024
+
+
+class Reader(Protocol):
+    async def read(self, n: int) -> bytes: ...
+
+
+class Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+
+
+@dataclass
+class RequestBudget:
+    """Bytes of not yet served requests all connections together may hold (--max-buffered-request-bytes)."""
+    limit: int
+    used: int = 0
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who is at the other end: the server's id for the connection, the socket's peer address, and the
+    client host the coordinator records for members ("/127.0.0.1")."""
+    conn_id: int
+    address: object
+    client_host: str
+
+
+# dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame
+# (or not at all: a request that has no response) and returns False if the connection is to be closed
+# instead (an injected close)
+Dispatch = Callable[[Request, Peer, Callable[[bytes], Awaitable[None]]], Awaitable[bool]]
+
+
+def close_reason(exc: ClientProtocolError) -> str:
+    """The `reason` label of tenure_connections_closed_by_server for a client's bad input."""
+    return ("frame_too_large" if isinstance(exc, FrameTooLarge) else
+            "unsupported_api" if isinstance(exc, UnsupportedApi) else
+            "request_limit" if isinstance(exc, RequestLimitExceeded) else "malformed_request")
+
+
+class Connection:
+    """Serve one connection until its end, its bad input, its idleness or an injected close.
+
+    `run()` returns when the connection is to be closed (closing the transport is the caller's);
+    requests are served one at a time, each on its own loop turn, so answers go out in request order.
+    `serving` tells whether a request of this connection is being served now (a drain waits for it);
+    once `draining` is set the connection ends after that request's answer."""
+
+    def __init__(self, peer: Peer, reader: Reader, writer: Writer, dispatch: Dispatch, *,
+                 max_frame_bytes: int, limits: DecodeLimits, budget: RequestBudget,
+                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog) -> None:
+        self.peer = peer
+        self.reader, self.writer, self.dispatch = reader, writer, dispatch
+        self.decoder = FrameDecoder(max_frame_bytes)
+        self.limits, self.budget, self.idle_ms = limits, budget, idle_ms
+        self.metrics, self.ratelog = metrics, ratelog
+        self.held = 0                          # this connection's share of budget.used
+        self.serving = False
+        self.draining = False                  # the server is stopping: no request after the current one
+
+    async def run(self) -> None:
+        try:
+            while True:
+                data = await self._read()
+                if not data:
+                    return
+                if self.budget.used + len(data) > self.budget.limit:
+                    self.metrics.closed_connections["request_buffer_budget"] += 1
+                    self.ratelog.log("request buffer budget", logging.WARNING, "connection %d from %s: closing: "
+                                     "%d more byte(s) would pass the budget of %d bytes for requests buffered by all "
+                                     "connections (--max-buffered-request-bytes); %d are buffered (%d by this one)",
+                                     self.peer.conn_id, self.peer.address, len(data), self.budget.limit,
+                                     self.budget.used, self.held)
+                    return
+                self.budget.used += len(data)
+                self.held += len(data)
+                try:
+                    if not await self._serve(self.decoder.feed(data)) or self.draining:
+                        return
+                finally:
+                    self.budget.used -= self.held - self.decoder.buffered
+                    self.held = self.decoder.buffered
+        except ClientProtocolError as exc:
+            self.ratelog.log("bad input", logging.WARNING, "connection %d from %s: closing: %s",
+                             self.peer.conn_id, self.peer.address, exc)
+            self.metrics.closed_connections[close_reason(exc)] += 1
+        finally:
+            self.budget.used -= self.held
+            self.held = 0
+
+    async def _read(self) -> bytes:
+        """The next bytes; b"" at the connection's end, or once it has sent nothing for idle_ms while
+        no request of it was being served (then it is closed)."""
+        try:
+            async with asyncio.timeout(self.idle_ms / 1000 if self.idle_ms > 0 else None):
+                return await self.reader.read(READ_CHUNK)
+        except TimeoutError:
+            self.metrics.closed_connections["idle"] += 1
+            self.ratelog.log("idle connections", logging.INFO, "connection %d from %s: closing: idle for %d ms "
+                             "(connections.max.idle.ms)", self.peer.conn_id, self.peer.address, self.idle_ms)
+            return b""
+
+    async def _send(self, frame: bytes) -> None:
+        self.writer.write(frame)
+        await self.writer.drain()
+
+    async def _serve(self, frames: list[bytes]) -> bool:
+        """Serve each whole request of `frames` in order; False if the connection is to be closed."""
+        for payload in frames:
+            await asyncio.sleep(0)               # one request per loop turn: other connections get theirs
+            if self.draining:
+                return False
+            req = decode_request(payload, self.limits)
+            if isinstance(req, UnsupportedApiVersions):
+                self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
+                                 "served; answering v0 with error 35", self.peer.conn_id, req.api_version)
+                await self._send(encode_unsupported_api_versions(req))
+                continue
+            self.serving = True
+            try:
+                if not await self.dispatch(req, self.peer, self._send):
+                    return False
+            finally:
+                self.serving = False
+        return True

@@ -1,0 +1,242 @@
+"""An in-process server on its own event-loop thread, for tests: `ServerThread` (synchronous clients)
+and `AsyncServerThread` (async tests: its waits are coroutines)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+
+from tenure.storage.compaction import CleanStats
+
+from tenure.config import ServerConfig
+from tenure.control.faults import Faults
+from tenure.control.metrics import Metrics
+from tenure.control.registry import add_thread_methods
+from tenure.control.views import GroupView
+from tenure.server.lifecycle import Server, reopen
+
+log = logging.getLogger("tenure.server")
+
+
+@add_thread_methods
+class ServerThread:
+    """An in-process server on its own event loop thread: for tests driving synchronous clients.
+
+    Besides `bootstrap`, it offers the inspection and fault-injection surface of docs/testing.md, each
+    call run on the server's loop: `group(id)`, `groups()`, `rebalances(id)`, `no_rebalance(id)`,
+    `faults` (fail/close/delay rules), `expire_session`, `advance_clock`, `force_rebalance`, `restart`,
+    `metrics` and `metrics_text()`."""
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig(port=0)
+        self.loop = asyncio.new_event_loop()
+        self.server: Server | None = None
+        self.faults = Faults()
+        self.metrics = Metrics()
+        self._thread = threading.Thread(target=self._run, name="tenure-server", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._watcher: asyncio.Task | None = None
+        self._restart_lock = asyncio.Lock()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.server = Server(self.config, faults=self.faults, metrics=self.metrics)
+            self.loop.run_until_complete(self.server.start())
+        except BaseException as exc:  # reported to the starting thread
+            self._error = exc
+            if self.server is not None:    # e.g. the port is taken after recovery: release the data dir
+                try:
+                    self.loop.run_until_complete(self.server.close())
+                except Exception:
+                    log.exception("closing a server that failed to start")
+            self._ready.set()
+            return
+        self._watcher = self.loop.create_task(self._watch_restarts())
+        self._ready.set()
+        self.loop.run_forever()
+        self._watcher.cancel()
+        self.loop.run_until_complete(asyncio.wait([self._watcher]))
+        self.loop.run_until_complete(self.server.close())
+        self.loop.close()
+
+    async def _watch_restarts(self) -> None:
+        """POST /restart on the admin endpoint asks the server for a restart; this performs it. A storage
+        failure (fail-stop, Server._fatal) closes the server: its clients see their connections closed,
+        nothing more is acknowledged, as when `tenure serve` exits with code 3."""
+        while True:
+            server = self.server
+            waits = [asyncio.ensure_future(server.restart_requested.wait()),
+                     asyncio.ensure_future(server.stop_requested.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if server.stop_requested.is_set():
+                log.critical("stopping after a storage failure: %s", server.fatal_error)
+                await server.close()
+                return
+            await self._restart()
+
+    async def _restart(self, wipe: bool = False) -> None:
+        async with self._restart_lock:
+            if wipe:
+                self.metrics = Metrics()
+            self.server = await reopen(self.server, wipe=wipe, metrics=self.metrics)
+
+    def start(self) -> "ServerThread":
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.server is not None
+        return self.server.bootstrap
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None and self.server.port is not None
+        return self.server.port
+
+    @property
+    def admin_port(self) -> int | None:
+        assert self.server is not None
+        return self.server.admin_port
+
+    def call(self, fn, *args):
+        """Run fn(*args) on the server's loop and return its result (for inspection in tests)."""
+        async def run():
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    # ------------------------------------------------------------------ inspection
+    # group(id), groups(), expire_session(group, member), advance_clock(ms), force_rebalance(group): one
+    # method per control of tenure/control/registry.py (add_thread_methods), each run on the server's loop
+    def rebalances(self, group_id: str) -> int:
+        """Rebalances the group started since this server (thread) started, restarts included."""
+        return self.call(self.metrics.rebalance_count, group_id)
+
+    @contextlib.contextmanager
+    def no_rebalance(self, *group_ids: str):
+        """`with server.no_rebalance("g"): ...` fails (AssertionError) if any of the groups started a
+        rebalance or changed generation inside the block; the message names the causes of the
+        rebalances started inside the block."""
+        def now(g):
+            return (self.rebalances(g), getattr(self.group(g), "generation", None),
+                    self.call(self.metrics.rebalance_causes, g))
+        before = {g: now(g) for g in group_ids}
+        yield
+        after = {g: now(g) for g in group_ids}
+        changed = {g: (before[g], after[g]) for g in group_ids if before[g][:2] != after[g][:2]}
+
+        def causes(b: dict, a: dict) -> dict:
+            return {c: n - b.get(c, 0) for c, n in a.items() if n > b.get(c, 0)}
+        if changed:
+            raise AssertionError("rebalance(s) happened: " + ", ".join(
+                f"{g}: rebalances {b[0]} -> {a[0]}, generation {b[1]} -> {a[1]} (causes in the block: "
+                f"{causes(b[2], a[2])})" for g, (b, a) in changed.items()))
+
+    def wait_for_group(self, group_id: str, state: str | None = "Stable", members: int | None = None,
+                       timeout: float = 30.0) -> GroupView:
+        """Wait until the group exists, is in `state` (None: any) and has `members` members (None: any);
+        returns its view. Raises TimeoutError after `timeout` seconds, naming what it saw last."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.group(group_id)
+            if group_is(view, state, members):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
+            time.sleep(0.02)
+
+    def create_topics(self, topics: dict[str, int]) -> None:
+        """Create topics now ({name: partitions}); an existing name is an error (tenure.broker's)."""
+        def create():
+            for name, partitions in topics.items():
+                self.server.topics.create(name, partitions)
+        self.call(create)
+
+    def metrics_text(self) -> str:
+        """The Prometheus exposition the admin endpoint serves at /metrics."""
+        from tenure.control.metrics import render
+        return self.call(lambda: render(self.server)).decode()
+
+    # ------------------------------------------------------------------ controls the thread hosts itself
+    def restart(self) -> "ServerThread":
+        """Close the server and start it again on the same port and data dir (see reopen())."""
+        asyncio.run_coroutine_threadsafe(self._restart(), self.loop).result(120)
+        return self
+
+    def reset(self) -> "ServerThread":
+        """As new, at the same address: fault rules and metrics cleared, the data dir (if any) emptied,
+        the server restarted - no groups, topics, offsets or clock offset left."""
+        self.faults.clear()
+        asyncio.run_coroutine_threadsafe(self._restart(wipe=True), self.loop).result(120)
+        return self
+
+    def compact_now(self) -> CleanStats:
+        """Server.compact_now on the server's loop (log cleaner; for tests)."""
+        assert self.server is not None
+        return asyncio.run_coroutine_threadsafe(self.server.compact_now(), self.loop).result(120)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(30)
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def group_is(view: GroupView | None, state: str | None, members: int | None) -> bool:
+    """Whether a group view (None: the group is unknown) is what `wait_for_group` waits for."""
+    return (view is not None and (state is None or view.state == state)
+            and (members is None or len(view.members) == members))
+
+
+def waited_too_long(group_id: str, state: str | None, members: int | None, timeout: float,
+                    view: GroupView | None) -> str:
+    want = ", ".join(f"{k} {v}" for k, v in (("state", state), ("members", members)) if v is not None)
+    seen = "unknown to the server" if view is None else \
+        f"state {view.state}, {len(view.members)} member(s), generation {view.generation}"
+    return f"group {group_id!r} not {want or 'known'} after {timeout} s: last seen {seen}"
+
+
+class AsyncServerThread:
+    """A `ServerThread` for async tests (aiokafka): the waits are coroutines, so the test's own event
+    loop - and the clients' heartbeats on it - keeps running while a test waits. Everything else is the
+    ServerThread's own attribute (`bootstrap`, `group`, `no_rebalance`, `faults`, ...): those calls
+    return at once. The pytest plugin's `tenure_server_async` fixture is one of these."""
+
+    def __init__(self, server: ServerThread) -> None:
+        self.sync = server
+
+    def __getattr__(self, name: str):
+        return getattr(self.sync, name)
+
+    async def wait_for_group(self, group_id: str, state: str | None = "Stable", members: int | None = None,
+                             timeout: float = 30.0) -> GroupView:
+        """ServerThread.wait_for_group, awaiting between looks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.sync.group(group_id)
+            if group_is(view, state, members):
+                return view
+            if time.monotonic() >= deadline:
+                raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
+            await asyncio.sleep(0.02)
+
+    async def restart(self) -> "AsyncServerThread":
+        """ServerThread.restart, awaited (the server restarts on its own thread)."""
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.sync._restart(), self.sync.loop))
+        return self

@@ -1,0 +1,173 @@
+"""N coordinator shards answer as one coordinator: the same requests to a runtime with 8 offsets partitions
+and to one with a single partition get the same answers (requests naming groups of several shards are
+split and merged in request order, repeated ids answered once), and each group's state sits in the shard
+of its partition only."""
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+
+from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
+from tenure.coordinator import CoordinatorConfig, GroupCoordinator, partition_for
+from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
+from tenure.protocol import records as rec
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request
+
+
+def runtime(partitions: int) -> CoordinatorRuntime:
+    topic = TopicRegistry().create(OFFSETS_TOPIC, partitions, internal=True, configs={"cleanup.policy": "compact"})
+    return CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic, clock_ms=lambda: 1_000_000)
+
+
+async def call(rt: CoordinatorRuntime, body, version: int):
+    req = Request(type(body).API_KEY, version, 1, "test", body, SUPPORTED[type(body).API_KEY])
+    return (await rt.handle(req, "/127.0.0.1")).to_dict()
+
+
+def commit(group: str, offsets: dict[int, int]):
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    return OffsetCommitRequest(version=8, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                               group_instance_id=None, topics=[T(version=8, name="t", partitions=[
+                                   P(version=8, partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                     committed_metadata="") for p, o in offsets.items()])])
+
+
+def fetch(queries):
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    T = G.OffsetFetchRequestTopics
+    return OffsetFetchRequest(version=8, require_stable=False, groups=[
+        G(version=8, group_id=g, topics=None if parts is None else [T(version=8, name="t", partition_indexes=parts)])
+        for g, parts in queries])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_eight_shards_answer_as_one_coordinator(seed):
+    r = random.Random(seed)
+    groups = [f"g{i}" for i in range(12)]
+    names = groups + ["unknown-a", "unknown-b"]
+
+    async def run():
+        many, one = runtime(8), runtime(1)
+        assert len({partition_for(g, 8) for g in groups}) > 4
+
+        async def both(body, version, *, unordered=False):
+            a, b = await call(many, body, version), await call(one, body, version)
+            if unordered:
+                a["groups"].sort(key=str), b["groups"].sort(key=str)
+            assert a == b, body
+            return a
+
+        for g in groups:
+            await both(commit(g, {p: r.randrange(100) for p in range(r.randrange(1, 4))}), 8)
+        for g in groups:
+            assert [p for p, s in many.shards.items() if g in s.groups] == [partition_for(g, 8)]
+        for _ in range(30):
+            k = r.random()
+            pick = [r.choice(names) for _ in range(r.randrange(0, 8))]
+            if k < 0.4:
+                await both(DescribeGroupsRequest(version=5, groups=pick, include_authorized_operations=False), 5)
+            elif k < 0.8:
+                await both(fetch([(g, r.choice([None, [0], [0, 2]])) for g in pick]), 8)
+            elif k < 0.9:
+                await both(ListGroupsRequest(version=4, states_filter=r.choice([[], ["Empty"], ["Stable"]])), 4,
+                           unordered=True)
+            else:
+                await both(DeleteGroupsRequest(version=2, groups_names=pick), 2)
+                for g in pick:
+                    await both(commit(g, {0: 1}), 8)
+        assert many.group_ids() == one.group_ids()
+        for g in groups:
+            assert many.committed_offsets(g) == one.committed_offsets(g)
+        # per shard: its partition's log holds its groups' records only, and loading that log into a
+        # fresh shard gives the shard's state (the replay invariant, shard by shard)
+        for p, plog in enumerate(many.offsets_topic.partitions):
+            owners = {partition_for(rec.decode(r.key, r.value).group_id, 8)
+                      for _, raw in iter_batches(plog) for r in DefaultRecordBatch(raw)}
+            assert owners <= {p}
+        again = CoordinatorRuntime(lambda _partition: GroupCoordinator(), many.offsets_topic)
+        again.load()
+        for p, shard in many.shards.items():
+            fresh = again.shards[p]
+            assert fresh.group_ids() == shard.group_ids()
+            for g in shard.group_ids():
+                assert fresh.committed_offsets(g) == shard.committed_offsets(g)
+                assert (fresh.group(g).state, fresh.group(g).generation) == \
+                    (shard.group(g).state, shard.group(g).generation)
+
+    asyncio.run(run())
+
+
+def test_timers_of_every_shard_fire_from_one_wheel_and_a_failing_one_is_not_swallowed():
+    """Timers of every shard fire from one wheel in (deadline, arming) order; a timer whose handler raises
+    reaches advance_clock's caller and stops the runtime (fail-stop): the timers due after it do nothing."""
+    from kafka.protocol.consumer.group import JoinGroupRequest
+
+    def join(group: str):
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        return JoinGroupRequest(version=8, group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                member_id="", group_instance_id="i", protocol_type="consumer",
+                                protocols=[P(version=8, name="range", metadata=b"")])
+
+    async def run():
+        topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
+        now = [1_000_000]
+        rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+                                                           partition=p), topic, clock_ms=lambda: now[0])
+        groups = ["b-group", "a-group", "e-group"]
+        assert len({partition_for(g, 8) for g in groups}) == 3
+        parked = [asyncio.ensure_future(call(rt, join(g), 8)) for g in groups]   # same deadline, armed in order
+        await asyncio.sleep(0)
+        assert [k.name for k in rt.timers.due(now[0] + 3000) if k.name.startswith("join/")] == \
+            [f"join/{g}" for g in groups]
+        failing = rt.shard_for("a-group")
+        real = failing.on_timer
+
+        def broken(key, now_ms):
+            if key.name == "join/a-group":
+                raise RuntimeError("a broken rule")
+            return real(key, now_ms)
+        failing.on_timer = broken
+        with pytest.raises(RuntimeError, match="a broken rule"):
+            rt.advance_clock(3000)
+        assert rt.clock_offset_ms == 3000 and isinstance(rt.failed, RuntimeError)
+        assert (await asyncio.wait_for(parked[0], 5))["error_code"] == 0      # b-group's timer fired first
+        await asyncio.sleep(0.05)                       # e-group's timer, due too, comes from the loop: stopped
+        assert not parked[1].done() and not parked[2].done()
+        rt.close()
+        for p in parked:
+            p.cancel()
+
+    asyncio.run(run())
+
+
+def test_unloading_every_partition_answers_each_shards_parked_requests_16_and_stops_the_timers():
+    """unload() (the server stopping): every shard's parked JoinGroup is answered NOT_COORDINATOR (16),
+    no timer is left, and a request afterwards is answered 16 too."""
+    from kafka.protocol.consumer.group import JoinGroupRequest
+
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+
+    async def run():
+        topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
+        rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+                                                           partition=p), topic, clock_ms=lambda: 1_000_000)
+        groups = ["b-group", "a-group", "e-group"]
+        parked = [asyncio.ensure_future(call(rt, JoinGroupRequest(
+            version=8, group_id=g, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+            group_instance_id="i", protocol_type="consumer", protocols=[P(version=8, name="range", metadata=b"")]),
+            8)) for g in groups]
+        await asyncio.sleep(0)
+        assert len(rt.timers) == 6                      # a join and a session timer per group
+        rt.unload()
+        assert [(await asyncio.wait_for(p, 5))["error_code"] for p in parked] == [16, 16, 16]
+        assert len(rt.timers) == 0 and rt.shards == {}
+        assert (await call(rt, commit("a-group", {0: 1}), 8))["topics"][0]["partitions"][0]["error_code"] == 16
+
+    asyncio.run(run())

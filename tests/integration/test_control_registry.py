@@ -1,0 +1,52 @@
+"""One registry of controls (tenure/control/registry.py): every control is a ServerThread method, an admin
+route listed by `GET /`, and a `tenure groups/fault` subcommand - all derived from its one entry - and the
+three give the same answer for the same call."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tenure.config import ServerConfig
+from tenure.control.registry import CONTROLS
+from tenure.server import ServerThread
+from tenure.tools.cli import _parser, main
+from tests.support.groupwire import join
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerThread(ServerConfig(port=0, admin_port=0, initial_rebalance_delay_ms=0)) as s:
+        yield s
+
+
+def test_every_control_is_a_method_a_route_and_a_subcommand(server):
+    from tests.integration.test_admin_guard import call
+    _, index = call(server.admin_port, "GET", "/")
+    routes = {(e["method"], e["path"]): e["description"] for e in index["endpoints"]}
+    parser = _parser()
+    for control in CONTROLS:
+        assert routes[(control.method, control.path)] == control.summary
+        if control.thread:
+            assert callable(getattr(server, control.name)), control.name
+        for cli in control.cli:
+            argv = [cli.group, cli.command] + ["1" for a in (cli.args if cli.args is not None else control.args)
+                                               if a.required and a.name not in cli.fixed]
+            assert parser.parse_args(argv).control == (cli, control), argv
+    assert set(routes) - {(c.method, c.path) for c in CONTROLS} == {("GET", "/"), ("GET", "/health"),
+                                                                    ("GET", "/metrics")}
+
+
+def test_a_control_answers_alike_as_method_route_and_subcommand(server, capsys):
+    with WireClient.to(server.bootstrap) as c:
+        assert join(c, "reg-g", "", "i-1", "t", session_ms=30000).error_code == 0
+    server.wait_for_group("reg-g", state=None, members=1)
+    method = server.group("reg-g").to_dict()
+    assert main(["groups", "describe", "reg-g", "--admin", server.server.admin_address]) == 0
+    assert json.loads(capsys.readouterr().out) == method == server.group("reg-g").to_dict()
+    assert main(["fault", "expire", "reg-g", "nobody", "--admin", server.server.admin_address]) == 1
+    assert "UNKNOWN_MEMBER_ID" in capsys.readouterr().err
+    assert server.expire_session("reg-g", "nobody") is False
