@@ -95,7 +95,11 @@ class CoordinatorRuntime:
     The transaction coordinator runs on this runtime too, over `__transaction_state` (one partition, one
     shard: `codec` is its records' codec, protocol/txn_records.py): its Results carry `markers`, written by
     `write_markers` (the broker's, into the data partitions; a marker for __consumer_offsets goes through
-    the group runtime's `write_marker`), then its shard's `markers_written` completes the transactions."""
+    the group runtime's `write_marker`), then its shard's `markers_written` completes the transactions.
+    Made with `host` (the group coordinator's runtime) and its `timer_keys`, it has no clock or timer wheel
+    of its own: its timers go into the host's one wheel (fired in one deadline order with the group
+    timers, handed back to it by key type) and it reads the host's clock, so one `advance_clock` moves
+    both."""
 
     def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: Topic,
                  notify_append: Callable[[str, int], None] | None = None,
@@ -103,7 +107,8 @@ class CoordinatorRuntime:
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
                  metrics: Metrics | None = None, codec=rec,
-                 write_markers: Callable[[list[TxnMarker], int], list] | None = None) -> None:
+                 write_markers: Callable[[list[TxnMarker], int], list] | None = None,
+                 host: CoordinatorRuntime | None = None, timer_keys: tuple[type, ...] = ()) -> None:
         self.codec = codec
         self.write_markers = write_markers
         self.offsets_topic = offsets_topic
@@ -123,6 +128,13 @@ class CoordinatorRuntime:
         self._wakeup: asyncio.TimerHandle | None = None
         self._wakeup_at: int | None = None          # the deadline (coordinator ms) the callback waits for
         self._syncing: set[asyncio.Task] = set()
+        # a runtime hosted by this one (the transaction coordinator's) per timer key type it arms here
+        self._guests: dict[type, CoordinatorRuntime] = {}
+        self._host, self._timer_keys = host, timer_keys
+        if host is not None:
+            self.timers = host.timers
+            for kind in timer_keys:
+                host._guests[kind] = self
 
     @property
     def durability(self) -> Durability:
@@ -133,7 +145,10 @@ class CoordinatorRuntime:
         return self.writer.failed
 
     def clock_ms(self) -> int:
-        """The coordinator's time: the wall clock plus whatever `advance_clock` added."""
+        """The coordinator's time: the wall clock plus whatever `advance_clock` added (a hosted runtime:
+        its host's)."""
+        if self._host is not None:
+            return self._host.clock_ms()
         return self._wall_ms() + self.clock_offset_ms
 
     # ------------------------------------------------------------------ routing and queries
@@ -336,7 +351,7 @@ class CoordinatorRuntime:
             raise AssertionError(f"unloading shard {part} wrote records")
         self._release(result.responses)
         self._set_timers(result.timers)
-        left = [k.name for k in self.timers if self._partition_of_key(k) == part]
+        left = [k.name for k in self.timers if type(k) not in self._guests and self._partition_of_key(k) == part]
         if left:
             raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
 
@@ -441,7 +456,7 @@ class CoordinatorRuntime:
         for op in ops:
             self.timers.apply(op)
         if ops:
-            self._schedule()
+            (self._host or self)._schedule()
 
     def _schedule(self) -> None:
         """Keep the one loop callback waiting for the wheel's earliest deadline."""
@@ -521,7 +536,11 @@ class CoordinatorRuntime:
             self._release(responses)
 
     def _fire(self, key: TimerKey) -> None:
-        """One timer (already disarmed) on its group's shard."""
+        """One timer (already disarmed) on its group's shard (a hosted runtime's timer: on its shard)."""
+        guest = self._guests.get(type(key))
+        if guest is not None:
+            guest._fire(key)
+            return
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either
         shard = self.shards.get(self._partition_of_key(key))
@@ -539,6 +558,10 @@ class CoordinatorRuntime:
         self.apply(result, shard)
 
     def close(self) -> None:
+        if self._host is not None:              # the host's wheel: only this runtime's timers go
+            for key in [k for k in self.timers if type(k) in self._timer_keys]:
+                self.timers.cancel(key)
+            return
         if self._wakeup is not None:
             self._wakeup.cancel()
         self._wakeup, self._wakeup_at = None, None

@@ -139,7 +139,7 @@ def _expired(server, expired: bool, group: str, member: str) -> dict:
 
 
 def _advance_clock(server, ms: int) -> list[str]:
-    return server.advance_clock(ms)
+    return server.runtime.advance_clock(ms)
 
 
 def _advanced(server, fired: list[str], ms: int) -> dict:

@@ -26,7 +26,7 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
 from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches, partition_for
-from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator
+from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, TxnTimeoutKey
 from tenure.protocol import txn_records
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
@@ -155,11 +155,11 @@ class Server:
 
         coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
                                              offsets_partition_of)
+        # hosted by the group runtime: one clock, one timer wheel
         runtime = CoordinatorRuntime(lambda p: coordinator, topic, self.broker.notify_append,
-                                     clock_ms=self.runtime._wall_ms, durability=self.durability,
-                                     on_fatal=self._fatal, metrics=self.metrics, codec=txn_records,
-                                     write_markers=self.broker.write_txn_markers)
-        runtime.clock_offset_ms = self.runtime.clock_offset_ms     # one coordinator time (advance_clock)
+                                     durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
+                                     codec=txn_records, write_markers=self.broker.write_txn_markers,
+                                     host=self.runtime, timer_keys=(TxnTimeoutKey,))
         report = runtime.load()
         self.broker.producers.reserve(coordinator.max_producer_id())
         log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
@@ -168,14 +168,6 @@ class Server:
         if self._serving:                       # started lazily while serving: its timers now
             runtime.start_timers()
         return runtime
-
-    def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinators' clock `ms` ahead (see CoordinatorRuntime.advance_clock): the group
-        timers due by then fire, then the transaction timeouts due by then."""
-        fired = self.runtime.advance_clock(ms)
-        if self.txn_runtime is not None:
-            fired += self.txn_runtime.advance_clock(ms)
-        return fired
 
     def static_configs(self) -> dict[str, str | None]:
         """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the

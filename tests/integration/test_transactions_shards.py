@@ -185,3 +185,27 @@ def test_consume_transform_produce_over_eight_offsets_partitions(tmp_path):
         finally:
             for consumer, producer in clients.values():
                 producer.flush(5)
+
+
+def test_transaction_timeouts_share_the_group_timer_wheel():
+    """One timer wheel for both coordinators: advance_clock fires a transaction's timeout and a member's
+    session in the order of their deadlines; unloading the offsets partition its transactional id hashes
+    to leaves the transaction's timer alone."""
+    from kafka.protocol.producer import InitProducerIdRequest
+    from tests.integration.test_transactions import add_v3, codes_v3
+    from tests.support.groupwire import join, sync
+    tid = next(f"ctp-tx{i}" for i in range(100) if partition_for(f"ctp-tx{i}", N) != partition_for("ctp-g0", N))
+    with ServerThread(ServerConfig(port=0, offsets_partitions=N)) as st, WireClient.to(st.bootstrap) as c:
+        create_topic(c, IN, 1)
+        r = join(c, "ctp-g0", "", "i-1", IN, session_ms=20_000)
+        assert sync(c, "ctp-g0", r.member_id, r.generation_id, "i-1", {r.member_id: b""}).error_code == NONE
+        r = c.call(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=10_000, producer_id=-1,
+                                         producer_epoch=-1), 4)
+        added = c.call(add_v3(tid, r.producer_id, r.producer_epoch, [(IN, [0])]), 3)
+        assert codes_v3(added) == {(IN, 0): NONE}
+        st.call(lambda: st.server.runtime.unload(partition_for(tid, N)))
+        fired = st.advance_clock(60_000)
+        assert [f.split("/")[0] for f in fired if f.startswith(("txn_timeout/", "heartbeat/"))] \
+            == ["txn_timeout", "heartbeat"], fired
+        state = st.call(lambda: st.server.txn_runtime.shards[0].transactions[tid])
+        assert state.state_name == "CompleteAbort"
