@@ -28,6 +28,7 @@ EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
           "errors")
 EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
+SPLIT_BYTES = 16 << 20               # pieces per segment file: both cores of a small machine read one big file
 
 S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
 MEMBER = T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S),
@@ -77,6 +78,7 @@ class Options:
     churn_n: int = 4                  # an instance with at least N distinct member ids
     report: bool = True
     read_attempts: int = 3            # reads of a partition whose files a compaction swap changed meanwhile
+    split_bytes: int | None = SPLIT_BYTES   # a segment file is read as pieces of about this size (read.split)
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
     python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
     conf: dict | None = None          # further Spark settings
@@ -126,6 +128,12 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.pyspark.python", sys.executable))
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # the JVM's optimizing JIT compiler (C2) cost more CPU than it saved in a job of seconds to minutes
+        # on two cores (a third of the JVM's CPU at 1M records, docs/benchmarks.md); --conf overrides it
+        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # the one JVM is driver and executor: Spark's default 1g heap ran out at 10M records (Java heap
+        # space, while the persisted read spilled to disk); --conf spark.driver.memory=... overrides it
+        b = b.config("spark.driver.memory", "2g")
         # the JVM reads it at start: without it Spark warns that the host name resolves to a loopback
         # address and picks another interface, which a local run never uses
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -184,6 +192,8 @@ class Loaded:
     errors: DataFrame
     gaps: DataFrame               # GAP_SCHEMA: offset gaps above the cleaner checkpoint
     files: int                    # segment files read (in the consistent reads)
+    decoded: int                  # records decoded (in the consistent reads, every group)
+    error_rows: int               # rows of `errors`
     rereads: int                  # partitions read more than once (their files changed under a read)
 
 
@@ -208,24 +218,33 @@ def load(spark: SparkSession, opts: Options,
     a listing and its read (tests use it to swap segments at the worst moment)."""
     sc = spark.sparkContext
     kept, infos, gaps, unstable_rows = [], [], [], []
-    files, rereads = 0, set()
+    files, rereads, decoded, error_rows = 0, set(), 0, 0
     pending: set[int] | None = None
-    for attempt in range(max(opts.read_attempts, 1)):
+    unsplit: set[int] = set()             # read each file in one piece (its pieces did not chain)
+    tries: dict[int, int] = {}            # reads of a partition that changed under them
+    attempt = 0
+    while True:
         listings, note = _list_settled(opts.data_dir, pending)
         if note is not None and attempt == 0:
             progress(f"warning: {note}")
-        units = [u for p in sorted(listings) for u in listings[p].units()]
+        units = [u for p in sorted(listings)
+                 for u in listings[p].units(None if p in unsplit else opts.split_bytes)]
         if attempt == 0:
-            progress(f"{len(units)} segment file(s) in {len(listings)} partition(s) of {read.OFFSETS_TOPIC} "
-                     f"under {opts.data_dir}")
+            files_n = sum(len(lst.files) for lst in listings.values())
+            progress(f"{files_n} segment file(s) in {len(listings)} partition(s) of {read.OFFSETS_TOPIC} "
+                     f"under {opts.data_dir}, read as {len(units)} piece(s)")
         else:
-            progress(f"read {attempt + 1}: {len(units)} segment file(s) of partition(s) {sorted(listings)}")
+            progress(f"read {attempt + 1}: {len(units)} piece(s) of segment files of partition(s) "
+                     f"{sorted(listings)}")
         if after_listing is not None:
             after_listing(attempt, listings)
+        attempt += 1
         if not listings:
             break
         rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
-        # decoded once, straight into JVM rows (no second pass through Python), kept for every later stage
+        # one task per unit; decoded once, straight into JVM rows (no second pass through Python), kept for
+        # every later stage. (Arrow batches through mapInArrow instead were measured: no less JVM CPU,
+        # docs/benchmarks.md, and pyarrow in every executor's environment.)
         raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
@@ -234,34 +253,46 @@ def load(spark: SparkSession, opts: Options,
         by_part: dict[int, list] = {}
         for t in meta:
             by_part.setdefault(t[1][0], []).append(t)
-        reasons = {}
+        reasons, broken = {}, {}
         for p, lst in listings.items():
-            rows = [t[1] for t in by_part.get(p, ()) if t[0] == "I"]
+            units_i = [t[1] for t in by_part.get(p, ()) if t[0] == "I"]
+            rows, joins, bad = read.merge_pieces(units_i, lst.clean_to)
             reason = read.unstable_reason(lst, rows, after.get(p))
             if reason is not None:
                 reasons[p] = reason
                 continue
+            if bad:
+                broken[p] = bad
+                continue
             files += len(lst.files)
+            decoded += sum(i[13] for i in units_i)
+            error_rows += sum(i[14] for i in units_i)
             infos += rows
             gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
-                     for k, g in by_part.get(p, ()) if k == "G"]
+                     for g in [g for k, g in by_part.get(p, ()) if k == "G"] + joins]
             gaps += read.partition_gaps(lst, rows)
-        stable = frozenset(listings) - frozenset(reasons)
+        stable = frozenset(listings) - frozenset(reasons) - frozenset(broken)
         if stable:
             kept.append(raw.filter(F.col("kind").isin("R", "E") & F.col("partition").isin(sorted(stable))))
         else:
             raw.unpersist()
-        if not reasons:
-            break
+        for p, bad in sorted(broken.items()):
+            progress(f"partition {p}: the pieces of {read._some(bad)} did not read one chain of batches "
+                     f"(damage at a piece's start, or bytes inside a batch that look like one); read again, "
+                     f"each file in one piece")
+        unsplit |= set(broken)
         rereads |= set(reasons)
-        pending = set(reasons)
         for p, why in sorted(reasons.items()):
-            progress(f"partition {p} changed under the read ({why})")
-    else:
-        for p, why in sorted(reasons.items()):
+            tries[p] = tries.get(p, 0) + 1
+            if tries[p] < max(opts.read_attempts, 1):
+                progress(f"partition {p} changed under the read ({why})")
+                continue
             unstable_rows.append((listings[p].dir, p, None, None, read.UNSTABLE,
-                                  f"{why}; still changing after {opts.read_attempts} read(s): the partition's "
+                                  f"{why}; still changing after {tries[p]} read(s): the partition's "
                                   f"records are left out, run the audit again"))
+        pending = {p for p in reasons if tries[p] < max(opts.read_attempts, 1)} | set(broken)
+        if not pending:
+            break
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
     for df in kept:
         raw_all = raw_all.unionByName(df)
@@ -272,7 +303,8 @@ def load(spark: SparkSession, opts: Options,
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
     if opts.group is not None:
         records = records.filter(F.col("group") == opts.group)
-    return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files, len(rereads))
+    return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
+                  decoded, error_rows + len(unstable_rows), len(rereads))
 
 
 def static_events(records: DataFrame) -> DataFrame:
@@ -480,13 +512,16 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
 def build(spark: SparkSession, opts: Options,
           after_listing: Callable[[int, dict], None] | None = None) -> tuple[dict[str, DataFrame], int]:
     got = load(spark, opts, after_listing)
-    records, errors = got.records, got.errors      # over the persisted read: nothing is decoded again
-    n = records.count()
-    progress(f"{n} record(s) decoded, {errors.count()} error row(s)"
+    records, errors = got.records, got.errors.cache()      # over the persisted read: nothing is decoded again
+    # counted by the read itself (its per-unit rows): no pass over the records for it
+    progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s)"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    events = static_events(records).cache()       # a few percent of the records; read by every later stage
-    history = member_map_history(spark, records).cache()
-    gens = generations(records, events).cache()
+    # GroupMetadata and static-member records: a few percent of the log, all that the fold, the generations
+    # and the events read - taken from the persisted read once, rather than once per table
+    group_records = records.filter(F.col("type") != "offset_commit").persist(StorageLevel.MEMORY_AND_DISK)
+    events = static_events(group_records).cache()       # read by every later stage
+    history = member_map_history(spark, group_records).cache()
+    gens = generations(group_records, events).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
     gens_w = _window(gens, "time", None, opts)
     events_w = _window(events, "log_time", None, opts)
@@ -505,33 +540,42 @@ def build(spark: SparkSession, opts: Options,
 
 
 def summarize(tables: dict[str, DataFrame]) -> dict:
-    h = tables["member_map_history"]
-    by_cause = {}
-    for r in (h.select(F.col("start_cause").alias("c")).unionByName(
-            h.filter(F.col("end_cause").isNotNull()).select(F.col("end_cause").alias("c")))
-              .groupBy("c").count().collect()):
-        by_cause[r["c"]] = r["count"]
+    """The summary's counts, one aggregate job per table (seven small jobs in all)."""
+    h, gens, ev = tables["member_map_history"], tables["generations"], tables["static_events"]
+    by_cause: dict[str, int] = {}
+    member_ids = 0
+    for r in h.groupBy("start_cause", "end_cause").count().collect():
+        member_ids += r["count"]
+        for c in (r["start_cause"], r["end_cause"]):
+            if c is not None:
+                by_cause[c] = by_cause.get(c, 0) + r["count"]
+    ids = (h.select("group", "instance_id").unionByName(gens.select("group", F.lit(None).cast(S).alias("instance_id")))
+           .agg(F.countDistinct("group").alias("groups"), F.countDistinct("group", "instance_id").alias("instances"))
+           .first())
+    g = gens.agg(F.count("generation").alias("n"), F.min("time").alias("a"), F.max("time").alias("b")).first()
+    events, n_events, ev_a, ev_b = {}, 0, [], []
+    for r in (ev.groupBy("cause", "tombstone")
+              .agg(F.count("*").alias("n"), F.min("log_time").alias("a"), F.max("log_time").alias("b")).collect()):
+        n_events += r["n"]
+        ev_a.append(r["a"])
+        ev_b.append(r["b"])
+        if not r["tombstone"]:
+            events[r["cause"]] = events.get(r["cause"], 0) + r["n"]
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
-    ev = tables["static_events"]
-    events = {r["cause"]: r["count"] for r in ev.filter(~F.col("tombstone")).groupBy("cause").count().collect()}
     # the large table is scanned once: its count and time span together
     offsets = tables["offsets_history"].agg(F.count("*").alias("n"), F.min("log_time").alias("a"),
                                             F.max("log_time").alias("b")).first()
-    small = (tables["generations"].select(F.col("time").alias("t"))
-             .unionByName(ev.select(F.col("log_time").alias("t")))
-             .agg(F.min("t").alias("a"), F.max("t").alias("b")).first())
-    firsts = [x for x in (offsets["a"], small["a"]) if x is not None]
-    lasts = [x for x in (offsets["b"], small["b"]) if x is not None]
-    span = {"a": min(firsts) if firsts else None, "b": max(lasts) if lasts else None}
+    firsts = [x for x in (offsets["a"], g["a"], *ev_a) if x is not None]
+    lasts = [x for x in (offsets["b"], g["b"], *ev_b) if x is not None]
     return {
         "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
-        "first_time": span["a"], "last_time": span["b"],
-        "groups": h.select("group").union(tables["generations"].select("group")).distinct().count(),
-        "instances": h.select("group", "instance_id").distinct().count(),
-        "member_ids": h.count(),
+        "first_time": min(firsts) if firsts else None, "last_time": max(lasts) if lasts else None,
+        "groups": ids["groups"],
+        "instances": ids["instances"],
+        "member_ids": member_ids,
         "changes_by_cause": dict(sorted(by_cause.items())),
-        "generations": tables["generations"].filter(F.col("generation").isNotNull()).count(),
-        "static_events": tables["static_events"].count(),
+        "generations": g["n"],
+        "static_events": n_events,
         "offset_commits": offsets["n"],
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
         "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
@@ -70,13 +70,34 @@ def same_file(listed: tuple, now: tuple, newest: bool) -> bool:
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work: one segment file, as listed."""
+    """One unit of work: one segment file as listed, or one byte range of it (a piece: see `split`)."""
     partition: int
     path: str
     base_offset: int
     newest: bool          # the partition's newest (active) segment: a torn tail there is not damage
     ident: tuple | None = None    # file_id at listing; None: read whatever is there (no consistency check)
     clean_to: int | None = 0      # the cleaner checkpoint: offsets below may be cleaned (None: unknown)
+    start: int = 0                # the piece's byte range [start, end): it reads the batches starting in it
+    end: int | None = None        # None: to the end of the file
+    piece: int = 0                # this piece's index among the file's `pieces`
+    pieces: int = 1
+
+
+def split(unit: Unit, split_bytes: int | None) -> list[Unit]:
+    """One segment file as pieces of about `split_bytes` each, so that several tasks read one big file (one
+    piece, the file itself, if it is smaller or `split_bytes` is None). Input splits as Hadoop makes them
+    of a file with no sync markers: each piece reads the batches that *start* in its byte range - from its
+    first sound batch at or after the range start (found by trying each position: length, magic and
+    CRC-32C must hold) up to the first batch starting at or past the range end, read whole even if it
+    runs past it. `merge_pieces` then checks on the driver that each piece began exactly where the one
+    before it stopped, so the pieces read the file's one chain of batches, as a single read would."""
+    size = unit.ident[2] if unit.ident is not None else None
+    if split_bytes is None or size is None or size <= split_bytes:
+        return [unit]
+    n = -(-size // split_bytes)
+    step = -(-size // n)
+    return [replace(unit, start=i * step, end=None if i == n - 1 else (i + 1) * step, piece=i, pieces=n)
+            for i in range(n)]
 
 
 @dataclass
@@ -89,10 +110,12 @@ class Listing:
     busy: list[str] = field(default_factory=list)
     clean_to: int | None = 0
 
-    def units(self) -> list[Unit]:
+    def units(self, split_bytes: int | None = None) -> list[Unit]:
+        """One unit per segment file, or per piece of it with `split_bytes` (see `split`)."""
         n = len(self.files)
-        return [Unit(self.partition, path, base, i == n - 1, ident, self.clean_to)
-                for i, (base, path, ident) in enumerate(self.files)]
+        return [piece for i, (base, path, ident) in enumerate(self.files)
+                for piece in split(Unit(self.partition, path, base, i == n - 1, ident, self.clean_to),
+                                   split_bytes)]
 
 
 def list_partitions(data_dir: str, partitions: set[int] | None = None) -> tuple[dict[int, Listing], str | None]:
@@ -175,6 +198,52 @@ def unstable_reason(first: Listing, infos: list[tuple], second: Listing | None) 
     if extra:
         return f"{_some(extra)} appeared during the read below the newest segment"
     return None
+
+
+def merge_pieces(infos: list[tuple], clean_to: int | None) -> tuple[list[tuple], list[tuple], list[str]]:
+    """The "I" rows of one partition's units, pieces of one file merged: (one info per file - partition,
+    path, status, batches, first offset, next offset -, the "G" gaps at the joins between pieces, the files
+    whose pieces did not read one chain of batches). A file's pieces read what a single read of it reads
+    when each piece began at the very batch where the one before stopped (an empty piece: its whole range
+    lay inside that batch) and the offsets moved forward across the join; else (damage at a join, a
+    position inside a batch that looked like a sound batch) the file is to be read again in one piece."""
+    by_path: dict[str, list[tuple]] = {}
+    for i in infos:
+        by_path.setdefault(i[1], []).append(i)
+    merged, gaps, broken = [], [], []
+    for path, rows in by_path.items():
+        rows.sort(key=lambda i: i[6])
+        if len(rows) == 1 and rows[0][7] == 1:
+            merged.append(rows[0][:6])
+            continue
+        part = rows[0][0]
+        status = next((i[2] for i in rows if i[2] != OK), OK)
+        whole = len(rows) == rows[0][7] and [i[6] for i in rows] == list(range(len(rows)))
+        pos = expect = prev_next = None
+        first, end, ended = None, None, False
+        for i in rows if whole and status == OK else ():
+            _, _, _, batches, first_i, end_i, piece, _, start, stop, expect_i, prev_next_i, ended_i = i[:13]
+            if piece == 0:
+                first = first_i
+            elif start is None:            # no batch starts in this piece's range: the batch before covers it
+                if not ended and (pos is None or pos < stop):
+                    whole = False
+                    break
+                continue
+            elif ended or start != pos or (first_i is not None and expect is not None and first_i < expect):
+                whole = False
+                break
+            elif first_i is not None and prev_next is not None and first_i > prev_next and clean_to is not None \
+                    and first_i > clean_to:
+                gaps.append((part, path, start, max(prev_next, clean_to), first_i))
+            pos, expect, prev_next, ended = stop, expect_i, prev_next_i, ended_i
+            if batches:
+                end = end_i
+        if status == OK and not whole:
+            broken.append(path)
+            continue
+        merged.append((part, path, status, sum(i[3] for i in rows), first, end))
+    return merged, gaps, broken
 
 
 def _some(paths: list[str], n: int = 3) -> str:
@@ -264,12 +333,45 @@ def _error(unit: Unit, position, offset, kind, reason) -> tuple:
     return ("E", (unit.path, unit.partition, position, offset, kind, reason))
 
 
+def _file_error(unit: Unit, kind, reason):
+    """An error of the whole file (it cannot be opened, it changed): one row, from its first piece."""
+    if unit.piece == 0:
+        yield _error(unit, 0, None, kind, reason)
+
+
+def read_bytes(fd: int, n: int, pos: int) -> bytes:
+    """Up to `n` bytes of an open segment file at byte `pos`: the one place the audit reads a file."""
+    return os.pread(fd, n, pos)
+
+
 def _read_at(fd: int, size: int, pos: int) -> bytes:
-    head = os.pread(fd, LOG_OVERHEAD, pos)
+    head = read_bytes(fd, LOG_OVERHEAD, pos)
     if len(head) < LOG_OVERHEAD:
         return head
     declared = LOG_OVERHEAD + max(int.from_bytes(head[8:12], "big", signed=True), 0)
-    return os.pread(fd, max(min(declared, size - pos), len(head)), pos)
+    return read_bytes(fd, max(min(declared, size - pos), len(head)), pos)
+
+
+_MAGIC_AT = 16                     # baseOffset (8) + batchLength (4) + partitionLeaderEpoch (4)
+_SCAN = 1 << 16
+
+
+def _resync(fd: int, size: int, start: int, end: int) -> int | None:
+    """The first position in [start, end) where a sound batch starts (length, magic 2, CRC-32C), else None."""
+    pos = start
+    while pos < end:
+        window = read_bytes(fd, min(_SCAN, end - pos) + _MAGIC_AT, pos)
+        if len(window) <= _MAGIC_AT:
+            return None
+        j = window.find(2, _MAGIC_AT)
+        while j >= 0 and pos + j - _MAGIC_AT < end:
+            at = pos + j - _MAGIC_AT
+            buf = _read_at(fd, size, at)
+            if check_batch(buf, 0, len(buf), _NO_MIN)[1] is None:
+                return at
+            j = window.find(2, j + 1)
+        pos += len(window) - _MAGIC_AT
+    return None
 
 
 def _torn(buf: bytes) -> bool:
@@ -278,9 +380,16 @@ def _torn(buf: bytes) -> bool:
 
 def read_unit(unit: Unit):
     """("R", record row), ("E", error row), ("G", gap) and one ("I", info) tuple of one segment file."""
-    info = {"status": OK, "batches": 0, "first": None, "end": None}
-    yield from _read_unit(unit, info)
-    yield ("I", (unit.partition, unit.path, info["status"], info["batches"], info["first"], info["end"]))
+    info = {"status": OK, "batches": 0, "first": None, "end": None, "from": None, "stop": None,
+            "expect": None, "prev_next": None, "ended": False}
+    n = {"R": 0, "E": 0, "G": 0}
+    for t in _read_unit(unit, info):
+        n[t[0]] += 1
+        yield t
+    yield ("I", (unit.partition, unit.path, info["status"], info["batches"], info["first"], info["end"],
+                 # where the piece began and stopped reading, and the chain's state there (merge_pieces)
+                 unit.piece, unit.pieces, info["from"], info["stop"], info["expect"], info["prev_next"],
+                 info["ended"], n["R"], n["E"]))
 
 
 def _read_unit(unit: Unit, info: dict):
@@ -289,29 +398,37 @@ def _read_unit(unit: Unit, info: dict):
     except FileNotFoundError as exc:
         if unit.ident is None:
             info["status"] = OPEN_FAILED
-            yield _error(unit, 0, None, UNREADABLE, f"cannot be opened: {exc}")
+            yield from _file_error(unit, UNREADABLE, f"cannot be opened: {exc}")
         else:
             info["status"] = CHANGED
-            yield _error(unit, 0, None, UNSTABLE, "removed since it was listed (a compaction swap); "
+            yield from _file_error(unit, UNSTABLE, "removed since it was listed (a compaction swap); "
                                                   "its records are not read")
         return
     except OSError as exc:
         info["status"] = OPEN_FAILED
-        yield _error(unit, 0, None, UNREADABLE, f"cannot be opened: {exc}")
+        yield from _file_error(unit, UNREADABLE, f"cannot be opened: {exc}")
         return
     try:
         now = file_id(os.fstat(fd))
         if unit.ident is not None and not same_file(unit.ident, now, unit.newest):
             info["status"] = CHANGED
-            yield _error(unit, 0, None, UNSTABLE, "replaced since it was listed (a compaction swap); "
+            yield from _file_error(unit, UNSTABLE, "replaced since it was listed (a compaction swap); "
                                                   "its records are not read")
             return
         stop = unit.ident[2] if unit.ident is not None else now[2]    # the file as listed ...
         size = now[2]                                                   # ... bytes there to read
         clean_to = unit.clean_to
-        pos, expect = 0, unit.base_offset
+        pos, expect = unit.start, unit.base_offset
         prev_next = None                  # next offset after the previous sound batch (None: unknown)
-        while pos < stop:
+        if unit.start > 0:                # a piece: from its first sound batch, offsets as they come
+            limit = min(stop, unit.end if unit.end is not None else stop)
+            pos, expect = _resync(fd, size, unit.start, limit), _NO_MIN
+            if pos is None:
+                info["stop"] = limit      # no batch starts in [start, limit)
+                return
+        info["from"] = begin = pos
+        while pos < stop and (unit.end is None or pos < unit.end):
+            info["stop"], info["expect"], info["prev_next"] = pos, expect, prev_next
             for _ in range(_TORN_REREADS):
                 buf = _read_at(fd, size, pos)
                 h, reason = check_batch(buf, 0, len(buf), expect)
@@ -332,6 +449,7 @@ def _read_unit(unit: Unit, info: dict):
                 if not resumes and unit.newest and _torn(buf):
                     yield _error(unit, pos, offset, TORN_TAIL,
                                  f"{reason}; the newest segment's tail is not (yet) fully written")
+                    info["ended"] = True
                     return
                 prev_next = None          # what the damage hides is not a gap to report
                 if resumes:
@@ -342,8 +460,9 @@ def _read_unit(unit: Unit, info: dict):
                 yield _error(unit, pos, offset, DAMAGE,
                              f"{reason}; the rest of this segment ({size - pos} bytes) cannot be read")
                 info["batches"] += 1      # not an empty segment, whatever it held
+                info["ended"] = True
                 return
-            if pos == 0:
+            if pos == begin:
                 info["first"] = h.base_offset
             if (prev_next is not None and h.base_offset > prev_next and clean_to is not None
                     and h.base_offset > clean_to):
@@ -372,6 +491,7 @@ def _read_unit(unit: Unit, info: dict):
                                  f"record does not decode ({type(exc).__name__}: {exc})")
                     continue
                 yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record))
+        info["stop"], info["expect"], info["prev_next"] = pos, expect, prev_next
     except OSError as exc:
         info["end"] = None
         yield _error(unit, 0, None, UNREADABLE, f"read failed: {exc}")

@@ -104,17 +104,16 @@ def _latest(df, n: int, order):
     return df.withColumn("_n", F.row_number().over(w)).filter(F.col("_n") <= n).drop("_n")
 
 
-def collect(tables) -> tuple[dict[str, dict], int]:
+def collect(tables) -> dict[str, dict]:
     """Everything the page draws, for the MAX_GROUPS most active groups (generations + member ids), in a
-    handful of Spark jobs whatever the number of groups; and how many groups there are."""
+    handful of Spark jobs whatever the number of groups."""
     h, gens = tables["member_map_history"], tables["generations"]
     ev = tables["static_events"].filter(~F.col("tombstone"))
     act = (gens.groupBy("group").count().unionByName(h.groupBy("group").count())
            .groupBy("group").agg(F.sum("count").alias("n")))
-    total = act.count()
     groups = [r["group"] for r in act.orderBy(F.desc("n"), "group").limit(MAX_GROUPS).collect()]
     if not groups:
-        return {}, total
+        return {}
     h, gens, ev = (df.filter(F.col("group").isin(groups)) for df in (h, gens, ev))
     marks_ev = ev.filter(F.col("cause").isin(*MARKS))
     churn = (h.groupBy("group", "instance_id").agg(F.count("*").alias("ids"))
@@ -148,7 +147,7 @@ def collect(tables) -> tuple[dict[str, dict], int]:
         out[g] = dict(lanes=list(mine["instance_id"]), instances=int(mine["instances"].max()) if len(mine) else 0,
                       intervals=intervals[intervals["group"] == g], marks=marks[marks["group"] == g],
                       gens=gen_rows[gen_rows["group"] == g], first=first, last=last)
-    return out, total
+    return out
 
 
 # ---------------------------------------------------------------------------------------- timeline
@@ -274,9 +273,8 @@ def anomaly_sentence(r: dict, opts) -> str:
         window=duration(opts.storm_window_ms), k=opts.storm_k)
 
 
-def _anomalies(tables, opts, drawn: dict[str, list[str]]) -> tuple[str, int]:
+def _anomalies(tables, opts, drawn: dict[str, list[str]], total: int) -> tuple[str, int]:
     df = tables["anomalies"]
-    total = df.count()
     if not total:
         return "<p>Nothing looks wrong: no anomalies.</p>", 0
     rows = df.orderBy("kind", "group", "instance_id").limit(MAX_ROWS).collect()
@@ -345,7 +343,7 @@ tr:target{background:#fff59d}li{margin:.3em 0}section{margin-bottom:2em}"""
 
 
 def write_report(tables, summary: dict, out: Path, opts=None) -> None:
-    data, n_groups = collect(tables)
+    data, n_groups = collect(tables), summary["groups"]      # the summary counted the groups already
     groups = list(data)
     sections, drawn = [], {}
     for g in groups:
@@ -379,7 +377,7 @@ def write_report(tables, summary: dict, out: Path, opts=None) -> None:
 
     class _Defaults:
         storm_k, storm_window_ms = 5, 60_000
-    anomalies, _ = _anomalies(tables, opts or _Defaults, drawn)
+    anomalies, _ = _anomalies(tables, opts or _Defaults, drawn, sum(summary["anomalies"].values()))
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>tenure audit</title>
 <style>{CSS}</style></head><body>
 <h1>tenure audit: the static members' history</h1>

@@ -69,6 +69,20 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """user + system CPU seconds a process has used so far (Linux /proc); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def descendants(root: int) -> list[int]:
     """Every live descendant of `root` (from /proc/*/stat parent pids)."""
     parent: dict[int, int] = {}
@@ -134,7 +148,9 @@ def run_child(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict
     out_f, err_f = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, cwd=cwd, env=env, start_new_session=True)
+    pid0 = proc.pid
     hwm: dict[int, tuple[str, int]] = {}
+    cpu: dict[int, tuple[str, float]] = {}
     tree_peak = 0
     timed_out = False
     status, rusage = None, None
@@ -149,6 +165,9 @@ def run_child(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict
             if s:
                 total += s.get("VmRSS", 0)                # comm read each time: a script may exec java
                 hwm[p] = (comm(p), max(hwm.get(p, ("", 0))[1], s.get("VmHWM", 0)))
+                c = cpu_seconds(p)
+                if c is not None:
+                    cpu[p] = (hwm[p][0], c)
         tree_peak = max(tree_peak, total)
         if time.perf_counter() - t0 > timeout:
             timed_out = True
@@ -163,10 +182,10 @@ def run_child(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict
     wall = time.perf_counter() - t0
     out_f.seek(0)
     err_f.seek(0)
-    return {"returncode": proc.returncode, "wall_s": wall, "timed_out": timed_out,
+    return {"returncode": proc.returncode, "pid": pid0, "wall_s": wall, "timed_out": timed_out,
             "stdout": out_f.read().decode(errors="replace"), "stderr": err_f.read().decode(errors="replace"),
             "maxrss_kb": rusage.ru_maxrss if rusage else None, "tree_peak_kb": tree_peak,
-            "hwm": {str(p): v for p, v in hwm.items()}}
+            "hwm": {str(p): v for p, v in hwm.items()}, "cpu": {str(p): v for p, v in cpu.items()}}
 
 
 # ------------------------------------------------------------------------------------------ children
@@ -312,6 +331,14 @@ def audit_step(args, data_dir: Path, out_dir: Path, deadline: Deadline) -> dict:
         r["error"] = f"exit {r['returncode']}, no `done in` line (no figure):\n" + "\n".join(
             "    " + ln for ln in tail)
     r["jvm_hwm_kb"] = max((kb for name, kb in r["hwm"].values() if name == "java"), default=None)
+    # CPU seconds by kind of process (sampled every 0.2 s: the last 0.2 s of a process may be missed):
+    # the driver (the child itself), the JVM, Spark's Python workers (every other python)
+    by: dict[str, float] = {}
+    for pid, (name, sec) in r["cpu"].items():
+        kind = "JVM" if name == "java" else "driver" if int(pid) == r["pid"] else (
+            "Python workers" if name.startswith("python") else "other")
+        by[kind] = by.get(kind, 0.0) + sec
+    r["cpu_by_kind"] = by
     return r
 
 
@@ -430,6 +457,11 @@ def report_audit(r: dict, s: dict) -> None:
     print(f"[audit] memory: Python driver peak RSS {mib(r['maxrss_kb'])} (rusage), JVM VmHWM "
           f"{mib(r['jvm_hwm_kb'])} (sampled), whole process tree peak {mib(r['tree_peak_kb'])} (sampled sum of "
           f"RSS over {len(r['hwm'])} processes seen)", flush=True)
+    cpu = r.get("cpu_by_kind") or {}
+    if cpu:
+        print("[audit] CPU seconds (user + system, sampled): " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+            + f"; total {sum(cpu.values()):.1f} s", flush=True)
     table = r["stdout"].strip()
     if table:
         print("[audit] summary printed by tenure audit:")

@@ -225,15 +225,42 @@ def key_version(key: bytes) -> int:
     return _I16.unpack_from(key, 0)[0]
 
 
+_DECODERS: dict = {}       # (class, version) -> compiled decoder, for the schemas' own versions
+
+
+def _decode(cls, data: bytes):
+    """One key or value struct (int16 version prefix, then the struct) through kafka-python's compiled
+    decoder for that struct and version - the code its ApiMessage classes decode requests with, about 8x
+    faster than `ApiData.decode`'s field-by-field path and giving the same object."""
+    version = key_version(data)
+    fast = _DECODERS.get((cls, version))
+    if fast is None:
+        fast = _decoder(cls, version)
+    return fast(data if type(data) is bytes else bytes(data), 2)[0]
+
+
+def _decoder(cls, version: int):
+    """A version above the schema's newest is read as the newest (as `ApiData.decode` does: newer versions
+    only add fields)."""
+    v = min(version, cls.max_version)
+    if v < 0:
+        raise ValueError(f"{cls.__name__}: negative version {version}")
+    flexible = cls.flexible_version_q(v)
+    fast = cls._struct.compiled_decode_from(v, compact=flexible, tagged=flexible, data_class=cls)
+    if v == version:
+        _DECODERS[(cls, version)] = fast
+    return fast
+
+
 def decode(key: bytes, value: bytes | None) -> Record:
-    """Decode one record (the ApiData codec reads each int16 version prefix itself)."""
+    """Decode one record (each key and value starts with its int16 version)."""
     kv = key_version(key)
     if kv == GROUP_METADATA_KEY_VERSION:
-        k = GroupMetadataKey.decode(bytes(key))
+        k = _decode(GroupMetadataKey, key)
         if value is None:
             return GroupMetadataRecord(group_id=k.group, tombstone=True)
         vv = key_version(value)
-        val = GroupMetadataValue.decode(bytes(value))
+        val = _decode(GroupMetadataValue, value)
         return GroupMetadataRecord(
             group_id=k.group, protocol_type=val.protocol_type, generation=val.generation,
             protocol=val.protocol, leader=val.leader,
@@ -243,18 +270,18 @@ def decode(key: bytes, value: bytes | None) -> Record:
                 m.rebalance_timeout if vv >= 1 else m.session_timeout, m.session_timeout,
                 bytes(m.subscription), bytes(m.assignment)) for m in val.members))
     if kv in (0, OFFSET_COMMIT_KEY_VERSION):
-        k = OffsetCommitKey.decode(bytes(key))
+        k = _decode(OffsetCommitKey, key)
         if value is None:
             return OffsetCommitRecord(k.group, k.topic, k.partition, tombstone=True)
         vv = key_version(value)
-        val = OffsetCommitValue.decode(bytes(value))
+        val = _decode(OffsetCommitValue, value)
         return OffsetCommitRecord(k.group, k.topic, k.partition, val.offset,
                                   val.leader_epoch if vv >= 3 else -1, val.metadata, val.commit_timestamp)
     if kv == STATIC_MEMBER_EVENT_KEY_VERSION:
-        k = StaticMemberEventKey.decode(bytes(key))
+        k = _decode(StaticMemberEventKey, key)
         if value is None:
             return StaticMemberEventRecord(k.group, k.group_instance_id, tombstone=True)
-        val = StaticMemberEventValue.decode(bytes(value))
+        val = _decode(StaticMemberEventValue, value)
         # a cause this version does not know (written by a newer one) is kept as it is
         return StaticMemberEventRecord(k.group, k.group_instance_id, val.cause, val.old_member_id,
                                        val.new_member_id, val.generation, val.timestamp, val.client_id,
