@@ -265,7 +265,7 @@ class CoordinatorRuntime:
         """After `load`, on the running loop: restart every loaded member's session timer."""
         now = self.clock_ms()
         for shard in self.shards.values():
-            self.apply(shard.loaded(now), shard)
+            self.apply(shard.loaded(now))
 
     # ------------------------------------------------------------------ requests
     async def handle(self, req: Request, client_host: str):
@@ -310,7 +310,7 @@ class CoordinatorRuntime:
         if shard is None:
             self._release([(ctx.token, error_response(req, ErrorCode.NOT_COORDINATOR))])
             return
-        self.apply(shard.handle(req.api_key, ctx, req.body), shard)
+        self.apply(shard.handle(req.api_key, ctx, req.body))
 
     def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
         """Each (partition, request) on its shard with a token of its own; its records and timers
@@ -362,7 +362,7 @@ class CoordinatorRuntime:
             raise ValueError(f"offsets partition {part} is loaded")
         self.shards[part] = self._new_shard(part)
         report = self.load_partition(part)
-        self.apply(self.shards[part].loaded(self.clock_ms()), self.shards[part])
+        self.apply(self.shards[part].loaded(self.clock_ms()))
         return report
 
     def force_rebalance(self, group_id: str) -> None:
@@ -385,14 +385,14 @@ class CoordinatorRuntime:
             shard.replay(TransactionEnd(marker.producer_id, marker.producer_epoch, marker.commit))
         return plog
 
-    def apply(self, result: Result, shard: Shard | None = None) -> None:
+    def apply(self, result: Result) -> None:
         """Apply a shard's Result: records written (then a transaction coordinator's markers, see
         `_write_markers`), responses released once durable, timers set."""
         if self.failed is not None:
             raise self.failed
         logs = self.writer.write(result.records) if result.records else []
         if getattr(result, "markers", None):
-            self._write_markers(result, shard, logs)
+            self._write_markers(result, logs)
         if self.durability.needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
@@ -423,10 +423,12 @@ class CoordinatorRuntime:
                             "members": members})
         self._set_timers(result.timers)
 
-    def _write_markers(self, result, shard, logs: list) -> None:
+    def _write_markers(self, result, logs: list) -> None:
         """A transaction coordinator's Result: after its records (the prepared transactions), the markers go
-        into their partitions, then the records completing those transactions; the answers leave after
-        all of them, and wait for all of them to be durable."""
+        into their partitions, then the records completing those transactions (by the shard of their
+        transactional ids, which made the Result); the answers leave after all of them, and wait for all of
+        them to be durable."""
+        shard = self.shards[partition_for(result.markers[0].transactional_id, self.partitions)]
         now = self.clock_ms()
         try:
             logs += self.write_markers(result.markers, now)
@@ -555,7 +557,7 @@ class CoordinatorRuntime:
             # callback, fire_now, advance_clock) sees the exception too.
             self.writer.fail(exc, f"timer {key.name} failed")
             raise
-        self.apply(result, shard)
+        self.apply(result)
 
     def close(self) -> None:
         if self._host is not None:              # the host's wheel: only this runtime's timers go
