@@ -278,8 +278,7 @@ def load(spark: SparkSession, opts: Options,
             raw.unpersist()
         for p, bad in sorted(broken.items()):
             progress(f"partition {p}: the pieces of {read._some(bad)} did not read one chain of batches "
-                     f"(damage at a piece's start, or bytes inside a batch that look like one); read again, "
-                     f"each file in one piece")
+                     f"(damage stopped a read where a later piece read on); read again, each file in one piece")
         unsplit |= set(broken)
         rereads |= set(reasons)
         for p, why in sorted(reasons.items()):

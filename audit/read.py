@@ -3,9 +3,9 @@ the driver's cheap side of it: listing the segment files, checking that a partit
 consistent, and finding offset gaps.
 
 Runs inside Spark's Python workers (shipped as part of the `tenure` package), so it uses only the
-project's own storage and protocol code: `tenure.storage.segments.check_batch` verifies each batch
-(length, magic, CRC-32C, offsets moving forward) and `tenure.protocol.records.decode` decodes each
-record. Nothing is skipped silently: every batch or record that cannot be read becomes an error row.
+project's own storage and protocol code: the server's one segment reader (`tenure.storage.reader`,
+`SegmentReader`) reads and verifies each batch (length, magic, CRC-32C, offsets moving forward) and
+`tenure.protocol.records.decode` decodes each record. Nothing is skipped silently: every batch or record that cannot be read becomes an error row.
 
 A live server appends to the newest segment and its log cleaner swaps cleaned segments in (new files,
 renames, see `SegmentLog.replace_segments`). The listing records every segment file's identity (device,
@@ -33,13 +33,11 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import OFFSETS_TOPIC
 from tenure.protocol import records as rec
-from tenure.storage.batch import LOG_OVERHEAD
 from tenure.storage.compaction import read_checkpoint
-from tenure.storage.segments import MERGING, SUFFIX, SWAP, check_batch
+from tenure.storage.reader import BadBatch, SegmentReader
+from tenure.storage.segments import MERGING, SUFFIX, SWAP
 
 _PART_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
-_TORN_REREADS = 4
-_NO_MIN = -(1 << 63)
 _SWAP_MARKERS = (SUFFIX + SWAP, SUFFIX + MERGING)    # a swap past its first step and not finished
 
 # error kinds
@@ -86,11 +84,12 @@ class Unit:
 def split(unit: Unit, split_bytes: int | None) -> list[Unit]:
     """One segment file as pieces of about `split_bytes` each, so that several tasks read one big file (one
     piece, the file itself, if it is smaller or `split_bytes` is None). Input splits as Hadoop makes them
-    of a file with no sync markers: each piece reads the batches that *start* in its byte range - from its
-    first sound batch at or after the range start (found by trying each position: length, magic and
-    CRC-32C must hold) up to the first batch starting at or past the range end, read whole even if it
-    runs past it. `merge_pieces` then checks on the driver that each piece began exactly where the one
-    before it stopped, so the pieces read the file's one chain of batches, as a single read would."""
+    of a file with no sync markers: each piece reads the batches that *start* in its byte range (the
+    segment reader's byte-range read: its first batch found by walking the batch lengths from the
+    file's start) up to the first batch starting at or past the range end, read whole even if it runs
+    past it. `merge_pieces` then checks on the driver that each piece began exactly where the one before
+    it stopped, so the pieces read the file's one chain of batches, as a single read would (where damage
+    stops a read, a later piece may have read on: that file is read again in one piece)."""
     size = unit.ident[2] if unit.ident is not None else None
     if split_bytes is None or size is None or size <= split_bytes:
         return [unit]
@@ -339,45 +338,6 @@ def _file_error(unit: Unit, kind, reason):
         yield _error(unit, 0, None, kind, reason)
 
 
-def read_bytes(fd: int, n: int, pos: int) -> bytes:
-    """Up to `n` bytes of an open segment file at byte `pos`: the one place the audit reads a file."""
-    return os.pread(fd, n, pos)
-
-
-def _read_at(fd: int, size: int, pos: int) -> bytes:
-    head = read_bytes(fd, LOG_OVERHEAD, pos)
-    if len(head) < LOG_OVERHEAD:
-        return head
-    declared = LOG_OVERHEAD + max(int.from_bytes(head[8:12], "big", signed=True), 0)
-    return read_bytes(fd, max(min(declared, size - pos), len(head)), pos)
-
-
-_MAGIC_AT = 16                     # baseOffset (8) + batchLength (4) + partitionLeaderEpoch (4)
-_SCAN = 1 << 16
-
-
-def _resync(fd: int, size: int, start: int, end: int) -> int | None:
-    """The first position in [start, end) where a sound batch starts (length, magic 2, CRC-32C), else None."""
-    pos = start
-    while pos < end:
-        window = read_bytes(fd, min(_SCAN, end - pos) + _MAGIC_AT, pos)
-        if len(window) <= _MAGIC_AT:
-            return None
-        j = window.find(2, _MAGIC_AT)
-        while j >= 0 and pos + j - _MAGIC_AT < end:
-            at = pos + j - _MAGIC_AT
-            buf = _read_at(fd, size, at)
-            if check_batch(buf, 0, len(buf), _NO_MIN)[1] is None:
-                return at
-            j = window.find(2, j + 1)
-        pos += len(window) - _MAGIC_AT
-    return None
-
-
-def _torn(buf: bytes) -> bool:
-    return len(buf) < LOG_OVERHEAD or len(buf) < LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
-
-
 def read_unit(unit: Unit):
     """("R", record row), ("E", error row), ("G", gap) and one ("I", info) tuple of one segment file."""
     info = {"status": OK, "batches": 0, "first": None, "end": None, "from": None, "stop": None,
@@ -415,85 +375,77 @@ def _read_unit(unit: Unit, info: dict):
             yield from _file_error(unit, UNSTABLE, "replaced since it was listed (a compaction swap); "
                                                   "its records are not read")
             return
-        stop = unit.ident[2] if unit.ident is not None else now[2]    # the file as listed ...
-        size = now[2]                                                   # ... bytes there to read
+        stop = unit.ident[2] if unit.ident is not None else now[2]    # the file as listed
+        limit = stop if unit.end is None else min(stop, unit.end)
+        # the project's one segment reader: the batches starting in [start, limit) - a piece's first batch
+        # found by walking the batch lengths from the file's start -, each checked (offsets moving forward
+        # from the segment's base offset), a torn one re-read while the file grows, past a damaged batch
+        # only when a sound one follows it
+        reader = SegmentReader(fd, unit.start, limit, align_from=0 if unit.start else None, resync=True,
+                               expect_offset=unit.base_offset)
+        if reader.done or reader.position >= limit:
+            info["stop"] = limit          # no batch starts in [start, limit)
+            return
+        info["from"] = begin = reader.position
         clean_to = unit.clean_to
-        pos, expect = unit.start, unit.base_offset
         prev_next = None                  # next offset after the previous sound batch (None: unknown)
-        if unit.start > 0:                # a piece: from its first sound batch, offsets as they come
-            limit = min(stop, unit.end if unit.end is not None else stop)
-            pos, expect = _resync(fd, size, unit.start, limit), _NO_MIN
-            if pos is None:
-                info["stop"] = limit      # no batch starts in [start, limit)
-                return
-        info["from"] = begin = pos
-        while pos < stop and (unit.end is None or pos < unit.end):
-            info["stop"], info["expect"], info["prev_next"] = pos, expect, prev_next
-            for _ in range(_TORN_REREADS):
-                buf = _read_at(fd, size, pos)
-                h, reason = check_batch(buf, 0, len(buf), expect)
-                if reason is None or not _torn(buf):
-                    break
-                grown = os.fstat(fd).st_size
-                if grown <= size:
-                    break
-                size = grown
-            if reason is not None:
-                offset = h.base_offset if h is not None else None
-                # does a sound batch follow (damage confined to this batch)?
-                nxt = pos + h.size if h is not None and h.batch_length > 0 else None
-                resumes = False
-                if nxt is not None and nxt < size:
-                    buf2 = _read_at(fd, size, nxt)
-                    resumes = check_batch(buf2, 0, len(buf2), _NO_MIN)[1] is None
-                if not resumes and unit.newest and _torn(buf):
-                    yield _error(unit, pos, offset, TORN_TAIL,
-                                 f"{reason}; the newest segment's tail is not (yet) fully written")
+        expect = reader.expect
+        for item in reader:
+            info["stop"], info["expect"], info["prev_next"] = item.position, expect, prev_next
+            if isinstance(item, BadBatch):
+                if item.resumes is None and unit.newest and item.torn:
+                    yield _error(unit, item.position, item.offset, TORN_TAIL,
+                                 f"{item.reason}; the newest segment's tail is not (yet) fully written")
                     info["ended"] = True
                     return
                 prev_next = None          # what the damage hides is not a gap to report
-                if resumes:
-                    yield _error(unit, pos, offset, DAMAGE, f"{reason}; this batch is skipped")
-                    pos = nxt
+                if item.resumes is not None:
+                    yield _error(unit, item.position, item.offset, DAMAGE, f"{item.reason}; this batch is skipped")
                     continue
                 info["end"] = None
-                yield _error(unit, pos, offset, DAMAGE,
-                             f"{reason}; the rest of this segment ({size - pos} bytes) cannot be read")
+                yield _error(unit, item.position, item.offset, DAMAGE,
+                             f"{item.reason}; the rest of this segment ({reader.size - item.position} bytes) "
+                             f"cannot be read")
                 info["batches"] += 1      # not an empty segment, whatever it held
                 info["ended"] = True
                 return
-            if pos == begin:
+            h, start = item.header, item.position
+            if start == begin:
                 info["first"] = h.base_offset
             if (prev_next is not None and h.base_offset > prev_next and clean_to is not None
                     and h.base_offset > clean_to):
-                yield ("G", (unit.partition, unit.path, pos, max(prev_next, clean_to), h.base_offset))
+                yield ("G", (unit.partition, unit.path, start, max(prev_next, clean_to), h.base_offset))
             info["batches"] += 1
             info["end"] = prev_next = expect = h.next_offset
-            start, pos = pos, pos + h.size
             if h.is_control:
                 continue
-            try:
-                records = list(DefaultRecordBatch(buf))
-            except Exception as exc:
-                yield _error(unit, start, h.base_offset, UNDECODABLE,
-                             f"the batch's records do not decode ({type(exc).__name__}: {exc})")
-                continue
-            for r in records:
-                try:
-                    if r.key is None:
-                        raise ValueError("record without a key")
-                    record = rec.decode(r.key, r.value)
-                except rec.UnknownRecordType as exc:
-                    yield _error(unit, start, r.offset, UNKNOWN_TYPE, str(exc))
-                    continue
-                except Exception as exc:
-                    yield _error(unit, start, r.offset, UNDECODABLE,
-                                 f"record does not decode ({type(exc).__name__}: {exc})")
-                    continue
-                yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record))
-        info["stop"], info["expect"], info["prev_next"] = pos, expect, prev_next
+            yield from _records(unit, h, item.data)
+        info["stop"], info["expect"], info["prev_next"] = reader.position, expect, prev_next
     except OSError as exc:
         info["end"] = None
         yield _error(unit, 0, None, UNREADABLE, f"read failed: {exc}")
     finally:
         os.close(fd)
+
+
+def _records(unit: Unit, h, data: bytes):
+    """The record rows (and the errors of records that do not decode) of one sound batch."""
+    try:
+        records = list(DefaultRecordBatch(data))
+    except Exception as exc:
+        yield _error(unit, h.position, h.base_offset, UNDECODABLE,
+                     f"the batch's records do not decode ({type(exc).__name__}: {exc})")
+        return
+    for r in records:
+        try:
+            if r.key is None:
+                raise ValueError("record without a key")
+            record = rec.decode(r.key, r.value)
+        except rec.UnknownRecordType as exc:
+            yield _error(unit, h.position, r.offset, UNKNOWN_TYPE, str(exc))
+            continue
+        except Exception as exc:
+            yield _error(unit, h.position, r.offset, UNDECODABLE,
+                         f"record does not decode ({type(exc).__name__}: {exc})")
+            continue
+        yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record))

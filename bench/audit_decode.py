@@ -3,7 +3,9 @@ each step timed alone in CPU seconds (time.process_time, so other load on the ma
 
     .venv/bin/python bench/audit_decode.py DATA_DIR/__consumer_offsets-0/00000000000000000000.log
 
-Steps: check_batch over every batch (length, magic, CRC-32C); kafka-python's DefaultRecordBatch iteration
+Steps: the segment reader (tenure.storage.reader.SegmentReader: length, magic, CRC-32C of every batch), as
+the audit reads a file; finding the first batch of each 16 MiB piece (walking batch lengths from the file's
+start, read.split's pieces); kafka-python's DefaultRecordBatch iteration
 (keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the row tuples; pickling
 the rows (what PySpark sends from a Python worker to the JVM); and tenure.audit.read.unit_rows end to end on
 the same file (all of the above as the audit runs it). Prints figures only.
@@ -20,23 +22,27 @@ from kafka.record.default_records import DefaultRecordBatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tenure.audit import read  # noqa: E402
+from tenure.audit import job, read  # noqa: E402
 from tenure.protocol import records as rec  # noqa: E402
-from tenure.storage.segments import check_batch  # noqa: E402
+from tenure.storage.reader import BadBatch, SegmentReader  # noqa: E402
 
 
 def main(path: str) -> None:
-    data = Path(path).read_bytes()
     clock = time.process_time
     t = clock()
-    batches, pos = [], 0
-    while pos < len(data):
-        h, reason = check_batch(data, pos, len(data), -1 << 62)
-        if reason is not None:
-            sys.exit(f"{path}: {reason} at byte {pos}")
-        batches.append(data[pos:pos + h.size])
-        pos += h.size
-    steps = [("check_batch (length, magic, CRC-32C)", clock() - t)]
+    batches = []
+    with SegmentReader(path, resync=True) as reader:
+        for b in reader:
+            if isinstance(b, BadBatch):
+                sys.exit(f"{path}: {b.reason} at byte {b.position}")
+            batches.append(b.data)
+    steps = [("SegmentReader (length, magic, CRC-32C)", clock() - t)]
+    size = os.path.getsize(path)
+    starts = [u.start for u in read.split(read.Unit(0, path, 0, False, (0, 0, size, 0)), job.SPLIT_BYTES)][1:]
+    t = clock()
+    for start in starts:
+        SegmentReader(path, start, None, align_from=0).close()
+    steps.append((f"first batch of {len(starts)} later 16 MiB pieces (walking lengths)", clock() - t))
     t = clock()
     kv = [(r.key, r.value, r.offset, r.timestamp) for b in batches for r in DefaultRecordBatch(b)]
     steps.append(("kafka-python batch + record iteration", clock() - t))
@@ -58,7 +64,7 @@ def main(path: str) -> None:
     for d in decoded:
         kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
     n = len(kv)
-    print(f"{path}: {n:,} records in {len(batches):,} batches, {len(data) / 2**20:.1f} MiB; {kinds}")
+    print(f"{path}: {n:,} records in {len(batches):,} batches, {size / 2**20:.1f} MiB; {kinds}")
     for name, x in steps:
         print(f"  {name:40s} {x:7.2f} s CPU  {x / n * 1e6:6.1f} us/record")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -1,12 +1,14 @@
 """A segment file read as byte-range pieces (read.split, read.merge_pieces) gives exactly what one read of
 the whole file gives - the same records, errors and gaps in the same order, the same per-file info - for any
 piece size: pieces starting mid-batch, inside a big batch, at a damaged batch, on a torn tail, and inside a
-record whose bytes hold a sound batch of their own (there the pieces cannot chain and the file is read again
-in one piece, which the job does)."""
+record whose bytes hold a sound batch of their own; and where the pieces cannot chain (two damaged batches in a
+row: one read stops at the first, a later piece reads on) the file is read again in one piece, which the job
+does."""
 import os
 
 from tenure.audit import job, read
 from tenure.protocol import records as rec
+from tenure.storage.batch import parse_batches
 
 from .logs import T0, Writer, batch, ev, gm, member
 
@@ -20,8 +22,9 @@ def commit(i: int) -> rec.OffsetCommitRecord:
 def write_log(tmp_path) -> dict[int, str]:
     """Partition 0: commits, static events, GroupMetadata of many members (batches larger than most pieces),
     a several-record batch, one member whose subscription bytes are a sound batch, and a torn tail.
-    Partition 1: commits with a corrupted batch in the middle of an old segment (skipped) and in another
-    segment a damaged batch whose length is broken (the rest of that file cannot be read)."""
+    Partition 1: commits with a corrupted batch in the middle of an old segment (skipped), in another
+    segment a damaged batch whose length is broken (the rest of that file cannot be read), and in a third
+    two damaged batches in a row (the rest of that file cannot be read either)."""
     w = Writer(tmp_path, 0, segment_bytes=3000)
     fake = batch([commit(999)], T0)
     for i in range(60):
@@ -54,6 +57,9 @@ def write_log(tmp_path) -> dict[int, str]:
 
     corrupt(segs[1], os.path.getsize(segs[1]) // 2)        # a byte inside a batch: its CRC fails
     corrupt(segs[2], 300 + 9)                               # ... a batch length: what follows is lost
+    second, third = [h.position for h in parse_batches(open(segs[3], "rb").read())][1:3]
+    corrupt(segs[3], second + 40)                           # two batches in a row whose CRC fails: one
+    corrupt(segs[3], third + 40)                            # read stops there, later pieces read on
     return {0: newest, 1: segs[1]}
 
 
@@ -91,8 +97,10 @@ def test_pieces_read_what_one_read_reads_for_any_piece_size(tmp_path):
             assert body2 == body, (p, size)
             assert gaps2 == gaps, (p, size)
             assert merged2 == merged, (p, size)
-    # the subscription holding a sound batch, and the damage, make some piece sizes fall back
-    assert any(p == 0 for p, _ in broke) and any(p == 1 for p, _ in broke)
+    # pieces find their first batch by walking the batch lengths from the file's start, so the
+    # subscription holding a sound batch fools none of them; two damaged batches in a row (where one
+    # read stops and a later piece reads on) make some piece sizes fall back
+    assert not any(p == 0 for p, _ in broke) and any(p == 1 for p, _ in broke), broke
 
 
 def _rows_of(unit, again):
@@ -114,7 +122,7 @@ def test_split_cuts_only_files_larger_than_a_piece():
 
 def test_the_job_reads_a_split_log_as_it_reads_it_whole(spark, tmp_path):
     write_log(tmp_path)
-    lst = read.list_partitions(str(tmp_path))[0][0]
+    lst = read.list_partitions(str(tmp_path))[0][1]
     assert read_partition(lst, 97)[4]                       # a piece size whose pieces cannot chain
     got = {}
     for size in (None, 97):
