@@ -209,3 +209,32 @@ def test_transaction_timeouts_share_the_group_timer_wheel():
             == ["txn_timeout", "heartbeat"], fired
         state = st.call(lambda: st.server.txn_runtime.shards[0].transactions[tid])
         assert state.state_name == "CompleteAbort"
+
+
+def test_unloading_an_offsets_partition_drops_its_pending_offsets_and_reload_reads_them_back():
+    """Unload drops the shard's pending transactional offsets with the rest of its state; a marker written
+    while the partition is unloaded goes to its log, and the reload reads the offsets and the marker back."""
+    from kafka.protocol.producer import EndTxnRequest
+    from tests.integration.test_transactions import begin_offsets, txn_offsets
+    g1, g2 = two_groups()
+    p1 = partition_for(g1, N)
+    with ServerThread(ServerConfig(port=0, offsets_partitions=N)) as st, WireClient.to(st.bootstrap) as c:
+        create_topic(c, IN, 2)
+        sent = {}
+        for g, tid, offset in ((g1, "ctp-u1", 5), (g2, "ctp-u2", 9)):
+            pid, epoch = begin_offsets(c, tid, g)
+            r = c.call(txn_offsets(tid, pid, epoch, g, {(IN, 0): offset}), 3)
+            assert [p.error_code for t in r.topics for p in t.partitions] == [NONE]
+            sent[g] = (tid, pid, epoch, offset)
+        assert pending_shards(st, g1) == [p1]
+        st.call(lambda: st.server.runtime.unload(p1))
+        assert pending_shards(st, g1) == []
+        for g in (g1, g2):                       # both commit; g1's marker lands while its partition is unloaded
+            tid, pid, epoch, _ = sent[g]
+            assert c.call(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                        committed=True), 3).error_code == NONE
+        assert fetch_all(c, [g2]) == {g2: {(IN, 0): 9}}
+        st.call(lambda: st.server.runtime.reload(p1))
+        assert fetch_all(c, [g1]) == {g1: {(IN, 0): 5}}
+        assert pending_shards(st, g1) == []
+        assert markers(st)[p1] == ["commit"]
