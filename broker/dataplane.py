@@ -22,6 +22,7 @@ from tenure.storage import InvalidBatch, parse_batches
 from .admin import AdminApis
 from .configs import RESOURCE_TOPIC
 from .producers import ProducerStates
+from .transactions import TxnIndex, TxnMarker, control_batch, cut_at
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError, TopicRegistry, validate_topic_name
 
 log = logging.getLogger("tenure.broker")
@@ -34,7 +35,7 @@ MAX_PARTITIONS_PER_REQUEST = 10000    # Kafka's cap on a CreateTopics request's 
 # FindCoordinator key types
 KEY_GROUP = 0
 KEY_TRANSACTION = 1
-TRANSACTIONS_REFUSED = "tenure does not serve transactions (no transaction coordinator)"
+READ_COMMITTED = 1      # Fetch isolation level
 
 
 @dataclass
@@ -63,12 +64,22 @@ class Broker(AdminApis):
         self._clock = clock
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self._stopping = False                 # the server is stopping: long-polling fetches answer now
-        self._told_transactions = False        # the "no transactions" warning is logged once
+        self.txn_index = TxnIndex()            # open and aborted transactions of the data partitions
+        # the transaction coordinator (coordinator/transactions.py) once a client asked for transactions:
+        # `start_transactions` (set by the server) starts it; Produce asks it whether a transactional
+        # batch's partition is in its transaction
+        self.transactions = None
+        self.start_transactions: Callable[[], None] | None = None
+        # a marker for an internal topic's partition (__consumer_offsets: offsets committed in the
+        # transaction): written by that topic's coordinator runtime (its PartitionWriter, the one writer
+        # there) and replayed by the partition's shard; returns the log written (set by the server)
+        self.internal_marker: Callable[[TxnMarker, int], Any] | None = None
         self.handlers: dict[int, Callable[[Request], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
-            37: self.create_partitions, 60: self.describe_cluster, **self._admin_handlers(),
+            37: self.create_partitions, 60: self.describe_cluster, 61: self.describe_producers,
+            **self._admin_handlers(),
         }
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
@@ -146,8 +157,8 @@ class Broker(AdminApis):
         body, v = req.body, req.api_version
         R = _resp(10)
         key_type = body.key_type if v >= 1 else KEY_GROUP
-        if key_type == KEY_TRANSACTION:
-            self._refuse_transactions(req, body.key if v < 4 else ", ".join(body.coordinator_keys))
+        if key_type == KEY_TRANSACTION and self.start_transactions is not None:
+            self.start_transactions()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
             code, msg = self._coordinator_for(key_type)
             node = self.node if code == 0 else Node("", -1, -1)
@@ -163,22 +174,10 @@ class Broker(AdminApis):
 
     @staticmethod
     def _coordinator_for(key_type: int) -> tuple[int, str | None]:
-        if key_type == KEY_GROUP:
+        if key_type in (KEY_GROUP, KEY_TRANSACTION):
             return ErrorCode.NONE, None
-        if key_type == KEY_TRANSACTION:
-            # every client treats this code as fatal and fails at once (librdkafka shows the message);
-            # COORDINATOR_NOT_AVAILABLE is retried until the client's own timeout (10-60 s)
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED
         kind = {2: "share group"}.get(key_type, f"key type {key_type}")
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator"
-
-    def _refuse_transactions(self, req: Request, transactional_id: str | None) -> None:
-        """Log, once per server, that a client asked for transactions (the answer is refused each time)."""
-        if not self._told_transactions:
-            self._told_transactions = True
-            log.warning("%s: client %r asked for transactional id %r; answered "
-                        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED (logged once)",
-                        TRANSACTIONS_REFUSED, req.client_id, transactional_id)
 
     # ---------------------------------------------------------------- topics admin
     async def create_topics(self, req: Request):
@@ -245,6 +244,7 @@ class Broker(AdminApis):
                 topic = self.topics.delete(name)
                 res.topic_id = topic.topic_id
                 self.producers.forget_topic(name)
+                self.txn_index.forget_topic(name)
                 self._wake_topic(name, len(topic.partitions))
                 log.info("deleted topic %s", name)
             except TopicError as exc:
@@ -269,12 +269,9 @@ class Broker(AdminApis):
 
     # ---------------------------------------------------------------- producing
     async def init_producer_id(self, req: Request):
+        """An idempotent producer's id (one with a transactional id goes to the transaction coordinator)."""
         body, v = req.body, req.api_version
         R = _resp(22)
-        if body.transactional_id is not None:
-            self._refuse_transactions(req, body.transactional_id)
-            return R(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                     producer_id=-1, producer_epoch=-1)
         pid, epoch = self.producers.allocate(body.producer_id if v >= 3 else -1,
                                              body.producer_epoch if v >= 3 else -1)
         return R(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
@@ -283,10 +280,7 @@ class Broker(AdminApis):
         body = req.body
         R = _resp(0)
         TR, PR = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
-        if body.transactional_id is not None:
-            self._refuse_transactions(req, body.transactional_id)
-            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        elif body.acks not in (0, 1, -1):
+        if body.acks not in (0, 1, -1):
             code = ErrorCode.INVALID_REQUIRED_ACKS
         else:
             code = ErrorCode.NONE
@@ -298,7 +292,8 @@ class Broker(AdminApis):
                 if code:
                     parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
                     continue
-                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written))
+                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written,
+                                                     body.transactional_id))
             out.append(TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
             return None
@@ -313,7 +308,8 @@ class Broker(AdminApis):
                             p.error_code, p.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
         return R(responses=out, throttle_time_ms=0)
 
-    def _produce_partition(self, PR, topic: str, index: int, records, written: list):
+    def _produce_partition(self, PR, topic: str, index: int, records, written: list,
+                           transactional_id: str | None = None):
         try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
             self.topics.refuse_internal(topic, "append to")
         except TopicError as exc:
@@ -331,9 +327,14 @@ class Broker(AdminApis):
                 if h.size > MAX_BATCH_BYTES:
                     raise InvalidBatch(f"batch of {h.size} bytes exceeds max.message.bytes {MAX_BATCH_BYTES}",
                                        ErrorCode.MESSAGE_TOO_LARGE)
-                if h.is_transactional or h.is_control:
-                    raise InvalidBatch("transactional batches are not supported by tenure",
+                if h.is_control:
+                    raise InvalidBatch("control batches are written by the transaction coordinator only",
                                        ErrorCode.INVALID_REQUEST)
+                if h.is_transactional:
+                    code = self._check_transactional(transactional_id, topic, index, h)
+                    if code:
+                        return PR(index=index, error_code=code, base_offset=-1,
+                                  log_start_offset=log_.log_start_offset)
         except InvalidBatch as exc:
             log.info("rejected produce to %s-%d: %s", topic, index, exc)
             return PR(index=index, error_code=exc.error_code, base_offset=-1, error_message=str(exc))
@@ -353,9 +354,62 @@ class Broker(AdminApis):
         written.append(log_)
         for h in stamped:
             self.producers.appended(topic, index, h)
+            self.txn_index.appended(topic, index, h)
         self.notify_append(topic, index)
         return PR(index=index, error_code=0, base_offset=base, log_append_time_ms=-1,
                   log_start_offset=log_.log_start_offset, record_errors=[], error_message=None)
+
+    def _check_transactional(self, transactional_id: str | None, topic: str, index: int, h) -> int:
+        """A transactional batch is appended only inside its producer's transaction, which holds the
+        partition (AddPartitionsToTxn first), as Kafka verifies it."""
+        if transactional_id is None:
+            return ErrorCode.INVALID_REQUEST if h.producer_id < 0 else ErrorCode.INVALID_TXN_STATE
+        if self.transactions is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        return self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, index)
+
+    async def describe_producers(self, req: Request):
+        """DescribeProducers: the producers each partition knows (idempotent and transactional), with the
+        first offset of the transaction each has open there (-1: none)."""
+        R = _resp(61)
+        T, P = R.TopicResponse, R.TopicResponse.PartitionResponse
+        out = []
+        for t in req.body.topics:
+            parts = []
+            for i in t.partition_indexes:
+                if self.topics.partition(t.name, i) is None:
+                    parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
+                    continue
+                parts.append(P(partition_index=i, error_code=0, error_message=None, active_producers=[
+                    P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
+                                    coordinator_epoch=-1,
+                                    current_txn_start_offset=self.txn_index.open_at(t.name, i, pid))
+                    for pid, epoch, seq, ts in self.producers.active(t.name, i)]))
+            out.append(T(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)
+
+    def write_txn_markers(self, markers: list[TxnMarker], now_ms: int) -> list:
+        """Append each transaction marker (a control batch) to its data partition; the logs written.
+        (Kafka's WriteTxnMarkers from the coordinator to the partition's leader, in process.)"""
+        written = []
+        for m in markers:
+            if self.topics.is_internal(m.topic):
+                if self.internal_marker is None:
+                    raise AssertionError(f"no writer for the transaction markers of {m.topic}")
+                written.append(self.internal_marker(m, now_ms))
+                continue
+            plog = self.topics.partition(m.topic, m.partition)
+            if plog is None:                   # the topic was deleted while the transaction was open
+                continue
+            batch = control_batch(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now_ms)
+            base, stamped = plog.append(batch, LEADER_EPOCH)
+            for h in stamped:
+                self.producers.appended(m.topic, m.partition, h)
+            self.txn_index.ended(m.topic, m.partition, m.producer_id, m.commit, base)
+            written.append(plog)
+            self.notify_append(m.topic, m.partition)
+        return written
 
     # ---------------------------------------------------------------- fetching
     def notify_append(self, topic: str, index: int) -> None:
@@ -430,14 +484,19 @@ class Broker(AdminApis):
                     had_error = True
                     continue
                 plog = topic.partitions[p.partition]
-                pd.high_watermark = pd.last_stable_offset = plog.log_end_offset
+                pd.high_watermark = plog.log_end_offset
+                pd.last_stable_offset = self.txn_index.last_stable_offset(name, p.partition, plog.log_end_offset)
                 pd.log_start_offset = plog.log_start_offset
                 if not plog.log_start_offset <= p.fetch_offset <= plog.log_end_offset:
                     pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     had_error = True
                     continue
                 keys.append((name, p.partition))
-                if p.fetch_offset == plog.log_end_offset:
+                committed = v >= 4 and body.isolation_level == READ_COMMITTED
+                end = pd.last_stable_offset if committed else plog.log_end_offset
+                if committed:
+                    pd.aborted_transactions = []
+                if p.fetch_offset >= end:
                     continue
                 # Kafka's ReplicaManager.readFromLog: each partition reads min(its own max, what is left of
                 # the request's max_bytes); only the first partition that returns data may exceed that by
@@ -446,6 +505,11 @@ class Broker(AdminApis):
                 if limit <= 0 and total:
                     continue
                 data = plog.read(p.fetch_offset, max(limit, 1))
+                if committed:                        # read_committed stops at the last stable offset
+                    data = cut_at(data, end)
+                    AT = PD.AbortedTransaction
+                    pd.aborted_transactions = [AT(producer_id=pid, first_offset=first) for pid, first in
+                                               self.txn_index.aborted(name, p.partition, p.fetch_offset, end)]
                 if total and len(data) > limit:      # a single batch larger than what is left: not now
                     continue
                 pd.records = data

@@ -1,6 +1,6 @@
-"""The broker's check of an OffsetCommit before the group coordinator sees it.
+"""The broker's check of an OffsetCommit (or TxnOffsetCommit) before the group coordinator sees it.
 
-Kafka's request handler (`KafkaApis.handleOffsetCommitRequest`) answers UNKNOWN_TOPIC_OR_PARTITION (3) for every
+Kafka's request handler (`KafkaApis.handleOffsetCommitRequest`, and its TxnOffsetCommit twin) answers UNKNOWN_TOPIC_OR_PARTITION (3) for every
 partition of a topic that does not exist, and for every partition index the topic does not have, and passes
 only the rest to the coordinator; when nothing is left it answers at once, so a commit for unknown partitions
 alone neither stores an offset nor creates a group. `split_commit` does that split; `merge_commit` puts the
@@ -13,9 +13,6 @@ from kafka.protocol.consumer.group import OffsetCommitResponse
 from tenure.protocol.errors import ErrorCode
 
 from .topics import TopicRegistry
-
-_T = OffsetCommitResponse.OffsetCommitResponseTopic
-_P = _T.OffsetCommitResponsePartition
 
 
 def split_commit(body, topics: TopicRegistry) -> tuple[object | None, dict[tuple[str, int], int]]:
@@ -40,9 +37,12 @@ def split_commit(body, topics: TopicRegistry) -> tuple[object | None, dict[tuple
     return body, refused
 
 
-def merge_commit(order: list[tuple[str, list[int]]], answer, refused: dict[tuple[str, int], int]):
+def merge_commit(order: list[tuple[str, list[int]]], answer, refused: dict[tuple[str, int], int],
+                 response=OffsetCommitResponse):
     """The coordinator's answer (None when it was not asked) with the refused partitions added, topics and
-    partitions in the order of the original request."""
+    partitions in the order of the original request (`response`: the API's response class)."""
+    _T = response.fields["topics"].data_class
+    _P = _T.fields["partitions"].data_class
     codes = dict(refused)
     if answer is not None:
         for t in answer.topics:
@@ -50,8 +50,7 @@ def merge_commit(order: list[tuple[str, list[int]]], answer, refused: dict[tuple
                 codes[(t.name, p.partition_index)] = p.error_code
     topics = [_T(name=name, partitions=[_P(partition_index=i, error_code=codes[(name, i)]) for i in parts])
               for name, parts in order]
-    return OffsetCommitResponse(throttle_time_ms=answer.throttle_time_ms if answer is not None else 0,
-                                topics=topics)
+    return response(throttle_time_ms=answer.throttle_time_ms if answer is not None else 0, topics=topics)
 
 
 def request_order(body) -> list[tuple[str, list[int]]]:

@@ -15,6 +15,7 @@ BATCHES_KEPT = 5  # the producer keeps at most 5 in-flight batches per partition
 class _PartitionProducer:
     epoch: int
     last_sequence: int = -1
+    last_timestamp: int = -1
     recent: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
 
 
@@ -27,9 +28,17 @@ class ProducerStates:
         """InitProducerId: a fresh id at epoch 0, or (KIP-360) the same id at the next epoch."""
         if producer_id >= 0:
             return producer_id, (producer_epoch + 1) & 0x7FFF
+        return self.next_producer_id(), 0
+
+    def next_producer_id(self) -> int:
+        """A producer id never handed out before (idempotent and transactional producers share them)."""
         pid = self._next_id
         self._next_id += 1
-        return pid, 0
+        return pid
+
+    def reserve(self, producer_id: int) -> None:
+        """Ids up to `producer_id` are taken (the transaction coordinator loaded them from its log)."""
+        self._next_id = max(self._next_id, producer_id + 1)
 
     def check(self, topic: str, partition: int, h: BatchHeader) -> tuple[ErrorCode, int | None]:
         """Before appending: (NONE, None) to append, (NONE, offset) for a duplicate already in the
@@ -56,7 +65,13 @@ class ProducerStates:
         if st is None or h.producer_epoch > st.epoch:
             st = self._state[key] = _PartitionProducer(h.producer_epoch)
         st.last_sequence = h.last_sequence
+        st.last_timestamp = h.max_timestamp
         st.recent.append((h.base_sequence, h.last_sequence, h.base_offset))
+
+    def active(self, topic: str, partition: int) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of the producers the partition knows."""
+        return [(pid, st.epoch, st.last_sequence, st.last_timestamp)
+                for (t, p, pid), st in sorted(self._state.items()) if t == topic and p == partition]
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._state if k[0] == topic]:

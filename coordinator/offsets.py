@@ -18,10 +18,11 @@ exists from v6, -1 before.
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from tenure.protocol.error_responses import offset_commit_error, offset_delete_error
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import OffsetCommitRecord
+from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
 
 from .classic.group import DEAD, ClassicGroup
 from .part import ShardPart
@@ -47,10 +48,63 @@ class Offsets(ShardPart):
         if code:                                                           # the whole request refused
             res.respond(ctx.token, offset_commit_error(req.topics, code))
             return res
-        T, P = OffsetCommitResponse.OffsetCommitResponseTopic, \
-            OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+
+        def record(topic: str, p, meta: str) -> OffsetCommitRecord:
+            stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
+            return OffsetCommitRecord(gid, topic, p.partition_index, p.committed_offset,
+                                      p.committed_leader_epoch if v >= 6 else -1, meta, stamp)
+
+        topics = self._commit_partitions(res, req.topics, OffsetCommitResponse.OffsetCommitResponseTopic, record)
+        if live is None:                                                   # O1: a simple group
+            res.install(gid, ClassicGroup(gid, state_timestamp=ctx.now_ms))
+        if member is not None:
+            self.shard.kind_of(live).committed(res, live, member, ctx.now_ms)
+        res.respond(ctx.token, OffsetCommitResponse(throttle_time_ms=0, topics=topics))
+        return res
+
+    # TxnOffsetCommit: offsets committed inside the producer's transaction (KIP-98; v3+ carries the member
+    # id, generation and group instance id, checked by the group's kind as OffsetCommit's are, so a fenced
+    # static member cannot commit - KIP-447). They are written as the producer's transactional batch and
+    # count for the group only once its commit marker follows (the shard replays TransactionEnd); an abort
+    # drops them. Before v3 (no member fields) the commit is accepted whatever the group's generation, as
+    # Kafka does for old producers.
+    def txn_offset_commit(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        v, gid = ctx.api_version, req.group_id
+        generation, mid = (req.generation_id, req.member_id) if v >= 3 else (-1, "")
+        iid = req.group_instance_id if v >= 3 else None
+        live = self.groups.get(gid)
+        code = E.NONE
+        if live is None:
+            if generation >= 0:
+                code = E.ILLEGAL_GENERATION
+        elif live.state == DEAD:
+            code = E.COORDINATOR_NOT_AVAILABLE
+        elif generation >= 0 or mid or iid is not None:
+            code, _ = self.shard.kind_of(live).validate_commit(res, live, ctx, generation, mid, iid,
+                                                               transactional=True)
+        if code:
+            res.respond(ctx.token, offset_commit_error(req.topics, code, TxnOffsetCommitResponse))
+            return res
+
+        def record(topic: str, p, meta: str) -> TransactionalOffsetCommit:
+            return TransactionalOffsetCommit(req.producer_id, req.producer_epoch, OffsetCommitRecord(
+                gid, topic, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                meta, ctx.now_ms))
+
+        topics = self._commit_partitions(res, req.topics, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
+                                         record)
+        if live is None:                                                   # a simple group
+            res.install(gid, ClassicGroup(gid, state_timestamp=ctx.now_ms))
+        res.respond(ctx.token, TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics))
+        return res
+
+    def _commit_partitions(self, res: Result, topics_in, T, record_of) -> list:
+        """Each partition of an accepted OffsetCommit or TxnOffsetCommit: the metadata size check (O5), else
+        NONE with the record `record_of(topic, partition, metadata)` emitted."""
+        P = T.fields["partitions"].data_class
         topics = []
-        for t in req.topics:
+        for t in topics_in:
             parts = []
             for p in t.partitions:
                 pcode = E.NONE
@@ -58,17 +112,10 @@ class Offsets(ShardPart):
                 if len(meta.encode()) > self.config.offset_metadata_max_bytes:
                     pcode = E.OFFSET_METADATA_TOO_LARGE                    # O5
                 else:
-                    stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
-                    res.emit(OffsetCommitRecord(gid, t.name, p.partition_index, p.committed_offset,
-                                                p.committed_leader_epoch if v >= 6 else -1, meta, stamp))
+                    res.emit(record_of(t.name, p, meta))
                 parts.append(P(partition_index=p.partition_index, error_code=pcode))
             topics.append(T(name=t.name, partitions=parts))
-        if live is None:                                                   # O1: a simple group
-            res.install(gid, ClassicGroup(gid, state_timestamp=ctx.now_ms))
-        if member is not None:
-            self.shard.kind_of(live).committed(res, live, member, ctx.now_ms)
-        res.respond(ctx.token, OffsetCommitResponse(throttle_time_ms=0, topics=topics))
-        return res
+        return topics
 
     def offset_fetch(self, ctx: RequestContext, req) -> Result:
         res = Result()
@@ -81,22 +128,33 @@ class Offsets(ShardPart):
             wanted = list({(q.group_id, None) if q.topics is None else (q.group_id, i): q
                            for i, q in enumerate(req.groups)}.values())
             groups = [G(group_id=q.group_id, error_code=0,
-                        topics=self._fetch_offsets(q.group_id, q.topics, T, P))
+                        topics=self._fetch_offsets(q.group_id, q.topics, T, P, req.require_stable))
                       for q in wanted]
             res.respond(ctx.token, R(throttle_time_ms=0, groups=groups))
         else:
             T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
-            res.respond(ctx.token, R(throttle_time_ms=0, error_code=0,
-                                     topics=self._fetch_offsets(req.group_id, req.topics, T, P)))
+            res.respond(ctx.token, R(throttle_time_ms=0, error_code=0, topics=self._fetch_offsets(
+                req.group_id, req.topics, T, P, v >= 7 and req.require_stable)))
         return res
 
-    def _fetch_offsets(self, gid: str, topics, T, P) -> list:
+    def _fetch_offsets(self, gid: str, topics, T, P, require_stable: bool = False) -> list:
+        """require_stable (v7+, a read_committed consumer): a partition whose offset an open transaction
+        holds is answered UNSTABLE_OFFSET_COMMIT (88) until the transaction ends (the client retries)."""
         have = self.offsets.get(gid, {})
+        stable = not (require_stable and self.shard.has_pending_offsets(gid))
+
+        def unstable(topic: str, idx: int):
+            if stable or not self.shard.has_pending_offsets(gid, topic, idx):
+                return None
+            return P(partition_index=idx, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                     error_code=E.UNSTABLE_OFFSET_COMMIT)
+
         if topics is None:                                                 # all committed offsets
             by_topic: dict[str, list] = {}
             for (topic, part), rec in sorted(have.items()):
                 by_topic.setdefault(topic, []).append(rec)
-            return [T(name=topic, partitions=[P(partition_index=r.partition, committed_offset=r.offset,
+            return [T(name=topic, partitions=[unstable(topic, r.partition) or
+                                              P(partition_index=r.partition, committed_offset=r.offset,
                                                 committed_leader_epoch=r.leader_epoch, metadata=r.metadata,
                                                 error_code=0) for r in recs])
                     for topic, recs in by_topic.items()]
@@ -104,6 +162,10 @@ class Offsets(ShardPart):
         for t in topics:                                                   # O6
             parts = []
             for idx in t.partition_indexes:
+                held = unstable(t.name, idx)
+                if held is not None:
+                    parts.append(held)
+                    continue
                 r = have.get((t.name, idx))
                 parts.append(P(partition_index=idx, committed_offset=r.offset if r else -1,
                                committed_leader_epoch=r.leader_epoch if r else -1,

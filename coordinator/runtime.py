@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.topics import OFFSETS_TOPIC, Topic
+from tenure.broker.topics import Topic
+from tenure.broker.transactions import COMMIT, TxnMarker, marker_type
 from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
     GROUP_APIS, AdminError, ClassicGroup, GroupCoordinator, RequestContext, Result, TimerKey, TimerWheel,
 )
@@ -31,7 +32,7 @@ from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.records import OffsetCommitRecord
+from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
 from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
 
@@ -79,17 +80,37 @@ CLOCK_MAX_MS = 253_402_300_799_999
 Shard = GroupCoordinator
 
 
+def _routing_key(x) -> str:
+    """What picks the partition (so the shard) of a request body or a timer key: its group id, or for the
+    transaction coordinator its transactional id ("" when it names none: partition 0)."""
+    gid = getattr(x, "group_id", None)
+    return gid if gid is not None else getattr(x, "transactional_id", None) or ""
+
+
 class CoordinatorRuntime:
     """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
     partition of `offsets_topic` and writes through its `PartitionWriter` (`notify_append(topic,
-    partition)` after each append, e.g. the broker's, to wake fetchers)."""
+    partition)` after each append, e.g. the broker's, to wake fetchers).
+
+    The transaction coordinator runs on this runtime too, over `__transaction_state` (one partition, one
+    shard: `codec` is its records' codec, protocol/txn_records.py): its Results carry `markers`, written by
+    `write_markers` (the broker's, into the data partitions; a marker for __consumer_offsets goes through
+    the group runtime's `write_marker`), then its shard's `markers_written` completes the transactions.
+    Made with `host` (the group coordinator's runtime) and its `timer_keys`, it has no clock or timer wheel
+    of its own: its timers go into the host's one wheel (fired in one deadline order with the group
+    timers, handed back to it by key type) and it reads the host's clock, so one `advance_clock` moves
+    both."""
 
     def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: Topic,
                  notify_append: Callable[[str, int], None] | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, codec=rec,
+                 write_markers: Callable[[list[TxnMarker], int], list] | None = None,
+                 host: CoordinatorRuntime | None = None, timer_keys: tuple[type, ...] = ()) -> None:
+        self.codec = codec
+        self.write_markers = write_markers
         self.offsets_topic = offsets_topic
         self.partitions = len(offsets_topic.partitions)
         self._new_shard = new_shard
@@ -98,7 +119,7 @@ class CoordinatorRuntime:
         self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
         self.metrics = metrics or Metrics()
         self.writer = PartitionWriter(offsets_topic, self.clock_ms, durability=durability,
-                                      notify_append=notify_append, on_fatal=on_fatal)
+                                      notify_append=notify_append, on_fatal=on_fatal, codec=codec)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
         # every shard's armed timers (a key names its group, so its shard), fired in (deadline, arming)
@@ -107,6 +128,13 @@ class CoordinatorRuntime:
         self._wakeup: asyncio.TimerHandle | None = None
         self._wakeup_at: int | None = None          # the deadline (coordinator ms) the callback waits for
         self._syncing: set[asyncio.Task] = set()
+        # a runtime hosted by this one (the transaction coordinator's) per timer key type it arms here
+        self._guests: dict[type, CoordinatorRuntime] = {}
+        self._host, self._timer_keys = host, timer_keys
+        if host is not None:
+            self.timers = host.timers
+            for kind in timer_keys:
+                host._guests[kind] = self
 
     @property
     def durability(self) -> Durability:
@@ -117,13 +145,19 @@ class CoordinatorRuntime:
         return self.writer.failed
 
     def clock_ms(self) -> int:
-        """The coordinator's time: the wall clock plus whatever `advance_clock` added."""
+        """The coordinator's time: the wall clock plus whatever `advance_clock` added (a hosted runtime:
+        its host's)."""
+        if self._host is not None:
+            return self._host.clock_ms()
         return self._wall_ms() + self.clock_offset_ms
 
     # ------------------------------------------------------------------ routing and queries
     def partition_of(self, group_id: str) -> int:
         """The offsets partition (and so the shard) of a group: Kafka's `partition_for`."""
         return partition_for(group_id, self.partitions)
+
+    def _partition_of_key(self, key: TimerKey) -> int:
+        return partition_for(_routing_key(key), self.partitions)
 
     def shard_for(self, group_id: str) -> Shard:
         return self.shards[self.partition_of(group_id)]
@@ -166,9 +200,18 @@ class CoordinatorRuntime:
         shard = self.shards[part]
         plog = self.offsets_topic.partitions[part]
         latest: dict[bytes, tuple[bytes | None, int]] = {}
+        # transactional batches (offsets committed in a transaction): held per producer until its marker,
+        # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
+        # as pending
+        pending: dict[int, tuple[int, list]] = {}
         for h, raw in iter_batches(plog):
             report.batches += 1
             if h.is_control:
+                held = pending.pop(h.producer_id, None)
+                if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
+                    for key, value, offset in held[1]:
+                        latest.pop(key, None)
+                        latest[key] = (value, offset)
                 continue
             try:                                   # a batch is one coordinator write: all of it or none
                 batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
@@ -181,12 +224,15 @@ class CoordinatorRuntime:
                 if key is None:
                     report.skip(plog, part, offset, "a record", "record without a key")
                     continue
+                if h.is_transactional:
+                    pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
+                    continue
                 latest.pop(key, None)              # keep the dict in order of each key's last offset
                 latest[key] = (value, offset)
         for key, (value, offset) in latest.items():
             try:
-                record = rec.decode(key, value)
-            except rec.UnknownRecordType as exc:
+                record = self.codec.decode(key, value)
+            except self.codec.UnknownRecordType as exc:
                 report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
                 continue
             except Exception as exc:               # a record that does not decode under a valid CRC
@@ -194,15 +240,24 @@ class CoordinatorRuntime:
                 continue
             shard.replay(record)
             report.replayed += 1
+        for pid, (epoch, held) in pending.items():
+            for key, value, offset in held:
+                try:
+                    record = self.codec.decode(key, value)
+                except Exception as exc:
+                    report.skip(plog, part, offset, "a transactional record that does not decode",
+                                f"{type(exc).__name__}: {exc}")
+                    continue
+                shard.replay(TransactionalOffsetCommit(pid, epoch, record))
 
-    @staticmethod
-    def _loaded(report: LoadReport, shards, t0: float) -> LoadReport:
+    def _loaded(self, report: LoadReport, shards, t0: float) -> LoadReport:
+        topic = self.writer.topic_name
         if len(report.undecodable) > _SKIPS_LOGGED:
             log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
-                      OFFSETS_TOPIC, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
+                      topic, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
         for kv, n in sorted(report.unknown.items()):
-            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", OFFSETS_TOPIC, n, kv)
-        report.groups = len({gid for shard in shards for gid in shard.group_ids()})
+            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", topic, n, kv)
+        report.groups = len({gid for shard in shards for gid in getattr(shard, "group_ids", list)()})
         report.seconds = time.monotonic() - t0
         return report
 
@@ -248,7 +303,7 @@ class CoordinatorRuntime:
             self._fan_out(ctx, subs, lambda answers: routing.merge(api_key, order, [
                 (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
         else:
-            self._run(self.partition_of(body.group_id), req, ctx)
+            self._run(partition_for(_routing_key(body), self.partitions), req, ctx)
 
     def _run(self, part: int, req: Request, ctx: RequestContext) -> None:
         shard = self.shards.get(part)
@@ -296,7 +351,7 @@ class CoordinatorRuntime:
             raise AssertionError(f"unloading shard {part} wrote records")
         self._release(result.responses)
         self._set_timers(result.timers)
-        left = [k.name for k in self.timers if self.partition_of(k.group_id) == part]
+        left = [k.name for k in self.timers if type(k) not in self._guests and self._partition_of_key(k) == part]
         if left:
             raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
 
@@ -318,11 +373,26 @@ class CoordinatorRuntime:
             raise AdminError(ErrorCode.NOT_COORDINATOR, f"the offsets partition of group {group_id!r} is not loaded")
         self.apply(shard.force_rebalance(group_id, self.clock_ms()))
 
+    def write_marker(self, marker: TxnMarker, now_ms: int):
+        """A transaction's marker for one partition of this runtime's topic (offsets committed in the
+        transaction): written through the PartitionWriter, then replayed by that partition's shard (the
+        offsets become committed, or are dropped); an unloaded partition's shard reads it at its load.
+        Returns the log written."""
+        plog = self.writer.write_marker(marker.partition, marker.producer_id, marker.producer_epoch,
+                                        marker.commit, marker.coordinator_epoch, now_ms)
+        shard = self.shards.get(marker.partition)
+        if shard is not None:
+            shard.replay(TransactionEnd(marker.producer_id, marker.producer_epoch, marker.commit))
+        return plog
+
     def apply(self, result: Result) -> None:
-        """Apply a shard's Result: records written, responses released once durable, timers set."""
+        """Apply a shard's Result: records written (then a transaction coordinator's markers, see
+        `_write_markers`), responses released once durable, timers set."""
         if self.failed is not None:
             raise self.failed
         logs = self.writer.write(result.records) if result.records else []
+        if getattr(result, "markers", None):
+            self._write_markers(result, logs)
         if self.durability.needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
@@ -353,6 +423,25 @@ class CoordinatorRuntime:
                             "members": members})
         self._set_timers(result.timers)
 
+    def _write_markers(self, result, logs: list) -> None:
+        """A transaction coordinator's Result: after its records (the prepared transactions), the markers go
+        into their partitions, then the records completing those transactions (by the shard of their
+        transactional ids, which made the Result); the answers leave after all of them, and wait for all of
+        them to be durable."""
+        shard = self.shards[partition_for(result.markers[0].transactional_id, self.partitions)]
+        now = self.clock_ms()
+        try:
+            logs += self.write_markers(result.markers, now)
+        except OSError as exc:
+            self.writer.fail(exc, "cannot write transaction markers")
+            raise
+        done = shard.markers_written(result.markers, now)
+        if done.records:
+            logs += self.writer.write(done.records)
+        result.responses += done.responses
+        result.timers += done.timers
+        result.records += done.records
+
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:
         body = req.body
@@ -369,7 +458,7 @@ class CoordinatorRuntime:
         for op in ops:
             self.timers.apply(op)
         if ops:
-            self._schedule()
+            (self._host or self)._schedule()
 
     def _schedule(self) -> None:
         """Keep the one loop callback waiting for the wheel's earliest deadline."""
@@ -449,10 +538,14 @@ class CoordinatorRuntime:
             self._release(responses)
 
     def _fire(self, key: TimerKey) -> None:
-        """One timer (already disarmed) on its group's shard."""
+        """One timer (already disarmed) on its group's shard (a hosted runtime's timer: on its shard)."""
+        guest = self._guests.get(type(key))
+        if guest is not None:
+            guest._fire(key)
+            return
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either
-        shard = self.shards.get(self.partition_of(key.group_id))
+        shard = self.shards.get(self._partition_of_key(key))
         try:
             if shard is None:
                 raise AssertionError(f"timer {key.name} of an unloaded offsets partition")
@@ -467,6 +560,10 @@ class CoordinatorRuntime:
         self.apply(result)
 
     def close(self) -> None:
+        if self._host is not None:              # the host's wheel: only this runtime's timers go
+            for key in [k for k in self.timers if type(k) in self._timer_keys]:
+                self.timers.cancel(key)
+            return
         if self._wakeup is not None:
             self._wakeup.cancel()
         self._wakeup, self._wakeup_at = None, None

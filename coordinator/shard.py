@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Callable
 
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
+from tenure.protocol.records import (
+    GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord, TransactionalOffsetCommit, TransactionEnd,
+)
 
 from .admin import GroupAdmin
 from .classic import EMPTY, STABLE, ClassicGroup, ClassicGroups, Member
@@ -29,6 +31,7 @@ ROUTES: dict[int, tuple[str, str]] = {
     11: ("classic", "join_group"), 12: ("classic", "heartbeat"), 13: ("classic", "leave_group"),
     14: ("classic", "sync_group"),
     8: ("offset_store", "offset_commit"), 9: ("offset_store", "offset_fetch"), 47: ("offset_store", "offset_delete"),
+    28: ("offset_store", "txn_offset_commit"),
     15: ("admin", "describe_groups"), 16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
 }
 GROUP_APIS = frozenset(ROUTES)
@@ -44,6 +47,8 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
         self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
+        # offsets committed in open transactions: producer id -> group -> (topic, partition) -> record
+        self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitRecord]]] = {}
         # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
         self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
@@ -95,6 +100,16 @@ class GroupCoordinator:
                 offsets[(event.topic, event.partition)] = event
                 if event.group_id not in self.groups:      # offsets-only ("simple") group
                     self.groups[event.group_id] = ClassicGroup(event.group_id)
+        elif isinstance(event, TransactionalOffsetCommit):
+            r = event.record
+            self.pending_offsets.setdefault(event.producer_id, {}).setdefault(r.group_id, {})[
+                (r.topic, r.partition)] = r
+        elif isinstance(event, TransactionEnd):     # the producer's marker: its offsets count, or are dropped
+            held = self.pending_offsets.pop(event.producer_id, {})
+            if event.commit:
+                for offsets in held.values():
+                    for r in offsets.values():
+                        self.replay(r)
         elif isinstance(event, StaticMemberEventRecord):
             # history only: group state comes from GroupMetadata records; remember the key for deletion
             if event.tombstone:
@@ -130,6 +145,7 @@ class GroupCoordinator:
         self.groups.clear()
         self.offsets.clear()
         self.static_event_keys.clear()
+        self.pending_offsets.clear()
         return res
 
     def _track(self, res: Result) -> Result:
@@ -161,6 +177,14 @@ class GroupCoordinator:
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
         """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""
         return dict(self.offsets.get(group_id, {}))
+
+    def has_pending_offsets(self, group_id: str, topic: str | None = None, partition: int | None = None) -> bool:
+        """Whether an open transaction holds offsets for the group (for that partition, if named)."""
+        for groups in self.pending_offsets.values():
+            held = groups.get(group_id)
+            if held and (topic is None or (topic, partition) in held):
+                return True
+        return False
 
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
         part, method = ROUTES[api_key]

@@ -7,11 +7,12 @@ nothing of groups, topics or sockets.
 
 import warnings as _warnings
 
-# kafka-python 3.0 reads its message schemas (and this package's, protocol/records.py) at import time
-# with importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports it here, once, with
-# that one warning silenced, so a user's suite run with `filterwarnings = error` does not fail on
-# tenure's imports. Every layer that uses kafka-python imports this package first (their __init__).
+# kafka-python 3.0 reads its message schemas (and this package's, protocol/records.py and txn_records.py)
+# at import time with importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports it
+# here, once, with that one warning silenced, so a user's suite run with `filterwarnings = error` does
+# not fail on tenure's imports. Every layer that uses kafka-python imports this package first (their
+# __init__).
 with _warnings.catch_warnings():
     _warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
     import kafka  # noqa: F401,E402
-    from . import records  # noqa: F401,E402
+    from . import records, txn_records  # noqa: F401,E402

@@ -26,6 +26,9 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest, DeleteRecordsResponse,
     DescribeLogDirsRequest, DescribeLogDirsResponse,
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    DescribeProducersRequest, DescribeProducersResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse,
+    ListTransactionsRequest, ListTransactionsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
@@ -49,8 +52,12 @@ from kafka.protocol.metadata import (
     MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse,
     ProduceRequest, ProduceResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 )
 
 
@@ -110,6 +117,16 @@ _TABLE = [
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
+    # bump on every commit), which tenure does not announce, so clients use v4 and below
+    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
+    _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
+    _spec(EndTxnRequest, EndTxnResponse, 0, 4),
+    # offsets committed in a transaction go to the group coordinator; v5 is transactions v2, as EndTxn's
+    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4),
+    _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
+    _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/dataplane.py)
 ]
 
 KAFKA_VERSION = (4, 0)

@@ -80,11 +80,12 @@ def leave_group_error(code: int) -> LeaveGroupResponse:
     return LeaveGroupResponse(throttle_time_ms=0, error_code=code, members=[])
 
 
-def offset_commit_error(topics, code: int) -> OffsetCommitResponse:
-    """OffsetCommit's error: `code` for every partition of every topic the request named."""
-    T = OffsetCommitResponse.OffsetCommitResponseTopic
-    P = T.OffsetCommitResponsePartition
-    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+def offset_commit_error(topics, code: int, response=OffsetCommitResponse):
+    """OffsetCommit's (or TxnOffsetCommit's, `response`) error: `code` for every partition of every topic
+    the request named."""
+    T = response.fields["topics"].data_class
+    P = T.fields["partitions"].data_class
+    return response(throttle_time_ms=0, topics=[
         T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions or []])
         for t in topics or []])
 
@@ -100,6 +101,10 @@ def delete_groups_error(group_ids, code: int) -> DeleteGroupsResponse:
 
 def _offset_commit(req, R, code):
     return offset_commit_error(req.body.topics, code)
+
+
+def _txn_offset_commit(req, R, code):
+    return offset_commit_error(req.body.topics, code, R)
 
 
 def _offset_fetch(req, R, code):
@@ -170,6 +175,28 @@ def _delete_records(req, R, code):
                                                        "low_watermark": -1}))
 
 
+def _add_partitions_to_txn(req, R, code):
+    """v4+ (batched by transactional id): one top-level code, as Kafka answers; before: per partition."""
+    if req.api_version >= 4:
+        return R(error_code=code, results_by_transaction=[])
+    return R(**_per_partition(R, "results_by_topic_v3_and_below", req.body.v3_and_below_topics,
+                              lambda t: {"name": t.name}, lambda t: t.partitions, "results_by_partition",
+                              lambda p: {"partition_index": p, "partition_error_code": code}))
+
+
+def _describe_producers(req, R, code):
+    return R(**_per_partition(R, "topics", req.body.topics, lambda t: {"name": t.name}, lambda t: t.partition_indexes,
+                              "partitions", lambda p: {"partition_index": p, "error_code": code,
+                                                       "active_producers": []}))
+
+
+def _describe_transactions(req, R, code):
+    S = R.fields["transaction_states"].data_class
+    return R(transaction_states=[S(error_code=code, transactional_id=tid, transaction_state="",
+                                   transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                                   producer_epoch=-1, topics=[]) for tid in req.body.transactional_ids or []])
+
+
 def _elect_leaders(req, R, code):
     T = R.fields["replica_election_results"].data_class
     P = T.fields["partition_result"].data_class
@@ -223,6 +250,9 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     37: _create_partitions, 42: _delete_groups, 43: _elect_leaders, 44: _alter_configs, 45: _reassignments,
     46: _top_level(topics=[]), 47: lambda req, R, code: offset_delete_error(code), 75: _describe_topic_partitions,
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
+    24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 28: _txn_offset_commit,
+    61: _describe_producers, 65: _describe_transactions,
+    66: _top_level(unknown_state_filters=[], transaction_states=[]),
 }
 
 

@@ -137,6 +137,29 @@ class StaticMemberEventRecord:
     tombstone: bool = False
 
 
+@dataclass(frozen=True)
+class TransactionalOffsetCommit:
+    """An offset committed inside a transaction (TxnOffsetCommit): the same OffsetCommit record, written in a
+    transactional batch of the producer (id, epoch). It counts for the group only once that producer's
+    commit marker follows it in the partition; an abort marker drops it."""
+    producer_id: int
+    producer_epoch: int
+    record: OffsetCommitRecord
+
+    @property
+    def group_id(self) -> str:
+        return self.record.group_id
+
+
+@dataclass(frozen=True)
+class TransactionEnd:
+    """A producer's commit or abort marker in __consumer_offsets (a control batch, not a keyed record):
+    its pending transactional offsets become the group's (commit) or are dropped (abort)."""
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
 Record = GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord
 
 
@@ -147,6 +170,8 @@ class UnknownRecordType(ValueError):
 
 
 def encode(record: Record) -> tuple[bytes, bytes | None]:
+    if isinstance(record, TransactionalOffsetCommit):
+        record = record.record
     if isinstance(record, GroupMetadataRecord):
         key = bytes(GroupMetadataKey(group=record.group_id).encode(version=GROUP_METADATA_KEY_VERSION))
         if record.tombstone:
@@ -255,3 +280,13 @@ def decode(key: bytes, value: bytes | None) -> Record:
                                        val.new_member_id, val.generation, val.timestamp, val.client_id,
                                        val.client_host)
     raise UnknownRecordType(kv)
+
+
+def partition_key(record: Record) -> str:
+    """What a record's __consumer_offsets partition is chosen by: its group id."""
+    return record.group_id
+
+
+def batch_producer(record) -> tuple[int, int] | None:
+    """The (producer id, epoch) whose transactional batch carries `record`, or None (a plain batch)."""
+    return (record.producer_id, record.producer_epoch) if isinstance(record, TransactionalOffsetCommit) else None

@@ -58,8 +58,10 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
 
     # ---- the offsets' rules for a classic group (coordinator/offsets.py)
     def validate_commit(self, res: Result, g: ClassicGroup, ctx: RequestContext, generation: int,
-                        member_id: str, instance_id: str | None) -> tuple[int, Member | None]:
-        """(error code, the committing member if it proved to be one) for a commit to a live group."""
+                        member_id: str, instance_id: str | None,
+                        transactional: bool = False) -> tuple[int, Member | None]:
+        """(error code, the committing member if it proved to be one) for a commit to a live group. A
+        transactional commit (TxnOffsetCommit) is not refused during CompletingRebalance, as Kafka's."""
         if g.state == EMPTY and generation < 0:                            # O2
             return E.NONE, None
         if not (generation >= 0 or member_id or instance_id is not None):
@@ -69,7 +71,7 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
             self._fenced(res, g, instance_id, member_id, ctx)
         if not code and generation != g.generation:
             code = E.ILLEGAL_GENERATION
-        if not code and g.state == COMPLETING_REBALANCE:                   # O4
+        if not code and not transactional and g.state == COMPLETING_REBALANCE:   # O4
             code = E.REBALANCE_IN_PROGRESS
         return code, (g.members[member_id] if not code else None)
 

@@ -15,10 +15,14 @@ from tenure.protocol.error_responses import error_response
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
 from tenure.coordinator import GROUP_APIS
+from tenure.coordinator.routing import partition_for
+from tenure.coordinator.transactions import is_transaction_request
+from tenure.broker.topics import OFFSETS_TOPIC
 from tenure.server.connection import Peer
 
 log = logging.getLogger("tenure.server")
 OFFSET_COMMIT_KEY = 8
+TXN_OFFSET_COMMIT_KEY = 28
 
 
 def response_error(body, depth: int = 3) -> int:
@@ -40,9 +44,11 @@ def response_error(body, depth: int = 3) -> int:
 class Dispatcher:
     """`Connection`'s dispatch for a server: `await dispatcher(req, peer, send)`."""
 
-    def __init__(self, *, faults: Faults, metrics: Metrics, handlers: dict, runtime, topics) -> None:
+    def __init__(self, *, faults: Faults, metrics: Metrics, handlers: dict, runtime, topics,
+                 transactions: Callable[[], object] | None = None) -> None:
         self.faults, self.metrics = faults, metrics
         self.handlers, self.runtime, self.topics = handlers, runtime, topics
+        self.transactions = transactions       # the transaction coordinator's runtime (started on first use)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
         t0 = time.perf_counter()
@@ -53,6 +59,8 @@ class Dispatcher:
             body = error_response(req, fault.error)
         elif req.api_key in GROUP_APIS:
             body = await self._group_request(req, peer.client_host)
+        elif self.transactions is not None and is_transaction_request(req.api_key, req.body):
+            body = await self.transactions().handle(req, peer.client_host)
         else:
             body = await self.handlers[req.api_key](req)
         if body is not None:
@@ -65,16 +73,25 @@ class Dispatcher:
         return True
 
     async def _group_request(self, req: Request, client_host: str):
-        """A group API request to the coordinator; an OffsetCommit first passes the broker's topic check
-        (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it."""
-        if req.api_key != OFFSET_COMMIT_KEY:
+        """A group API request to the coordinator; an OffsetCommit or TxnOffsetCommit first passes the
+        broker's topic check (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and
+        never reach it. A TxnOffsetCommit first passes the transaction coordinator's check: its producer's
+        open transaction holds the group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
+        if req.api_key == TXN_OFFSET_COMMIT_KEY and self.transactions is not None:
+            body = req.body
+            code = self.transactions().shards[0].verify(
+                body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
+                partition_for(body.group_id, self.runtime.partitions))
+            if code:
+                return error_response(req, code)
+        if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
             return await self.runtime.handle(req, client_host)
         order = request_order(req.body)
         kept, refused = split_commit(req.body, self.topics)
         if not refused:
             return await self.runtime.handle(req, client_host)
         answer = await self.runtime.handle(req, client_host) if kept is not None else None
-        return merge_commit(order, answer, refused)
+        return merge_commit(order, answer, refused, req.spec.response)
 
     async def _inject(self, fault, req: Request, peer: Peer) -> bool:
         """Apply an injected fault's delay; False if the connection is to be closed instead of answered."""

@@ -25,7 +25,9 @@ from tenure.storage.segments import LogConfig
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
-from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches, partition_for
+from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, TxnTimeoutKey
+from tenure.protocol import txn_records
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
@@ -47,6 +49,8 @@ class Server:
         self.data: DataDir | None = None
         self.topics: TopicRegistry | None = None  # set by start()'s recovery, as are broker and runtime
         self.runtime: CoordinatorRuntime | None = None
+        self.txn_runtime: CoordinatorRuntime | None = None     # the transaction coordinator, once asked for
+        self._serving = False
         self.load_report = None
         self.cleaner: LogCleaner | None = None
         self.stop_requested = asyncio.Event()
@@ -116,8 +120,54 @@ class Server:
             r = self.load_report
             log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
                      "replayed)", OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
+        self.broker.start_transactions = self._start_transactions
+        # a transaction's marker for __consumer_offsets: the group runtime's writer, replayed by its shard
+        self.broker.internal_marker = self.runtime.write_marker
+        if self.topics.get(TRANSACTION_TOPIC) is not None:      # transactions from a previous run: load them
+            self._start_transactions()
         self.dispatch = Dispatcher(faults=self.faults, metrics=self.metrics, handlers=self.handlers,
-                                   runtime=self.runtime, topics=self.topics)
+                                   runtime=self.runtime, topics=self.topics, transactions=self._start_transactions)
+
+    def _start_transactions(self) -> CoordinatorRuntime:
+        """The transaction coordinator's runtime, started once: on the first transactional request, as
+        Kafka creates __transaction_state on the first lookup of a transaction coordinator, or at start-up
+        when the data dir holds one. Loading replays its records; the data partitions' open and aborted
+        transactions are read back from their logs."""
+        if self.txn_runtime is not None:
+            return self.txn_runtime
+        topic = self.topics.get(TRANSACTION_TOPIC)
+        if topic is None:
+            topic = self.topics.create(TRANSACTION_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+        else:
+            for t in self.topics.all():
+                if not t.internal:
+                    for i, plog in enumerate(t.partitions):
+                        self.broker.txn_index.rebuild(t.name, i, iter_batches(plog))
+
+        def partitions_of(name: str) -> int | None:
+            t = self.topics.get(name)
+            return len(t.partitions) if t is not None and not t.internal else None
+
+        groups = self.runtime
+
+        def offsets_partition_of(group_id: str) -> tuple[str, int]:
+            return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
+
+        coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
+                                             offsets_partition_of)
+        # hosted by the group runtime: one clock, one timer wheel
+        runtime = CoordinatorRuntime(lambda p: coordinator, topic, self.broker.notify_append,
+                                     durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
+                                     codec=txn_records, write_markers=self.broker.write_txn_markers,
+                                     host=self.runtime, timer_keys=(TxnTimeoutKey,))
+        report = runtime.load()
+        self.broker.producers.reserve(coordinator.max_producer_id())
+        log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
+                 report.seconds)
+        self.txn_runtime, self.broker.transactions = runtime, coordinator
+        if self._serving:                       # started lazily while serving: its timers now
+            runtime.start_timers()
+        return runtime
 
     def static_configs(self) -> dict[str, str | None]:
         """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the
@@ -152,6 +202,9 @@ class Server:
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()
+        if self.txn_runtime is not None:
+            self.txn_runtime.start_timers()
+        self._serving = True
         self.cleaner = LogCleaner(self.topics, self.runtime.clock_ms, interval_ms=self.config.cleaner_interval_ms,
                                   pass_bytes=self.config.cleaner_pass_bytes)
         if self.data is not None:
@@ -268,12 +321,14 @@ class Server:
         if self.runtime is not None:
             self.listener.begin_drain()
             self.broker.stop_waiting()                 # long-polling fetches answer now
-            if self.runtime._syncing:                  # writes in flight: their answers follow their fsync
-                await asyncio.wait(list(self.runtime._syncing), timeout=bound)
+            if self._syncing():                        # writes in flight: their answers follow their fsync
+                await asyncio.wait(self._syncing(), timeout=bound)
             self.runtime.unload()
         await self.listener.drain(bound)
         if self.runtime is not None:
             self.runtime.close()
+        if self.txn_runtime is not None:
+            self.txn_runtime.close()
         if self.cleaner is not None:                   # stop the log cleaner before its logs close
             await self.cleaner.stop(bound)
         self.ratelog.close()
@@ -282,9 +337,13 @@ class Server:
             if loop.get_exception_handler() == self._loop_exception:
                 loop.set_exception_handler(previous)
             self._loop_handler = None
-        if self.runtime is not None and self.runtime._syncing:
-            await asyncio.wait(list(self.runtime._syncing), timeout=bound)
+        if self._syncing():
+            await asyncio.wait(self._syncing(), timeout=bound)
         self._close_logs(flush=self.fatal_error is None)
+
+    def _syncing(self) -> list:
+        """The coordinators' writes waiting for their fsync."""
+        return [task for rt in (self.runtime, self.txn_runtime) if rt is not None for task in rt._syncing]
 
     async def _stop_admin(self, bound: float) -> None:
         if self._admin_task is not None:

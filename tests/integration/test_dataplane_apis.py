@@ -36,7 +36,6 @@ NONE = 0
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 COORDINATOR_NOT_AVAILABLE = 15
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_PARTITIONS = 37
 INVALID_REPLICA_ASSIGNMENT = 39
@@ -546,11 +545,9 @@ def test_offset_for_leader_epoch_over_the_wire(tenure_server, wire, version):
 def test_find_coordinator_single_key(tenure_server, wire, version):
     r = wire.call(FindCoordinatorRequest(key="some-group", key_type=0), version)
     assert (r.error_code, r.node_id, r.host, r.port) == (NONE, 0, "127.0.0.1", tenure_server.port)
-    if version >= 1:    # key types exist from v1: tenure has no transaction coordinator, which clients
-        # are told with a code they all treat as fatal (tests/integration/test_transactions_refused.py)
+    if version >= 1:    # key types exist from v1: the one node is the transaction coordinator too
         r = wire.call(FindCoordinatorRequest(key="some-txn", key_type=1), version)
-        assert (r.error_code, r.node_id, r.host, r.port) == (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1)
-        assert r.error_message == "tenure does not serve transactions (no transaction coordinator)"
+        assert (r.error_code, r.node_id, r.host, r.port) == (NONE, 0, "127.0.0.1", tenure_server.port)
         r = wire.call(FindCoordinatorRequest(key="some-share-group", key_type=2), version)
         assert (r.error_code, r.error_message) == (COORDINATOR_NOT_AVAILABLE, "tenure has no share group coordinator")
 
@@ -563,7 +560,7 @@ def test_find_coordinator_batched_keys(tenure_server, wire, version):
         [(k, NONE, 0, "127.0.0.1", tenure_server.port) for k in keys]
     r = wire.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["t-one", "t-two"]), version)
     assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in r.coordinators] == \
-        [(k, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1) for k in ["t-one", "t-two"]]
+        [(k, NONE, 0, "127.0.0.1", tenure_server.port) for k in ["t-one", "t-two"]]
     r = wire.call(FindCoordinatorRequest(key_type=0, coordinator_keys=[]), version)
     assert r.coordinators == []
 
@@ -742,12 +739,14 @@ def test_auto_creation_switched_off():
 
 
 @pytest.mark.parametrize("version", [0, 3, 5])
-def test_init_producer_id_for_a_transactional_id_is_refused(wire, version):
+def test_init_producer_id_for_a_transactional_id_bumps_its_epoch(wire, version):
     from kafka.protocol.producer import InitProducerIdRequest
     fields = dict(transactional_id="some-txn", transaction_timeout_ms=60000)
     if version >= 3:
         fields.update(producer_id=-1, producer_epoch=-1)
     r = wire.call(InitProducerIdRequest(**fields), version)
-    assert (r.error_code, r.producer_id, r.producer_epoch) == (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+    assert (r.error_code, r.producer_epoch) == (NONE, 0) and r.producer_id >= 0
+    again = wire.call(InitProducerIdRequest(**fields), version)     # the same transactional id: the next epoch
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (NONE, r.producer_id, 1)
     r = wire.call(InitProducerIdRequest(**{**fields, "transactional_id": None}), version)
     assert r.error_code == NONE and r.producer_id >= 0

@@ -413,6 +413,32 @@ public class AdminOps {
                 Json.obj("type", "ongoing", "count", ongoing.size()).print();
                 return 0;
             }
+            case "transactions": {             // TXN_ID TOPIC PARTITION: list, describe TXN_ID, producers of TOPIC-PARTITION
+                List<Object> listed = Json.list();
+                for (org.apache.kafka.clients.admin.TransactionListing l : admin.listTransactions().all().get()) {
+                    listed.add(Json.obj("id", l.transactionalId(), "producer_id", l.producerId(),
+                                        "state", l.state().toString()));
+                }
+                Json.obj("type", "listed", "transactions", listed).print();
+                org.apache.kafka.clients.admin.TransactionDescription d =
+                    admin.describeTransactions(Collections.singletonList(rest.get(0))).all().get().get(rest.get(0));
+                List<String> parts = new ArrayList<>();
+                for (TopicPartition tp : d.topicPartitions()) parts.add(tp.toString());
+                Collections.sort(parts);
+                Json.obj("type", "described", "state", d.state().toString(), "producer_id", d.producerId(),
+                         "epoch", d.producerEpoch(), "timeout_ms", d.transactionTimeoutMs(),
+                         "partitions", new ArrayList<Object>(parts)).print();
+                TopicPartition tp = new TopicPartition(rest.get(1), Integer.parseInt(rest.get(2)));
+                List<Object> producers = Json.list();
+                for (org.apache.kafka.clients.admin.ProducerState ps :
+                         admin.describeProducers(Collections.singletonList(tp)).all().get().get(tp).activeProducers()) {
+                    producers.add(Json.obj("producer_id", ps.producerId(), "epoch", ps.producerEpoch(),
+                                           "last_sequence", ps.lastSequence(),
+                                           "txn_start_offset", ps.currentTransactionStartOffset().orElse(-1)));
+                }
+                Json.obj("type", "producers", "producers", producers).print();
+                return 0;
+            }
             default:
                 System.err.println("unknown command " + cmd);
                 return 2;

@@ -54,9 +54,10 @@ def test_every_error_answer_encodes_and_carries_the_code(key, version):
     codes = []
 
     def walk(obj, depth=0):
-        if getattr(obj, "error_code", None) is not None and "error_code" in getattr(obj, "fields", {}) \
-                and obj.fields["error_code"].for_version_q(version):
-            codes.append(obj.error_code)
+        for code_field in ("error_code", "partition_error_code"):     # AddPartitionsToTxn v0-3: the latter
+            if getattr(obj, code_field, None) is not None and code_field in getattr(obj, "fields", {}) \
+                    and obj.fields[code_field].for_version_q(version):
+                codes.append(getattr(obj, code_field))
         for name, f in getattr(obj, "fields", {}).items():
             if f.is_struct_array() and f.for_version_q(version):
                 for item in getattr(obj, name) or []:

@@ -1,0 +1,78 @@
+import java.time.Duration;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * A consume-transform-produce loop in one transaction: a STATIC read_committed consumer reads COUNT records
+ * of IN, a transactional producer writes them upper-cased to OUT and sends the consumer's offsets with
+ * sendOffsetsToTransaction(offsets, consumer.groupMetadata()), then commits or aborts (MODE).
+ *
+ * Usage: TxnTransform BOOTSTRAP IN OUT GROUP INSTANCE_ID TRANSACTIONAL_ID MODE COUNT   (MODE: commit|abort)
+ *
+ * Output (stdout, one JSON object per line):
+ *   {"type":"done","mode":..,"consumed":..,"generation":..,"member_id":..}
+ * On failure: {"type":"error",...} and exit status 1.
+ */
+public class TxnTransform {
+    public static void main(String[] args) {
+        try {
+            run(args);
+            System.exit(0);
+        } catch (Throwable t) {
+            Json.error(t);
+            System.exit(1);
+        }
+    }
+
+    static void run(String[] args) throws Exception {
+        String bootstrap = args[0], in = args[1], out = args[2], group = args[3], instance = args[4];
+        String txnId = args[5], mode = args[6];
+        int count = Integer.parseInt(args[7]);
+        Properties extra = new Properties();
+        extra.put("group.instance.id", instance);
+        extra.put("isolation.level", "read_committed");
+        Properties pp = new Properties();
+        pp.put("bootstrap.servers", bootstrap);
+        pp.put("transactional.id", txnId);
+        pp.put("max.block.ms", "30000");
+        pp.put("key.serializer", StringSerializer.class.getName());
+        pp.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(ConsumerConf.of(bootstrap, group, extra, args, 8));
+             KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            producer.initTransactions();
+            consumer.subscribe(Collections.singletonList(in));
+            Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+            int consumed = 0;
+            long deadline = System.currentTimeMillis() + 60000;
+            producer.beginTransaction();
+            while (consumed < count && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<String, String> r : records) {
+                    producer.send(new ProducerRecord<>(out, r.key(), r.value().toUpperCase()));
+                    next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    consumed++;
+                }
+            }
+            producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+            if (mode.equals("commit")) {
+                producer.commitTransaction();
+            } else {
+                producer.abortTransaction();
+            }
+            Json.obj("type", "done", "mode", mode, "consumed", consumed,
+                     "generation", consumer.groupMetadata().generationId(),
+                     "member_id", consumer.groupMetadata().memberId()).print();
+        }
+    }
+}
