@@ -310,7 +310,7 @@ def _assigns(member: GroupMember) -> int:
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_killed_static_member_is_removed_after_session_timeout_with_one_rebalance(server, client, record_property):
-    """T1, T2: a static member in another process is SIGKILLed (no LeaveGroup, no heartbeats).
+    """T1, T2: a static member in another process hangs, then is SIGKILLed (no LeaveGroup, no heartbeats).
     Until its session timeout the group is untouched; then exactly one rebalance, caused by the expiry,
     hands its partitions to the two survivors, and its instance id is unmapped. The only other rebalances
     tolerated are kafka-python's leader re-joining after dropping a generation it had completed (the next
@@ -346,11 +346,12 @@ def test_killed_static_member_is_removed_after_session_timeout_with_one_rebalanc
         for m in live:
             m.clear_events()
 
+        proc.send_signal(signal.SIGSTOP)      # it hangs for a second (as a starved process may), then dies
+        time.sleep(1.0)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         killed_at = time.monotonic()
-        # T1: the session counts from the last heartbeat (or join, or sync) the server had from the victim,
-        # which a starved victim process may have sent well before the kill
+        # T1: the session counts from the last heartbeat (or join, or sync) the server had from the victim
         last_seen = max(t for t, cid, req, *_ in list(reqs.calls)
                         if cid == "victim" and req.API_KEY in (JOIN_GROUP, HEARTBEAT, SYNC_GROUP))
         while time.monotonic() - last_seen < session_ms / 1000 - 0.7:   # well inside the session
