@@ -17,15 +17,18 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * KIP-447 with two consume-transform-produce loops and ONE group.instance.id: loop A (static consumer +
  * transactional producer GROUP-a) reads COUNT records of IN and sends them to OUT as "A:<value>" in its open
  * transaction; then loop B (a second consumer with the same group.instance.id + producer GROUP-b) joins,
- * which fences A's member, reads the same COUNT records and sends "B:<value>". A's
- * sendOffsetsToTransaction(offsets, A's groupMetadata()) and commitTransaction() are then tried (what each
- * throws is reported), A aborts, and B sends its offsets and commits.
+ * which fences A's member, reads the same COUNT records and sends "B:<value>". 2 s later (A's heartbeats,
+ * every 500 ms, are refused by then) A's sendOffsetsToTransaction(offsets, consumerA.groupMetadata()) and
+ * commitTransaction() are tried (what each throws is reported), A aborts, and B sends its offsets and
+ * commits.
  *
  * Usage: TxnFencedMember BOOTSTRAP IN OUT GROUP INSTANCE_ID COUNT
  *
  * Output (stdout, one JSON object per line):
  *   {"type":"fenced","send_offsets":<class>,"send_offsets_message":..,"commit":<class>,"abort":"ok"|<class>,
- *    "a_member":..,"a_generation":..,"b_member":..,"b_generation":..}
+ *    "a_joined_member":..,"a_joined_generation":..,   A's groupMetadata() before B joined
+ *    "a_member":..,"a_generation":..,                 A's groupMetadata() sent with its offsets (2 s after)
+ *    "b_member":..,"b_generation":..}
  *   {"type":"done","b_offsets":{"<topic>-<partition>":<next offset>,..}}   what B committed
  * ("none" where a call threw nothing.) On failure: {"type":"error",...} and exit status 1.
  */
@@ -53,6 +56,7 @@ public class TxnFencedMember {
     static KafkaConsumer<String, String> consumer(String bootstrap, String group, String instance) {
         Properties extra = new Properties();
         extra.put("group.instance.id", instance);
+        extra.put("heartbeat.interval.ms", "500");
         extra.put("isolation.level", "read_committed");
         return new KafkaConsumer<>(ConsumerConf.of(bootstrap, group, extra, new String[0], 0));
     }
@@ -96,7 +100,7 @@ public class TxnFencedMember {
         producerA.beginTransaction();
         Map<TopicPartition, OffsetAndMetadata> offsetsA = transform(consumerA, producerA, out, "A:", count);
         producerA.flush();
-        ConsumerGroupMetadata metaA = consumerA.groupMetadata();
+        ConsumerGroupMetadata joinedA = consumerA.groupMetadata();
 
         // the same group.instance.id joins again (a second copy of the application): A's member is fenced
         try (KafkaConsumer<String, String> consumerB = consumer(bootstrap, group, instance);
@@ -106,6 +110,10 @@ public class TxnFencedMember {
             producerB.beginTransaction();
             Map<TopicPartition, OffsetAndMetadata> offsetsB = transform(consumerB, producerB, out, "B:", count);
             ConsumerGroupMetadata metaB = consumerB.groupMetadata();
+            // A's heartbeat thread has had time to be told it is fenced; A sends what its consumer says now,
+            // as a consume-transform-produce loop does
+            Thread.sleep(2000);
+            ConsumerGroupMetadata metaA = consumerA.groupMetadata();
 
             String sendOffsets = "none", sendMessage = "";
             try {
@@ -118,6 +126,7 @@ public class TxnFencedMember {
             String abort = thrown(producerA::abortTransaction);
             Json.obj("type", "fenced", "send_offsets", sendOffsets, "send_offsets_message", sendMessage,
                      "commit", commit, "abort", abort.equals("none") ? "ok" : abort,
+                     "a_joined_member", joinedA.memberId(), "a_joined_generation", joinedA.generationId(),
                      "a_member", metaA.memberId(), "a_generation", metaA.generationId(),
                      "b_member", metaB.memberId(), "b_generation", metaB.generationId()).print();
             producerA.close(Duration.ofSeconds(5));

@@ -1,3 +1,6 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.HashMap;
@@ -18,7 +21,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * of IN, a transactional producer writes them upper-cased to OUT and sends the consumer's offsets with
  * sendOffsetsToTransaction(offsets, consumer.groupMetadata()), then commits or aborts (MODE).
  *
- * Usage: TxnTransform BOOTSTRAP IN OUT GROUP INSTANCE_ID TRANSACTIONAL_ID MODE COUNT   (MODE: commit|abort)
+ * Usage: TxnTransform BOOTSTRAP IN OUT GROUP INSTANCE_ID TRANSACTIONAL_ID MODE COUNT [CONF...]
+ *   MODE: commit | abort | hold (records flushed and offsets sent, then {"type":"sent","consumed":..} is
+ *   printed and the transaction stays open until a line on stdin says commit or abort - or the process is
+ *   killed); CONF: key=value consumer settings.
  *
  * Output (stdout, one JSON object per line):
  *   {"type":"done","mode":..,"consumed":..,"generation":..,"member_id":..}
@@ -65,10 +71,19 @@ public class TxnTransform {
                 }
             }
             producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+            if (mode.equals("hold")) {
+                producer.flush();
+                Json.obj("type", "sent", "consumed", consumed).print();
+                String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+                if (line == null) throw new IllegalStateException("stdin closed while holding the transaction open");
+                mode = line.trim();
+            }
             if (mode.equals("commit")) {
                 producer.commitTransaction();
-            } else {
+            } else if (mode.equals("abort")) {
                 producer.abortTransaction();
+            } else {
+                throw new IllegalArgumentException("MODE must be commit, abort or hold: " + mode);
             }
             Json.obj("type", "done", "mode", mode, "consumed", consumed,
                      "generation", consumer.groupMetadata().generationId(),
