@@ -45,7 +45,7 @@ def test_java_fenced_static_member_cannot_commit_offsets_in_its_transaction(tenu
     assert fenced["type"] == "fenced", fenced
     assert (fenced["send_offsets"], fenced["abort"]) == (FENCED_INSTANCE_ID, "ok"), fenced
     # after an abortable error the transaction can only be aborted: Java refuses the commit itself
-    assert fenced["commit"] == "org.apache.kafka.common.KafkaException", fenced
+    assert fenced["commit"] == f"org.apache.kafka.common.KafkaException caused by {FENCED_INSTANCE_ID}", fenced
     # no rebalance: B took A's place in A's generation, so only the identity check can refuse A
     assert fenced["a_member"] == fenced["a_joined_member"] != fenced["b_member"], fenced
     assert fenced["a_generation"] == fenced["b_generation"], fenced
@@ -121,13 +121,24 @@ def transaction_state(bs: str, tid: str):
         admin.close()
 
 
+def advance_clock(srv, ms: int) -> list[str]:
+    """POST /clock/advance to the server process's admin endpoint: the timers that fired."""
+    import json
+    import urllib.request
+    req = urllib.request.Request(srv.admin_url + "/clock/advance", data=json.dumps({"ms": ms}).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())["fired"]
+
+
 def test_java_sigkill_before_and_after_commit(tmp_path):
     """A consume-transform-produce loop (static consumer, sendOffsetsToTransaction) and a server SIGKILLed
     (b) after commitTransaction returned: its output and offsets are all there after the restart; (a) with
     a transaction open, its output and offsets sent: after the restart the transaction is still open, none
     of it is seen by read_committed consumers and the group's committed offsets are the old ones; the
     application restarted with the same transactional id fences it (InitProducerId aborts it), resumes from
-    the old offsets and commits: every record is in the output exactly once."""
+    the old offsets and commits: every record is in the output exactly once. Once more with nobody coming
+    back: the transaction's timeout aborts it after the restart, its offsets with it."""
     from tests.integration.test_transactions import stable_fetch
     from tests.support.java import run_java
     from tests.support.procs import TenureProcess
@@ -176,6 +187,24 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
         assert committed(bs, "ktx-group") == {("ktx-in", 0): 5, ("ktx-in", 1): 5}
         out = consume_all(bs, "ktx-out", 2, "read_committed", 10)
         assert sorted(out) == sorted(f"V{i}".encode() for i in range(10))
+
+        # (a) again, and nobody comes back: the transaction's timeout (Java's default 60 s, on the
+        # coordinator's clock, moved past it) aborts it, and its offsets are dropped with it
+        seed(bs, "ktx-in", 10, 12)
+        held = HeldTransaction(tmp_path, bs, *args, "hold", 2)
+        try:
+            assert held.next_event()["type"] == "sent"
+            srv.kill()
+        finally:
+            held.close()
+        srv.start()
+        bs = srv.bootstrap
+        assert transaction_state(bs, "ktx-txn").state.value == "Ongoing"
+        assert "txn_timeout/ktx-txn" in advance_clock(srv, 61_000)
+        assert transaction_state(bs, "ktx-txn").state.value == "CompleteAbort"
+        with WireClient.to(bs) as w:
+            assert stable_fetch(w, "ktx-group", "ktx-in", [0, 1]) == {0: (0, 5), 1: (0, 5)}
+        assert sorted(consume_all(bs, "ktx-out", 2, "read_committed", 10, wait=1.0)) == sorted(out)
 
 
 def prepare_commit_offline(data_dir, tid: str) -> None:

@@ -25,12 +25,13 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Usage: TxnFencedMember BOOTSTRAP IN OUT GROUP INSTANCE_ID COUNT
  *
  * Output (stdout, one JSON object per line):
- *   {"type":"fenced","send_offsets":<class>,"send_offsets_message":..,"commit":<class>,"abort":"ok"|<class>,
+ *   {"type":"fenced","send_offsets":<thrown>,"commit":<thrown>,"abort":"ok"|<thrown>,
  *    "a_joined_member":..,"a_joined_generation":..,   A's groupMetadata() before B joined
  *    "a_member":..,"a_generation":..,                 A's groupMetadata() sent with its offsets (2 s after)
  *    "b_member":..,"b_generation":..}
  *   {"type":"done","b_offsets":{"<topic>-<partition>":<next offset>,..}}   what B committed
- * ("none" where a call threw nothing.) On failure: {"type":"error",...} and exit status 1.
+ * (<thrown>: "none", or the exception's class [+ " caused by " + its cause's class].) On failure:
+ * {"type":"error",...} and exit status 1.
  */
 public class TxnFencedMember {
     public static void main(String[] args) {
@@ -81,12 +82,14 @@ public class TxnFencedMember {
         return next;
     }
 
+    /** "none", or the class of what `call` threw, with its cause's class after " caused by " if it has one. */
     static String thrown(Runnable call) {
         try {
             call.run();
             return "none";
         } catch (RuntimeException e) {
-            return e.getClass().getName();
+            Throwable cause = e.getCause();
+            return e.getClass().getName() + (cause == null ? "" : " caused by " + cause.getClass().getName());
         }
     }
 
@@ -115,16 +118,10 @@ public class TxnFencedMember {
             Thread.sleep(2000);
             ConsumerGroupMetadata metaA = consumerA.groupMetadata();
 
-            String sendOffsets = "none", sendMessage = "";
-            try {
-                producerA.sendOffsetsToTransaction(offsetsA, metaA);
-            } catch (RuntimeException e) {
-                sendOffsets = e.getClass().getName();
-                sendMessage = String.valueOf(e.getMessage());
-            }
+            String sendOffsets = thrown(() -> producerA.sendOffsetsToTransaction(offsetsA, metaA));
             String commit = thrown(producerA::commitTransaction);
             String abort = thrown(producerA::abortTransaction);
-            Json.obj("type", "fenced", "send_offsets", sendOffsets, "send_offsets_message", sendMessage,
+            Json.obj("type", "fenced", "send_offsets", sendOffsets,
                      "commit", commit, "abort", abort.equals("none") ? "ok" : abort,
                      "a_joined_member", joinedA.memberId(), "a_joined_generation", joinedA.generationId(),
                      "a_member", metaA.memberId(), "a_generation", metaA.generationId(),
