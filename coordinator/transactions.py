@@ -187,16 +187,22 @@ class TransactionCoordinator:
             if expected[1] == t.last_producer_epoch and expected != known and t.state != ONGOING:
                 # a retry after a fencing abort (the transaction timed out): the bumped epoch is the answer
                 return answer(ErrorCode.NONE, t.producer_id, t.producer_epoch)
+        if t.state == ONGOING:
+            # an open transaction of the previous producer: fence it and abort it under the next epoch of
+            # its producer id (the id its batches carry, which the markers - rewritten from the PrepareAbort
+            # record if the server stops before them - must name)
+            bumped = dataclasses.replace(t, producer_epoch=t.producer_epoch + 1, timeout_ms=timeout,
+                                         last_producer_epoch=t.producer_epoch)
+            self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms)
+            if bumped.producer_epoch > MAX_EPOCH:
+                # that was the last epoch: as Kafka, the producer retries and, once the abort is complete,
+                # gets a new producer id
+                return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return answer(ErrorCode.NONE, bumped.producer_id, bumped.producer_epoch)
         if t.producer_epoch >= MAX_EPOCH:               # epochs exhausted: a new producer id, as Kafka
             pid, epoch = self._allocate(), 0
         else:
             pid, epoch = t.producer_id, t.producer_epoch + 1
-        if t.state == ONGOING:
-            # an open transaction of the previous producer: fence it and abort it under the new epoch
-            bumped = dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
-                                         last_producer_epoch=t.producer_epoch)
-            self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms, marker_pid=t.producer_id)
-            return answer(ErrorCode.NONE, pid, epoch)
         res.emit(dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
                                             state=EMPTY, partitions=frozenset(), last_update_ms=ctx.now_ms,
                                             start_ms=-1, last_producer_epoch=t.producer_epoch))
@@ -347,15 +353,13 @@ class TransactionCoordinator:
         return res
 
     # ------------------------------------------------------------------ ending a transaction
-    def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int,
-                 marker_pid: int | None = None) -> None:
+    def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int) -> None:
         prepared = dataclasses.replace(t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now_ms)
         res.emit(prepared)
         res.cancel_timer(timeout_key(t.transactional_id))
-        res.markers += self._markers(prepared, commit, marker_pid)
+        res.markers += self._markers(prepared, commit)
 
     @staticmethod
-    def _markers(t: TransactionRecord, commit: bool, marker_pid: int | None = None) -> list[TxnMarker]:
-        pid = t.producer_id if marker_pid is None else marker_pid
-        return [TxnMarker(t.transactional_id, topic, p, pid, t.producer_epoch, commit)
+    def _markers(t: TransactionRecord, commit: bool) -> list[TxnMarker]:
+        return [TxnMarker(t.transactional_id, topic, p, t.producer_id, t.producer_epoch, commit)
                 for topic, p in sorted(t.partitions)]
