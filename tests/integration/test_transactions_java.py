@@ -4,6 +4,8 @@ SIGKILLed before or after a transaction's commit comes back with the transaction
 Kafka's coordinator would leave it (tests/java/TxnFencedMember.java, TxnTransform.java)."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from tests.integration.test_transactions import consume_all
@@ -112,6 +114,18 @@ class HeldTransaction:
         self._err.close()
 
 
+def kill_mid_transaction(srv, tmp_path, args: list[str], count: int) -> None:
+    """TxnTransform `args` holds a transaction open with `count` records' output and their offsets sent;
+    then the server is SIGKILLed, and the application with it."""
+    held = HeldTransaction(tmp_path, srv.bootstrap, *args, "hold", count)
+    try:
+        sent = held.next_event()
+        assert (sent["type"], sent["consumed"]) == ("sent", count), sent
+        srv.kill()
+    finally:
+        held.close()
+
+
 def transaction_state(bs: str, tid: str):
     from kafka.admin import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=bs)
@@ -119,6 +133,18 @@ def transaction_state(bs: str, tid: str):
         return admin.describe_transactions([tid])[tid]
     finally:
         admin.close()
+
+
+@contextlib.contextmanager
+def server_process(tmp_path, prefix: str):
+    """`tenure serve` on a data dir in its own process (to be SIGKILLed), with topics <prefix>-in and
+    <prefix>-out of 2 partitions."""
+    from tests.support.procs import TenureProcess
+    with TenureProcess(tmp_path / "data", fsync="batch") as srv:
+        srv.start()
+        for topic in ("in", "out"):
+            create_topic(srv.bootstrap, f"{prefix}-{topic}", 2)
+        yield srv
 
 
 def advance_clock(srv, ms: int) -> list[str]:
@@ -141,14 +167,10 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
     back: the transaction's timeout aborts it after the restart, its offsets with it."""
     from tests.integration.test_transactions import stable_fetch
     from tests.support.java import run_java
-    from tests.support.procs import TenureProcess
     UNSTABLE_OFFSET_COMMIT = 88
     args = ["ktx-in", "ktx-out", "ktx-group", "ktx-static", "ktx-txn"]
-    with TenureProcess(tmp_path / "data", fsync="batch") as srv:
-        srv.start()
+    with server_process(tmp_path, "ktx") as srv:
         bs = srv.bootstrap
-        create_topic(bs, "ktx-in", 2)
-        create_topic(bs, "ktx-out", 2)
         # (b) committed, then killed
         seed(bs, "ktx-in", 0, 6)
         [done] = run_java("TxnTransform", bs, *args, "commit", 6, timeout=120)
@@ -162,13 +184,7 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
 
         # (a) open, with its output and offsets sent, then killed (the application with it)
         seed(bs, "ktx-in", 6, 10)
-        held = HeldTransaction(tmp_path, bs, *args, "hold", 4)
-        try:
-            sent = held.next_event()
-            assert (sent["type"], sent["consumed"]) == ("sent", 4), sent
-            srv.kill()
-        finally:
-            held.close()
+        kill_mid_transaction(srv, tmp_path, args, 4)
         srv.start()
         bs = srv.bootstrap
         state = transaction_state(bs, "ktx-txn")
@@ -191,12 +207,7 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
         # (a) again, and nobody comes back: the transaction's timeout (Java's default 60 s, on the
         # coordinator's clock, moved past it) aborts it, and its offsets are dropped with it
         seed(bs, "ktx-in", 10, 12)
-        held = HeldTransaction(tmp_path, bs, *args, "hold", 2)
-        try:
-            assert held.next_event()["type"] == "sent"
-            srv.kill()
-        finally:
-            held.close()
+        kill_mid_transaction(srv, tmp_path, args, 2)
         srv.start()
         bs = srv.bootstrap
         assert transaction_state(bs, "ktx-txn").state.value == "Ongoing"
@@ -237,13 +248,9 @@ def test_java_transaction_completes_across_a_sigkill(tmp_path):
     (appended by the project's codec to the dead server's log): at start-up it writes the markers - into
     the output partitions and the group's __consumer_offsets partition - and completes the commit, as
     Kafka's coordinator completes a prepared transaction it loads."""
-    from tests.support.procs import TenureProcess
     args = ["ptx-in", "ptx-out", "ptx-group", "ptx-static", "ptx-txn"]
-    with TenureProcess(tmp_path / "data", fsync="batch") as srv:
-        srv.start()
+    with server_process(tmp_path, "ptx") as srv:
         bs = srv.bootstrap
-        create_topic(bs, "ptx-in", 2)
-        create_topic(bs, "ptx-out", 2)
         # (c) the producer outlives the server's crash and commits after its restart
         seed(bs, "ptx-in", 0, 4)
         held = HeldTransaction(tmp_path, bs, *args, "hold", 4)
@@ -261,12 +268,7 @@ def test_java_transaction_completes_across_a_sigkill(tmp_path):
                                                                                     for i in range(4))
         # (p) a PrepareCommit in the log, no marker written: the restart completes the commit
         seed(bs, "ptx-in", 4, 8)
-        held = HeldTransaction(tmp_path, bs, *args, "hold", 4)
-        try:
-            assert held.next_event()["type"] == "sent"
-            srv.kill()
-        finally:
-            held.close()
+        kill_mid_transaction(srv, tmp_path, args, 4)
         prepare_commit_offline(srv.data_dir, "ptx-txn")
         srv.start()
         bs = srv.bootstrap

@@ -11,7 +11,6 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * KIP-447 with two consume-transform-produce loops and ONE group.instance.id: loop A (static consumer +
@@ -42,16 +41,6 @@ public class TxnFencedMember {
             Json.error(t);
             System.exit(1);
         }
-    }
-
-    static KafkaProducer<String, String> producer(String bootstrap, String txnId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("transactional.id", txnId);
-        p.put("max.block.ms", "30000");
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        return new KafkaProducer<>(p);
     }
 
     static KafkaConsumer<String, String> consumer(String bootstrap, String group, String instance) {
@@ -97,7 +86,7 @@ public class TxnFencedMember {
         String bootstrap = args[0], in = args[1], out = args[2], group = args[3], instance = args[4];
         int count = Integer.parseInt(args[5]);
         KafkaConsumer<String, String> consumerA = consumer(bootstrap, group, instance);
-        KafkaProducer<String, String> producerA = producer(bootstrap, group + "-a");
+        KafkaProducer<String, String> producerA = TxnProduce.producer(bootstrap, group + "-a");
         producerA.initTransactions();
         consumerA.subscribe(Collections.singletonList(in));
         producerA.beginTransaction();
@@ -107,7 +96,7 @@ public class TxnFencedMember {
 
         // the same group.instance.id joins again (a second copy of the application): A's member is fenced
         try (KafkaConsumer<String, String> consumerB = consumer(bootstrap, group, instance);
-             KafkaProducer<String, String> producerB = producer(bootstrap, group + "-b")) {
+             KafkaProducer<String, String> producerB = TxnProduce.producer(bootstrap, group + "-b")) {
             producerB.initTransactions();
             consumerB.subscribe(Collections.singletonList(in));
             producerB.beginTransaction();

@@ -14,7 +14,6 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * A consume-transform-produce loop in one transaction: a STATIC read_committed consumer reads COUNT records
@@ -48,14 +47,8 @@ public class TxnTransform {
         Properties extra = new Properties();
         extra.put("group.instance.id", instance);
         extra.put("isolation.level", "read_committed");
-        Properties pp = new Properties();
-        pp.put("bootstrap.servers", bootstrap);
-        pp.put("transactional.id", txnId);
-        pp.put("max.block.ms", "30000");
-        pp.put("key.serializer", StringSerializer.class.getName());
-        pp.put("value.serializer", StringSerializer.class.getName());
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(ConsumerConf.of(bootstrap, group, extra, args, 8));
-             KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+             KafkaProducer<String, String> producer = TxnProduce.producer(bootstrap, txnId)) {
             producer.initTransactions();
             consumer.subscribe(Collections.singletonList(in));
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
