@@ -27,6 +27,11 @@ def seed(bs: str, topic: str, first: int, last: int, partitions: int = 2) -> Non
     assert p.flush(10) == 0
 
 
+def transformed(n: int) -> list[bytes]:
+    """What TxnTransform writes for the seeded v0..v<n-1>: their values upper-cased, sorted."""
+    return sorted(f"V{i}".encode() for i in range(n))
+
+
 def committed(bs: str, group: str) -> dict[tuple[str, int], int]:
     with WireClient.to(bs) as w:
         return fetch_all(w, [group])[group]
@@ -53,10 +58,10 @@ def test_java_fenced_static_member_cannot_commit_offsets_in_its_transaction(tenu
     assert fenced["a_generation"] == fenced["b_generation"], fenced
     assert done == {"type": "done", "b_offsets": {"fz-in-0": 3, "fz-in-1": 3}}
     assert committed(bs, "fz-group") == {("fz-in", 0): 3, ("fz-in", 1): 3}
-    out = consume_all(bs, "fz-out", 2, "read_committed", 6)
+    out = consume_all(bs, "fz-out", 2, "read_committed", 6, wait=1.0)
     assert sorted(out) == sorted(f"B:v{i}".encode() for i in range(6))
     # A's records did reach the log, in its aborted transaction
-    everything = consume_all(bs, "fz-out", 2, "read_uncommitted", 12)
+    everything = consume_all(bs, "fz-out", 2, "read_uncommitted", 12, wait=0.5)
     assert sorted(everything) == sorted([f"A:v{i}".encode() for i in range(6)] + out)
     assert tenure_server.group("fz-group").static_members == {"fz-static": fenced["b_member"]}
 
@@ -178,7 +183,7 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
         srv.kill()
         srv.start()
         bs = srv.bootstrap
-        first = sorted(f"V{i}".encode() for i in range(6))
+        first = transformed(6)
         assert committed(bs, "ktx-group") == {("ktx-in", 0): 3, ("ktx-in", 1): 3}
         assert sorted(consume_all(bs, "ktx-out", 2, "read_committed", 6, wait=0.5)) == first
 
@@ -201,8 +206,8 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
         assert (again["type"], again["consumed"]) == ("done", 4), again
         assert transaction_state(bs, "ktx-txn").state.value == "CompleteCommit"
         assert committed(bs, "ktx-group") == {("ktx-in", 0): 5, ("ktx-in", 1): 5}
-        out = consume_all(bs, "ktx-out", 2, "read_committed", 10)
-        assert sorted(out) == sorted(f"V{i}".encode() for i in range(10))
+        out = consume_all(bs, "ktx-out", 2, "read_committed", 10, wait=1.0)
+        assert sorted(out) == transformed(10)
 
         # (a) again, and nobody comes back: the transaction's timeout (Java's default 60 s, on the
         # coordinator's clock, moved past it) aborts it, and its offsets are dropped with it
@@ -264,8 +269,7 @@ def test_java_transaction_completes_across_a_sigkill(tmp_path):
         finally:
             held.close()
         assert committed(bs, "ptx-group") == {("ptx-in", 0): 2, ("ptx-in", 1): 2}
-        assert sorted(consume_all(bs, "ptx-out", 2, "read_committed", 4)) == sorted(f"V{i}".encode()
-                                                                                    for i in range(4))
+        assert sorted(consume_all(bs, "ptx-out", 2, "read_committed", 4, wait=1.0)) == transformed(4)
         # (p) a PrepareCommit in the log, no marker written: the restart completes the commit
         seed(bs, "ptx-in", 4, 8)
         kill_mid_transaction(srv, tmp_path, args, 4)
@@ -274,5 +278,4 @@ def test_java_transaction_completes_across_a_sigkill(tmp_path):
         bs = srv.bootstrap
         assert transaction_state(bs, "ptx-txn").state.value == "CompleteCommit"
         assert committed(bs, "ptx-group") == {("ptx-in", 0): 4, ("ptx-in", 1): 4}
-        assert sorted(consume_all(bs, "ptx-out", 2, "read_committed", 8)) == sorted(f"V{i}".encode()
-                                                                                    for i in range(8))
+        assert sorted(consume_all(bs, "ptx-out", 2, "read_committed", 8, wait=1.0)) == transformed(8)
