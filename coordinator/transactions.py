@@ -140,7 +140,9 @@ class TransactionCoordinator:
         if t.start_ms + t.timeout_ms > now_ms:          # re-armed by a later change
             res.set_timer(key, t.start_ms + t.timeout_ms)
             return res
-        bumped = t.producer_epoch + 1 if t.producer_epoch < MAX_EPOCH else t.producer_epoch
+        # bumped while an epoch is left (to 32767 from 32766, as Kafka; the next InitProducerId then gets a
+        # new producer id)
+        bumped = t.producer_epoch + 1 if t.producer_epoch <= MAX_EPOCH else t.producer_epoch
         self._prepare(res, dataclasses.replace(t, producer_epoch=bumped, last_producer_epoch=t.producer_epoch),
                       commit=False, now_ms=now_ms)
         return self._done(res)

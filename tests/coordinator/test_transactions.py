@@ -224,3 +224,14 @@ def test_a_fencing_abort_at_the_last_epoch_keeps_the_producer_id_through_a_resta
     r = init(c, now=103)
     assert (r.responses[0][1].error_code, r.responses[0][1].producer_id, r.responses[0][1].producer_epoch) == \
         (0, 5000, 0)
+
+
+def test_a_timeout_at_epoch_32766_fences_with_the_last_epoch():
+    """Kafka's timeout abort bumps the epoch whenever it can (to 32767 from 32766): the timed-out producer
+    is fenced there too; only a transaction already at 32767 is aborted under its own epoch."""
+    for epoch, bumped in ((32766, 32767), (32767, 32767)):
+        c = coordinator()
+        c.replay(TransactionRecord("tx", 7, epoch, 5000, ONGOING, frozenset({("t", 0)}), 50, 40))
+        r = c.on_timer(timeout_key("tx"), 5040)
+        assert [(x.state, x.producer_id, x.producer_epoch) for x in r.records] == [(PREPARE_ABORT, 7, bumped)]
+        assert r.markers == [TxnMarker("tx", "t", 0, 7, bumped, False)]
