@@ -36,6 +36,12 @@ MAX_EPOCH = 32767 - 1              # an epoch that cannot be bumped once more ge
 _FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
 
 
+def _fencing_epoch(epoch: int) -> int:
+    """The epoch a fencing abort (a new producer, a timeout) is written under: the next one while one is left
+    (32767 from 32766, as Kafka; the next InitProducerId then gets a new producer id), else the same."""
+    return epoch + 1 if epoch <= MAX_EPOCH else epoch
+
+
 def is_transaction_request(api_key: int, body) -> bool:
     """Requests the transaction coordinator answers (an InitProducerId only with a transactional id)."""
     return api_key in TXN_APIS or (api_key == INIT_PRODUCER_ID and body.transactional_id is not None)
@@ -140,11 +146,8 @@ class TransactionCoordinator:
         if t.start_ms + t.timeout_ms > now_ms:          # re-armed by a later change
             res.set_timer(key, t.start_ms + t.timeout_ms)
             return res
-        # bumped while an epoch is left (to 32767 from 32766, as Kafka; the next InitProducerId then gets a
-        # new producer id)
-        bumped = t.producer_epoch + 1 if t.producer_epoch <= MAX_EPOCH else t.producer_epoch
-        self._prepare(res, dataclasses.replace(t, producer_epoch=bumped, last_producer_epoch=t.producer_epoch),
-                      commit=False, now_ms=now_ms)
+        self._prepare(res, dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch),
+                                               last_producer_epoch=t.producer_epoch), commit=False, now_ms=now_ms)
         return self._done(res)
 
     def markers_written(self, markers: list[TxnMarker], now_ms: int) -> TxnResult:
@@ -193,7 +196,7 @@ class TransactionCoordinator:
             # an open transaction of the previous producer: fence it and abort it under the next epoch of
             # its producer id (the id its batches carry, which the markers - rewritten from the PrepareAbort
             # record if the server stops before them - must name)
-            bumped = dataclasses.replace(t, producer_epoch=t.producer_epoch + 1, timeout_ms=timeout,
+            bumped = dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch), timeout_ms=timeout,
                                          last_producer_epoch=t.producer_epoch)
             self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms)
             if bumped.producer_epoch > MAX_EPOCH:

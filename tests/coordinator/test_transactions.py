@@ -224,6 +224,12 @@ def test_a_fencing_abort_at_the_last_epoch_keeps_the_producer_id_through_a_resta
     r = init(c, now=103)
     assert (r.responses[0][1].error_code, r.responses[0][1].producer_id, r.responses[0][1].producer_epoch) == \
         (0, 5000, 0)
+    # a transaction open AT the last epoch (a KIP-360 retry can be answered 32767) is aborted under it
+    c = coordinator()
+    c.replay(TransactionRecord("tx", 7, 32767, 60000, ONGOING, frozenset({("t", 0)}), 50, 40))
+    r = init(c, now=100)
+    assert r.responses[0][1].error_code == 51
+    assert r.markers == [TxnMarker("tx", "t", 0, 7, 32767, False)]
 
 
 def test_a_timeout_at_epoch_32766_fences_with_the_last_epoch():
