@@ -1,4 +1,5 @@
-"""Handlers for the data-plane APIs: one node (id 0) that leads every partition at leader epoch 0.
+"""Handlers for the data-plane APIs, answered as the broker the request came in on (`CURRENT_BROKER`) from
+the cluster table (broker/cluster.py): with one broker, node 0 leads every partition at leader epoch 0.
 
 Each handler takes a decoded `Request` and returns the response body (or None when no response is
 due, i.e. Produce with acks=0). Kafka errors are per-topic/partition values in the response; only
@@ -13,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tenure.coordinator.routing import partition_for
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, api_versions_body
@@ -20,10 +22,12 @@ from tenure.protocol.errors import ErrorCode
 from tenure.storage import InvalidBatch, parse_batches
 
 from .admin import AdminApis
+from .cluster import NO_LEADER, BrokerNode, Cluster
 from .configs import RESOURCE_TOPIC
 from .producers import ProducerStates
 from .transactions import TxnIndex, TxnMarker, control_batch, cut_at
-from .topics import DEFAULT_TOPIC_CONFIGS, TopicError, TopicRegistry, validate_topic_name
+from .topics import (DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry,
+                     validate_topic_name)
 
 log = logging.getLogger("tenure.broker")
 
@@ -45,6 +49,17 @@ class Node:
     node_id: int = NODE_ID
 
 
+class _NodeBroker(BrokerNode):
+    """Broker 0 of a Broker made without a cluster table: its host and port are its Node's (bound late)."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node.node_id, node.host, node.port)
+        self._node = node
+
+    host = property(lambda self: self._node.host, lambda self, v: None)
+    port = property(lambda self: self._node.port, lambda self, v: None)
+
+
 def _resp(api_key: int):
     return SUPPORTED[api_key].response
 
@@ -53,8 +68,12 @@ class Broker(AdminApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability=None,
-                 server_configs: Callable[[], dict[str, str | None]] | None = None) -> None:
+                 server_configs: Callable[[], dict[str, str | None]] | None = None,
+                 cluster: Cluster | None = None) -> None:
         self.node = node
+        self.cluster = cluster if cluster is not None else Cluster(1, node.host)
+        if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
+            self.cluster.brokers[0] = _NodeBroker(node)
         self.server_configs = server_configs   # broker configs the server's options set (DescribeConfigs)
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
@@ -125,14 +144,18 @@ class Broker(AdminApis):
                     out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic_ops))
                     continue
             P = R.MetadataResponseTopic.MetadataResponsePartition
-            parts = [P(error_code=0, partition_index=i, leader_id=self.node.node_id, leader_epoch=LEADER_EPOCH,
-                       replica_nodes=[self.node.node_id], isr_nodes=[self.node.node_id], offline_replicas=[])
-                     for i in range(len(topic.partitions))]
+            parts = []
+            for i in range(len(topic.partitions)):
+                st = self.cluster.state(topic.name, i)
+                parts.append(P(error_code=ErrorCode.LEADER_NOT_AVAILABLE if st.leader == NO_LEADER else 0,
+                               partition_index=i, leader_id=st.leader, leader_epoch=st.leader_epoch,
+                               replica_nodes=list(st.replicas), isr_nodes=list(st.isr),
+                               offline_replicas=[b for b in st.replicas if not self.cluster.brokers[b].up]))
             out.append(R.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
                                                is_internal=topic.internal, partitions=parts,
                                                authorized_operations=topic_ops))
-        return R(throttle_time_ms=0, brokers=[self._broker(R.MetadataResponseBroker)],
-                 cluster_id=self.cluster_id, controller_id=self.node.node_id, topics=out,
+        return R(throttle_time_ms=0, brokers=self._brokers(R.MetadataResponseBroker, "node_id"),
+                 cluster_id=self.cluster_id, controller_id=self.cluster.controller_id, topics=out,
                  authorized_operations=cluster_ops)
 
     @staticmethod
@@ -141,15 +164,15 @@ class Broker(AdminApis):
                                        is_internal=False, partitions=[],
                                        authorized_operations=ops)
 
-    def _broker(self, cls):
-        return cls(node_id=self.node.node_id, host=self.node.host, port=self.node.port, rack=None)
+    def _brokers(self, cls, id_field: str) -> list:
+        """The live brokers, as Kafka's metadata cache lists them (a stopped one is left out)."""
+        return [cls(**{id_field: b.id}, host=b.host, port=b.port, rack=b.rack) for b in self.cluster.up()]
 
     async def describe_cluster(self, req: Request):
         R = _resp(60)
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-                 cluster_id=self.cluster_id, controller_id=self.node.node_id,
-                 brokers=[R.DescribeClusterBroker(broker_id=self.node.node_id, host=self.node.host,
-                                                  port=self.node.port, rack=None)],
+                 cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
+                 brokers=self._brokers(R.DescribeClusterBroker, "broker_id"),
                  authorized_operations=authorized_operations(
                      "cluster", req.body.include_cluster_authorized_operations))
 
@@ -160,24 +183,30 @@ class Broker(AdminApis):
         if key_type == KEY_TRANSACTION and self.start_transactions is not None:
             self.start_transactions()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
-            code, msg = self._coordinator_for(key_type)
-            node = self.node if code == 0 else Node("", -1, -1)
-            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.node_id,
+            code, msg, node = self._coordinator_for(key_type, body.key)
+            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id,
                      host=node.host, port=node.port)
         coords = []
         for key in body.coordinator_keys:
-            code, msg = self._coordinator_for(key_type)
-            node = self.node if code == 0 else Node("", -1, -1)
-            coords.append(R.Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
+            code, msg, node = self._coordinator_for(key_type, key)
+            coords.append(R.Coordinator(key=key, node_id=node.id, host=node.host, port=node.port,
                                         error_code=code, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
 
-    @staticmethod
-    def _coordinator_for(key_type: int) -> tuple[int, str | None]:
-        if key_type in (KEY_GROUP, KEY_TRANSACTION):
-            return ErrorCode.NONE, None
-        kind = {2: "share group"}.get(key_type, f"key type {key_type}")
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator"
+    def _coordinator_for(self, key_type: int, key: str) -> tuple[int, str | None, BrokerNode]:
+        """(error, message, node) of a FindCoordinator key: the leader of the key's partition of
+        __consumer_offsets (a group) or __transaction_state (a transactional id), as Kafka answers."""
+        none = BrokerNode(-1, "", -1)
+        if key_type not in (KEY_GROUP, KEY_TRANSACTION):
+            kind = {2: "share group"}.get(key_type, f"key type {key_type}")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator", none
+        topic = self.topics.get(OFFSETS_TOPIC if key_type == KEY_GROUP else TRANSACTION_TOPIC)
+        if topic is None:                      # not created yet (a Broker without a coordinator, in tests)
+            return ErrorCode.NONE, None, self.cluster.brokers[0]
+        leader = self.cluster.leader_of(topic.name, partition_for(key or "", len(topic.partitions)))
+        if leader == NO_LEADER:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic.name} has no leader for that key", none
+        return ErrorCode.NONE, None, self.cluster.brokers[leader]
 
     # ---------------------------------------------------------------- topics admin
     async def create_topics(self, req: Request):

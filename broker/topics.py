@@ -17,6 +17,7 @@ log = logging.getLogger("tenure.broker")
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"              # the group coordinator's log (its records, its partitions)
+TRANSACTION_TOPIC = "__transaction_state"         # the transaction coordinator's log
 TRANSACTION_STATE_TOPIC = "__transaction_state"   # the transaction coordinator's log
 # Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
 KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})

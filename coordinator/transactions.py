@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
+from tenure.broker.topics import TRANSACTION_TOPIC  # noqa: F401 - importers take it from here too
 from tenure.broker.transactions import TxnMarker
 from tenure.coordinator.result import Result
 from tenure.protocol.apis import SUPPORTED
@@ -26,7 +27,6 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT,
                                          PREPARE_COMMIT, STATE_NAMES, TransactionRecord)
 
-TRANSACTION_TOPIC = "__transaction_state"
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS})
