@@ -32,7 +32,6 @@ from .topics import (DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC, TRANSACTION_TOPIC, To
 log = logging.getLogger("tenure.broker")
 
 NODE_ID = 0
-LEADER_EPOCH = 0
 MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 MAX_PARTITIONS_PER_REQUEST = 10000    # Kafka's cap on a CreateTopics request's partitions in all (POLICY_VIOLATION)
 
@@ -271,6 +270,7 @@ class Broker(AdminApis):
                         raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
                     name = res.name = topic.name
                 topic = self.topics.delete(name)
+                self.cluster.forget(name)
                 res.topic_id = topic.topic_id
                 self.producers.forget_topic(name)
                 self.txn_index.forget_topic(name)
@@ -348,6 +348,10 @@ class Broker(AdminApis):
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
                       error_message=f"unknown topic-partition {topic}-{index}")
+        code = self.cluster.check(topic, index)
+        if code:
+            return PR(index=index, error_code=code, base_offset=-1,
+                      error_message=f"this broker does not lead {topic}-{index}")
         try:
             if not records:
                 raise InvalidBatch("produce request carries no record batch")
@@ -375,7 +379,7 @@ class Broker(AdminApis):
                 return PR(index=index, error_code=0, base_offset=dup, log_append_time_ms=-1,
                           log_start_offset=log_.log_start_offset)
         try:
-            base, stamped = log_.append(bytes(records), LEADER_EPOCH)
+            base, stamped = log_.append(bytes(records), self.cluster.state(topic, index).leader_epoch)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", topic, index, exc)
             return PR(index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1,
@@ -410,6 +414,10 @@ class Broker(AdminApis):
                     parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
                     continue
+                code = self.cluster.check(t.name, i)
+                if code:
+                    parts.append(P(partition_index=i, error_code=code, error_message=None, active_producers=[]))
+                    continue
                 parts.append(P(partition_index=i, error_code=0, error_message=None, active_producers=[
                     P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
                                     coordinator_epoch=-1,
@@ -432,7 +440,7 @@ class Broker(AdminApis):
             if plog is None:                   # the topic was deleted while the transaction was open
                 continue
             batch = control_batch(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now_ms)
-            base, stamped = plog.append(batch, LEADER_EPOCH)
+            base, stamped = plog.append(batch, self.cluster.state(m.topic, m.partition).leader_epoch)
             for h in stamped:
                 self.producers.appended(m.topic, m.partition, h)
             self.txn_index.ended(m.topic, m.partition, m.producer_id, m.commit, base)
@@ -508,8 +516,9 @@ class Broker(AdminApis):
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     had_error = True
                     continue
-                if v >= 9 and p.current_leader_epoch > LEADER_EPOCH:
-                    pd.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1)
+                if code:
+                    pd.error_code = code
                     had_error = True
                     continue
                 plog = topic.partitions[p.partition]
@@ -564,8 +573,9 @@ class Broker(AdminApis):
                 if plog is None:
                     pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                if v >= 4 and p.current_leader_epoch > LEADER_EPOCH:
-                    pr.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                code = self.cluster.check(t.name, p.partition_index, p.current_leader_epoch if v >= 4 else -1)
+                if code:
+                    pr.error_code = code
                     continue
                 ts = p.timestamp
                 found = None
@@ -582,7 +592,8 @@ class Broker(AdminApis):
                 else:
                     found = plog.offset_for_timestamp(ts)
                 if found:
-                    (pr.offset, pr.timestamp), pr.leader_epoch = found, LEADER_EPOCH
+                    (pr.offset, pr.timestamp) = found
+                    pr.leader_epoch = self.cluster.state(t.name, p.partition_index).leader_epoch
             out.append(TR(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
 
@@ -598,10 +609,13 @@ class Broker(AdminApis):
                 e = E(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
                 if plog is None:
                     e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.current_leader_epoch > LEADER_EPOCH:
-                    e.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
-                elif p.leader_epoch == LEADER_EPOCH:    # -1 (no epoch) and newer epochs: -1/-1, as Kafka
-                    e.leader_epoch, e.end_offset = LEADER_EPOCH, plog.log_end_offset
+                else:
+                    e.error_code = self.cluster.check(t.topic, p.partition, p.current_leader_epoch)
+                if not e.error_code and plog is not None:
+                    # the epoch cache: the latest epoch ends at the log end; an older one where the next
+                    # began; -1 (no epoch) and newer epochs: -1/-1, as Kafka
+                    e.leader_epoch, e.end_offset = self.cluster.state(t.topic, p.partition).end_offset_for(
+                        p.leader_epoch, plog.log_end_offset)
                 parts.append(e)
             out.append(TR(topic=t.topic, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
