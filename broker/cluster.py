@@ -52,7 +52,8 @@ class PartitionState:
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for a requested leader epoch, as Kafka's LeaderEpochFileCache.endOffsetFor:
         the latest epoch: the log end; an older one: the first offset of the next epoch after the largest
-        epoch <= it; newer than any or undefined: (-1, -1)."""
+        epoch <= it (older than any known: the requested epoch and the first known epoch's start); newer
+        than any or undefined: (-1, -1)."""
         if epoch < 0 or epoch > self.leader_epoch:
             return -1, -1
         if epoch == self.leader_epoch:
@@ -132,8 +133,12 @@ class Cluster:
             i: BrokerNode(i, host, -1, racks[i] if racks else None) for i in range(brokers)}
         self.replication_factor = replication_factor if replication_factor is not None else min(3, brokers)
         self.parts: dict[tuple[str, int], PartitionState] = {}
+        self.factors: dict[str, int] = {}      # a topic created with its own replication factor
         # the log end offset of a partition (the start of a new leader epoch); set by the server
         self.log_end_offset: Callable[[str, int], int] = lambda topic, partition: 0
+        # the leader epoch a partition is placed with: that of its log's last batch (a restart on a data dir
+        # goes on from the epoch its clients have seen); set by the server
+        self.initial_epoch: Callable[[str, int], int] = lambda topic, partition: 0
         # called after each leader change (the server moves coordinators with it)
         self.on_leader_change: list[Callable[[LeaderChange, str], None]] = []
 
@@ -151,10 +156,21 @@ class Cluster:
         key = (topic, partition)
         st = self.parts.get(key)
         if st is None:
-            replicas = place(topic, partition, list(self.brokers.values()), self.replication_factor)
+            replicas = place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
             isr = [b for b in replicas if self.brokers[b].up]
-            st = self.parts[key] = PartitionState(replicas, isr, isr[0] if isr else NO_LEADER)
+            # epochs before the first one known here (a previous run's) end where this run found the log
+            epoch = self.initial_epoch(topic, partition)
+            st = self.parts[key] = PartitionState(replicas, isr, isr[0] if isr else NO_LEADER, epoch,
+                                                  [(epoch, self.log_end_offset(topic, partition))])
         return st
+
+    def set_factor(self, topic: str, factor: int) -> None:
+        """A topic created asking for `factor` replicas (-1: the cluster's default)."""
+        if factor != -1:
+            self.factors[topic] = factor
+
+    def factor_of(self, topic: str) -> int:
+        return self.factors.get(topic, self.replication_factor)
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.state(topic, partition).leader
@@ -166,6 +182,7 @@ class Cluster:
         """A deleted topic: its partitions are placed afresh if it is created again."""
         for key in [k for k in self.parts if k[0] == topic]:
             del self.parts[key]
+        self.factors.pop(topic, None)
 
     def check(self, topic: str, partition: int, current_leader_epoch: int = -1, broker: int | None = None,
               require_leader: bool = True) -> int:

@@ -73,6 +73,7 @@ class Broker(AdminApis):
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
             self.cluster.brokers[0] = _NodeBroker(node)
+        topics.brokers = len(self.cluster.brokers)
         self.server_configs = server_configs   # broker configs the server's options set (DescribeConfigs)
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
@@ -228,11 +229,14 @@ class Broker(AdminApis):
                 n = self.topics.check_create(t.name, partitions, factor, configs)
                 self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
-                    res.num_partitions, res.replication_factor = n, 1
+                    res.num_partitions = n
+                    res.replication_factor = factor if factor != -1 else self.cluster.replication_factor
                 else:
                     topic = self.topics.create(t.name, partitions, factor, configs)
+                    self.cluster.set_factor(t.name, factor)
                     res.topic_id = topic.topic_id
-                    res.num_partitions, res.replication_factor = len(topic.partitions), 1
+                    res.num_partitions = len(topic.partitions)
+                    res.replication_factor = self.cluster.factor_of(t.name)
                     log.info("created topic %s with %d partitions", t.name, len(topic.partitions))
                 if v >= 5:       # what DescribeConfigs will say of the topic
                     res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(

@@ -114,6 +114,7 @@ class Server:
                              auto_create_topics=config.auto_create_topics, durability=self.durability,
                              server_configs=self.static_configs, cluster=self.cluster)
         self.cluster.log_end_offset = self._log_end_offset
+        self.cluster.initial_epoch = self._last_epoch
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)
         if offsets is None:
@@ -208,6 +209,19 @@ class Server:
     @property
     def ports(self) -> tuple[int, ...]:
         return tuple(b.port for b in self.cluster.brokers.values())
+
+    def _last_epoch(self, topic: str, partition: int) -> int:
+        """The partition leader epoch of a partition log's last batch (0: none, or in memory): a cluster
+        restarted on its data dir goes on from the epochs its clients saw (their positions carry them)."""
+        plog = self.topics.partition(topic, partition)
+        segments = getattr(plog, "segments", None)          # on disk: read the last batches' headers only
+        if not segments or plog.log_end_offset == 0:
+            return 0
+        for seg in reversed(segments):
+            if seg.size:
+                pos = seg.position_for(plog.log_end_offset - 1)
+                return max([h.partition_leader_epoch for h, _ in seg.headers_from(pos)] + [0])
+        return 0
 
     def _log_end_offset(self, topic: str, partition: int) -> int:
         plog = self.topics.partition(topic, partition)

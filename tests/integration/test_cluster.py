@@ -236,3 +236,36 @@ def test_kafka_python_sees_the_brokers_and_survives_a_leader_and_coordinator_mov
         consumer.commit({TopicPartition("kp", 0): __import__("kafka").OffsetAndMetadata(10, "", -1)})
         assert consumer.committed(TopicPartition("kp", 0)) == 10
         consumer.close()
+
+
+def test_create_topics_takes_a_replication_factor_up_to_the_brokers():
+    from kafka.protocol.admin import CreateTopicsRequest as C
+    T = C.CreatableTopic
+    with ServerThread(brokers=3) as st, client(st, 0) as c:
+        r = c.call(C(topics=[T(name=n, num_partitions=2, replication_factor=f, assignments=[], configs=[])
+                             for n, f in (("two", 2), ("four", 4), ("dflt", -1))],
+                     timeout_ms=10000, validate_only=False), 5)
+        assert [(t.name, t.error_code, t.replication_factor) for t in r.topics] == [
+            ("two", 0, 2), ("four", 38, -1), ("dflt", 0, 3)]            # 38: INVALID_REPLICATION_FACTOR
+        assert [len(st.call(lambda p=p: st.server.cluster.state("two", p).replicas)) for p in (0, 1)] == [2, 2]
+
+
+def test_a_restart_on_the_data_dir_goes_on_from_the_leader_epochs_its_clients_saw(tmp_path):
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest as O
+    with ServerThread(brokers=3, data_dir=str(tmp_path)) as st:
+        st.create_topics({"t": 1})
+        for n in range(3):                                  # epochs 0, 1, 2, one record each
+            with client(st, st.leader_of("t", 0)) as c:
+                assert produce(c, "t", 0).error_code == 0
+            if n < 2:
+                st.move_leader("t", 0, (st.leader_of("t", 0) + 1) % 3)
+        st.restart()
+        leader = st.leader_of("t", 0)
+        assert st.call(lambda: st.server.cluster.state("t", 0).leader_epoch) == 2
+        with client(st, leader) as c:
+            T = O.OffsetForLeaderTopic
+            r = c.call(O(replica_id=-1, topics=[T(topic="t", partitions=[
+                T.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=e) for e in (1, 2)])]), 4)
+            # epoch 1 (before the restart): its end is not before anything a client read; epoch 2: the log end
+            assert [(p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions] == [
+                (0, 1, 3), (0, 2, 3)]
