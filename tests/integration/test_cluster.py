@@ -269,3 +269,42 @@ def test_a_restart_on_the_data_dir_goes_on_from_the_leader_epochs_its_clients_sa
             # epoch 1 (before the restart): its end is not before anything a client read; epoch 2: the log end
             assert [(p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions] == [
                 (0, 1, 3), (0, 2, 3)]
+
+
+@pytest.mark.tenure(brokers=3, racks="a,b,c")
+def test_the_pytest_marker_makes_a_cluster(tenure_server):
+    assert [(b["id"], b["rack"], b["up"]) for b in tenure_server.brokers()] == [
+        (0, "a", True), (1, "b", True), (2, "c", True)]
+    assert tenure_server.bootstrap == ",".join(f"{b['host']}:{b['port']}" for b in tenure_server.brokers())
+
+
+def test_the_controls_over_http_and_the_command_line(capsys):
+    import json
+    from tenure.tools.cli import main
+    with ServerThread(brokers=3, admin_port=0) as st:
+        admin = ["--admin", st.server.admin_address]
+        assert main(["broker", "stop", "1", *admin]) == 0
+        assert json.loads(capsys.readouterr().out)["up"] is False and not st.brokers()[1]["up"]
+        assert main(["broker", "stop", "9", *admin]) == 1
+        assert "no broker 9" in capsys.readouterr().err
+        assert main(["broker", "start", "1", *admin]) == 0
+        capsys.readouterr()
+        to = (st.coordinator_of("hg") + 1) % 3
+        assert main(["coordinator", "move", "hg", "--to", str(to), *admin]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out == {"group": "hg", "partition": partition_for("hg", 8), "broker": to} and st.coordinator_of("hg") == to
+        assert main(["coordinator", "move", "hg", *admin]) == 1          # no --to: the endpoint asks for one
+        assert "broker: required" in capsys.readouterr().err
+        st.set_broker_unreachable(2, True)
+        with pytest.raises(OSError):
+            with client(st, 2) as c:
+                find(c, "hg")
+        st.set_broker_unreachable(2, False)
+        st.set_broker_slow(2, 300)
+        import time
+        with client(st, 2) as c:
+            t0 = time.monotonic()
+            find(c, "hg")
+            assert time.monotonic() - t0 >= 0.3
+        assert main(["broker", "list", *admin]) == 0
+        assert [b["slow_ms"] for b in json.loads(capsys.readouterr().out)] == [0, 0, 300]
