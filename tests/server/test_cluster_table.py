@@ -44,9 +44,10 @@ def test_rack_aware_placement_puts_each_replica_on_another_rack():
 
 def test_stopping_a_leader_moves_leadership_to_an_in_sync_replica_and_bumps_the_epoch():
     c = Cluster(3)
-    ends = {("t", 0): 5}
+    ends = {}
     c.log_end_offset = lambda t, p: ends.get((t, p), 0)
     st = c.state("t", 0)
+    ends[("t", 0)] = 5
     old, replicas = st.leader, list(st.replicas)
     seen = []
     c.on_leader_change.append(lambda change, cause: seen.append((change, cause)))
@@ -116,3 +117,13 @@ def test_a_deleted_topic_is_placed_afresh():
     assert c.state("t", 0).leader_epoch == 1
     c.forget("t")
     assert c.state("t", 0).leader_epoch == 0
+
+
+def test_a_partition_placed_on_a_log_from_a_previous_run_goes_on_from_its_last_epoch():
+    c = Cluster(3)
+    c.initial_epoch = lambda t, p: 4          # the epoch of the log's last batch
+    c.log_end_offset = lambda t, p: 30
+    st = c.state("t", 0)
+    assert (st.leader_epoch, st.epochs) == (4, [(4, 30)])
+    # an epoch of the previous run ends no earlier than where this run found the log
+    assert st.end_offset_for(2, 30) == (2, 30) and st.end_offset_for(4, 42) == (4, 42)
