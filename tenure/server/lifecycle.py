@@ -71,7 +71,6 @@ class Server:
                                       ratelog=self.ratelog, broker_id=b, ids=ids,
                                       refuse=lambda b=b: self.cluster.brokers[b].unreachable)
                           for b in self.cluster.brokers}
-        self.listener = self.listeners[0]
         self.dispatch: Dispatcher | None = None
         self.port: int | None = None
         self._loop_handler = None                  # (loop, its exception handler before start())
@@ -130,6 +129,8 @@ class Server:
                                           on_fatal=self._fatal, metrics=self.metrics,
                                           hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p))
         self.load_report = self.runtime.load()
+        for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
+            self.cluster.state(OFFSETS_TOPIC, part)
         if self.data is not None:
             r = self.load_report
             log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
