@@ -41,6 +41,10 @@ KEY_TRANSACTION = 1
 READ_COMMITTED = 1      # Fetch isolation level
 
 
+# a handler's answer meaning "close this connection instead of answering" (the dispatcher closes it)
+CLOSE_CONNECTION = object()
+
+
 @dataclass
 class Node:
     host: str
@@ -329,6 +333,10 @@ class Broker(AdminApis):
                                                      body.transactional_id))
             out.append(TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
+            # no answer is due; a refused partition closes the connection instead, as Kafka does, so the
+            # producer refreshes its metadata (e.g. finds a moved leader) rather than keep sending there
+            if any(p.error_code for t in out for p in t.partition_responses):
+                return CLOSE_CONNECTION
             return None
         if written and self.durability is not None and self.durability.needed:
             try:

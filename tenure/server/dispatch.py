@@ -8,6 +8,7 @@ import time
 from typing import Awaitable, Callable
 
 from tenure.broker.cluster import CURRENT_BROKER, Cluster
+from tenure.broker.dataplane import CLOSE_CONNECTION
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
@@ -71,6 +72,9 @@ class Dispatcher:
             body = await self.transactions().handle(req, peer.client_host, peer.broker_id)
         else:
             body = await self.handlers[req.api_key](req)
+            if body is CLOSE_CONNECTION:
+                self.metrics.closed_connections["produce_error_acks_0"] += 1
+                return False
         if body is not None:
             if fault.error is not None and req.api_key == API_VERSIONS_KEY:
                 await send(encode_api_versions_error(req.correlation_id, fault.error))

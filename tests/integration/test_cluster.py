@@ -308,3 +308,19 @@ def test_the_controls_over_http_and_the_command_line(capsys):
             assert time.monotonic() - t0 >= 0.3
         assert main(["broker", "list", *admin]) == 0
         assert [b["slow_ms"] for b in json.loads(capsys.readouterr().out)] == [0, 0, 300]
+
+
+def test_an_acks_0_produce_a_broker_refuses_closes_the_connection():
+    """Kafka answers nothing to acks=0 and closes the connection when a partition was refused, so the
+    producer refreshes its metadata instead of sending on to a broker that drops its records."""
+    from tests.support.wire import request_bytes
+    with ServerThread(brokers=2) as st:
+        st.create_topics({"t": 1})
+        follower = 1 - st.leader_of("t", 0)
+        with client(st, follower) as c:
+            c.send_raw(request_bytes(produce_request("t", 0, build_batch([(b"k", b"v")]), acks=0), 9, 7))
+            assert c.is_closed_by_peer()
+        with client(st, 1 - follower) as c:
+            c.send_raw(request_bytes(produce_request("t", 0, build_batch([(b"k", b"v")]), acks=0), 9, 7))
+            assert find(c, "any") in (0, 1)                 # still open: the leader took it
+        assert st.call(lambda: st.server.topics.partition("t", 0).log_end_offset) == 1
