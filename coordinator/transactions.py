@@ -136,6 +136,15 @@ class TransactionCoordinator:
                 res.set_timer(timeout_key(t.transactional_id), t.start_ms + t.timeout_ms)
         return res
 
+    def unload(self, now_ms: int) -> TxnResult:
+        """Give up __transaction_state (its coordinator moved to another broker): the open transactions'
+        timeouts are cancelled; nothing is parked, nothing is written (the next owner loads the log)."""
+        res = TxnResult()
+        for t in self.transactions.values():
+            if t.state == ONGOING:
+                res.cancel_timer(timeout_key(t.transactional_id))
+        return res
+
     def on_timer(self, key, now_ms: int) -> TxnResult:
         """A transaction's timeout: abort it, fencing its producer with an epoch bump (as Kafka does)."""
         tid = key.transactional_id

@@ -13,6 +13,7 @@ from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
 from tenure.protocol.error_responses import error_response
+from tenure.protocol.errors import ErrorCode
 
 from tenure.control.faults import Faults, error_name
 from tenure.control.metrics import Metrics
@@ -91,7 +92,8 @@ class Dispatcher:
         open transaction holds the group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
         if req.api_key == TXN_OFFSET_COMMIT_KEY and self.transactions is not None:
             body = req.body
-            code = self.transactions().shards[0].verify(
+            txn = self.transactions().shards.get(0)          # none while a move loads it: retry
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if txn is None else txn.verify(
                 body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
                 partition_for(body.group_id, self.runtime.partitions))
             if code:

@@ -169,15 +169,17 @@ class Server:
         def offsets_partition_of(group_id: str) -> tuple[str, int]:
             return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
 
-        coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
-                                             offsets_partition_of)
+        def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
+            return TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
+                                          offsets_partition_of)
         # hosted by the group runtime: one clock, one timer wheel
-        runtime = CoordinatorRuntime(lambda p: coordinator, topic, self.broker.notify_append,
+        runtime = CoordinatorRuntime(new_coordinator, topic, self.broker.notify_append,
                                      durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
                                      codec=txn_records, write_markers=self.broker.write_txn_markers,
                                      host=self.runtime, timer_keys=(TxnTimeoutKey,),
                                      hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
         report = runtime.load()
+        coordinator = runtime.shards[0]
         self.broker.producers.reserve(coordinator.max_producer_id())
         log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
                  report.seconds)
@@ -337,31 +339,38 @@ class Server:
         """A partition's leader changed. An offsets partition's coordinator moves with it: the shard unloads
         now, the new leader loads it in the background (14 meanwhile) and writes a CoordinatorLoadRecord.
         (__transaction_state's coordinator is answered by its new leader at once: its one shard stays.)"""
-        if change.topic != OFFSETS_TOPIC or self.runtime is None:
+        runtime = {OFFSETS_TOPIC: self.runtime, TRANSACTION_TOPIC: self.txn_runtime}.get(change.topic)
+        if runtime is None:
             return
         part = change.partition
         to = change.new if change.new != NO_LEADER else None
-        self.runtime.begin_move(part, loading=to is not None)
-        log.info("coordinator of %s-%d moves from broker %s to broker %s (%s; leader epoch %d)", OFFSETS_TOPIC,
+        runtime.begin_move(part, loading=to is not None)
+        log.info("coordinator of %s-%d moves from broker %s to broker %s (%s; leader epoch %d)", change.topic,
                  part, change.old, change.new, cause, change.epoch,
                  extra={"event": "coordinator_move", "partition": part, "from_broker": change.old,
                         "to_broker": change.new, "cause": cause})
         if to is None:
             return
-        record = CoordinatorLoadRecord(part, to, change.old, cause, change.epoch, self.runtime.clock_ms())
-        task = asyncio.get_running_loop().create_task(self._finish_move(part, record))
+        # the group coordinator's move is a record in the partition (the audit shows it); the transaction
+        # coordinator's records have no such type
+        record = CoordinatorLoadRecord(part, to, change.old, cause, change.epoch, self.runtime.clock_ms()) \
+            if runtime is self.runtime else None
+        task = asyncio.get_running_loop().create_task(self._finish_move(runtime, change.topic, part, to, record))
         self._moving.add(task)
         task.add_done_callback(self._moving.discard)
 
-    async def _finish_move(self, part: int, record: CoordinatorLoadRecord) -> None:
+    async def _finish_move(self, runtime: CoordinatorRuntime, topic: str, part: int, to: int,
+                           record: CoordinatorLoadRecord | None) -> None:
         try:
-            report = await self.runtime.finish_move(part, record)
+            report = await runtime.finish_move(part, record)
         except Exception:
-            log.exception("loading %s-%d on broker %d failed", OFFSETS_TOPIC, part, record.broker)
+            log.exception("loading %s-%d on broker %d failed", topic, part, to)
             return
-        if report is not None:
-            log.info("broker %d loaded %s-%d: %d record(s), %d group(s) in %.3fs", record.broker, OFFSETS_TOPIC,
-                     part, report.records, report.groups, report.seconds)
+        if report is None:
+            return
+        if runtime is self.txn_runtime:          # the broker's Produce checks ask the loaded coordinator
+            self.broker.transactions = runtime.shards[part]
+        log.info("broker %d loaded %s-%d: %d record(s) in %.3fs", to, topic, part, report.records, report.seconds)
 
     async def moves_done(self) -> None:
         """Wait until every coordinator move under way has loaded (a control returns after it)."""

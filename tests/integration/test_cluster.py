@@ -324,3 +324,30 @@ def test_an_acks_0_produce_a_broker_refuses_closes_the_connection():
             c.send_raw(request_bytes(produce_request("t", 0, build_batch([(b"k", b"v")]), acks=0), 9, 7))
             assert find(c, "any") in (0, 1)                 # still open: the leader took it
         assert st.call(lambda: st.server.topics.partition("t", 0).log_end_offset) == 1
+
+
+def test_a_transaction_goes_on_across_a_move_of_its_coordinator():
+    """The transaction coordinator moves as the group one: its shard unloads (its timeouts cancelled), the
+    new leader of __transaction_state loads it through replay, and an open transaction commits there."""
+    from kafka import KafkaConsumer, KafkaProducer
+    with ServerThread(brokers=3) as st:
+        st.create_topics({"tx": 1})
+        producer = KafkaProducer(bootstrap_servers=st.bootstrap, transactional_id="tx-1")
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("tx", b"one").get(30)
+        from tenure.protocol.txn_records import COMPLETE_COMMIT, ONGOING
+        home = st.leader_of("__transaction_state", 0)
+        before = st.call(lambda: st.server.broker.transactions)
+        st.move_leader("__transaction_state", 0, (home + 1) % 3)
+        loaded = st.call(lambda: st.server.broker.transactions)
+        assert loaded is not before and loaded is st.call(lambda: st.server.txn_runtime.shards[0])
+        assert loaded.transactions["tx-1"].state == ONGOING                  # read back from the log
+        producer.send("tx", b"two").get(30)
+        producer.commit_transaction()
+        producer.close()
+        consumer = KafkaConsumer("tx", bootstrap_servers=st.bootstrap, isolation_level="read_committed",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=8000)
+        assert [m.value for m in consumer] == [b"one", b"two"]
+        consumer.close()
+        assert st.call(lambda: st.server.txn_runtime.shards[0].transactions["tx-1"].state) == COMPLETE_COMMIT
