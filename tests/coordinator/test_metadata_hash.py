@@ -141,3 +141,61 @@ def test_evict_and_retain():
     assert cache.computed == 4
     cache.topics_changed(None)
     assert len(cache) == 0
+
+
+# ---- eviction: the topic table tells the caches watching it
+
+
+def test_added_partitions_evict_the_topic_and_change_its_hash():
+    topics = TopicRegistry(default_partitions=2)
+    topics.create("orders", topic_id=ORDERS)
+    topics.create("other")
+    cache = TopicHashCache(topics)
+    before, other = cache.hash_of("orders"), cache.hash_of("other")
+    topics.add_partitions("orders", 3, validate_only=True)
+    assert "orders" in cache                      # nothing changed
+    topics.add_partitions("orders", 3)
+    assert "orders" not in cache and "other" in cache
+    assert cache.hash_of("orders") == topic_hash(ORDERS, "orders", [[], [], []]) != before
+    assert cache.hash_of("other") == other and cache.computed == 3
+
+
+def test_delete_and_recreate_evict_the_topic():
+    topics = TopicRegistry(default_partitions=2)
+    topics.create("orders", topic_id=ORDERS)
+    cache = TopicHashCache(topics)
+    before = cache.hash_of("orders")
+    topics.delete("orders")
+    assert "orders" not in cache and cache.hash_of("orders") is None
+    topics.create("orders", topic_id=PAYMENTS)    # the same name and partition count, a new topic id
+    assert cache.hash_of("orders") == topic_hash(PAYMENTS, "orders", [[], []]) != before
+
+
+def test_the_cluster_hook_evicts_named_topics_or_all_of_them():
+    topics = TopicRegistry(default_partitions=1)
+    topics.create("a")
+    topics.create("b")
+    rack = {"a": "r1", "b": "r1"}
+    cache = TopicHashCache(topics, racks=lambda t: [[rack[t.name]]])
+    a, b = cache.hash_of("a"), cache.hash_of("b")
+    rack["a"] = "r2"                              # a's replica moved to a broker on another rack
+    topics.topics_changed(["a"])
+    assert "a" not in cache and "b" in cache
+    assert cache.hash_of("a") != a
+    rack["b"] = "r3"                              # a broker restarted with another rack
+    topics.topics_changed()
+    assert len(cache) == 0
+    assert cache.hash_of("b") != b
+
+
+def test_every_cache_watching_the_table_is_told_and_a_dropped_cache_drops_out():
+    import gc
+    topics = TopicRegistry(default_partitions=1)
+    topics.create("a")
+    first, second = TopicHashCache(topics), TopicHashCache(topics)
+    first.hash_of("a"), second.hash_of("a")
+    topics.add_partitions("a", 2)
+    assert "a" not in first and "a" not in second
+    del second
+    gc.collect()
+    assert len(topics._watchers) == 1
