@@ -93,7 +93,7 @@ class ConsumerHarness(Harness):
     def epoch(self, group_id: str = "g") -> int:
         return self.group[group_id].group_epoch
 
-    def join(self, member_id: str, instance_id: str | None = None, **kw) -> dict:
+    def cjoin(self, member_id: str, instance_id: str | None = None, **kw) -> dict:
         """A member joins (epoch 0) and heartbeats until it is stable; its last answer."""
         t = self.hb(member_id, 0, instance_id=instance_id, **kw)
         r = self.responses[t]

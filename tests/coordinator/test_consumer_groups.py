@@ -21,8 +21,8 @@ def err(h: ConsumerHarness, token: int) -> int:
 
 
 def two_members(h: ConsumerHarness, a_iid=None, b_iid=None) -> None:
-    h.join("a", a_iid)
-    h.join("b", b_iid)
+    h.cjoin("a", a_iid)
+    h.cjoin("b", b_iid)
     h.settle({"a": a_iid, "b": b_iid})
 
 
@@ -94,7 +94,7 @@ def test_first_member_gets_every_partition_with_the_records_kafka_writes():
 
 def test_revoke_first_then_assign_never_two_owners():
     h = ConsumerHarness()
-    h.join("a")
+    h.cjoin("a")
     t = h.hb("b", 0)
     # b is at the new epoch but its target is still owned by a: nothing yet
     assert (h.responses[t]["member_epoch"], h.assignment_of(t)) == (2, {})
@@ -175,7 +175,7 @@ def test_session_expiry_fences_the_member():
 
 def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
     h = ConsumerHarness()
-    h.join("a", rebalance_timeout=20000)
+    h.cjoin("a", rebalance_timeout=20000)
     h.hb("b", 0)
     h.hb("a", 1, owned={"t": [0, 1, 2, 3, 4, 5]})     # told to revoke 3,4,5
     assert h.group["g"].members["a"].state == UNREVOKED_PARTITIONS
@@ -195,7 +195,7 @@ def test_uniform_is_balanced_and_sticky():
     h = ConsumerHarness(topics=Topics(t=7))
     members = {m: None for m in "abc"}
     for m in members:
-        h.join(m)
+        h.cjoin(m)
     h.settle(members)
     sizes = sorted(len(h.owned(m)["t"]) for m in members)
     assert sizes == [2, 2, 3]
@@ -209,8 +209,8 @@ def test_uniform_is_balanced_and_sticky():
 
 def test_uniform_with_different_subscriptions():
     h = ConsumerHarness(topics=Topics(t=4, u=2))
-    h.join("a", topics=["t", "u"])
-    h.join("b", topics=["t"])
+    h.cjoin("a", topics=["t", "u"])
+    h.cjoin("b", topics=["t"])
     h.settle({"a": None, "b": None})
     a, b = h.owned("a"), h.owned("b")
     assert b.get("u") is None and sorted(a.get("t", []) + b["t"]) == [0, 1, 2, 3]
@@ -219,9 +219,9 @@ def test_uniform_with_different_subscriptions():
 
 def test_range_assignor_puts_static_members_first_in_instance_order():
     h = ConsumerHarness(topics=Topics(t=5))
-    h.join("m1", "z", assignor="range")
-    h.join("m2", None, assignor="range")
-    h.join("m3", "a", assignor="range")
+    h.cjoin("m1", "z", assignor="range")
+    h.cjoin("m2", None, assignor="range")
+    h.cjoin("m3", "a", assignor="range")
     h.settle({"m1": "z", "m2": None, "m3": "a"})
     assert (h.target("m3"), h.target("m1"), h.target("m2")) == ({"t": [0, 1]}, {"t": [2, 3]}, {"t": [4]})
 
@@ -242,7 +242,7 @@ def test_added_partitions_bump_once_and_are_assigned_an_unchanged_hash_never_bum
 
 def test_subscription_change_bumps_assignor_change_alone_does_not():
     h = ConsumerHarness(topics=Topics(t=2, u=2))
-    h.join("a")
+    h.cjoin("a")
     e = h.epoch()
     h.hb("a", 1, assignor="range")
     assert h.epoch() == e

@@ -19,7 +19,7 @@ MEMBERS = {"a1": "ia", "b1": "ib", "c1": None}       # two static, one dynamic
 def formed(n_partitions: int = 12) -> ConsumerHarness:
     h = ConsumerHarness(topics=Topics(t=n_partitions))
     for mid, iid in MEMBERS.items():
-        h.join(mid, iid)
+        h.cjoin(mid, iid)
     h.settle(MEMBERS)
     h.take_records()
     return h
@@ -27,7 +27,7 @@ def formed(n_partitions: int = 12) -> ConsumerHarness:
 
 def test_static_members_join_with_events():
     h = ConsumerHarness(topics=Topics(t=12))
-    h.join("a1", "ia")
+    h.cjoin("a1", "ia")
     assert [r for r in h.records if isinstance(r, StaticMemberEventRecord)] == [
         StaticMemberEventRecord("g", "ia", JOINED, None, "a1", 0, h.now_ms, "client", "/10.0.0.1")]
     assert h.group["g"].static_members == {"ia": "a1"}
@@ -121,7 +121,7 @@ def test_rolling_restart_of_every_static_member_makes_no_bump():
     members = {f"m{i}": f"i{i}" for i in range(4)}
     h = ConsumerHarness(topics=Topics(t=12))
     for mid, iid in members.items():
-        h.join(mid, iid)
+        h.cjoin(mid, iid)
     h.settle(members)
     epoch = h.epoch()
     before = {iid: h.owned(mid) for mid, iid in members.items()}
