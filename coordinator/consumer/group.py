@@ -100,6 +100,11 @@ class ConsumerGroup:
     protocol_type = "consumer"
 
     @property
+    def generation(self) -> int:
+        """The group epoch, under the name classic groups give their generation (inspection, logs)."""
+        return self.group_epoch
+
+    @property
     def state(self) -> str:
         if not self.members:
             return EMPTY

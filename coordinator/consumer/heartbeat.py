@@ -95,7 +95,7 @@ class ConsumerGroups(ShardPart):
                 invalid("InstanceId can't be null.")
         elif epoch < STATIC_LEAVE_EPOCH:
             invalid(f"MemberEpoch is invalid: {epoch}.")
-        if getattr(req, "subscribed_topic_regex", None) is not None:
+        if getattr(req, "subscribed_topic_regex", None):      # librdkafka sends "" for "no regex"
             invalid("SubscribedTopicRegex is not supported by tenure: subscribe to topic names.")
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR,
@@ -196,6 +196,8 @@ class ConsumerGroups(ShardPart):
         if g.group_epoch == 0 or subscription_changed or new_hash != g.metadata_hash:
             group_epoch, metadata_hash = g.group_epoch + 1, new_hash
             res.emit(ConsumerGroupMetadataRecord(gid, group_epoch, metadata_hash))
+            res.rebalances.append((gid, "consumer member joined" if is_new else "consumer subscription changed"
+                                   if subscription_changed else "consumer metadata changed"))
 
         # the target assignment, when the group epoch is ahead of it
         assignment_epoch = g.assignment_epoch
