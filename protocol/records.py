@@ -2,7 +2,10 @@
 
 A record is a key (int16 key version + key struct) and a value (int16 value version + value
 struct, or None for a tombstone). The key version names the record type: 0/1 offset commit,
-2 group metadata (Kafka's own), and 345 static-member event (this project's own, see below). The
+2 group metadata (Kafka's own), 3-8 KIP-848 consumer groups (Kafka's own: 3 group metadata with the
+KIP-1101 metadata hash, 4 partition metadata - replaced by the hash, read and ignored -, 5 member metadata,
+6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member; values
+v0, flexible), and 345 static-member event (this project's own, see below). The
 structs are kafka-python `ApiData` classes built from this package's JSON schemas, so there is one
 codec engine for requests and records alike.
 
