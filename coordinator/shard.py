@@ -24,7 +24,7 @@ from tenure.protocol.records import (
 from .admin import GroupAdmin
 from .classic import EMPTY, STABLE, ClassicGroup, ClassicGroups, Member
 from .config import CoordinatorConfig, default_member_id
-from .consumer.group import ConsumerGroup, ConsumerMember, thaw
+from .consumer.group import METADATA_FIELDS, ConsumerGroup, ConsumerMember, thaw
 from .consumer.hash import TopicHashCache
 from .consumer.heartbeat import ConsumerGroups
 from .offsets import Offsets
@@ -180,11 +180,7 @@ class GroupCoordinator:
                 g.drop_member(event.member_id)
             else:
                 m = g.members.get(event.member_id) or ConsumerMember(event.member_id)
-                g.put_member(m.replace(
-                    instance_id=event.instance_id, rack_id=event.rack_id, client_id=event.client_id,
-                    client_host=event.client_host, subscribed_topic_names=event.subscribed_topic_names,
-                    subscribed_topic_regex=event.subscribed_topic_regex,
-                    rebalance_timeout_ms=event.rebalance_timeout_ms, server_assignor=event.server_assignor))
+                g.put_member(m.replace(**{f: getattr(event, f) for f in METADATA_FIELDS}))
         else:
             m = g.members.get(event.member_id)
             if event.tombstone:

@@ -46,6 +46,11 @@ def from_pairs(items) -> Partitions:
     return {tid: frozenset(ps) for tid, ps in out.items()}
 
 
+# the fields a member metadata record (type 5) carries, under the same names in the record and the member
+METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
+                   "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+
+
 @dataclass(frozen=True)
 class ConsumerMember:
     member_id: str
@@ -71,11 +76,12 @@ class ConsumerMember:
     def is_static(self) -> bool:
         return self.instance_id is not None
 
+    def metadata(self) -> dict:
+        """What the member metadata record (type 5) holds of it."""
+        return {f: getattr(self, f) for f in METADATA_FIELDS}
+
     def same_metadata(self, other: "ConsumerMember") -> bool:
-        return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
-            other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+        return self.metadata() == other.metadata()
 
     def same_assignment(self, other: "ConsumerMember") -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,

@@ -148,18 +148,7 @@ class ConsumerGroups(ShardPart):
                                          f"{self.config.max_group_size} members.")
                 member = ConsumerMember(mid or self.shard._new_id(ctx.client_id or "consumer"))
         else:
-            if iid is not None:
-                holder_id = g.static_members.get(iid)
-                if holder_id is None:
-                    raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
-                if holder_id != mid:
-                    raise HeartbeatError(E.FENCED_INSTANCE_ID,
-                                         f"Static member {mid} with instance id {iid} was fenced by member "
-                                         f"{holder_id}.",
-                                         (self._event(g, iid, FENCED, mid, holder_id, ctx),))
-            member = g.members.get(mid)
-            if member is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+            member = self._member(g, mid, iid, ctx)
             self._check_epoch(member, epoch, req.topic_partitions)
         is_new = member.member_id not in g.members and replaced is None
         old = member
@@ -240,6 +229,22 @@ class ConsumerGroups(ShardPart):
             assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
 
+    def _member(self, g: ConsumerGroup, mid: str, iid: str | None, ctx: RequestContext) -> ConsumerMember:
+        """The member a non-zero epoch names: its instance id must be held by that member id (82, with a
+        `fenced` event; an instance nobody holds is 25), and the member must exist (25)."""
+        if iid is not None:
+            holder_id = g.static_members.get(iid)
+            if holder_id is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
+            if holder_id != mid:
+                raise HeartbeatError(E.FENCED_INSTANCE_ID,
+                                     f"Static member {mid} with instance id {iid} was fenced by member {holder_id}.",
+                                     (self._event(g, iid, FENCED, mid, holder_id, ctx),))
+        member = g.members.get(mid)
+        if member is None:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {g.group_id}.")
+        return member
+
     @staticmethod
     def _check_epoch(member: ConsumerMember, epoch: int, owned_topics) -> None:
         if epoch > member.member_epoch:
@@ -259,17 +264,7 @@ class ConsumerGroups(ShardPart):
     def _leave(self, res: Result, ctx: RequestContext, req) -> None:
         gid, mid, iid, epoch = req.group_id, req.member_id, req.instance_id, req.member_epoch
         g, _ = self._consumer_group(gid, create=False)
-        if iid is not None:
-            holder_id = g.static_members.get(iid)
-            if holder_id is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
-            if holder_id != mid:
-                raise HeartbeatError(E.FENCED_INSTANCE_ID,
-                                     f"Static member {mid} with instance id {iid} was fenced by member {holder_id}.",
-                                     (self._event(g, iid, FENCED, mid, holder_id, ctx),))
-        member = g.members.get(mid)
-        if member is None:
-            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}.")
+        member = self._member(g, mid, iid, ctx)
         if epoch == STATIC_LEAVE_EPOCH:
             # will rejoin: keeps its partitions (owned, nobody else gets them) and the group epoch; its session
             # timer keeps running from now
@@ -347,9 +342,7 @@ class ConsumerGroups(ShardPart):
 
     @staticmethod
     def _member_record(gid: str, m: ConsumerMember) -> ConsumerMemberRecord:
-        return ConsumerMemberRecord(gid, m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host,
-                                    m.subscribed_topic_names, m.subscribed_topic_regex, m.rebalance_timeout_ms,
-                                    m.server_assignor)
+        return ConsumerMemberRecord(gid, m.member_id, **m.metadata())
 
     @staticmethod
     def _assignment_record(gid: str, m: ConsumerMember) -> CurrentAssignmentRecord:
