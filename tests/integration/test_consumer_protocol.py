@@ -205,3 +205,24 @@ def test_a_classic_group_and_a_consumer_group_side_by_side(server):
     finally:
         classic.close()
         cg.stop()
+
+
+def test_a_restart_on_the_data_dir_reloads_the_group_and_members_carry_on(tmp_path):
+    """The group is all records: after a restart the members (their clients reconnecting) heartbeat on at
+    the same group epoch with the same partitions."""
+    config = ServerConfig(port=0, consumer_heartbeat_interval_ms=200, data_dir=str(tmp_path))
+    with ServerThread(config) as server:
+        create_topic(server, "t", PARTITIONS)
+        members = [Member(server.bootstrap, "g", "t", f"i{n}", f"c{n}").start() for n in range(3)]
+        try:
+            epoch, before = settled(server, "g", members, PARTITIONS)
+            server.restart()
+            v = view(server, "g")
+            assert (v.kind, v.generation, v.state) == ("consumer", epoch, "Stable")
+            assert {k: a["t"] for k, a in v.assignments.items()} == before
+            time.sleep(1)                                  # a few heartbeats from the reconnected clients
+            assert settled(server, "g", members, PARTITIONS) == (epoch, before)
+            assert all(m.member_epoch == epoch for m in view(server, "g").members)
+        finally:
+            for m in members:
+                m.stop()
