@@ -482,3 +482,26 @@ def test_verify_names_a_batch_whose_base_offset_does_not_continue_the_log(tmp_pa
             f"batch's last offset 1: offsets 2..9 are missing") in out
     assert (f"  at open a server refuses to start: corrupt log: {seg} at byte {hs[2].position} (offset 2): base "
             f"offset 10 does not continue the previous batch (expected 2)\n") in out
+
+
+def test_dump_consumer_group_records_text_and_json(tmp_path, capsys):
+    """A KIP-848 group's records (types 3, 5-8) dump in both forms; topic ids are strings in JSON."""
+    from tests.integration.test_consumer_protocol import Member, settled
+    d = tmp_path / "data"
+    with ServerThread(ServerConfig(port=0, data_dir=str(d), consumer_heartbeat_interval_ms=200)) as s:
+        topic = s.call(lambda: s.server.topics.create("t", 2))
+        m = Member(s.bootstrap, "cg", "t", "i1", "c1").start()
+        try:
+            settled(s, "cg", [m], 2)
+        finally:
+            m.stop()
+    code, out, err = run(capsys, "dump", d, "--group", "cg", "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert {r["type"]: r["key_version"] for r in rows} == {
+        "consumer_member": 5, "consumer_group_metadata": 3, "target_assignment_member": 7,
+        "target_assignment_metadata": 6, "current_assignment": 8, "static_member_event": 345}
+    target = next(r for r in rows if r["type"] == "target_assignment_member")
+    assert target["value"]["partitions"] == [[str(topic.topic_id), [0, 1]]]
+    code, out, err = run(capsys, "dump", d, "--group", "cg")
+    assert code == 0 and f"assigned=[[{topic.topic_id}, [0, 1]]]" in out
