@@ -11,7 +11,8 @@ Static members: epoch 0 with an instance id whose member is at -2 takes that mem
 id with its partitions and target, with no epoch bump (unless its subscription or the hash changed); a live
 owner (any other epoch) answers UNRELEASED_INSTANCE_ID (111); a non-zero epoch naming an instance another
 member id holds answers FENCED_INSTANCE_ID (82). Epoch -2 keeps the member and its partitions, its session
-timer running: not back in time, it is fenced like any member (tombstones and one epoch bump).
+timer running from its last heartbeat: not back in time, it is fenced like any member (tombstones and one
+epoch bump).
 """
 from __future__ import annotations
 
@@ -128,13 +129,13 @@ class ConsumerGroups(ShardPart):
         if epoch == 0:
             if iid is not None and iid in g.static_members:
                 holder = g.members[g.static_members[iid]]
-                if holder.member_id == mid:
-                    member = holder                                    # the same member joining again
-                elif holder.member_epoch != STATIC_LEAVE_EPOCH:
+                if holder.member_epoch != STATIC_LEAVE_EPOCH:          # live, even under the same member id
                     raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
                                          f"Static member {mid or '(new)'} with instance id {iid} cannot join "
                                          f"the group because the instance id is owned by member "
                                          f"{holder.member_id}.")
+                if holder.member_id == mid:                            # back under its own member id
+                    member = holder.replace(member_epoch=0, previous_member_epoch=0)
                 else:                                                  # takes over the member at -2
                     replaced = holder
                     member = holder.replace(member_id=mid or self.shard._new_id(ctx.client_id or "consumer"),
@@ -267,12 +268,11 @@ class ConsumerGroups(ShardPart):
         member = self._member(g, mid, iid, ctx)
         if epoch == STATIC_LEAVE_EPOCH:
             # will rejoin: keeps its partitions (owned, nobody else gets them) and the group epoch; its session
-            # timer keeps running from now
+            # timer is not reset - it keeps running from the member's last heartbeat, as Kafka's
             away = member.replace(member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=member.member_epoch,
                                   pending_revocation={})
             res.emit(self._assignment_record(gid, away))
             res.cancel_timer(ConsumerRebalanceKey(gid, mid))
-            res.set_timer(ConsumerSessionKey(gid, mid), ctx.now_ms + self.config.consumer_session_timeout_ms)
         else:
             self._remove(res, g, member, LEFT, ctx.client_id, ctx.client_host, ctx.now_ms)
         res.respond(ctx.token, HB(throttle_time_ms=0, error_code=0, error_message=None, member_id=mid,

@@ -159,3 +159,21 @@ def test_the_rejoining_member_may_keep_its_member_id():
     assert h.group["g"].members["a1"].member_epoch == epoch
     assert not [r for r in h.take_records() if isinstance(r, (CurrentAssignmentRecord, TargetAssignmentMemberRecord))
                 and r.tombstone]
+
+
+def test_minus_two_does_not_reset_the_session_timer():
+    """Kafka writes the -2 and leaves the session timer as the last heartbeat set it."""
+    h = formed()
+    epoch = h.group["g"].members["a1"].member_epoch
+    h.hb("a1", epoch, instance_id="ia", owned=h.owned("a1"))
+    deadline = h.timer("consumer-session", "g", "a1")
+    h.advance(10000)
+    h.hb("a1", -2, instance_id="ia")
+    assert h.timer("consumer-session", "g", "a1") == deadline
+
+
+def test_epoch_zero_from_the_live_holder_itself_is_111_too():
+    """Kafka refuses epoch 0 for an instance id whose member is not at -2, whatever the member id."""
+    h = formed()
+    t = h.hb("a1", 0, instance_id="ia")
+    assert h.responses[t]["error_code"] == E.UNRELEASED_INSTANCE_ID and h.take_records() == []
