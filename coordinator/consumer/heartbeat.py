@@ -188,6 +188,8 @@ class ConsumerGroups(ShardPart):
             res.emit(ConsumerGroupMetadataRecord(gid, group_epoch, metadata_hash))
             res.rebalances.append((gid, "consumer member joined" if is_new else "consumer subscription changed"
                                    if subscription_changed else "consumer metadata changed"))
+            if subscription_changed:
+                self._retain_hashes(gid, members)
 
         # the target assignment, when the group epoch is ahead of it
         assignment_epoch = g.assignment_epoch
@@ -286,6 +288,7 @@ class ConsumerGroups(ShardPart):
         self._tombstones(res, gid, member.member_id)
         rest = {k: v for k, v in g.members.items() if k != member.member_id}
         res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest)))
+        self._retain_hashes(gid, rest)
         res.cancel_timer(ConsumerSessionKey(gid, member.member_id))
         res.cancel_timer(ConsumerRebalanceKey(gid, member.member_id))
         if member.instance_id is not None:
@@ -322,6 +325,15 @@ class ConsumerGroups(ShardPart):
     def _metadata_hash(self, members: dict[str, ConsumerMember]) -> int:
         subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
         return self.shard.topic_hashes.group_hash(subscribed)
+
+    def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember]) -> None:
+        """After a group's subscriptions changed (an epoch bump): the shard's topic-hash cache keeps only the
+        topics some consumer group of the shard still subscribes to."""
+        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+        for other in self.groups.values():
+            if isinstance(other, ConsumerGroup) and other.group_id != gid:
+                subscribed |= other.subscribed_topics()
+        self.shard.topic_hashes.retain(subscribed)
 
     def _topics(self, names) -> dict[str, TopicInfo]:
         out = {}

@@ -260,3 +260,15 @@ def test_restart_reloads_the_group_and_members_continue():
     assert h2.timer("consumer-session", "g", "a") == h.now_ms + SESSION
     t = h2.hb("a", 2, instance_id="ia", owned=h.owned("a"))
     assert err(h2, t) == 0 and h2.responses[t]["member_epoch"] == 2 and h2.epoch() == live.group_epoch
+
+
+def test_topic_hashes_of_topics_no_group_subscribes_to_are_dropped():
+    h = ConsumerHarness(topics=Topics(t=2, u=2))
+    h.cjoin("a", topics=["t"])
+    h.cjoin("b", topics=["u"], group_id="g2")
+    cache = h.coordinator.topic_hashes
+    assert "t" in cache and "u" in cache
+    h.hb("b", -1, group_id="g2")
+    assert "t" in cache and "u" not in cache
+    h.hb("a", 1, topics=["u"])                       # a moves to u: t is nobody's any more
+    assert "u" in cache and "t" not in cache
