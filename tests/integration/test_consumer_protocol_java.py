@@ -37,6 +37,11 @@ def owned(member) -> list[int]:
 
 
 def settled(st, gid: str, members, timeout: float = 90):
+    return settled_n(st, gid, members, PARTITIONS, timeout)
+
+
+def settled_n(st, gid: str, members, partitions: int, timeout: float = 90):
+    """The group Stable with these members, every partition held once, each client's the server's."""
     deadline = time.monotonic() + timeout
     v = None
     while time.monotonic() < deadline:
@@ -44,7 +49,7 @@ def settled(st, gid: str, members, timeout: float = 90):
         if v is not None and v.state == "Stable" and len(v.members) == len(members):
             mine = {m.instance: owned(m) for m in members}
             served = {k: (a or {}).get("t", []) for k, a in v.assignments.items()}
-            if mine == served and sorted(p for ps in mine.values() for p in ps) == list(range(PARTITIONS)):
+            if mine == served and sorted(p for ps in mine.values() for p in ps) == list(range(partitions)):
                 return v.generation, mine
         time.sleep(0.2)
     raise AssertionError(f"group {gid} not settled: {v}\n{dump_all(members)}")
@@ -73,3 +78,23 @@ def test_java_static_members_rolling_restart_and_duplicate(server, java_members)
     # OffsetCommit v9 carries the member epoch
     done = members[0].commit()
     assert done["type"] == "committed", done
+
+
+def test_java_admin_describes_and_lists_and_create_partitions_bumps_once(server, java_members):
+    """The Admin client describes a consumer group with ConsumerGroupDescribe (69) and lists it as a
+    CONSUMER group; CreatePartitions makes exactly one epoch bump and the members get the new partitions."""
+    from tests.integration.test_static_java import admin
+    server.call(server.server.topics.create, "t", 6)
+    members = [java_members(f"j{n}", server.bootstrap, "g", "t", f"i{n}", **CONSUMER) for n in range(2)]
+    epoch, before = settled_n(server, "g", members, 6)
+    (d,) = admin(server.bootstrap, "describe", "g")
+    assert (d["state"], d["assignor"], d["simple"]) == ("Stable", "uniform", False)
+    assert {m["instance_id"]: m["partitions"] for m in d["members"]} == before
+    (listed,) = admin(server.bootstrap, "list-groups")
+    assert {g["group"]: (g["type"], g["state"]) for g in listed["groups"]}["g"] == ("Consumer", "Stable")
+    (done,) = admin(server.bootstrap, "create-partitions", "t", "10")
+    assert done["type"] == "partitions_created", done
+    after, assignment = settled_n(server, "g", members, 10)
+    assert after == epoch + 1 and all(len(ps) == 5 for ps in assignment.values()), assignment
+    time.sleep(1)
+    assert server.group("g").generation == epoch + 1
