@@ -272,3 +272,12 @@ def test_topic_hashes_of_topics_no_group_subscribes_to_are_dropped():
     assert "t" in cache and "u" not in cache
     h.hb("a", 1, topics=["u"])                       # a moves to u: t is nobody's any more
     assert "u" in cache and "t" not in cache
+
+
+def test_a_full_group_refuses_a_new_member_with_81():
+    from tenure.coordinator import CoordinatorConfig
+    h = ConsumerHarness(CoordinatorConfig(max_group_size=1))
+    h.cjoin("a")
+    t = h.hb("b", 0)
+    assert h.responses[t]["error_code"] == E.GROUP_MAX_SIZE_REACHED and "b" not in h.group["g"].members
+    assert h.responses[h.hb("a", 0)]["error_code"] == 0           # a known member is not new
