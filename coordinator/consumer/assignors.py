@@ -6,6 +6,7 @@ input gives the same target on any machine.
 """
 from __future__ import annotations
 
+import heapq
 import uuid
 from dataclasses import dataclass
 
@@ -74,43 +75,63 @@ def _uniform_homogeneous(members, topics) -> dict[str, Partitions]:
     return {mid: from_pairs(parts) for mid, parts in kept.items()}
 
 
+class _LeastLoaded:
+    """The least-loaded of a topic's subscribers (ties by member id), over loads that only grow while
+    partitions are handed out: a heap whose stale entries (a load grew since) are re-pushed when met."""
+
+    def __init__(self, subs: list[str], load: dict[str, int]) -> None:
+        self.load = load
+        self.heap = [(load[m], m) for m in subs]
+        heapq.heapify(self.heap)
+
+    def peek(self) -> str:
+        while True:
+            n, m = self.heap[0]
+            if n == self.load[m]:
+                return m
+            heapq.heapreplace(self.heap, (self.load[m], m))
+
+
 def _uniform_heterogeneous(members, topics) -> dict[str, Partitions]:
-    by_id = {m.member_id: m for m in members}
     load = {m.member_id: 0 for m in members}
     out: dict[str, set] = {m.member_id: set() for m in members}
     owner_of = {tp: m.member_id for m in members for tp in pairs(m.current)}
     subscribers = {t: sorted(m.member_id for m in members if t in m.topics) for t in topics}
     order = sorted((t for t in topics if subscribers[t]),
                    key=lambda t: (topics[t].partitions / len(subscribers[t]), t))
+    holder: dict[tuple, str] = {}
     for t in order:
-        subs = subscribers[t]
+        subs = set(subscribers[t])
+        least = _LeastLoaded(subscribers[t], load)
         for p in range(topics[t].partitions):
             tp = (topics[t].topic_id, p)
-            least = min(subs, key=lambda mid: (load[mid], mid))
+            low = least.peek()
             prev = owner_of.get(tp)
-            chosen = prev if prev in subs and load[prev] <= load[least] else least
+            chosen = prev if prev in subs and load[prev] <= load[low] else low
             out[chosen].add(tp)
+            holder[tp] = chosen
             load[chosen] += 1
-    # balancing: move from a subscriber loaded more than one above another subscriber of the same topic
-    topic_of = {info.topic_id: name for name, info in topics.items()}
-    for _ in range(sum(load.values())):
+    # balancing: a partition moves from its holder to the least-loaded subscriber of its topic while the
+    # holder has two or more partitions more; a few passes over the partitions, topic by topic
+    for _ in range(8):
         moved = False
-        for mid in sorted(load, key=lambda x: (-load[x], x)):
-            for tp in sorted(out[mid]):
-                subs = subscribers[topic_of[tp[0]]]
-                least = min(subs, key=lambda x: (load[x], x))
-                if load[mid] > load[least] + 1:
+        for t in order:
+            subs = subscribers[t]
+            low = min(subs, key=lambda x: (load[x], x))
+            for p in range(topics[t].partitions):
+                tp = (topics[t].topic_id, p)
+                mid = holder[tp]
+                if load[mid] > load[low] + 1:
                     out[mid].discard(tp)
-                    out[least].add(tp)
+                    out[low].add(tp)
+                    holder[tp] = low
                     load[mid] -= 1
-                    load[least] += 1
+                    load[low] += 1
                     moved = True
-                    break
-            if moved:
-                break
+                    low = min(subs, key=lambda x: (load[x], x))
         if not moved:
             break
-    return {mid: from_pairs(parts) for mid, parts in out.items() if mid in by_id}
+    return {mid: from_pairs(parts) for mid, parts in out.items()}
 
 
 def range_assignor(members: list[AssignorMember], topics: dict[str, TopicInfo]) -> dict[str, Partitions]:
