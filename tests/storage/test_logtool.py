@@ -261,20 +261,21 @@ def test_dump_usage_errors_exit_2(history, tmp_path, capsys):
 
 
 def test_dump_prints_unknown_record_types_with_a_note(copy, capsys):
+    # key version 20: no record type (3-8 are KIP-848's consumer group records, which tenure reads)
     plog = SegmentLog(copy / f"{OFFSETS}-0")
-    plog.append(build_batch([(b"\x00\x07\x00\x02g1", b"\x00\x00\x01"), (b"\x00\x07", None)], base_timestamp=5))
+    plog.append(build_batch([(b"\x00\x14\x00\x02g1", b"\x00\x00\x01"), (b"\x00\x14", None)], base_timestamp=5))
     plog.close()
     code, out, err = run(capsys, "dump", copy, "--topic", OFFSETS)
     assert (code, err) == (0, "")
     note = "(a record type this tenure does not know; a server skips it when loading)"
     assert out.splitlines()[-2:] == [
-        f"{OFFSETS}-0 offset=9 timestamp=5 unknown key_version=7 key=0x000700026731 value=0x000001 {note}",
-        f"{OFFSETS}-0 offset=10 timestamp=6 unknown key_version=7 key=0x0007 value=null {note}",
+        f"{OFFSETS}-0 offset=9 timestamp=5 unknown key_version=20 key=0x001400026731 value=0x000001 {note}",
+        f"{OFFSETS}-0 offset=10 timestamp=6 unknown key_version=20 key=0x0014 value=null {note}",
     ]
     code, out, _ = run(capsys, "dump", copy, "--json", "--topic", OFFSETS)
     assert json.loads(out.splitlines()[-1]) == {
-        "topic": OFFSETS, "partition": 0, "offset": 10, "timestamp": 6, "type": "unknown", "key_version": 7,
-        "key": {"hex": "0007"}, "value": None, "note": note[1:-1]}
+        "topic": OFFSETS, "partition": 0, "offset": 10, "timestamp": 6, "type": "unknown", "key_version": 20,
+        "key": {"hex": "0014"}, "value": None, "note": note[1:-1]}
     code, out, _ = run(capsys, "dump", copy, "--group", "g1")   # a group filter cannot place them
     assert code == 0 and "unknown" not in out
 
