@@ -6,6 +6,8 @@ import logging
 import os
 import re
 import uuid
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -88,6 +90,21 @@ class TopicRegistry:
         # altered broker and group configs ({"broker": {"" | "0": {...}}, "group": {name: {...}}}), kept here
         # so that they are saved in the catalog with the topics (broker/configs.py reads them)
         self.dynamic_configs: dict[str, dict[str, dict[str, str]]] = {}
+        # who keeps something derived from a topic's id, partitions or racks (the coordinators' topic-hash
+        # caches): told by topics_changed; held weakly, so a dropped cache drops out by itself
+        self._watchers: weakref.WeakSet = weakref.WeakSet()
+
+    def watch(self, watcher) -> None:
+        """`watcher.topics_changed(names)` is called whenever topics change (see `topics_changed`)."""
+        self._watchers.add(watcher)
+
+    def topics_changed(self, names: Iterable[str] | None = None) -> None:
+        """These topics' identity, partitions or replica racks changed: tell the watchers. The table calls it
+        on create, delete and added partitions; the cluster mode calls it when a broker stops or starts or a
+        partition's replicas move (None: any topic may have changed)."""
+        names = None if names is None else list(names)
+        for watcher in list(self._watchers):
+            watcher.topics_changed(names)
 
     def load(self) -> list[Topic]:
         """Open every topic the catalog lists (recovering their logs); returns them."""
@@ -246,6 +263,7 @@ class TopicRegistry:
             self._discard(topic.partitions)
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not record topic {name!r} in the catalog: "
                                                             f"{exc}; none of its {n} partition(s) were kept") from exc
+        self.topics_changed([name])          # a name created again is a new topic id
         return topic
 
     def delete(self, name: str) -> Topic:
@@ -255,6 +273,7 @@ class TopicRegistry:
         self.refuse_internal(name, "delete")
         del self._by_name[name]
         del self._by_id[topic.topic_id]
+        self.topics_changed([name])
         self._save()
         for plog in topic.partitions:
             plog.delete()
@@ -284,3 +303,4 @@ class TopicRegistry:
                 raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not record the new partitions of topic "
                                                                 f"{name!r} in the catalog: {exc}; none of its "
                                                                 f"{total - have} new partition(s) were kept") from exc
+            self.topics_changed([name])
