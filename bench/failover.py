@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import logging
 import os
 import shutil
 import subprocess
@@ -148,8 +149,7 @@ def real_clients(target: str, n_groups: int, n_members: int, timeout: float) -> 
         else:
             from tenure.config import ServerConfig
             from tenure.server import ServerThread
-            st = ServerThread(ServerConfig(port=0, brokers=3, default_partitions=PARTITIONS,
-                                           log_level="WARNING")).start()
+            st = ServerThread(ServerConfig(port=0, brokers=3, default_partitions=PARTITIONS)).start()
             st.create_topics({topic: PARTITIONS})
             bootstrap = st.bootstrap
             # n_groups names the same broker coordinates (the one coordinating fo-0)
@@ -220,8 +220,7 @@ def synthetic(n_groups: int, n_records: int, keep: str | None, timeout: float) -
                            stdout=subprocess.DEVNULL)
             print(f"  synth: {n_records} records, {n_groups} groups in {time.monotonic() - t:.1f}s", flush=True)
         t = time.monotonic()
-        st = ServerThread(ServerConfig(port=0, brokers=3, data_dir=str(d), offsets_partitions=1,
-                                       log_level="WARNING")).start()
+        st = ServerThread(ServerConfig(port=0, brokers=3, data_dir=str(d), offsets_partitions=1)).start()
         ready_s = time.monotonic() - t
         try:
             groups = [g.group_id for g in st.groups()]
@@ -265,6 +264,7 @@ def main() -> int:
     ap.add_argument("--keep", help="the synthetic data dir (made once, reused)")
     ap.add_argument("--timeout-s", type=float, default=120)
     args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
     import confluent_kafka
     print(f"confluent-kafka {confluent_kafka.__version__}, librdkafka {confluent_kafka.libversion()[0]}, {os.cpu_count()} cpus, "
           f"tree {tree_version()}, load average {os.getloadavg()[0]:.1f}", flush=True)
