@@ -92,9 +92,17 @@ class ServerThread:
                 self.metrics = Metrics()
             self.server = await reopen(self.server, wipe=wipe, metrics=self.metrics)
 
-    def start(self) -> "ServerThread":
+    def start(self, timeout_s: float = 600.0) -> "ServerThread":
+        """Start the server and return once it serves (its data dir loaded), or raise: the start-up's own error,
+        or TimeoutError after `timeout_s` (a large data dir takes a while to load; it is never handed out
+        half-loaded)."""
         self._thread.start()
-        self._ready.wait(30)
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
+            if not self._thread.is_alive():
+                raise RuntimeError("the tenure server thread ended before it was ready")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"tenure was not ready within {timeout_s:g} s (still loading its data dir?)")
         if self._error is not None:
             raise self._error
         return self
