@@ -35,8 +35,7 @@ import mmh3
 
 MAGIC = 0x00
 _INT = struct.Struct("<i")
-_LONG = struct.Struct("<q")
-_UUID = struct.Struct("<qq")
+_HEAD = struct.Struct("<Bqq")
 _U64 = (1 << 64) - 1
 
 
@@ -52,7 +51,7 @@ def _string(s: str) -> bytes:
 
 def _java_order(s: str) -> bytes:
     """Sort key giving Java's String order (by UTF-16 code unit), which differs from Python's (by code point)
-    only for characters beyond U+FFFF against U+E000..U+FFFF."""
+    only for characters beyond U+FFFF against U+E000..U+FFFF (so ASCII strings sort as Python sorts them)."""
     return s.encode("utf-16-be", "surrogatepass")
 
 
@@ -63,16 +62,20 @@ def _hash64(data: bytes) -> int:
 def topic_hash_input(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequence[str]]) -> bytes:
     """The bytes a topic hash is computed over (see the module's docstring); `partition_racks[p]` holds the
     racks of partition p's replicas, in any order (an empty list: no rack known)."""
-    out = bytearray((MAGIC,))
-    out += _UUID.pack(_signed64(topic_id.int >> 64), _signed64(topic_id.int & _U64))
-    out += _string(name)
-    out += _INT.pack(len(partition_racks))
+    parts = [_HEAD.pack(MAGIC, _signed64(topic_id.int >> 64), _signed64(topic_id.int & _U64)), _string(name),
+             _INT.pack(len(partition_racks))]
+    encoded: dict[str, bytes] = {}           # a rack's bytes (length, units, length), once per rack name
     for partition, racks in enumerate(partition_racks):
-        out += _INT.pack(partition)
-        for rack in sorted(racks, key=_java_order):
-            out += _INT.pack(len(rack.encode("utf-16-le", "surrogatepass")) // 2)
-            out += _string(rack)
-    return bytes(out)
+        parts.append(_INT.pack(partition))
+        if len(racks) > 1:
+            racks = sorted(racks) if all(map(str.isascii, racks)) else sorted(racks, key=_java_order)
+        for rack in racks:
+            rack_bytes = encoded.get(rack)
+            if rack_bytes is None:
+                units = _string(rack)
+                rack_bytes = encoded[rack] = units[-4:] + units
+            parts.append(rack_bytes)
+    return b"".join(parts)
 
 
 def topic_hash(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequence[str]]) -> int:
@@ -82,7 +85,8 @@ def topic_hash(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequenc
 
 def group_hash_input(topic_hashes: dict[str, int]) -> bytes:
     """The bytes a group hash is computed over: each topic hash as an int64, in topic-name order."""
-    return b"".join(_LONG.pack(topic_hashes[name]) for name in sorted(topic_hashes, key=_java_order))
+    names = sorted(topic_hashes) if all(map(str.isascii, topic_hashes)) else sorted(topic_hashes, key=_java_order)
+    return struct.pack(f"<{len(names)}q", *[topic_hashes[name] for name in names])
 
 
 def group_hash(topic_hashes: dict[str, int]) -> int:

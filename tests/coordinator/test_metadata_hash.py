@@ -55,6 +55,14 @@ def test_racks_are_length_prefixed_so_a_separator_inside_a_rack_name_cannot_coll
     assert topic_hash(ORDERS, "orders", [["a", ""]]) != topic_hash(ORDERS, "orders", [["a"]])
 
 
+def test_racks_sort_in_javas_string_order_by_utf16_code_unit():
+    # Java orders U+10000 (a surrogate pair, D800 DC00) before U+FFFF; Python's code-point order is the reverse
+    data = topic_hash_input(ORDERS, "t", [["\uffff", "\U00010000"]])
+    assert data.index("\U00010000".encode("utf-16-le")) < data.index("\uffff".encode("utf-16-le"))
+    assert group_hash_input({"\uffff": 1, "\U00010000": 2}) == group_hash_input({"\U00010000": 2, "\uffff": 1})
+    assert group_hash_input({"\uffff": 1, "\U00010000": 2})[:8] == (2).to_bytes(8, "little")
+
+
 def test_no_topics_is_zero():
     assert group_hash({}) == 0
 
