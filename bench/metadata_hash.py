@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import time
 import tracemalloc
@@ -158,7 +159,8 @@ def main() -> None:
         topics.create(name)
         cluster.place(name, a.partitions_per_topic)
     total = a.topics * a.partitions_per_topic
-    print(f"tree {tree_version()}; python {sys.version.split()[0]}")
+    print(f"tree {tree_version()}; python {sys.version.split()[0]}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"one group: {a.members} members, {a.topics} topics x {a.partitions_per_topic} partitions = {total} "
           f"partitions, {a.replicas} replicas each on {a.brokers} brokers over {a.racks} racks")
 
