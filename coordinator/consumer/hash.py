@@ -16,8 +16,9 @@ encoding (little-endian numbers; a string as its UTF-16 code units then its leng
             rack                           string
 
 The group hash is 0 with no topics; otherwise it is the hash of the topic hashes (int64 each) in the order of
-their topic names, so that swapping two topics' hashes changes it. Kafka hashes these bytes with XXH3-64;
-tenure hashes them with MurmurHash3 (x64, 128 bits, seed 0, the first 64 bits as a signed int64). The values
+their topic names, so that swapping two topics' hashes changes it. Kafka hashes these bytes with XXH3-64
+(the tests check that XXH3-64 over these bytes gives Kafka's values); tenure hashes them with MurmurHash3
+(x64, 128 bits, seed 0, the first 64 bits as a signed int64), as the project chose. The values
 are only ever compared with tenure's own earlier values (ConsumerGroupMetadataValue.MetadataHash), never with
 a Kafka broker's.
 

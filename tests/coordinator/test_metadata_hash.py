@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,37 @@ def test_the_topic_bytes_are_kafkas_layout():
     assert data == bytes.fromhex(
         "00" "0100000000000000" "0200000000000000" "7400" "01000000" "01000000"
         "00000000" "01000000" "6100" "01000000" "01000000" "6200" "01000000")
+
+
+def _xxh3(data: bytes) -> int:
+    v = xxhash.xxh3_64_intdigest(data)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+KAFKA_ID = uuid.UUID("0123456789abcdef-fedcba9876543210".replace("-", ""))
+
+
+def test_the_bytes_are_kafkas_xxh3_over_them_gives_kafkas_topic_hashes():
+    # Kafka 4.1+ streams these same bytes into hash4j's XXH3-64; the values are what that gives (hash4j 0.22,
+    # as Kafka 4.3 pins it). tenure applies MurmurHash3 to the same bytes instead.
+    rows = [
+        (KAFKA_ID, "foo", [["rack1", "rack0"], ["rack2", "rack1"]], 4231092367357902416),
+        (uuid.UUID(bytes=b"\x11" * 8 + b"\x22" * 8), "bar", [[]], 8733119781167439863),
+        (uuid.UUID(int=0), "empty", [], 728769691835767132),
+        (KAFKA_ID, "foo", [["r", "r"]], 2883780561648472600),
+        (KAFKA_ID, "foo", [["\ue000", "\U0001f600"]], 4767223826197171634),
+        (KAFKA_ID, "t\u00e9", [["\u00e9"]], 480043309326700168),
+    ]
+    for topic_id, name, racks, kafka in rows:
+        assert _xxh3(topic_hash_input(topic_id, name, racks)) == kafka, (name, racks)
+
+
+def test_the_bytes_are_kafkas_xxh3_over_them_gives_kafkas_group_hashes():
+    foo, bar = 4231092367357902416, 8733119781167439863
+    assert _xxh3(group_hash_input({"foo": foo})) == -3651539661068893492
+    assert _xxh3(group_hash_input({"foo": foo, "bar": bar})) == -556879919459959918
+    assert _xxh3(group_hash_input({"bar": bar, "foo": foo})) == -556879919459959918
+    assert _xxh3(group_hash_input({"foo": 456, "bar": 123})) == 1482712172080382793
 
 
 def test_a_negative_half_of_the_topic_id_is_a_signed_long():
