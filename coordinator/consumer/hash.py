@@ -117,15 +117,17 @@ def no_racks(topic: _Topic) -> list[list[str]]:
 
 class TopicHashCache:
     """Topic hashes by topic name, computed lazily from `topics` (the topic table: `get(name)` -> a topic with
-    `topic_id` and `partitions`, or None) and `racks(topic)` (the racks of each partition's replicas).
+    `topic_id` and `partitions`, or None) and `racks(topic)` (the racks of each partition's replicas; by
+    default the table's `partition_racks`).
 
     One cache serves the groups of one coordinator shard, as in Kafka. It holds only topics some group has
     asked for; `evict` / `topics_changed` drop entries whose topic changed (the topic table calls
     `topics_changed` on its watchers), `retain` drops the ones no group subscribes to any more."""
 
-    def __init__(self, topics: _Topics, racks: PartitionRacks = no_racks) -> None:
+    def __init__(self, topics: _Topics, racks: PartitionRacks | None = None) -> None:
         self.topics = topics
-        self.racks = racks
+        # the racks: given, else the topic table's own `partition_racks` (the broker's table has one), else none
+        self.racks = racks or getattr(topics, "partition_racks", no_racks)
         self._hashes: dict[str, int] = {}
         self.computed = 0          # how many hashes were computed (a miss each), for tests and the bench
         watch = getattr(topics, "watch", None)

@@ -239,3 +239,14 @@ def test_every_cache_watching_the_table_is_told_and_a_dropped_cache_drops_out():
     del second
     gc.collect()
     assert len(topics._watchers) == 1
+
+
+def test_the_cache_takes_racks_from_the_topic_table_by_default():
+    topics = TopicRegistry(default_partitions=2)
+    topics.create("orders", topic_id=ORDERS)
+    cache = TopicHashCache(topics)
+    assert cache.hash_of("orders") == topic_hash(ORDERS, "orders", [[], []])
+    placement = {("orders", 0): ["r2", "r1"], ("orders", 1): ["r1", "r3"]}
+    topics.replica_racks = lambda name, p: placement[(name, p)]      # what the cluster mode installs
+    topics.topics_changed()
+    assert cache.hash_of("orders") == topic_hash(ORDERS, "orders", [["r1", "r2"], ["r1", "r3"]])
