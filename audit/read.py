@@ -285,6 +285,12 @@ def partition_gaps(lst: Listing, infos: list[tuple]) -> list[tuple]:
 
 def _record_row(part, offset, timestamp, record) -> tuple:
     """One row of the `records` schema (see `tenure.audit.job.RECORD_FIELDS`)."""
+    if isinstance(record, rec.CoordinatorLoadRecord):     # no group; brokers in the member id columns (fold.py)
+        return (part, offset, timestamp, "coordinator_load", None, record.tombstone,
+                None, record.cause or None, str(record.previous_broker), str(record.broker), record.leader_epoch,
+                record.timestamp, None, None,
+                None, None, None, None, None, None,
+                None, None, None, None, None)
     g = record.group_id
     if isinstance(record, rec.StaticMemberEventRecord):
         return (part, offset, timestamp, "static_member_event", g, record.tombstone,

@@ -19,6 +19,7 @@ log = logging.getLogger("tenure.broker")
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"              # the group coordinator's log (its records, its partitions)
+TRANSACTION_TOPIC = "__transaction_state"         # the transaction coordinator's log
 TRANSACTION_STATE_TOPIC = "__transaction_state"   # the transaction coordinator's log
 # Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
 KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})
@@ -163,6 +164,8 @@ class TopicRegistry:
             of_kind.pop(name, None)
         self._save()
 
+    brokers = 1             # the brokers of the cluster (the largest replication factor a creation may ask)
+
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
@@ -203,9 +206,11 @@ class TopicRegistry:
         self._check_caps(name, n, n, f"topic {name!r}")
         if self.room is not None:
             self.room(f"topic {name!r}", n)
-        if replication_factor not in (-1, 1):
+        if replication_factor != -1 and not 1 <= replication_factor <= self.brokers:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the 1 available broker")
+                             f"replication factor {replication_factor} is larger than the {self.brokers} available "
+                             f"broker(s)" if replication_factor > 0 else
+                             f"replication factor must be larger than 0, or -1 to use the default")
         for key in configs:
             if key not in DEFAULT_TOPIC_CONFIGS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")

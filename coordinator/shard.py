@@ -16,7 +16,7 @@ from typing import Callable
 
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
-    GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord, TransactionalOffsetCommit, TransactionEnd,
+    CoordinatorLoadRecord, GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord, TransactionalOffsetCommit, TransactionEnd,
 )
 
 from .admin import GroupAdmin
@@ -52,6 +52,7 @@ class GroupCoordinator:
         # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
         self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
+        self.last_load: CoordinatorLoadRecord | None = None    # the latest move of this partition's coordinator
         self.classic = ClassicGroups(self)
         self.offset_store = Offsets(self)
         self.admin = GroupAdmin(self)
@@ -120,6 +121,9 @@ class GroupCoordinator:
                         del self.static_event_keys[event.group_id]
             else:
                 self.static_event_keys.setdefault(event.group_id, set()).add(event.group_instance_id)
+        elif isinstance(event, CoordinatorLoadRecord):
+            # history only (who coordinated this partition since when, and why): no group state
+            self.last_load = None if event.tombstone else event
         else:
             raise TypeError(f"not a coordinator event: {event!r}")
 

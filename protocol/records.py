@@ -34,6 +34,15 @@ Causes (`cause` is a string, one of `STATIC_EVENT_CAUSES`):
 - removed: a v3+ LeaveGroup identity with member id "" and a mapped instance id removed it: that is what
   the Admin client's removeMembersFromConsumerGroup sends (a consumer leaving names its own id).
 - forced_rebalance: force_rebalance() of a static group: one event per member, old == new == its id.
+
+Coordinator loads (CoordinatorLoadKey v346 / CoordinatorLoadValue v0)
+---------------------------------------------------------------------
+One record each time an offsets partition's coordinator moves to another broker of a cluster (docs/cluster.md),
+written into that partition by the new coordinator once it has loaded it, before it serves: key = the
+partition (so compaction keeps the latest move), value = broker (now coordinating), previous_broker (-1:
+none), cause (`broker_stopped`, `broker_started`, `moved`, ...), leader_epoch (the partition's, after the
+move), timestamp. Replay keeps the latest as the shard's `last_load`; the audit shows the moves beside the
+member ids of each group of the partition.
 """
 from __future__ import annotations
 
@@ -53,6 +62,8 @@ GROUP_METADATA_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION = 3
 STATIC_MEMBER_EVENT_KEY_VERSION = 345
 STATIC_MEMBER_EVENT_VALUE_VERSION = 0
+COORDINATOR_LOAD_KEY_VERSION = 346
+COORDINATOR_LOAD_VALUE_VERSION = 0
 
 JOINED = "joined"
 REPLACED = "replaced"
@@ -82,6 +93,8 @@ OffsetCommitKey = _schema_struct("OffsetCommitKey")
 OffsetCommitValue = _schema_struct("OffsetCommitValue")
 StaticMemberEventKey = _schema_struct("StaticMemberEventKey")
 StaticMemberEventValue = _schema_struct("StaticMemberEventValue")
+CoordinatorLoadKey = _schema_struct("CoordinatorLoadKey")
+CoordinatorLoadValue = _schema_struct("CoordinatorLoadValue")
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,19 @@ class StaticMemberEventRecord:
 
 
 @dataclass(frozen=True)
+class CoordinatorLoadRecord:
+    """CoordinatorLoadKey/Value: offsets partition `offsets_partition` was loaded by coordinator `broker`,
+    moved from `previous_broker`, for `cause`."""
+    offsets_partition: int
+    broker: int = -1
+    previous_broker: int = -1
+    cause: str = ""
+    leader_epoch: int = -1
+    timestamp: int = -1
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
 class TransactionalOffsetCommit:
     """An offset committed inside a transaction (TxnOffsetCommit): the same OffsetCommit record, written in a
     transactional batch of the producer (id, epoch). It counts for the group only once that producer's
@@ -160,7 +186,7 @@ class TransactionEnd:
     commit: bool
 
 
-Record = GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord
+Record = GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord
 
 
 class UnknownRecordType(ValueError):
@@ -209,6 +235,15 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
             generation=record.generation, timestamp=record.timestamp, client_id=record.client_id,
             client_host=record.client_host)
         return key, bytes(value.encode(version=STATIC_MEMBER_EVENT_VALUE_VERSION))
+    if isinstance(record, CoordinatorLoadRecord):
+        key = bytes(CoordinatorLoadKey(partition=record.offsets_partition).encode(
+            version=COORDINATOR_LOAD_KEY_VERSION))
+        if record.tombstone:
+            return key, None
+        value = CoordinatorLoadValue(broker=record.broker, previous_broker=record.previous_broker,
+                                     cause=record.cause, leader_epoch=record.leader_epoch,
+                                     timestamp=record.timestamp)
+        return key, bytes(value.encode(version=COORDINATOR_LOAD_VALUE_VERSION))
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -279,12 +314,20 @@ def decode(key: bytes, value: bytes | None) -> Record:
         return StaticMemberEventRecord(k.group, k.group_instance_id, val.cause, val.old_member_id,
                                        val.new_member_id, val.generation, val.timestamp, val.client_id,
                                        val.client_host)
+    if kv == COORDINATOR_LOAD_KEY_VERSION:
+        k = _decode(CoordinatorLoadKey, key)
+        if value is None:
+            return CoordinatorLoadRecord(k.partition, tombstone=True)
+        val = _decode(CoordinatorLoadValue, value)
+        return CoordinatorLoadRecord(k.partition, val.broker, val.previous_broker, val.cause, val.leader_epoch,
+                                     val.timestamp)
     raise UnknownRecordType(kv)
 
 
-def partition_key(record: Record) -> str:
-    """What a record's __consumer_offsets partition is chosen by: its group id."""
-    return record.group_id
+def partition_key(record: Record) -> str | int:
+    """What a record's __consumer_offsets partition is chosen by: its group id (a coordinator load record:
+    its partition itself, an int)."""
+    return record.offsets_partition if isinstance(record, CoordinatorLoadRecord) else record.group_id
 
 
 def batch_producer(record) -> tuple[int, int] | None:

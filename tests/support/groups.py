@@ -336,11 +336,11 @@ class RequestLog:
             runtime = server_thread.server.runtime
             orig = runtime.handle
 
-            async def handle(req, client_host):
+            async def handle(req, client_host, *args):         # args: the broker it came in on
                 self.entries.append((req.api_key, req.api_version, req.client_id or "", req.body))
                 call = [time.monotonic(), req.client_id or "", req.body, None, None]
                 self.calls.append(call)
-                resp = await orig(req, client_host)
+                resp = await orig(req, client_host, *args)
                 call[3:] = [time.monotonic(), resp]
                 return resp
             runtime.handle = handle
