@@ -454,4 +454,8 @@ def _records(unit: Unit, h, data: bytes):
             yield _error(unit, h.position, r.offset, UNDECODABLE,
                          f"record does not decode ({type(exc).__name__}: {exc})")
             continue
+        if isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
+            yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
+                         f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
+            continue
         yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record))

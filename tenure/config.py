@@ -105,6 +105,11 @@ class ServerConfig:
                                                                "(offline) until the earliest offline member's last "
                                                                "heartbeat is this old, then all offline ones are "
                                                                "removed in one rebalance (default off)")
+    # KIP-848 consumer groups (group.protocol=consumer)
+    consumer_session_timeout_ms: int = setting(45000, "group.consumer.session.timeout.ms: a consumer group member "
+                                                      "with no heartbeat this long is fenced", least=1)
+    consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
+                                                        "group members are told to heartbeat", least=1)
     # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -161,7 +166,9 @@ class ServerConfig:
                                  initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
                                  max_group_size=self.max_group_size,
                                  static_expansion_timeout_ms=self.static_expansion_timeout_ms,
-                                 static_registration_timeout_ms=self.static_registration_timeout_ms)
+                                 static_registration_timeout_ms=self.static_registration_timeout_ms,
+                                 consumer_session_timeout_ms=self.consumer_session_timeout_ms,
+                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
 
 
 _TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,

@@ -126,7 +126,7 @@ class Server:
                         "groups map to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
                         config.offsets_partition_count)
         coordinator_config = config.coordinator_config()
-        self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p), offsets,
+        self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=self.topics), offsets,
                                           self.broker.notify_append, durability=self.durability,
                                           on_fatal=self._fatal, metrics=self.metrics,
                                           hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p))

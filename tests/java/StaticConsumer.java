@@ -27,7 +27,7 @@ import org.apache.kafka.common.TopicPartition;
  * Usage: StaticConsumer BOOTSTRAP GROUP TOPIC [CONF...]
  *   CONF is a consumer key=value, e.g. group.instance.id=m0 session.timeout.ms=10000.
  *   Defaults: group.protocol=classic, enable.auto.commit=false, auto.offset.reset=earliest,
- *   heartbeat.interval.ms=1000.
+ *   heartbeat.interval.ms=1000 (not with group.protocol=consumer: the coordinator sets it).
  *
  * stdin commands (one per line; EOF = close):
  *   status   -> {"type":"status","partitions":[..],"generation":..,"member_id":..}
@@ -100,7 +100,10 @@ public class StaticConsumer {
             return 2;
         }
         Properties defaults = new Properties();
-        defaults.put("heartbeat.interval.ms", "1000");
+        // the consumer protocol (KIP-848) takes its heartbeat interval from the coordinator and refuses the setting
+        if (!java.util.Arrays.asList(args).contains("group.protocol=consumer")) {
+            defaults.put("heartbeat.interval.ms", "1000");
+        }
         Properties p = ConsumerConf.of(args[0], args[1], defaults, args, 3);
         String topic = args[2];
         instance = p.getProperty("group.instance.id");
