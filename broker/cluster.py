@@ -178,6 +178,16 @@ class Cluster:
     def node(self, broker_id: int) -> BrokerNode | None:
         return self.brokers.get(broker_id)
 
+    @property
+    def has_racks(self) -> bool:
+        return any(b.rack is not None for b in self.brokers.values())
+
+    def replica_racks(self, topic: str, partition: int) -> list[str]:
+        """The racks of a partition's replicas (brokers without a rack left out; a stopped broker keeps its
+        rack, as Kafka keeps a fenced broker's registration): what the partition's KIP-1101 hash covers."""
+        return [b.rack for b in (self.brokers.get(r) for r in self.state(topic, partition).replicas)
+                if b is not None and b.rack is not None]
+
     def forget(self, topic: str) -> None:
         """A deleted topic: its partitions are placed afresh if it is created again."""
         for key in [k for k in self.parts if k[0] == topic]:

@@ -93,6 +93,9 @@ class TopicRegistry:
         # who keeps something derived from a topic's id, partitions or racks (the coordinators' topic-hash
         # caches): told by topics_changed; held weakly, so a dropped cache drops out by itself
         self._watchers: weakref.WeakSet = weakref.WeakSet()
+        # (topic, partition) -> the racks of that partition's replicas' brokers (those with a rack); the
+        # cluster mode sets it, a single broker without a rack has none
+        self.replica_racks: Callable[[str, int], list[str]] | None = None
 
     def watch(self, watcher) -> None:
         """`watcher.topics_changed(names)` is called whenever topics change (see `topics_changed`)."""
@@ -105,6 +108,12 @@ class TopicRegistry:
         names = None if names is None else list(names)
         for watcher in list(self._watchers):
             watcher.topics_changed(names)
+
+    def partition_racks(self, topic: Topic) -> list[list[str]]:
+        """The racks of each partition's replicas, by partition id (what a topic's KIP-1101 hash covers)."""
+        if self.replica_racks is None:
+            return [[] for _ in topic.partitions]
+        return [self.replica_racks(topic.name, p) for p in range(len(topic.partitions))]
 
     def load(self) -> list[Topic]:
         """Open every topic the catalog lists (recovering their logs); returns them."""

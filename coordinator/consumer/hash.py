@@ -16,8 +16,9 @@ encoding (little-endian numbers; a string as its UTF-16 code units then its leng
             rack                           string
 
 The group hash is 0 with no topics; otherwise it is the hash of the topic hashes (int64 each) in the order of
-their topic names, so that swapping two topics' hashes changes it. Kafka hashes these bytes with XXH3-64;
-tenure hashes them with MurmurHash3 (x64, 128 bits, seed 0, the first 64 bits as a signed int64). The values
+their topic names, so that swapping two topics' hashes changes it. Kafka hashes these bytes with XXH3-64
+(the tests check that XXH3-64 over these bytes gives Kafka's values); tenure hashes them with MurmurHash3
+(x64, 128 bits, seed 0, the first 64 bits as a signed int64), as the project chose. The values
 are only ever compared with tenure's own earlier values (ConsumerGroupMetadataValue.MetadataHash), never with
 a Kafka broker's.
 
@@ -35,8 +36,7 @@ import mmh3
 
 MAGIC = 0x00
 _INT = struct.Struct("<i")
-_LONG = struct.Struct("<q")
-_UUID = struct.Struct("<qq")
+_HEAD = struct.Struct("<Bqq")
 _U64 = (1 << 64) - 1
 
 
@@ -52,7 +52,7 @@ def _string(s: str) -> bytes:
 
 def _java_order(s: str) -> bytes:
     """Sort key giving Java's String order (by UTF-16 code unit), which differs from Python's (by code point)
-    only for characters beyond U+FFFF against U+E000..U+FFFF."""
+    only for characters beyond U+FFFF against U+E000..U+FFFF (so ASCII strings sort as Python sorts them)."""
     return s.encode("utf-16-be", "surrogatepass")
 
 
@@ -63,16 +63,20 @@ def _hash64(data: bytes) -> int:
 def topic_hash_input(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequence[str]]) -> bytes:
     """The bytes a topic hash is computed over (see the module's docstring); `partition_racks[p]` holds the
     racks of partition p's replicas, in any order (an empty list: no rack known)."""
-    out = bytearray((MAGIC,))
-    out += _UUID.pack(_signed64(topic_id.int >> 64), _signed64(topic_id.int & _U64))
-    out += _string(name)
-    out += _INT.pack(len(partition_racks))
+    parts = [_HEAD.pack(MAGIC, _signed64(topic_id.int >> 64), _signed64(topic_id.int & _U64)), _string(name),
+             _INT.pack(len(partition_racks))]
+    encoded: dict[str, bytes] = {}           # a rack's bytes (length, units, length), once per rack name
     for partition, racks in enumerate(partition_racks):
-        out += _INT.pack(partition)
-        for rack in sorted(racks, key=_java_order):
-            out += _INT.pack(len(rack.encode("utf-16-le", "surrogatepass")) // 2)
-            out += _string(rack)
-    return bytes(out)
+        parts.append(_INT.pack(partition))
+        if len(racks) > 1:
+            racks = sorted(racks) if all(map(str.isascii, racks)) else sorted(racks, key=_java_order)
+        for rack in racks:
+            rack_bytes = encoded.get(rack)
+            if rack_bytes is None:
+                units = _string(rack)
+                rack_bytes = encoded[rack] = units[-4:] + units
+            parts.append(rack_bytes)
+    return b"".join(parts)
 
 
 def topic_hash(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequence[str]]) -> int:
@@ -82,7 +86,8 @@ def topic_hash(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequenc
 
 def group_hash_input(topic_hashes: dict[str, int]) -> bytes:
     """The bytes a group hash is computed over: each topic hash as an int64, in topic-name order."""
-    return b"".join(_LONG.pack(topic_hashes[name]) for name in sorted(topic_hashes, key=_java_order))
+    names = sorted(topic_hashes) if all(map(str.isascii, topic_hashes)) else sorted(topic_hashes, key=_java_order)
+    return struct.pack(f"<{len(names)}q", *[topic_hashes[name] for name in names])
 
 
 def group_hash(topic_hashes: dict[str, int]) -> int:
@@ -112,15 +117,17 @@ def no_racks(topic: _Topic) -> list[list[str]]:
 
 class TopicHashCache:
     """Topic hashes by topic name, computed lazily from `topics` (the topic table: `get(name)` -> a topic with
-    `topic_id` and `partitions`, or None) and `racks(topic)` (the racks of each partition's replicas).
+    `topic_id` and `partitions`, or None) and `racks(topic)` (the racks of each partition's replicas; by
+    default the table's `partition_racks`).
 
     One cache serves the groups of one coordinator shard, as in Kafka. It holds only topics some group has
     asked for; `evict` / `topics_changed` drop entries whose topic changed (the topic table calls
     `topics_changed` on its watchers), `retain` drops the ones no group subscribes to any more."""
 
-    def __init__(self, topics: _Topics, racks: PartitionRacks = no_racks) -> None:
+    def __init__(self, topics: _Topics, racks: PartitionRacks | None = None) -> None:
         self.topics = topics
-        self.racks = racks
+        # the racks: given, else the topic table's own `partition_racks` (the broker's table has one), else none
+        self.racks = racks or getattr(topics, "partition_racks", no_racks)
         self._hashes: dict[str, int] = {}
         self.computed = 0          # how many hashes were computed (a miss each), for tests and the bench
         watch = getattr(topics, "watch", None)

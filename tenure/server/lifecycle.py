@@ -114,6 +114,8 @@ class Server:
                              server_configs=self.static_configs, cluster=self.cluster)
         self.cluster.log_end_offset = self._log_end_offset
         self.cluster.initial_epoch = self._last_epoch
+        if self.cluster.has_racks:                 # the topic hashes (KIP-1101) cover the replicas' racks
+            self.topics.replica_racks = self.cluster.replica_racks
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)
         if offsets is None:
@@ -391,6 +393,7 @@ class Server:
         listener = self.listeners[broker_id]
         await listener.stop_accepting(self.config.shutdown_timeout_s)
         self.cluster.stop(broker_id)
+        self.topics.topics_changed()               # every ISR it was in changed: topic hashes are computed again
         await listener.drop_connections(self.config.shutdown_timeout_s)
         log.info("broker %d stopped", broker_id, extra={"event": "broker_stopped", "broker": broker_id})
         await self.moves_done()
@@ -403,6 +406,7 @@ class Server:
             return
         self.listeners[broker_id].start(self.config.host, b.port)
         self.cluster.start(broker_id)
+        self.topics.topics_changed()
         log.info("broker %d started", broker_id, extra={"event": "broker_started", "broker": broker_id})
         await self.moves_done()
 
@@ -410,6 +414,7 @@ class Server:
         if self.topics.partition(topic, partition) is None:
             raise ValueError(f"unknown topic-partition {topic}-{partition}")
         self.cluster.move_leader(topic, partition, self._check_broker(to_broker))
+        self.topics.topics_changed([topic])        # a new leader may be a new replica (on another rack)
         await self.moves_done()
 
     async def move_coordinator(self, group_id: str, to_broker: int) -> int:

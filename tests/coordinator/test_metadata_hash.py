@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,37 @@ def test_the_topic_bytes_are_kafkas_layout():
     assert data == bytes.fromhex(
         "00" "0100000000000000" "0200000000000000" "7400" "01000000" "01000000"
         "00000000" "01000000" "6100" "01000000" "01000000" "6200" "01000000")
+
+
+def _xxh3(data: bytes) -> int:
+    v = xxhash.xxh3_64_intdigest(data)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+KAFKA_ID = uuid.UUID("0123456789abcdef-fedcba9876543210".replace("-", ""))
+
+
+def test_the_bytes_are_kafkas_xxh3_over_them_gives_kafkas_topic_hashes():
+    # Kafka 4.1+ streams these same bytes into hash4j's XXH3-64; the values are what that gives (hash4j 0.22,
+    # as Kafka 4.3 pins it). tenure applies MurmurHash3 to the same bytes instead.
+    rows = [
+        (KAFKA_ID, "foo", [["rack1", "rack0"], ["rack2", "rack1"]], 4231092367357902416),
+        (uuid.UUID(bytes=b"\x11" * 8 + b"\x22" * 8), "bar", [[]], 8733119781167439863),
+        (uuid.UUID(int=0), "empty", [], 728769691835767132),
+        (KAFKA_ID, "foo", [["r", "r"]], 2883780561648472600),
+        (KAFKA_ID, "foo", [["\ue000", "\U0001f600"]], 4767223826197171634),
+        (KAFKA_ID, "t\u00e9", [["\u00e9"]], 480043309326700168),
+    ]
+    for topic_id, name, racks, kafka in rows:
+        assert _xxh3(topic_hash_input(topic_id, name, racks)) == kafka, (name, racks)
+
+
+def test_the_bytes_are_kafkas_xxh3_over_them_gives_kafkas_group_hashes():
+    foo, bar = 4231092367357902416, 8733119781167439863
+    assert _xxh3(group_hash_input({"foo": foo})) == -3651539661068893492
+    assert _xxh3(group_hash_input({"foo": foo, "bar": bar})) == -556879919459959918
+    assert _xxh3(group_hash_input({"bar": bar, "foo": foo})) == -556879919459959918
+    assert _xxh3(group_hash_input({"foo": 456, "bar": 123})) == 1482712172080382793
 
 
 def test_a_negative_half_of_the_topic_id_is_a_signed_long():
@@ -53,6 +85,14 @@ def test_racks_are_length_prefixed_so_a_separator_inside_a_rack_name_cannot_coll
     # what Kafka's length prefix is for: joined with ";" these two would be the same bytes
     assert topic_hash(ORDERS, "orders", [["a;b"]]) != topic_hash(ORDERS, "orders", [["a", "b"]])
     assert topic_hash(ORDERS, "orders", [["a", ""]]) != topic_hash(ORDERS, "orders", [["a"]])
+
+
+def test_racks_sort_in_javas_string_order_by_utf16_code_unit():
+    # Java orders U+10000 (a surrogate pair, D800 DC00) before U+FFFF; Python's code-point order is the reverse
+    data = topic_hash_input(ORDERS, "t", [["\uffff", "\U00010000"]])
+    assert data.index("\U00010000".encode("utf-16-le")) < data.index("\uffff".encode("utf-16-le"))
+    assert group_hash_input({"\uffff": 1, "\U00010000": 2}) == group_hash_input({"\U00010000": 2, "\uffff": 1})
+    assert group_hash_input({"\uffff": 1, "\U00010000": 2})[:8] == (2).to_bytes(8, "little")
 
 
 def test_no_topics_is_zero():
@@ -199,3 +239,14 @@ def test_every_cache_watching_the_table_is_told_and_a_dropped_cache_drops_out():
     del second
     gc.collect()
     assert len(topics._watchers) == 1
+
+
+def test_the_cache_takes_racks_from_the_topic_table_by_default():
+    topics = TopicRegistry(default_partitions=2)
+    topics.create("orders", topic_id=ORDERS)
+    cache = TopicHashCache(topics)
+    assert cache.hash_of("orders") == topic_hash(ORDERS, "orders", [[], []])
+    placement = {("orders", 0): ["r2", "r1"], ("orders", 1): ["r1", "r3"]}
+    topics.replica_racks = lambda name, p: placement[(name, p)]      # what the cluster mode installs
+    topics.topics_changed()
+    assert cache.hash_of("orders") == topic_hash(ORDERS, "orders", [["r1", "r2"], ["r1", "r3"]])

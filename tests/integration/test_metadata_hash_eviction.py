@@ -42,3 +42,45 @@ def test_admin_changes_evict_topic_hashes(tenure_server):
     again = cache.hash_of("orders")
     assert again is not None and again != grown
     assert cache.hash_of("other") == other
+
+
+def test_cluster_mode_racks_broker_stop_start_and_a_new_replica():
+    """With several brokers on racks a topic hash covers each partition's replicas' racks. Stopping or
+    starting a broker evicts every topic hash, and the hash computed again is the same (replicas and racks
+    did not change: no epoch bump for a group); a leader moved to a broker that was not a replica adds a
+    replica on another rack, and that topic's hash changes (one bump)."""
+    from tenure.config import ServerConfig
+    from tenure.server import ServerThread
+    with ServerThread(ServerConfig(port=0, admin_port=0, brokers=3, racks=("ra", "rb", "rc"),
+                                   replication_factor=1)) as s:
+        s.create_topics({"t": 3, "u": 1})
+        topics, cluster = s.server.topics, s.server.cluster
+        cache = s.call(lambda: TopicHashCache(topics))        # as a coordinator shard makes its cache
+        t_id = topics.get("t").topic_id
+        placed = s.call(lambda: [cluster.state("t", p).replicas for p in range(3)])
+        racks = [[("ra", "rb", "rc")[b] for b in replicas] for replicas in placed]
+        first = s.call(cache.hash_of, "t")
+        assert first == topic_hash(t_id, "t", racks) != topic_hash(t_id, "t", [[], [], []])
+        s.call(cache.hash_of, "u")
+
+        stopped = placed[0][0]
+        s.stop_broker(stopped)
+        assert len(cache) == 0
+        assert s.call(cache.hash_of, "t") == first            # its rack still counts, as a fenced broker's
+        s.start_broker(stopped)
+        assert len(cache) == 0
+        assert s.call(cache.hash_of, "t") == first
+        s.call(cache.hash_of, "u")
+
+        newcomer = next(b for b in range(3) if b not in placed[1])
+        s.move_leader("t", 1, newcomer)
+        assert "t" not in cache and "u" in cache
+        racks[1].append(("ra", "rb", "rc")[newcomer])
+        assert s.call(cache.hash_of, "t") == topic_hash(t_id, "t", racks) != first
+
+
+def test_one_broker_has_no_racks(tenure_server):
+    tenure_server.create_topics({"t": 2})
+    topics = tenure_server.server.topics
+    cache = tenure_server.call(lambda: TopicHashCache(topics))
+    assert tenure_server.call(cache.hash_of, "t") == topic_hash(topics.get("t").topic_id, "t", [[], []])
