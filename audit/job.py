@@ -289,9 +289,8 @@ def load(spark: SparkSession, opts: Options,
             sink = read.OffsetsSink(os.path.join(sink_root, str(attempt)), opts.group, opts.since, opts.until)
             os.makedirs(sink.staging)
         rows = sc.parallelize(units, max(len(units), 1)).flatMap(functools.partial(read.unit_rows, sink=sink))
-        # one task per unit; decoded once, straight into JVM rows (no second pass through Python), kept for
-        # every later stage. (Arrow batches through mapInArrow instead were measured: no less JVM CPU,
-        # docs/benchmarks.md, and pyarrow in every executor's environment.)
+        # one task per unit; decoded once: the plain offset commits into the task's own Parquet file (with
+        # a sink), the rest straight into JVM rows (no second pass through Python), kept for every later stage
         raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
@@ -728,7 +727,7 @@ def run(opts: Options, spark: SparkSession | None = None,
     if own:
         progress(f"starting Spark ({opts.master})")
         if not opts.master.startswith("local") and opts.python_env is None:
-            progress("warning: no --python-env: the executors' Python must have kafka-python and crc32c "
+            progress("warning: no --python-env: the executors' Python must have kafka-python, crc32c and pyarrow "
                      "installed (docs/audit.md, running on a cluster)")
         spark = session(opts.master, python_env=opts.python_env, conf=opts.conf)
     try:

@@ -319,7 +319,7 @@ def _record_row(part, offset, timestamp, record, producer: tuple[int, int] | Non
 
 
 _NO_TXN = (None, None, None, None)          # producer_id, producer_epoch, marker, transactional_id
-_BLANK = (None,) * 20                       # the record columns from instance_id to metadata
+_BLANK = (None,) * 19                       # the record columns from instance_id to metadata
 
 
 def _marker_row(part, h, kind: str) -> tuple:
@@ -339,6 +339,7 @@ def _txn_state_row(part, offset, timestamp, record) -> tuple:
 
 ERROR_FIELDS = ("file", "log_partition", "position", "offset", "kind", "reason")
 RECORD_COLUMNS = 29                # len(_record_row(...)): the `records` schema, partition first
+assert 6 + len(_BLANK) + len(_NO_TXN) == RECORD_COLUMNS
 
 
 def unit_rows(unit: Unit, sink: OffsetsSink | None = None):
