@@ -5,7 +5,12 @@ consistent, and finding offset gaps.
 Runs inside Spark's Python workers (shipped as part of the `tenure` package), so it uses only the
 project's own storage and protocol code: the server's one segment reader (`tenure.storage.reader`,
 `SegmentReader`) reads and verifies each batch (length, magic, CRC-32C, offsets moving forward) and
-`tenure.protocol.records.decode` decodes each record. Nothing is skipped silently: every batch or record that cannot be read becomes an error row.
+`tenure.protocol.records.decode` decodes each record (`tenure.protocol.txn_records` for a
+`__transaction_state` file). Nothing is skipped silently: every batch or record that cannot be read
+becomes an error row. A transactional batch's offset commits carry its producer id and epoch; a
+transactional control batch (a commit or abort marker) is a row of its own. With an `OffsetsSink` the
+plain offset commits are written by the task as a Parquet part file of offsets_history (`OffsetsWriter`)
+instead of becoming rows.
 
 A live server appends to the newest segment and its log cleaner swaps cleaned segments in (new files,
 renames, see `SegmentLog.replace_segments`). The listing records every segment file's identity (device,
