@@ -62,8 +62,10 @@ COLS = ("partition", "offset", "transactional_id", "producer_id", "producer_epoc
 
 def test_transactional_commits_are_named_with_their_producer_and_outcome(spark, tmp_path):
     crafted(tmp_path)
-    code, summary = job.run(job.Options(str(tmp_path), str(tmp_path / "out"), report=False), spark=spark)
+    code, summary = job.run(job.Options(str(tmp_path), str(tmp_path / "out")), spark=spark)
     assert code == 0
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "offset commits in transactions" in html and "aborted 1, committed 3, open 1" in html
     rows = sorted(tuple(r[c] for c in COLS)
                   for r in spark.read.parquet(str(tmp_path / "out" / "offsets_history")).collect())
     assert rows == [
