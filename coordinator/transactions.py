@@ -36,6 +36,12 @@ MAX_EPOCH = 32767 - 1              # an epoch that cannot be bumped once more ge
 _FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
 
 
+def _fencing_epoch(epoch: int) -> int:
+    """The epoch a fencing abort (a new producer, a timeout) is written under: the next one while one is left
+    (32767 from 32766, as Kafka; the next InitProducerId then gets a new producer id), else the same."""
+    return epoch + 1 if epoch <= MAX_EPOCH else epoch
+
+
 def is_transaction_request(api_key: int, body) -> bool:
     """Requests the transaction coordinator answers (an InitProducerId only with a transactional id)."""
     return api_key in TXN_APIS or (api_key == INIT_PRODUCER_ID and body.transactional_id is not None)
@@ -140,9 +146,8 @@ class TransactionCoordinator:
         if t.start_ms + t.timeout_ms > now_ms:          # re-armed by a later change
             res.set_timer(key, t.start_ms + t.timeout_ms)
             return res
-        bumped = t.producer_epoch + 1 if t.producer_epoch < MAX_EPOCH else t.producer_epoch
-        self._prepare(res, dataclasses.replace(t, producer_epoch=bumped, last_producer_epoch=t.producer_epoch),
-                      commit=False, now_ms=now_ms)
+        self._prepare(res, dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch),
+                                               last_producer_epoch=t.producer_epoch), commit=False, now_ms=now_ms)
         return self._done(res)
 
     def markers_written(self, markers: list[TxnMarker], now_ms: int) -> TxnResult:
@@ -187,16 +192,22 @@ class TransactionCoordinator:
             if expected[1] == t.last_producer_epoch and expected != known and t.state != ONGOING:
                 # a retry after a fencing abort (the transaction timed out): the bumped epoch is the answer
                 return answer(ErrorCode.NONE, t.producer_id, t.producer_epoch)
+        if t.state == ONGOING:
+            # an open transaction of the previous producer: fence it and abort it under the next epoch of
+            # its producer id (the id its batches carry, which the markers - rewritten from the PrepareAbort
+            # record if the server stops before them - must name)
+            bumped = dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch), timeout_ms=timeout,
+                                         last_producer_epoch=t.producer_epoch)
+            self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms)
+            if bumped.producer_epoch > MAX_EPOCH:
+                # that was the last epoch: as Kafka, the producer retries and, once the abort is complete,
+                # gets a new producer id
+                return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return answer(ErrorCode.NONE, bumped.producer_id, bumped.producer_epoch)
         if t.producer_epoch >= MAX_EPOCH:               # epochs exhausted: a new producer id, as Kafka
             pid, epoch = self._allocate(), 0
         else:
             pid, epoch = t.producer_id, t.producer_epoch + 1
-        if t.state == ONGOING:
-            # an open transaction of the previous producer: fence it and abort it under the new epoch
-            bumped = dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
-                                         last_producer_epoch=t.producer_epoch)
-            self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms, marker_pid=t.producer_id)
-            return answer(ErrorCode.NONE, pid, epoch)
         res.emit(dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
                                             state=EMPTY, partitions=frozenset(), last_update_ms=ctx.now_ms,
                                             start_ms=-1, last_producer_epoch=t.producer_epoch))
@@ -347,15 +358,13 @@ class TransactionCoordinator:
         return res
 
     # ------------------------------------------------------------------ ending a transaction
-    def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int,
-                 marker_pid: int | None = None) -> None:
+    def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int) -> None:
         prepared = dataclasses.replace(t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now_ms)
         res.emit(prepared)
         res.cancel_timer(timeout_key(t.transactional_id))
-        res.markers += self._markers(prepared, commit, marker_pid)
+        res.markers += self._markers(prepared, commit)
 
     @staticmethod
-    def _markers(t: TransactionRecord, commit: bool, marker_pid: int | None = None) -> list[TxnMarker]:
-        pid = t.producer_id if marker_pid is None else marker_pid
-        return [TxnMarker(t.transactional_id, topic, p, pid, t.producer_epoch, commit)
+    def _markers(t: TransactionRecord, commit: bool) -> list[TxnMarker]:
+        return [TxnMarker(t.transactional_id, topic, p, t.producer_id, t.producer_epoch, commit)
                 for topic, p in sorted(t.partitions)]

@@ -200,3 +200,44 @@ def test_a_transactional_commit_is_not_refused_during_completing_rebalance():
                                                                 committed_leader_epoch=-1, committed_metadata="")])])
     r = g.handle(8, RequestContext(4, 8, "c", "h", 100), plain).responses[0][1]
     assert r.topics[0].partitions[0].error_code == 27                  # REBALANCE_IN_PROGRESS
+
+
+def test_a_fencing_abort_at_the_last_epoch_keeps_the_producer_id_through_a_restart():
+    """A new producer fences one whose epoch cannot be bumped twice more (32766): as Kafka, the open
+    transaction is aborted under the SAME producer id - the one its batches carry - at the last epoch
+    (32767), the new producer is told to retry (CONCURRENT_TRANSACTIONS, 51), and its retry after the abort
+    gets a new producer id. A server killed between the PrepareAbort and its markers loads the record and
+    writes the same markers: the fenced producer's transaction ends in its partitions."""
+    c = coordinator()
+    c.replay(TransactionRecord("tx", 7, 32766, 60000, ONGOING, frozenset({("t", 0)}), 50, 40))
+    r = init(c, now=100)
+    assert r.responses[0][1].error_code == 51
+    assert [(x.state, x.producer_id, x.producer_epoch) for x in r.records] == [(PREPARE_ABORT, 7, 32767)]
+    assert r.markers == [TxnMarker("tx", "t", 0, 7, 32767, False)]
+    fresh = coordinator()                       # the restart: the log read back through the codec
+    fresh.replay(TransactionRecord("tx", 7, 32766, 60000, ONGOING, frozenset({("t", 0)}), 50, 40))
+    for record in r.records:
+        fresh.replay(txn_records.decode(*txn_records.encode(record)))
+    assert fresh.loaded(200).markers == r.markers
+    assert init(c, now=101).responses[0][1].error_code == 51          # still aborting: retry
+    c.markers_written(r.markers, 102)
+    r = init(c, now=103)
+    assert (r.responses[0][1].error_code, r.responses[0][1].producer_id, r.responses[0][1].producer_epoch) == \
+        (0, 5000, 0)
+    # a transaction open AT the last epoch (a KIP-360 retry can be answered 32767) is aborted under it
+    c = coordinator()
+    c.replay(TransactionRecord("tx", 7, 32767, 60000, ONGOING, frozenset({("t", 0)}), 50, 40))
+    r = init(c, now=100)
+    assert r.responses[0][1].error_code == 51
+    assert r.markers == [TxnMarker("tx", "t", 0, 7, 32767, False)]
+
+
+def test_a_timeout_at_epoch_32766_fences_with_the_last_epoch():
+    """Kafka's timeout abort bumps the epoch whenever it can (to 32767 from 32766): the timed-out producer
+    is fenced there too; only a transaction already at 32767 is aborted under its own epoch."""
+    for epoch, bumped in ((32766, 32767), (32767, 32767)):
+        c = coordinator()
+        c.replay(TransactionRecord("tx", 7, epoch, 5000, ONGOING, frozenset({("t", 0)}), 50, 40))
+        r = c.on_timer(timeout_key("tx"), 5040)
+        assert [(x.state, x.producer_id, x.producer_epoch) for x in r.records] == [(PREPARE_ABORT, 7, bumped)]
+        assert r.markers == [TxnMarker("tx", "t", 0, 7, bumped, False)]

@@ -581,3 +581,37 @@ def test_a_prepared_commit_completes_at_restart(tenure_server):
     assert (done.state_name, done.partitions) == ("CompleteCommit", frozenset())
     assert consume_all(bs, "txn-prep", 1, "read_committed", 1) == [b"v"]
     del p
+
+
+@pytest.mark.tenure(data_dir=True)
+def test_fencing_a_transaction_at_the_last_epoch_gives_the_new_producer_a_new_id(tenure_server, wire):
+    """A transaction open at epoch 32766 (planted in __transaction_state with the project's codec, then a
+    batch of it produced): a new confluent-kafka producer with the same transactional id is answered
+    CONCURRENT_TRANSACTIONS while the old transaction is aborted under the last epoch of its producer id,
+    then gets a new producer id; the old records are never seen."""
+    from confluent_kafka import Producer
+    from tenure.protocol.txn_records import ONGOING, TransactionRecord
+    bs = tenure_server.bootstrap
+    create_topic(bs, "txn-last", 1)
+    r = wire.call(InitProducerIdRequest(transactional_id="tx-last", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    pid, now = r.producer_id, int(time.time() * 1000)
+    planted = TransactionRecord("tx-last", pid, 32766, 60000, ONGOING, frozenset({("txn-last", 0)}), now, now)
+    tenure_server.call(lambda: tenure_server.server.txn_runtime.writer.write([planted]))
+    tenure_server.restart()
+    from tests.support.wire import WireClient
+    with WireClient.to(tenure_server.bootstrap) as w:
+        assert produce(w, "tx-last", "txn-last", txn_batch(pid, 32766, 0, b"old")) == NONE
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-last"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-last", value=b"new", partition=0)
+    p.commit_transaction(30)
+    state = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-last"])
+    assert (state.state_name, state.producer_epoch) == ("CompleteCommit", 0) and state.producer_id != pid
+    assert consume_all(bs, "txn-last", 1, "read_committed", 1, wait=1.0) == [b"new"]
+    log = tenure_server.call(lambda: tenure_server.server.topics.get("txn-last").partitions[0])
+    from tenure.storage import parse_batches
+    batches = parse_batches(tenure_server.call(lambda: log.read(0, 1 << 20)))
+    assert [(b.producer_id, b.producer_epoch, b.is_control) for b in batches] == \
+        [(pid, 32766, False), (pid, 32767, True), (state.producer_id, 0, False), (state.producer_id, 0, True)]

@@ -34,6 +34,7 @@ public class TxnProduce {
         }
     }
 
+    /** A transactional producer of string records (the other Txn* programs here use it too). */
     static KafkaProducer<String, String> producer(String bootstrap, String txnId) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);

@@ -1,3 +1,6 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.HashMap;
@@ -11,14 +14,16 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * A consume-transform-produce loop in one transaction: a STATIC read_committed consumer reads COUNT records
  * of IN, a transactional producer writes them upper-cased to OUT and sends the consumer's offsets with
  * sendOffsetsToTransaction(offsets, consumer.groupMetadata()), then commits or aborts (MODE).
  *
- * Usage: TxnTransform BOOTSTRAP IN OUT GROUP INSTANCE_ID TRANSACTIONAL_ID MODE COUNT   (MODE: commit|abort)
+ * Usage: TxnTransform BOOTSTRAP IN OUT GROUP INSTANCE_ID TRANSACTIONAL_ID MODE COUNT [CONF...]
+ *   MODE: commit | abort | hold (records flushed and offsets sent, then {"type":"sent","consumed":..} is
+ *   printed and the transaction stays open until a line on stdin says commit or abort - or the process is
+ *   killed); CONF: key=value consumer settings.
  *
  * Output (stdout, one JSON object per line):
  *   {"type":"done","mode":..,"consumed":..,"generation":..,"member_id":..}
@@ -42,14 +47,8 @@ public class TxnTransform {
         Properties extra = new Properties();
         extra.put("group.instance.id", instance);
         extra.put("isolation.level", "read_committed");
-        Properties pp = new Properties();
-        pp.put("bootstrap.servers", bootstrap);
-        pp.put("transactional.id", txnId);
-        pp.put("max.block.ms", "30000");
-        pp.put("key.serializer", StringSerializer.class.getName());
-        pp.put("value.serializer", StringSerializer.class.getName());
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(ConsumerConf.of(bootstrap, group, extra, args, 8));
-             KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+             KafkaProducer<String, String> producer = TxnProduce.producer(bootstrap, txnId)) {
             producer.initTransactions();
             consumer.subscribe(Collections.singletonList(in));
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
@@ -65,10 +64,19 @@ public class TxnTransform {
                 }
             }
             producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+            if (mode.equals("hold")) {
+                producer.flush();
+                Json.obj("type", "sent", "consumed", consumed).print();
+                String line = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+                if (line == null) throw new IllegalStateException("stdin closed while holding the transaction open");
+                mode = line.trim();
+            }
             if (mode.equals("commit")) {
                 producer.commitTransaction();
-            } else {
+            } else if (mode.equals("abort")) {
                 producer.abortTransaction();
+            } else {
+                throw new IllegalArgumentException("MODE must be commit, abort or hold: " + mode);
             }
             Json.obj("type", "done", "mode", mode, "consumed", consumed,
                      "generation", consumer.groupMetadata().generationId(),
