@@ -20,6 +20,11 @@ member ids opens (or keeps open) an interval for each, so member_map_history sho
 `concurrent_member_ids` anomaly (two intervals of one instance with different member ids overlapping in
 log order) can find it, as it finds a member id that joined while another was still mapped.
 
+A coordinator move (a CoordinatorLoad record of the group's offsets partition, in cluster mode) is a row of
+its own in the group's history, in log order beside the member ids: instance and member id empty,
+start_cause `coordinator_moved`, end_cause the move's cause (`broker_stopped`, `moved`, ...), from_broker
+and to_broker the brokers, the group's generation then in from/to_generation (a static group keeps it).
+
 The function is called by `mapPartitions` over rows sorted by (group, partition, offset); it holds one
 group's open intervals at a time.
 
@@ -39,13 +44,14 @@ END_CAUSES = frozenset({rec.REPLACED, rec.EXPIRED, rec.REGISTRATION_EXPIRED, rec
                         rec.LEFT, rec.REMOVED})
 UNKNOWN = "unknown"
 GROUP_DELETED = "group_deleted"
+COORDINATOR_MOVED = "coordinator_moved"
 
 # member_map_history columns, in order
 HISTORY_FIELDS = (
     "group", "instance_id", "member_id", "log_partition",
     "valid_from_offset", "valid_from_time", "valid_to_offset", "valid_to_time",
     "start_cause", "end_cause", "from_generation", "to_generation",
-    "snapshot_from_offset", "snapshot_to_offset", "last_seen_offset",
+    "snapshot_from_offset", "snapshot_to_offset", "last_seen_offset", "from_broker", "to_broker",
 )
 
 
@@ -56,6 +62,18 @@ class _GroupFold:
         self.open: dict[tuple[str, str], dict] = {}          # (instance id, member id) -> open interval
         self.start_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
         self.end_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
+        self.generation: int | None = None                    # of the latest snapshot
+
+    def moved(self, r) -> tuple:
+        """A coordinator move's row (a coordinator_load record: brokers in old/new_member_id, see
+        tenure.audit.read)."""
+        time = r.event_time if r.event_time is not None and r.event_time >= 0 else r.timestamp
+        row = dict(group=self.group, instance_id=None, member_id=None, log_partition=self.partition,
+                   valid_from_offset=r.offset, valid_from_time=time, valid_to_offset=r.offset, valid_to_time=time,
+                   start_cause=COORDINATOR_MOVED, end_cause=r.cause, from_generation=self.generation,
+                   to_generation=self.generation, snapshot_from_offset=None, snapshot_to_offset=None,
+                   last_seen_offset=r.offset, from_broker=int(r.old_member_id), to_broker=int(r.new_member_id))
+        return tuple(row[f] for f in HISTORY_FIELDS)
 
     def event(self, r) -> None:
         if r.tombstone or r.instance_id is None:
@@ -75,6 +93,7 @@ class _GroupFold:
 
     def snapshot(self, r) -> list[tuple]:
         out = []
+        self.generation = None if r.tombstone else r.generation
         if r.tombstone:
             for key in sorted(self.open):
                 out.append(self._close(key, r.offset, r.timestamp, None, GROUP_DELETED))
@@ -99,7 +118,7 @@ class _GroupFold:
                                   valid_to_time=None, start_cause=cause, end_cause=None,
                                   from_generation=r.generation, to_generation=None,
                                   snapshot_from_offset=r.offset, snapshot_to_offset=None,
-                                  last_seen_offset=r.offset)
+                                  last_seen_offset=r.offset, from_broker=None, to_broker=None)
         return out
 
     def finish(self) -> list[tuple]:
@@ -107,8 +126,9 @@ class _GroupFold:
 
 
 def fold_member_map(rows):
-    """rows: Spark Rows of group_metadata / static_member_event records, sorted by (group, partition,
-    offset). Yields member_map_history tuples (HISTORY_FIELDS)."""
+    """rows: Spark Rows of group_metadata / static_member_event records, and the coordinator_load records of
+    each group's partition (given the group), sorted by (group, partition, offset). Yields member_map_history
+    tuples (HISTORY_FIELDS)."""
     cur: _GroupFold | None = None
     for r in rows:
         if cur is None or cur.group != r.group or cur.partition != r.partition:
@@ -117,6 +137,8 @@ def fold_member_map(rows):
             cur = _GroupFold(r.group, r.partition)
         if r.type == "static_member_event":
             cur.event(r)
+        elif r.type == "coordinator_load":
+            yield cur.moved(r)
         else:
             yield from cur.snapshot(r)
     if cur is not None:

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import read
-from .fold import END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map
+from .fold import COORDINATOR_MOVED, END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
@@ -64,7 +64,7 @@ GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("fro
                            T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
-    "from_generation": I, "to_generation": I}.get(n, L)) for n in HISTORY_FIELDS])
+    "from_generation": I, "to_generation": I, "from_broker": I, "to_broker": I}.get(n, L)) for n in HISTORY_FIELDS])
 RANGE_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic": S, "partition": I, "merged_into": S,
                                                 "instance_id": S, "log_partition": I}.get(n, L))
                              for n in RANGE_FIELDS])
@@ -350,7 +350,7 @@ def load(spark: SparkSession, opts: Options,
               .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
     if unstable_rows:
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
-    if opts.group is not None:       # (markers and transaction states name no group: they stay)
+    if opts.group is not None:       # coordinator moves, markers and transaction states name no group: they stay
         records = records.filter((F.col("group") == opts.group) | F.col("group").isNull())
     return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
                   decoded, error_rows + len(unstable_rows), len(rereads), direct)
@@ -430,7 +430,12 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
 
 
 def member_map_history(spark: SparkSession, records: DataFrame) -> DataFrame:
-    rows = (records.filter(F.col("type").isin("group_metadata", "static_member_event"))
+    """The member-map intervals of each (group, instance), and a row per coordinator move of the group's
+    offsets partition (each CoordinatorLoad record given to every group of its partition)."""
+    group_rows = records.filter(F.col("type").isin("group_metadata", "static_member_event"))
+    moves = (records.filter(F.col("type") == "coordinator_load").drop("group")
+             .join(group_rows.select("group", "partition").distinct(), "partition"))
+    rows = (group_rows.unionByName(moves)
             .repartition("group").sortWithinPartitions("group", "partition", "offset"))
     return spark.createDataFrame(rows.rdd.mapPartitions(fold_member_map), HISTORY_SCHEMA)
 
@@ -615,10 +620,10 @@ def build(spark: SparkSession, opts: Options,
     progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s), {got.offsets.rows} offset "
              f"commit(s) written by the read tasks"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    # GroupMetadata and static-member records: a few percent of the log, all that the fold, the generations
-    # and the events read - taken from the persisted read once, rather than once per table
-    group_records = records.filter(F.col("type").isin("group_metadata", "static_member_event")) \
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    # GroupMetadata, static-member and coordinator-move records: a few percent of the log, all that the
+    # fold, the generations and the events read - taken from the persisted read once, not once per table
+    group_records = records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load")
+                                   ).persist(StorageLevel.MEMORY_AND_DISK)
     events = static_events(group_records).cache()       # read by every later stage
     history = member_map_history(spark, group_records).cache()
     gens = generations(group_records, events).cache()
@@ -648,6 +653,8 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
     """The summary's counts, one aggregate job per table (seven small jobs in all); offsets_history's
     part files written by the read tasks are counted by the tasks themselves, not read again."""
     h, gens, ev = tables["member_map_history"], tables["generations"], tables["static_events"]
+    moves = h.filter(F.col("start_cause") == COORDINATOR_MOVED).count()
+    h = h.filter(F.col("instance_id").isNotNull())          # the member ids' rows (not coordinator moves)
     by_cause: dict[str, int] = {}
     member_ids = 0
     for r in h.groupBy("start_cause", "end_cause").count().collect():
@@ -690,6 +697,7 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
         "groups": ids["groups"],
         "instances": ids["instances"],
         "member_ids": member_ids,
+        "coordinator_moves": moves,                         # rows per group of each moved offsets partition
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": g["n"],
         "static_events": n_events,
@@ -706,6 +714,8 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
 def summary_table(s: dict) -> str:
     rows = [("groups", s["groups"]), ("instances", s["instances"]), ("member ids (intervals)", s["member_ids"])]
     rows += [("generations", s["generations"]), ("static events", s["static_events"])]
+    if s.get("coordinator_moves"):
+        rows += [("coordinator moves (per group)", s["coordinator_moves"])]
     rows += [(f"  {c}", n) for c, n in s["events_by_cause"].items()]
     rows += [("offset commits", s["offset_commits"])]
     rows += [(f"  in transactions, {k}", n) for k, n in s.get("transactional_commits", {}).items()]

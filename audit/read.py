@@ -297,6 +297,12 @@ def partition_gaps(lst: Listing, infos: list[tuple]) -> list[tuple]:
 def _record_row(part, offset, timestamp, record, producer: tuple[int, int] | None = None) -> tuple:
     """One row of the `records` schema (see `tenure.audit.job.RECORD_SCHEMA`); `producer`: the (id, epoch)
     of the transactional batch an offset commit was written in (TxnOffsetCommit), None for a plain one."""
+    if isinstance(record, rec.CoordinatorLoadRecord):     # no group; brokers in the member id columns (fold.py)
+        return (part, offset, timestamp, "coordinator_load", None, record.tombstone,
+                None, record.cause or None, str(record.previous_broker), str(record.broker), record.leader_epoch,
+                record.timestamp, None, None,
+                None, None, None, None, None, None,
+                None, None, None, None, None, *_NO_TXN)
     g = record.group_id
     if isinstance(record, rec.StaticMemberEventRecord):
         return (part, offset, timestamp, "static_member_event", g, record.tombstone,
@@ -621,5 +627,9 @@ def _records(unit: Unit, h, data: bytes):
         except Exception as exc:
             yield _error(unit, h.position, r.offset, UNDECODABLE,
                          f"record does not decode ({type(exc).__name__}: {exc})")
+            continue
+        if isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
+            yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
+                         f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
             continue
         yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record, producer))

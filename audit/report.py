@@ -108,6 +108,7 @@ def collect(tables) -> dict[str, dict]:
     """Everything the page draws, for the MAX_GROUPS most active groups (generations + member ids), in a
     handful of Spark jobs whatever the number of groups."""
     h, gens = tables["member_map_history"], tables["generations"]
+    h = h.filter(F.col("instance_id").isNotNull())          # coordinator moves are not an instance's lane
     ev = tables["static_events"].filter(~F.col("tombstone"))
     act = (gens.groupBy("group").count().unionByName(h.groupBy("group").count())
            .groupBy("group").agg(F.sum("count").alias("n")))

@@ -42,7 +42,6 @@ import os
 import re
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -51,6 +50,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tests.support.groups import confluent_generation as generation_of  # noqa: E402
 
 PARTITIONS = 12
 SESSION_MS = 1800000      # heartbeat bench: the broker's maximum, no member expires during set-up
@@ -73,7 +73,7 @@ class MockCluster:
     """librdkafka's mock cluster, made through its C API (the copy of librdkafka confluent-kafka loaded),
     so the topic can have 12 partitions (auto-creation gives 4) and the initial rebalance delay can be set."""
 
-    def __init__(self, topic: str, partitions: int, initial_delay_ms: int | None) -> None:
+    def __init__(self, topic: str, partitions: int, initial_delay_ms: int | None, brokers: int = 1) -> None:
         import confluent_kafka
         libs = glob.glob(str(Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs" / "librdkafka*.so*"))
         if not libs:
@@ -93,7 +93,7 @@ class MockCluster:
         lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
         err = ctypes.create_string_buffer(512)
         conf = lib.rd_kafka_conf_new()
-        for k, v in ((b"test.mock.num.brokers", b"1"), (b"log_level", b"3")):
+        for k, v in ((b"test.mock.num.brokers", str(brokers).encode()), (b"log_level", b"3")):
             if lib.rd_kafka_conf_set(conf, k, v, err, len(err)) != 0:
                 raise RuntimeError(err.value.decode())
         self.rk = lib.rd_kafka_new(0, conf, err, len(err))          # RD_KAFKA_PRODUCER
@@ -102,7 +102,8 @@ class MockCluster:
         mc = lib.rd_kafka_handle_mock_cluster(self.rk)
         if initial_delay_ms is not None:
             lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, initial_delay_ms)
-        code = lib.rd_kafka_mock_topic_create(mc, topic.encode(), partitions, 1)
+        self.mc = mc
+        code = lib.rd_kafka_mock_topic_create(mc, topic.encode(), partitions, min(3, brokers))
         if code != 0:
             raise RuntimeError(f"mock topic create: error {code}")
         self.bootstrap = lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
@@ -111,14 +112,6 @@ class MockCluster:
         if self.rk:
             self.lib.rd_kafka_destroy(self.rk)
             self.rk = None
-
-
-def generation_of(consumer) -> int:
-    """The group generation this consumer is in: librdkafka's serialised consumer group metadata is
-    b"CGMDv2:" + int32 generation (host byte order) + group id, member id, instance id."""
-    b = consumer.consumer_group_metadata()
-    assert isinstance(b, bytes) and b.startswith(b"CGMDv2:"), b
-    return struct.unpack_from("=i", b, 7)[0]
 
 
 class Member:

@@ -281,7 +281,6 @@ class AdminApis:
         # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits themselves
         ops = sum(1 << op for op in authorized_operations("topic", True))
         out, next_cursor = [], None
-        node = self.node.node_id
         for name in names:
             topic = self.topics.get(name)
             if topic is None:
@@ -294,9 +293,13 @@ class AdminApis:
                 next_cursor = R.Cursor(topic_name=name, partition_index=first)
                 break
             last = min(count, first + budget)
-            parts = [P(error_code=0, partition_index=i, leader_id=node, leader_epoch=0, replica_nodes=[node],
-                       isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
-                     for i in range(first, last)]
+            parts = []
+            for i in range(first, last):           # from the cluster table, as Metadata answers
+                st = self.cluster.state(name, i)
+                parts.append(P(error_code=0, partition_index=i, leader_id=st.leader, leader_epoch=st.leader_epoch,
+                               replica_nodes=list(st.replicas), isr_nodes=list(st.isr), eligible_leader_replicas=[],
+                               last_known_elr=[], offline_replicas=[b for b in st.replicas
+                                                                    if not self.cluster.brokers[b].up]))
             budget -= last - first
             out.append(T(error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.internal,
                          partitions=parts, topic_authorized_operations=ops))

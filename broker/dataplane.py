@@ -1,4 +1,5 @@
-"""Handlers for the data-plane APIs: one node (id 0) that leads every partition at leader epoch 0.
+"""Handlers for the data-plane APIs, answered as the broker the request came in on (`CURRENT_BROKER`) from
+the cluster table (broker/cluster.py): with one broker, node 0 leads every partition at leader epoch 0.
 
 Each handler takes a decoded `Request` and returns the response body (or None when no response is
 due, i.e. Produce with acks=0). Kafka errors are per-topic/partition values in the response; only
@@ -13,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tenure.coordinator.routing import partition_for
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, api_versions_body
@@ -20,15 +22,16 @@ from tenure.protocol.errors import ErrorCode
 from tenure.storage import InvalidBatch, parse_batches
 
 from .admin import AdminApis
+from .cluster import NO_LEADER, BrokerNode, Cluster
 from .configs import RESOURCE_TOPIC
 from .producers import ProducerStates
 from .transactions import TxnIndex, TxnMarker, control_batch, cut_at
-from .topics import DEFAULT_TOPIC_CONFIGS, TopicError, TopicRegistry, validate_topic_name
+from .topics import (DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry,
+                     validate_topic_name)
 
 log = logging.getLogger("tenure.broker")
 
 NODE_ID = 0
-LEADER_EPOCH = 0
 MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 MAX_PARTITIONS_PER_REQUEST = 10000    # Kafka's cap on a CreateTopics request's partitions in all (POLICY_VIOLATION)
 
@@ -38,11 +41,26 @@ KEY_TRANSACTION = 1
 READ_COMMITTED = 1      # Fetch isolation level
 
 
+# a handler's answer meaning "close this connection instead of answering" (the dispatcher closes it)
+CLOSE_CONNECTION = object()
+
+
 @dataclass
 class Node:
     host: str
     port: int
     node_id: int = NODE_ID
+
+
+class _NodeBroker(BrokerNode):
+    """Broker 0 of a Broker made without a cluster table: its host and port are its Node's (bound late)."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node.node_id, node.host, node.port)
+        self._node = node
+
+    host = property(lambda self: self._node.host, lambda self, v: None)
+    port = property(lambda self: self._node.port, lambda self, v: None)
 
 
 def _resp(api_key: int):
@@ -53,8 +71,13 @@ class Broker(AdminApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability=None,
-                 server_configs: Callable[[], dict[str, str | None]] | None = None) -> None:
+                 server_configs: Callable[[], dict[str, str | None]] | None = None,
+                 cluster: Cluster | None = None) -> None:
         self.node = node
+        self.cluster = cluster if cluster is not None else Cluster(1, node.host)
+        if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
+            self.cluster.brokers[0] = _NodeBroker(node)
+        topics.brokers = len(self.cluster.brokers)
         self.server_configs = server_configs   # broker configs the server's options set (DescribeConfigs)
         self.topics = topics
         self.cluster_id = cluster_id or "tenure-" + uuid.uuid4().hex[:14]
@@ -125,14 +148,18 @@ class Broker(AdminApis):
                     out.append(self._missing_topic(R, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, topic_ops))
                     continue
             P = R.MetadataResponseTopic.MetadataResponsePartition
-            parts = [P(error_code=0, partition_index=i, leader_id=self.node.node_id, leader_epoch=LEADER_EPOCH,
-                       replica_nodes=[self.node.node_id], isr_nodes=[self.node.node_id], offline_replicas=[])
-                     for i in range(len(topic.partitions))]
+            parts = []
+            for i in range(len(topic.partitions)):
+                st = self.cluster.state(topic.name, i)
+                parts.append(P(error_code=ErrorCode.LEADER_NOT_AVAILABLE if st.leader == NO_LEADER else 0,
+                               partition_index=i, leader_id=st.leader, leader_epoch=st.leader_epoch,
+                               replica_nodes=list(st.replicas), isr_nodes=list(st.isr),
+                               offline_replicas=[b for b in st.replicas if not self.cluster.brokers[b].up]))
             out.append(R.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
                                                is_internal=topic.internal, partitions=parts,
                                                authorized_operations=topic_ops))
-        return R(throttle_time_ms=0, brokers=[self._broker(R.MetadataResponseBroker)],
-                 cluster_id=self.cluster_id, controller_id=self.node.node_id, topics=out,
+        return R(throttle_time_ms=0, brokers=self._brokers(R.MetadataResponseBroker, "node_id"),
+                 cluster_id=self.cluster_id, controller_id=self.cluster.controller_id, topics=out,
                  authorized_operations=cluster_ops)
 
     @staticmethod
@@ -141,15 +168,15 @@ class Broker(AdminApis):
                                        is_internal=False, partitions=[],
                                        authorized_operations=ops)
 
-    def _broker(self, cls):
-        return cls(node_id=self.node.node_id, host=self.node.host, port=self.node.port, rack=None)
+    def _brokers(self, cls, id_field: str) -> list:
+        """The live brokers, as Kafka's metadata cache lists them (a stopped one is left out)."""
+        return [cls(**{id_field: b.id}, host=b.host, port=b.port, rack=b.rack) for b in self.cluster.up()]
 
     async def describe_cluster(self, req: Request):
         R = _resp(60)
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-                 cluster_id=self.cluster_id, controller_id=self.node.node_id,
-                 brokers=[R.DescribeClusterBroker(broker_id=self.node.node_id, host=self.node.host,
-                                                  port=self.node.port, rack=None)],
+                 cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
+                 brokers=self._brokers(R.DescribeClusterBroker, "broker_id"),
                  authorized_operations=authorized_operations(
                      "cluster", req.body.include_cluster_authorized_operations))
 
@@ -160,24 +187,30 @@ class Broker(AdminApis):
         if key_type == KEY_TRANSACTION and self.start_transactions is not None:
             self.start_transactions()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
-            code, msg = self._coordinator_for(key_type)
-            node = self.node if code == 0 else Node("", -1, -1)
-            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.node_id,
+            code, msg, node = self._coordinator_for(key_type, body.key)
+            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id,
                      host=node.host, port=node.port)
         coords = []
         for key in body.coordinator_keys:
-            code, msg = self._coordinator_for(key_type)
-            node = self.node if code == 0 else Node("", -1, -1)
-            coords.append(R.Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
+            code, msg, node = self._coordinator_for(key_type, key)
+            coords.append(R.Coordinator(key=key, node_id=node.id, host=node.host, port=node.port,
                                         error_code=code, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
 
-    @staticmethod
-    def _coordinator_for(key_type: int) -> tuple[int, str | None]:
-        if key_type in (KEY_GROUP, KEY_TRANSACTION):
-            return ErrorCode.NONE, None
-        kind = {2: "share group"}.get(key_type, f"key type {key_type}")
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator"
+    def _coordinator_for(self, key_type: int, key: str) -> tuple[int, str | None, BrokerNode]:
+        """(error, message, node) of a FindCoordinator key: the leader of the key's partition of
+        __consumer_offsets (a group) or __transaction_state (a transactional id), as Kafka answers."""
+        none = BrokerNode(-1, "", -1)
+        if key_type not in (KEY_GROUP, KEY_TRANSACTION):
+            kind = {2: "share group"}.get(key_type, f"key type {key_type}")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator", none
+        topic = self.topics.get(OFFSETS_TOPIC if key_type == KEY_GROUP else TRANSACTION_TOPIC)
+        if topic is None:                      # not created yet (a Broker without a coordinator, in tests)
+            return ErrorCode.NONE, None, self.cluster.brokers[0]
+        leader = self.cluster.leader_of(topic.name, partition_for(key or "", len(topic.partitions)))
+        if leader == NO_LEADER:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic.name} has no leader for that key", none
+        return ErrorCode.NONE, None, self.cluster.brokers[leader]
 
     # ---------------------------------------------------------------- topics admin
     async def create_topics(self, req: Request):
@@ -200,11 +233,14 @@ class Broker(AdminApis):
                 n = self.topics.check_create(t.name, partitions, factor, configs)
                 self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
-                    res.num_partitions, res.replication_factor = n, 1
+                    res.num_partitions = n
+                    res.replication_factor = factor if factor != -1 else self.cluster.replication_factor
                 else:
                     topic = self.topics.create(t.name, partitions, factor, configs)
+                    self.cluster.set_factor(t.name, factor)
                     res.topic_id = topic.topic_id
-                    res.num_partitions, res.replication_factor = len(topic.partitions), 1
+                    res.num_partitions = len(topic.partitions)
+                    res.replication_factor = self.cluster.factor_of(t.name)
                     log.info("created topic %s with %d partitions", t.name, len(topic.partitions))
                 if v >= 5:       # what DescribeConfigs will say of the topic
                     res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
@@ -242,6 +278,7 @@ class Broker(AdminApis):
                         raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
                     name = res.name = topic.name
                 topic = self.topics.delete(name)
+                self.cluster.forget(name)
                 res.topic_id = topic.topic_id
                 self.producers.forget_topic(name)
                 self.txn_index.forget_topic(name)
@@ -296,6 +333,10 @@ class Broker(AdminApis):
                                                      body.transactional_id))
             out.append(TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
+            # no answer is due; a refused partition closes the connection instead, as Kafka does, so the
+            # producer refreshes its metadata (e.g. finds a moved leader) rather than keep sending there
+            if any(p.error_code for t in out for p in t.partition_responses):
+                return CLOSE_CONNECTION
             return None
         if written and self.durability is not None and self.durability.needed:
             try:
@@ -319,6 +360,10 @@ class Broker(AdminApis):
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
                       error_message=f"unknown topic-partition {topic}-{index}")
+        code = self.cluster.check(topic, index)
+        if code:
+            return PR(index=index, error_code=code, base_offset=-1,
+                      error_message=f"this broker does not lead {topic}-{index}")
         try:
             if not records:
                 raise InvalidBatch("produce request carries no record batch")
@@ -346,7 +391,7 @@ class Broker(AdminApis):
                 return PR(index=index, error_code=0, base_offset=dup, log_append_time_ms=-1,
                           log_start_offset=log_.log_start_offset)
         try:
-            base, stamped = log_.append(bytes(records), LEADER_EPOCH)
+            base, stamped = log_.append(bytes(records), self.cluster.state(topic, index).leader_epoch)
         except OSError as exc:
             log.error("append to %s-%d failed: %s", topic, index, exc)
             return PR(index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1,
@@ -381,6 +426,10 @@ class Broker(AdminApis):
                     parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
                     continue
+                code = self.cluster.check(t.name, i)
+                if code:
+                    parts.append(P(partition_index=i, error_code=code, error_message=None, active_producers=[]))
+                    continue
                 parts.append(P(partition_index=i, error_code=0, error_message=None, active_producers=[
                     P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
                                     coordinator_epoch=-1,
@@ -403,7 +452,7 @@ class Broker(AdminApis):
             if plog is None:                   # the topic was deleted while the transaction was open
                 continue
             batch = control_batch(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now_ms)
-            base, stamped = plog.append(batch, LEADER_EPOCH)
+            base, stamped = plog.append(batch, self.cluster.state(m.topic, m.partition).leader_epoch)
             for h in stamped:
                 self.producers.appended(m.topic, m.partition, h)
             self.txn_index.ended(m.topic, m.partition, m.producer_id, m.commit, base)
@@ -479,8 +528,9 @@ class Broker(AdminApis):
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     had_error = True
                     continue
-                if v >= 9 and p.current_leader_epoch > LEADER_EPOCH:
-                    pd.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1)
+                if code:
+                    pd.error_code = code
                     had_error = True
                     continue
                 plog = topic.partitions[p.partition]
@@ -535,8 +585,9 @@ class Broker(AdminApis):
                 if plog is None:
                     pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                if v >= 4 and p.current_leader_epoch > LEADER_EPOCH:
-                    pr.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                code = self.cluster.check(t.name, p.partition_index, p.current_leader_epoch if v >= 4 else -1)
+                if code:
+                    pr.error_code = code
                     continue
                 ts = p.timestamp
                 found = None
@@ -553,7 +604,8 @@ class Broker(AdminApis):
                 else:
                     found = plog.offset_for_timestamp(ts)
                 if found:
-                    (pr.offset, pr.timestamp), pr.leader_epoch = found, LEADER_EPOCH
+                    (pr.offset, pr.timestamp) = found
+                    pr.leader_epoch = self.cluster.state(t.name, p.partition_index).leader_epoch
             out.append(TR(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
 
@@ -569,10 +621,13 @@ class Broker(AdminApis):
                 e = E(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
                 if plog is None:
                     e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.current_leader_epoch > LEADER_EPOCH:
-                    e.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
-                elif p.leader_epoch == LEADER_EPOCH:    # -1 (no epoch) and newer epochs: -1/-1, as Kafka
-                    e.leader_epoch, e.end_offset = LEADER_EPOCH, plog.log_end_offset
+                else:
+                    e.error_code = self.cluster.check(t.topic, p.partition, p.current_leader_epoch)
+                if not e.error_code and plog is not None:
+                    # the epoch cache: the latest epoch ends at the log end; an older one where the next
+                    # began; -1 (no epoch) and newer epochs: -1/-1, as Kafka
+                    e.leader_epoch, e.end_offset = self.cluster.state(t.topic, p.partition).end_offset_for(
+                        p.leader_epoch, plog.log_end_offset)
                 parts.append(e)
             out.append(TR(topic=t.topic, partitions=parts))
         return R(throttle_time_ms=0, topics=out)

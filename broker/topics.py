@@ -6,6 +6,8 @@ import logging
 import os
 import re
 import uuid
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -17,6 +19,7 @@ log = logging.getLogger("tenure.broker")
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 OFFSETS_TOPIC = "__consumer_offsets"              # the group coordinator's log (its records, its partitions)
+TRANSACTION_TOPIC = "__transaction_state"         # the transaction coordinator's log
 TRANSACTION_STATE_TOPIC = "__transaction_state"   # the transaction coordinator's log
 # Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
 KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})
@@ -87,6 +90,21 @@ class TopicRegistry:
         # altered broker and group configs ({"broker": {"" | "0": {...}}, "group": {name: {...}}}), kept here
         # so that they are saved in the catalog with the topics (broker/configs.py reads them)
         self.dynamic_configs: dict[str, dict[str, dict[str, str]]] = {}
+        # who keeps something derived from a topic's id, partitions or racks (the coordinators' topic-hash
+        # caches): told by topics_changed; held weakly, so a dropped cache drops out by itself
+        self._watchers: weakref.WeakSet = weakref.WeakSet()
+
+    def watch(self, watcher) -> None:
+        """`watcher.topics_changed(names)` is called whenever topics change (see `topics_changed`)."""
+        self._watchers.add(watcher)
+
+    def topics_changed(self, names: Iterable[str] | None = None) -> None:
+        """These topics' identity, partitions or replica racks changed: tell the watchers. The table calls it
+        on create, delete and added partitions; the cluster mode calls it when a broker stops or starts or a
+        partition's replicas move (None: any topic may have changed)."""
+        names = None if names is None else list(names)
+        for watcher in list(self._watchers):
+            watcher.topics_changed(names)
 
     def load(self) -> list[Topic]:
         """Open every topic the catalog lists (recovering their logs); returns them."""
@@ -137,6 +155,8 @@ class TopicRegistry:
             of_kind.pop(name, None)
         self._save()
 
+    brokers = 1             # the brokers of the cluster (the largest replication factor a creation may ask)
+
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
@@ -177,9 +197,11 @@ class TopicRegistry:
         self._check_caps(name, n, n, f"topic {name!r}")
         if self.room is not None:
             self.room(f"topic {name!r}", n)
-        if replication_factor not in (-1, 1):
+        if replication_factor != -1 and not 1 <= replication_factor <= self.brokers:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the 1 available broker")
+                             f"replication factor {replication_factor} is larger than the {self.brokers} available "
+                             f"broker(s)" if replication_factor > 0 else
+                             f"replication factor must be larger than 0, or -1 to use the default")
         for key in configs:
             if key not in DEFAULT_TOPIC_CONFIGS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
@@ -241,6 +263,7 @@ class TopicRegistry:
             self._discard(topic.partitions)
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not record topic {name!r} in the catalog: "
                                                             f"{exc}; none of its {n} partition(s) were kept") from exc
+        self.topics_changed([name])          # a name created again is a new topic id
         return topic
 
     def delete(self, name: str) -> Topic:
@@ -250,6 +273,7 @@ class TopicRegistry:
         self.refuse_internal(name, "delete")
         del self._by_name[name]
         del self._by_id[topic.topic_id]
+        self.topics_changed([name])
         self._save()
         for plog in topic.partitions:
             plog.delete()
@@ -279,3 +303,4 @@ class TopicRegistry:
                 raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not record the new partitions of topic "
                                                                 f"{name!r} in the catalog: {exc}; none of its "
                                                                 f"{total - have} new partition(s) were kept") from exc
+            self.topics_changed([name])

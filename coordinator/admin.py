@@ -14,7 +14,7 @@ from .classic.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANC
 from .config import AdminError
 from .part import ShardPart
 from .result import RequestContext, Result
-from .timers import HeartbeatKey
+from .timers import ConsumerSessionKey, HeartbeatKey
 
 
 class GroupAdmin(ShardPart):
@@ -28,7 +28,7 @@ class GroupAdmin(ShardPart):
         # naming a group of 10 KB members 10,000 times then makes a 190 MiB answer; no client repeats an
         # id (librdkafka refuses "Duplicate groups not allowed", Java keys its requests by group id).
         for gid in dict.fromkeys(req.groups):
-            g = self.groups.get(gid)
+            g = self.classic_group(gid)          # a consumer group is described by ConsumerGroupDescribe
             if g is None:
                 out.append(D(error_code=0, error_message=None, group_id=gid, group_state=DEAD, protocol_type="",
                              protocol_data="", members=[], authorized_operations=ops))
@@ -75,7 +75,11 @@ class GroupAdmin(ShardPart):
                 res.emit(OffsetCommitRecord(gid, topic, part, tombstone=True))
             for iid in sorted(self.static_event_keys.get(gid, ())):       # compaction can drop it all
                 res.emit(StaticMemberEventRecord(gid, iid, tombstone=True))
-            res.emit(GroupMetadataRecord(gid, tombstone=True))
+            if g.kind == "classic":
+                res.emit(GroupMetadataRecord(gid, tombstone=True))
+            else:
+                for r in self.shard.kind_of(g).delete_records(g):
+                    res.emit(r)
             res.install(gid, None)          # its soft state goes with it
             deleted.add(gid)
             out.append(D(group_id=gid, error_code=0))
@@ -87,6 +91,9 @@ class GroupAdmin(ShardPart):
         live = self.groups.get(group_id)
         if live is None or live.state == DEAD:
             raise AdminError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+        if live.kind != "classic":
+            raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} is a {live.kind} group: only classic groups "
+                             f"rebalance when forced (a consumer group's assignment follows its members)")
         if live.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
             raise AdminError(E.REBALANCE_IN_PROGRESS, f"group {group_id!r} is already rebalancing ({live.state})")
         if live.state == EMPTY:
@@ -113,10 +120,12 @@ class GroupAdmin(ShardPart):
         g = self.groups.get(group_id)
         if g is None:
             return None
-        key = HeartbeatKey(group_id, g.static_members.get(member, member))
+        kind = self.shard.kind_of(g)
+        key = (HeartbeatKey if g.kind == "classic" else ConsumerSessionKey)(
+            group_id, g.static_members.get(member, member))
         if key.member_id not in g.members or not self.shard.is_armed(key):
             return None
         res = Result()
         res.cancel_timer(key)
-        res.merge(self.shard.classic.on_timer(key, now_ms))
+        res.merge(kind.on_timer(key, now_ms))
         return res

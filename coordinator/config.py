@@ -21,6 +21,9 @@ class CoordinatorConfig:
     # static members whose session expired are kept (offline) until the earliest of them has been gone
     # this long; then one rebalance removes every member offline at that moment.
     static_registration_timeout_ms: int | None = None
+    # KIP-848 consumer groups (Kafka's group.consumer.* defaults)
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
 
 
 def default_member_id(prefix: str) -> str:

@@ -127,15 +127,24 @@ class Offsets(ShardPart):
             # a group asked for all its offsets twice is answered once (see describe_groups)
             wanted = list({(q.group_id, None) if q.topics is None else (q.group_id, i): q
                            for i, q in enumerate(req.groups)}.values())
-            groups = [G(group_id=q.group_id, error_code=0,
-                        topics=self._fetch_offsets(q.group_id, q.topics, T, P, req.require_stable))
-                      for q in wanted]
+            groups = []
+            for q in wanted:
+                code = self._fetch_member_error(q) if v >= 9 else E.NONE
+                groups.append(G(group_id=q.group_id, error_code=code, topics=[] if code else
+                                self._fetch_offsets(q.group_id, q.topics, T, P, req.require_stable)))
             res.respond(ctx.token, R(throttle_time_ms=0, groups=groups))
         else:
             T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
             res.respond(ctx.token, R(throttle_time_ms=0, error_code=0, topics=self._fetch_offsets(
                 req.group_id, req.topics, T, P, v >= 7 and req.require_stable)))
         return res
+
+    def _fetch_member_error(self, q) -> int:
+        """OffsetFetch v9 names the fetching member of a consumer group (member id and epoch): the group
+        kind says whether it may (a classic group ignores them, as Kafka's)."""
+        g = self.groups.get(q.group_id)
+        check = getattr(self.shard.kind_of(g), "validate_fetch", None) if g is not None else None
+        return E.NONE if check is None else check(g, q.member_id, q.member_epoch)
 
     def _fetch_offsets(self, gid: str, topics, T, P, require_stable: bool = False) -> list:
         """require_stable (v7+, a read_committed consumer): a partition whose offset an open transaction

@@ -21,6 +21,11 @@ class ShardPart:
     def groups(self) -> dict[str, "ClassicGroup"]:
         return self.shard.groups
 
+    def classic_group(self, group_id: str) -> "ClassicGroup | None":
+        """The group if it is a classic one (a consumer group is no classic group's business)."""
+        g = self.shard.groups.get(group_id)
+        return None if g is None or g.kind != "classic" else g
+
     @property
     def offsets(self) -> dict[str, dict[tuple[str, int], "OffsetCommitRecord"]]:
         return self.shard.offsets

@@ -108,8 +108,15 @@ class CoordinatorRuntime:
                  on_fatal: Callable[[BaseException], None] | None = None,
                  metrics: Metrics | None = None, codec=rec,
                  write_markers: Callable[[list[TxnMarker], int], list] | None = None,
-                 host: CoordinatorRuntime | None = None, timer_keys: tuple[type, ...] = ()) -> None:
+                 host: CoordinatorRuntime | None = None, timer_keys: tuple[type, ...] = (),
+                 hosted_on: Callable[[int], int] | None = None) -> None:
         self.codec = codec
+        # the broker coordinating each partition (the leader of the offsets partition, broker/cluster.py):
+        # a request that came in on another broker is answered NOT_COORDINATOR; None: one broker
+        self.hosted_on = hosted_on
+        self.loading: set[int] = set()       # partitions being loaded after a move: COORDINATOR_LOAD_IN_PROGRESS
+        self._moves = asyncio.Lock()         # one move (unload, load) at a time
+        self._markers_while_loading: dict[int, list] = {}
         self.write_markers = write_markers
         self.offsets_topic = offsets_topic
         self.partitions = len(offsets_topic.partitions)
@@ -196,8 +203,10 @@ class CoordinatorRuntime:
         self._load_into(part, report)
         return self._loaded(report, [self.shards[part]], t0)
 
-    def _load_into(self, part: int, report: LoadReport) -> None:
-        shard = self.shards[part]
+    def _load_into(self, part: int, report: LoadReport, shard: Shard | None = None, end: int | None = None) -> None:
+        """Replay partition `part` into `shard` (default: its loaded one), reading below offset `end` only
+        (default: all of it)."""
+        shard = self.shards[part] if shard is None else shard
         plog = self.offsets_topic.partitions[part]
         latest: dict[bytes, tuple[bytes | None, int]] = {}
         # transactional batches (offsets committed in a transaction): held per producer until its marker,
@@ -205,6 +214,8 @@ class CoordinatorRuntime:
         # as pending
         pending: dict[int, tuple[int, list]] = {}
         for h, raw in iter_batches(plog):
+            if end is not None and h.base_offset >= end:
+                break
             report.batches += 1
             if h.is_control:
                 held = pending.pop(h.producer_id, None)
@@ -268,7 +279,8 @@ class CoordinatorRuntime:
             self.apply(shard.loaded(now))
 
     # ------------------------------------------------------------------ requests
-    async def handle(self, req: Request, client_host: str):
+    async def handle(self, req: Request, client_host: str, broker: int | None = None):
+        """Answer one request that came in on `broker` (None: no hosting check)."""
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
         fut = loop.create_future()
@@ -277,50 +289,62 @@ class CoordinatorRuntime:
             ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
                 self._log_request(req, client_host)
-            self._route(req, ctx)
+            self._route(req, ctx, broker)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    def _route(self, req: Request, ctx: RequestContext) -> None:
+    def _route(self, req: Request, ctx: RequestContext, broker: int | None = None) -> None:
         """Run the request on the shard(s) of the groups it names and apply their Results. A group whose
-        partition is not loaded here (see `unload`) is answered NOT_COORDINATOR (16)."""
+        partition is not loaded here (see `unload`) or is coordinated by another broker than `broker` is
+        answered NOT_COORDINATOR (16); one whose partition is being loaded COORDINATOR_LOAD_IN_PROGRESS (14)."""
         if self.failed is not None:
             raise self.failed
         api_key, body = req.api_key, req.body
         if api_key == routing.LIST_GROUPS:             # the groups of every loaded shard
-            calls = [(p, req) for p in sorted(self.shards)]
+            calls = [(p, req) for p in sorted(self.shards) if not self._refusal(p, broker)]
             if not calls:
                 self.apply(Result(responses=[(ctx.token, error_response(req, ErrorCode.NONE))]))
                 return
-            self._fan_out(ctx, calls, routing.merge_lists)
+            self._fan_out(ctx, calls, broker, routing.merge_lists)
         elif routing.names_several_groups(api_key, ctx.api_version):
             pieces, order = routing.split(api_key, body, self.partitions)
             if len(pieces) == 1:
-                self._run(pieces[0][0], req, ctx)
+                self._run(pieces[0][0], req, ctx, broker)
                 return
             subs = [(p, dataclasses.replace(req, body=sub)) for p, sub in pieces]
-            self._fan_out(ctx, subs, lambda answers: routing.merge(api_key, order, [
+            self._fan_out(ctx, subs, broker, lambda answers: routing.merge(api_key, order, [
                 (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
         else:
-            self._run(partition_for(_routing_key(body), self.partitions), req, ctx)
+            self._run(partition_for(_routing_key(body), self.partitions), req, ctx, broker)
 
-    def _run(self, part: int, req: Request, ctx: RequestContext) -> None:
-        shard = self.shards.get(part)
-        if shard is None:
-            self._release([(ctx.token, error_response(req, ErrorCode.NOT_COORDINATOR))])
+    def _refusal(self, part: int, broker: int | None) -> int:
+        """The error a request for partition `part` that came in on `broker` gets instead of its shard's
+        answer (0: none): a partition coordinated elsewhere 16, one loading here 14, one not loaded 16."""
+        if broker is not None and self.hosted_on is not None and self.hosted_on(part) != broker:
+            return ErrorCode.NOT_COORDINATOR
+        if part in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE if part in self.shards else ErrorCode.NOT_COORDINATOR
+
+    def _run(self, part: int, req: Request, ctx: RequestContext, broker: int | None = None) -> None:
+        code = self._refusal(part, broker)
+        if code:
+            self._release([(ctx.token, error_response(req, code))])
             return
-        self.apply(shard.handle(req.api_key, ctx, req.body))
+        self.apply(self.shards[part].handle(req.api_key, ctx, req.body))
 
-    def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
+    def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], broker: int | None,
+                 merge: Callable[[list], object]) -> None:
         """Each (partition, request) on its shard with a token of its own; its records and timers
         applied as its shard's; then the merged answer released on `ctx.token` (after every shard's
         records are durable: see `apply`)."""
         answers = []
         for part, req in calls:
             shard = self.shards.get(part)
-            if shard is None:
-                answers.append(error_response(req, ErrorCode.NOT_COORDINATOR))
+            code = self._refusal(part, broker)
+            if code:
+                answers.append(error_response(req, code))
                 continue
             sub = dataclasses.replace(ctx, token=next(self._tokens))
             result = shard.handle(req.api_key, sub, req.body)
@@ -351,7 +375,9 @@ class CoordinatorRuntime:
             raise AssertionError(f"unloading shard {part} wrote records")
         self._release(result.responses)
         self._set_timers(result.timers)
-        left = [k.name for k in self.timers if type(k) not in self._guests and self._partition_of_key(k) == part]
+        mine = (lambda k: type(k) in self._timer_keys) if self._host is not None else \
+            (lambda k: type(k) not in self._guests)           # a hosted runtime: only its own keys
+        left = [k.name for k in self.timers if mine(k) and self._partition_of_key(k) == part]
         if left:
             raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
 
@@ -364,6 +390,52 @@ class CoordinatorRuntime:
         report = self.load_partition(part)
         self.apply(self.shards[part].loaded(self.clock_ms()))
         return report
+
+    # ------------------------------------------------------------------ a coordinator move (cluster mode)
+    def begin_move(self, part: int, loading: bool = True) -> None:
+        """Partition `part`'s coordinator moves (its leader changed): the shard unloads now - its parked
+        requests are answered NOT_COORDINATOR (16), its timers cancelled - and, when a broker is to load it
+        (`loading`), its groups are answered COORDINATOR_LOAD_IN_PROGRESS (14) until `finish_move`."""
+        if part in self.shards:
+            self.unload(part)
+        if loading:
+            self.loading.add(part)
+        else:
+            self.loading.discard(part)
+
+    async def finish_move(self, part: int, record=None) -> LoadReport | None:
+        """Load partition `part` into a new shard through replay, on a worker thread while the loop
+        serves (reading the log below its end of now; a transaction marker written meanwhile is replayed
+        after), write `record` (the move, e.g. a CoordinatorLoadRecord) through the writer and wait for it
+        to be durable, then serve: the shard is in place and its members' session timers restart. Moves
+        run one at a time; a move begun while another loads reloads after it. None if no move is due."""
+        async with self._moves:
+            if part in self.shards:                # an earlier move's load completed after this one began
+                self.begin_move(part)
+            if part not in self.loading:           # moved to no broker meanwhile (no leader)
+                return None
+            shard = self._new_shard(part)
+            report, t0 = LoadReport(), time.monotonic()
+            end = self.offsets_topic.partitions[part].log_end_offset
+            self._markers_while_loading[part] = []
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._load_into, part, report, shard, end)
+                for marker in self._markers_while_loading.pop(part, []):
+                    shard.replay(marker)
+                if record is not None:
+                    logs = self.writer.write([record])
+                    if not await self.writer.sync(logs):
+                        return None
+                    shard.replay(record)
+            except BaseException:
+                self._markers_while_loading.pop(part, None)
+                raise
+            if part not in self.loading:           # moved away to no leader while loading
+                return None
+            self.loading.discard(part)
+            self.shards[part] = shard
+            self.apply(shard.loaded(self.clock_ms()))
+            return self._loaded(report, [shard], t0)
 
     def force_rebalance(self, group_id: str) -> None:
         """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused,
@@ -381,8 +453,11 @@ class CoordinatorRuntime:
         plog = self.writer.write_marker(marker.partition, marker.producer_id, marker.producer_epoch,
                                         marker.commit, marker.coordinator_epoch, now_ms)
         shard = self.shards.get(marker.partition)
+        end = TransactionEnd(marker.producer_id, marker.producer_epoch, marker.commit)
         if shard is not None:
-            shard.replay(TransactionEnd(marker.producer_id, marker.producer_epoch, marker.commit))
+            shard.replay(end)
+        elif marker.partition in self.loading:     # past the loader's end offset: replayed when it is done
+            self._markers_while_loading.setdefault(marker.partition, []).append(end)
         return plog
 
     def apply(self, result: Result) -> None:

@@ -16,15 +16,20 @@ from typing import Callable
 
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
-    GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord, TransactionalOffsetCommit, TransactionEnd,
+    ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord, ConsumerMemberRecord, CoordinatorLoadRecord,
+    CurrentAssignmentRecord, GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord,
+    TargetAssignmentMemberRecord, TargetAssignmentMetadataRecord, TransactionalOffsetCommit, TransactionEnd,
 )
 
 from .admin import GroupAdmin
 from .classic import EMPTY, STABLE, ClassicGroup, ClassicGroups, Member
 from .config import CoordinatorConfig, default_member_id
+from .consumer.group import METADATA_FIELDS, ConsumerGroup, ConsumerMember, thaw
+from .consumer.hash import TopicHashCache
+from .consumer.heartbeat import ConsumerGroups
 from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
-from .timers import HeartbeatKey, TimerKey
+from .timers import ConsumerRebalanceKey, ConsumerSessionKey, HeartbeatKey, TimerKey
 
 # api key -> (the shard's part that answers it, its method)
 ROUTES: dict[int, tuple[str, str]] = {
@@ -33,14 +38,30 @@ ROUTES: dict[int, tuple[str, str]] = {
     8: ("offset_store", "offset_commit"), 9: ("offset_store", "offset_fetch"), 47: ("offset_store", "offset_delete"),
     28: ("offset_store", "txn_offset_commit"),
     15: ("admin", "describe_groups"), 16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
+    68: ("consumer", "heartbeat"), 69: ("consumer", "describe"),
 }
 GROUP_APIS = frozenset(ROUTES)
 
 
+class NoTopics:
+    """A topic table with no topics (a shard made without the broker's)."""
+
+    def get(self, name: str):
+        return None
+
+    def by_id(self, topic_id):
+        return None
+
+
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
-                 member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0) -> None:
+                 member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0,
+                 topics=None) -> None:
         self.config = config
+        # the topic table consumer groups assign from (`get(name)`, `by_id(id)`: topics with `topic_id`,
+        # `name` and `partitions`), and its KIP-1101 topic hashes, computed lazily
+        self.topics = topics if topics is not None else NoTopics()
+        self.topic_hashes = TopicHashCache(self.topics)
         self._new_id = member_id_generator
         self.partition = partition            # the __consumer_offsets partition whose groups this shard owns
         # replayed state (these dicts are never rebound: the parts below hold them)
@@ -52,9 +73,11 @@ class GroupCoordinator:
         # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
         self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
+        self.last_load: CoordinatorLoadRecord | None = None    # the latest move of this partition's coordinator
         self.classic = ClassicGroups(self)
         self.offset_store = Offsets(self)
         self.admin = GroupAdmin(self)
+        self.consumer = ConsumerGroups(self)
 
     # ================================================================== the one mutator
     def replay(self, event) -> None:
@@ -110,6 +133,11 @@ class GroupCoordinator:
                 for offsets in held.values():
                     for r in offsets.values():
                         self.replay(r)
+        elif isinstance(event, (ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord,
+                                TargetAssignmentMemberRecord, CurrentAssignmentRecord)):
+            self._replay_consumer(event)
+        elif isinstance(event, ConsumerGroupPartitionMetadataRecord):
+            pass                                  # replaced by the metadata hash (KIP-1101): nothing to keep
         elif isinstance(event, StaticMemberEventRecord):
             # history only: group state comes from GroupMetadata records; remember the key for deletion
             if event.tombstone:
@@ -120,13 +148,61 @@ class GroupCoordinator:
                         del self.static_event_keys[event.group_id]
             else:
                 self.static_event_keys.setdefault(event.group_id, set()).add(event.group_instance_id)
+        elif isinstance(event, CoordinatorLoadRecord):
+            # history only (who coordinated this partition since when, and why): no group state
+            self.last_load = None if event.tombstone else event
         else:
             raise TypeError(f"not a coordinator event: {event!r}")
+
+    def _replay_consumer(self, event) -> None:
+        """A KIP-848 consumer group record: full-value upserts of the group's epoch and hash, a member's
+        subscription, its target, its current assignment; a tombstone removes what its key names (the
+        group's metadata tombstone the group itself, leaving an offsets-only group if it has offsets)."""
+        gid = event.group_id
+        g = self.groups.get(gid)
+        if not isinstance(g, ConsumerGroup):
+            if event.tombstone:
+                return
+            g = self.groups[gid] = ConsumerGroup(gid)          # replaces an empty classic group (conversion)
+        if isinstance(event, ConsumerGroupMetadataRecord):
+            if event.tombstone:
+                if gid in self.offsets:
+                    self.groups[gid] = ClassicGroup(gid)
+                else:
+                    del self.groups[gid]
+            else:
+                g.group_epoch, g.metadata_hash = event.epoch, event.metadata_hash
+        elif isinstance(event, TargetAssignmentMetadataRecord):
+            g.assignment_epoch = 0 if event.tombstone else event.assignment_epoch
+        elif isinstance(event, TargetAssignmentMemberRecord):
+            if event.tombstone:
+                g.targets.pop(event.member_id, None)
+            else:
+                g.targets[event.member_id] = thaw(event.partitions)
+        elif isinstance(event, ConsumerMemberRecord):
+            if event.tombstone:
+                g.drop_member(event.member_id)
+            else:
+                m = g.members.get(event.member_id) or ConsumerMember(event.member_id)
+                g.put_member(m.replace(**{f: getattr(event, f) for f in METADATA_FIELDS}))
+        else:
+            m = g.members.get(event.member_id)
+            if event.tombstone:
+                if m is not None:
+                    g.put_member(m.replace(member_epoch=0, previous_member_epoch=0, state=0, assigned={},
+                                           pending_revocation={}))
+            else:
+                g.put_member((m or ConsumerMember(event.member_id)).replace(
+                    member_epoch=event.member_epoch, previous_member_epoch=event.previous_member_epoch,
+                    state=event.state, assigned=thaw(event.assigned), pending_revocation=thaw(event.pending_revocation)))
 
     def loaded(self, now_ms: int) -> Result:
         """After replaying a log at start-up: every member's heartbeat timer restarts."""
         res = Result()
         for g in self.groups.values():
+            if isinstance(g, ConsumerGroup):
+                self.consumer.loaded(res, g, now_ms)
+                continue
             for m in g.members.values():
                 res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
         return self._track(res)
@@ -161,9 +237,9 @@ class GroupCoordinator:
         """Whether this shard has asked for timer `key` and it has neither fired nor been cancelled."""
         return key in self._armed
 
-    def kind_of(self, g: ClassicGroup) -> "ClassicGroups":
-        """The rules of a group's kind (one kind today: classic; KIP-848's consumer groups would be a second)."""
-        return self.classic
+    def kind_of(self, g: ClassicGroup | ConsumerGroup) -> "ClassicGroups | ConsumerGroups":
+        """The rules of a group's kind: classic, or KIP-848's consumer groups."""
+        return self.consumer if isinstance(g, ConsumerGroup) else self.classic
 
     def group_ids(self) -> list[str]:
         """The ids of the groups this shard holds, sorted."""
@@ -191,7 +267,8 @@ class GroupCoordinator:
         return self._done(getattr(getattr(self, part), method)(ctx, body))
 
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
-        res = self.classic.on_timer(key, now_ms)
+        part = self.consumer if isinstance(key, (ConsumerSessionKey, ConsumerRebalanceKey)) else self.classic
+        res = part.on_timer(key, now_ms)
         self._armed.discard(key)
         return self._done(res)
 

@@ -78,8 +78,21 @@ class RegistrationKey(TimerKey):
     kind: ClassVar[str] = "registration"
 
 
+@dataclass(frozen=True)
+class ConsumerSessionKey(_MemberTimer):
+    """A consumer group (KIP-848) member's session: no heartbeat before it fires fences the member."""
+    kind: ClassVar[str] = "consumer-session"
+
+
+@dataclass(frozen=True)
+class ConsumerRebalanceKey(_MemberTimer):
+    """A consumer group member that must revoke partitions: not done before it fires, it is fenced."""
+    kind: ClassVar[str] = "consumer-rebalance"
+
+
 KEY_TYPES: dict[str, type[TimerKey]] = {
-    cls.kind: cls for cls in (HeartbeatKey, PendingKey, JoinKey, SyncKey, ExpansionKey, RegistrationKey)}
+    cls.kind: cls for cls in (HeartbeatKey, PendingKey, JoinKey, SyncKey, ExpansionKey, RegistrationKey,
+                              ConsumerSessionKey, ConsumerRebalanceKey)}
 
 
 class TimerWheel:

@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
+from tenure.broker.topics import TRANSACTION_TOPIC  # noqa: F401 - importers take it from here too
 from tenure.broker.transactions import TxnMarker
 from tenure.coordinator.result import Result
 from tenure.protocol.apis import SUPPORTED
@@ -26,7 +27,6 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT,
                                          PREPARE_COMMIT, STATE_NAMES, TransactionRecord)
 
-TRANSACTION_TOPIC = "__transaction_state"
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS})
@@ -134,6 +134,15 @@ class TransactionCoordinator:
                 res.markers += self._markers(t, t.state == PREPARE_COMMIT)
             elif t.state == ONGOING:
                 res.set_timer(timeout_key(t.transactional_id), t.start_ms + t.timeout_ms)
+        return res
+
+    def unload(self, now_ms: int) -> TxnResult:
+        """Give up __transaction_state (its coordinator moved to another broker): the open transactions'
+        timeouts are cancelled; nothing is parked, nothing is written (the next owner loads the log)."""
+        res = TxnResult()
+        for t in self.transactions.values():
+            if t.state == ONGOING:
+                res.cancel_timer(timeout_key(t.transactional_id))
         return res
 
     def on_timer(self, key, now_ms: int) -> TxnResult:

@@ -58,7 +58,8 @@ class PartitionWriter:
         by_batch: dict[tuple[int, tuple[int, int] | None], list] = {}
         n = self.partitions
         for r in records:       # one batch per partition, and per producer for transactional offsets
-            key = (partition_for(self.codec.partition_key(r), n), self.codec.batch_producer(r))
+            by = self.codec.partition_key(r)      # a group id, or (a coordinator load record) the partition
+            key = (by if isinstance(by, int) else partition_for(by, n), self.codec.batch_producer(r))
             by_batch.setdefault(key, []).append(r)
         now = self.clock_ms()
         written = []

@@ -7,7 +7,7 @@ nothing of groups, topics or sockets.
 
 import warnings as _warnings
 
-# kafka-python 3.0 reads its message schemas (and this package's, protocol/records.py and txn_records.py)
+# kafka-python 3.0 reads its message schemas (and this package's: records.py, txn_records.py, consumer_group.py)
 # at import time with importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports it
 # here, once, with that one warning silenced, so a user's suite run with `filterwarnings = error` does
 # not fail on tenure's imports. Every layer that uses kafka-python imports this package first (their
@@ -15,4 +15,4 @@ import warnings as _warnings
 with _warnings.catch_warnings():
     _warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
     import kafka  # noqa: F401,E402
-    from . import records, txn_records  # noqa: F401,E402
+    from . import consumer_group, records, txn_records  # noqa: F401,E402

@@ -46,6 +46,11 @@ from kafka.protocol.consumer import (
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 )
 from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
+
+from .consumer_group import (
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+)
 from kafka.protocol.metadata import (
     ApiVersionsRequest, ApiVersionsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse,
@@ -117,6 +122,9 @@ _TABLE = [
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    # KIP-848 consumer groups (coordinator/consumer/): kafka-python has no classes, protocol/consumer_group.py
+    _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+    _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
     # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
     # bump on every commit), which tenure does not announce, so clients use v4 and below
     _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),

@@ -19,6 +19,7 @@ from kafka.protocol.consumer.group import (
 )
 
 from .apis import API_VERSIONS_KEY, SUPPORTED
+from .consumer_group import ConsumerGroupHeartbeatResponse
 
 
 def _item(cls, field: str, **kw):
@@ -233,6 +234,19 @@ def _join_group(req, R, code):
     return join_group_error(req.api_version, code, req.body.member_id or "")
 
 
+def consumer_group_heartbeat_error(code: int, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                                          member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+
+def _consumer_group_describe(req, R, code):
+    """ConsumerGroupDescribe: each group asked for answers the code."""
+    D = R.DescribedGroup
+    return R(throttle_time_ms=0, groups=[
+        D(error_code=code, error_message=None, group_id=gid, group_state="", group_epoch=-1, assignment_epoch=-1,
+          assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids)])
+
+
 def _top_level(**extra) -> Callable:
     """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
     def build(req, R, code):
@@ -252,6 +266,7 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     60: _top_level(cluster_id="", controller_id=-1, brokers=[]),
     24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 28: _txn_offset_commit,
     61: _describe_producers, 65: _describe_transactions,
+    68: lambda req, R, code: consumer_group_heartbeat_error(code), 69: _consumer_group_describe,
     66: _top_level(unknown_state_filters=[], transaction_states=[]),
 }
 

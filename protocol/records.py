@@ -2,7 +2,10 @@
 
 A record is a key (int16 key version + key struct) and a value (int16 value version + value
 struct, or None for a tombstone). The key version names the record type: 0/1 offset commit,
-2 group metadata (Kafka's own), and 345 static-member event (this project's own, see below). The
+2 group metadata (Kafka's own), 3-8 KIP-848 consumer groups (Kafka's own: 3 group metadata with the
+KIP-1101 metadata hash, 4 partition metadata - replaced by the hash, read and ignored -, 5 member metadata,
+6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member; values
+v0, flexible), and 345 static-member event (this project's own, see below). The
 structs are kafka-python `ApiData` classes built from this package's JSON schemas, so there is one
 codec engine for requests and records alike.
 
@@ -34,11 +37,21 @@ Causes (`cause` is a string, one of `STATIC_EVENT_CAUSES`):
 - removed: a v3+ LeaveGroup identity with member id "" and a mapped instance id removed it: that is what
   the Admin client's removeMembersFromConsumerGroup sends (a consumer leaving names its own id).
 - forced_rebalance: force_rebalance() of a static group: one event per member, old == new == its id.
+
+Coordinator loads (CoordinatorLoadKey v346 / CoordinatorLoadValue v0)
+---------------------------------------------------------------------
+One record each time an offsets partition's coordinator moves to another broker of a cluster (docs/cluster.md),
+written into that partition by the new coordinator once it has loaded it, before it serves: key = the
+partition (so compaction keeps the latest move), value = broker (now coordinating), previous_broker (-1:
+none), cause (`broker_stopped`, `broker_started`, `moved`, ...), leader_epoch (the partition's, after the
+move), timestamp. Replay keeps the latest as the shard's `last_load`; the audit shows the moves beside the
+member ids of each group of the partition.
 """
 from __future__ import annotations
 
 import struct
 import types
+import uuid
 from dataclasses import dataclass
 
 from kafka.protocol.api_data import ApiData
@@ -53,6 +66,8 @@ GROUP_METADATA_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION = 3
 STATIC_MEMBER_EVENT_KEY_VERSION = 345
 STATIC_MEMBER_EVENT_VALUE_VERSION = 0
+COORDINATOR_LOAD_KEY_VERSION = 346
+COORDINATOR_LOAD_VALUE_VERSION = 0
 
 JOINED = "joined"
 REPLACED = "replaced"
@@ -82,6 +97,97 @@ OffsetCommitKey = _schema_struct("OffsetCommitKey")
 OffsetCommitValue = _schema_struct("OffsetCommitValue")
 StaticMemberEventKey = _schema_struct("StaticMemberEventKey")
 StaticMemberEventValue = _schema_struct("StaticMemberEventValue")
+CoordinatorLoadKey = _schema_struct("CoordinatorLoadKey")
+CoordinatorLoadValue = _schema_struct("CoordinatorLoadValue")
+ConsumerGroupMetadataKey = _schema_struct("ConsumerGroupMetadataKey")
+ConsumerGroupMetadataValue = _schema_struct("ConsumerGroupMetadataValue")
+ConsumerGroupMemberMetadataKey = _schema_struct("ConsumerGroupMemberMetadataKey")
+ConsumerGroupMemberMetadataValue = _schema_struct("ConsumerGroupMemberMetadataValue")
+ConsumerGroupTargetAssignmentMetadataKey = _schema_struct("ConsumerGroupTargetAssignmentMetadataKey")
+ConsumerGroupTargetAssignmentMetadataValue = _schema_struct("ConsumerGroupTargetAssignmentMetadataValue")
+ConsumerGroupTargetAssignmentMemberKey = _schema_struct("ConsumerGroupTargetAssignmentMemberKey")
+ConsumerGroupTargetAssignmentMemberValue = _schema_struct("ConsumerGroupTargetAssignmentMemberValue")
+ConsumerGroupCurrentMemberAssignmentKey = _schema_struct("ConsumerGroupCurrentMemberAssignmentKey")
+ConsumerGroupCurrentMemberAssignmentValue = _schema_struct("ConsumerGroupCurrentMemberAssignmentValue")
+
+# KIP-848 consumer group records: Kafka's own key versions (the record type) and value version 0
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
+CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION = 4     # deprecated by KIP-1101: read and ignored
+CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
+CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION = 6
+CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION = 7
+CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION = 8
+
+# an assignment as records carry it: ((topic id, (partition, ...)), ...), both sorted
+Assignment = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadataRecord:
+    """ConsumerGroupMetadataKey/Value (type 3): a consumer group's epoch and its KIP-1101 metadata hash."""
+    group_id: str
+    epoch: int = 0
+    metadata_hash: int = 0
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class ConsumerGroupPartitionMetadataRecord:
+    """ConsumerGroupPartitionMetadataKey (type 4), which KIP-1101 replaced with the metadata hash: never
+    written, read (older logs) and ignored."""
+    group_id: str
+    tombstone: bool = True
+
+
+@dataclass(frozen=True)
+class ConsumerMemberRecord:
+    """ConsumerGroupMemberMetadataKey/Value (type 5): a member's subscription and identity."""
+    group_id: str
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class TargetAssignmentMetadataRecord:
+    """ConsumerGroupTargetAssignmentMetadataKey/Value (type 6): the epoch of the group's target assignment."""
+    group_id: str
+    assignment_epoch: int = 0
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class TargetAssignmentMemberRecord:
+    """ConsumerGroupTargetAssignmentMemberKey/Value (type 7): one member's target partitions."""
+    group_id: str
+    member_id: str
+    partitions: Assignment = ()
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentRecord:
+    """ConsumerGroupCurrentMemberAssignmentKey/Value (type 8): a member's epoch, reconciliation state
+    (0 stable, 1 unrevoked partitions, 2 unreleased partitions) and the partitions it owns or must revoke."""
+    group_id: str
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = 0
+    assigned: Assignment = ()
+    pending_revocation: Assignment = ()
+    tombstone: bool = False
+
+
+CONSUMER_GROUP_RECORDS = (ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord, ConsumerMemberRecord,
+                          TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord, CurrentAssignmentRecord)
 
 
 @dataclass(frozen=True)
@@ -138,6 +244,19 @@ class StaticMemberEventRecord:
 
 
 @dataclass(frozen=True)
+class CoordinatorLoadRecord:
+    """CoordinatorLoadKey/Value: offsets partition `offsets_partition` was loaded by coordinator `broker`,
+    moved from `previous_broker`, for `cause`."""
+    offsets_partition: int
+    broker: int = -1
+    previous_broker: int = -1
+    cause: str = ""
+    leader_epoch: int = -1
+    timestamp: int = -1
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
 class TransactionalOffsetCommit:
     """An offset committed inside a transaction (TxnOffsetCommit): the same OffsetCommit record, written in a
     transactional batch of the producer (id, epoch). It counts for the group only once that producer's
@@ -160,7 +279,9 @@ class TransactionEnd:
     commit: bool
 
 
-Record = GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord
+Record = (GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord
+          | ConsumerGroupMetadataRecord | ConsumerGroupPartitionMetadataRecord | ConsumerMemberRecord
+          | TargetAssignmentMetadataRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord)
 
 
 class UnknownRecordType(ValueError):
@@ -209,7 +330,101 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
             generation=record.generation, timestamp=record.timestamp, client_id=record.client_id,
             client_host=record.client_host)
         return key, bytes(value.encode(version=STATIC_MEMBER_EVENT_VALUE_VERSION))
+    if isinstance(record, CoordinatorLoadRecord):
+        key = bytes(CoordinatorLoadKey(partition=record.offsets_partition).encode(
+            version=COORDINATOR_LOAD_KEY_VERSION))
+        if record.tombstone:
+            return key, None
+        value = CoordinatorLoadValue(broker=record.broker, previous_broker=record.previous_broker,
+                                     cause=record.cause, leader_epoch=record.leader_epoch,
+                                     timestamp=record.timestamp)
+        return key, bytes(value.encode(version=COORDINATOR_LOAD_VALUE_VERSION))
+    if isinstance(record, CONSUMER_GROUP_RECORDS):
+        return _encode_consumer(record)
     raise TypeError(f"not a coordinator record: {record!r}")
+
+
+def _topic_partitions(cls, assignment: Assignment) -> list:
+    return [cls(topic_id=tid, partitions=list(parts)) for tid, parts in assignment]
+
+
+def _assignment(items) -> Assignment:
+    return tuple(sorted((t.topic_id, tuple(sorted(t.partitions))) for t in items))
+
+
+def _encode_consumer(r) -> tuple[bytes, bytes | None]:
+    """The key (its record type as version) and value (v0, flexible) of a KIP-848 record."""
+    if isinstance(r, ConsumerGroupMetadataRecord):
+        key = ConsumerGroupMetadataKey(group_id=r.group_id).encode(version=CONSUMER_GROUP_METADATA_KEY_VERSION)
+        value = None if r.tombstone else ConsumerGroupMetadataValue(epoch=r.epoch, metadata_hash=r.metadata_hash)
+    elif isinstance(r, ConsumerGroupPartitionMetadataRecord):
+        raise TypeError("ConsumerGroupPartitionMetadata records are not written (KIP-1101)")
+    elif isinstance(r, ConsumerMemberRecord):
+        key = ConsumerGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
+            version=CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION)
+        value = None if r.tombstone else ConsumerGroupMemberMetadataValue(
+            instance_id=r.instance_id, rack_id=r.rack_id, client_id=r.client_id, client_host=r.client_host,
+            subscribed_topic_names=list(r.subscribed_topic_names), subscribed_topic_regex=r.subscribed_topic_regex,
+            rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor)
+    elif isinstance(r, TargetAssignmentMetadataRecord):
+        key = ConsumerGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
+            version=CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION)
+        value = None if r.tombstone else ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
+    elif isinstance(r, TargetAssignmentMemberRecord):
+        key = ConsumerGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
+            version=CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION)
+        V = ConsumerGroupTargetAssignmentMemberValue
+        value = None if r.tombstone else V(topic_partitions=_topic_partitions(
+            V.fields["topic_partitions"].data_class, r.partitions))
+    else:
+        key = ConsumerGroupCurrentMemberAssignmentKey(group_id=r.group_id, member_id=r.member_id).encode(
+            version=CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION)
+        V = ConsumerGroupCurrentMemberAssignmentValue
+        T = V.fields["assigned_partitions"].data_class
+        value = None if r.tombstone else V(
+            member_epoch=r.member_epoch, previous_member_epoch=r.previous_member_epoch, state=r.state,
+            assigned_partitions=_topic_partitions(T, r.assigned),
+            partitions_pending_revocation=_topic_partitions(T, r.pending_revocation))
+    return bytes(key), None if value is None else bytes(value.encode(version=0))
+
+
+def _decode_consumer(kv: int, key: bytes, value: bytes | None):
+    if kv == CONSUMER_GROUP_METADATA_KEY_VERSION:
+        k = _decode(ConsumerGroupMetadataKey, key)
+        if value is None:
+            return ConsumerGroupMetadataRecord(k.group_id, tombstone=True)
+        val = _decode(ConsumerGroupMetadataValue, value)
+        return ConsumerGroupMetadataRecord(k.group_id, val.epoch, val.metadata_hash)
+    if kv == CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION:
+        # its key is the group id alone, as type 3's: read it with that struct
+        k = _decode(ConsumerGroupMetadataKey, struct.pack(">h", CONSUMER_GROUP_METADATA_KEY_VERSION) + bytes(key[2:]))
+        return ConsumerGroupPartitionMetadataRecord(k.group_id, tombstone=value is None)
+    if kv == CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION:
+        k = _decode(ConsumerGroupTargetAssignmentMetadataKey, key)
+        if value is None:
+            return TargetAssignmentMetadataRecord(k.group_id, tombstone=True)
+        return TargetAssignmentMetadataRecord(
+            k.group_id, _decode(ConsumerGroupTargetAssignmentMetadataValue, value).assignment_epoch)
+    if kv == CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION:
+        k = _decode(ConsumerGroupMemberMetadataKey, key)
+        if value is None:
+            return ConsumerMemberRecord(k.group_id, k.member_id, tombstone=True)
+        v = _decode(ConsumerGroupMemberMetadataValue, value)
+        return ConsumerMemberRecord(k.group_id, k.member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
+                                    tuple(v.subscribed_topic_names), v.subscribed_topic_regex,
+                                    v.rebalance_timeout_ms, v.server_assignor)
+    if kv == CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION:
+        k = _decode(ConsumerGroupTargetAssignmentMemberKey, key)
+        if value is None:
+            return TargetAssignmentMemberRecord(k.group_id, k.member_id, tombstone=True)
+        v = _decode(ConsumerGroupTargetAssignmentMemberValue, value)
+        return TargetAssignmentMemberRecord(k.group_id, k.member_id, _assignment(v.topic_partitions))
+    k = _decode(ConsumerGroupCurrentMemberAssignmentKey, key)
+    if value is None:
+        return CurrentAssignmentRecord(k.group_id, k.member_id, tombstone=True)
+    v = _decode(ConsumerGroupCurrentMemberAssignmentValue, value)
+    return CurrentAssignmentRecord(k.group_id, k.member_id, v.member_epoch, v.previous_member_epoch, v.state,
+                                   _assignment(v.assigned_partitions), _assignment(v.partitions_pending_revocation))
 
 
 def key_version(key: bytes) -> int:
@@ -279,12 +494,22 @@ def decode(key: bytes, value: bytes | None) -> Record:
         return StaticMemberEventRecord(k.group, k.group_instance_id, val.cause, val.old_member_id,
                                        val.new_member_id, val.generation, val.timestamp, val.client_id,
                                        val.client_host)
+    if kv == COORDINATOR_LOAD_KEY_VERSION:
+        k = _decode(CoordinatorLoadKey, key)
+        if value is None:
+            return CoordinatorLoadRecord(k.partition, tombstone=True)
+        val = _decode(CoordinatorLoadValue, value)
+        return CoordinatorLoadRecord(k.partition, val.broker, val.previous_broker, val.cause, val.leader_epoch,
+                                     val.timestamp)
+    if CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION:
+        return _decode_consumer(kv, key, value)
     raise UnknownRecordType(kv)
 
 
-def partition_key(record: Record) -> str:
-    """What a record's __consumer_offsets partition is chosen by: its group id."""
-    return record.group_id
+def partition_key(record: Record) -> str | int:
+    """What a record's __consumer_offsets partition is chosen by: its group id (a coordinator load record:
+    its partition itself, an int)."""
+    return record.offsets_partition if isinstance(record, CoordinatorLoadRecord) else record.group_id
 
 
 def batch_producer(record) -> tuple[int, int] | None:

@@ -75,7 +75,17 @@ class ServerConfig:
                                         "logged at most --log-burst times per kind in this window, then counted "
                                         "(default 10000)", least=1)
     log_burst: int = setting(5, "see --log-window-ms (default 5)", least=1)
-    offsets_partitions: int = setting(1, "partitions of __consumer_offsets (default 1)", least=1)
+    offsets_partitions: int | None = setting(None, "partitions of __consumer_offsets (default 1 with one broker, 8 "
+                                                   "with several)", least=1)
+    # the cluster in one process (docs/cluster.md)
+    brokers: int = setting(1, "brokers in this one process, node ids 0..N-1, each with its own listener (on "
+                              "--port, --port+1, ...; all free ones with --port 0) (default 1)", least=1)
+    racks: tuple[str, ...] | None = setting(None, "the rack of each broker, comma-separated, one per broker "
+                                                  "(default none)")
+    replication_factor: int | None = setting(None, "replicas of every partition, placed rack-aware round robin as "
+                                                   "Kafka places them (metadata only: one storage) (default "
+                                                   "min(3, --brokers); at most --brokers)", least=1)
+    broker_ports: tuple[int, ...] | None = None     # each broker's port (a restart keeps them); None: from `port`
     # the group coordinator (Kafka's group.* broker settings)
     # Kafka's group.initial.rebalance.delay.ms is 3000; 1000 is the smallest delay at which every measured
     # group of 2-50 real-client consumers started in a loop formed in one generation (bench/initial_delay.py,
@@ -95,6 +105,11 @@ class ServerConfig:
                                                                "(offline) until the earliest offline member's last "
                                                                "heartbeat is this old, then all offline ones are "
                                                                "removed in one rebalance (default off)")
+    # KIP-848 consumer groups (group.protocol=consumer)
+    consumer_session_timeout_ms: int = setting(45000, "group.consumer.session.timeout.ms: a consumer group member "
+                                                      "with no heartbeat this long is fenced", least=1)
+    consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
+                                                        "group members are told to heartbeat", least=1)
     # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -111,6 +126,36 @@ class ServerConfig:
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
 
+    def __post_init__(self) -> None:
+        racks = self.racks
+        if isinstance(racks, str):                  # the CLI's and the pytest marker's "r1,r2,r3"
+            racks = tuple(r.strip() for r in racks.split(","))
+            object.__setattr__(self, "racks", racks)
+        if racks is not None and (len(racks) != self.brokers or not all(racks)):
+            raise ValueError(f"--racks names {len(racks)} rack(s) for {self.brokers} broker(s): give one "
+                             "non-empty rack per broker")
+        if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
+            raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
+
+    @property
+    def offsets_partition_count(self) -> int:
+        """__consumer_offsets' partitions: --offsets-partitions, else 1 with one broker and 8 with several."""
+        if self.offsets_partitions is not None:
+            return self.offsets_partitions
+        return 1 if self.brokers == 1 else 8
+
+    @property
+    def replicas(self) -> int:
+        """The replication factor of every partition: --replication-factor (at most the brokers), else
+        min(3, brokers)."""
+        return min(self.replication_factor or 3, self.brokers)
+
+    def ports(self) -> tuple[int, ...]:
+        """The port of each broker: broker_ports, else port, port+1, ... (all 0 - each a free one - with 0)."""
+        if self.broker_ports is not None:
+            return self.broker_ports
+        return tuple(0 if self.port == 0 else self.port + i for i in range(self.brokers))
+
     def decode_limits(self) -> DecodeLimits:
         return DecodeLimits(max_request_elements=self.max_request_elements)
 
@@ -121,10 +166,13 @@ class ServerConfig:
                                  initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
                                  max_group_size=self.max_group_size,
                                  static_expansion_timeout_ms=self.static_expansion_timeout_ms,
-                                 static_registration_timeout_ms=self.static_registration_timeout_ms)
+                                 static_registration_timeout_ms=self.static_registration_timeout_ms,
+                                 consumer_session_timeout_ms=self.consumer_session_timeout_ms,
+                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
 
 
-_TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float}
+_TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,
+          "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig)
 
 
 def flag_settings() -> list[dataclasses.Field]:

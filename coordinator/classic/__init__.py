@@ -51,6 +51,8 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
     def answer_parked(self, res: Result, code: int) -> None:
         """Answer every parked JoinGroup and SyncGroup with `code` in its version's error shape."""
         for g in self.groups.values():
+            if not isinstance(g, ClassicGroup):
+                continue
             for mid, p in g.joins.items():
                 res.respond(p.token, join_group_error(p.api_version, code, mid))
             for p in g.syncs.values():

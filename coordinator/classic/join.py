@@ -29,6 +29,12 @@ class JoinRequests(Rebalance):
                 <= self.config.max_session_timeout_ms):
             return error(E.INVALID_SESSION_TIMEOUT)                       # J1
         live = self.groups.get(gid)
+        if live is not None and live.kind != "classic":
+            if not live.is_empty():                                        # a mixed group is refused
+                return error(E.INCONSISTENT_GROUP_PROTOCOL)
+            for r in self.shard.kind_of(live).delete_records(live):        # an empty one is converted
+                res.emit(r)
+            live = None
         if live is None:
             if mid:
                 return error(E.UNKNOWN_MEMBER_ID)                          # J2

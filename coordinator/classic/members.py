@@ -26,7 +26,7 @@ class MemberRequests(Rebalance):
 
         if not gid:
             return error(E.INVALID_GROUP_ID)
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None:
             return error(E.UNKNOWN_MEMBER_ID)
         if live.state == DEAD:
@@ -69,7 +69,7 @@ class MemberRequests(Rebalance):
         res = Result()
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
         iid = req.group_instance_id if v >= 3 else None
-        g = self.groups.get(gid)
+        g = self.classic_group(gid)
         if not gid:
             code = E.INVALID_GROUP_ID
         elif g is None:
@@ -113,7 +113,7 @@ class MemberRequests(Rebalance):
 
         if not gid:
             return answer(E.INVALID_GROUP_ID, [])
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None:                                                   # L1
             return answer(0, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in identities])
         if live.state == DEAD:

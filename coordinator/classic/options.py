@@ -23,7 +23,7 @@ class DraftOptions(Rebalance):
 
     def _registration_expired(self, gid: str, now_ms: int) -> Result:
         res = Result()
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None or not live.offline_since:
             return res
         g = live.copy()
@@ -38,7 +38,7 @@ class DraftOptions(Rebalance):
 
     def _expansion_expired(self, gid: str, now_ms: int) -> Result:
         res = Result()
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None:
             return res
         g = live.copy()

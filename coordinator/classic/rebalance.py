@@ -175,7 +175,7 @@ class Rebalance(ShardPart):
 
     def _join_timer(self, gid: str, now_ms: int) -> Result:
         res = Result()
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None or live.state != PREPARING_REBALANCE:
             return res
         g = live.copy()
@@ -195,7 +195,7 @@ class Rebalance(ShardPart):
 
     def _pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
         res = Result()
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None or mid not in live.pending_members:
             return res
         g = live.copy()
@@ -206,7 +206,7 @@ class Rebalance(ShardPart):
 
     def _sync_expired(self, gid: str, now_ms: int) -> Result:                # J16
         res = Result()
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if (live is None or live.state not in (COMPLETING_REBALANCE, STABLE)
                 or live.sync_generation != live.generation or not live.pending_sync):
             return res
@@ -219,7 +219,7 @@ class Rebalance(ShardPart):
 
     def _session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # T2
         res = Result()
-        live = self.groups.get(gid)
+        live = self.classic_group(gid)
         if live is None or mid not in live.members:
             return res
         m = live.members[mid]

@@ -33,6 +33,7 @@ import errno
 import hmac
 import importlib
 import ipaddress
+import inspect
 import json
 import logging
 import os
@@ -315,6 +316,8 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
                 if control.check is not None:
                     control.check(server, **kw)
                 result = control.run(server, **kw)
+                if inspect.isawaitable(result):        # a control that completes later (a broker stop, a move)
+                    result = await result
                 answer = result if control.respond is None else control.respond(server, result, **kw)
             except (AdminError, ValueError) as exc:
                 status, code = status_of(exc)
@@ -367,7 +370,9 @@ def _address(text: str) -> str:
 
 
 HELP = {"groups": "inspect groups or force a rebalance through a server's admin endpoint",
-        "fault": "inject faults into a running server through its admin endpoint"}
+        "fault": "inject faults into a running server through its admin endpoint",
+        "broker": "list, stop, start or slow the brokers of a cluster (--brokers N) through its admin endpoint",
+        "coordinator": "move a group's coordinator to another broker through the admin endpoint"}
 
 
 def _cli_commands() -> dict[str, list[tuple[Cli, Control]]]:

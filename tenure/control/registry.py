@@ -37,7 +37,7 @@ class Cli:
     """One subcommand calling a control: `tenure GROUP COMMAND ARGS`. `fixed` adds JSON fields of its own
     (e.g. the fault action); `args` (default: the control's, minus the fixed ones) become positionals,
     the optional ones `nargs="?"`; `extra(parser)` adds options and `fill(args, body)` reads them."""
-    group: str                        # "groups" | "fault"
+    group: str                        # "groups" | "fault" | "broker" | "coordinator"
     command: str
     help: str
     fixed: dict = field(default_factory=dict)
@@ -192,6 +192,73 @@ def _counted(until_cleared_default: bool):
     return extra, fill
 
 
+def _int(name: str, value) -> int:
+    """A whole number from JSON or a path parameter ("2"); ValueError naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{name}: want a whole number, not {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}: want a whole number, not {value!r}") from None
+
+
+def _brokers(server) -> list[dict]:
+    return [b.to_dict() for b in server.cluster.brokers.values()]
+
+
+def _broker(server, broker) -> int:
+    return server._check_broker(_int("broker", broker))
+
+
+def _stop_broker(server, broker) -> object:
+    return server.stop_broker(_broker(server, broker))
+
+
+def _start_broker(server, broker) -> object:
+    return server.start_broker(_broker(server, broker))
+
+
+def _broker_state(server, _, broker, **kw) -> dict:
+    return server.cluster.brokers[_int("broker", broker)].to_dict()
+
+
+def _move_coordinator(server, group: str, broker) -> object:
+    return server.move_coordinator(group, _broker(server, broker))
+
+
+def _moved(server, partition: int, group: str, broker) -> dict:
+    return {"group": group, "partition": partition, "broker": server.coordinator_of(group)}
+
+
+def _move_leader(server, topic: str, partition, broker) -> object:
+    return server.move_leader(topic, _int("partition", partition), _broker(server, broker))
+
+
+def _leader(server, topic: str, partition) -> int:
+    partition = _int("partition", partition)
+    if server.topics.partition(topic, partition) is None:
+        raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic-partition {topic}-{partition}")
+    return server.cluster.leader_of(topic, partition)
+
+
+def _set_slow(server, broker, delay_ms) -> None:
+    delay_ms = _int("delay_ms", delay_ms)
+    if delay_ms < 0:
+        raise ValueError("delay_ms: 0 (off) or more")
+    server.cluster.brokers[_broker(server, broker)].slow_ms = delay_ms
+
+
+def _set_unreachable(server, broker, unreachable) -> None:
+    if not isinstance(unreachable, bool):
+        raise ValueError(f"unreachable: want true or false, not {unreachable!r}")
+    server.cluster.brokers[_broker(server, broker)].unreachable = unreachable
+
+
+def _to(parser) -> None:
+    parser.add_argument("--to", type=int, metavar="ID", help="the broker to coordinate the group (required: the "
+                                                           "endpoint refuses a move naming none)")
+
+
 _API = Arg("api", help="API name (JoinGroup, OffsetCommit, ...) or key, or '*' for every API")
 _GROUP = Arg("group", where="path")
 _ONCE, _UNTIL_CLEARED = _counted(False), _counted(True)     # a rule's --count default: 1, or until cleared
@@ -239,13 +306,50 @@ CONTROLS: tuple[Control, ...] = (
             cli=(Cli("fault", "restart", "restart the server on its data dir and ports"),)),
 )
 
+_BROKER = Arg("broker", where="path", help="broker (node) id")
+_TO = Arg("broker", int, "the broker id to move to", example='{"broker": 1}')
+CONTROLS += (
+    Control("brokers", "the cluster's brokers: id, host, port, rack, up, slow_ms, unreachable", "GET", "/brokers",
+            _brokers, cli=(Cli("broker", "list", "the brokers (id, address, rack, up)"),)),
+    Control("stop_broker", "stop a broker: its listener closes, its connections drop, its leaderships and "
+            "coordinators move to another in-sync replica", "POST", "/brokers/{broker}/stop", _stop_broker,
+            (_BROKER,), respond=_broker_state, cli=(Cli("broker", "stop", "stop a broker"),)),
+    Control("start_broker", "start a stopped broker again on its port (it rejoins the ISRs)", "POST",
+            "/brokers/{broker}/start", _start_broker, (_BROKER,), respond=_broker_state,
+            cli=(Cli("broker", "start", "start a stopped broker again"),)),
+    Control("set_broker_slow", '{"delay_ms": N}: each answer of a broker waits N ms more (0: off)', "POST",
+            "/brokers/{broker}/slow", _set_slow, (_BROKER, Arg("delay_ms", int, example='{"delay_ms": 500}')),
+            respond=_broker_state, cli=(Cli("broker", "slow", "delay each answer of a broker (0: off)"),)),
+    Control("set_broker_unreachable", '{"unreachable": true|false}: a broker closes new connections at once',
+            "POST", "/brokers/{broker}/unreachable", _set_unreachable,
+            (_BROKER, Arg("unreachable", bool, example='{"unreachable": true}')), respond=_broker_state),
+    Control("coordinator_of", "the broker coordinating a group now", "GET", "/coordinators/{group}",
+            lambda server, group: server.coordinator_of(group), (_GROUP,),
+            respond=lambda server, broker, group: {"group": group, "broker": broker,
+                                                   "partition": server.runtime.partition_of(group)}),
+    Control("move_coordinator", '{"broker": ID}: move a group\'s coordinator (its offsets partition) to a broker; '
+            "answers once it is loaded there", "POST", "/coordinators/{group}/move", _move_coordinator,
+            (_GROUP, _TO), respond=_moved,
+            cli=(Cli("coordinator", "move", "move a group's coordinator to a broker", args=(_GROUP,), extra=_to,
+                     fill=lambda args, body: body.update({} if args.to is None else {"broker": args.to})),)),
+    Control("leader_of", "the broker leading a partition now", "GET", "/partitions/{topic}/{partition}/leader",
+            _leader, (Arg("topic", where="path"), Arg("partition", where="path")),
+            respond=lambda server, leader, topic, partition: {"topic": topic, "partition": int(partition),
+                                                              "leader": leader}),
+    Control("move_leader", '{"broker": ID}: move a partition\'s leadership to a broker (epoch bumps)', "POST",
+            "/partitions/{topic}/{partition}/move", _move_leader,
+            (Arg("topic", where="path"), Arg("partition", where="path"), _TO),
+            respond=lambda server, _, topic, partition, broker: {
+                "topic": topic, "partition": int(partition), "leader": server.cluster.leader_of(topic, int(partition))}),
+)
+
 BY_NAME = {c.name: c for c in CONTROLS}
 
 
 def thread_method(control: Control):
     """The ServerThread method of a control: its run(server, *args) on the server's loop."""
     def method(self, *args, **kwargs):
-        return self.call(lambda: control.run(self.server, *args, **kwargs))
+        return self.call(lambda: control.run(self.server, *args, **kwargs))     # awaited if a coroutine
     method.__name__ = control.name
     method.__doc__ = f"{control.summary[0].upper()}{control.summary[1:]} (on the server's loop; the admin " \
                      f"endpoint's {control.method} {control.path})."

@@ -37,6 +37,7 @@ class MemberView:
     rebalance_timeout_ms: int
     assignment: dict[str, list[int]] | None      # {topic: partitions}; None: not the consumer protocol
     assignment_bytes: int
+    member_epoch: int | None = None              # a consumer group (KIP-848) member's epoch
 
     @property
     def is_static(self) -> bool:
@@ -55,7 +56,7 @@ class OffsetView:
 @dataclass(frozen=True)
 class GroupView:
     group_id: str
-    kind: str                       # "classic" (KIP-848 "consumer" groups are the next kind)
+    kind: str                       # "classic", or "consumer" (KIP-848; generation is its group epoch)
     state: str
     generation: int
     protocol_type: str | None
@@ -98,6 +99,8 @@ def group_view(server, group_id: str) -> GroupView | None:
     if g is None:
         return None
     offsets = server.runtime.committed_offsets(group_id)
+    if g.kind == "consumer":
+        return _consumer_group_view(server, g, offsets)
     members = tuple(MemberView(
         m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
         m.rebalance_timeout_ms, decode_assignment(m.assignment), len(m.assignment or b""))
@@ -107,6 +110,23 @@ def group_view(server, group_id: str) -> GroupView | None:
         dict(g.static_members),
         tuple(OffsetView(t, p, r.offset, r.metadata, r.commit_timestamp) for (t, p), r in sorted(offsets.items())),
         server.metrics.rebalance_count(group_id), server.metrics.rebalance_causes(group_id))
+
+
+def _consumer_group_view(server, g, offsets) -> GroupView:
+    def by_name(assigned) -> dict[str, list[int]]:
+        out = {}
+        for tid, parts in assigned.items():
+            t = server.topics.by_id(tid) if server.topics is not None else None
+            out[t.name if t is not None else str(tid)] = sorted(parts)
+        return dict(sorted(out.items()))
+    session = server.runtime.shards[server.runtime.partition_of(g.group_id)].config.consumer_session_timeout_ms
+    members = tuple(MemberView(m.member_id, m.instance_id, m.client_id, m.client_host, session,
+                               m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
+                    for m in g.members.values())
+    return GroupView(
+        g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members, dict(g.static_members),
+        tuple(OffsetView(t, p, r.offset, r.metadata, r.commit_timestamp) for (t, p), r in sorted(offsets.items())),
+        server.metrics.rebalance_count(g.group_id), server.metrics.rebalance_causes(g.group_id))
 
 
 def groups_view(server) -> list[GroupView]:

@@ -44,10 +44,12 @@ class RequestBudget:
 @dataclass(frozen=True)
 class Peer:
     """Who is at the other end: the server's id for the connection, the socket's peer address, and the
-    client host the coordinator records for members ("/127.0.0.1")."""
+    client host the coordinator records for members ("/127.0.0.1"), and the broker (node id) whose
+    listener accepted it."""
     conn_id: int
     address: object
     client_host: str
+    broker_id: int = 0
 
 
 # dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import shutil
 from pathlib import Path
 
+from tenure.broker.cluster import NO_LEADER, Cluster, LeaderChange
+from tenure.protocol.records import CoordinatorLoadRecord
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
 from tenure.coordinator import GroupCoordinator
@@ -41,7 +44,11 @@ class Server:
     def __init__(self, config: ServerConfig = ServerConfig(), *, faults: Faults | None = None,
                  metrics: Metrics | None = None) -> None:
         self.config = config
-        self.node = Node(config.advertised_host or config.host, config.port)
+        self.node = Node(config.advertised_host or config.host, config.port)       # broker 0
+        # the brokers and every partition's replicas, leader and epoch (broker/cluster.py)
+        self.cluster = Cluster(config.brokers, self.node.host, config.racks, config.replicas)
+        self.cluster.on_leader_change.append(self._leader_changed)
+        self._moving: set[asyncio.Task] = set()    # coordinator loads after a move (see _leader_changed)
         self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
         self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
         self.durability = Durability(config.fsync if config.data_dir else "never")
@@ -59,8 +66,11 @@ class Server:
         self.max_connections = effective_max_connections(config)
         self.budget = RequestBudget(config.max_buffered_request_bytes)   # partial requests of all connections
         self.ratelog = RateLimitedLog(log, config.log_window_ms / 1000, config.log_burst)
-        self.listener = Listener(self._connection, max_connections=self.max_connections, metrics=self.metrics,
-                                 ratelog=self.ratelog)
+        ids = itertools.count(1)                   # connection ids, unique across the brokers' listeners
+        self.listeners = {b: Listener(self._connection, max_connections=self.max_connections, metrics=self.metrics,
+                                      ratelog=self.ratelog, broker_id=b, ids=ids,
+                                      refuse=lambda b=b: self.cluster.brokers[b].unreachable)
+                          for b in self.cluster.brokers}
         self.dispatch: Dispatcher | None = None
         self.port: int | None = None
         self._loop_handler = None                  # (loop, its exception handler before start())
@@ -101,21 +111,26 @@ class Server:
             cluster_id = config.cluster_id
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
                              auto_create_topics=config.auto_create_topics, durability=self.durability,
-                             server_configs=self.static_configs)
+                             server_configs=self.static_configs, cluster=self.cluster)
+        self.cluster.log_end_offset = self._log_end_offset
+        self.cluster.initial_epoch = self._last_epoch
         self.handlers = dict(self.broker.handlers)
         offsets = self.topics.get(OFFSETS_TOPIC)
         if offsets is None:
-            offsets = self.topics.create(OFFSETS_TOPIC, config.offsets_partitions, internal=True,
+            offsets = self.topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
                                          configs={"cleanup.policy": "compact"})
-        elif len(offsets.partitions) != config.offsets_partitions:
+        elif len(offsets.partitions) != config.offsets_partition_count:
             log.warning("%s keeps its %d partition(s) from the data dir (--offsets-partitions %d ignored: "
                         "groups map to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
-                        config.offsets_partitions)
+                        config.offsets_partition_count)
         coordinator_config = config.coordinator_config()
-        self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p), offsets,
+        self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=self.topics), offsets,
                                           self.broker.notify_append, durability=self.durability,
-                                          on_fatal=self._fatal, metrics=self.metrics)
+                                          on_fatal=self._fatal, metrics=self.metrics,
+                                          hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p))
         self.load_report = self.runtime.load()
+        for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
+            self.cluster.state(OFFSETS_TOPIC, part)
         if self.data is not None:
             r = self.load_report
             log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
@@ -126,7 +141,8 @@ class Server:
         if self.topics.get(TRANSACTION_TOPIC) is not None:      # transactions from a previous run: load them
             self._start_transactions()
         self.dispatch = Dispatcher(faults=self.faults, metrics=self.metrics, handlers=self.handlers,
-                                   runtime=self.runtime, topics=self.topics, transactions=self._start_transactions)
+                                   runtime=self.runtime, topics=self.topics, transactions=self._start_transactions,
+                                   cluster=self.cluster)
 
     def _start_transactions(self) -> CoordinatorRuntime:
         """The transaction coordinator's runtime, started once: on the first transactional request, as
@@ -153,14 +169,17 @@ class Server:
         def offsets_partition_of(group_id: str) -> tuple[str, int]:
             return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
 
-        coordinator = TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
-                                             offsets_partition_of)
+        def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
+            return TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
+                                          offsets_partition_of)
         # hosted by the group runtime: one clock, one timer wheel
-        runtime = CoordinatorRuntime(lambda p: coordinator, topic, self.broker.notify_append,
+        runtime = CoordinatorRuntime(new_coordinator, topic, self.broker.notify_append,
                                      durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
                                      codec=txn_records, write_markers=self.broker.write_txn_markers,
-                                     host=self.runtime, timer_keys=(TxnTimeoutKey,))
+                                     host=self.runtime, timer_keys=(TxnTimeoutKey,),
+                                     hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
         report = runtime.load()
+        coordinator = runtime.shards[0]
         self.broker.producers.reserve(coordinator.max_producer_id())
         log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
                  report.seconds)
@@ -175,7 +194,8 @@ class Server:
         c = self.config
         offsets = self.topics.get(OFFSETS_TOPIC)
         return {"listeners": f"PLAINTEXT://{c.host}:{self.port if self.port is not None else c.port}",
-                "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else c.offsets_partitions),
+                "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else
+                                                    c.offsets_partition_count),
                 "socket.request.max.bytes": str(c.max_frame_bytes),
                 "group.initial.rebalance.delay.ms": str(c.initial_rebalance_delay_ms),
                 "group.min.session.timeout.ms": str(c.min_session_timeout_ms),
@@ -186,7 +206,29 @@ class Server:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.node.host}:{self.port}"
+        """H:P1,H:P2,...: every broker (a `bootstrap.servers` string)."""
+        return ",".join(f"{b.host}:{b.port}" for b in self.cluster.brokers.values())
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return tuple(b.port for b in self.cluster.brokers.values())
+
+    def _last_epoch(self, topic: str, partition: int) -> int:
+        """The partition leader epoch of a partition log's last batch (0: none, or in memory): a cluster
+        restarted on its data dir goes on from the epochs its clients saw (their positions carry them)."""
+        plog = self.topics.partition(topic, partition)
+        segments = getattr(plog, "segments", None)          # on disk: read the last batches' headers only
+        if not segments or plog.log_end_offset == 0:
+            return 0
+        for seg in reversed(segments):
+            if seg.size:
+                pos = seg.position_for(plog.log_end_offset - 1)
+                return max([h.partition_leader_epoch for h, _ in seg.headers_from(pos)] + [0])
+        return 0
+
+    def _log_end_offset(self, topic: str, partition: int) -> int:
+        plog = self.topics.partition(topic, partition)
+        return plog.log_end_offset if plog is not None else 0
 
     # ------------------------------------------------------------------ start
     async def start(self) -> None:
@@ -197,8 +239,9 @@ class Server:
     async def _start_serving(self) -> None:
         """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
-        self.port = self.listener.start(self.config.host, self.config.port)
-        self.node.port = self.port
+        for b, port in zip(self.cluster.brokers, self.config.ports()):
+            self.cluster.brokers[b].port = self.listeners[b].start(self.config.host, port)
+        self.port = self.node.port = self.cluster.brokers[0].port
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()
@@ -258,7 +301,7 @@ class Server:
 
     def kafka_sockets(self) -> list[tuple[str, int]]:
         """(address, port) of each socket the Kafka listener accepts on."""
-        return [tuple(sock.getsockname()[:2]) for sock in self.listener.sockets]
+        return [tuple(sock.getsockname()[:2]) for lst in self.listeners.values() for sock in lst.sockets]
 
     def admin_sockets(self) -> list[tuple[str, int]]:
         """(address, port) the admin endpoint listens on (none when it is off)."""
@@ -291,6 +334,94 @@ class Server:
         else:
             loop.default_exception_handler(context)
 
+    # ------------------------------------------------------------------ the cluster's controls (docs/cluster.md)
+    def _leader_changed(self, change: LeaderChange, cause: str) -> None:
+        """A partition's leader changed. An offsets partition's coordinator moves with it: the shard unloads
+        now, the new leader loads it in the background (14 meanwhile) and writes a CoordinatorLoadRecord.
+        (__transaction_state's coordinator is answered by its new leader at once: its one shard stays.)"""
+        runtime = {OFFSETS_TOPIC: self.runtime, TRANSACTION_TOPIC: self.txn_runtime}.get(change.topic)
+        if runtime is None:
+            return
+        part = change.partition
+        to = change.new if change.new != NO_LEADER else None
+        runtime.begin_move(part, loading=to is not None)
+        log.info("coordinator of %s-%d moves from broker %s to broker %s (%s; leader epoch %d)", change.topic,
+                 part, change.old, change.new, cause, change.epoch,
+                 extra={"event": "coordinator_move", "partition": part, "from_broker": change.old,
+                        "to_broker": change.new, "cause": cause})
+        if to is None:
+            return
+        # the group coordinator's move is a record in the partition (the audit shows it); the transaction
+        # coordinator's records have no such type
+        record = CoordinatorLoadRecord(part, to, change.old, cause, change.epoch, self.runtime.clock_ms()) \
+            if runtime is self.runtime else None
+        task = asyncio.get_running_loop().create_task(self._finish_move(runtime, change.topic, part, to, record))
+        self._moving.add(task)
+        task.add_done_callback(self._moving.discard)
+
+    async def _finish_move(self, runtime: CoordinatorRuntime, topic: str, part: int, to: int,
+                           record: CoordinatorLoadRecord | None) -> None:
+        try:
+            report = await runtime.finish_move(part, record)
+        except Exception:
+            log.exception("loading %s-%d on broker %d failed", topic, part, to)
+            return
+        if report is None:
+            return
+        if runtime is self.txn_runtime:          # the broker's Produce checks ask the loaded coordinator
+            self.broker.transactions = runtime.shards[part]
+        log.info("broker %d loaded %s-%d: %d record(s) in %.3fs", to, topic, part, report.records, report.seconds)
+
+    async def moves_done(self) -> None:
+        """Wait until every coordinator move under way has loaded (a control returns after it)."""
+        while self._moving:
+            await asyncio.wait(list(self._moving))
+
+    def _check_broker(self, broker_id) -> int:
+        if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id not in self.cluster.brokers:
+            raise ValueError(f"no broker {broker_id!r}: the brokers are 0..{len(self.cluster.brokers) - 1}")
+        return broker_id
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """Stop one broker: its listener closes, its connections drop, each partition it led moves to
+        another in-sync replica (epochs bump) and the coordinators it hosted load there."""
+        b = self.cluster.brokers[self._check_broker(broker_id)]
+        if not b.up:
+            return
+        listener = self.listeners[broker_id]
+        await listener.stop_accepting(self.config.shutdown_timeout_s)
+        self.cluster.stop(broker_id)
+        await listener.drop_connections(self.config.shutdown_timeout_s)
+        log.info("broker %d stopped", broker_id, extra={"event": "broker_stopped", "broker": broker_id})
+        await self.moves_done()
+
+    async def start_broker(self, broker_id: int) -> None:
+        """Start a stopped broker again on its port: it rejoins the ISR of its partitions and leads those
+        left without a leader."""
+        b = self.cluster.brokers[self._check_broker(broker_id)]
+        if b.up:
+            return
+        self.listeners[broker_id].start(self.config.host, b.port)
+        self.cluster.start(broker_id)
+        log.info("broker %d started", broker_id, extra={"event": "broker_started", "broker": broker_id})
+        await self.moves_done()
+
+    async def move_leader(self, topic: str, partition: int, to_broker: int) -> None:
+        if self.topics.partition(topic, partition) is None:
+            raise ValueError(f"unknown topic-partition {topic}-{partition}")
+        self.cluster.move_leader(topic, partition, self._check_broker(to_broker))
+        await self.moves_done()
+
+    async def move_coordinator(self, group_id: str, to_broker: int) -> int:
+        """Move the coordinator of a group (its offsets partition's leadership) to `to_broker`; returns
+        the offsets partition moved."""
+        part = self.runtime.partition_of(group_id)
+        await self.move_leader(OFFSETS_TOPIC, part, to_broker)
+        return part
+
+    def coordinator_of(self, group_id: str) -> int:
+        return self.cluster.leader_of(OFFSETS_TOPIC, self.runtime.partition_of(group_id))
+
     # ------------------------------------------------------------------ log cleaner (tenure/server/cleaner.py)
     @property
     def cleaner_stats(self) -> CleanStats:
@@ -316,15 +447,19 @@ class Server:
         unloads; a long-polling Fetch answers what it has at once) or its connection closed after the bound -
         then close the runtime, the cleaner, the logs."""
         bound = self.config.shutdown_timeout_s
-        await self.listener.stop_accepting(bound)
+        for listener in self.listeners.values():
+            await listener.stop_accepting(bound)
         await self._stop_admin(bound)
+        for task in list(self._moving):
+            task.cancel()
         if self.runtime is not None:
-            self.listener.begin_drain()
+            for listener in self.listeners.values():
+                listener.begin_drain()
             self.broker.stop_waiting()                 # long-polling fetches answer now
             if self._syncing():                        # writes in flight: their answers follow their fsync
                 await asyncio.wait(self._syncing(), timeout=bound)
             self.runtime.unload()
-        await self.listener.drain(bound)
+        await asyncio.gather(*(listener.drain(bound) for listener in self.listeners.values()))
         if self.runtime is not None:
             self.runtime.close()
         if self.txn_runtime is not None:
@@ -378,6 +513,7 @@ async def reopen(server: Server, *, wipe: bool = False, metrics: Metrics | None 
     new server starts empty. `wipe` empties the data dir in between (a fresh server at the same
     address: the pytest plugin's per-test reset), `metrics` replaces the counters."""
     config = dataclasses.replace(server.config, port=server.port or server.config.port,
+                                 broker_ports=server.ports if server.port else server.config.broker_ports,
                                  admin_port=server.admin_port if server.config.admin_port is not None else None)
     faults, metrics = server.faults, metrics or server.metrics
     await server.close()

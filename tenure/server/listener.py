@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from tenure.broker.topics import TopicError
 from tenure.protocol.errors import ErrorCode
@@ -113,18 +113,23 @@ ConnectionFactory = Callable[[Peer, asyncio.StreamReader, asyncio.StreamWriter],
 
 
 class Listener:
-    """Accept on every socket of `host`:`port` and serve each client with a `Connection` task."""
+    """Accept on every socket of `host`:`port` and serve each client with a `Connection` task. In a
+    cluster each broker has one (`broker_id`, told to each connection's `Peer`); `refuse()` true closes
+    each new connection at once (an unreachable broker); connection ids come from `ids` (shared by the
+    brokers' listeners)."""
 
     def __init__(self, make_connection: ConnectionFactory, *, max_connections: int, metrics: Metrics,
-                 ratelog: RateLimitedLog) -> None:
+                 ratelog: RateLimitedLog, broker_id: int = 0, ids: Iterator[int] | None = None,
+                 refuse: Callable[[], bool] = lambda: False) -> None:
         self.make_connection = make_connection
         self.max_connections = max_connections
         self.metrics, self.ratelog = metrics, ratelog
+        self.broker_id, self.refuse = broker_id, refuse
         self.sockets: list[socket.socket] = []
         self._accepting: list[asyncio.Task] = []
         self._tasks: dict[int, asyncio.Task] = {}
         self._conns: dict[int, Connection] = {}
-        self._ids = itertools.count(1)
+        self._ids = ids if ids is not None else itertools.count(1)
 
     @property
     def open_connections(self) -> int:
@@ -146,6 +151,15 @@ class Listener:
         self._accepting = []
         for sock in self.sockets:
             sock.close()
+
+    async def drop_connections(self, timeout_s: float) -> None:
+        """Close every connection now, answering nothing more (a broker stopped: its clients see their
+        connections closed, as when a Kafka broker dies)."""
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
 
     def begin_drain(self) -> None:
         """Every connection answers the request it is serving, if any, and is closed; one that is
@@ -198,6 +212,10 @@ class Listener:
                 self.ratelog.log("accepting again", logging.WARNING, "accepting connections again after %d failed "
                                  "accept(s) in %.1fs", failures, time.monotonic() - failing_since, burst=1)
                 failures = 0
+            if self.refuse():
+                conn.close()
+                self.metrics.closed_connections["broker_unreachable"] += 1
+                continue
             if len(self._tasks) >= self.max_connections:
                 conn.close()
                 self.metrics.closed_connections["max_connections"] += 1
@@ -214,8 +232,8 @@ class Listener:
         writer = None
         try:
             reader, writer = await asyncio.open_connection(sock=conn)
-            connection = self.make_connection(Peer(conn_id, peer, "/" + (peer[0] if peer else "unknown")),
-                                              reader, writer)
+            connection = self.make_connection(Peer(conn_id, peer, "/" + (peer[0] if peer else "unknown"),
+                                                   self.broker_id), reader, writer)
             self._conns[conn_id] = connection
             await connection.run()
         except asyncio.CancelledError:

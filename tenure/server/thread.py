@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -29,8 +30,11 @@ class ServerThread:
     `faults` (fail/close/delay rules), `expire_session`, `advance_clock`, `force_rebalance`, `restart`,
     `metrics` and `metrics_text()`."""
 
-    def __init__(self, config: ServerConfig | None = None) -> None:
-        self.config = config or ServerConfig(port=0)
+    def __init__(self, config: ServerConfig | None = None, **settings) -> None:
+        """`config`, or a ServerConfig on a free port made of `settings` (`ServerThread(brokers=3)`)."""
+        if config is not None and settings:
+            raise TypeError("give a ServerConfig or its fields as keywords, not both")
+        self.config = config or ServerConfig(**{"port": 0, **settings})
         self.loop = asyncio.new_event_loop()
         self.server: Server | None = None
         self.faults = Faults()
@@ -110,11 +114,13 @@ class ServerThread:
         assert self.server is not None
         return self.server.admin_port
 
-    def call(self, fn, *args):
-        """Run fn(*args) on the server's loop and return its result (for inspection in tests)."""
+    def call(self, fn, *args, timeout: float = 120):
+        """Run fn(*args) on the server's loop and return its result (awaited if it is awaitable: a control
+        that completes later, e.g. a broker stop waiting for its coordinators to load elsewhere)."""
         async def run():
-            return fn(*args)
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+            result = fn(*args)
+            return await result if inspect.isawaitable(result) else result
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
     # ------------------------------------------------------------------ inspection
     # group(id), groups(), expire_session(group, member), advance_clock(ms), force_rebalance(group): one
@@ -167,6 +173,20 @@ class ServerThread:
         """The Prometheus exposition the admin endpoint serves at /metrics."""
         from tenure.control.metrics import render
         return self.call(lambda: render(self.server)).decode()
+
+    # ------------------------------------------------------------------ the cluster (docs/cluster.md)
+    # brokers(), stop_broker(id), start_broker(id), set_broker_slow(id, delay_ms),
+    # set_broker_unreachable(id, bool), coordinator_of(group_id), leader_of(topic, partition): registry
+    # controls; these two name their target `to_broker`
+    def move_coordinator(self, group_id: str, to_broker: int) -> int:
+        """Move a group's coordinator (its offsets partition's leadership) to `to_broker`; returns once it
+        is loaded and serving there, with the offsets partition moved."""
+        return self.call(lambda: self.server.move_coordinator(group_id, to_broker))
+
+    def move_leader(self, topic: str, partition: int, to_broker: int) -> None:
+        """Move a partition's leadership to `to_broker` (its leader epoch bumps; an offsets partition's
+        coordinator moves with it and is loaded when this returns)."""
+        self.call(lambda: self.server.move_leader(topic, partition, to_broker))
 
     # ------------------------------------------------------------------ controls the thread hosts itself
     def restart(self) -> "ServerThread":

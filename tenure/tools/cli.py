@@ -184,7 +184,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         check_settings(values)
     except ValueError as exc:
         raise SystemExit(f"tenure: {exc}") from None
-    if args.offsets_partitions > min(args.max_partitions_per_topic, args.max_partitions):
+    if (args.offsets_partitions or (1 if args.brokers == 1 else 8)) > min(args.max_partitions_per_topic, args.max_partitions):
         raise SystemExit("tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions")
     if args.admin_port is not None and not -1 <= args.admin_port <= 65535:
         raise SystemExit("tenure: --admin-port must be a port (0 picks a free one) or -1 (off)")
@@ -195,8 +195,11 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     else:
         admin_port, fallback = args.admin_port, False
     token = args.admin_token or os.environ.get(admin.TOKEN_ENV) or None
-    return ServerConfig(**{**values, "admin_port": admin_port, "admin_port_fallback": fallback,
-                           "admin_token": token})
+    try:
+        return ServerConfig(**{**values, "admin_port": admin_port, "admin_port_fallback": fallback,
+                               "admin_token": token})
+    except ValueError as exc:
+        raise SystemExit(f"tenure: {exc}") from None
 
 
 def _write_ready_file(path: str, server: Server) -> None:
@@ -291,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure apis: {path}: {exc}", file=sys.stderr)
             return 2
         return 0
-    if args.command in ("groups", "fault"):
+    if args.command in ("groups", "fault", "broker", "coordinator"):
         return admin.run(args)
     if args.command == "log":
         return logtool.run(args)

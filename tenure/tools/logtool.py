@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -189,6 +190,8 @@ def _json_value(v):
         return {f.name: _json_value(getattr(v, f.name)) for f in dataclasses.fields(v)}
     if isinstance(v, (list, tuple)):
         return [_json_value(x) for x in v]
+    if isinstance(v, uuid.UUID):                       # topic ids (consumer group records)
+        return str(v)
     return v
 
 

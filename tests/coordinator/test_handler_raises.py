@@ -23,8 +23,10 @@ def _boom(*args, **kwargs):
 
 def _state(c: GroupCoordinator) -> dict:
     """Everything the shard holds but its configuration and id generator (journal by length)."""
-    parts = ("classic", "offset_store", "admin")           # the shard's handlers: they hold no state of their own
-    held = {k: v for k, v in vars(c).items() if k not in ("config", "_new_id", "journal", *parts)}
+    parts = ("classic", "offset_store", "admin", "consumer")   # the shard's handlers: no state of their own
+    # the topic table is the broker's, and the topic-hash cache a cache of it (filled lazily, on any read)
+    outside = ("topics", "topic_hashes")
+    held = {k: v for k, v in vars(c).items() if k not in ("config", "_new_id", "journal", *parts, *outside)}
     return copy.deepcopy(held) | {"journal": len(c.journal)}
 
 

@@ -171,3 +171,31 @@ def test_unloading_every_partition_answers_each_shards_parked_requests_16_and_st
         assert (await call(rt, commit("a-group", {0: 1}), 8))["topics"][0]["partitions"][0]["error_code"] == 16
 
     asyncio.run(run())
+
+
+def test_consumer_groups_live_in_their_shard_and_describe_is_split_and_merged():
+    """ConsumerGroupHeartbeat goes to its group's shard; ConsumerGroupDescribe naming groups of several
+    shards answers them in request order, the same as one coordinator."""
+    from tenure.protocol.consumer_group import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+    groups = [f"cg{i}" for i in range(8)]
+
+    def hb(g):
+        return ConsumerGroupHeartbeatRequest(
+            group_id=g, member_id=f"m-{g}", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=1000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[])
+
+    async def run():
+        many, one = runtime(8), runtime(1)
+        assert len({partition_for(g, 8) for g in groups}) > 3
+        for g in groups:
+            a, b = await call(many, hb(g), 1), await call(one, hb(g), 1)
+            assert a == b and a["error_code"] == 0 and a["member_epoch"] == 1
+            assert [p for p, s in many.shards.items() if g in s.groups] == [partition_for(g, 8)]
+        asked = list(reversed(groups)) + ["nope"]
+        body = ConsumerGroupDescribeRequest(group_ids=asked, include_authorized_operations=False)
+        a, b = await call(many, body, 1), await call(one, body, 1)
+        assert a == b and [d["group_id"] for d in a["groups"]] == asked
+        assert [d["error_code"] for d in a["groups"]] == [0] * len(groups) + [69]
+
+    asyncio.run(run())

@@ -105,7 +105,7 @@ def test_partition_identity():
 def test_one_routing_table_serves_every_group_api():
     from tenure.coordinator import GROUP_APIS, ROUTES
     from tenure.coordinator import runtime
-    assert runtime.GROUP_APIS is GROUP_APIS == frozenset(ROUTES) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47}
+    assert runtime.GROUP_APIS is GROUP_APIS == frozenset(ROUTES) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69}
     c = GroupCoordinator()
     for api_key, (part, method) in ROUTES.items():
         assert callable(getattr(getattr(c, part), method)), (api_key, part, method)

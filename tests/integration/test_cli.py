@@ -126,6 +126,8 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
         elif f.metadata["choices"]:
             want = f.metadata["choices"][0]
             argv = [flag_of(f), want]
+        elif f.type == "tuple[str, ...] | None":          # --racks: one per broker, comma-separated
+            argv, want = [flag_of(f), "r1"], ("r1",)
         elif f.type in ("str", "str | None"):
             want = "/tmp/x" if f.name == "data_dir" else "h.example"
             argv = [flag_of(f), want]

@@ -27,7 +27,10 @@ import org.apache.kafka.common.TopicPartition;
  * Usage: StaticConsumer BOOTSTRAP GROUP TOPIC [CONF...]
  *   CONF is a consumer key=value, e.g. group.instance.id=m0 session.timeout.ms=10000.
  *   Defaults: group.protocol=classic, enable.auto.commit=false, auto.offset.reset=earliest,
- *   heartbeat.interval.ms=1000.
+ *   heartbeat.interval.ms=1000 (not with group.protocol=consumer: the coordinator sets it).
+ *   commit.each.poll=true (this program's own setting, not passed to the consumer): after every poll
+ *   that returned records, commitSync() the positions of the partitions those records came from and
+ *   print a "committed" line (the commit was acknowledged) or a "commit_error" line.
  *
  * stdin commands (one per line; EOF = close):
  *   status   -> {"type":"status","partitions":[..],"generation":..,"member_id":..}
@@ -41,6 +44,7 @@ import org.apache.kafka.common.TopicPartition;
  *   {"type":"started"}
  *   {"type":"assigned"|"revoked"|"lost","partitions":[..],"generation":..,"member_id":..}
  *   {"type":"record","partition":..,"offset":..,"key":..,"value":..}
+ *   {"type":"committed","offsets":[..],"generation":..,"member_id":..,"auto":true} for commit.each.poll
  *   {"type":"error",...} when poll() throws (e.g. FencedInstanceIdException); the consumer is then
  *   closed and the program exits 3.
  */
@@ -94,14 +98,37 @@ public class StaticConsumer {
         return j.put("generation", md.generationId()).put("member_id", md.memberId());
     }
 
+    /** commitSync() the position after the last record of each partition in this poll's batch. */
+    static void commitBatch(ConsumerRecords<String, String> recs) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        List<Object> out = Json.list();
+        for (TopicPartition tp : recs.partitions()) {
+            List<ConsumerRecord<String, String>> rs = recs.records(tp);
+            long next = rs.get(rs.size() - 1).offset() + 1;
+            offsets.put(tp, new OffsetAndMetadata(next));
+            out.add(Json.obj("partition", tp.partition(), "offset", next));
+        }
+        try {
+            consumer.commitSync(offsets);
+            emit(withGroup(line("committed").put("offsets", out).put("auto", true)));
+        } catch (Exception e) {
+            emit(errorJson("commit_error", e).put("offsets", out));
+            e.printStackTrace();
+        }
+    }
+
     static int run(String[] args) throws Exception {
         if (args.length < 3) {
             System.err.println("usage: StaticConsumer BOOTSTRAP GROUP TOPIC [CONF...]");
             return 2;
         }
         Properties defaults = new Properties();
-        defaults.put("heartbeat.interval.ms", "1000");
+        // the consumer protocol (KIP-848) takes its heartbeat interval from the coordinator and refuses the setting
+        if (!java.util.Arrays.asList(args).contains("group.protocol=consumer")) {
+            defaults.put("heartbeat.interval.ms", "1000");
+        }
         Properties p = ConsumerConf.of(args[0], args[1], defaults, args, 3);
+        boolean commitEachPoll = Boolean.parseBoolean((String) p.remove("commit.each.poll"));
         String topic = args[2];
         instance = p.getProperty("group.instance.id");
 
@@ -196,6 +223,7 @@ public class StaticConsumer {
                 emit(line("record").put("partition", r.partition()).put("offset", r.offset())
                     .put("key", r.key()).put("value", r.value()));
             }
+            if (commitEachPoll && !recs.isEmpty()) commitBatch(recs);
         }
     }
 }

@@ -261,20 +261,21 @@ def test_dump_usage_errors_exit_2(history, tmp_path, capsys):
 
 
 def test_dump_prints_unknown_record_types_with_a_note(copy, capsys):
+    # key version 20: no record type (3-8 are KIP-848's consumer group records, which tenure reads)
     plog = SegmentLog(copy / f"{OFFSETS}-0")
-    plog.append(build_batch([(b"\x00\x07\x00\x02g1", b"\x00\x00\x01"), (b"\x00\x07", None)], base_timestamp=5))
+    plog.append(build_batch([(b"\x00\x14\x00\x02g1", b"\x00\x00\x01"), (b"\x00\x14", None)], base_timestamp=5))
     plog.close()
     code, out, err = run(capsys, "dump", copy, "--topic", OFFSETS)
     assert (code, err) == (0, "")
     note = "(a record type this tenure does not know; a server skips it when loading)"
     assert out.splitlines()[-2:] == [
-        f"{OFFSETS}-0 offset=9 timestamp=5 unknown key_version=7 key=0x000700026731 value=0x000001 {note}",
-        f"{OFFSETS}-0 offset=10 timestamp=6 unknown key_version=7 key=0x0007 value=null {note}",
+        f"{OFFSETS}-0 offset=9 timestamp=5 unknown key_version=20 key=0x001400026731 value=0x000001 {note}",
+        f"{OFFSETS}-0 offset=10 timestamp=6 unknown key_version=20 key=0x0014 value=null {note}",
     ]
     code, out, _ = run(capsys, "dump", copy, "--json", "--topic", OFFSETS)
     assert json.loads(out.splitlines()[-1]) == {
-        "topic": OFFSETS, "partition": 0, "offset": 10, "timestamp": 6, "type": "unknown", "key_version": 7,
-        "key": {"hex": "0007"}, "value": None, "note": note[1:-1]}
+        "topic": OFFSETS, "partition": 0, "offset": 10, "timestamp": 6, "type": "unknown", "key_version": 20,
+        "key": {"hex": "0014"}, "value": None, "note": note[1:-1]}
     code, out, _ = run(capsys, "dump", copy, "--group", "g1")   # a group filter cannot place them
     assert code == 0 and "unknown" not in out
 
@@ -482,3 +483,26 @@ def test_verify_names_a_batch_whose_base_offset_does_not_continue_the_log(tmp_pa
             f"batch's last offset 1: offsets 2..9 are missing") in out
     assert (f"  at open a server refuses to start: corrupt log: {seg} at byte {hs[2].position} (offset 2): base "
             f"offset 10 does not continue the previous batch (expected 2)\n") in out
+
+
+def test_dump_consumer_group_records_text_and_json(tmp_path, capsys):
+    """A KIP-848 group's records (types 3, 5-8) dump in both forms; topic ids are strings in JSON."""
+    from tests.integration.test_consumer_protocol import Member, settled
+    d = tmp_path / "data"
+    with ServerThread(ServerConfig(port=0, data_dir=str(d), consumer_heartbeat_interval_ms=200)) as s:
+        topic = s.call(lambda: s.server.topics.create("t", 2))
+        m = Member(s.bootstrap, "cg", "t", "i1", "c1").start()
+        try:
+            settled(s, "cg", [m], 2)
+        finally:
+            m.stop()
+    code, out, err = run(capsys, "dump", d, "--group", "cg", "--json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert {r["type"]: r["key_version"] for r in rows} == {
+        "consumer_member": 5, "consumer_group_metadata": 3, "target_assignment_member": 7,
+        "target_assignment_metadata": 6, "current_assignment": 8, "static_member_event": 345}
+    target = next(r for r in rows if r["type"] == "target_assignment_member")
+    assert target["value"]["partitions"] == [[str(topic.topic_id), [0, 1]]]
+    code, out, err = run(capsys, "dump", d, "--group", "cg")
+    assert code == 0 and f"assigned=[[{topic.topic_id}, [0, 1]]]" in out

@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import logging
 import queue
+import struct
 import threading
 import time
 
@@ -53,8 +54,9 @@ class GroupMember:
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, instance_id: str | None = None,
                  *, name: str | None = None, session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 300,
-                 rebalance_timeout_ms: int = 20000) -> None:
+                 rebalance_timeout_ms: int = 20000, commit_each_poll: bool = False) -> None:
         assert client in CLIENTS, client
+        assert not commit_each_poll or client == "confluent", "commit_each_poll: confluent-kafka members only"
         self.client, self.bootstrap, self.group, self.topic = client, bootstrap, group, topic
         self.instance_id = instance_id
         self.name = name or instance_id or f"{client}-dyn"
@@ -65,6 +67,12 @@ class GroupMember:
         self.assignment: frozenset[int] = frozenset()
         self.errors: list = []                                    # client errors, in order
         self.records: list[tuple[int, int, bytes]] = []           # (partition, offset, value)
+        # commit_each_poll: a synchronous commit after every record polled; the acknowledged ones as
+        # (time.time() when acknowledged, {partition: offset}), the failed ones as (time, error)
+        self.commit_each_poll = commit_each_poll
+        self.commits: list[tuple[float, dict[int, int]]] = []
+        self.commit_errors: list[tuple[float, object]] = []
+        self.generations: list[int] = []                          # confluent: the generation at each callback
         self.closed = threading.Event()
         self._stop = threading.Event()
         self._calls: queue.Queue = queue.Queue()
@@ -102,9 +110,11 @@ class GroupMember:
             return list(self.events)
 
     # ------------------------------------------------------------------ callbacks (any client)
-    def _on(self, kind: str, partitions) -> None:
+    def _on(self, kind: str, partitions, generation: int | None = None) -> None:
         parts = frozenset(p for p in partitions)
         with self._lock:
+            if generation is not None:
+                self.generations.append(generation)
             self.events.append((kind, parts))
             if kind == "assign":
                 self.assignment = parts
@@ -165,9 +175,12 @@ class GroupMember:
             conf["group.instance.id"] = self.instance_id
         c = Consumer(conf)
         c.subscribe([self.topic],
-                    on_assign=lambda cons, ps: self._on("assign", [p.partition for p in ps]),
-                    on_revoke=lambda cons, ps: self._on("revoke", [p.partition for p in ps]),
-                    on_lost=lambda cons, ps: self._on("lost", [p.partition for p in ps]))
+                    on_assign=lambda cons, ps: self._on("assign", [p.partition for p in ps],
+                                                        confluent_generation(cons)),
+                    on_revoke=lambda cons, ps: self._on("revoke", [p.partition for p in ps],
+                                                        confluent_generation(cons)),
+                    on_lost=lambda cons, ps: self._on("lost", [p.partition for p in ps],
+                                                      confluent_generation(cons)))
         try:
             while not self._stop.is_set():
                 self._drain_calls(c)
@@ -178,9 +191,24 @@ class GroupMember:
                     self.errors.append(m.error())
                     continue
                 self.records.append((m.partition(), m.offset(), m.value()))
+                if self.commit_each_poll:
+                    self._commit_confluent(c, m)
             self._drain_calls(c)
         finally:
             c.close()
+
+    def _commit_confluent(self, c, m) -> None:
+        from confluent_kafka import KafkaException
+        try:
+            res = c.commit(message=m, asynchronous=False)
+        except KafkaException as exc:
+            self.commit_errors.append((time.time(), exc.args[0]))
+            return
+        failed = [tp for tp in res if tp.error is not None]
+        if failed:
+            self.commit_errors.append((time.time(), failed))
+        else:
+            self.commits.append((time.time(), {tp.partition: tp.offset for tp in res}))
 
     # ------------------------------------------------------------------ kafka-python
     def _run_kafka_python(self) -> None:
@@ -268,6 +296,14 @@ class GroupMember:
             await asyncio.wait_for(c.stop(), 15)
 
 
+def confluent_generation(consumer) -> int:
+    """The group generation a confluent-kafka consumer is in: librdkafka's serialised consumer group
+    metadata is b"CGMDv2:" + int32 generation (host byte order) + group id, member id, instance id."""
+    b = consumer.consumer_group_metadata()
+    assert isinstance(b, bytes) and b.startswith(b"CGMDv2:"), b
+    return struct.unpack_from("=i", b, 7)[0]
+
+
 # ---------------------------------------------------------------------- per-client offset operations
 # Each runs on the member's own thread through GroupMember.call.
 
@@ -336,11 +372,11 @@ class RequestLog:
             runtime = server_thread.server.runtime
             orig = runtime.handle
 
-            async def handle(req, client_host):
+            async def handle(req, client_host, *args):         # args: the broker it came in on
                 self.entries.append((req.api_key, req.api_version, req.client_id or "", req.body))
                 call = [time.monotonic(), req.client_id or "", req.body, None, None]
                 self.calls.append(call)
-                resp = await orig(req, client_host)
+                resp = await orig(req, client_host, *args)
                 call[3:] = [time.monotonic(), resp]
                 return resp
             runtime.handle = handle

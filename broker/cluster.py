@@ -1,0 +1,272 @@
+"""The cluster table: the brokers of the one process and, for every partition, its replicas, in-sync
+replicas, leader and leader epoch. Metadata, DescribeCluster, FindCoordinator and the leader checks of
+the data plane all answer from it; the server's controls (stop/start a broker, move a leader) change it.
+
+Replicas are metadata only: there is one storage, so nothing is copied and nothing can diverge; a
+replica is in sync whenever its broker is up. A partition is placed the first time it is looked at
+(`state`), as Kafka's controller places it at creation: round robin from a start index with a shift
+between rounds, rack-aware when the brokers have racks (each replica on a new rack while one is left).
+The start index and shift come from the topic's name, so a placement is the same in every run.
+
+Every leader change bumps the partition's leader epoch and starts a new entry of its epoch cache
+(epoch -> first offset), which OffsetsForLeaderEpoch answers from, as Kafka's leader epoch cache."""
+from __future__ import annotations
+
+import contextvars
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tenure.protocol.errors import ErrorCode
+
+# the broker a request came in on: set by the server's dispatcher for each request (None: not through a
+# listener, e.g. a handler called directly in a test - every broker check passes)
+CURRENT_BROKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("tenure_broker", default=None)
+
+NO_LEADER = -1
+
+
+@dataclass
+class BrokerNode:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+    up: bool = True
+    slow_ms: int = 0                    # set_broker_slow: added before each answer of this broker
+    unreachable: bool = False           # set_broker_unreachable: new connections are closed at once
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "host": self.host, "port": self.port, "rack": self.rack, "up": self.up,
+                "slow_ms": self.slow_ms, "unreachable": self.unreachable}
+
+
+@dataclass
+class PartitionState:
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+    epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])   # (epoch, its first offset)
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for a requested leader epoch, as Kafka's LeaderEpochFileCache.endOffsetFor:
+        the latest epoch: the log end; an older one: the first offset of the next epoch after the largest
+        epoch <= it (older than any known: the requested epoch and the first known epoch's start); newer
+        than any or undefined: (-1, -1)."""
+        if epoch < 0 or epoch > self.leader_epoch:
+            return -1, -1
+        if epoch == self.leader_epoch:
+            return epoch, log_end_offset
+        floor = None
+        for e, start in self.epochs:
+            if e > epoch:
+                return (floor if floor is not None else epoch), start
+            floor = e
+        return -1, -1
+
+
+@dataclass(frozen=True)
+class LeaderChange:
+    topic: str
+    partition: int
+    old: int
+    new: int
+    epoch: int
+
+
+def rack_alternated(brokers: list[BrokerNode]) -> list[int]:
+    """Broker ids with the racks taking turns (Kafka's getRackAlternatedBrokerList): r1's first, r2's
+    first, ..., r1's second, ...; racks and brokers in their sorted order."""
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(brokers, key=lambda b: b.id):
+        by_rack.setdefault(b.rack, []).append(b.id)
+    racks = sorted(by_rack)
+    out: list[int] = []
+    for i in range(max(len(v) for v in by_rack.values())):
+        out.extend(by_rack[r][i] for r in racks if i < len(by_rack[r]))
+    return out
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def place(topic: str, partition: int, brokers: list[BrokerNode], factor: int) -> list[int]:
+    """The replicas of one partition, leader first: Kafka's AdminUtils assignment with its start index and
+    replica shift taken from the topic's name (Kafka draws them at random), rack-aware when every broker
+    has a rack."""
+    n = len(brokers)
+    factor = min(factor, n)
+    seed = zlib.crc32(topic.encode())
+    start, shift0 = seed % n, (seed // n) % n
+    racked = all(b.rack is not None for b in brokers)
+    order = rack_alternated(brokers) if racked else sorted(b.id for b in brokers)
+    rack_of = {b.id: b.rack for b in brokers}
+    first = (partition + start) % n
+    shift = shift0 + partition // n
+    replicas = [order[first]]
+    if n == 1:
+        return replicas
+    if not racked:
+        return replicas + [order[_replica_index(first, shift, j, n)] for j in range(factor - 1)]
+    racks = len(set(rack_of.values()))
+    racks_used, k = {rack_of[order[first]]}, 0
+    while len(replicas) < factor:
+        b = order[_replica_index(first, shift * racks, k, n)]
+        k += 1
+        if b in replicas:
+            continue
+        if rack_of[b] in racks_used and len(racks_used) < racks:
+            continue
+        replicas.append(b)
+        racks_used.add(rack_of[b])
+    return replicas
+
+
+class Cluster:
+    """Brokers 0..N-1 (host, port once bound, rack, up) and the state of every partition looked at."""
+
+    def __init__(self, brokers: int = 1, host: str = "127.0.0.1", racks: tuple[str, ...] | None = None,
+                 replication_factor: int | None = None) -> None:
+        self.brokers: dict[int, BrokerNode] = {
+            i: BrokerNode(i, host, -1, racks[i] if racks else None) for i in range(brokers)}
+        self.replication_factor = replication_factor if replication_factor is not None else min(3, brokers)
+        self.parts: dict[tuple[str, int], PartitionState] = {}
+        self.factors: dict[str, int] = {}      # a topic created with its own replication factor
+        # the log end offset of a partition (the start of a new leader epoch); set by the server
+        self.log_end_offset: Callable[[str, int], int] = lambda topic, partition: 0
+        # the leader epoch a partition is placed with: that of its log's last batch (a restart on a data dir
+        # goes on from the epoch its clients have seen); set by the server
+        self.initial_epoch: Callable[[str, int], int] = lambda topic, partition: 0
+        # called after each leader change (the server moves coordinators with it)
+        self.on_leader_change: list[Callable[[LeaderChange, str], None]] = []
+
+    # ------------------------------------------------------------------ queries
+    def up(self) -> list[BrokerNode]:
+        return [b for b in self.brokers.values() if b.up]
+
+    @property
+    def controller_id(self) -> int:
+        """The lowest live broker (-1 when none is up)."""
+        return min((b.id for b in self.up()), default=NO_LEADER)
+
+    def state(self, topic: str, partition: int) -> PartitionState:
+        """A partition's state, placed now if it is looked at for the first time."""
+        key = (topic, partition)
+        st = self.parts.get(key)
+        if st is None:
+            replicas = place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
+            isr = [b for b in replicas if self.brokers[b].up]
+            # epochs before the first one known here (a previous run's) end where this run found the log
+            epoch = self.initial_epoch(topic, partition)
+            st = self.parts[key] = PartitionState(replicas, isr, isr[0] if isr else NO_LEADER, epoch,
+                                                  [(epoch, self.log_end_offset(topic, partition))])
+        return st
+
+    def set_factor(self, topic: str, factor: int) -> None:
+        """A topic created asking for `factor` replicas (-1: the cluster's default)."""
+        if factor != -1:
+            self.factors[topic] = factor
+
+    def factor_of(self, topic: str) -> int:
+        return self.factors.get(topic, self.replication_factor)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.state(topic, partition).leader
+
+    def node(self, broker_id: int) -> BrokerNode | None:
+        return self.brokers.get(broker_id)
+
+    def forget(self, topic: str) -> None:
+        """A deleted topic: its partitions are placed afresh if it is created again."""
+        for key in [k for k in self.parts if k[0] == topic]:
+            del self.parts[key]
+        self.factors.pop(topic, None)
+
+    def check(self, topic: str, partition: int, current_leader_epoch: int = -1, broker: int | None = None,
+              require_leader: bool = True) -> int:
+        """The error (0: none) a broker answers for a request on a partition it must lead, in Kafka's order
+        (Partition.localLogWithEpochOrThrow): a broker holding no replica: NOT_LEADER_OR_FOLLOWER; then the
+        client's current leader epoch (-1: not checked): newer than the partition's UNKNOWN_LEADER_EPOCH,
+        older FENCED_LEADER_EPOCH; then a follower: NOT_LEADER_OR_FOLLOWER. `broker` None: the broker of
+        the request being served (CURRENT_BROKER)."""
+        if broker is None:
+            broker = CURRENT_BROKER.get()
+        st = self.state(topic, partition)
+        if broker is not None and broker not in st.replicas:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch >= 0:
+            if current_leader_epoch > st.leader_epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH
+            if current_leader_epoch < st.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+        if require_leader and broker is not None and st.leader != broker:
+            return ErrorCode.LEADER_NOT_AVAILABLE if st.leader == NO_LEADER else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ changes
+    def _elect(self, topic: str, partition: int, st: PartitionState, new: int, cause: str) -> LeaderChange:
+        old = st.leader
+        st.leader = new
+        st.leader_epoch += 1
+        st.epochs.append((st.leader_epoch, self.log_end_offset(topic, partition)))
+        change = LeaderChange(topic, partition, old, new, st.leader_epoch)
+        for listener in self.on_leader_change:
+            listener(change, cause)
+        return change
+
+    def _known(self, broker_id: int) -> BrokerNode:
+        b = self.brokers.get(broker_id)
+        if b is None:
+            raise ValueError(f"no broker {broker_id}: the brokers are 0..{len(self.brokers) - 1}")
+        return b
+
+    def stop(self, broker_id: int) -> list[LeaderChange]:
+        """A broker goes down: it leaves every ISR, and each partition it led gets the first other in-sync
+        replica as leader (none left: no leader, LEADER_NOT_AVAILABLE); each such change bumps the epoch."""
+        b = self._known(broker_id)
+        if not b.up:
+            return []
+        b.up = False
+        changes = []
+        for (topic, partition), st in list(self.parts.items()):
+            if broker_id in st.isr and len(st.isr) > 1:
+                st.isr.remove(broker_id)        # as Kafka: the last in-sync replica stays in the ISR
+            if st.leader == broker_id:
+                new = next((r for r in st.replicas if r in st.isr and self.brokers[r].up), NO_LEADER)
+                changes.append(self._elect(topic, partition, st, new, "broker_stopped"))
+        return changes
+
+    def start(self, broker_id: int) -> list[LeaderChange]:
+        """A broker comes back: it rejoins the ISR of its partitions (one storage: it is caught up at once)
+        and leads those that had no leader. Leaderships it had are not moved back (see move_leader)."""
+        b = self._known(broker_id)
+        if b.up:
+            return []
+        b.up = True
+        changes = []
+        for (topic, partition), st in list(self.parts.items()):
+            if broker_id not in st.replicas:
+                continue
+            if st.leader == NO_LEADER:
+                st.isr = [broker_id]
+                changes.append(self._elect(topic, partition, st, broker_id, "broker_started"))
+            elif broker_id not in st.isr:
+                st.isr.append(broker_id)
+        return changes
+
+    def move_leader(self, topic: str, partition: int, to: int, cause: str = "moved") -> LeaderChange | None:
+        """Make broker `to` the leader (it must be up and a replica; a replica that is not yet one is added
+        to the replicas and the ISR, as a reassignment would). None if it leads already."""
+        b = self._known(to)
+        if not b.up:
+            raise ValueError(f"broker {to} is stopped: it cannot lead {topic}-{partition}")
+        st = self.state(topic, partition)
+        if st.leader == to:
+            return None
+        if to not in st.replicas:
+            st.replicas.append(to)
+        if to not in st.isr:
+            st.isr.append(to)
+        return self._elect(topic, partition, st, to, cause)

@@ -1,0 +1,448 @@
+"""ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69) and the consumer group kind's rules for the
+offsets and admin parts of a shard.
+
+A heartbeat, in order: validation (42, 112); find or create the group (69 for an unknown group unless the
+epoch is 0; a classic group with members is refused - an empty one is converted); find the member (static
+membership below) and check its epoch (110); merge what the request changed; bump the group epoch when the
+group is new, a subscription changed or the KIP-1101 metadata hash of the subscribed topics changed; when the
+group epoch is ahead of the target assignment's, run the assignor; reconcile the member; answer.
+
+Static members: epoch 0 with an instance id whose member is at -2 takes that member over under the new member
+id with its partitions and target, with no epoch bump (unless its subscription or the hash changed); a live
+owner (any other epoch) answers UNRELEASED_INSTANCE_ID (111); a non-zero epoch naming an instance another
+member id holds answers FENCED_INSTANCE_ID (82). Epoch -2 keeps the member and its partitions, its session
+timer running from its last heartbeat: not back in time, it is fenced like any member (tombstones and one
+epoch bump).
+"""
+from __future__ import annotations
+
+from tenure.protocol.error_responses import consumer_group_heartbeat_error
+from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.protocol.errors import ErrorCode as E
+from tenure.protocol.records import (
+    EXPIRED, FENCED, JOINED, LEFT, REPLACED, ConsumerGroupMetadataRecord, ConsumerMemberRecord,
+    CurrentAssignmentRecord, GroupMetadataRecord, StaticMemberEventRecord, TargetAssignmentMemberRecord,
+    TargetAssignmentMetadataRecord,
+)
+
+from ..part import ShardPart
+from ..result import RequestContext, Result
+from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
+from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
+from .group import (
+    LEAVE_EPOCH, STATIC_LEAVE_EPOCH, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, Partitions,
+    freeze, pairs,
+)
+from .reconcile import reconcile
+
+HB = ConsumerGroupHeartbeatResponse
+_ASSIGNMENT = HB.Assignment
+_HB_TP = _ASSIGNMENT.fields["topic_partitions"].data_class
+DG = ConsumerGroupDescribeResponse.DescribedGroup
+DM = DG.Member
+_D_ASSIGNMENT = DM.fields["assignment"].data_class
+_D_TP = _D_ASSIGNMENT.fields["topic_partitions"].data_class
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: int, message: str, records: tuple = ()) -> None:
+        super().__init__(message)
+        self.code, self.message, self.records = code, message, records
+
+
+def _blank(s: str | None) -> bool:
+    return s is None or not s.strip()
+
+
+class ConsumerGroups(ShardPart):
+    # ================================================================ ConsumerGroupHeartbeat
+    def heartbeat(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        try:
+            self._validate(ctx, req)
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                self._leave(res, ctx, req)
+            else:
+                self._join_or_heartbeat(res, ctx, req)
+        except HeartbeatError as exc:
+            res = Result()
+            for r in exc.records:
+                res.emit(r)
+            res.respond(ctx.token, consumer_group_heartbeat_error(exc.code, exc.message))
+        return res
+
+    @staticmethod
+    def _validate(ctx: RequestContext, req) -> None:
+        def invalid(msg: str):
+            raise HeartbeatError(E.INVALID_REQUEST, msg)
+        epoch = req.member_epoch
+        if _blank(req.group_id):
+            invalid("GroupId can't be empty.")
+        if req.instance_id is not None and _blank(req.instance_id):
+            invalid("InstanceId can't be empty.")
+        if req.rack_id is not None and _blank(req.rack_id):
+            invalid("RackId can't be empty.")
+        if (ctx.api_version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and _blank(req.member_id):
+            invalid("MemberId can't be empty.")
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or req.topic_partitions:
+                invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and getattr(req, "subscribed_topic_regex", None) is None:
+                invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                invalid("InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            invalid(f"MemberEpoch is invalid: {epoch}.")
+        if getattr(req, "subscribed_topic_regex", None):      # librdkafka sends "" for "no regex"
+            invalid("SubscribedTopicRegex is not supported by tenure: subscribe to topic names.")
+        if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
+            raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR,
+                                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                                 f"{', '.join(sorted(ASSIGNORS))}.")
+
+    def _consumer_group(self, gid: str, create: bool) -> tuple[ConsumerGroup, tuple]:
+        """The consumer group `gid` and the records converting an empty classic group into it."""
+        g = self.groups.get(gid)
+        if isinstance(g, ConsumerGroup):
+            return g, ()
+        if g is not None and not g.is_empty():
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
+                                 f"Group {gid} is a classic group with members: it cannot be converted to a "
+                                 f"consumer group until it is empty.")
+        if not create:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+        # a new group; an empty classic group with a metadata record is converted (its record tombstoned)
+        converting = g is not None and (g.generation > 0 or g.protocol_type)
+        return ConsumerGroup(gid), (GroupMetadataRecord(gid, tombstone=True),) if converting else ()
+
+    def _join_or_heartbeat(self, res: Result, ctx: RequestContext, req) -> None:
+        gid, epoch, mid, iid = req.group_id, req.member_epoch, req.member_id, req.instance_id
+        now = ctx.now_ms
+        g, conversion = self._consumer_group(gid, create=epoch == 0)
+        for r in conversion:
+            res.emit(r)
+        replaced: ConsumerMember | None = None
+        member: ConsumerMember | None = None
+        if epoch == 0:
+            if iid is not None and iid in g.static_members:
+                holder = g.members[g.static_members[iid]]
+                if holder.member_epoch != STATIC_LEAVE_EPOCH:          # live, even under the same member id
+                    raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
+                                         f"Static member {mid or '(new)'} with instance id {iid} cannot join "
+                                         f"the group because the instance id is owned by member "
+                                         f"{holder.member_id}.")
+                if holder.member_id == mid:                            # back under its own member id
+                    member = holder.replace(member_epoch=0, previous_member_epoch=0)
+                else:                                                  # takes over the member at -2
+                    replaced = holder
+                    member = holder.replace(member_id=mid or self.shard._new_id(ctx.client_id or "consumer"),
+                                            member_epoch=0, previous_member_epoch=0)
+            elif not _blank(mid) and mid in g.members:
+                member = g.members[mid]                                # accept 0 and reconcile from there
+            if member is None:
+                if self.config.max_group_size is not None and len(g.members) >= self.config.max_group_size:
+                    raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
+                                         f"The consumer group has reached its maximum capacity of "
+                                         f"{self.config.max_group_size} members.")
+                member = ConsumerMember(mid or self.shard._new_id(ctx.client_id or "consumer"))
+        else:
+            member = self._member(g, mid, iid, ctx)
+            self._check_epoch(member, epoch, req.topic_partitions)
+        is_new = member.member_id not in g.members and replaced is None
+        old = member
+
+        # merge what the request changed (null / -1: unchanged)
+        member = member.replace(
+            instance_id=iid if iid is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
+            if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+            client_id=ctx.client_id, client_host=ctx.client_host)
+        members = dict(g.members)
+        targets = dict(g.targets)
+        if replaced is not None:
+            del members[replaced.member_id]
+            targets[member.member_id] = targets.pop(replaced.member_id, {})
+            self._tombstones(res, gid, replaced.member_id)
+            res.cancel_timer(ConsumerSessionKey(gid, replaced.member_id))
+            res.cancel_timer(ConsumerRebalanceKey(gid, replaced.member_id))
+            res.emit(self._event(g, iid, REPLACED, replaced.member_id, member.member_id, ctx))
+        elif is_new and member.instance_id is not None:
+            res.emit(self._event(g, member.instance_id, JOINED, None, member.member_id, ctx))
+        members[member.member_id] = member
+        if is_new or replaced is not None or not member.same_metadata(old):
+            res.emit(self._member_record(gid, member))
+
+        # the group epoch: bumped for a new group, a changed subscription or a changed metadata hash
+        subscription_changed = is_new or member.subscribed_topic_names != old.subscribed_topic_names
+        group_epoch, metadata_hash = g.group_epoch, g.metadata_hash
+        new_hash = self._metadata_hash(members)
+        if g.group_epoch == 0 or subscription_changed or new_hash != g.metadata_hash:
+            group_epoch, metadata_hash = g.group_epoch + 1, new_hash
+            res.emit(ConsumerGroupMetadataRecord(gid, group_epoch, metadata_hash))
+            res.rebalances.append((gid, "consumer member joined" if is_new else "consumer subscription changed"
+                                   if subscription_changed else "consumer metadata changed"))
+            if subscription_changed:
+                self._retain_hashes(gid, members)
+
+        # the target assignment, when the group epoch is ahead of it
+        assignment_epoch = g.assignment_epoch
+        if group_epoch > assignment_epoch:
+            new_targets = self._assign(members, targets)
+            for tmid in sorted(new_targets):
+                if new_targets[tmid] != targets.get(tmid, {}) or tmid == member.member_id and replaced is not None:
+                    res.emit(TargetAssignmentMemberRecord(gid, tmid, freeze(new_targets[tmid])))
+            res.emit(TargetAssignmentMetadataRecord(gid, group_epoch))
+            targets, assignment_epoch = new_targets, group_epoch
+        elif replaced is not None:
+            res.emit(TargetAssignmentMemberRecord(gid, member.member_id, freeze(targets[member.member_id])))
+
+        # reconcile this member
+        owned = None if req.topic_partitions is None else {
+            (t.topic_id, p) for t in req.topic_partitions for p in t.partitions}
+        ignore = {member.member_id} | ({replaced.member_id} if replaced is not None else set())
+
+        def owned_elsewhere(tp) -> bool:
+            holder = g.owners.get(tp)
+            return holder is not None and holder not in ignore
+
+        updated = reconcile(member, targets.get(member.member_id, {}), assignment_epoch, owned, owned_elsewhere)
+        if is_new or replaced is not None or not updated.same_assignment(old):
+            res.emit(self._assignment_record(gid, updated))
+        rebalance_key = ConsumerRebalanceKey(gid, updated.member_id)
+        if updated.state == UNREVOKED_PARTITIONS:
+            if old.state != UNREVOKED_PARTITIONS or old.member_epoch != updated.member_epoch or is_new:
+                res.set_timer(rebalance_key, now + max(updated.rebalance_timeout_ms, 0))
+        elif old.state == UNREVOKED_PARTITIONS:
+            res.cancel_timer(rebalance_key)
+        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + self.config.consumer_session_timeout_ms)
+
+        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                              and req.topic_partitions is not None)
+        send = full or updated.assigned != old.assigned
+        res.respond(ctx.token, HB(
+            throttle_time_ms=0, error_code=0, error_message=None, member_id=updated.member_id,
+            member_epoch=updated.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
+                                                     for tid, ps in freeze(updated.assigned)]) if send else None))
+
+    def _member(self, g: ConsumerGroup, mid: str, iid: str | None, ctx: RequestContext) -> ConsumerMember:
+        """The member a non-zero epoch names: its instance id must be held by that member id (82, with a
+        `fenced` event; an instance nobody holds is 25), and the member must exist (25)."""
+        if iid is not None:
+            holder_id = g.static_members.get(iid)
+            if holder_id is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
+            if holder_id != mid:
+                raise HeartbeatError(E.FENCED_INSTANCE_ID,
+                                     f"Static member {mid} with instance id {iid} was fenced by member {holder_id}.",
+                                     (self._event(g, iid, FENCED, mid, holder_id, ctx),))
+        member = g.members.get(mid)
+        if member is None:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {g.group_id}.")
+        return member
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, epoch: int, owned_topics) -> None:
+        if epoch > member.member_epoch:
+            raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a greater member epoch ({epoch}) than the one "
+                                 f"known by the group coordinator ({member.member_epoch}).")
+        if epoch < member.member_epoch:
+            # a lost response: the previous epoch is accepted if the member owns nothing it was not given
+            if epoch == member.previous_member_epoch and owned_topics is not None and {
+                    (t.topic_id, p) for t in owned_topics for p in t.partitions} <= pairs(member.assigned):
+                return
+            raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
+                                 f"The consumer group member has a smaller member epoch ({epoch}) than the one "
+                                 f"known by the group coordinator ({member.member_epoch}).")
+
+    # ---------------------------------------------------------------- leaving
+    def _leave(self, res: Result, ctx: RequestContext, req) -> None:
+        gid, mid, iid, epoch = req.group_id, req.member_id, req.instance_id, req.member_epoch
+        g, _ = self._consumer_group(gid, create=False)
+        member = self._member(g, mid, iid, ctx)
+        if epoch == STATIC_LEAVE_EPOCH:
+            # will rejoin: keeps its partitions (owned, nobody else gets them) and the group epoch; its session
+            # timer is not reset - it keeps running from the member's last heartbeat, as Kafka's
+            away = member.replace(member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=member.member_epoch,
+                                  pending_revocation={})
+            res.emit(self._assignment_record(gid, away))
+            res.cancel_timer(ConsumerRebalanceKey(gid, mid))
+        else:
+            self._remove(res, g, member, LEFT, ctx.client_id, ctx.client_host, ctx.now_ms)
+        res.respond(ctx.token, HB(throttle_time_ms=0, error_code=0, error_message=None, member_id=mid,
+                                  member_epoch=epoch, heartbeat_interval_ms=0, assignment=None))
+
+    def _remove(self, res: Result, g: ConsumerGroup, member: ConsumerMember, cause: str, client_id: str,
+                client_host: str, now_ms: int) -> None:
+        """Fence or remove a member: tombstones for its assignment, target and subscription, and one group
+        epoch bump (the next heartbeat computes the new target assignment)."""
+        gid = g.group_id
+        self._tombstones(res, gid, member.member_id)
+        rest = {k: v for k, v in g.members.items() if k != member.member_id}
+        res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest)))
+        self._retain_hashes(gid, rest)
+        res.cancel_timer(ConsumerSessionKey(gid, member.member_id))
+        res.cancel_timer(ConsumerRebalanceKey(gid, member.member_id))
+        if member.instance_id is not None:
+            res.emit(StaticMemberEventRecord(gid, member.instance_id, cause, member.member_id, None, g.group_epoch,
+                                             now_ms, client_id, client_host))
+        res.rebalances.append((gid, f"consumer member {cause}"))
+
+    @staticmethod
+    def _tombstones(res: Result, gid: str, mid: str) -> None:
+        res.emit(CurrentAssignmentRecord(gid, mid, tombstone=True))
+        res.emit(TargetAssignmentMemberRecord(gid, mid, tombstone=True))
+        res.emit(ConsumerMemberRecord(gid, mid, tombstone=True))
+
+    # ---------------------------------------------------------------- timers
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        res = Result()
+        g = self.groups.get(key.group_id)
+        member = g.members.get(key.member_id) if isinstance(g, ConsumerGroup) else None
+        if member is None:
+            return res
+        if isinstance(key, ConsumerRebalanceKey) and member.state != UNREVOKED_PARTITIONS:
+            return res
+        self._remove(res, g, member, EXPIRED, member.client_id, member.client_host, now_ms)
+        return res
+
+    def loaded(self, res: Result, g: ConsumerGroup, now_ms: int) -> None:
+        """After a load: every member's session restarts (a static member at -2 keeps its place that long)."""
+        for m in g.members.values():
+            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + self.config.consumer_session_timeout_ms)
+            if m.state == UNREVOKED_PARTITIONS:
+                res.set_timer(ConsumerRebalanceKey(g.group_id, m.member_id), now_ms + max(m.rebalance_timeout_ms, 0))
+
+    # ---------------------------------------------------------------- helpers
+    def _metadata_hash(self, members: dict[str, ConsumerMember]) -> int:
+        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+        return self.shard.topic_hashes.group_hash(subscribed)
+
+    def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember]) -> None:
+        """After a group's subscriptions changed (an epoch bump): the shard's topic-hash cache keeps only the
+        topics some consumer group of the shard still subscribes to."""
+        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+        for other in self.groups.values():
+            if isinstance(other, ConsumerGroup) and other.group_id != gid:
+                subscribed |= other.subscribed_topics()
+        self.shard.topic_hashes.retain(subscribed)
+
+    def _topics(self, names) -> dict[str, TopicInfo]:
+        out = {}
+        for name in names:
+            t = self.shard.topics.get(name)
+            if t is not None:
+                out[name] = TopicInfo(t.topic_id, len(t.partitions))
+        return out
+
+    def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions]) -> dict[str, Partitions]:
+        topics = self._topics({t for m in members.values() for t in m.subscribed_topic_names})
+        wanted = [m.server_assignor for m in members.values() if m.server_assignor is not None]
+        name = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
+        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id,
+                                              frozenset(t for t in m.subscribed_topic_names if t in topics),
+                                              targets.get(mid, {})) for mid, m in sorted(members.items())], topics)
+        return {mid: out.get(mid, {}) for mid in members}
+
+    @staticmethod
+    def _member_record(gid: str, m: ConsumerMember) -> ConsumerMemberRecord:
+        return ConsumerMemberRecord(gid, m.member_id, **m.metadata())
+
+    @staticmethod
+    def _assignment_record(gid: str, m: ConsumerMember) -> CurrentAssignmentRecord:
+        return CurrentAssignmentRecord(gid, m.member_id, m.member_epoch, m.previous_member_epoch, m.state,
+                                       freeze(m.assigned), freeze(m.pending_revocation))
+
+    @staticmethod
+    def _event(g: ConsumerGroup, iid: str, cause: str, old: str | None, new: str | None,
+               ctx: RequestContext) -> StaticMemberEventRecord:
+        return StaticMemberEventRecord(g.group_id, iid, cause, old, new, g.group_epoch, ctx.now_ms, ctx.client_id,
+                                       ctx.client_host)
+
+    # ================================================================ ConsumerGroupDescribe
+    def describe(self, ctx: RequestContext, req) -> Result:
+        res = Result()
+        out = []
+        for gid in dict.fromkeys(req.group_ids):
+            g = self.groups.get(gid)
+            if not isinstance(g, ConsumerGroup):
+                msg = f"Group {gid} not found." if g is None else f"Group {gid} is not a consumer group."
+                out.append(DG(error_code=E.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid, group_state="Dead",
+                              group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+                continue
+            wanted = [m.server_assignor for m in g.members.values() if m.server_assignor is not None]
+            assignor = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
+            out.append(DG(error_code=0, error_message=None, group_id=gid, group_state=g.state,
+                          group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=assignor,
+                          members=[DM(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                                      member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                                      subscribed_topic_names=list(m.subscribed_topic_names),
+                                      subscribed_topic_regex=m.subscribed_topic_regex,
+                                      assignment=self._described(m.assigned),
+                                      target_assignment=self._described(g.targets.get(m.member_id, {})),
+                                      member_type=1)
+                                   for m in g.members.values()]))
+        res.respond(ctx.token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))
+        return res
+
+    def _described(self, assignment: Partitions):
+        tps = []
+        for tid, ps in freeze(assignment):
+            t = self.shard.topics.by_id(tid)
+            tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
+        return _D_ASSIGNMENT(topic_partitions=tps)
+
+    # ================================================================ the offsets' and admin's rules
+    def validate_commit(self, res: Result, g: ConsumerGroup, ctx: RequestContext, epoch: int, member_id: str,
+                        instance_id: str | None, transactional: bool = False) -> tuple[int, ConsumerMember | None]:
+        """A commit to a consumer group: without a member (epoch < 0, no member id) only while the group is
+        empty (an admin's commit); else the member must exist, commit with OffsetCommit v9+ (TxnOffsetCommit:
+        any version that names it) and carry its current member epoch (else STALE_MEMBER_EPOCH, 113)."""
+        if epoch < 0 and not member_id and instance_id is None:
+            return (E.NONE, None) if g.is_empty() else (E.UNKNOWN_MEMBER_ID, None)
+        member = g.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID, None
+        if not transactional and ctx.api_version < 9:
+            return E.UNSUPPORTED_VERSION, None
+        if epoch != member.member_epoch:
+            return E.STALE_MEMBER_EPOCH, None
+        return E.NONE, member
+
+    def committed(self, res: Result, g: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
+        """A consumer group member's commit does not keep its session alive (heartbeats do)."""
+
+    def validate_fetch(self, g: ConsumerGroup, member_id: str | None, epoch: int) -> int:
+        """OffsetFetch v9+ naming a member: it must exist (25) and carry its current epoch (113)."""
+        if member_id is None or epoch < 0:
+            return E.NONE
+        member = g.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        return E.STALE_MEMBER_EPOCH if epoch != member.member_epoch else E.NONE
+
+    @staticmethod
+    def offset_delete_error(g: ConsumerGroup) -> int:
+        return E.NONE
+
+    def subscribed_topics(self, g: ConsumerGroup) -> set[str] | None:
+        return g.subscribed_topics()
+
+    def delete_records(self, g: ConsumerGroup) -> list:
+        """What deleting an empty consumer group writes after its offsets' tombstones."""
+        out = []
+        for mid in sorted(set(g.members) | set(g.targets)):
+            out += [CurrentAssignmentRecord(g.group_id, mid, tombstone=True),
+                    TargetAssignmentMemberRecord(g.group_id, mid, tombstone=True),
+                    ConsumerMemberRecord(g.group_id, mid, tombstone=True)]
+        return out + [TargetAssignmentMetadataRecord(g.group_id, tombstone=True),
+                      ConsumerGroupMetadataRecord(g.group_id, tombstone=True)]
+
