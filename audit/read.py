@@ -320,17 +320,27 @@ def _record_row(part, offset, timestamp, record, producer: tuple[int, int] | Non
                 None if record.tombstone else record.current_state_timestamp,
                 None if record.tombstone else members,
                 None, None, None, None, None, *_NO_TXN)
-    return (part, offset, timestamp, "offset_commit", g, record.tombstone,
-            None, None, None, None, None, None, None, None,
-            None, None, None, None, None, None,
-            record.topic, record.partition, None if record.tombstone else record.offset,
-            None if record.tombstone else record.commit_timestamp,
-            None if record.tombstone else record.metadata,
-            *(_NO_TXN if producer is None else (*producer, None, None)))
+    if record.tombstone:
+        return _commit_row(part, offset, timestamp, g, record.topic, record.partition, None, producer)
+    return _commit_row(part, offset, timestamp, g, record.topic, record.partition,
+                       (record.offset, record.leader_epoch, record.metadata, record.commit_timestamp), producer)
+
+
+def _commit_row(part, offset, timestamp, group, topic, partition, value: tuple | None,
+                producer: tuple[int, int] | None) -> tuple:
+    """An offset commit's row; `value`: its value's fields as `rec.offset_commit_value` gives them (None: a
+    tombstone)."""
+    txn = _NO_TXN if producer is None else (*producer, None, None)
+    if value is None:
+        return (part, offset, timestamp, "offset_commit", group, True, *_NO_MEMBER, topic, partition,
+                None, None, None, *txn)
+    return (part, offset, timestamp, "offset_commit", group, False, *_NO_MEMBER, topic, partition,
+            value[0], value[3], value[2], *txn)
 
 
 _NO_TXN = (None, None, None, None)          # producer_id, producer_epoch, marker, transactional_id
 _BLANK = (None,) * 19                       # the record columns from instance_id to metadata
+_NO_MEMBER = (None,) * 14                   # the record columns from instance_id to members
 
 
 def _marker_row(part, h, kind: str) -> tuple:
@@ -602,6 +612,11 @@ def _marker(unit: Unit, h, data: bytes):
     yield ("R", _marker_row(unit.partition, h, kind))
 
 
+_COMMIT_KEY_VERSIONS = (0, rec.OFFSET_COMMIT_KEY_VERSION)
+_COMMIT_KEYS: dict[bytes, tuple[str, str, int]] = {}   # offset commit key bytes -> (group, topic, partition)
+_COMMIT_KEYS_MAX = 1 << 16                              # bounded: cleared when full
+
+
 def _records(unit: Unit, h, data: bytes):
     """The record rows (and the errors of records that do not decode) of one sound batch."""
     try:
@@ -612,15 +627,29 @@ def _records(unit: Unit, h, data: bytes):
         return
     txn_state = unit.topic == TRANSACTION_STATE_TOPIC
     producer = (h.producer_id, h.producer_epoch) if h.is_transactional else None
+    part = unit.partition
+    keys = _COMMIT_KEYS
     for r in records:
+        key = r.key
         try:
-            if r.key is None:
+            if key is None:
                 raise ValueError("record without a key")
             if txn_state:
-                yield ("R", _txn_state_row(unit.partition, r.offset, r.timestamp,
-                                           txn_records.decode(r.key, r.value)))
+                yield ("R", _txn_state_row(part, r.offset, r.timestamp, txn_records.decode(key, r.value)))
                 continue
-            record = rec.decode(r.key, r.value)
+            # offset commits (most of the log) repeat a few keys: each distinct key is decoded once, and
+            # the value straight into its fields (the same decoders rec.decode uses)
+            k = keys.get(key)
+            if k is None and rec.key_version(key) in _COMMIT_KEY_VERSIONS:
+                if len(keys) >= _COMMIT_KEYS_MAX:
+                    keys.clear()
+                k = keys[key] = rec.offset_commit_key(key)
+            if k is not None:
+                value = r.value
+                yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2],
+                                        None if value is None else rec.offset_commit_value(value), producer))
+                continue
+            record = rec.decode(key, r.value)
         except (rec.UnknownRecordType, txn_records.UnknownRecordType) as exc:
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE, str(exc))
             continue

@@ -460,6 +460,25 @@ def _decoder(cls, version: int):
     return fast
 
 
+def offset_commit_key(key: bytes) -> tuple[str, str, int]:
+    """An offset commit's key (key version 0 or 1) as its fields: (group, topic, partition). `decode` reads
+    offset commit keys through it; the audit calls it once per distinct key (the same keys repeat)."""
+    k = _decode(OffsetCommitKey, key)
+    return k.group, k.topic, k.partition
+
+
+def offset_commit_value(value: bytes) -> tuple[int, int, str, int]:
+    """An offset commit's value as its fields: (offset, leader epoch - -1 before value v3 -, metadata,
+    commit timestamp), through the same compiled decoder as every struct (`_decode`, inlined: this is the
+    audit's per-record path). `decode` reads offset commit values through it."""
+    vv = key_version(value)
+    fast = _DECODERS.get((OffsetCommitValue, vv))
+    if fast is None:
+        fast = _decoder(OffsetCommitValue, vv)
+    val = fast(value if type(value) is bytes else bytes(value), 2)[0]
+    return val.offset, val.leader_epoch if vv >= 3 else -1, val.metadata, val.commit_timestamp
+
+
 def decode(key: bytes, value: bytes | None) -> Record:
     """Decode one record (each key and value starts with its int16 version)."""
     kv = key_version(key)
@@ -478,13 +497,9 @@ def decode(key: bytes, value: bytes | None) -> Record:
                 m.rebalance_timeout if vv >= 1 else m.session_timeout, m.session_timeout,
                 bytes(m.subscription), bytes(m.assignment)) for m in val.members))
     if kv in (0, OFFSET_COMMIT_KEY_VERSION):
-        k = _decode(OffsetCommitKey, key)
         if value is None:
-            return OffsetCommitRecord(k.group, k.topic, k.partition, tombstone=True)
-        vv = key_version(value)
-        val = _decode(OffsetCommitValue, value)
-        return OffsetCommitRecord(k.group, k.topic, k.partition, val.offset,
-                                  val.leader_epoch if vv >= 3 else -1, val.metadata, val.commit_timestamp)
+            return OffsetCommitRecord(*offset_commit_key(key), tombstone=True)
+        return OffsetCommitRecord(*offset_commit_key(key), *offset_commit_value(value))
     if kv == STATIC_MEMBER_EVENT_KEY_VERSION:
         k = _decode(StaticMemberEventKey, key)
         if value is None:
