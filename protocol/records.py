@@ -463,7 +463,11 @@ def _decoder(cls, version: int):
 def offset_commit_key(key: bytes) -> tuple[str, str, int]:
     """An offset commit's key (key version 0 or 1) as its fields: (group, topic, partition). `decode` reads
     offset commit keys through it; the audit calls it once per distinct key (the same keys repeat)."""
-    k = _decode(OffsetCommitKey, key)
+    version = key_version(key)
+    fast = _DECODERS.get((OffsetCommitKey, version))
+    if fast is None:
+        fast = _decoder(OffsetCommitKey, version)
+    k = fast(key if type(key) is bytes else bytes(key), 2)[0]
     return k.group, k.topic, k.partition
 
 
