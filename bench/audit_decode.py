@@ -6,7 +6,8 @@ each step timed alone in CPU seconds (time.process_time, so other load on the ma
 Steps: the segment reader (tenure.storage.reader.SegmentReader: length, magic, CRC-32C of every batch), as
 the audit reads a file; finding the first batch of each 16 MiB piece (walking batch lengths from the file's
 start, read.split's pieces); kafka-python's DefaultRecordBatch iteration
-(keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the row tuples; pickling
+(keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the offset commits the way
+the audit decodes them (each distinct key once, the value straight into its fields); the row tuples; pickling
 the rows (what PySpark sends from a Python worker to the JVM); and tenure.audit.read.unit_rows end to end on
 the same file (all of the above as the audit runs it). Prints figures only.
 """
@@ -49,6 +50,15 @@ def main(path: str) -> None:
     t = clock()
     decoded = [rec.decode(k, v) for k, v, _, _ in kv]
     steps.append(("tenure.protocol.records.decode", clock() - t))
+    t = clock()
+    keys: dict = {}
+    for k, v, _, _ in kv:                  # the audit's offset-commit path (read._records)
+        if k in keys or rec.key_version(k) in (0, rec.OFFSET_COMMIT_KEY_VERSION):
+            if k not in keys:
+                keys[k] = rec.offset_commit_key(k)
+            if v is not None:
+                rec.offset_commit_value(v)
+    steps.append((f"offset commits: {len(keys):,} distinct keys + values", clock() - t))
     t = clock()
     rows = [read._record_row(0, o, ts, d) for (_, _, o, ts), d in zip(kv, decoded)]
     steps.append(("row tuples", clock() - t))
