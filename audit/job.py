@@ -650,18 +650,22 @@ def build(spark: SparkSession, opts: Options,
 
 
 def summarize(tables: dict[str, DataFrame]) -> dict:
-    """The summary's counts, one aggregate job per table (seven small jobs in all); offsets_history's
+    """The summary's counts, one aggregate job per table (six small jobs in all); offsets_history's
     part files written by the read tasks are counted by the tasks themselves, not read again."""
     h, gens, ev = tables["member_map_history"], tables["generations"], tables["static_events"]
-    moves = h.filter(F.col("start_cause") == COORDINATOR_MOVED).count()
-    h = h.filter(F.col("instance_id").isNotNull())          # the member ids' rows (not coordinator moves)
     by_cause: dict[str, int] = {}
-    member_ids = 0
-    for r in h.groupBy("start_cause", "end_cause").count().collect():
+    member_ids = moves = 0
+    # one job: the rows of member ids (an instance id) by cause, and the coordinator moves
+    for r in h.groupBy("start_cause", "end_cause", F.col("instance_id").isNotNull().alias("member")).count().collect():
+        if r["start_cause"] == COORDINATOR_MOVED:
+            moves += r["count"]
+        if not r["member"]:
+            continue
         member_ids += r["count"]
         for c in (r["start_cause"], r["end_cause"]):
             if c is not None:
                 by_cause[c] = by_cause.get(c, 0) + r["count"]
+    h = h.filter(F.col("instance_id").isNotNull())          # the member ids' rows (not coordinator moves)
     ids = (h.select("group", "instance_id").unionByName(gens.select("group", F.lit(None).cast(S).alias("instance_id")))
            .agg(F.countDistinct("group").alias("groups"), F.countDistinct("group", "instance_id").alias("instances"))
            .first())
