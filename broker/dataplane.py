@@ -229,7 +229,7 @@ class Broker(AdminApis):
                                      "Excessively large number of partitions per request.")
                 partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
-                    partitions, factor = self.check_assignment(t), 1
+                    partitions, factor = self.check_assignment(t)
                 n = self.topics.check_create(t.name, partitions, factor, configs)
                 self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
@@ -238,6 +238,7 @@ class Broker(AdminApis):
                 else:
                     topic = self.topics.create(t.name, partitions, factor, configs)
                     self.cluster.set_factor(t.name, factor)
+                    self.place_assignment(t.name, 0, t.assignments)
                     res.topic_id = topic.topic_id
                     res.num_partitions = len(topic.partitions)
                     res.replication_factor = self.cluster.factor_of(t.name)
@@ -296,9 +297,12 @@ class Broker(AdminApis):
         for t in body.topics:
             res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
+                before = len(self.topics.get(t.name).partitions) if self.topics.get(t.name) is not None else 0
                 if t.assignments:
                     self.check_new_partition_assignment(t)
                 self.topics.add_partitions(t.name, t.count, body.validate_only)
+                if t.assignments and not body.validate_only:
+                    self.place_assignment(t.name, before, t.assignments)
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             out.append(res)
