@@ -339,8 +339,8 @@ class AdminApis:
 
     async def elect_leaders(self, req: Request):
         """ElectLeaders on the cluster table (Cluster.elect): preferred - the first replica leads again;
-        unclean - a partition without a leader gets one. With no partitions named (all of them), as Kafka,
-        only the partitions whose answer is not ELECTION_NOT_NEEDED are reported."""
+        unclean - a partition without a leader gets one. With no partitions named (all of them), as Kafka's
+        controller: every topic is listed, with only its partitions whose answer is not ELECTION_NOT_NEEDED."""
         body, v = req.body, req.api_version
         R = _resp(43)
         T, P = R.ReplicaElectionResult, R.ReplicaElectionResult.PartitionResult
@@ -365,8 +365,7 @@ class AdminApis:
                 elif everything and code == ErrorCode.ELECTION_NOT_NEEDED:
                     continue
                 parts.append(P(partition_id=i, error_code=code, error_message=ELECTION_MESSAGES.get(code)))
-            if parts or not everything:
-                out.append(T(topic=name, partition_result=parts))
+            out.append(T(topic=name, partition_result=parts))
         return R(throttle_time_ms=0, error_code=0, replica_election_results=out)
 
     async def alter_partition_reassignments(self, req: Request):

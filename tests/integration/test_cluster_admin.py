@@ -1,0 +1,230 @@
+"""The admin APIs on a cluster of three brokers (docs/cluster.md, "Admin APIs"), through real admin clients
+(Java Admin 4.3 via tests/java/AdminOps.java, confluent-kafka's AdminClient, kafka-python's KafkaAdminClient)
+and over the raw wire where a client hides the answer: manual replica assignments placed in the cluster
+table, reassignments that move replicas and leaders (ongoing while a target broker is stopped),
+preferred/unclean leader elections, and DescribeConfigs answered by each broker for itself."""
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+from kafka.protocol.admin import DescribeConfigsRequest
+
+from tenure.server import ServerThread
+from tests.support.java import run_java
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.timeout(180)
+
+NONE, INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT = 0, 42, 39
+PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED = 80, 83, 84
+INVALID_ASSIGNMENT_EXC = "org.apache.kafka.common.errors.InvalidReplicaAssignmentException"
+
+
+def admin(st: ServerThread) -> AdminClient:
+    return AdminClient({"bootstrap.servers": st.bootstrap})
+
+
+def java(st: ServerThread, *args) -> list[dict]:
+    return run_java("AdminOps", st.bootstrap, *args, timeout=120)
+
+
+def assigned(topic: str, replicas: list[list[int]]) -> NewTopic:
+    return NewTopic(topic, len(replicas), replica_assignment=replicas)
+
+
+def kafka_error(future) -> tuple[int, str]:
+    with pytest.raises(KafkaException) as info:
+        future.result(15)
+    err = info.value.args[0]
+    return err.code(), err.str()
+
+
+def table(st: ServerThread, topic: str, partition: int) -> tuple[list[int], list[int], int, int]:
+    """(replicas, isr, leader, leader epoch) of a partition in the cluster table."""
+    def get():
+        s = st.server.cluster.state(topic, partition)
+        return list(s.replicas), list(s.isr), s.leader, s.leader_epoch
+    return st.call(get)
+
+
+def seen_by_client(a: AdminClient, topic: str) -> dict[int, tuple[list[int], list[int], int]]:
+    """What a client's Metadata shows: partition -> (replicas, isrs, leader)."""
+    t = a.list_topics(topic, timeout=15).topics[topic]
+    return {p.id: (list(p.replicas), list(p.isrs), p.leader) for p in t.partitions.values()}
+
+
+# ------------------------------------------------------------------------------------ manual replica assignment
+@pytest.mark.tenure(brokers=3)
+def test_manual_assignment_is_placed_as_given_with_confluent_and_kafka_python(tenure_server):
+    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    st = tenure_server
+    a = admin(st)
+    a.create_topics([assigned("ma", [[2, 0], [1, 2], [0, 1]])])["ma"].result(15)
+    assert [table(st, "ma", p)[:3] for p in range(3)] == [([2, 0], [2, 0], 2), ([1, 2], [1, 2], 1),
+                                                          ([0, 1], [0, 1], 0)]
+    assert seen_by_client(a, "ma") == {0: ([2, 0], [2, 0], 2), 1: ([1, 2], [1, 2], 1), 2: ([0, 1], [0, 1], 0)}
+    # CreatePartitions with an assignment: placed so too, with as many replicas as the first partition
+    a.create_partitions([NewPartitions("ma", 4, replica_assignment=[[1, 0]])])["ma"].result(15)
+    assert table(st, "ma", 3)[:3] == ([1, 0], [1, 0], 1)
+    assert kafka_error(a.create_partitions([NewPartitions("ma", 5, replica_assignment=[[1]])])["ma"]) == (
+        INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes a partition with 1 replica(s), but "
+        "this is not consistent with previous partitions, which have 2 replica(s).")
+    assert kafka_error(a.create_topics([assigned("ma-bad", [[0, 7]])])["ma-bad"]) == (
+        INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 7, but no such broker is "
+        "registered.")
+    ka = KafkaAdminClient(bootstrap_servers=st.bootstrap)
+    try:
+        ka.create_topics([KNewTopic("ma-kp", replica_assignments={0: [1, 2, 0], 1: [2, 0, 1]})])
+        assert [table(st, "ma-kp", p)[2] for p in range(2)] == [1, 2]
+    finally:
+        ka.close()
+    # a stopped broker is still registered: it may be named, it is just not in sync (the first live one leads)
+    st.stop_broker(2)
+    a.create_topics([assigned("ma-down", [[2, 1]])])["ma-down"].result(15)
+    assert table(st, "ma-down", 0)[:3] == ([2, 1], [1], 1)
+    assert kafka_error(a.create_topics([assigned("ma-dead", [[2]])])["ma-dead"]) == (
+        INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual partition assignment for partition 0 are "
+        "fenced or in controlled shutdown.")
+    assert st.call(lambda: st.server.topics.get("ma-bad") or st.server.topics.get("ma-dead")) is None
+
+
+@pytest.mark.tenure(brokers=3)
+def test_manual_assignment_checks_with_java_admin(tenure_server):
+    st = tenure_server
+    out = java(st, "create-assigned", "mj", "1,2;2,0", "--", "create-assigned", "mj-unknown", "0,3", "--",
+               "create-assigned", "mj-twice", "1,1", "--", "create-assigned", "mj-uneven", "0,1;2")
+    assert out[0] == {"type": "create_assigned", "topic": "mj", "error": None}
+    assert [table(st, "mj", p)[:3] for p in range(2)] == [([1, 2], [1, 2], 1), ([2, 0], [2, 0], 2)]
+    assert [(o["exception"], o["message"]) for o in out[1:]] == [
+        (INVALID_ASSIGNMENT_EXC, "The manual partition assignment includes broker 3, but no such broker is registered."),
+        (INVALID_ASSIGNMENT_EXC, "The manual partition assignment includes the broker 1 more than once."),
+        (INVALID_ASSIGNMENT_EXC, "The manual partition assignment includes a partition with 1 replica(s), but this "
+                                 "is not consistent with previous partitions, which have 2 replica(s).")]
+
+
+# ------------------------------------------------------------------------------------------------ reassignments
+@pytest.mark.tenure(brokers=3)
+def test_reassignment_moves_replicas_and_leader_and_waits_for_a_stopped_broker(tenure_server):
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+    st = tenure_server
+    a = admin(st)
+    a.create_topics([assigned("rs", [[0, 1]])])["rs"].result(15)
+    epoch0 = table(st, "rs", 0)[3]
+    # all targets up: done at once; the old leader 0 is not in the target, so 2 (first in sync) leads
+    out = java(st, "reassign", "rs", "0", "2,1")
+    assert out == [{"type": "reassigned", "error": None}, {"type": "ongoing", "count": 0}]
+    assert table(st, "rs", 0) == ([2, 1], [1, 2], 2, epoch0 + 1)      # the ISR keeps its order
+    # a replica removed while the leader stays still bumps the epoch (Kafka fences the removed replica)
+    java(st, "reassign", "rs", "0", "2")
+    assert table(st, "rs", 0) == ([2], [2], 2, epoch0 + 2)
+    # a target broker stopped: ongoing (target first, then the replicas being removed) until it starts
+    st.stop_broker(0)
+    out = java(st, "reassign", "rs", "0", "0,1")
+    assert out == [{"type": "reassigned", "error": None}, {"type": "ongoing", "count": 1}]
+    ka = KafkaAdminClient(bootstrap_servers=st.bootstrap)
+    try:
+        assert ka.list_partition_reassignments() == {
+            KTP("rs", 0): {"replicas": [0, 1, 2], "adding_replicas": [0, 1], "removing_replicas": [2]}}
+        assert table(st, "rs", 0)[2] == 2                          # the leader stays until it completes
+        st.start_broker(0)
+        assert ka.list_partition_reassignments() == {}
+        assert table(st, "rs", 0)[:3] == ([0, 1], [1, 0], 0)      # leader 2 removed: the first target in sync
+        # cancel: back to the replicas it started from
+        st.stop_broker(2)
+        ka.alter_partition_reassignments({KTP("rs", 0): [2, 0]})
+        assert table(st, "rs", 0)[0] == [2, 0, 1]
+        out = java(st, "reassign", "rs", "0", "cancel", "--", "reassign", "rs", "0", "cancel")
+        assert out[:2] == [{"type": "reassigned", "error": None}, {"type": "ongoing", "count": 0}]
+        assert out[2]["exception"] == "org.apache.kafka.common.errors.NoReassignmentInProgressException"
+        assert table(st, "rs", 0)[:3] == ([0, 1], [1, 0], 0)
+    finally:
+        ka.close()
+
+
+# ------------------------------------------------------------------------------------------------ elections
+@pytest.mark.tenure(brokers=3)
+def test_preferred_election_moves_leadership_back_after_start_broker(tenure_server):
+    from kafka.admin import KafkaAdminClient
+    st = tenure_server
+    a = admin(st)
+    a.create_topics([assigned("el", [[0, 1, 2], [1, 2, 0]])])["el"].result(15)
+    st.stop_broker(0)
+    assert table(st, "el", 0)[2] == 1
+    tp0, tp1 = TopicPartition("el", 0), TopicPartition("el", 1)
+    result = a.elect_leaders(ElectionType.PREFERRED, [tp0, tp1]).result(15)
+    assert (result[tp0].code(), result[tp1].code()) == (PREFERRED_LEADER_NOT_AVAILABLE, ELECTION_NOT_NEEDED)
+    st.start_broker(0)
+    epoch = table(st, "el", 0)[3]
+    assert table(st, "el", 0)[2] == 1                              # start does not move it back by itself
+    out = java(st, "elect", "PREFERRED", "el", "0", "--", "elect", "PREFERRED", "el", "0", "--",
+               "elect", "UNCLEAN", "el", "0")
+    assert out[0] == {"type": "elected", "error": None}
+    assert out[1]["exception"] == out[2]["exception"] == "org.apache.kafka.common.errors.ElectionNotNeededException"
+    assert table(st, "el", 0)[2:] == (0, epoch + 1)
+    assert seen_by_client(a, "el")[0][2] == 0
+    # kafka-python, all partitions: each topic listed with only the partitions an election was needed for
+    st.stop_broker(1)
+    st.start_broker(1)
+    ka = KafkaAdminClient(bootstrap_servers=st.bootstrap)
+    try:
+        r = ka.elect_leaders(0, {"el": [0, 1]})
+        assert [(x.topic, [(p.partition_id, p.error_code) for p in x.partition_result])
+                for x in r.replica_election_results] == [("el", [(0, ELECTION_NOT_NEEDED), (1, NONE)])]
+        assert table(st, "el", 1)[2] == 1
+    finally:
+        ka.close()
+
+
+@pytest.mark.tenure(brokers=3)
+def test_unclean_election_with_no_live_replica_and_over_the_wire(tenure_server):
+    from kafka.protocol.admin import ElectLeadersRequest as E
+    st = tenure_server
+    a = admin(st)
+    a.create_topics([assigned("uc", [[2]])])["uc"].result(15)
+    st.stop_broker(2)
+    assert table(st, "uc", 0)[2] == -1
+    b0 = st.brokers()[0]
+    with WireClient(b0["host"], b0["port"]) as w:
+        r = w.call(E(election_type=1, timeout_ms=1000, topic_partitions=[E.TopicPartitions(topic="uc",
+                                                                                           partitions=[0])]), 2)
+        (p,) = r.replica_election_results[0].partition_result
+        assert (p.error_code, p.error_message) == (ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                                   "Eligible topic partition leaders are not available.")
+        st.start_broker(2)                          # a leaderless partition gets its broker back as leader
+        r = w.call(E(election_type=1, timeout_ms=1000, topic_partitions=None), 2)
+        assert all(x.partition_result == [] for x in r.replica_election_results)
+    assert table(st, "uc", 0)[2] == 2
+
+
+# ------------------------------------------------------------------------------------------------ broker configs
+@pytest.mark.tenure(brokers=3, racks="ra,rb,rc")
+def test_describe_configs_of_each_broker_answers_its_own(tenure_server):
+    st = tenure_server
+    brokers = st.brokers()
+    keys = ["broker.id", "node.id", "broker.rack", "advertised.listeners", "listeners",
+            "default.replication.factor"]
+    out = java(st, "describe-configs", "broker", "1", *keys, "--", "describe-configs", "broker", "2", *keys)
+    for broker, o in zip((1, 2), out):
+        b = brokers[broker]
+        got = {e["name"]: (e["value"], e["source"]) for e in o["entries"]}
+        assert got == {"broker.id": (str(broker), "STATIC_BROKER_CONFIG"),
+                       "node.id": (str(broker), "STATIC_BROKER_CONFIG"),
+                       "broker.rack": (b["rack"], "STATIC_BROKER_CONFIG"),
+                       "advertised.listeners": (f"PLAINTEXT://{b['host']}:{b['port']}", "STATIC_BROKER_CONFIG"),
+                       "listeners": (f"PLAINTEXT://{b['host']}:{b['port']}", "STATIC_BROKER_CONFIG"),
+                       "default.replication.factor": ("3", "STATIC_BROKER_CONFIG")}
+    res = ConfigResource(ResourceType.BROKER, "0")
+    a = admin(st)
+    got = a.describe_configs([res])[res].result(15)
+    assert (got["node.id"].value, got["broker.rack"].value) == ("0", "ra")
+    # a broker asked about another broker's id answers as Kafka's ConfigHelper
+    with WireClient(brokers[1]["host"], brokers[1]["port"]) as w:
+        R = DescribeConfigsRequest
+        r = w.call(R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name=n, configuration_keys=None)
+                                for n in ("2", "9", "1")], include_synonyms=False, include_documentation=False), 4)
+        assert [(x.error_code, x.error_message) for x in r.results[:2]] == [
+            (INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2"),
+            (INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 9")]
+        assert {c.name: c.value for c in r.results[2].configs}["broker.id"] == "1"
