@@ -47,8 +47,15 @@ def test_the_group_vectors_in_the_doc_are_what_the_code_computes():
 def test_the_doc_names_the_layout_the_code_hashes():
     section = _section()
     assert "mmh3.hash64(data, seed=0, x64arch=True, signed=True)[0]" in section
-    # a topic "ab" with one partition on rack "r": every field of the table, in order
-    data = topic_hash_input(uuid.UUID(int=0), "ab", [["r"]])
-    assert data == (b"\x00" + bytes(16) + "ab".encode("utf-16-le") + (2).to_bytes(4, "little")
-                    + (1).to_bytes(4, "little") + (0).to_bytes(4, "little")
-                    + (1).to_bytes(4, "little") + "r".encode("utf-16-le") + (1).to_bytes(4, "little"))
+    # the worked example: topic `t`, its id, its racks by partition, then the bytes in hex
+    example = re.search(r"a topic `t` with id `([0-9a-f-]{36})` and three partitions, the first on\s+racks `b` "
+                        r"and `a`, the second with no rack, the third on rack `c`, is hashed over these (\d+) bytes "
+                        r"\(hex\):\s+((?:`[0-9a-f]+`\s*)+)\.", section)
+    assert example, "the worked example of the topic layout is missing"
+    topic_id, size, hex_fields = example.groups()
+    data = topic_hash_input(uuid.UUID(topic_id), "t", [["b", "a"], [], ["c"]])
+    assert bytes.fromhex("".join(re.findall(r"`([0-9a-f]+)`", hex_fields))) == data
+    assert int(size) == len(data)
+    # every field, as the table describes it: big-endian numbers, UTF-8 strings, racks sorted and joined by ";"
+    assert data == (b"\x00" + (1).to_bytes(8, "big") + (2).to_bytes(8, "big") + b"t" + (3).to_bytes(8, "big")
+                    + (0).to_bytes(4, "big") + b"a;b" + (1).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"c")

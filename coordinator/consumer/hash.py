@@ -1,26 +1,25 @@
 """The KIP-1101 group metadata hash: one 64-bit number per consumer group that changes when, and only when,
 a subscribed topic's identity, partition count or partition racks change.
 
-A topic hash is computed over the fields Kafka 4.1's coordinator feeds its hasher, in the same order and
-encoding (little-endian numbers; a string as its UTF-16 code units then its length in code units):
+Both hashes are MurmurHash3 (x64, 128 bits, seed 0, the first 64 bits as a signed int64:
+`mmh3.hash64(data, seed=0, x64arch=True, signed=True)[0]`). A topic hash is taken over these bytes, in order
+(numbers big-endian, strings UTF-8 with no length):
 
     0x00                                   magic byte (the hash version)
     topic id, most significant 64 bits     int64
     topic id, least significant 64 bits    int64
-    topic name                             string
-    partition count                        int32
+    topic name                             UTF-8
+    partition count                        int64
     for each partition id 0..count-1:
         partition id                       int32
-        for each rack of its replicas, sorted (duplicates kept):
-            rack length in code units      int32
-            rack                           string
+        its replicas' racks                sorted (Python string order, duplicates kept), joined by ";",
+                                           UTF-8; nothing when no replica has a rack
 
-The group hash is 0 with no topics; otherwise it is the hash of the topic hashes (int64 each) in the order of
-their topic names, so that swapping two topics' hashes changes it. Kafka hashes these bytes with XXH3-64
-(the tests check that XXH3-64 over these bytes gives Kafka's values); tenure hashes them with MurmurHash3
-(x64, 128 bits, seed 0, the first 64 bits as a signed int64), as the project chose. The values
-are only ever compared with tenure's own earlier values (ConsumerGroupMetadataValue.MetadataHash), never with
-a Kafka broker's.
+The group hash is 0 with no topics; otherwise, with the topic hashes in the order of their topic names as
+h1..hn, it is the hash of (1*h1 + 2*h2 + ... + n*hn) mod 2**64 as 8 big-endian bytes - KIP-1101's
+"hash(a + 2*b)", so that swapping two topics' hashes changes it. The values are only ever compared with
+tenure's own earlier values (ConsumerGroupMetadataValue.MetadataHash), never with a Kafka broker's (Kafka 4.1
+hashes another encoding with XXH3-64).
 
 `TopicHashCache` keeps the hash of each subscribed topic, computed on first use from the topic table and
 dropped when the topic changes (the table tells its watchers) or when no group subscribes to it any more.
@@ -35,25 +34,11 @@ from typing import Protocol
 import mmh3
 
 MAGIC = 0x00
-_INT = struct.Struct("<i")
-_HEAD = struct.Struct("<Bqq")
+RACK_SEPARATOR = ";"
+_HEAD = struct.Struct(">BQQ")
+_COUNT = struct.Struct(">q")
+_PARTITION = struct.Struct(">i")
 _U64 = (1 << 64) - 1
-
-
-def _signed64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _string(s: str) -> bytes:
-    """A string as Kafka's hasher takes it: its UTF-16 code units (little-endian), then their count."""
-    units = s.encode("utf-16-le", "surrogatepass")
-    return units + _INT.pack(len(units) // 2)
-
-
-def _java_order(s: str) -> bytes:
-    """Sort key giving Java's String order (by UTF-16 code unit), which differs from Python's (by code point)
-    only for characters beyond U+FFFF against U+E000..U+FFFF (so ASCII strings sort as Python sorts them)."""
-    return s.encode("utf-16-be", "surrogatepass")
 
 
 def _hash64(data: bytes) -> int:
@@ -63,19 +48,12 @@ def _hash64(data: bytes) -> int:
 def topic_hash_input(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequence[str]]) -> bytes:
     """The bytes a topic hash is computed over (see the module's docstring); `partition_racks[p]` holds the
     racks of partition p's replicas, in any order (an empty list: no rack known)."""
-    parts = [_HEAD.pack(MAGIC, _signed64(topic_id.int >> 64), _signed64(topic_id.int & _U64)), _string(name),
-             _INT.pack(len(partition_racks))]
-    encoded: dict[str, bytes] = {}           # a rack's bytes (length, units, length), once per rack name
+    parts = [_HEAD.pack(MAGIC, topic_id.int >> 64, topic_id.int & _U64), name.encode("utf-8"),
+             _COUNT.pack(len(partition_racks))]
     for partition, racks in enumerate(partition_racks):
-        parts.append(_INT.pack(partition))
-        if len(racks) > 1:
-            racks = sorted(racks) if all(map(str.isascii, racks)) else sorted(racks, key=_java_order)
-        for rack in racks:
-            rack_bytes = encoded.get(rack)
-            if rack_bytes is None:
-                units = _string(rack)
-                rack_bytes = encoded[rack] = units[-4:] + units
-            parts.append(rack_bytes)
+        parts.append(_PARTITION.pack(partition))
+        if racks:
+            parts.append(RACK_SEPARATOR.join(sorted(racks)).encode("utf-8"))
     return b"".join(parts)
 
 
@@ -85,9 +63,10 @@ def topic_hash(topic_id: uuid.UUID, name: str, partition_racks: Sequence[Sequenc
 
 
 def group_hash_input(topic_hashes: dict[str, int]) -> bytes:
-    """The bytes a group hash is computed over: each topic hash as an int64, in topic-name order."""
-    names = sorted(topic_hashes) if all(map(str.isascii, topic_hashes)) else sorted(topic_hashes, key=_java_order)
-    return struct.pack(f"<{len(names)}q", *[topic_hashes[name] for name in names])
+    """The bytes a group hash is computed over: the sum of i * h_i over the topic hashes h_1..h_n in
+    topic-name order, modulo 2**64, as 8 big-endian bytes."""
+    total = sum(i * topic_hashes[name] for i, name in enumerate(sorted(topic_hashes), start=1))
+    return (total & _U64).to_bytes(8, "big")
 
 
 def group_hash(topic_hashes: dict[str, int]) -> int:
