@@ -67,6 +67,8 @@ class AdminApis:
 
     def _admin_handlers(self) -> dict:
         self.configs = ConfigStore(self.topics, self.static_configs, self.node.node_id)
+        self.cluster.stored_factor = self._stored_factor
+        self.cluster.stored_replicas = self._stored_replicas
         return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
                 35: self.describe_log_dirs, 43: self.elect_leaders, 44: self.incremental_alter_configs,
                 45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
@@ -118,10 +120,32 @@ class AdminApis:
             self._check_live(a.partition_index, a.broker_ids)
         return len(indexes), want
 
-    def place_assignment(self, name: str, first: int, assignments) -> None:
-        """Put a created topic's (or new partitions') manual replica assignment into the cluster table."""
-        for i, a in enumerate(sorted(assignments, key=lambda a: getattr(a, "partition_index", 0))):
-            self.cluster.assign(name, first + i, list(a.broker_ids))
+    def place_topic(self, name: str, factor: int, first: int, assignments) -> None:
+        """A created topic (or its new partitions): its replication factor (-1: the default) and manual
+        replica assignment into the cluster table, and both into the data dir's catalog."""
+        if factor != -1:
+            self.cluster.set_factor(name, factor)
+        placed = {first + i: list(a.broker_ids)
+                  for i, a in enumerate(sorted(assignments, key=lambda a: getattr(a, "partition_index", 0)))}
+        for p, replicas in placed.items():
+            self.cluster.assign(name, p, replicas)
+        if factor != -1 or placed:
+            self._keep_placement(name, factor if factor != -1 else None, placed)
+
+    def _keep_placement(self, name: str, factor: int | None, replicas: dict[int, list[int]]) -> None:
+        try:
+            self.topics.set_placement(name, factor, replicas)
+        except OSError as exc:
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"could not record the replicas of topic {name!r} in the catalog: {exc}") from exc
+
+    def _stored_factor(self, name: str) -> int:
+        topic = self.topics.get(name)
+        return -1 if topic is None else topic.replication_factor
+
+    def _stored_replicas(self, name: str, partition: int) -> list[int] | None:
+        topic = self.topics.get(name)
+        return None if topic is None else topic.replicas.get(partition)
 
     def check_new_partition_assignment(self, t) -> None:
         """CreatePartitions with `assignments`: one per new partition, each with as many replicas as the
@@ -391,6 +415,8 @@ class AdminApis:
                         check_replicas(p.replicas, self.cluster.brokers)
                     self.cluster.reassign(t.name, p.partition_index,
                                           None if p.replicas is None else list(p.replicas))
+                    st = self.cluster.state(t.name, p.partition_index)   # kept: where it ends up
+                    self._keep_placement(t.name, None, {p.partition_index: st.target or st.replicas})
                     log.info("reassigned %s-%d to %s", t.name, p.partition_index, p.replicas)
                 except TopicError as exc:
                     pr.error_code, pr.error_message = exc.code, exc.message

@@ -150,6 +150,10 @@ class Cluster:
         # the leader epoch a partition is placed with: that of its log's last batch (a restart on a data dir
         # goes on from the epoch its clients have seen); set by the server
         self.initial_epoch: Callable[[str, int], int] = lambda topic, partition: 0
+        # what the data dir keeps of a topic: its replication factor (-1: none asked) and the replicas of a
+        # partition placed by hand (None: none); set by the broker (broker/admin.py)
+        self.stored_factor: Callable[[str], int] = lambda topic: -1
+        self.stored_replicas: Callable[[str, int], list[int] | None] = lambda topic, partition: None
         # called after each leader change (the server moves coordinators with it)
         self.on_leader_change: list[Callable[[LeaderChange, str], None]] = []
 
@@ -167,7 +171,8 @@ class Cluster:
         key = (topic, partition)
         st = self.parts.get(key)
         if st is None:
-            replicas = place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
+            kept = [b for b in self.stored_replicas(topic, partition) or [] if b in self.brokers]
+            replicas = kept or place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
             isr = [b for b in replicas if self.brokers[b].up]
             # epochs before the first one known here (a previous run's) end where this run found the log
             epoch = self.initial_epoch(topic, partition)
@@ -181,7 +186,10 @@ class Cluster:
             self.factors[topic] = factor
 
     def factor_of(self, topic: str) -> int:
-        return self.factors.get(topic, self.replication_factor)
+        if topic in self.factors:
+            return self.factors[topic]
+        stored = self.stored_factor(topic)
+        return min(stored, len(self.brokers)) if stored != -1 else self.replication_factor
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.state(topic, partition).leader

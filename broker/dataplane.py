@@ -237,8 +237,7 @@ class Broker(AdminApis):
                     res.replication_factor = factor if factor != -1 else self.cluster.replication_factor
                 else:
                     topic = self.topics.create(t.name, partitions, factor, configs)
-                    self.cluster.set_factor(t.name, factor)
-                    self.place_assignment(t.name, 0, t.assignments)
+                    self.place_topic(t.name, factor, 0, t.assignments)
                     res.topic_id = topic.topic_id
                     res.num_partitions = len(topic.partitions)
                     res.replication_factor = self.cluster.factor_of(t.name)
@@ -302,7 +301,7 @@ class Broker(AdminApis):
                     self.check_new_partition_assignment(t)
                 self.topics.add_partitions(t.name, t.count, body.validate_only)
                 if t.assignments and not body.validate_only:
-                    self.place_assignment(t.name, before, t.assignments)
+                    self.place_topic(t.name, -1, before, t.assignments)
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             out.append(res)

@@ -228,3 +228,30 @@ def test_describe_configs_of_each_broker_answers_its_own(tenure_server):
             (INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2"),
             (INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 9")]
         assert {c.name: c.value for c in r.results[2].configs}["broker.id"] == "1"
+
+
+# ------------------------------------------------------------------------------------------------ restarts
+def test_replication_factor_assignment_and_reassignment_are_kept_across_a_restart(tmp_path):
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KTP
+    cfg = dict(brokers=3, port=0, data_dir=str(tmp_path))
+    with ServerThread(**cfg) as st:
+        a = admin(st)
+        futures = a.create_topics([NewTopic("rf1", 2, replication_factor=1), assigned("man", [[2, 1], [1, 0]])])
+        for f in futures.values():
+            f.result(15)
+        ka = KafkaAdminClient(bootstrap_servers=st.bootstrap)
+        try:
+            ka.alter_partition_reassignments({KTP("man", 1): [0, 2]})
+        finally:
+            ka.close()
+        before = {(t, p): table(st, t, p)[:3] for t, p in (("rf1", 0), ("rf1", 1), ("man", 0), ("man", 1))}
+        assert [len(before["rf1", p][0]) for p in (0, 1)] == [1, 1]
+        assert (before["man", 0][0], before["man", 1][0]) == ([2, 1], [0, 2])
+    with ServerThread(**cfg) as st:
+        after = {(t, p): table(st, t, p)[:3] for t, p in before}
+        assert after == before
+        a = admin(st)
+        a.create_partitions([NewPartitions("rf1", 3)])["rf1"].result(15)
+        assert len(table(st, "rf1", 2)[0]) == 1                  # new partitions: the factor asked at creation
+        assert seen_by_client(a, "man") == {0: ([2, 1], [2, 1], 2), 1: ([0, 2], [0, 2], 0)}
