@@ -60,6 +60,14 @@ class PartitionState:
     def removing(self) -> list[int]:
         return [] if self.target is None else [b for b in self.original if b not in self.target]
 
+    def new_epoch(self, start_offset: int) -> None:
+        """Bump the leader epoch; its cache entry starts at `start_offset`. As Kafka's LeaderEpochFileCache
+        .assign, entries starting at or after it go first: an epoch in which nothing was written is dropped."""
+        self.leader_epoch += 1
+        while self.epochs and self.epochs[-1][1] >= start_offset:
+            self.epochs.pop()
+        self.epochs.append((self.leader_epoch, start_offset))
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for a requested leader epoch, as Kafka's LeaderEpochFileCache.endOffsetFor:
         the latest epoch: the log end; an older one: the first offset of the next epoch after the largest
@@ -238,8 +246,7 @@ class Cluster:
     def _elect(self, topic: str, partition: int, st: PartitionState, new: int, cause: str) -> LeaderChange:
         old = st.leader
         st.leader = new
-        st.leader_epoch += 1
-        st.epochs.append((st.leader_epoch, self.log_end_offset(topic, partition)))
+        st.new_epoch(self.log_end_offset(topic, partition))
         change = LeaderChange(topic, partition, old, new, st.leader_epoch)
         for listener in self.on_leader_change:
             listener(change, cause)
@@ -333,8 +340,7 @@ class Cluster:
         st.isr = [b for b in st.isr if b in replicas] or [b for b in replicas if self.brokers[b].up]
         if st.leader in replicas and st.leader != NO_LEADER:
             if removed:                     # as Kafka's PartitionChangeBuilder: the removed replicas are fenced
-                st.leader_epoch += 1
-                st.epochs.append((st.leader_epoch, self.log_end_offset(topic, partition)))
+                st.new_epoch(self.log_end_offset(topic, partition))
             return []
         new = next((b for b in replicas if b in st.isr and self.brokers[b].up), NO_LEADER)
         return [self._elect(topic, partition, st, new, cause)]

@@ -255,3 +255,27 @@ def test_replication_factor_assignment_and_reassignment_are_kept_across_a_restar
         a.create_partitions([NewPartitions("rf1", 3)])["rf1"].result(15)
         assert len(table(st, "rf1", 2)[0]) == 1                  # new partitions: the factor asked at creation
         assert seen_by_client(a, "man") == {0: ([2, 1], [2, 1], 2), 1: ([0, 2], [0, 2], 0)}
+
+
+# ---------------------------------------------------------------------------- Kafka's leader epoch cache
+@pytest.mark.tenure(brokers=3)
+def test_offsets_for_leader_epoch_drops_epochs_in_which_nothing_was_written(tenure_server):
+    """As Kafka's LeaderEpochFileCache.assign: a new epoch starting at the same offset as the previous one
+    replaces it (nothing was written in that epoch), so asking for it answers the epoch before it."""
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest as O
+    from tests.support.wire import build_batch, produce_request
+    st = tenure_server
+    st.create_topics({"ec": 1})
+    b = st.brokers()[st.leader_of("ec", 0)]
+    with WireClient(b["host"], b["port"]) as w:
+        r = w.call(produce_request("ec", 0, build_batch([(b"k", b"v")] * 5)), 9)
+        assert r.responses[0].partition_responses[0].error_code == NONE
+    for _ in range(2):                                      # epochs 1 and 2 start at offset 5, nothing in 1
+        st.move_leader("ec", 0, (st.leader_of("ec", 0) + 1) % 3)
+    b = st.brokers()[st.leader_of("ec", 0)]
+    with WireClient(b["host"], b["port"]) as w:
+        T = O.OffsetForLeaderTopic
+        r = w.call(O(replica_id=-1, topics=[T(topic="ec", partitions=[
+            T.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=e) for e in (0, 1, 2)])]), 4)
+    assert [(p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions] == [
+        (NONE, 0, 5), (NONE, 0, 5), (NONE, 2, 5)]
