@@ -531,7 +531,9 @@ class Broker(AdminApis):
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     had_error = True
                     continue
-                code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1)
+                # a consumer's Fetch v11+ carries client metadata (KIP-392): as Kafka, a follower serves it too
+                code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1,
+                                          require_leader=v < 11)
                 if code:
                     pd.error_code = code
                     had_error = True

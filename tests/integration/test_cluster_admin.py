@@ -279,3 +279,35 @@ def test_offsets_for_leader_epoch_drops_epochs_in_which_nothing_was_written(tenu
             T.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=e) for e in (0, 1, 2)])]), 4)
     assert [(p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions] == [
         (NONE, 0, 5), (NONE, 0, 5), (NONE, 2, 5)]
+
+
+@pytest.mark.tenure(brokers=3)
+def test_a_follower_serves_a_consumers_fetch_from_version_11_as_kafka(tenure_server):
+    """Kafka's FetchParams.fetchOnlyLeader: a consumer's Fetch v11+ carries client metadata (KIP-392), so a
+    follower serves it; older versions, and ListOffsets, must go to the leader."""
+    from kafka.protocol.consumer.fetch import FetchRequest
+    from tests.support.wire import build_batch, produce_request
+    st = tenure_server
+    st.create_topics({"ff": 1})
+    leader = st.leader_of("ff", 0)
+    follower = next(r for r in table(st, "ff", 0)[0] if r != leader)
+    topic_id = st.call(lambda: st.server.topics.get("ff").topic_id)
+    b = st.brokers()[leader]
+    with WireClient(b["host"], b["port"]) as w:
+        assert w.call(produce_request("ff", 0, build_batch([(b"k", b"v")] * 3)), 9) \
+            .responses[0].partition_responses[0].error_code == NONE
+
+    def fetch(w: WireClient, version: int):
+        T = FetchRequest.FetchTopic
+        r = w.call(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                session_id=0, session_epoch=-1, topics=[T(
+                                    topic_id=topic_id, topic="ff", partitions=[T.FetchPartition(
+                                        partition=0, current_leader_epoch=0, fetch_offset=0, last_fetched_epoch=-1,
+                                        log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                                forgotten_topics_data=[], rack_id=""), version)
+        return r.responses[0].partitions[0]
+    f = st.brokers()[follower]
+    with WireClient(f["host"], f["port"]) as w:
+        old, new = fetch(w, 10), fetch(w, 13)
+    assert old.error_code == 6                                  # NOT_LEADER_OR_FOLLOWER
+    assert (new.error_code, new.high_watermark, new.preferred_read_replica) == (NONE, 3, -1) and new.records
