@@ -1,10 +1,10 @@
-"""The admin APIs of a one-node cluster, mixed into `Broker`: configs (DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs), DeleteRecords, DescribeLogDirs, DescribeTopicPartitions, ElectLeaders and the
-partition reassignment APIs, plus the manual replica assignment checks of CreateTopics/CreatePartitions.
+"""The admin APIs, mixed into `Broker`: configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
+DeleteRecords, DescribeLogDirs, DescribeTopicPartitions, ElectLeaders and the partition reassignment APIs, plus
+the manual replica assignment checks of CreateTopics/CreatePartitions.
 
-Each answers what a Kafka cluster of one node (id 0, leader of every partition, the only replica) answers:
-node 0 is always the preferred leader (ElectLeaders: ELECTION_NOT_NEEDED), a reassignment can only name node 0
-and is complete at once (ListPartitionReassignments: none ongoing).
+Each answers what a Kafka cluster of tenure's brokers answers: assignments, reassignments and elections read and
+change the cluster table (broker/cluster.py) and the broker configs are those of the broker answering. With one
+broker that is a one-node cluster: node 0 leads every partition and is every partition's preferred leader.
 """
 from __future__ import annotations
 

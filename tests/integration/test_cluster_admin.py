@@ -33,6 +33,13 @@ def assigned(topic: str, replicas: list[list[int]]) -> NewTopic:
     return NewTopic(topic, len(replicas), replica_assignment=replicas)
 
 
+def create_assigned(st: ServerThread, topic: str, replicas: list[list[int]]) -> AdminClient:
+    """Create a topic with this manual assignment; the admin client (kept alive by the caller)."""
+    a = admin(st)
+    a.create_topics([assigned(topic, replicas)])[topic].result(15)
+    return a
+
+
 def kafka_error(future) -> tuple[int, str]:
     with pytest.raises(KafkaException) as info:
         future.result(15)
@@ -59,8 +66,7 @@ def seen_by_client(a: AdminClient, topic: str) -> dict[int, tuple[list[int], lis
 def test_manual_assignment_is_placed_as_given_with_confluent_and_kafka_python(tenure_server):
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
     st = tenure_server
-    a = admin(st)
-    a.create_topics([assigned("ma", [[2, 0], [1, 2], [0, 1]])])["ma"].result(15)
+    a = create_assigned(st, "ma", [[2, 0], [1, 2], [0, 1]])
     assert [table(st, "ma", p)[:3] for p in range(3)] == [([2, 0], [2, 0], 2), ([1, 2], [1, 2], 1),
                                                           ([0, 1], [0, 1], 0)]
     assert seen_by_client(a, "ma") == {0: ([2, 0], [2, 0], 2), 1: ([1, 2], [1, 2], 1), 2: ([0, 1], [0, 1], 0)}
@@ -109,8 +115,7 @@ def test_reassignment_moves_replicas_and_leader_and_waits_for_a_stopped_broker(t
     from kafka.admin import KafkaAdminClient
     from kafka.structs import TopicPartition as KTP
     st = tenure_server
-    a = admin(st)
-    a.create_topics([assigned("rs", [[0, 1]])])["rs"].result(15)
+    a = create_assigned(st, "rs", [[0, 1]])
     epoch0 = table(st, "rs", 0)[3]
     # all targets up: done at once; the old leader 0 is not in the target, so 2 (first in sync) leads
     out = java(st, "reassign", "rs", "0", "2,1")
@@ -148,8 +153,7 @@ def test_reassignment_moves_replicas_and_leader_and_waits_for_a_stopped_broker(t
 def test_preferred_election_moves_leadership_back_after_start_broker(tenure_server):
     from kafka.admin import KafkaAdminClient
     st = tenure_server
-    a = admin(st)
-    a.create_topics([assigned("el", [[0, 1, 2], [1, 2, 0]])])["el"].result(15)
+    a = create_assigned(st, "el", [[0, 1, 2], [1, 2, 0]])
     st.stop_broker(0)
     assert table(st, "el", 0)[2] == 1
     tp0, tp1 = TopicPartition("el", 0), TopicPartition("el", 1)
@@ -181,8 +185,7 @@ def test_preferred_election_moves_leadership_back_after_start_broker(tenure_serv
 def test_unclean_election_with_no_live_replica_and_over_the_wire(tenure_server):
     from kafka.protocol.admin import ElectLeadersRequest as E
     st = tenure_server
-    a = admin(st)
-    a.create_topics([assigned("uc", [[2]])])["uc"].result(15)
+    a = create_assigned(st, "uc", [[2]])
     st.stop_broker(2)
     assert table(st, "uc", 0)[2] == -1
     b0 = st.brokers()[0]
