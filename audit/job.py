@@ -4,15 +4,18 @@ See docs/audit.md for the tables, the rules behind every column and the anomaly 
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
+import uuid
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -43,6 +46,9 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("members", T.ArrayType(MEMBER)),
     # offset commits
     ("topic", S), ("topic_partition", I), ("committed_offset", L), ("commit_time", L), ("metadata", S),
+    # transactions: an offset commit's producer (a transactional batch), a marker's producer and kind
+    # (commit/abort), a __transaction_state record's producer, state name (in `marker`) and transactional id
+    ("producer_id", L), ("producer_epoch", I), ("marker", S), ("transactional_id", S),
 )])
 # what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
 # G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
@@ -51,6 +57,9 @@ ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partit
                              T.StructField("position", L), T.StructField("offset", L),
                              T.StructField("kind", S), T.StructField("reason", S)])
 assert len(RECORD_SCHEMA.fields) == read.RECORD_COLUMNS and tuple(ERROR_SCHEMA.names) == read.ERROR_FIELDS
+OFFSETS_SCHEMA = T.StructType([T.StructField(n, {
+    "group": S, "topic": S, "partition": I, "metadata": S, "deleted": B, "log_partition": I, "transactional_id": S,
+    "producer_epoch": I, "outcome": S}.get(n, L)) for n in read.OFFSETS_FIELDS])
 GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("from_offset", L),
                            T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
@@ -186,6 +195,29 @@ class _StageProgress:
 
 
 @dataclass
+class DirectOffsets:
+    """The offsets_history part files the read tasks wrote (kept reads only) and what they hold."""
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+    first_time: int | None = None
+    last_time: int | None = None
+
+    def keep(self, infos: list[tuple], staging: str, table_dir: str) -> None:
+        """Move the part files of a consistently read partition's units into the table, named as Spark
+        names its part files; count their rows and time span (the units' "I" rows)."""
+        for i in infos:
+            n, first, last, name = i[15:19]
+            if not n:
+                continue
+            dest = os.path.join(table_dir, f"part-{len(self.files):05d}-{uuid.uuid4()}-c000.snappy.parquet")
+            os.replace(os.path.join(staging, name), dest)
+            self.files.append(dest)
+            self.rows += n
+            self.first_time = first if self.first_time is None else min(self.first_time, first)
+            self.last_time = last if self.last_time is None else max(self.last_time, last)
+
+
+@dataclass
 class Loaded:
     """What the read stage gives the rest of the pipeline."""
     records: DataFrame
@@ -195,6 +227,7 @@ class Loaded:
     decoded: int                  # records decoded (in the consistent reads, every group)
     error_rows: int               # rows of `errors`
     rereads: int                  # partitions read more than once (their files changed under a read)
+    offsets: DirectOffsets = field(default_factory=DirectOffsets)   # offset commits the tasks wrote
 
 
 def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
@@ -211,12 +244,22 @@ def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
 
 
 def load(spark: SparkSession, opts: Options,
-         after_listing: Callable[[int, dict], None] | None = None) -> Loaded:
+         after_listing: Callable[[int, dict], None] | None = None, offsets_dir: str | None = None) -> Loaded:
     """The executors read and decode every segment; each partition's read is one consistent state of
     its log, else the partition is read again (at most `opts.read_attempts` reads), else it becomes an
     `unstable` error row and its records are left out. `after_listing(attempt, listings)` runs between
-    a listing and its read (tests use it to swap segments at the worst moment)."""
+    a listing and its read (tests use it to swap segments at the worst moment).
+
+    With `offsets_dir` (offsets_history's table directory, emptied first) the read tasks write the plain
+    offset commits there themselves (`read.OffsetsSink`: part files in a staging directory, renamed into
+    the table once their partition's read is found consistent, deleted otherwise), and `records` holds
+    only the rest; `Loaded.offsets` counts what they wrote."""
     sc = spark.sparkContext
+    sink_root, direct = None, DirectOffsets()
+    if offsets_dir is not None:
+        shutil.rmtree(offsets_dir, ignore_errors=True)
+        sink_root = os.path.join(offsets_dir, "_staging")      # `_`: a directory Spark's readers skip
+        os.makedirs(sink_root)
     kept, infos, gaps, unstable_rows = [], [], [], []
     files, rereads, decoded, error_rows = 0, set(), 0, 0
     pending: set[int] | None = None
@@ -241,10 +284,13 @@ def load(spark: SparkSession, opts: Options,
         attempt += 1
         if not listings:
             break
-        rows = sc.parallelize(units, max(len(units), 1)).flatMap(read.unit_rows)
-        # one task per unit; decoded once, straight into JVM rows (no second pass through Python), kept for
-        # every later stage. (Arrow batches through mapInArrow instead were measured: no less JVM CPU,
-        # docs/benchmarks.md, and pyarrow in every executor's environment.)
+        sink = None
+        if sink_root is not None:
+            sink = read.OffsetsSink(os.path.join(sink_root, str(attempt)), opts.group, opts.since, opts.until)
+            os.makedirs(sink.staging)
+        rows = sc.parallelize(units, max(len(units), 1)).flatMap(functools.partial(read.unit_rows, sink=sink))
+        # one task per unit; decoded once: the plain offset commits into the task's own Parquet file (with
+        # a sink), the rest straight into JVM rows (no second pass through Python), kept for every later stage
         raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
@@ -267,6 +313,8 @@ def load(spark: SparkSession, opts: Options,
             files += len(lst.files)
             decoded += sum(i[13] for i in units_i)
             error_rows += sum(i[14] for i in units_i)
+            if sink is not None:
+                direct.keep(units_i, sink.staging, offsets_dir)
             infos += rows
             gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
                      for g in [g for k, g in by_part.get(p, ()) if k == "G"] + joins]
@@ -292,18 +340,34 @@ def load(spark: SparkSession, opts: Options,
         pending = {p for p in reasons if tries[p] < max(opts.read_attempts, 1)} | set(broken)
         if not pending:
             break
+    if sink_root is not None:
+        shutil.rmtree(sink_root, ignore_errors=True)     # the part files of reads found inconsistent
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
-    for df in kept:
+    for df in [*kept, *_transaction_state(spark, opts)]:
         raw_all = raw_all.unionByName(df)
     records = raw_all.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
     errors = (raw_all.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
               .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
     if unstable_rows:
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
-    if opts.group is not None:               # coordinator moves name no group: kept for the member-map history
-        records = records.filter((F.col("group") == opts.group) | (F.col("type") == "coordinator_load"))
+    if opts.group is not None:       # coordinator moves, markers and transaction states name no group: they stay
+        records = records.filter((F.col("group") == opts.group) | F.col("group").isNull())
     return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
-                  decoded, error_rows + len(unstable_rows), len(rereads))
+                  decoded, error_rows + len(unstable_rows), len(rereads), direct)
+
+
+def _transaction_state(spark: SparkSession, opts: Options) -> list[DataFrame]:
+    """The records (and errors) of `__transaction_state`, read as `__consumer_offsets` is (its own
+    codec): they name the transactional id of each producer id. A small topic, read once: without the
+    re-read of partitions a compaction swap changed (a swap during the read can only leave a producer
+    id's transactional id unknown, never wrong: it removes superseded states)."""
+    listings, _ = read.list_partitions(opts.data_dir, topic=read.TRANSACTION_STATE_TOPIC)
+    units = [u for p in sorted(listings) for u in listings[p].units()]
+    if not units:
+        return []
+    rows = spark.sparkContext.parallelize(units, len(units)).flatMap(read.unit_rows)
+    return [spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).filter(F.col("kind").isin("R", "E"))
+            .persist(StorageLevel.MEMORY_AND_DISK)]
 
 
 def static_events(records: DataFrame) -> DataFrame:
@@ -315,25 +379,51 @@ def static_events(records: DataFrame) -> DataFrame:
 
 
 def offsets_history(records: DataFrame) -> DataFrame:
-    return (records.filter(F.col("type") == "offset_commit")
-            .select("group", "topic", F.col("topic_partition").alias("partition"),
-                    F.col("committed_offset").alias("offset"), "commit_time", "metadata",
-                    F.col("tombstone").alias("deleted"), F.col("partition").alias("log_partition"),
-                    F.col("offset").alias("log_offset"), F.col("timestamp").alias("log_time")))
+    """offsets_history rows of the offset commits among `records` (all of them, or with the read tasks
+    writing the plain ones themselves, the transactional ones and the catch-up checkpoints). An offset
+    committed inside a transaction (TxnOffsetCommit: a transactional batch of a producer) gets its producer
+    id and epoch, the transactional id that producer id belongs to (from `__transaction_state`; null if no
+    record of it is left), and its outcome: the first commit or abort marker of that producer id after it in
+    the same partition decides (`committed`, `aborted`, with `marker_offset`), none yet is `open`. Plain
+    commits have nulls there."""
+    commits = (records.filter(F.col("type") == "offset_commit")
+               .select("group", "topic", F.col("topic_partition").alias("partition"),
+                       F.col("committed_offset").alias("offset"), "commit_time", "metadata",
+                       F.col("tombstone").alias("deleted"), F.col("partition").alias("log_partition"),
+                       F.col("offset").alias("log_offset"), F.col("timestamp").alias("log_time"),
+                       "producer_id", "producer_epoch"))
+    markers = (records.filter(F.col("type") == "txn_marker")
+               .select(F.col("partition").alias("m_partition"), F.col("offset").alias("m_offset"),
+                       F.col("producer_id").alias("m_producer"), F.col("marker").alias("m_kind")))
+    txn = commits.filter(F.col("producer_id").isNotNull())
+    ends = (txn.join(markers, (txn["log_partition"] == markers["m_partition"])
+                     & (txn["producer_id"] == markers["m_producer"]) & (markers["m_offset"] > txn["log_offset"]))
+            .groupBy("log_partition", "log_offset")
+            .agg(F.min("m_offset").alias("marker_offset"), F.min_by("m_kind", "m_offset").alias("m_kind")))
+    ids = (records.filter((F.col("type") == "transaction_state") & F.col("producer_id").isNotNull())
+           .groupBy("producer_id")
+           .agg(F.max_by("transactional_id", F.struct("timestamp", "partition", "offset")).alias("transactional_id")))
+    outcome = (F.when(F.col("producer_id").isNull(), F.lit(None).cast(S))
+               .when(F.col("m_kind") == "commit", F.lit("committed"))
+               .when(F.col("m_kind") == "abort", F.lit("aborted")).otherwise(F.lit("open")))
+    return (commits.join(ends, ["log_partition", "log_offset"], "left").join(ids, "producer_id", "left")
+            .select(*(outcome.alias(n) if n == "outcome" else F.col(n) for n in read.OFFSETS_FIELDS)))
 
 
-def catchup_ranges(records: DataFrame) -> DataFrame:
+def catchup_ranges(offsets: DataFrame) -> DataFrame:
     """The catch-up consumer's range tokens (the OffsetCommit metadata of its companion group), folded per
     (group, topic, partition) on the executors: one row per range, when it opened, when it was fully
-    processed (or merged into a wider range), and what it still owes at the end of the log."""
+    processed (or merged into a wider range), and what it still owes at the end of the log. `offsets`:
+    offsets_history rows (before --since/--until) holding every checkpoint; one committed in a transaction
+    counts at its commit marker, an aborted or open one not at all."""
     from tenure.catchup.ranges import PREFIX
-    commits = (records.filter((F.col("type") == "offset_commit") & ~F.col("tombstone")
-                              & F.col("metadata").startswith(PREFIX + " instance="))
-               .select("group", "topic", F.col("topic_partition").alias("partition"), "metadata",
+    commits = (offsets.filter(~F.col("deleted") & F.col("metadata").startswith(PREFIX + " instance=")
+                              & (F.col("outcome").isNull() | (F.col("outcome") == "committed")))
+               .select("group", "topic", "partition", "metadata",
                        # the commit's own time (the consumer's clock at the broker), else the record's
                        F.coalesce(F.when(F.col("commit_time") >= 0, F.col("commit_time")),
-                                  F.col("timestamp")).alias("time"),
-                       F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset")))
+                                  F.col("log_time")).alias("time"),
+                       "log_partition", F.coalesce("marker_offset", "log_offset").alias("log_offset")))
     key = ("group", "topic", "partition")
     rows = commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "log_offset")
     return commits.sparkSession.createDataFrame(rows.rdd.mapPartitions(fold_catchup_ranges), RANGE_SCHEMA)
@@ -513,38 +603,55 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
     return df
 
 
+class Tables(dict):
+    """The tables by name; with the read tasks' own offsets_history part files, what they hold
+    (`direct`) and the table's rows computed by Spark (`offset_rows`, appended to those files)."""
+    direct: DirectOffsets | None = None
+    offset_rows: DataFrame | None = None
+
+
 def build(spark: SparkSession, opts: Options,
-          after_listing: Callable[[int, dict], None] | None = None) -> tuple[dict[str, DataFrame], int]:
-    got = load(spark, opts, after_listing)
+          after_listing: Callable[[int, dict], None] | None = None) -> tuple[Tables, int]:
+    # plain offset commits (~96% of a log's records) go from the read tasks straight into offsets_history's
+    # part files; only the rest becomes rows in the JVM
+    got = load(spark, opts, after_listing, offsets_dir=str(Path(opts.out) / "offsets_history"))
     records, errors = got.records, got.errors.cache()      # over the persisted read: nothing is decoded again
     # counted by the read itself (its per-unit rows): no pass over the records for it
-    progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s)"
+    progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s), {got.offsets.rows} offset "
+             f"commit(s) written by the read tasks"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    # GroupMetadata and static-member records: a few percent of the log, all that the fold, the generations
-    # and the events read - taken from the persisted read once, rather than once per table
-    group_records = records.filter(F.col("type") != "offset_commit").persist(StorageLevel.MEMORY_AND_DISK)
+    # GroupMetadata, static-member and coordinator-move records: a few percent of the log, all that the
+    # fold, the generations and the events read - taken from the persisted read once, not once per table
+    group_records = records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load")
+                                   ).persist(StorageLevel.MEMORY_AND_DISK)
     events = static_events(group_records).cache()       # read by every later stage
     history = member_map_history(spark, group_records).cache()
     gens = generations(group_records, events).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
     gens_w = _window(gens, "time", None, opts)
     events_w = _window(events, "log_time", None, opts)
-    ranges_w = _window(catchup_ranges(records), "opened", "closed", opts).cache()
-    tables = {
+    offsets = offsets_history(records).cache()         # the offset commits that are rows (few, unless no sink)
+    ranges_w = _window(catchup_ranges(offsets), "opened", "closed", opts).cache()
+    offset_rows = _window(offsets, "log_time", None, opts)
+    direct = got.offsets
+    tables = Tables({
         "member_map_history": history_w,
         "generations": gens_w,
         "static_events": events_w,
-        "offsets_history": _window(offsets_history(records), "log_time", None, opts),
+        "offsets_history": (offset_rows if not direct.files else
+                            spark.read.schema(OFFSETS_SCHEMA).parquet(*direct.files).unionByName(offset_rows)),
         "catchup_ranges": ranges_w,
         # written, summarised and reported: computed once (a self-join and windows over the history)
         "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts, ranges_w).cache(),
         "errors": errors,
-    }
+    })
+    tables.direct, tables.offset_rows = direct, offset_rows
     return tables, got.files
 
 
 def summarize(tables: dict[str, DataFrame]) -> dict:
-    """The summary's counts, one aggregate job per table (seven small jobs in all)."""
+    """The summary's counts, one aggregate job per table (seven small jobs in all); offsets_history's
+    part files written by the read tasks are counted by the tasks themselves, not read again."""
     h, gens, ev = tables["member_map_history"], tables["generations"], tables["static_events"]
     moves = h.filter(F.col("start_cause") == COORDINATOR_MOVED).count()
     h = h.filter(F.col("instance_id").isNotNull())          # the member ids' rows (not coordinator moves)
@@ -568,11 +675,22 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
         if not r["tombstone"]:
             events[r["cause"]] = events.get(r["cause"], 0) + r["n"]
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
-    # the large table is scanned once: its count and time span together
-    offsets = tables["offsets_history"].agg(F.count("*").alias("n"), F.min("log_time").alias("a"),
-                                            F.max("log_time").alias("b")).first()
-    firsts = [x for x in (offsets["a"], g["a"], *ev_a) if x is not None]
-    lasts = [x for x in (offsets["b"], g["b"], *ev_b) if x is not None]
+    direct = getattr(tables, "direct", None)
+    offsets = tables["offsets_history"] if direct is None else tables.offset_rows
+    n_offsets, off_a, off_b, txn = 0, [], [], {}
+    for r in (offsets.groupBy("outcome")
+              .agg(F.count("*").alias("n"), F.min("log_time").alias("a"), F.max("log_time").alias("b")).collect()):
+        n_offsets += r["n"]
+        off_a.append(r["a"])
+        off_b.append(r["b"])
+        if r["outcome"] is not None:
+            txn[r["outcome"]] = r["n"]
+    if direct is not None and direct.rows:
+        n_offsets += direct.rows
+        off_a.append(direct.first_time)
+        off_b.append(direct.last_time)
+    firsts = [x for x in (*off_a, g["a"], *ev_a) if x is not None]
+    lasts = [x for x in (*off_b, g["b"], *ev_b) if x is not None]
     return {
         "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
         "first_time": min(firsts) if firsts else None, "last_time": max(lasts) if lasts else None,
@@ -583,7 +701,10 @@ def summarize(tables: dict[str, DataFrame]) -> dict:
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": g["n"],
         "static_events": n_events,
-        "offset_commits": offsets["n"],
+        # the group's commits: plain ones and those of committed transactions (aborted and open ones never
+        # count for the group; they are in transactional_commits)
+        "offset_commits": n_offsets - txn.get("aborted", 0) - txn.get("open", 0),
+        "transactional_commits": dict(sorted(txn.items())),
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
         "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out
         "errors_by_kind": errs,
@@ -596,8 +717,9 @@ def summary_table(s: dict) -> str:
     if s.get("coordinator_moves"):
         rows += [("coordinator moves (per group)", s["coordinator_moves"])]
     rows += [(f"  {c}", n) for c, n in s["events_by_cause"].items()]
-    rows += [
-             ("offset commits", s["offset_commits"]), ("anomalies", sum(s["anomalies"].values()))]
+    rows += [("offset commits", s["offset_commits"])]
+    rows += [(f"  in transactions, {k}", n) for k, n in s.get("transactional_commits", {}).items()]
+    rows += [("anomalies", sum(s["anomalies"].values()))]
     rows += [(f"  {k}", n) for k, n in sorted(s["anomalies"].items())]
     rows += [("errors", s["errors"])]
     rows += [(f"  {k}", n) for k, n in sorted(s["errors_by_kind"].items())]
@@ -615,7 +737,7 @@ def run(opts: Options, spark: SparkSession | None = None,
     if own:
         progress(f"starting Spark ({opts.master})")
         if not opts.master.startswith("local") and opts.python_env is None:
-            progress("warning: no --python-env: the executors' Python must have kafka-python and crc32c "
+            progress("warning: no --python-env: the executors' Python must have kafka-python, crc32c and pyarrow "
                      "installed (docs/audit.md, running on a cluster)")
         spark = session(opts.master, python_env=opts.python_env, conf=opts.conf)
     try:
@@ -624,6 +746,10 @@ def run(opts: Options, spark: SparkSession | None = None,
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:
             progress(f"writing {name}")
+            if name == "offsets_history" and tables.direct is not None:
+                # the read tasks' part files are in place: Spark adds the rows it computed (and _SUCCESS)
+                tables.offset_rows.write.mode("append").parquet(str(out / name))
+                continue
             tables[name].write.mode("overwrite").parquet(str(out / name))
         s = summarize(tables)
         if opts.report:

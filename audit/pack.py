@@ -3,14 +3,15 @@
     python -m tenure.audit.pack OUT.tar.gz
 
 What an executor imports of the audit is `tenure` (shipped as a zip by the job itself) and its third-party
-dependencies: kafka-python (pure Python) and crc32c (a C extension, so it cannot travel in a zip on
-`spark.submit.pyFiles`). Spark's own answer for dependencies with native code is a packed environment
-sent with `spark.archives` (venv-pack or conda-pack), which is what this builds: a new virtual
-environment on this interpreter's base Python with exactly the versions the driver runs (installed with
-pip, from the configured index or wheel cache), packed with venv-pack. `tenure audit --python-env
-OUT.tar.gz` ships it. The executors then need nothing installed but a Python of the same version at the
-same path as this one's base interpreter (a venv links to it); a conda-pack environment, which carries its
-interpreter, can be passed to --python-env instead.
+dependencies: kafka-python (pure Python), crc32c and pyarrow (C extensions, so they cannot travel in a zip
+on `spark.submit.pyFiles`; pyarrow writes the offsets_history part files each read task writes itself).
+Spark's own answer for dependencies with native code is a packed environment sent with `spark.archives`
+(venv-pack or conda-pack), which is what this builds: a new virtual environment on this interpreter's
+base Python with exactly the versions the driver runs (installed with pip, from the configured index or
+wheel cache), packed with venv-pack. `tenure audit --python-env OUT.tar.gz` ships it. The executors then
+need nothing installed but a Python of the same version at the same path as this one's base interpreter
+(a venv links to it); a conda-pack environment, which carries its interpreter, can be passed to
+--python-env instead.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 # distribution names of what the executors import (tenure.audit.read/fold and the storage/protocol code
 # they run); pyspark's own worker code comes with Spark on the cluster
-EXECUTOR_REQUIREMENTS = ("kafka-python", "crc32c")
+EXECUTOR_REQUIREMENTS = ("kafka-python", "crc32c", "pyarrow")
 
 
 def requirements() -> list[str]:

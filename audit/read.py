@@ -5,7 +5,12 @@ consistent, and finding offset gaps.
 Runs inside Spark's Python workers (shipped as part of the `tenure` package), so it uses only the
 project's own storage and protocol code: the server's one segment reader (`tenure.storage.reader`,
 `SegmentReader`) reads and verifies each batch (length, magic, CRC-32C, offsets moving forward) and
-`tenure.protocol.records.decode` decodes each record. Nothing is skipped silently: every batch or record that cannot be read becomes an error row.
+`tenure.protocol.records.decode` decodes each record (`tenure.protocol.txn_records` for a
+`__transaction_state` file). Nothing is skipped silently: every batch or record that cannot be read
+becomes an error row. A transactional batch's offset commits carry its producer id and epoch; a
+transactional control batch (a commit or abort marker) is a row of its own. With an `OffsetsSink` the
+plain offset commits are written by the task as a Parquet part file of offsets_history (`OffsetsWriter`)
+instead of becoming rows.
 
 A live server appends to the newest segment and its log cleaner swaps cleaned segments in (new files,
 renames, see `SegmentLog.replace_segments`). The listing records every segment file's identity (device,
@@ -31,13 +36,15 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from tenure.broker.transactions import COMMIT, marker_type
 from tenure.protocol import records as rec
+from tenure.protocol import txn_records
 from tenure.storage.compaction import read_checkpoint
 from tenure.storage.reader import BadBatch, SegmentReader
 from tenure.storage.segments import MERGING, SUFFIX, SWAP
 
-_PART_DIR = re.compile(r"^__consumer_offsets-(\d+)$")
+_PART_DIRS = {topic: re.compile(rf"^{topic}-(\d+)$") for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)}
 _SWAP_MARKERS = (SUFFIX + SWAP, SUFFIX + MERGING)    # a swap past its first step and not finished
 
 # error kinds
@@ -79,6 +86,7 @@ class Unit:
     end: int | None = None        # None: to the end of the file
     piece: int = 0                # this piece's index among the file's `pieces`
     pieces: int = 1
+    topic: str = OFFSETS_TOPIC    # __consumer_offsets, or __transaction_state (its records decoded as such)
 
 
 def split(unit: Unit, split_bytes: int | None) -> list[Unit]:
@@ -108,29 +116,32 @@ class Listing:
     files: list[tuple[int, str, tuple]] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     clean_to: int | None = 0
+    topic: str = OFFSETS_TOPIC
 
     def units(self, split_bytes: int | None = None) -> list[Unit]:
         """One unit per segment file, or per piece of it with `split_bytes` (see `split`)."""
         n = len(self.files)
         return [piece for i, (base, path, ident) in enumerate(self.files)
-                for piece in split(Unit(self.partition, path, base, i == n - 1, ident, self.clean_to),
-                                   split_bytes)]
+                for piece in split(Unit(self.partition, path, base, i == n - 1, ident, self.clean_to,
+                                        topic=self.topic), split_bytes)]
 
 
-def list_partitions(data_dir: str, partitions: set[int] | None = None) -> tuple[dict[int, Listing], str | None]:
-    """Every `__consumer_offsets-<n>/` directory's segment files with their identities (driver side,
-    cheap: names and stat), then the cleaner checkpoint. Returns (listings, a note if the checkpoint is
-    unreadable: then no partition's gaps can be told from compaction and none are reported)."""
+def list_partitions(data_dir: str, partitions: set[int] | None = None,
+                    topic: str = OFFSETS_TOPIC) -> tuple[dict[int, Listing], str | None]:
+    """Every `<topic>-<n>/` directory's segment files (`__consumer_offsets` unless said) with their
+    identities (driver side, cheap: names and stat), then the cleaner checkpoint. Returns (listings, a note
+    if the checkpoint is unreadable: then no partition's gaps can be told from compaction and none are
+    reported)."""
     out: dict[int, Listing] = {}
     root = Path(data_dir)
     for d in sorted(root.iterdir()):
-        m = _PART_DIR.match(d.name)
+        m = _PART_DIRS[topic].match(d.name)
         if m is None or not d.is_dir():
             continue
         part = int(m.group(1))
         if partitions is not None and part not in partitions:
             continue
-        lst = out[part] = Listing(part, str(d))
+        lst = out[part] = Listing(part, str(d), topic=topic)
         try:
             names = sorted(os.listdir(d))
         except FileNotFoundError:
@@ -155,7 +166,7 @@ def list_partitions(data_dir: str, partitions: set[int] | None = None) -> tuple[
     except (OSError, ValueError) as exc:
         checkpoint, note = None, f"{exc}: offset gaps are not checked"
     for part, lst in out.items():
-        lst.clean_to = None if checkpoint is None else checkpoint.get((OFFSETS_TOPIC, part), 0)
+        lst.clean_to = None if checkpoint is None else checkpoint.get((topic, part), 0)
     return out, note
 
 
@@ -283,21 +294,22 @@ def partition_gaps(lst: Listing, infos: list[tuple]) -> list[tuple]:
     return out
 
 
-def _record_row(part, offset, timestamp, record) -> tuple:
-    """One row of the `records` schema (see `tenure.audit.job.RECORD_FIELDS`)."""
+def _record_row(part, offset, timestamp, record, producer: tuple[int, int] | None = None) -> tuple:
+    """One row of the `records` schema (see `tenure.audit.job.RECORD_SCHEMA`); `producer`: the (id, epoch)
+    of the transactional batch an offset commit was written in (TxnOffsetCommit), None for a plain one."""
     if isinstance(record, rec.CoordinatorLoadRecord):     # no group; brokers in the member id columns (fold.py)
         return (part, offset, timestamp, "coordinator_load", None, record.tombstone,
                 None, record.cause or None, str(record.previous_broker), str(record.broker), record.leader_epoch,
                 record.timestamp, None, None,
                 None, None, None, None, None, None,
-                None, None, None, None, None)
+                None, None, None, None, None, *_NO_TXN)
     g = record.group_id
     if isinstance(record, rec.StaticMemberEventRecord):
         return (part, offset, timestamp, "static_member_event", g, record.tombstone,
                 record.group_instance_id, record.cause or None, record.old_member_id, record.new_member_id,
                 record.generation, record.timestamp, record.client_id, record.client_host,
                 None, None, None, None, None, None,
-                None, None, None, None, None)
+                None, None, None, None, None, *_NO_TXN)
     if isinstance(record, rec.GroupMetadataRecord):
         members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host) for m in record.members]
         return (part, offset, timestamp, "group_metadata", g, record.tombstone,
@@ -307,31 +319,174 @@ def _record_row(part, offset, timestamp, record) -> tuple:
                 record.protocol, record.leader,
                 None if record.tombstone else record.current_state_timestamp,
                 None if record.tombstone else members,
-                None, None, None, None, None)
+                None, None, None, None, None, *_NO_TXN)
     return (part, offset, timestamp, "offset_commit", g, record.tombstone,
             None, None, None, None, None, None, None, None,
             None, None, None, None, None, None,
             record.topic, record.partition, None if record.tombstone else record.offset,
             None if record.tombstone else record.commit_timestamp,
-            None if record.tombstone else record.metadata)
+            None if record.tombstone else record.metadata,
+            *(_NO_TXN if producer is None else (*producer, None, None)))
+
+
+_NO_TXN = (None, None, None, None)          # producer_id, producer_epoch, marker, transactional_id
+_BLANK = (None,) * 19                       # the record columns from instance_id to metadata
+
+
+def _marker_row(part, h, kind: str) -> tuple:
+    """A commit or abort marker (a transactional control batch) of __consumer_offsets, as a record row."""
+    return (part, h.base_offset, h.max_timestamp, "txn_marker", None, False, *_BLANK,
+            h.producer_id, h.producer_epoch, kind, None)
+
+
+def _txn_state_row(part, offset, timestamp, record) -> tuple:
+    """A __transaction_state record (a transactional id's state) as a record row: the transactional id,
+    its producer id and epoch, its state's name in `marker`."""
+    return (part, offset, timestamp, "transaction_state", None, record.tombstone, *_BLANK,
+            None if record.tombstone else record.producer_id,
+            None if record.tombstone else record.producer_epoch,
+            None if record.tombstone else record.state_name, record.transactional_id)
 
 
 ERROR_FIELDS = ("file", "log_partition", "position", "offset", "kind", "reason")
-RECORD_COLUMNS = 25                # len(_record_row(...)): the `records` schema, partition first
+RECORD_COLUMNS = 29                # len(_record_row(...)): the `records` schema, partition first
+assert 6 + len(_BLANK) + len(_NO_TXN) == RECORD_COLUMNS
 
 
-def unit_rows(unit: Unit):
+def unit_rows(unit: Unit, sink: OffsetsSink | None = None):
     """read_unit as flat rows of one schema (`tenure.audit.job.ROW_SCHEMA`): the row kind, the record
     columns (a record's; else only the log partition), and for the other kinds their payload as JSON -
-    so a unit's output becomes one DataFrame, read and decoded once."""
+    so a unit's output becomes one DataFrame, read and decoded once. With a `sink`, the plain offset
+    commits (`sink.takes`) are not rows: the task writes them as offsets_history's own Parquet part file
+    (`OffsetsWriter`), and its "I" row ends with what it wrote (count, first and last log time, file)."""
     blank = (None,) * (RECORD_COLUMNS - 1)
-    for kind, payload in read_unit(unit):
-        if kind == "R":
-            yield (kind, *payload, None)
-        elif kind == "E":
-            yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload))))
-        else:
-            yield (kind, row_partition((kind, payload)), *blank, json.dumps(payload))
+    out = None if sink is None else OffsetsWriter(sink, unit)
+    try:
+        for kind, payload in read_unit(unit):
+            if kind == "R":
+                if out is not None and sink.takes(payload):
+                    out.add(payload)
+                    continue
+                yield (kind, *payload, None)
+            elif kind == "E":
+                yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload))))
+            else:
+                if kind == "I":
+                    payload = (*payload, *(out.close() if out is not None else (0, None, None, None)))
+                yield (kind, row_partition((kind, payload)), *blank, json.dumps(payload))
+    finally:
+        if out is not None:
+            out.abort()
+
+
+# offsets_history, as the job writes it (Spark's column types: tenure.audit.job.OFFSETS_SCHEMA)
+OFFSETS_FIELDS = ("group", "topic", "partition", "offset", "commit_time", "metadata", "deleted", "log_partition",
+                  "log_offset", "log_time", "transactional_id", "producer_id", "producer_epoch", "outcome",
+                  "marker_offset")
+_CHECKPOINT = None                    # the catch-up consumer's checkpoint metadata prefix (catchup_ranges)
+
+
+@dataclass(frozen=True)
+class OffsetsSink:
+    """Where read tasks write offsets_history part files themselves (a staging directory every executor
+    sees, under the table's own directory), and the job's filters that apply to that table: --group, and
+    --since/--until on the log time."""
+    staging: str
+    group: str | None = None
+    since: int | None = None
+    until: int | None = None
+
+    def takes(self, row: tuple) -> bool:
+        """Is this record row a plain offset commit the task writes itself? Not a transactional one (its
+        outcome and transactional id are joined on by the job) nor a catch-up checkpoint (catchup_ranges
+        folds those), which stay rows."""
+        global _CHECKPOINT
+        if row[3] != "offset_commit" or row[25] is not None:
+            return False
+        if _CHECKPOINT is None:
+            from tenure.catchup.ranges import PREFIX
+            _CHECKPOINT = PREFIX + " instance="
+        return row[24] is None or not row[24].startswith(_CHECKPOINT)
+
+
+class OffsetsWriter:
+    """One task's offsets_history part file: the plain offset commits of its piece that pass the sink's
+    filters, written with pyarrow in row groups of `ROWS` (the task holds one row group at a time), first
+    to a hidden temporary name, renamed to its own name when complete (a task Spark runs again writes the
+    same file again)."""
+    ROWS = 1 << 16
+
+    def __init__(self, sink: OffsetsSink, unit: Unit) -> None:
+        self.sink, self.unit = sink, unit
+        self.name = f"p{unit.partition}-{unit.base_offset:020d}-{unit.piece:05d}.parquet"
+        self.tmp = os.path.join(sink.staging, f".{self.name}.{os.getpid()}.tmp")
+        # group, topic, partition, offset, commit_time, metadata, deleted, log_offset, log_time
+        self.cols: tuple[list, ...] = tuple([] for _ in range(9))
+        self.writer = None
+        self.n, self.first, self.last = 0, None, None
+
+    def add(self, row: tuple) -> None:
+        s, t = self.sink, row[2]
+        if (s.group is not None and row[4] != s.group) or (s.since is not None and t < s.since) \
+                or (s.until is not None and t >= s.until):
+            return
+        c = self.cols
+        c[0].append(row[4])
+        c[1].append(row[20])
+        c[2].append(row[21])
+        c[3].append(row[22])
+        c[4].append(row[23])
+        c[5].append(row[24])
+        c[6].append(row[5])
+        c[7].append(row[1])
+        c[8].append(t)
+        if len(c[0]) >= self.ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        c, n = self.cols, len(self.cols[0])
+        if not n:
+            return
+        times = c[8]
+        self.first = min(times) if self.first is None else min(self.first, min(times))
+        self.last = max(times) if self.last is None else max(self.last, max(times))
+        table = pa.table([pa.array(c[0], pa.string()), pa.array(c[1], pa.string()), pa.array(c[2], pa.int32()),
+                          pa.array(c[3], pa.int64()), pa.array(c[4], pa.int64()), pa.array(c[5], pa.string()),
+                          pa.array(c[6], pa.bool_()), pa.repeat(pa.scalar(self.unit.partition, pa.int32()), n),
+                          pa.array(c[7], pa.int64()), pa.array(times, pa.int64()),
+                          *(pa.nulls(n, t) for t in _TXN_TYPES())], names=list(OFFSETS_FIELDS))
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.tmp, table.schema, compression="snappy")
+        self.writer.write_table(table)
+        self.n += n
+        for col in c:
+            col.clear()
+
+    def close(self) -> tuple:
+        """Write what is left and put the file in place: (rows, first log time, last log time, file name)."""
+        self._flush()
+        if self.writer is None:
+            return 0, None, None, None
+        self.writer.close()
+        self.writer = None
+        os.replace(self.tmp, os.path.join(self.sink.staging, self.name))
+        return self.n, self.first, self.last, self.name
+
+    def abort(self) -> None:
+        if self.writer is not None:          # the task failed (or its output was not consumed) mid-file
+            self.writer.close()
+            self.writer = None
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+
+
+def _TXN_TYPES():
+    import pyarrow as pa
+    return (pa.string(), pa.int64(), pa.int32(), pa.string(), pa.int64())
 
 
 def _error(unit: Unit, position, offset, kind, reason) -> tuple:
@@ -424,6 +579,8 @@ def _read_unit(unit: Unit, info: dict):
             info["batches"] += 1
             info["end"] = prev_next = expect = h.next_offset
             if h.is_control:
+                if h.is_transactional and unit.topic == OFFSETS_TOPIC:
+                    yield from _marker(unit, h, item.data)
                 continue
             yield from _records(unit, h, item.data)
         info["stop"], info["expect"], info["prev_next"] = reader.position, expect, prev_next
@@ -434,6 +591,17 @@ def _read_unit(unit: Unit, info: dict):
         os.close(fd)
 
 
+def _marker(unit: Unit, h, data: bytes):
+    """The row of a transaction's commit or abort marker (or the error of one that does not decode)."""
+    try:
+        kind = "commit" if marker_type(data) == COMMIT else "abort"
+    except Exception as exc:
+        yield _error(unit, h.position, h.base_offset, UNDECODABLE,
+                     f"the control batch's marker does not decode ({type(exc).__name__}: {exc})")
+        return
+    yield ("R", _marker_row(unit.partition, h, kind))
+
+
 def _records(unit: Unit, h, data: bytes):
     """The record rows (and the errors of records that do not decode) of one sound batch."""
     try:
@@ -442,12 +610,18 @@ def _records(unit: Unit, h, data: bytes):
         yield _error(unit, h.position, h.base_offset, UNDECODABLE,
                      f"the batch's records do not decode ({type(exc).__name__}: {exc})")
         return
+    txn_state = unit.topic == TRANSACTION_STATE_TOPIC
+    producer = (h.producer_id, h.producer_epoch) if h.is_transactional else None
     for r in records:
         try:
             if r.key is None:
                 raise ValueError("record without a key")
+            if txn_state:
+                yield ("R", _txn_state_row(unit.partition, r.offset, r.timestamp,
+                                           txn_records.decode(r.key, r.value)))
+                continue
             record = rec.decode(r.key, r.value)
-        except rec.UnknownRecordType as exc:
+        except (rec.UnknownRecordType, txn_records.UnknownRecordType) as exc:
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE, str(exc))
             continue
         except Exception as exc:
@@ -458,4 +632,4 @@ def _records(unit: Unit, h, data: bytes):
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
                          f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
             continue
-        yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record))
+        yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record, producer))

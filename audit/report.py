@@ -331,9 +331,13 @@ def _summary(s: dict) -> str:
             "The log holds no group records.")
     rows = [["groups", s["groups"]], ["instance ids", s["instances"]], ["member ids held (intervals)", s["member_ids"]],
             ["generations (rebalances completed)", s["generations"]],
-            ["static-member events", f"{s['static_events']} ({evs})"], ["offset commits", s["offset_commits"]],
-            ["anomalies", f"{sum(s['anomalies'].values())} ({an})"],
-            ["read errors", f"{s['errors']}" + (f" ({errs})" if errs else "")]]
+            ["static-member events", f"{s['static_events']} ({evs})"], ["offset commits", s["offset_commits"]]]
+    txn = s.get("transactional_commits") or {}
+    if txn:
+        rows.append(["offset commits in transactions", ", ".join(f"{k} {n}" for k, n in txn.items())
+                     + " (aborted and open ones are not the group's commits)"])
+    rows += [["anomalies", f"{sum(s['anomalies'].values())} ({an})"],
+             ["read errors", f"{s['errors']}" + (f" ({errs})" if errs else "")]]
     return f"<p>{_e(span)}</p>" + _table(["", "count"], [[_e(a), _e(b)] for a, b in rows])
 
 

@@ -287,6 +287,8 @@ def audit_step(args, data_dir: Path, out_dir: Path, deadline: Deadline) -> dict:
     cmd = [args.python, "-m", "tenure", "audit", str(data_dir), "--out", str(out_dir), "--master", args.master]
     if args.no_report:
         cmd.append("--no-report")
+    for kv in args.audit_conf:
+        cmd += ["--conf", kv]
     r = run_child(cmd, deadline.left(), cwd=REPO)
     r["cmd"] = "python -m tenure audit " + " ".join(cmd[4:])
     m = re.search(r"done in ([0-9.]+) s", r["stderr"])
@@ -321,6 +323,9 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="drop the log's page cache before each measured step")
     ap.add_argument("--no-report", action="store_true", help="pass --no-report to tenure audit")
     ap.add_argument("--skip-full-replay", action="store_true", help="only time CoordinatorRuntime.load()")
+    ap.add_argument("--audit-only", action="store_true", help="no replay: only the audit (to compare settings)")
+    ap.add_argument("--audit-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="pass --conf KEY=VALUE to tenure audit (repeatable)")
     ap.add_argument("--groups", type=int, default=2000)
     ap.add_argument("--members", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=16)
@@ -373,7 +378,7 @@ def main() -> int:
                   f"events" + (f"; generated in {manifest['generate_wall_s']:.0f} s" if "generate_wall_s" in
                                 manifest else ""), flush=True)
             res = {"size": n, "stats": s}
-            modes = ["load"] + ([] if args.skip_full_replay else ["full"])
+            modes = [] if args.audit_only else ["load"] + ([] if args.skip_full_replay else ["full"])
             for mode in modes:
                 r = replay_step(args, data_dir, mode, deadline)
                 res[mode] = r
@@ -430,6 +435,10 @@ def report_audit(r: dict, s: dict) -> None:
         print("[audit] CPU seconds (user + system, sampled): " + ", ".join(
             f"{k} {v:.1f} s" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
             + f"; total {sum(cpu.values()):.1f} s", flush=True)
+    stages = [ln for ln in r["stderr"].splitlines() if ln.startswith("audit: [")]
+    if stages:
+        print("[audit] its progress lines (elapsed seconds, stages):")
+        print("\n".join("    " + ln for ln in stages))
     table = r["stdout"].strip()
     if table:
         print("[audit] summary printed by tenure audit:")

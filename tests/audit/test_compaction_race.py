@@ -190,3 +190,33 @@ def test_a_live_server_compacting_while_the_audit_reads(spark, tmp_path):
         latest[(r["topic"], r["topic_partition"])] = r["committed_offset"]
     assert latest == truth and len(truth) == 8
     assert loaded.gaps.count() == 0
+
+
+def test_the_read_tasks_offsets_history_files_are_those_of_the_consistent_read(spark, tmp_path):
+    """The read tasks write the plain offset commits as offsets_history's part files themselves: a partition
+    read again after a swap keeps only its last read's files (nothing twice, nothing missing), the others'
+    staging files are gone, and the counts the tasks returned are the table's."""
+    logs = [Writer(tmp_path, p, segment_bytes=400) for p in range(2)]
+    for i, w in enumerate(logs):
+        commits(w, 40 + 10 * i)
+
+    def compact_now(attempt, listings):
+        if attempt == 0:
+            for w in logs:
+                assert Compactor().clean_fully(w.log, POLICY).groups_cleaned
+
+    out = tmp_path / "out"
+    code, summary = job.run(job.Options(str(tmp_path), str(out), report=False), spark=spark,
+                            after_listing=compact_now)
+    assert code == 0
+    truth = sorted((p, o) for p, w in enumerate(logs) for o in offsets_in(w.log))
+    table = spark.read.parquet(str(out / "offsets_history"))
+    got = sorted((r["log_partition"], r["log_offset"]) for r in table.collect())
+    assert got == truth                                   # nothing missing, nothing twice
+    assert summary["offset_commits"] == len(truth)
+    names = sorted(os.listdir(out / "offsets_history"))
+    assert "_SUCCESS" in names and "_staging" not in names
+    parts = [n for n in names if not n.startswith((".", "_"))]        # not Spark's checksums nor _SUCCESS
+    assert parts and all(n.startswith("part-") and n.endswith(".parquet") for n in parts)
+    for w in logs:
+        w.close()
