@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType,
+)
+from kafka.admin import ConfigResource as KCR, KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest
 
 from tenure.server import ServerThread
@@ -64,7 +67,7 @@ def seen_by_client(a: AdminClient, topic: str) -> dict[int, tuple[list[int], lis
 # ------------------------------------------------------------------------------------ manual replica assignment
 @pytest.mark.tenure(brokers=3)
 def test_manual_assignment_is_placed_as_given_with_confluent_and_kafka_python(tenure_server):
-    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    from kafka.admin import NewTopic as KNewTopic
     st = tenure_server
     a = create_assigned(st, "ma", [[2, 0], [1, 2], [0, 1]])
     assert [table(st, "ma", p)[:3] for p in range(3)] == [([2, 0], [2, 0], 2), ([1, 2], [1, 2], 1),
@@ -112,7 +115,6 @@ def test_manual_assignment_checks_with_java_admin(tenure_server):
 # ------------------------------------------------------------------------------------------------ reassignments
 @pytest.mark.tenure(brokers=3)
 def test_reassignment_moves_replicas_and_leader_and_waits_for_a_stopped_broker(tenure_server):
-    from kafka.admin import KafkaAdminClient
     from kafka.structs import TopicPartition as KTP
     st = tenure_server
     a = create_assigned(st, "rs", [[0, 1]])
@@ -151,7 +153,6 @@ def test_reassignment_moves_replicas_and_leader_and_waits_for_a_stopped_broker(t
 # ------------------------------------------------------------------------------------------------ elections
 @pytest.mark.tenure(brokers=3)
 def test_preferred_election_moves_leadership_back_after_start_broker(tenure_server):
-    from kafka.admin import KafkaAdminClient
     st = tenure_server
     a = create_assigned(st, "el", [[0, 1, 2], [1, 2, 0]])
     st.stop_broker(0)
@@ -222,6 +223,19 @@ def test_describe_configs_of_each_broker_answers_its_own(tenure_server):
     a = admin(st)
     got = a.describe_configs([res])[res].result(15)
     assert (got["node.id"].value, got["broker.rack"].value) == ("0", "ra")
+    # a per-broker dynamic config is kept for that broker only (confluent sends it to broker 2)
+    alter = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("log.retention.ms", "1234", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([alter])[alter].result(15)
+    ka = KafkaAdminClient(bootstrap_servers=st.bootstrap)
+    try:
+        got = ka.describe_configs([KCR("BROKER", n, {"log.retention.ms": None, "node.id": None}) for n in ("1", "2")],
+                                  config_filter="all")["broker"]
+    finally:
+        ka.close()
+    assert {n: {k: (v["value"], v["config_source"]) for k, v in got[n].items()} for n in ("1", "2")} == {
+        "1": {"node.id": ("1", "STATIC_BROKER_CONFIG"), "log.retention.ms": (None, "DEFAULT_CONFIG")},
+        "2": {"node.id": ("2", "STATIC_BROKER_CONFIG"), "log.retention.ms": ("1234", "DYNAMIC_BROKER_CONFIG")}}
     # a broker asked about another broker's id answers as Kafka's ConfigHelper
     with WireClient(brokers[1]["host"], brokers[1]["port"]) as w:
         R = DescribeConfigsRequest
@@ -235,7 +249,6 @@ def test_describe_configs_of_each_broker_answers_its_own(tenure_server):
 
 # ------------------------------------------------------------------------------------------------ restarts
 def test_replication_factor_assignment_and_reassignment_are_kept_across_a_restart(tmp_path):
-    from kafka.admin import KafkaAdminClient
     from kafka.structs import TopicPartition as KTP
     cfg = dict(brokers=3, port=0, data_dir=str(tmp_path))
     with ServerThread(**cfg) as st:
@@ -314,3 +327,31 @@ def test_a_follower_serves_a_consumers_fetch_from_version_11_as_kafka(tenure_ser
         old, new = fetch(w, 10), fetch(w, 13)
     assert old.error_code == 6                                  # NOT_LEADER_OR_FOLLOWER
     assert (new.error_code, new.high_watermark, new.preferred_read_replica) == (NONE, 3, -1) and new.records
+
+
+@pytest.mark.tenure(brokers=3)
+def test_preferred_election_brings_a_group_coordinator_back_after_start_broker(tenure_server):
+    import time
+
+    from tenure.broker.topics import OFFSETS_TOPIC
+    from tests.support.groupwire import join
+    st = tenure_server
+    group = "g-back"
+    part = st.call(lambda: st.server.runtime.partition_of(group))
+    preferred = table(st, OFFSETS_TOPIC, part)[0][0]
+    assert st.coordinator_of(group) == preferred
+    st.stop_broker(preferred)
+    st.start_broker(preferred)
+    assert st.coordinator_of(group) != preferred
+    a = admin(st)
+    tp = TopicPartition(OFFSETS_TOPIC, part)
+    assert a.elect_leaders(ElectionType.PREFERRED, [tp]).result(15)[tp] is None
+    assert st.coordinator_of(group) == preferred
+    b = st.brokers()[preferred]
+    with WireClient(b["host"], b["port"]) as w:
+        for _ in range(100):                        # COORDINATOR_LOAD_IN_PROGRESS (14) while it loads
+            j = join(w, group, "", "i-1", "t", session_ms=30000)
+            if j.error_code != 14:
+                break
+            time.sleep(0.1)
+        assert j.error_code == NONE
