@@ -429,7 +429,7 @@ class Broker(AdminApis):
                     parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
                     continue
-                code = self.cluster.check(t.name, i)
+                code = self.cluster.check(t.name, i, require_leader=False)   # any replica answers, as Kafka
                 if code:
                     parts.append(P(partition_index=i, error_code=code, error_message=None, active_producers=[]))
                     continue

@@ -355,3 +355,19 @@ def test_preferred_election_brings_a_group_coordinator_back_after_start_broker(t
                 break
             time.sleep(0.1)
         assert j.error_code == NONE
+
+
+@pytest.mark.tenure(brokers=3)
+def test_describe_producers_is_answered_by_any_replica_as_kafka(tenure_server):
+    """Kafka's Partition.activeProducerState answers from the local log, which every replica has (leader or
+    follower); a broker without a replica answers NOT_LEADER_OR_FOLLOWER."""
+    from kafka.protocol.admin import DescribeProducersRequest as D
+    st = tenure_server
+    create_assigned(st, "dp", [[0, 1]])
+
+    def ask(broker: int):
+        b = st.brokers()[broker]
+        with WireClient(b["host"], b["port"]) as w:
+            r = w.call(D(topics=[D.TopicRequest(name="dp", partition_indexes=[0])]), 0)
+        return r.topics[0].partitions[0].error_code
+    assert [ask(b) for b in (0, 1, 2)] == [NONE, NONE, 6]
