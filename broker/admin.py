@@ -1,10 +1,10 @@
-"""The admin APIs of a one-node cluster, mixed into `Broker`: configs (DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs), DeleteRecords, DescribeLogDirs, DescribeTopicPartitions, ElectLeaders and the
-partition reassignment APIs, plus the manual replica assignment checks of CreateTopics/CreatePartitions.
+"""The admin APIs, mixed into `Broker`: configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
+DeleteRecords, DescribeLogDirs, DescribeTopicPartitions, ElectLeaders and the partition reassignment APIs, plus
+the manual replica assignment checks of CreateTopics/CreatePartitions.
 
-Each answers what a Kafka cluster of one node (id 0, leader of every partition, the only replica) answers:
-node 0 is always the preferred leader (ElectLeaders: ELECTION_NOT_NEEDED), a reassignment can only name node 0
-and is complete at once (ListPartitionReassignments: none ongoing).
+Each answers what a Kafka cluster of tenure's brokers answers: assignments, reassignments and elections read and
+change the cluster table (broker/cluster.py) and the broker configs are those of the broker answering. With one
+broker that is a one-node cluster: node 0 leads every partition and is every partition's preferred leader.
 """
 from __future__ import annotations
 
@@ -27,21 +27,27 @@ log = logging.getLogger("tenure.broker")
 
 DESCRIBE_TOPIC_PARTITIONS_LIMIT = 2000    # Kafka's max.request.partition.size.limit default
 UNKNOWN_VOLUME_BYTES = -1
+ELECTION_MESSAGES = {   # Kafka's default messages of these errors
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
+}
 
 
 def _resp(api_key: int):
     return SUPPORTED[api_key].response
 
 
-def check_replicas(replicas, node_id: int, want: int | None = None) -> None:
+def check_replicas(replicas, brokers, want: int | None = None) -> None:
     """One partition's manual replica list, checked as Kafka's controller does: not empty, registered
-    brokers only, no broker twice, the same replica count as the other partitions (`want`)."""
+    brokers only (`brokers`: the cluster's ids; a stopped broker is still registered), no broker twice, the
+    same replica count as the other partitions (`want`)."""
     if not replicas:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes an empty replica list.")
     seen = set()
     for b in replicas:
-        if b != node_id:
+        if b not in brokers:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"The manual partition assignment includes broker {b}, but no such broker is "
                              f"registered.")
@@ -61,29 +67,43 @@ class AdminApis:
 
     def _admin_handlers(self) -> dict:
         self.configs = ConfigStore(self.topics, self.static_configs, self.node.node_id)
+        self.cluster.stored_factor = self._stored_factor
+        self.cluster.stored_replicas = self._stored_replicas
         return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
                 35: self.describe_log_dirs, 43: self.elect_leaders, 44: self.incremental_alter_configs,
                 45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
                 75: self.describe_topic_partitions}
 
     def static_configs(self) -> dict[str, str | None]:
-        """Broker configs set by tenure's options: the broker's own, then the server's (Server.static_configs)."""
-        node = self.node
-        own = {"broker.id": str(node.node_id), "node.id": str(node.node_id), "process.roles": "broker,controller",
-               "advertised.listeners": f"PLAINTEXT://{node.host}:{node.port}",
+        """Broker configs set by tenure's options: the server's (Server.static_configs), then those of the
+        broker answering (its id, rack, listener; each broker of a cluster its own)."""
+        node = self.cluster.node(self.configs.node_id)
+        address = f"PLAINTEXT://{node.host}:{node.port}"
+        own = {"broker.id": str(node.id), "node.id": str(node.id), "process.roles": "broker,controller",
+               "listeners": address, "advertised.listeners": address,
+               **({"broker.rack": node.rack} if node.rack is not None else {}),
                "num.partitions": str(self.topics.default_partitions),
                "auto.create.topics.enable": str(self.auto_create_topics).lower(),
-               "default.replication.factor": "1", "offsets.topic.replication.factor": "1",
+               "default.replication.factor": str(self.cluster.replication_factor),
+               "offsets.topic.replication.factor": str(self.cluster.replication_factor),
                "log.dirs": self._log_dir()}
-        return {**own, **(self.server_configs() if self.server_configs is not None else {})}
+        return {**(self.server_configs() if self.server_configs is not None else {}), **own}
 
     def _log_dir(self) -> str | None:
         catalog = self.topics.catalog
         return None if catalog is None else os.path.dirname(os.path.abspath(catalog))
 
     # ---------------------------------------------------------------- manual replica assignment
-    def check_assignment(self, t) -> int:
-        """CreateTopics with `assignments`: the partition count they give (checked; see check_replicas)."""
+    def _check_live(self, index: int, replicas) -> None:
+        """A new partition needs a live replica to lead it (Kafka: its ISR would be empty)."""
+        if not any(self.cluster.brokers[b].up for b in replicas):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"All brokers specified in the manual partition assignment for partition {index} "
+                             f"are fenced or in controlled shutdown.")
+
+    def check_assignment(self, t) -> tuple[int, int]:
+        """CreateTopics with `assignments`: the partition count and replication factor they give (checked;
+        see check_replicas)."""
         if t.num_partitions != -1 or t.replication_factor != -1:
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              "A manual partition assignment was specified, but numPartitions was not set to -1."
@@ -94,12 +114,42 @@ class AdminApis:
         if indexes != list(range(len(indexes))):
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "partitions should be a consecutive 0-based integer sequence")
+        want = len(t.assignments[0].broker_ids)
         for a in t.assignments:
-            check_replicas(a.broker_ids, self.node.node_id, len(t.assignments[0].broker_ids))
-        return len(indexes)
+            check_replicas(a.broker_ids, self.cluster.brokers, want)
+            self._check_live(a.partition_index, a.broker_ids)
+        return len(indexes), want
+
+    def place_topic(self, name: str, factor: int, first: int, assignments) -> None:
+        """A created topic (or its new partitions): its replication factor (-1: the default) and manual
+        replica assignment into the cluster table, and both into the data dir's catalog."""
+        if factor != -1:
+            self.cluster.set_factor(name, factor)
+        placed = {first + i: list(a.broker_ids)
+                  for i, a in enumerate(sorted(assignments, key=lambda a: getattr(a, "partition_index", 0)))}
+        for p, replicas in placed.items():
+            self.cluster.assign(name, p, replicas)
+        if factor != -1 or placed:
+            self._keep_placement(name, factor if factor != -1 else None, placed)
+
+    def _keep_placement(self, name: str, factor: int | None, replicas: dict[int, list[int]]) -> None:
+        try:
+            self.topics.set_placement(name, factor, replicas)
+        except OSError as exc:
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"could not record the replicas of topic {name!r} in the catalog: {exc}") from exc
+
+    def _stored_factor(self, name: str) -> int:
+        topic = self.topics.get(name)
+        return -1 if topic is None else topic.replication_factor
+
+    def _stored_replicas(self, name: str, partition: int) -> list[int] | None:
+        topic = self.topics.get(name)
+        return None if topic is None else topic.replicas.get(partition)
 
     def check_new_partition_assignment(self, t) -> None:
-        """CreatePartitions with `assignments`: one per new partition, each naming node 0."""
+        """CreatePartitions with `assignments`: one per new partition, each with as many replicas as the
+        topic's first partition (see check_replicas)."""
         topic = self.topics.get(t.name)
         if topic is None:
             return                                   # add_partitions answers the unknown topic
@@ -108,8 +158,10 @@ class AdminApis:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Attempted to add {adding} additional partition(s), but only {len(t.assignments)} "
                              f"assignment(s) were specified.")
-        for a in t.assignments:
-            check_replicas(a.broker_ids, self.node.node_id, 1)
+        want = len(self.cluster.state(t.name, 0).replicas)
+        for i, a in enumerate(t.assignments):
+            check_replicas(a.broker_ids, self.cluster.brokers, want)
+            self._check_live(len(topic.partitions) + i, a.broker_ids)
 
     # ---------------------------------------------------------------- configs
     def _config_resource_error(self, resource_type: int, name: str) -> tuple[int, str] | None:
@@ -117,9 +169,10 @@ class AdminApis:
             if self.topics.get(name) is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
         elif resource_type == RESOURCE_BROKER:
-            if name not in ("", str(self.node.node_id)):          # as Kafka's ConfigHelper
+            me = self.configs.node_id                          # the broker answering, as Kafka's ConfigHelper
+            if name not in ("", str(me)):
                 return (ErrorCode.INVALID_REQUEST,
-                        f"Unexpected broker id, expected {self.node.node_id} or empty string, but received {name}")
+                        f"Unexpected broker id, expected {me} or empty string, but received {name}")
         elif resource_type == RESOURCE_GROUP:
             if not name:
                 return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
@@ -309,30 +362,40 @@ class AdminApis:
         return R(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
 
     async def elect_leaders(self, req: Request):
-        """ElectLeaders: node 0 already leads every partition, so each named partition answers
-        ELECTION_NOT_NEEDED (84), preferred or unclean; with none named (all) there is nothing to report."""
+        """ElectLeaders on the cluster table (Cluster.elect): preferred - the first replica leads again;
+        unclean - a partition without a leader gets one. With no partitions named (all of them), as Kafka's
+        controller: every topic is listed, with only its partitions whose answer is not ELECTION_NOT_NEEDED."""
         body, v = req.body, req.api_version
         R = _resp(43)
         T, P = R.ReplicaElectionResult, R.ReplicaElectionResult.PartitionResult
         election = body.election_type if v >= 1 else 0
         if election not in (0, 1):
             return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, replica_election_results=[])
+        everything = body.topic_partitions is None
+        wanted = ([(t.name, range(len(t.partitions))) for t in self.topics.all()] if everything else
+                  [(t.topic, t.partitions) for t in body.topic_partitions])
         out = []
-        for t in body.topic_partitions or []:
+        for name, indexes in wanted:
             parts = []
-            for i in t.partitions:
-                if self.topics.partition(t.topic, i) is None:
+            for i in indexes:
+                if self.topics.partition(name, i) is None:
                     parts.append(P(partition_id=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    error_message="The partition does not exist."))
-                else:
-                    parts.append(P(partition_id=i, error_code=ErrorCode.ELECTION_NOT_NEEDED,
-                                   error_message="Leader election not needed for topic partition."))
-            out.append(T(topic=t.topic, partition_result=parts))
+                    continue
+                code = self.cluster.elect(name, i, unclean=election == 1)
+                if code == ErrorCode.NONE:
+                    log.info("%s election: %s-%d led by broker %d", "unclean" if election else "preferred",
+                             name, i, self.cluster.leader_of(name, i))
+                elif everything and code == ErrorCode.ELECTION_NOT_NEEDED:
+                    continue
+                parts.append(P(partition_id=i, error_code=code, error_message=ELECTION_MESSAGES.get(code)))
+            out.append(T(topic=name, partition_result=parts))
         return R(throttle_time_ms=0, error_code=0, replica_election_results=out)
 
     async def alter_partition_reassignments(self, req: Request):
-        """AlterPartitionReassignments: the only possible target is node 0, which is done at once; a cancel
-        finds nothing in progress (NO_REASSIGNMENT_IN_PROGRESS, 85)."""
+        """AlterPartitionReassignments on the cluster table (Cluster.reassign): done at once when every target
+        broker is up, ongoing until the stopped ones start; null replicas cancel an ongoing one (none:
+        NO_REASSIGNMENT_IN_PROGRESS, 85)."""
         R = _resp(45)
         T, P = R.ReassignableTopicResponse, R.ReassignableTopicResponse.ReassignablePartitionResponse
         out = []
@@ -345,14 +408,32 @@ class AdminApis:
                     if self.topics.partition(t.name, p.partition_index) is None:
                         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
                     if p.replicas is None:
-                        raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                                         "No ongoing reassignment for this partition.")
-                    check_replicas(p.replicas, self.node.node_id)
+                        if self.cluster.state(t.name, p.partition_index).target is None:
+                            raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                             "No ongoing reassignment for this partition.")
+                    else:
+                        check_replicas(p.replicas, self.cluster.brokers)
+                    self.cluster.reassign(t.name, p.partition_index,
+                                          None if p.replicas is None else list(p.replicas))
+                    st = self.cluster.state(t.name, p.partition_index)   # kept: where it ends up
+                    self._keep_placement(t.name, None, {p.partition_index: st.target or st.replicas})
+                    log.info("reassigned %s-%d to %s", t.name, p.partition_index, p.replicas)
                 except TopicError as exc:
                     pr.error_code, pr.error_message = exc.code, exc.message
             out.append(T(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
 
     async def list_partition_reassignments(self, req: Request):
+        """The ongoing reassignments (all, or of the partitions named): replicas, adding, removing."""
         R = _resp(46)
-        return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+        T, P = R.OngoingTopicReassignment, R.OngoingTopicReassignment.OngoingPartitionReassignment
+        ongoing = self.cluster.reassignments()
+        if req.body.topics is not None:
+            named = {(t.name, i) for t in req.body.topics for i in t.partition_indexes}
+            ongoing = {k: st for k, st in ongoing.items() if k in named}
+        by_topic: dict[str, list] = {}
+        for (name, i), st in sorted(ongoing.items()):
+            by_topic.setdefault(name, []).append(P(partition_index=i, replicas=list(st.replicas),
+                                                   adding_replicas=st.adding, removing_replicas=st.removing))
+        return R(throttle_time_ms=0, error_code=0, error_message=None,
+                 topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()])

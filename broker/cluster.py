@@ -48,6 +48,25 @@ class PartitionState:
     leader: int
     leader_epoch: int = 0
     epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])   # (epoch, its first offset)
+    # an ongoing reassignment: the replicas it moves to (None: none ongoing) and those it started from
+    target: list[int] | None = None
+    original: list[int] | None = None
+
+    @property
+    def adding(self) -> list[int]:
+        return [] if self.target is None else [b for b in self.target if b not in self.original]
+
+    @property
+    def removing(self) -> list[int]:
+        return [] if self.target is None else [b for b in self.original if b not in self.target]
+
+    def new_epoch(self, start_offset: int) -> None:
+        """Bump the leader epoch; its cache entry starts at `start_offset`. As Kafka's LeaderEpochFileCache
+        .assign, entries starting at or after it go first: an epoch in which nothing was written is dropped."""
+        self.leader_epoch += 1
+        while self.epochs and self.epochs[-1][1] >= start_offset:
+            self.epochs.pop()
+        self.epochs.append((self.leader_epoch, start_offset))
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for a requested leader epoch, as Kafka's LeaderEpochFileCache.endOffsetFor:
@@ -139,6 +158,10 @@ class Cluster:
         # the leader epoch a partition is placed with: that of its log's last batch (a restart on a data dir
         # goes on from the epoch its clients have seen); set by the server
         self.initial_epoch: Callable[[str, int], int] = lambda topic, partition: 0
+        # what the data dir keeps of a topic: its replication factor (-1: none asked) and the replicas of a
+        # partition placed by hand (None: none); set by the broker (broker/admin.py)
+        self.stored_factor: Callable[[str], int] = lambda topic: -1
+        self.stored_replicas: Callable[[str, int], list[int] | None] = lambda topic, partition: None
         # called after each leader change (the server moves coordinators with it)
         self.on_leader_change: list[Callable[[LeaderChange, str], None]] = []
 
@@ -156,7 +179,8 @@ class Cluster:
         key = (topic, partition)
         st = self.parts.get(key)
         if st is None:
-            replicas = place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
+            kept = [b for b in self.stored_replicas(topic, partition) or [] if b in self.brokers]
+            replicas = kept or place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
             isr = [b for b in replicas if self.brokers[b].up]
             # epochs before the first one known here (a previous run's) end where this run found the log
             epoch = self.initial_epoch(topic, partition)
@@ -170,7 +194,10 @@ class Cluster:
             self.factors[topic] = factor
 
     def factor_of(self, topic: str) -> int:
-        return self.factors.get(topic, self.replication_factor)
+        if topic in self.factors:
+            return self.factors[topic]
+        stored = self.stored_factor(topic)
+        return min(stored, len(self.brokers)) if stored != -1 else self.replication_factor
 
     def leader_of(self, topic: str, partition: int) -> int:
         return self.state(topic, partition).leader
@@ -219,8 +246,7 @@ class Cluster:
     def _elect(self, topic: str, partition: int, st: PartitionState, new: int, cause: str) -> LeaderChange:
         old = st.leader
         st.leader = new
-        st.leader_epoch += 1
-        st.epochs.append((st.leader_epoch, self.log_end_offset(topic, partition)))
+        st.new_epoch(self.log_end_offset(topic, partition))
         change = LeaderChange(topic, partition, old, new, st.leader_epoch)
         for listener in self.on_leader_change:
             listener(change, cause)
@@ -264,7 +290,88 @@ class Cluster:
                 changes.append(self._elect(topic, partition, st, broker_id, "broker_started"))
             elif broker_id not in st.isr:
                 st.isr.append(broker_id)
+            changes.extend(self._complete(topic, partition, st))
         return changes
+
+    # ------------------------------------------------------------------ admin: assignments, reassignments, elections
+    def assign(self, topic: str, partition: int, replicas: list[int]) -> None:
+        """A partition created with a manual replica assignment (checked by the caller): these replicas in
+        this order, the live ones in sync, the first live one the leader (as Kafka's controller)."""
+        isr = [b for b in replicas if self.brokers[b].up]
+        epoch = self.initial_epoch(topic, partition)
+        self.parts[(topic, partition)] = PartitionState(list(replicas), isr, isr[0] if isr else NO_LEADER, epoch,
+                                                        [(epoch, self.log_end_offset(topic, partition))])
+
+    def reassign(self, topic: str, partition: int, target: list[int] | None) -> list[LeaderChange]:
+        """AlterPartitionReassignments for one partition (`target` None: cancel the ongoing one; the caller
+        checks that one is). As Kafka's controller: while ongoing, the replicas are the target followed by
+        the ones being removed; the reassignment completes when every target replica is in sync - here at
+        once for live brokers (one storage, nothing to copy), when it starts for a stopped one. On
+        completion the replicas are the target, and a leader outside it hands over to the first in-sync
+        target replica; a replica removed bumps the leader epoch even when the leader stays (it is fenced)."""
+        st = self.state(topic, partition)
+        if target is None:
+            original = st.original
+            st.target = st.original = None
+            return self._set_replicas(topic, partition, st, original, "reassignment_cancelled")
+        original = st.original if st.target is not None else list(st.replicas)
+        if target == original:
+            st.target = st.original = None
+            return self._set_replicas(topic, partition, st, list(target), "reassigned")
+        st.target, st.original = list(target), original
+        st.replicas = list(target) + [b for b in original if b not in target]
+        for b in target:
+            if self.brokers[b].up and b not in st.isr:
+                st.isr.append(b)            # caught up at once: one storage
+        return self._complete(topic, partition, st)
+
+    def _complete(self, topic: str, partition: int, st: PartitionState) -> list[LeaderChange]:
+        """Finish an ongoing reassignment whose target replicas are all in sync."""
+        if st.target is None or not all(b in st.isr for b in st.target):
+            return []
+        target = st.target
+        st.target = st.original = None
+        return self._set_replicas(topic, partition, st, target, "reassigned")
+
+    def _set_replicas(self, topic: str, partition: int, st: PartitionState, replicas: list[int],
+                      cause: str) -> list[LeaderChange]:
+        removed = [b for b in st.replicas if b not in replicas]
+        st.replicas = list(replicas)
+        st.isr = [b for b in st.isr if b in replicas] or [b for b in replicas if self.brokers[b].up]
+        if st.leader in replicas and st.leader != NO_LEADER:
+            if removed:                     # as Kafka's PartitionChangeBuilder: the removed replicas are fenced
+                st.new_epoch(self.log_end_offset(topic, partition))
+            return []
+        new = next((b for b in replicas if b in st.isr and self.brokers[b].up), NO_LEADER)
+        return [self._elect(topic, partition, st, new, cause)]
+
+    def reassignments(self) -> dict[tuple[str, int], PartitionState]:
+        """The partitions with an ongoing reassignment."""
+        return {k: st for k, st in self.parts.items() if st.target is not None}
+
+    def elect(self, topic: str, partition: int, unclean: bool) -> int:
+        """ElectLeaders for one partition, as Kafka's controller: preferred - the first replica leads again
+        if it is live and in sync (leads already: ELECTION_NOT_NEEDED, cannot: PREFERRED_LEADER_NOT_AVAILABLE);
+        unclean - only a partition without a leader gets one, an in-sync live replica first, else any live
+        replica (none: ELIGIBLE_LEADERS_NOT_AVAILABLE)."""
+        st = self.state(topic, partition)
+        if unclean:
+            if st.leader != NO_LEADER:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            live = [b for b in st.replicas if self.brokers[b].up]
+            new = next((b for b in live if b in st.isr), live[0] if live else NO_LEADER)
+            if new == NO_LEADER:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            st.isr = [new] if new not in st.isr else st.isr
+            self._elect(topic, partition, st, new, "elected")
+            return ErrorCode.NONE
+        preferred = st.replicas[0]
+        if st.leader == preferred:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        if preferred not in st.isr or not self.brokers[preferred].up:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        self._elect(topic, partition, st, preferred, "elected")
+        return ErrorCode.NONE
 
     def move_leader(self, topic: str, partition: int, to: int, cause: str = "moved") -> LeaderChange | None:
         """Make broker `to` the leader (it must be up and a replica; a replica that is not yet one is added

@@ -20,6 +20,7 @@ from typing import Callable
 
 from tenure.protocol.errors import ErrorCode
 
+from .cluster import CURRENT_BROKER
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
 
 # DescribeConfigs resource types
@@ -167,7 +168,9 @@ def _broker_defs() -> dict[str, ConfigDef]:
     t = {d.name: d for d in TOPIC_CONFIGS.values()}
     return _defs(
         ConfigDef("broker.id", INT, "-1", "This node's id.", dynamic=False),
-        ConfigDef("node.id", INT, "-1", "This node's id in the cluster (tenure: one node, 0).", dynamic=False),
+        ConfigDef("node.id", INT, "-1", "This node's id in the cluster (tenure: 0..N-1 with --brokers N).",
+                  dynamic=False),
+        ConfigDef("broker.rack", STRING, None, "The rack of this broker (tenure: --racks).", dynamic=False),
         ConfigDef("process.roles", LIST, "", "The roles of this node: broker and controller in one.",
                   dynamic=False),
         ConfigDef("listeners", LIST, "PLAINTEXT://:9092", "The address tenure listens on.", dynamic=False),
@@ -240,8 +243,14 @@ class ConfigStore:
     def __init__(self, registry, static: Callable[[], dict[str, str | None]], node_id: int = 0) -> None:
         self.registry = registry
         self._static = static
-        self.node_id = node_id
+        self._node_id = node_id
         self.broker_defs = _broker_defs()
+
+    @property
+    def node_id(self) -> int:
+        """The broker answering: the one the request came in on (cluster mode), else the given node."""
+        current = CURRENT_BROKER.get()
+        return self._node_id if current is None else current
 
     # ------------------------------------------------------------------ describing
     def _broker_layers(self, name: str) -> list[tuple[int, str | None]]:
@@ -261,7 +270,7 @@ class ConfigStore:
         return out
 
     def broker_entries(self, resource_name: str) -> list[Entry]:
-        """Node "0": every broker config. The cluster default (""): as Kafka, only the configs altered
+        """The answering broker's id: every broker config. The cluster default (""): as Kafka, only the configs altered
         cluster-wide, with synonyms below that level."""
         cluster_wide = self.registry.dynamic_configs.get("broker", {}).get("", {})
         out = []

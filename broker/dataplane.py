@@ -229,7 +229,7 @@ class Broker(AdminApis):
                                      "Excessively large number of partitions per request.")
                 partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
-                    partitions, factor = self.check_assignment(t), 1
+                    partitions, factor = self.check_assignment(t)
                 n = self.topics.check_create(t.name, partitions, factor, configs)
                 self.configs.check(RESOURCE_TOPIC, list(configs), configs)     # the values, as Kafka does
                 if body.validate_only:
@@ -237,7 +237,7 @@ class Broker(AdminApis):
                     res.replication_factor = factor if factor != -1 else self.cluster.replication_factor
                 else:
                     topic = self.topics.create(t.name, partitions, factor, configs)
-                    self.cluster.set_factor(t.name, factor)
+                    self.place_topic(t.name, factor, 0, t.assignments)
                     res.topic_id = topic.topic_id
                     res.num_partitions = len(topic.partitions)
                     res.replication_factor = self.cluster.factor_of(t.name)
@@ -296,9 +296,12 @@ class Broker(AdminApis):
         for t in body.topics:
             res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
+                before = len(self.topics.get(t.name).partitions) if self.topics.get(t.name) is not None else 0
                 if t.assignments:
                     self.check_new_partition_assignment(t)
                 self.topics.add_partitions(t.name, t.count, body.validate_only)
+                if t.assignments and not body.validate_only:
+                    self.place_topic(t.name, -1, before, t.assignments)
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             out.append(res)
@@ -426,7 +429,7 @@ class Broker(AdminApis):
                     parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
                     continue
-                code = self.cluster.check(t.name, i)
+                code = self.cluster.check(t.name, i, require_leader=False)   # any replica answers, as Kafka
                 if code:
                     parts.append(P(partition_index=i, error_code=code, error_message=None, active_producers=[]))
                     continue
@@ -528,7 +531,9 @@ class Broker(AdminApis):
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     had_error = True
                     continue
-                code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1)
+                # a consumer's Fetch v11+ carries client metadata (KIP-392): as Kafka, a follower serves it too
+                code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1,
+                                          require_leader=v < 11)
                 if code:
                     pd.error_code = code
                     had_error = True

@@ -52,6 +52,10 @@ class Topic:
     partitions: list[Log]
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    # cluster mode: the replication factor asked at creation (-1: the cluster's default) and the replicas of
+    # the partitions placed by hand (a manual assignment or a reassignment), kept in the catalog
+    replication_factor: int = -1
+    replicas: dict[int, list[int]] = field(default_factory=dict)
 
     def config(self, name: str) -> str | None:
         return self.configs.get(name, DEFAULT_TOPIC_CONFIGS.get(name))
@@ -126,7 +130,9 @@ class TopicRegistry:
         for e in entries:
             topic = Topic(e["name"], uuid.UUID(e["topic_id"]),
                           [self._log_factory(e["name"], i) for i in range(e["partitions"])],
-                          dict(e.get("configs", {})), bool(e.get("internal", False)))
+                          dict(e.get("configs", {})), bool(e.get("internal", False)),
+                          int(e.get("replication_factor", -1)),
+                          {int(k): list(v) for k, v in e.get("replicas", {}).items()})
             self._by_name[topic.name] = topic
             self._by_id[topic.topic_id] = topic
         return list(self._by_name.values())
@@ -136,7 +142,10 @@ class TopicRegistry:
             return
         doc = {"version": 1, "topics": [
             {"name": t.name, "topic_id": str(t.topic_id), "partitions": len(t.partitions),
-             "configs": t.configs, "internal": t.internal} for t in self._by_name.values()],
+             "configs": t.configs, "internal": t.internal,
+             **({"replication_factor": t.replication_factor} if t.replication_factor != -1 else {}),
+             **({"replicas": {str(k): v for k, v in sorted(t.replicas.items())}} if t.replicas else {})}
+            for t in self._by_name.values()],
             "configs": self.dynamic_configs}
         tmp = f"{self.catalog}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -153,6 +162,16 @@ class TopicRegistry:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's config overrides (already validated) and persist them."""
         self._by_name[name].configs = dict(configs)
+        self._save()
+
+    def set_placement(self, name: str, replication_factor: int | None = None,
+                      replicas: dict[int, list[int]] | None = None) -> None:
+        """Record a topic's replication factor and/or the replicas of some of its partitions; persist them."""
+        topic = self._by_name[name]
+        if replication_factor is not None:
+            topic.replication_factor = replication_factor
+        if replicas:
+            topic.replicas.update({p: list(r) for p, r in replicas.items()})
         self._save()
 
     def set_dynamic_configs(self, kind: str, name: str, configs: dict[str, str]) -> None:

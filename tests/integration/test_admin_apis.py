@@ -389,7 +389,10 @@ def test_elect_leaders_over_the_wire(tenure_server, wire, version):
     from kafka.protocol.admin import ElectLeadersRequest as E
     tenure_server.call(lambda: tenure_server.server.topics.create("elw", 1))
     r = wire.call(E(election_type=0, timeout_ms=1000, topic_partitions=None), version)  # all: none needs one
-    assert r.replica_election_results == []
+    # as Kafka's controller: every topic listed, none of its partitions (each answered ELECTION_NOT_NEEDED)
+    topics = tenure_server.call(lambda: sorted(t.name for t in tenure_server.server.topics.all()))
+    assert "elw" in topics
+    assert sorted((x.topic, x.partition_result) for x in r.replica_election_results) == [(t, []) for t in topics]
     r = wire.call(E(election_type=0, timeout_ms=1000, topic_partitions=[
         E.TopicPartitions(topic="elw", partitions=[0, 5])]), version)
     assert [(p.partition_id, p.error_code) for p in r.replica_election_results[0].partition_result] == [
