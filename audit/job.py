@@ -131,7 +131,10 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
          .config("spark.default.parallelism", "4")
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.ui.showConsoleProgress", "false")    # progress: our own lines on stderr
-         .config("spark.log.level", "WARN"))
+         .config("spark.log.level", "WARN")
+         # offsets_history's part files (one or more per piece: 85 at 10M records) are given by path: Spark
+         # would list more than 32 with a job of its own; the driver stats them itself
+         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096"))
     if master.startswith("local"):
         # loopback only; the workers run this interpreter, where tenure and its dependencies are installed
         b = (b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
