@@ -102,7 +102,7 @@ class _GroupFold:
             self.end_ev.clear()
             return out
         # the snapshot's static members (instance id, member id), in its order, each pair once
-        snap = dict.fromkeys(zip(r.instance_ids or (), r.member_ids or ()))
+        snap = dict.fromkeys((i, m) for i, m in zip(r.all_instance_ids or (), r.all_member_ids or ()) if i is not None)
         for key in sorted(self.open):
             if key not in snap:
                 out.append(self._close(key, r.offset, r.timestamp, r.generation, UNKNOWN))
@@ -124,11 +124,66 @@ class _GroupFold:
         return [tuple(self.open[key][f] for f in HISTORY_FIELDS) for key in sorted(self.open)]
 
 
+# generations columns, in order
+GENERATION_FIELDS = ("group", "generation", "time", "protocol_type", "protocol", "leader", "member_count", "members",
+                     "trigger", "rebalance_start", "joined", "left", "log_partition", "log_offset", "state_timestamp")
+
+
+def _who(member_id: str, instance_id: str | None) -> str:
+    """A member as people name it: `instance id (member id)` for a static member, else the member id."""
+    return member_id if instance_id is None else f"{instance_id} ({member_id})"
+
+
+def fold_generations(rows):
+    """rows: as `fold_member_map` takes them (a snapshot's members, all of them, as `all_member_ids` and
+    `all_instance_ids`). Yields generations tuples (GENERATION_FIELDS): one per new generation - a
+    GroupMetadata record whose generation differs from the group's previous record's, or the first one, or
+    the first after a tombstone - and one per tombstone (a group deletion). Its trigger comes from the
+    static events (not tombstones, not `fenced`) between the previous GroupMetadata record and this one:
+    `forced_rebalance` if one was, else their causes joined with `+`; without any, `initial` for a first
+    generation, `dynamic_membership` when the member ids changed, else `unknown`. The rebalance ran from
+    the first of those events (its own time, else the record's) to the record."""
+    key = prev = None               # (group, partition); the previous GroupMetadata record there
+    causes: set[str] = set()
+    first_event = None
+    for r in rows:
+        if (r.group, r.partition) != key:
+            key, prev, causes, first_event = (r.group, r.partition), None, set(), None
+        if r.type == "static_member_event":
+            if not r.tombstone and r.cause is not None and r.cause != rec.FENCED:
+                causes.add(r.cause)
+                t = r.event_time if r.event_time is not None and r.event_time >= 0 else r.timestamp
+                first_event = t if first_event is None or t < first_event else first_event
+            continue
+        if r.type != "group_metadata":
+            continue
+        if r.tombstone or prev is None or prev.tombstone or r.generation != prev.generation:
+            members = list(zip(r.all_member_ids or (), r.all_instance_ids or ()))
+            before = list(zip(prev.all_member_ids or (), prev.all_instance_ids or ())) if prev is not None else []
+            if r.tombstone:
+                trigger = GROUP_DELETED
+            elif rec.FORCED_REBALANCE in causes:
+                trigger = rec.FORCED_REBALANCE
+            elif causes:
+                trigger = "+".join(sorted(causes))
+            elif prev is None or prev.tombstone:
+                trigger = "initial"
+            elif sorted(m for m, _ in members) != sorted(m for m, _ in before):
+                trigger = "dynamic_membership"
+            else:
+                trigger = UNKNOWN
+            now, was = {_who(*m) for m in members}, {_who(*m) for m in before}
+            yield (r.group, r.generation, r.timestamp, r.protocol_type, r.protocol, r.leader, len(members), members,
+                   trigger, r.timestamp if first_event is None else min(first_event, r.timestamp),
+                   sorted(now - was), sorted(was - now), r.partition, r.offset, r.state_timestamp)
+        prev, causes, first_event = r, set(), None
+
+
 def fold_member_map(rows):
     """rows: Spark Rows of group_metadata / static_member_event records, and the coordinator_load records of
-    each group's partition (given the group), sorted by (group, partition, offset); a snapshot's static members
-    as `instance_ids` and `member_ids` (two arrays, in the record's order). Yields member_map_history tuples
-    (HISTORY_FIELDS)."""
+    each group's partition (given the group), sorted by (group, partition, offset); a snapshot's members as
+    `all_member_ids` and `all_instance_ids` (two arrays, in the record's order). Yields member_map_history
+    tuples (HISTORY_FIELDS)."""
     cur: _GroupFold | None = None
     for r in rows:
         if cur is None or cur.group != r.group or cur.partition != r.partition:

@@ -26,8 +26,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from . import read
-from .fold import (COORDINATOR_MOVED, END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map,
-                   in_arrow)
+from .fold import (COORDINATOR_MOVED, END_CAUSES, GENERATION_FIELDS, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges,
+                   fold_generations, fold_member_map, in_arrow)
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
@@ -67,6 +67,14 @@ GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("fro
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
     "from_generation": I, "to_generation": I, "from_broker": I, "to_broker": I}.get(n, L)) for n in HISTORY_FIELDS])
+GENERATIONS_SCHEMA = T.StructType([T.StructField(n, t, nullable) for n, t, nullable in (
+    ("group", S, True), ("generation", I, True), ("time", L, True), ("protocol_type", S, True), ("protocol", S, True),
+    ("leader", S, True), ("member_count", I, False),
+    ("members", T.ArrayType(T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S)]), False), False),
+    ("trigger", S, False), ("rebalance_start", L, True), ("joined", T.ArrayType(S), False),
+    ("left", T.ArrayType(S), False), ("log_partition", I, True), ("log_offset", L, True),
+    ("state_timestamp", L, True))])
+assert tuple(GENERATIONS_SCHEMA.names) == GENERATION_FIELDS
 RANGE_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic": S, "partition": I, "merged_into": S,
                                                 "instance_id": S, "log_partition": I}.get(n, L))
                              for n in RANGE_FIELDS])
@@ -440,77 +448,33 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
     return rows.mapInArrow(in_arrow(fold_catchup_ranges, to_arrow_schema(RANGE_SCHEMA)), RANGE_SCHEMA)
 
 
-def member_map_history(spark: SparkSession, records: DataFrame) -> DataFrame:
-    """The member-map intervals of each (group, instance), and a row per coordinator move of the group's
-    offsets partition (each CoordinatorLoad record given to every group of its partition)."""
-    # only the columns the fold reads, a snapshot's static members as two arrays of strings: each row and
-    # member struct would otherwise become a Python Row object on its way to the fold and back
-    statics = F.filter(F.coalesce("members", F.array()), lambda m: m["instance_id"].isNotNull())
+def fold_input(records: DataFrame) -> DataFrame:
+    """What the per-group folds read: the GroupMetadata and static-member records, and each coordinator move
+    (CoordinatorLoad record) given to every group of its partition, one group's rows together in log order
+    (sorted by group, partition, offset). Only the columns the folds read; a snapshot's members as two arrays
+    of strings (member ids, instance ids), not structs."""
+    members = F.coalesce("members", F.array())
     records = records.select("group", "partition", "offset", "timestamp", "type", "tombstone", "instance_id", "cause",
-                             "old_member_id", "new_member_id", "event_time", "generation",
-                             F.transform(statics, lambda m: m["instance_id"]).alias("instance_ids"),
-                             F.transform(statics, lambda m: m["member_id"]).alias("member_ids"))
+                             "old_member_id", "new_member_id", "event_time", "generation", "protocol_type", "protocol",
+                             "leader", "state_timestamp",
+                             F.transform(members, lambda m: m["member_id"]).alias("all_member_ids"),
+                             F.transform(members, lambda m: m["instance_id"]).alias("all_instance_ids"))
     group_rows = records.filter(F.col("type").isin("group_metadata", "static_member_event"))
     moves = (records.filter(F.col("type") == "coordinator_load").drop("group")
              .join(group_rows.select("group", "partition").distinct(), "partition"))
-    rows = (group_rows.unionByName(moves)
-            .repartition("group").sortWithinPartitions("group", "partition", "offset"))
-    return rows.mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA)
+    return group_rows.unionByName(moves).repartition("group").sortWithinPartitions("group", "partition", "offset")
 
 
-def generations(records: DataFrame, events: DataFrame) -> DataFrame:
-    """One row per new generation (a GroupMetadata record whose generation differs from the group's
-    previous one) and one per group deletion (tombstone); the trigger is inferred from the static
-    events since the group's previous GroupMetadata record."""
-    gm = records.filter(F.col("type") == "group_metadata")
-    w = Window.partitionBy("group", "partition").orderBy("offset")
-    gm = (gm.withColumn("prev_offset", F.lag("offset").over(w))
-          .withColumn("prev_generation", F.lag("generation").over(w))
-          .withColumn("prev_tombstone", F.lag("tombstone").over(w))
-          .withColumn("prev_members", F.lag("members").over(w)))
-    new = gm.filter(F.col("tombstone") | F.col("prev_offset").isNull() | F.col("prev_tombstone")
-                    | (F.col("generation") != F.col("prev_generation")))
-    ev = (events.filter(~F.col("tombstone") & (F.col("cause") != "fenced"))
-          .select(F.col("group").alias("e_group"), F.col("log_partition").alias("e_part"),
-                  F.col("log_offset").alias("e_offset"), F.col("cause").alias("e_cause"),
-                  F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time"))
-                  .alias("e_time")))
-    joined = new.join(ev, (new["group"] == ev["e_group"]) & (new["partition"] == ev["e_part"])
-                      & (ev["e_offset"] < new["offset"])
-                      & (new["prev_offset"].isNull() | (ev["e_offset"] > new["prev_offset"])), "left")
-    agg = (joined.groupBy("group", "partition", "offset")
-           .agg(F.array_sort(F.collect_set("e_cause")).alias("causes"), F.min("e_time").alias("first_event")))
-    member_ids = F.transform(F.col("members"), lambda m: m["member_id"])
-    prev_ids = F.transform(F.col("prev_members"), lambda m: m["member_id"])
-    trigger = (F.when(F.col("tombstone"), F.lit("group_deleted"))
-               .when(F.array_contains("causes", "forced_rebalance"), F.lit("forced_rebalance"))
-               .when(F.size("causes") > 0, F.array_join("causes", "+"))
-               .when(F.col("prev_offset").isNull() | F.col("prev_tombstone"), F.lit("initial"))
-               .when(F.array_sort(member_ids) != F.array_sort(prev_ids), F.lit("dynamic_membership"))
-               .otherwise(F.lit("unknown")))
-    return (new.join(agg, ["group", "partition", "offset"])
-            .select("group", "generation", F.col("timestamp").alias("time"), "protocol_type", "protocol",
-                    "leader", F.size(F.coalesce("members", F.array())).alias("member_count"),
-                    F.transform(F.coalesce("members", F.array()),
-                                lambda m: F.struct(m["member_id"].alias("member_id"),
-                                                   m["instance_id"].alias("instance_id"))).alias("members"),
-                    trigger.alias("trigger"),
-                    # the first triggering event's time: the rebalance ran from there to `time`
-                    F.least("first_event", F.col("timestamp")).alias("rebalance_start"),
-                    F.array_sort(F.array_except(F.coalesce(F.transform("members", _who), F.array()),
-                                                F.coalesce(F.transform("prev_members", _who), F.array())))
-                    .alias("joined"),
-                    F.array_sort(F.array_except(F.coalesce(F.transform("prev_members", _who), F.array()),
-                                                F.coalesce(F.transform("members", _who), F.array())))
-                    .alias("left"),
-                    F.col("partition").alias("log_partition"), F.col("offset").alias("log_offset"),
-                    "state_timestamp"))
+def member_map_history(grouped: DataFrame) -> DataFrame:
+    """The member-map intervals of each (group, instance), and a row per coordinator move of the group's
+    offsets partition (`fold_input`'s rows folded by `fold.fold_member_map`)."""
+    return grouped.mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA)
 
 
-def _who(m):
-    """A member as people name it: `instance id (member id)` for a static member, else the member id."""
-    return F.when(m["instance_id"].isNotNull(), F.concat(m["instance_id"], F.lit(" ("), m["member_id"], F.lit(")"))
-                  ).otherwise(m["member_id"])
+def generations(grouped: DataFrame) -> DataFrame:
+    """One row per new generation and one per group deletion, with the trigger inferred from the static events
+    since the group's previous GroupMetadata record (`fold_input`'s rows folded by `fold.fold_generations`)."""
+    return grouped.mapInArrow(in_arrow(fold_generations, to_arrow_schema(GENERATIONS_SCHEMA)), GENERATIONS_SCHEMA)
 
 
 def _in_window(col, opts: Options):
@@ -643,8 +607,10 @@ def build(spark: SparkSession, opts: Options,
     group_records = records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load")
                                    ).persist(StorageLevel.MEMORY_AND_DISK)
     events = static_events(group_records).cache()       # read by every later stage
-    history = member_map_history(spark, group_records).cache()
-    gens = generations(group_records, events).cache()
+    # one shuffle puts each group's records together in log order, read by both folds
+    grouped = fold_input(group_records).persist(StorageLevel.MEMORY_AND_DISK)
+    history = member_map_history(grouped).cache()
+    gens = generations(grouped).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
     gens_w = _window(gens, "time", None, opts)
     events_w = _window(events, "log_time", None, opts)

@@ -34,7 +34,7 @@ def intervals(dir_: str, group: str, instance: str, master: str = "local[*]", sp
             spark = job.session(master, app="tenure-audit-query")
         try:
             opts = job.Options(dir_, "", master=master, group=group, report=False)
-            h = job.member_map_history(spark, job.load(spark, opts).records)
+            h = job.member_map_history(job.fold_input(job.load(spark, opts).records))
             rows = [r.asDict() for r in h.filter(h["instance_id"] == instance).select(*FIELDS).collect()]
         finally:
             if own:

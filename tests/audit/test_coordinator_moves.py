@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 def row(type_, offset, **kw):
     base = dict(type=type_, group="g", partition=3, offset=offset, timestamp=1000 + offset, tombstone=False,
                 instance_id=None, cause=None, old_member_id=None, new_member_id=None, event_time=None,
-                generation=None, instance_ids=None, member_ids=None)
+                generation=None, all_member_ids=None, all_instance_ids=None)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -25,7 +25,7 @@ def test_a_coordinator_load_record_is_a_row_of_the_group_history_with_its_broker
     assert rec.decode(*rec.encode(load)) == load
     r = read._record_row(3, 7, 1500, load)
     assert len(r) == read.RECORD_COLUMNS and r[3:5] == ("coordinator_load", None)
-    m = dict(instance_ids=["i-1"], member_ids=["m-1"])       # a snapshot's static members, as the job selects them
+    m = dict(all_member_ids=["m-1"], all_instance_ids=["i-1"])   # a snapshot's members, as job.fold_input selects them
     rows = [row("static_member_event", 0, instance_id="i-1", cause=rec.JOINED, new_member_id="m-1", event_time=900),
             row("group_metadata", 1, generation=1, **m),
             row("coordinator_load", 7, cause=r[7], old_member_id=r[8], new_member_id=r[9], event_time=r[11]),
