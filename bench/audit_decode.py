@@ -9,13 +9,16 @@ start, read.split's pieces); kafka-python's DefaultRecordBatch iteration
 (keys, values, offsets, timestamps); tenure.protocol.records.decode of every record; the offset commits the way
 the audit decodes them (each distinct key once, the value straight into its fields); the row tuples; pickling
 the rows (what PySpark sends from a Python worker to the JVM); and tenure.audit.read.unit_rows end to end on
-the same file (all of the above as the audit runs it). Prints figures only.
+the same file: without a sink (every record a row) and with one, as the audit runs it (read.OffsetsSink: the
+plain offset commits written as an offsets_history Parquet part file by the task, the rest rows). Prints
+figures only.
 """
 from __future__ import annotations
 
 import os
 import pickle
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,7 +72,12 @@ def main(path: str) -> None:
     units = [u for p in sorted(listings) for u in listings[p].units() if u.path == os.path.abspath(path)]
     t = clock()
     sum(1 for u in units for _ in read.unit_rows(u))
-    steps.append(("read.unit_rows end to end", clock() - t))
+    steps.append(("read.unit_rows end to end, no sink", clock() - t))
+    with tempfile.TemporaryDirectory() as staging:
+        sink = read.OffsetsSink(staging)
+        t = clock()
+        sum(1 for u in units for _ in read.unit_rows(u, sink))
+        steps.append(("read.unit_rows end to end, with a sink", clock() - t))
     kinds: dict[str, int] = {}
     for d in decoded:
         kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
