@@ -659,7 +659,7 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
     keys = _COMMIT_KEYS
     take = None if out is None or producer is not None else out.add    # a transaction's commits stay rows
     for r in records:
-        key = r.key
+        key, k = r.key, None
         try:
             if key is None:
                 raise ValueError("record without a key")
@@ -676,11 +676,8 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
             if k is not None:
                 value = r.value
                 v = None if value is None else rec.offset_commit_value(value)
-                if take is not None and take(k, r.offset, r.timestamp, v):
-                    continue
-                yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2], v, producer))
-                continue
-            record = rec.decode(key, r.value)
+            else:
+                record = rec.decode(key, r.value)
         except (rec.UnknownRecordType, txn_records.UnknownRecordType) as exc:
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE, str(exc))
             continue
@@ -688,8 +685,11 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
             yield _error(unit, h.position, r.offset, UNDECODABLE,
                          f"record does not decode ({type(exc).__name__}: {exc})")
             continue
-        if isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
+        if k is not None:        # a failure to write the part file is the task's, not a record's error
+            if take is None or not take(k, r.offset, r.timestamp, v):
+                yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2], v, producer))
+        elif isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
                          f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
-            continue
-        yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record, producer))
+        else:
+            yield ("R", _record_row(part, r.offset, r.timestamp, record, producer))

@@ -103,3 +103,17 @@ def test_the_part_files_hold_what_the_rows_without_a_sink_say(tmp_path, monkeypa
         kinds = [r[4] for u in units for r in read.unit_rows(u, sink) if r[0] == "R"]
         assert {"txn_marker", "group_metadata", "static_member_event", "offset_commit"} <= set(kinds)
         assert sum(r[0] == "E" for u in units for r in read.unit_rows(u, sink)) == 2
+
+
+@pytest.mark.parametrize("rows", [16, 1 << 16])
+def test_a_part_file_that_cannot_be_written_fails_the_task(tmp_path, monkeypatch, rows):
+    """A write failure (here: the staging directory is gone) is the task's failure, for Spark to retry -
+    never an error row saying a record does not decode, with the commits it held lost."""
+    monkeypatch.setattr(read.OffsetsWriter, "ROWS", rows)
+    synth_log(tmp_path / "log")
+    listings, _ = read.list_partitions(str(tmp_path / "log"))
+    sink = read.OffsetsSink(str(tmp_path / "gone"))
+    with pytest.raises(FileNotFoundError):
+        for unit in listings[0].units():
+            for row in read.unit_rows(unit, sink):
+                assert not (row[0] == "E" and "FileNotFoundError" in row[-1])
