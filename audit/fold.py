@@ -25,8 +25,8 @@ its own in the group's history, in log order beside the member ids: instance and
 start_cause `coordinator_moved`, end_cause the move's cause (`broker_stopped`, `moved`, ...), from_broker
 and to_broker the brokers, the group's generation then in from/to_generation (a static group keeps it).
 
-The function is called by `mapPartitions` over rows sorted by (group, partition, offset); it holds one
-group's open intervals at a time.
+The function runs over each partition of rows sorted by (group, partition, offset) (`in_arrow`: Spark's
+`mapInArrow`); it holds one group's open intervals at a time.
 
 `fold_catchup_ranges` does the same for the catch-up consumer's checkpoints (its companion group's
 OffsetCommit metadata): one (group, topic, partition)'s commits in log order are folded by
@@ -34,6 +34,7 @@ OffsetCommit metadata): one (group, topic, partition)'s commits in log order are
 """
 from __future__ import annotations
 
+import collections
 import itertools
 
 from tenure.catchup import ranges as R
@@ -100,10 +101,8 @@ class _GroupFold:
             self.start_ev.clear()
             self.end_ev.clear()
             return out
-        snap = []
-        for m in r.members or ():
-            if m.instance_id is not None and (m.instance_id, m.member_id) not in snap:
-                snap.append((m.instance_id, m.member_id))
+        # the snapshot's static members (instance id, member id), in its order, each pair once
+        snap = dict.fromkeys(zip(r.instance_ids or (), r.member_ids or ()))
         for key in sorted(self.open):
             if key not in snap:
                 out.append(self._close(key, r.offset, r.timestamp, r.generation, UNKNOWN))
@@ -127,8 +126,9 @@ class _GroupFold:
 
 def fold_member_map(rows):
     """rows: Spark Rows of group_metadata / static_member_event records, and the coordinator_load records of
-    each group's partition (given the group), sorted by (group, partition, offset). Yields member_map_history
-    tuples (HISTORY_FIELDS)."""
+    each group's partition (given the group), sorted by (group, partition, offset); a snapshot's static members
+    as `instance_ids` and `member_ids` (two arrays, in the record's order). Yields member_map_history tuples
+    (HISTORY_FIELDS)."""
     cur: _GroupFold | None = None
     for r in rows:
         if cur is None or cur.group != r.group or cur.partition != r.partition:
@@ -177,3 +177,35 @@ def fold_catchup_ranges(rows):
             yield (group, topic, partition, h.lo, h.hi, h.opened_ms, h.closed_ms,
                    h.closed_ms if merged is None else None, merged, *owed, instance.get((h.lo, h.hi)),
                    last["time"], last["log_partition"])
+
+
+def in_arrow(fold, schema):
+    """`fold` (rows in, tuples out) as a function for Spark's `mapInArrow`: the partition's Arrow record batches
+    become rows with the columns as attributes, the tuples it yields Arrow record batches of `schema` (a
+    pyarrow schema). Arrow both ways: the JVM's side of pickled rows cost more than the fold itself."""
+    def run(batches):
+        import pyarrow as pa
+        out: list[tuple] = []
+
+        def rows():
+            row = None
+            for b in batches:
+                if row is None:
+                    row = collections.namedtuple("Row", b.schema.names, rename=True)
+                yield from map(row._make, zip(*(c.to_pylist() for c in b.columns)))
+
+        def batch():
+            cols = list(zip(*out)) if out else [()] * len(schema)
+            out.clear()
+            return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+
+        for t in fold(rows()):
+            out.append(t)
+            if len(out) >= BATCH_ROWS:
+                yield batch()
+        if out:
+            yield batch()
+    return run
+
+
+BATCH_ROWS = 10_000

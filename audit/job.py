@@ -23,9 +23,11 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from . import read
-from .fold import COORDINATOR_MOVED, END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map
+from .fold import (COORDINATOR_MOVED, END_CAUSES, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges, fold_member_map,
+                   in_arrow)
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
@@ -348,8 +350,14 @@ def load(spark: SparkSession, opts: Options,
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
     for df in [*kept, *_transaction_state(spark, opts)]:
         raw_all = raw_all.unionByName(df)
-    records = raw_all.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
-    errors = (raw_all.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
+    # what the later stages read - the records that are rows and the errors, a few percent of the log - sits in
+    # one cached partition per piece (83 at 10M records), so every later job would run a task per piece: it is
+    # gathered into a few partitions, once (a coalesce: no shuffle, the pieces' cached rows are not read again)
+    rest = (raw_all.filter(F.col("kind").isin("R", "E")).coalesce(max(1, spark.sparkContext.defaultParallelism))
+            .persist(StorageLevel.MEMORY_AND_DISK))
+    rest.count()         # filled by one job: the later stages' first jobs run at once and would each compute it
+    records = rest.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
+    errors = (rest.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
               .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
     if unstable_rows:
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
@@ -429,18 +437,25 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
                        "log_partition", F.coalesce("marker_offset", "log_offset").alias("log_offset")))
     key = ("group", "topic", "partition")
     rows = commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "log_offset")
-    return commits.sparkSession.createDataFrame(rows.rdd.mapPartitions(fold_catchup_ranges), RANGE_SCHEMA)
+    return rows.mapInArrow(in_arrow(fold_catchup_ranges, to_arrow_schema(RANGE_SCHEMA)), RANGE_SCHEMA)
 
 
 def member_map_history(spark: SparkSession, records: DataFrame) -> DataFrame:
     """The member-map intervals of each (group, instance), and a row per coordinator move of the group's
     offsets partition (each CoordinatorLoad record given to every group of its partition)."""
+    # only the columns the fold reads, a snapshot's static members as two arrays of strings: each row and
+    # member struct would otherwise become a Python Row object on its way to the fold and back
+    statics = F.filter(F.coalesce("members", F.array()), lambda m: m["instance_id"].isNotNull())
+    records = records.select("group", "partition", "offset", "timestamp", "type", "tombstone", "instance_id", "cause",
+                             "old_member_id", "new_member_id", "event_time", "generation",
+                             F.transform(statics, lambda m: m["instance_id"]).alias("instance_ids"),
+                             F.transform(statics, lambda m: m["member_id"]).alias("member_ids"))
     group_rows = records.filter(F.col("type").isin("group_metadata", "static_member_event"))
     moves = (records.filter(F.col("type") == "coordinator_load").drop("group")
              .join(group_rows.select("group", "partition").distinct(), "partition"))
     rows = (group_rows.unionByName(moves)
             .repartition("group").sortWithinPartitions("group", "partition", "offset"))
-    return spark.createDataFrame(rows.rdd.mapPartitions(fold_member_map), HISTORY_SCHEMA)
+    return rows.mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA)
 
 
 def generations(records: DataFrame, events: DataFrame) -> DataFrame:

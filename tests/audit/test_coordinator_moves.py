@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 def row(type_, offset, **kw):
     base = dict(type=type_, group="g", partition=3, offset=offset, timestamp=1000 + offset, tombstone=False,
                 instance_id=None, cause=None, old_member_id=None, new_member_id=None, event_time=None,
-                generation=None, members=None)
+                generation=None, instance_ids=None, member_ids=None)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -25,11 +25,11 @@ def test_a_coordinator_load_record_is_a_row_of_the_group_history_with_its_broker
     assert rec.decode(*rec.encode(load)) == load
     r = read._record_row(3, 7, 1500, load)
     assert len(r) == read.RECORD_COLUMNS and r[3:5] == ("coordinator_load", None)
-    m = SimpleNamespace(instance_id="i-1", member_id="m-1")
+    m = dict(instance_ids=["i-1"], member_ids=["m-1"])       # a snapshot's static members, as the job selects them
     rows = [row("static_member_event", 0, instance_id="i-1", cause=rec.JOINED, new_member_id="m-1", event_time=900),
-            row("group_metadata", 1, generation=1, members=[m]),
+            row("group_metadata", 1, generation=1, **m),
             row("coordinator_load", 7, cause=r[7], old_member_id=r[8], new_member_id=r[9], event_time=r[11]),
-            row("group_metadata", 8, generation=1, members=[m])]
+            row("group_metadata", 8, generation=1, **m)]
     out = [dict(zip(fold.HISTORY_FIELDS, t)) for t in fold.fold_member_map(rows)]
     moved = [h for h in out if h["start_cause"] == fold.COORDINATOR_MOVED]
     assert [(h["from_broker"], h["to_broker"], h["end_cause"], h["from_generation"], h["valid_from_offset"],
