@@ -367,16 +367,14 @@ def unit_rows(unit: Unit, sink: OffsetsSink | None = None):
     """read_unit as flat rows of one schema (`tenure.audit.job.ROW_SCHEMA`): the row kind, the record
     columns (a record's; else only the log partition), and for the other kinds their payload as JSON -
     so a unit's output becomes one DataFrame, read and decoded once. With a `sink`, the plain offset
-    commits (`sink.takes`) are not rows: the task writes them as offsets_history's own Parquet part file
-    (`OffsetsWriter`), and its "I" row ends with what it wrote (count, first and last log time, file)."""
+    commits (`OffsetsSink`) are not rows: the task writes them as offsets_history's own Parquet part file
+    (`OffsetsWriter`, fed straight from the decode), and its "I" row ends with what it wrote (count,
+    first and last log time, file)."""
     blank = (None,) * (RECORD_COLUMNS - 1)
     out = None if sink is None else OffsetsWriter(sink, unit)
     try:
-        for kind, payload in read_unit(unit):
+        for kind, payload in read_unit(unit, out):
             if kind == "R":
-                if out is not None and sink.takes(payload):
-                    out.add(payload)
-                    continue
                 yield (kind, *payload, None)
             elif kind == "E":
                 yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload))))
@@ -396,79 +394,105 @@ OFFSETS_FIELDS = ("group", "topic", "partition", "offset", "commit_time", "metad
 _CHECKPOINT = None                    # the catch-up consumer's checkpoint metadata prefix (catchup_ranges)
 
 
+def _checkpoint_prefix() -> str:
+    global _CHECKPOINT
+    if _CHECKPOINT is None:
+        from tenure.catchup.ranges import PREFIX
+        _CHECKPOINT = PREFIX + " instance="
+    return _CHECKPOINT
+
+
 @dataclass(frozen=True)
 class OffsetsSink:
     """Where read tasks write offsets_history part files themselves (a staging directory every executor
     sees, under the table's own directory), and the job's filters that apply to that table: --group, and
-    --since/--until on the log time."""
+    --since/--until on the log time. The task writes the plain offset commits (`OffsetsWriter.add`): not a
+    transactional one (its outcome and transactional id are joined on by the job) nor a catch-up
+    checkpoint (catchup_ranges folds those), which stay rows."""
     staging: str
     group: str | None = None
     since: int | None = None
     until: int | None = None
 
-    def takes(self, row: tuple) -> bool:
-        """Is this record row a plain offset commit the task writes itself? Not a transactional one (its
-        outcome and transactional id are joined on by the job) nor a catch-up checkpoint (catchup_ranges
-        folds those), which stay rows."""
-        global _CHECKPOINT
-        if row[3] != "offset_commit" or row[25] is not None:
-            return False
-        if _CHECKPOINT is None:
-            from tenure.catchup.ranges import PREFIX
-            _CHECKPOINT = PREFIX + " instance="
-        return row[24] is None or not row[24].startswith(_CHECKPOINT)
+
+_NO_TIME = (-(1 << 63), 1 << 63)              # no --since/--until: every int64 log time passes
 
 
 class OffsetsWriter:
     """One task's offsets_history part file: the plain offset commits of its piece that pass the sink's
     filters, written with pyarrow in row groups of `ROWS` (the task holds one row group at a time), first
     to a hidden temporary name, renamed to its own name when complete (a task Spark runs again writes the
-    same file again)."""
+    same file again). The decode hands each commit over as its fields (`add`): no row is built, a row
+    group is one list of scalars per column (a row group of tuples held alive would lengthen every pass
+    of Python's garbage collector), turned into Arrow columns at the flush."""
     ROWS = 1 << 16
+    # dictionary-encoded: the columns whose values repeat (the others' dictionaries overflow: wasted work)
+    DICTIONARY = ["group", "topic", "partition", "metadata", "log_partition"]
 
     def __init__(self, sink: OffsetsSink, unit: Unit) -> None:
         self.sink, self.unit = sink, unit
         self.name = f"p{unit.partition}-{unit.base_offset:020d}-{unit.piece:05d}.parquet"
         self.tmp = os.path.join(sink.staging, f".{self.name}.{os.getpid()}.tmp")
-        # group, topic, partition, offset, commit_time, metadata, deleted, log_offset, log_time
-        self.cols: tuple[list, ...] = tuple([] for _ in range(9))
+        self.checkpoint = _checkpoint_prefix()
+        self.since = _NO_TIME[0] if sink.since is None else sink.since
+        self.until = _NO_TIME[1] if sink.until is None else sink.until
+        # group, topic, partition, offset, commit time, metadata, log offset, log time
+        self.cols: tuple[list, ...] = tuple([] for _ in range(8))
         self.writer = None
-        self.n, self.first, self.last = 0, None, None
+        self.seen = self.n = 0                # commits taken (what the read decoded), rows written
+        self.first = self.last = None
 
-    def add(self, row: tuple) -> None:
-        s, t = self.sink, row[2]
-        if (s.group is not None and row[4] != s.group) or (s.since is not None and t < s.since) \
-                or (s.until is not None and t >= s.until):
-            return
+    def add(self, k: tuple[str, str, int], log_offset: int, log_time: int, value: tuple | None) -> bool:
+        """Take one plain offset commit as decoded - its key's fields (`k`: group, topic, partition), its
+        value's (`rec.offset_commit_value`; None: a tombstone) - unless it is a catch-up checkpoint (False:
+        it stays a row). A taken commit outside the filters is dropped."""
+        if value is not None and value[2] is not None and value[2].startswith(self.checkpoint):
+            return False
+        self.seen += 1
+        if not self.since <= log_time < self.until:
+            return True
+        group = self.sink.group
+        if group is not None and k[0] != group:
+            return True
         c = self.cols
-        c[0].append(row[4])
-        c[1].append(row[20])
-        c[2].append(row[21])
-        c[3].append(row[22])
-        c[4].append(row[23])
-        c[5].append(row[24])
-        c[6].append(row[5])
-        c[7].append(row[1])
-        c[8].append(t)
+        c[0].append(k[0])
+        c[1].append(k[1])
+        c[2].append(k[2])
+        if value is None:
+            c[3].append(None)
+            c[4].append(None)
+            c[5].append(None)
+        else:
+            c[3].append(value[0])
+            c[4].append(value[3])
+            c[5].append(value[2])
+        c[6].append(log_offset)
+        c[7].append(log_time)
         if len(c[0]) >= self.ROWS:
             self._flush()
+        return True
 
     def _flush(self) -> None:
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
         c, n = self.cols, len(self.cols[0])
         if not n:
             return
-        times = c[8]
-        self.first = min(times) if self.first is None else min(self.first, min(times))
-        self.last = max(times) if self.last is None else max(self.last, max(times))
+        offset = pa.array(c[3], pa.int64())
+        times = pa.array(c[7], pa.int64())
+        lo, hi = (x.as_py() for x in pc.min_max(times).values())
+        self.first = lo if self.first is None else min(self.first, lo)
+        self.last = hi if self.last is None else max(self.last, hi)
         table = pa.table([pa.array(c[0], pa.string()), pa.array(c[1], pa.string()), pa.array(c[2], pa.int32()),
-                          pa.array(c[3], pa.int64()), pa.array(c[4], pa.int64()), pa.array(c[5], pa.string()),
-                          pa.array(c[6], pa.bool_()), pa.repeat(pa.scalar(self.unit.partition, pa.int32()), n),
-                          pa.array(c[7], pa.int64()), pa.array(times, pa.int64()),
+                          offset, pa.array(c[4], pa.int64()), pa.array(c[5], pa.string()),
+                          offset.is_null(),            # a tombstone: no offset (a commit's value always has one)
+                          pa.repeat(pa.scalar(self.unit.partition, pa.int32()), n),
+                          pa.array(c[6], pa.int64()), times,
                           *(pa.nulls(n, t) for t in _TXN_TYPES())], names=list(OFFSETS_FIELDS))
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.tmp, table.schema, compression="snappy")
+            self.writer = pq.ParquetWriter(self.tmp, table.schema, compression="snappy",
+                                           use_dictionary=self.DICTIONARY)
         self.writer.write_table(table)
         self.n += n
         for col in c:
@@ -509,21 +533,24 @@ def _file_error(unit: Unit, kind, reason):
         yield _error(unit, 0, None, kind, reason)
 
 
-def read_unit(unit: Unit):
-    """("R", record row), ("E", error row), ("G", gap) and one ("I", info) tuple of one segment file."""
+def read_unit(unit: Unit, out: OffsetsWriter | None = None):
+    """("R", record row), ("E", error row), ("G", gap) and one ("I", info) tuple of one segment file. With
+    `out`, the plain offset commits go to it instead of being record rows (they count as records read)."""
     info = {"status": OK, "batches": 0, "first": None, "end": None, "from": None, "stop": None,
             "expect": None, "prev_next": None, "ended": False}
     n = {"R": 0, "E": 0, "G": 0}
-    for t in _read_unit(unit, info):
+    for t in _read_unit(unit, info, out):
         n[t[0]] += 1
         yield t
+    if out is not None:
+        n["R"] += out.seen
     yield ("I", (unit.partition, unit.path, info["status"], info["batches"], info["first"], info["end"],
                  # where the piece began and stopped reading, and the chain's state there (merge_pieces)
                  unit.piece, unit.pieces, info["from"], info["stop"], info["expect"], info["prev_next"],
                  info["ended"], n["R"], n["E"]))
 
 
-def _read_unit(unit: Unit, info: dict):
+def _read_unit(unit: Unit, info: dict, out: OffsetsWriter | None):
     try:
         fd = os.open(unit.path, os.O_RDONLY)
     except FileNotFoundError as exc:
@@ -592,7 +619,7 @@ def _read_unit(unit: Unit, info: dict):
                 if h.is_transactional and unit.topic == OFFSETS_TOPIC:
                     yield from _marker(unit, h, item.data)
                 continue
-            yield from _records(unit, h, item.data)
+            yield from _records(unit, h, item.data, out)
         info["stop"], info["expect"], info["prev_next"] = reader.position, expect, prev_next
     except OSError as exc:
         info["end"] = None
@@ -617,8 +644,9 @@ _COMMIT_KEYS: dict[bytes, tuple[str, str, int]] = {}   # offset commit key bytes
 _COMMIT_KEYS_MAX = 1 << 16                              # bounded: cleared when full
 
 
-def _records(unit: Unit, h, data: bytes):
-    """The record rows (and the errors of records that do not decode) of one sound batch."""
+def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
+    """The record rows (and the errors of records that do not decode) of one sound batch; with `out`, its
+    plain offset commits go to the task's offsets_history part file instead (`OffsetsWriter.add`)."""
     try:
         records = list(DefaultRecordBatch(data))
     except Exception as exc:
@@ -629,8 +657,9 @@ def _records(unit: Unit, h, data: bytes):
     producer = (h.producer_id, h.producer_epoch) if h.is_transactional else None
     part = unit.partition
     keys = _COMMIT_KEYS
+    take = None if out is None or producer is not None else out.add    # a transaction's commits stay rows
     for r in records:
-        key = r.key
+        key, k = r.key, None
         try:
             if key is None:
                 raise ValueError("record without a key")
@@ -646,10 +675,9 @@ def _records(unit: Unit, h, data: bytes):
                 k = keys[key] = rec.offset_commit_key(key)
             if k is not None:
                 value = r.value
-                yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2],
-                                        None if value is None else rec.offset_commit_value(value), producer))
-                continue
-            record = rec.decode(key, r.value)
+                v = None if value is None else rec.offset_commit_value(value)
+            else:
+                record = rec.decode(key, r.value)
         except (rec.UnknownRecordType, txn_records.UnknownRecordType) as exc:
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE, str(exc))
             continue
@@ -657,8 +685,11 @@ def _records(unit: Unit, h, data: bytes):
             yield _error(unit, h.position, r.offset, UNDECODABLE,
                          f"record does not decode ({type(exc).__name__}: {exc})")
             continue
-        if isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
+        if k is not None:        # a failure to write the part file is the task's, not a record's error
+            if take is None or not take(k, r.offset, r.timestamp, v):
+                yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2], v, producer))
+        elif isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
                          f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
-            continue
-        yield ("R", _record_row(unit.partition, r.offset, r.timestamp, record, producer))
+        else:
+            yield ("R", _record_row(part, r.offset, r.timestamp, record, producer))
