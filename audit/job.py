@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -36,8 +37,8 @@ EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
 SPLIT_BYTES = 16 << 20               # pieces per segment file: both cores of a small machine read one big file
 
 S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
-MEMBER = T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S),
-                       T.StructField("client_id", S), T.StructField("client_host", S)])
+# a GroupMetadata record's member as the later stages read it (its client id and host are in no table)
+MEMBER = T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S)])
 RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("partition", I), ("offset", L), ("timestamp", L), ("type", S), ("group", S), ("tombstone", B),
     # static-member events
@@ -152,7 +153,9 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         # the JVM's optimizing JIT compiler (C2) cost more CPU than it saved in a job of seconds to minutes
         # on two cores (a third of the JVM's CPU at 1M records, docs/benchmarks.md); --conf overrides it
-        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # without C2 the JVM's code cache defaults to 48 MiB, which a long-lived session running many audits
+        # (the tests' one session) filled: "Out of space in CodeCache for adapters" killed the JVM
+        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
         # the one JVM is driver and executor: Spark's default 1g heap ran out at 10M records (Java heap
         # space, while the persisted read spilled to disk); --conf spark.driver.memory=... overrides it
         b = b.config("spark.driver.memory", "2g")
@@ -241,6 +244,9 @@ class Loaded:
     error_rows: int               # rows of `errors`
     rereads: int                  # partitions read more than once (their files changed under a read)
     offsets: DirectOffsets = field(default_factory=DirectOffsets)   # offset commits the tasks wrote
+    # record rows by type (in the consistent reads; `transaction_state` if that topic was read at all): a
+    # type not in it has no rows, and the stages that only read it are skipped
+    types: dict[str, int] = field(default_factory=dict)
 
 
 def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
@@ -275,6 +281,7 @@ def load(spark: SparkSession, opts: Options,
         os.makedirs(sink_root)
     kept, infos, gaps, unstable_rows = [], [], [], []
     files, rereads, decoded, error_rows = 0, set(), 0, 0
+    types: dict[str, int] = {}
     pending: set[int] | None = None
     unsplit: set[int] = set()             # read each file in one piece (its pieces did not chain)
     tries: dict[int, int] = {}            # reads of a partition that changed under them
@@ -326,6 +333,9 @@ def load(spark: SparkSession, opts: Options,
             files += len(lst.files)
             decoded += sum(i[13] for i in units_i)
             error_rows += sum(i[14] for i in units_i)
+            for i in units_i:
+                for t, n in i[19].items():
+                    types[t] = types.get(t, 0) + n
             if sink is not None:
                 direct.keep(units_i, sink.staging, offsets_dir)
             infos += rows
@@ -356,7 +366,10 @@ def load(spark: SparkSession, opts: Options,
     if sink_root is not None:
         shutil.rmtree(sink_root, ignore_errors=True)     # the part files of reads found inconsistent
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
-    for df in [*kept, *_transaction_state(spark, opts)]:
+    txn_state = _transaction_state(spark, opts)
+    if txn_state:
+        types["transaction_state"] = types.get("transaction_state", 0) + 1     # not counted: some
+    for df in [*kept, *txn_state]:
         raw_all = raw_all.unionByName(df)
     # what the later stages read - the records that are rows and the errors, a few percent of the log - sits in
     # one cached partition per piece (83 at 10M records), so every later job would run a task per piece: it is
@@ -372,7 +385,7 @@ def load(spark: SparkSession, opts: Options,
     if opts.group is not None:       # coordinator moves, markers and transaction states name no group: they stay
         records = records.filter((F.col("group") == opts.group) | F.col("group").isNull())
     return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
-                  decoded, error_rows + len(unstable_rows), len(rereads), direct)
+                  decoded, error_rows + len(unstable_rows), len(rereads), direct, types)
 
 
 def _transaction_state(spark: SparkSession, opts: Options) -> list[DataFrame]:
@@ -448,33 +461,41 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
     return rows.mapInArrow(in_arrow(fold_catchup_ranges, to_arrow_schema(RANGE_SCHEMA)), RANGE_SCHEMA)
 
 
-def fold_input(records: DataFrame) -> DataFrame:
+def fold_input(records: DataFrame, moves: bool = True) -> DataFrame:
     """What the per-group folds read: the GroupMetadata and static-member records, and each coordinator move
     (CoordinatorLoad record) given to every group of its partition, one group's rows together in log order
     (sorted by group, partition, offset). Only the columns the folds read; a snapshot's members as two arrays
-    of strings (member ids, instance ids), not structs."""
+    of strings (member ids, instance ids), not structs. `moves=False`: the records hold no coordinator move
+    (the read counted none), and the join that gives each one to its partition's groups is left out."""
     members = F.coalesce("members", F.array())
     records = records.select("group", "partition", "offset", "timestamp", "type", "tombstone", "instance_id", "cause",
                              "old_member_id", "new_member_id", "event_time", "generation", "protocol_type", "protocol",
                              "leader", "state_timestamp",
                              F.transform(members, lambda m: m["member_id"]).alias("all_member_ids"),
                              F.transform(members, lambda m: m["instance_id"]).alias("all_instance_ids"))
-    group_rows = records.filter(F.col("type").isin("group_metadata", "static_member_event"))
-    moves = (records.filter(F.col("type") == "coordinator_load").drop("group")
-             .join(group_rows.select("group", "partition").distinct(), "partition"))
-    return group_rows.unionByName(moves).repartition("group").sortWithinPartitions("group", "partition", "offset")
+    rows = records.filter(F.col("type").isin("group_metadata", "static_member_event"))
+    if moves:
+        rows = rows.unionByName(records.filter(F.col("type") == "coordinator_load").drop("group")
+                                .join(rows.select("group", "partition").distinct(), "partition"))
+    return rows.repartition("group").sortWithinPartitions("group", "partition", "offset")
 
 
 def member_map_history(grouped: DataFrame) -> DataFrame:
     """The member-map intervals of each (group, instance), and a row per coordinator move of the group's
     offsets partition (`fold_input`'s rows folded by `fold.fold_member_map`)."""
-    return grouped.mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA)
+    return (grouped.select("group", "partition", "offset", "timestamp", "type", "tombstone", "instance_id", "cause",
+                           "old_member_id", "new_member_id", "event_time", "generation", "all_member_ids",
+                           "all_instance_ids")
+            .mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA))
 
 
 def generations(grouped: DataFrame) -> DataFrame:
     """One row per new generation and one per group deletion, with the trigger inferred from the static events
     since the group's previous GroupMetadata record (`fold_input`'s rows folded by `fold.fold_generations`)."""
-    return grouped.mapInArrow(in_arrow(fold_generations, to_arrow_schema(GENERATIONS_SCHEMA)), GENERATIONS_SCHEMA)
+    return (grouped.select("group", "partition", "offset", "timestamp", "type", "tombstone", "cause", "event_time",
+                           "generation", "protocol_type", "protocol", "leader", "state_timestamp", "all_member_ids",
+                           "all_instance_ids")
+            .mapInArrow(in_arrow(fold_generations, to_arrow_schema(GENERATIONS_SCHEMA)), GENERATIONS_SCHEMA))
 
 
 def _in_window(col, opts: Options):
@@ -608,14 +629,19 @@ def build(spark: SparkSession, opts: Options,
                                    ).persist(StorageLevel.MEMORY_AND_DISK)
     events = static_events(group_records).cache()       # read by every later stage
     # one shuffle puts each group's records together in log order, read by both folds
-    grouped = fold_input(group_records).persist(StorageLevel.MEMORY_AND_DISK)
+    grouped = fold_input(group_records, moves=bool(got.types.get("coordinator_load"))).persist(
+        StorageLevel.MEMORY_AND_DISK)
     history = member_map_history(grouped).cache()
     gens = generations(grouped).cache()
     history_w = _window(history, "valid_from_time", "valid_to_time", opts)
     gens_w = _window(gens, "time", None, opts)
     events_w = _window(events, "log_time", None, opts)
-    offsets = offsets_history(records).cache()         # the offset commits that are rows (few, unless no sink)
-    ranges_w = _window(catchup_ranges(offsets), "opened", "closed", opts).cache()
+    if got.types.get("offset_commit"):
+        offsets = offsets_history(records).cache()     # the offset commits that are rows (few, unless no sink)
+        ranges = catchup_ranges(offsets)
+    else:                                              # none: every commit went to the read tasks' files
+        offsets, ranges = spark.createDataFrame([], OFFSETS_SCHEMA), spark.createDataFrame([], RANGE_SCHEMA)
+    ranges_w = _window(ranges, "opened", "closed", opts).cache()
     offset_rows = _window(offsets, "log_time", None, opts)
     direct = got.offsets
     tables = Tables({
@@ -715,6 +741,38 @@ def summary_table(s: dict) -> str:
     return "\n".join(f"{k:<{width}}  {v:>8}" for k, v in rows)
 
 
+WRITERS = 3      # driver threads submitting the tables' jobs at once (see write_tables)
+
+
+def write_tables(tables: Tables, out: Path, gather: Callable[[], object] | None = None,
+                 then: Callable[[dict, object], None] | None = None) -> dict:
+    """Write every table and compute the summary; with `gather` and `then` (the report): `gather()` beside
+    them, then `then(summary, what gather returned)`. Returns the summary. After the read the jobs are small
+    and their cost is mostly the driver's and the JVM's (planning, code generation, scheduling), with the
+    executors' cores idle in between: a few driver threads submit them at once (Spark runs jobs from
+    several threads side by side; a cached table two of them need is computed once, the second waits for
+    its blocks)."""
+    def write(name: str) -> None:
+        t0 = time.monotonic()
+        if name == "offsets_history" and tables.direct is not None:
+            # the read tasks' part files are in place: Spark adds the rows it computed (and _SUCCESS)
+            tables.offset_rows.write.mode("append").parquet(str(out / name))
+        else:
+            tables[name].write.mode("overwrite").parquet(str(out / name))
+        progress(f"wrote {name} ({time.monotonic() - t0:.1f} s)")
+
+    progress(f"writing {', '.join(TABLES)}")
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="audit-write") as pool:
+        gathered = None if gather is None else pool.submit(gather)
+        done = [pool.submit(write, name) for name in TABLES]
+        summary = summarize(tables)           # this thread: its jobs run beside the writes
+        if then is not None:
+            then(summary, None if gathered is None else gathered.result())
+        for f in done:
+            f.result()
+    return summary
+
+
 def run(opts: Options, spark: SparkSession | None = None,
         after_listing: Callable[[int, dict], None] | None = None) -> tuple[int, dict]:
     """Run the audit; returns (exit code, summary). Exit 1 if any batch or record could not be read
@@ -732,18 +790,18 @@ def run(opts: Options, spark: SparkSession | None = None,
         tables, _ = build(spark, opts, after_listing)
         out = Path(opts.out)
         out.mkdir(parents=True, exist_ok=True)
-        for name in TABLES:
-            progress(f"writing {name}")
-            if name == "offsets_history" and tables.direct is not None:
-                # the read tasks' part files are in place: Spark adds the rows it computed (and _SUCCESS)
-                tables.offset_rows.write.mode("append").parquet(str(out / name))
-                continue
-            tables[name].write.mode("overwrite").parquet(str(out / name))
-        s = summarize(tables)
+        gather = render = None
         if opts.report:
-            from .report import write_report
-            progress("rendering report.html")
-            write_report(tables, s, out, opts)
+            from . import report
+
+            def gather() -> dict:
+                progress("collecting the report's data")
+                return report.collect(tables)
+
+            def render(s: dict, data: dict) -> None:
+                progress("rendering report.html")
+                report.write_report(tables, s, out, opts, data)
+        s = write_tables(tables, out, gather, render)
         print(summary_table(s))
         progress(f"done in {time.monotonic() - t0:.1f} s; tables and report in {out}")
         return (1 if s["errors"] else 0), s

@@ -311,7 +311,7 @@ def _record_row(part, offset, timestamp, record, producer: tuple[int, int] | Non
                 None, None, None, None, None, None,
                 None, None, None, None, None, *_NO_TXN)
     if isinstance(record, rec.GroupMetadataRecord):
-        members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host) for m in record.members]
+        members = [(m.member_id, m.group_instance_id) for m in record.members]     # job.MEMBER
         return (part, offset, timestamp, "group_metadata", g, record.tombstone,
                 None, None, None, None, None, None, None, None,
                 None if record.tombstone else record.generation,
@@ -369,18 +369,21 @@ def unit_rows(unit: Unit, sink: OffsetsSink | None = None):
     so a unit's output becomes one DataFrame, read and decoded once. With a `sink`, the plain offset
     commits (`OffsetsSink`) are not rows: the task writes them as offsets_history's own Parquet part file
     (`OffsetsWriter`, fed straight from the decode), and its "I" row ends with what it wrote (count,
-    first and last log time, file)."""
+    first and last log time, file); then, in every "I" row, the record rows yielded by type (the driver
+    skips the later stages whose input is known to be empty)."""
     blank = (None,) * (RECORD_COLUMNS - 1)
     out = None if sink is None else OffsetsWriter(sink, unit)
+    types: dict[str, int] = {}
     try:
         for kind, payload in read_unit(unit, out):
             if kind == "R":
+                types[payload[3]] = types.get(payload[3], 0) + 1
                 yield (kind, *payload, None)
             elif kind == "E":
                 yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload))))
             else:
                 if kind == "I":
-                    payload = (*payload, *(out.close() if out is not None else (0, None, None, None)))
+                    payload = (*payload, *(out.close() if out is not None else (0, None, None, None)), types)
                 yield (kind, row_partition((kind, payload)), *blank, json.dumps(payload))
     finally:
         if out is not None:

@@ -347,8 +347,11 @@ text-align:left;vertical-align:top}th{background:#f5f5f5}code{font-size:85%}svg{
 tr:target{background:#fff59d}li{margin:.3em 0}section{margin-bottom:2em}"""
 
 
-def write_report(tables, summary: dict, out: Path, opts=None) -> None:
-    data, n_groups = collect(tables), summary["groups"]      # the summary counted the groups already
+def write_report(tables, summary: dict, out: Path, opts=None, data: dict | None = None) -> None:
+    """report.html from the tables, their summary and what `collect(tables)` gives (collected here unless
+    `data` is that already)."""
+    data = collect(tables) if data is None else data
+    n_groups = summary["groups"]      # the summary counted the groups already
     groups = list(data)
     sections, drawn = [], {}
     for g in groups:

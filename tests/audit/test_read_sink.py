@@ -87,9 +87,13 @@ def test_the_part_files_hold_what_the_rows_without_a_sink_say(tmp_path, monkeypa
         info, plain_info = read.json.loads(got[-1][-1]), read.json.loads(plain[-1][-1])
         assert got[-1][0] == plain[-1][0] == "I" and sum(r[0] == "I" for r in got) == 1
         assert info[:15] == plain_info[:15]          # the records decoded and errors counted are the same
+        # the record rows by type (what the job's later stages take as rows)
+        assert info[19] == {t: sum(r[0] == "R" and r[4] == t for r in got) for t in {r[4] for r in got if r[0] == "R"}}
+        assert plain_info[19] == {t: sum(r[0] == "R" and r[4] == t for r in plain)
+                                  for t in {r[4] for r in plain if r[0] == "R"}}
         name = info[18]
         if not want:
-            assert info[15:] == [0, None, None, None] and name is None
+            assert info[15:19] == [0, None, None, None] and name is None
             continue
         times = [w["log_time"] for w in want]
         assert info[15:18] == [len(want), min(times), max(times)]
