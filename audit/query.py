@@ -3,11 +3,13 @@ since when and why.
 
 DIR is either an audit's output (it has a `member_map_history` Parquet table: read with pyarrow, no Spark)
 or a data dir (the member map of that one group is built with Spark, as the audit builds it, and nothing
-is written).
+is kept).
 """
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 from .fold import END_CAUSES
@@ -32,13 +34,19 @@ def intervals(dir_: str, group: str, instance: str, master: str = "local[*]", sp
         own = spark is None
         if own:
             spark = job.session(master, app="tenure-audit-query")
+        scratch = tempfile.mkdtemp(prefix="tenure-audit-query-")
         try:
             opts = job.Options(dir_, "", master=master, group=group, report=False)
-            h = job.member_map_history(job.fold_input(job.load(spark, opts).records))
+            # the offset commits are not needed: with a local master the read tasks write them to a scratch
+            # directory (removed after) instead of making them rows (a cluster's executors may not see it)
+            local = spark.sparkContext.master.startswith("local")
+            loaded = job.load(spark, opts, offsets_dir=scratch if local else None)
+            h = job.member_map_history(job.fold_input(loaded.records))
             rows = [r.asDict() for r in h.filter(h["instance_id"] == instance).select(*FIELDS).collect()]
         finally:
             if own:
                 spark.stop()
+            shutil.rmtree(scratch, ignore_errors=True)
     return sorted(rows, key=lambda r: r["valid_from_offset"])
 
 
