@@ -250,7 +250,7 @@ def in_arrow(fold, schema):
                 yield from map(row._make, zip(*(c.to_pylist() for c in b.columns)))
 
         def batch():
-            cols = list(zip(*out)) if out else [()] * len(schema)
+            cols = list(zip(*out))
             out.clear()
             return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
 

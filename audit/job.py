@@ -244,8 +244,8 @@ class Loaded:
     error_rows: int               # rows of `errors`
     rereads: int                  # partitions read more than once (their files changed under a read)
     offsets: DirectOffsets = field(default_factory=DirectOffsets)   # offset commits the tasks wrote
-    # record rows by type (in the consistent reads; `transaction_state` if that topic was read at all): a
-    # type not in it has no rows, and the stages that only read it are skipped
+    # __consumer_offsets' record rows by type (in the consistent reads): a type not in it has no rows, and
+    # the stages that only read it are skipped
     types: dict[str, int] = field(default_factory=dict)
 
 
@@ -366,10 +366,7 @@ def load(spark: SparkSession, opts: Options,
     if sink_root is not None:
         shutil.rmtree(sink_root, ignore_errors=True)     # the part files of reads found inconsistent
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
-    txn_state = _transaction_state(spark, opts)
-    if txn_state:
-        types["transaction_state"] = types.get("transaction_state", 0) + 1     # not counted: some
-    for df in [*kept, *txn_state]:
+    for df in [*kept, *_transaction_state(spark, opts)]:
         raw_all = raw_all.unionByName(df)
     # what the later stages read - the records that are rows and the errors, a few percent of the log - sits in
     # one cached partition per piece (83 at 10M records), so every later job would run a task per piece: it is
