@@ -71,7 +71,7 @@ HISTORY_SCHEMA = T.StructType([T.StructField(n, {
 GENERATIONS_SCHEMA = T.StructType([T.StructField(n, t, nullable) for n, t, nullable in (
     ("group", S, True), ("generation", I, True), ("time", L, True), ("protocol_type", S, True), ("protocol", S, True),
     ("leader", S, True), ("member_count", I, False),
-    ("members", T.ArrayType(T.StructType([T.StructField("member_id", S), T.StructField("instance_id", S)]), False), False),
+    ("members", T.ArrayType(MEMBER, False), False),
     ("trigger", S, False), ("rebalance_start", L, True), ("joined", T.ArrayType(S), False),
     ("left", T.ArrayType(S), False), ("log_partition", I, True), ("log_offset", L, True),
     ("state_timestamp", L, True))])
