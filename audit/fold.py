@@ -34,8 +34,11 @@ OffsetCommit metadata): one (group, topic, partition)'s commits in log order are
 """
 from __future__ import annotations
 
+import bisect
 import collections
+import dataclasses
 import itertools
+import json
 
 from tenure.catchup import ranges as R
 from tenure.protocol import records as rec
@@ -198,6 +201,175 @@ def fold_member_map(rows):
             yield from cur.snapshot(r)
     if cur is not None:
         yield from cur.finish()
+
+
+# ------------------------------------------------------------------------------ one pass per group
+EXPIRY_CAUSES = frozenset({rec.EXPIRED, rec.REGISTRATION_EXPIRED, rec.SYNC_EXPIRED})
+# anomalies columns, in order
+ANOMALY_FIELDS = ("kind", "group", "instance_id", "count", "first_time", "last_time", "detail")
+# fold_groups' output: a tag, then one of a member_map_history row, a generations row, an anomaly, the task's
+# counts (JSON); the others null
+FOLD_TAGS = ("h", "g", "a", "s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Checks:
+    """The --since/--until window (ms since the epoch, None: unbounded) and the anomaly thresholds."""
+    since: int | None = None
+    until: int | None = None
+    storm_k: int = 5
+    storm_window_ms: int = 60_000
+    expiry_n: int = 2
+    churn_n: int = 4
+
+    def keeps(self, t) -> bool:
+        """A time inside the window (a null time never is, as in a SQL filter)."""
+        if self.since is None and self.until is None:
+            return True
+        return t is not None and (self.since is None or t >= self.since) and (self.until is None or t < self.until)
+
+    def keeps_interval(self, h: tuple) -> bool:
+        """A member_map_history row that overlaps the window: it starts before --until and is still open,
+        or ends at or after --since."""
+        start, end = h[_H_FROM_TIME], h[_H_TO_TIME]
+        if self.since is not None and end is not None and end < self.since:
+            return False
+        return self.until is None or (start is not None and start < self.until)
+
+
+_H = {n: i for i, n in enumerate(HISTORY_FIELDS)}
+_H_FROM_TIME, _H_TO_TIME = _H["valid_from_time"], _H["valid_to_time"]
+
+
+def _min(xs):
+    xs = [x for x in xs if x is not None]
+    return min(xs) if xs else None
+
+
+def _max(xs):
+    xs = [x for x in xs if x is not None]
+    return max(xs) if xs else None
+
+
+def _concurrent(group: str, hist: list[tuple], checks: Checks) -> list[tuple]:
+    """Two member ids certainly mapped to one instance over overlapping stretches of one offsets partition:
+    each interval is certain over [valid_from_offset, end), end = its end event's offset, or without one
+    (unknown, group_deleted, still open) last_seen_offset + 1. Replacements (one event ends the old id where
+    it starts the new) and compaction (which only removes records) never make an overlap. Intervals sorted
+    by start: a later one overlaps an earlier one iff it starts before both ends."""
+    by: dict[tuple, list] = {}
+    for h in hist:
+        iid, mid = h[_H["instance_id"]], h[_H["member_id"]]
+        if iid is None or mid is None:
+            continue
+        end = h[_H["valid_to_offset"]] if h[_H["end_cause"]] in END_CAUSES else h[_H["last_seen_offset"]] + 1
+        by.setdefault((h[_H["log_partition"]], iid), []).append(
+            (h[_H["valid_from_offset"]], end, mid, h[_H["valid_from_time"]]))
+    found: dict[str, list] = {}
+    for (_, iid), ivs in by.items():
+        ivs.sort(key=lambda x: x[0])
+        for i, (a_from, a_to, a_mid, a_time) in enumerate(ivs):
+            for b_from, b_to, b_mid, b_time in ivs[i + 1:]:
+                if b_from >= a_to:
+                    break
+                if b_from >= b_to or a_mid == b_mid:
+                    continue
+                lo, hi = sorted((a_mid, b_mid))
+                t = _max((a_time, b_time))
+                if checks.keeps(t):
+                    found.setdefault(iid, []).append(
+                        (t, f"{lo}+{hi} at offsets {b_from}..{min(a_to, b_to) - 1}"))
+    return [("concurrent_member_ids", group, iid, len(ps), _min(t for t, _ in ps), _max(t for t, _ in ps),
+             "member ids mapped at once: " + "; ".join(sorted(p for _, p in ps)))
+            for iid, ps in found.items()]
+
+
+def group_anomalies(group: str, hist: list[tuple], gens: list[tuple], events: list, checks: Checks) -> list[tuple]:
+    """The anomalies of one group (ANOMALY_FIELDS tuples), from its rows inside the window: member_map_history
+    and generations tuples, static_member_event records (`fold_input` rows)."""
+    out = _concurrent(group, hist, checks)
+    fenced: dict = {}
+    expiring: dict = {}
+    for e in events:
+        if e.tombstone:
+            continue
+        if e.cause == rec.FENCED:
+            fenced.setdefault(e.instance_id, []).append(e)
+        elif e.cause in EXPIRY_CAUSES:
+            expiring.setdefault(e.instance_id, []).append(e)
+    for iid, es in fenced.items():
+        ids = ",".join(sorted({e.old_member_id for e in es if e.old_member_id is not None}))
+        out.append(("fenced_duplicate_instance", group, iid, len(es), _min(e.event_time for e in es),
+                    _max(e.event_time for e in es), f"requests fenced (FENCED_INSTANCE_ID) from member ids: {ids}"))
+    for iid, es in expiring.items():
+        if len(es) >= checks.expiry_n:
+            out.append(("repeated_expiry", group, iid, len(es), _min(e.event_time for e in es),
+                        _max(e.event_time for e in es), f"expired at least {checks.expiry_n} times"))
+    churn: dict = {}
+    for h in hist:
+        churn.setdefault(h[_H["instance_id"]], []).append(h)
+    for iid, hs in churn.items():
+        n = len({h[_H["member_id"]] for h in hs if h[_H["member_id"]] is not None})
+        if n >= checks.churn_n:
+            out.append(("instance_churn", group, iid, n, _min(h[_H_FROM_TIME] for h in hs),
+                        _max(h[_H_FROM_TIME] for h in hs), f"at least {checks.churn_n} member ids"))
+    # more than storm_k rebalances within storm_window_ms: each generation counts those at most the window
+    # before it (and any at its very time)
+    times = sorted(g[2] for g in gens if g[1] is not None and g[2] is not None)
+    storm = [(bisect.bisect_right(times, t) - bisect.bisect_left(times, t - checks.storm_window_ms), t)
+             for t in times]
+    storm = [(n, t) for n, t in storm if n > checks.storm_k]
+    if storm:
+        out.append(("rebalance_storm", group, None, max(n for n, _ in storm), min(t for _, t in storm),
+                    max(t for _, t in storm),
+                    f"more than {checks.storm_k} rebalances within {checks.storm_window_ms} ms"))
+    return out
+
+
+class _Counts:
+    """What the summary counts, over the rows inside the window, for the groups of one task (a group's rows
+    are all in one task: the counts of all tasks add up)."""
+    def __init__(self) -> None:
+        self.intervals: collections.Counter = collections.Counter()    # (start, end, is a member id) -> rows
+        self.groups = self.instances = self.generations = 0
+        self.gen_first = self.gen_last = None
+        self.events: dict = {}                                          # (cause, tombstone) -> [n, first, last]
+
+    def add(self, hist: list[tuple], gens: list[tuple], events: list) -> None:
+        members = [h for h in hist if h[_H["instance_id"]] is not None]
+        for h in hist:
+            self.intervals[(h[_H["start_cause"]], h[_H["end_cause"]], h[_H["instance_id"]] is not None)] += 1
+        self.groups += bool(members or gens)
+        self.instances += len({h[_H["instance_id"]] for h in members})
+        self.generations += sum(g[1] is not None for g in gens)
+        self.gen_first = _min((self.gen_first, *(g[2] for g in gens)))
+        self.gen_last = _max((self.gen_last, *(g[2] for g in gens)))
+        for e in events:
+            n, a, b = self.events.get((e.cause, e.tombstone), (0, None, None))
+            self.events[(e.cause, e.tombstone)] = (n + 1, _min((a, e.timestamp)), _max((b, e.timestamp)))
+
+    def json(self) -> str:
+        return json.dumps(dict(intervals=[[*k, n] for k, n in self.intervals.items()], groups=self.groups,
+                               instances=self.instances, generations=self.generations, gen_first=self.gen_first,
+                               gen_last=self.gen_last, events=[[*k, *v] for k, v in self.events.items()]))
+
+
+def fold_groups(rows, checks: Checks):
+    """`fold_input`'s rows (one group's rows together, in log order) folded in one pass: per group, its
+    member_map_history rows (`fold_member_map`) and generations (`fold_generations`) inside the window, its
+    anomalies (`group_anomalies`); at the end the task's counts (`_Counts`). Yields (tag, history row,
+    generation, anomaly, counts) tuples, one of the four set (FOLD_TAGS). Holds one group's rows at a time."""
+    counts = _Counts()
+    for group, grows in itertools.groupby(rows, key=lambda r: r.group):
+        grows = list(grows)
+        hist = [h for h in fold_member_map(grows) if checks.keeps_interval(h)]
+        gens = [g for g in fold_generations(grows) if checks.keeps(g[2])]
+        events = [r for r in grows if r.type == "static_member_event" and checks.keeps(r.timestamp)]
+        yield from (("h", h, None, None, None) for h in hist)
+        yield from (("g", None, g, None, None) for g in gens)
+        yield from (("a", None, None, a, None) for a in group_anomalies(group, hist, gens, events, checks))
+        counts.add(hist, gens, events)
+    yield ("s", None, None, None, counts.json())
 
 
 # catchup_ranges columns, in order

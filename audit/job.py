@@ -21,19 +21,18 @@ from pathlib import Path
 from typing import Callable
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from . import read
-from .fold import (COORDINATOR_MOVED, END_CAUSES, GENERATION_FIELDS, HISTORY_FIELDS, RANGE_FIELDS, fold_catchup_ranges,
-                   fold_generations, fold_member_map, in_arrow)
+from .fold import (ANOMALY_FIELDS, COORDINATOR_MOVED, GENERATION_FIELDS, HISTORY_FIELDS, RANGE_FIELDS, Checks,
+                   fold_catchup_ranges, fold_groups, fold_member_map, in_arrow)
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
           "errors")
-EXPIRY_CAUSES = ("expired", "registration_expired", "sync_expired")
 SPLIT_BYTES = 16 << 20               # pieces per segment file: both cores of a small machine read one big file
 
 S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
@@ -82,6 +81,11 @@ RANGE_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic": S, "partitio
 ANOMALY_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("kind", S), ("group", S), ("instance_id", S), ("count", L), ("first_time", L), ("last_time", L),
     ("detail", S))])
+assert tuple(ANOMALY_SCHEMA.names) == ANOMALY_FIELDS
+# fold.fold_groups' rows: a tag (fold.FOLD_TAGS) and one of a history row, a generation, an anomaly, a task's counts
+FOLD_SCHEMA = T.StructType([T.StructField("tag", S), T.StructField("h", HISTORY_SCHEMA),
+                            T.StructField("g", GENERATIONS_SCHEMA), T.StructField("a", ANOMALY_SCHEMA),
+                            T.StructField("s", S)])
 
 
 @dataclass
@@ -102,6 +106,9 @@ class Options:
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
     python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
     conf: dict | None = None          # further Spark settings
+
+    def checks(self) -> Checks:
+        return Checks(self.since, self.until, self.storm_k, self.storm_window_ms, self.expiry_n, self.churn_n)
 
 
 _T0 = time.monotonic()
@@ -141,6 +148,9 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
          .config("spark.sql.shuffle.partitions", "4")
          .config("spark.default.parallelism", "4")
          .config("spark.sql.session.timeZone", "UTC")
+         # the cached DataFrames hold a few percent of the log: building the compressed in-memory columns
+         # (dictionary statistics of every string column) cost more CPU than anything they saved
+         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
          .config("spark.ui.showConsoleProgress", "false")    # progress: our own lines on stderr
          .config("spark.log.level", "WARN")
          # offsets_history's part files (one or more per piece: 85 at 10M records) are given by path: Spark
@@ -486,84 +496,19 @@ def member_map_history(grouped: DataFrame) -> DataFrame:
             .mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA))
 
 
-def generations(grouped: DataFrame) -> DataFrame:
-    """One row per new generation and one per group deletion, with the trigger inferred from the static events
-    since the group's previous GroupMetadata record (`fold_input`'s rows folded by `fold.fold_generations`)."""
-    return (grouped.select("group", "partition", "offset", "timestamp", "type", "tombstone", "cause", "event_time",
-                           "generation", "protocol_type", "protocol", "leader", "state_timestamp", "all_member_ids",
-                           "all_instance_ids")
-            .mapInArrow(in_arrow(fold_generations, to_arrow_schema(GENERATIONS_SCHEMA)), GENERATIONS_SCHEMA))
+def fold_all(grouped: DataFrame, checks: Checks) -> DataFrame:
+    """`fold_input`'s rows folded in one pass per group on the executors (`fold.fold_groups`): FOLD_SCHEMA rows,
+    member_map_history rows (tag h), generations (g) and anomalies (a) inside the window, and each task's
+    counts for the summary (s)."""
+    return grouped.mapInArrow(in_arrow(functools.partial(fold_groups, checks=checks), to_arrow_schema(FOLD_SCHEMA)),
+                              FOLD_SCHEMA)
 
 
-def _in_window(col, opts: Options):
-    cond = F.lit(True)
-    if opts.since is not None:
-        cond = cond & (col >= opts.since)
-    if opts.until is not None:
-        cond = cond & (col < opts.until)
-    return cond
-
-
-def concurrent_member_ids(history: DataFrame, opts: Options) -> DataFrame:
-    """Two member ids certainly mapped to one instance over overlapping stretches of the log: each
-    interval is certain over [valid_from_offset, end), end = its end event's offset, or without one
-    (unknown, group_deleted, still open) last_seen_offset + 1. Replacements (one event ends the old id
-    where it starts the new) and compaction (which only removes records) never make an overlap."""
-    h = (history.withColumn("c_to", F.when(F.col("end_cause").isin(*sorted(END_CAUSES)), F.col("valid_to_offset"))
-                            .otherwise(F.col("last_seen_offset") + 1))
-         .select("group", "log_partition", "instance_id", "member_id", "valid_from_offset", "valid_from_time",
-                 "c_to"))
-    a, b = h.alias("a"), h.alias("b")
-    pairs = (a.join(b, (F.col("a.group") == F.col("b.group")) & (F.col("a.log_partition") == F.col("b.log_partition"))
-                    & (F.col("a.instance_id") == F.col("b.instance_id")) & (F.col("a.member_id") < F.col("b.member_id"))
-                    & (F.greatest("a.valid_from_offset", "b.valid_from_offset") < F.least("a.c_to", "b.c_to")))
-             .select(F.col("a.group").alias("group"), F.col("a.instance_id").alias("instance_id"),
-                     F.greatest("a.valid_from_time", "b.valid_from_time").alias("time"),
-                     F.concat(F.col("a.member_id"), F.lit("+"), F.col("b.member_id"), F.lit(" at offsets "),
-                              F.greatest("a.valid_from_offset", "b.valid_from_offset").cast(S), F.lit(".."),
-                              (F.least("a.c_to", "b.c_to") - 1).cast(S)).alias("pair"))
-             .filter(_in_window(F.col("time"), opts)))
-    return (pairs.groupBy("group", "instance_id")
-            .agg(F.count("*").alias("count"), F.min("time").alias("first_time"), F.max("time").alias("last_time"),
-                 F.array_join(F.array_sort(F.collect_list("pair")), "; ").alias("pairs"))
-            .select(F.lit("concurrent_member_ids").alias("kind"), "group", "instance_id", "count", "first_time",
-                    "last_time", F.concat(F.lit("member ids mapped at once: "), "pairs").alias("detail")))
-
-
-def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, errors: DataFrame, gaps: DataFrame,
-              opts: Options, ranges: DataFrame | None = None) -> DataFrame:
-    """The anomalies of the rows in the --since/--until window (the tables as written); the log's own
-    problems (damage, gaps) have no time and are always reported."""
-    cols = [f.name for f in ANOMALY_SCHEMA.fields]
-    live = events.filter(~F.col("tombstone"))
-    fenced = (live.filter(F.col("cause") == "fenced").groupBy("group", "instance_id")
-              .agg(F.count("*").alias("count"), F.min("event_time").alias("first_time"),
-                   F.max("event_time").alias("last_time"),
-                   F.array_join(F.array_sort(F.collect_set("old_member_id")), ",").alias("ids"))
-              .select(F.lit("fenced_duplicate_instance").alias("kind"), "group", "instance_id", "count",
-                      "first_time", "last_time",
-                      F.concat(F.lit("requests fenced (FENCED_INSTANCE_ID) from member ids: "), "ids")
-                      .alias("detail")))
-    expiring = (live.filter(F.col("cause").isin(*EXPIRY_CAUSES)).groupBy("group", "instance_id")
-                .agg(F.count("*").alias("count"), F.min("event_time").alias("first_time"),
-                     F.max("event_time").alias("last_time"))
-                .filter(F.col("count") >= opts.expiry_n)
-                .select(F.lit("repeated_expiry").alias("kind"), "group", "instance_id", "count", "first_time",
-                        "last_time", F.lit(f"expired at least {opts.expiry_n} times").alias("detail")))
-    churn = (history.groupBy("group", "instance_id")
-             .agg(F.countDistinct("member_id").alias("count"), F.min("valid_from_time").alias("first_time"),
-                  F.max("valid_from_time").alias("last_time"))
-             .filter(F.col("count") >= opts.churn_n)
-             .select(F.lit("instance_churn").alias("kind"), "group", "instance_id", "count", "first_time",
-                     "last_time", F.lit(f"at least {opts.churn_n} member ids").alias("detail")))
-    w = (Window.partitionBy("group").orderBy("time").rangeBetween(-opts.storm_window_ms, 0))
-    storms = (gens.filter(F.col("generation").isNotNull()).withColumn("n", F.count("*").over(w))
-              .filter(F.col("n") > opts.storm_k).groupBy("group")
-              .agg(F.max("n").alias("count"), F.min("time").alias("first_time"), F.max("time").alias("last_time"))
-              .select(F.lit("rebalance_storm").alias("kind"), "group", F.lit(None).cast(S).alias("instance_id"),
-                      "count", "first_time", "last_time",
-                      F.lit(f"more than {opts.storm_k} rebalances within {opts.storm_window_ms} ms")
-                      .alias("detail")))
+def anomalies(per_group: DataFrame, errors: DataFrame, gaps: DataFrame, ranges: DataFrame | None = None) -> DataFrame:
+    """The anomalies: those of each group's rows in the --since/--until window (`fold.group_anomalies`, in
+    the per-group pass), the catch-up ranges still owing offsets, and the log's own problems (damage, gaps),
+    which have no time and are always reported."""
+    cols = list(ANOMALY_FIELDS)
     damage = (errors.filter(~F.col("kind").isin(*read.NOT_DAMAGE))
               .select(F.lit("log_damage").alias("kind"), F.lit(None).cast(S).alias("group"),
                       F.lit(None).cast(S).alias("instance_id"), F.lit(1).cast(L).alias("count"),
@@ -589,8 +534,8 @@ def anomalies(history: DataFrame, gens: DataFrame, events: DataFrame, errors: Da
                      F.lit(": range "), F.col("lo").cast(S), F.lit("-"), F.col("hi").cast(S),
                      F.lit(", offsets "), F.col("owed_from").cast(S), F.lit(".."), (F.col("owed_to") - 1).cast(S),
                      F.lit(" never committed")).alias("detail")))
-    out = concurrent_member_ids(history, opts).select(*cols)
-    for df in (fenced, expiring, churn, storms, damage, log_gaps, *extra):
+    out = per_group.select(*cols)
+    for df in (damage, log_gaps, *extra):
         out = out.unionByName(df.select(*cols))
     return out
 
@@ -605,9 +550,11 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
 
 class Tables(dict):
     """The tables by name; with the read tasks' own offsets_history part files, what they hold
-    (`direct`) and the table's rows computed by Spark (`offset_rows`, appended to those files)."""
+    (`direct`) and the table's rows computed by Spark (`offset_rows`, appended to those files); the
+    per-group pass's counts (`counts`)."""
     direct: DirectOffsets | None = None
     offset_rows: DataFrame | None = None
+    counts: DataFrame | None = None        # the per-group pass's counts, a JSON row per task (fold._Counts)
 
 
 def build(spark: SparkSession, opts: Options,
@@ -624,14 +571,13 @@ def build(spark: SparkSession, opts: Options,
     # fold, the generations and the events read - taken from the persisted read once, not once per table
     group_records = records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load")
                                    ).persist(StorageLevel.MEMORY_AND_DISK)
-    events = static_events(group_records).cache()       # read by every later stage
-    # one shuffle puts each group's records together in log order, read by both folds
-    grouped = fold_input(group_records, moves=bool(got.types.get("coordinator_load"))).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    history = member_map_history(grouped).cache()
-    gens = generations(grouped).cache()
-    history_w = _window(history, "valid_from_time", "valid_to_time", opts)
-    gens_w = _window(gens, "time", None, opts)
+    events = static_events(group_records).cache()       # written and drawn
+    # one shuffle puts each group's records together in log order; one Python pass per group folds them into
+    # its member-map intervals, generations, anomalies and counts (kept: every table after it reads them)
+    grouped = fold_input(group_records, moves=bool(got.types.get("coordinator_load")))
+    folded = fold_all(grouped, opts.checks()).persist(StorageLevel.MEMORY_AND_DISK)
+    history_w = folded.filter(F.col("tag") == "h").select("h.*")      # inside the window already
+    gens_w = folded.filter(F.col("tag") == "g").select("g.*")
     events_w = _window(events, "log_time", None, opts)
     if got.types.get("offset_commit"):
         offsets = offsets_history(records).cache()     # the offset commits that are rows (few, unless no sink)
@@ -648,69 +594,71 @@ def build(spark: SparkSession, opts: Options,
         "offsets_history": (offset_rows if not direct.files else
                             spark.read.schema(OFFSETS_SCHEMA).parquet(*direct.files).unionByName(offset_rows)),
         "catchup_ranges": ranges_w,
-        # written, summarised and reported: computed once (a self-join and windows over the history)
-        "anomalies": anomalies(history_w, gens_w, events_w, errors, got.gaps, opts, ranges_w).cache(),
+        # written, summarised and reported: computed once
+        "anomalies": anomalies(folded.filter(F.col("tag") == "a").select("a.*"), errors, got.gaps, ranges_w).cache(),
         "errors": errors,
     })
     tables.direct, tables.offset_rows = direct, offset_rows
+    tables.counts = folded.filter(F.col("tag") == "s").select("s")
     return tables, got.files
 
 
-def summarize(tables: dict[str, DataFrame]) -> dict:
-    """The summary's counts, one aggregate job per table (six small jobs in all); offsets_history's
-    part files written by the read tasks are counted by the tasks themselves, not read again."""
-    h, gens, ev = tables["member_map_history"], tables["generations"], tables["static_events"]
+def summarize(tables: Tables) -> dict:
+    """The summary's counts: the member ids, generations and static events counted by the per-group pass
+    itself (a row per task), the errors, offset commits and anomalies by one small aggregate job each;
+    offsets_history's part files written by the read tasks are counted by the tasks themselves, not read
+    again."""
     by_cause: dict[str, int] = {}
-    member_ids = moves = 0
-    # one job: the rows of member ids (an instance id) by cause, and the coordinator moves
-    for r in h.groupBy("start_cause", "end_cause", F.col("instance_id").isNotNull().alias("member")).count().collect():
-        if r["start_cause"] == COORDINATOR_MOVED:
-            moves += r["count"]
-        if not r["member"]:
-            continue
-        member_ids += r["count"]
-        for c in (r["start_cause"], r["end_cause"]):
-            if c is not None:
-                by_cause[c] = by_cause.get(c, 0) + r["count"]
-    h = h.filter(F.col("instance_id").isNotNull())          # the member ids' rows (not coordinator moves)
-    ids = (h.select("group", "instance_id").unionByName(gens.select("group", F.lit(None).cast(S).alias("instance_id")))
-           .agg(F.countDistinct("group").alias("groups"), F.countDistinct("group", "instance_id").alias("instances"))
-           .first())
-    g = gens.agg(F.count("generation").alias("n"), F.min("time").alias("a"), F.max("time").alias("b")).first()
-    events, n_events, ev_a, ev_b = {}, 0, [], []
-    for r in (ev.groupBy("cause", "tombstone")
-              .agg(F.count("*").alias("n"), F.min("log_time").alias("a"), F.max("log_time").alias("b")).collect()):
-        n_events += r["n"]
-        ev_a.append(r["a"])
-        ev_b.append(r["b"])
-        if not r["tombstone"]:
-            events[r["cause"]] = events.get(r["cause"], 0) + r["n"]
+    member_ids = moves = groups = instances = n_gens = n_events = 0
+    events, firsts, lasts = {}, [], []
+    for r in tables.counts.collect():
+        c = json.loads(r["s"])
+        for start, end, member, n in c["intervals"]:
+            if start == COORDINATOR_MOVED:
+                moves += n
+            if not member:
+                continue
+            member_ids += n
+            for cause in (start, end):
+                if cause is not None:
+                    by_cause[cause] = by_cause.get(cause, 0) + n
+        groups += c["groups"]
+        instances += c["instances"]
+        n_gens += c["generations"]
+        firsts.append(c["gen_first"])
+        lasts.append(c["gen_last"])
+        for cause, tombstone, n, a, b in c["events"]:
+            n_events += n
+            firsts.append(a)
+            lasts.append(b)
+            if not tombstone:
+                events[cause] = events.get(cause, 0) + n
     errs = {r["kind"]: r["count"] for r in tables["errors"].groupBy("kind").count().collect()}
-    direct = getattr(tables, "direct", None)
+    direct = tables.direct
     offsets = tables["offsets_history"] if direct is None else tables.offset_rows
-    n_offsets, off_a, off_b, txn = 0, [], [], {}
+    n_offsets, txn = 0, {}
     for r in (offsets.groupBy("outcome")
               .agg(F.count("*").alias("n"), F.min("log_time").alias("a"), F.max("log_time").alias("b")).collect()):
         n_offsets += r["n"]
-        off_a.append(r["a"])
-        off_b.append(r["b"])
+        firsts.append(r["a"])
+        lasts.append(r["b"])
         if r["outcome"] is not None:
             txn[r["outcome"]] = r["n"]
     if direct is not None and direct.rows:
         n_offsets += direct.rows
-        off_a.append(direct.first_time)
-        off_b.append(direct.last_time)
-    firsts = [x for x in (*off_a, g["a"], *ev_a) if x is not None]
-    lasts = [x for x in (*off_b, g["b"], *ev_b) if x is not None]
+        firsts.append(direct.first_time)
+        lasts.append(direct.last_time)
+    firsts = [x for x in firsts if x is not None]
+    lasts = [x for x in lasts if x is not None]
     return {
         "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
         "first_time": min(firsts) if firsts else None, "last_time": max(lasts) if lasts else None,
-        "groups": ids["groups"],
-        "instances": ids["instances"],
+        "groups": groups,
+        "instances": instances,
         "member_ids": member_ids,
         "coordinator_moves": moves,                         # rows per group of each moved offsets partition
         "changes_by_cause": dict(sorted(by_cause.items())),
-        "generations": g["n"],
+        "generations": n_gens,
         "static_events": n_events,
         # the group's commits: plain ones and those of committed transactions (aborted and open ones never
         # count for the group; they are in transactional_commits)
