@@ -379,11 +379,9 @@ def load(spark: SparkSession, opts: Options,
     for df in [*kept, *_transaction_state(spark, opts)]:
         raw_all = raw_all.unionByName(df)
     # what the later stages read - the records that are rows and the errors, a few percent of the log - sits in
-    # one cached partition per piece (83 at 10M records), so every later job would run a task per piece: it is
-    # gathered into a few partitions, once (a coalesce: no shuffle, the pieces' cached rows are not read again)
-    rest = (raw_all.filter(F.col("kind").isin("R", "E")).coalesce(max(1, spark.sparkContext.defaultParallelism))
-            .persist(StorageLevel.MEMORY_AND_DISK))
-    rest.count()         # filled by one job: the later stages' first jobs run at once and would each compute it
+    # one cached partition per piece (83 at 10M records); the stages keep what they read again gathered into a
+    # few partitions (build)
+    rest = raw_all.filter(F.col("kind").isin("R", "E"))
     records = rest.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
     errors = (rest.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
               .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
@@ -562,16 +560,21 @@ def build(spark: SparkSession, opts: Options,
     # plain offset commits (~96% of a log's records) go from the read tasks straight into offsets_history's
     # part files; only the rest becomes rows in the JVM
     got = load(spark, opts, after_listing, offsets_dir=str(Path(opts.out) / "offsets_history"))
-    records, errors = got.records, got.errors.cache()      # over the persisted read: nothing is decoded again
+    records = got.records                                 # over the persisted read: nothing is decoded again
+    # errors: written, counted, and damage is an anomaly; gathered into one partition (the errors of 83 pieces
+    # would otherwise be 83 tasks each time)
+    errors = got.errors.coalesce(1).cache()
     # counted by the read itself (its per-unit rows): no pass over the records for it
     progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s), {got.offsets.rows} offset "
              f"commit(s) written by the read tasks"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
-    # GroupMetadata, static-member and coordinator-move records: a few percent of the log, all that the
-    # fold, the generations and the events read - taken from the persisted read once, not once per table
-    group_records = records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load")
-                                   ).persist(StorageLevel.MEMORY_AND_DISK)
-    events = static_events(group_records).cache()       # written and drawn
+    # GroupMetadata, static-member and coordinator-move records: a few percent of the log, all that the fold
+    # and the events read, nearly all the rows the read left; gathered into a few partitions once (a coalesce:
+    # no shuffle), filled by one job (else the stages' first jobs, started at once, would each compute it)
+    group_records = (records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load"))
+                     .coalesce(max(1, spark.sparkContext.defaultParallelism)).persist(StorageLevel.MEMORY_AND_DISK))
+    group_records.count()
+    events = static_events(group_records)               # written and drawn: a filter of the cached rows
     # one shuffle puts each group's records together in log order; one Python pass per group folds them into
     # its member-map intervals, generations, anomalies and counts (kept: every table after it reads them)
     grouped = fold_input(group_records, moves=bool(got.types.get("coordinator_load")))
