@@ -28,6 +28,11 @@ and to_broker the brokers, the group's generation then in from/to_generation (a 
 The function runs over each partition of rows sorted by (group, partition, offset) (`in_arrow`: Spark's
 `mapInArrow`); it holds one group's open intervals at a time.
 
+`fold_groups` is the audit's one pass per group: it runs `fold_member_map` and `fold_generations` over one
+group's rows (held as a list while the group is folded), keeps the rows inside the --since/--until window
+(`Checks`), works out the group's anomalies from them (`group_anomalies`) and adds them to the task's counts
+for the summary.
+
 `fold_catchup_ranges` does the same for the catch-up consumer's checkpoints (its companion group's
 OffsetCommit metadata): one (group, topic, partition)'s commits in log order are folded by
 `tenure.catchup.ranges.history` into one row per range token, holding only that partition's open tokens.
