@@ -213,8 +213,8 @@ EXPIRY_CAUSES = frozenset({rec.EXPIRED, rec.REGISTRATION_EXPIRED, rec.SYNC_EXPIR
 # anomalies columns, in order
 ANOMALY_FIELDS = ("kind", "group", "instance_id", "count", "first_time", "last_time", "detail")
 # fold_groups' output: a tag, then one of a member_map_history row, a generations row, an anomaly, the task's
-# counts (JSON); the others null
-FOLD_TAGS = ("h", "g", "a", "s")
+# counts or one drawn group (JSON); the others null
+FOLD_TAGS = ("h", "g", "a", "s", "r")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,12 +359,66 @@ class _Counts:
                                gen_last=self.gen_last, events=[[*k, *v] for k, v in self.events.items()]))
 
 
+# what report.html draws, bounded whatever the log's size: the most active groups (generations + member ids),
+# in each the instances with the most churn, the latest rows of each table, the latest marks
+MAX_GROUPS = 10        # groups drawn (the most active); the others are named in a sentence
+MAX_LANES = 20         # instances drawn per group (the most churn)
+MAX_ROWS = 300         # rows per table and per group (the latest)
+MAX_MARKS = 2000       # event marks per group
+MARK_CAUSES = frozenset({rec.FENCED, rec.EXPIRED, rec.REGISTRATION_EXPIRED, rec.SYNC_EXPIRED, rec.LEFT, rec.REMOVED,
+                         rec.GROUP_FULL})
+# the drawing's tables' columns, in order
+DRAWN_INTERVALS = ("group", "instance_id", "member_id", "valid_from_time", "valid_to_time", "start_cause", "end_cause",
+                   "from_generation", "to_generation", "valid_from_offset")
+DRAWN_MARKS = ("group", "instance_id", "cause", "old_member_id", "time")
+DRAWN_GENERATIONS = ("group", "generation", "time", "rebalance_start", "trigger", "member_count", "joined", "left",
+                     "log_offset")
+_G = {n: i for i, n in enumerate(GENERATION_FIELDS)}
+
+
+def _nulls_first(x):
+    return (x is not None, x if x is not None else "")
+
+
+def activity(hist: list[tuple], gens: list[tuple]) -> int:
+    """How active a group is, for choosing the groups drawn: its generations and member ids."""
+    return len(gens) + sum(h[_H["instance_id"]] is not None for h in hist)
+
+
+def group_drawing(group: str, hist: list[tuple], gens: list[tuple], events: list) -> dict:
+    """What report.html draws of one group, from its rows inside the window: its lanes (the MAX_LANES
+    instances with the most member ids, then the most marks), how many instances it has, its lanes' latest
+    intervals and marks, its latest generations (in log order), and its time span. JSON-able."""
+    members = [h for h in hist if h[_H["instance_id"]] is not None]
+    live = [e for e in events if not e.tombstone]
+    marks = [e for e in live if e.cause in MARK_CAUSES]
+    ids, n_marks = collections.Counter(h[_H["instance_id"]] for h in members), collections.Counter(
+        e.instance_id for e in marks)
+    instances = set(ids) | set(n_marks)
+    lanes = sorted(instances, key=lambda i: (-ids[i], -n_marks[i], _nulls_first(i)))[:MAX_LANES]
+    on = set(lanes)
+    ivs = sorted((h for h in members if h[_H["instance_id"]] in on),
+                 key=lambda h: (-h[_H["valid_from_offset"]], h[_H["instance_id"]], h[_H["member_id"]]))[:MAX_ROWS * 4]
+    ms = sorted((e for e in marks if e.instance_id in on), key=lambda e: -e.offset)[:MAX_MARKS]
+    gs = sorted(sorted(gens, key=lambda g: -g[_G["log_offset"]])[:MAX_ROWS], key=lambda g: g[_G["log_offset"]])
+    firsts = [h[_H_FROM_TIME] for h in members] + [g[_G["time"]] for g in gens] + [e.timestamp for e in live]
+    lasts = [h[_H_TO_TIME] for h in members] + [g[_G["time"]] for g in gens] + [e.timestamp for e in live]
+    return dict(group=group, activity=activity(hist, gens), lanes=lanes, instances=len(instances),
+                intervals=[[h[_H[c]] for c in DRAWN_INTERVALS] for h in ivs],
+                marks=[[group, e.instance_id, e.cause, e.old_member_id,
+                        e.event_time if e.event_time is not None and e.event_time >= 0 else e.timestamp] for e in ms],
+                gens=[[g[_G[c]] for c in DRAWN_GENERATIONS] for g in gs],
+                first=_min(firsts), last=_max(lasts))
+
+
 def fold_groups(rows, checks: Checks):
     """`fold_input`'s rows (one group's rows together, in log order) folded in one pass: per group, its
     member_map_history rows (`fold_member_map`) and generations (`fold_generations`) inside the window, its
-    anomalies (`group_anomalies`); at the end the task's counts (`_Counts`). Yields (tag, history row,
-    generation, anomaly, counts) tuples, one of the four set (FOLD_TAGS). Holds one group's rows at a time."""
+    anomalies (`group_anomalies`); at the end the task's counts (`_Counts`) and what report.html would draw of
+    its MAX_GROUPS most active groups (`group_drawing`). Yields (tag, history row, generation, anomaly, JSON)
+    tuples, one of the four set (FOLD_TAGS). Holds one group's rows at a time."""
     counts = _Counts()
+    drawn: list[tuple] = []            # the task's MAX_GROUPS most active groups: (-activity, group, drawing)
     for group, grows in itertools.groupby(rows, key=lambda r: r.group):
         grows = list(grows)
         hist = [h for h in fold_member_map(grows) if checks.keeps_interval(h)]
@@ -374,7 +428,11 @@ def fold_groups(rows, checks: Checks):
         yield from (("g", None, g, None, None) for g in gens)
         yield from (("a", None, None, a, None) for a in group_anomalies(group, hist, gens, events, checks))
         counts.add(hist, gens, events)
+        rank = (-activity(hist, gens), group)
+        if rank[0] and (len(drawn) < MAX_GROUPS or rank < drawn[-1][:2]):
+            drawn = sorted([*drawn, (*rank, group_drawing(group, hist, gens, events))])[:MAX_GROUPS]
     yield ("s", None, None, None, counts.json())
+    yield from (("r", None, None, None, json.dumps(d)) for *_, d in drawn)
 
 
 # catchup_ranges columns, in order

@@ -549,10 +549,11 @@ def _window(df: DataFrame, start: str, end: str | None, opts: Options) -> DataFr
 class Tables(dict):
     """The tables by name; with the read tasks' own offsets_history part files, what they hold
     (`direct`) and the table's rows computed by Spark (`offset_rows`, appended to those files); the
-    per-group pass's counts (`counts`)."""
+    per-group pass's counts (`counts`) and drawings (`drawings`)."""
     direct: DirectOffsets | None = None
     offset_rows: DataFrame | None = None
     counts: DataFrame | None = None        # the per-group pass's counts, a JSON row per task (fold._Counts)
+    drawings: DataFrame | None = None      # what report.html draws of each task's most active groups (JSON)
 
 
 def build(spark: SparkSession, opts: Options,
@@ -603,6 +604,7 @@ def build(spark: SparkSession, opts: Options,
     })
     tables.direct, tables.offset_rows = direct, offset_rows
     tables.counts = folded.filter(F.col("tag") == "s").select("s")
+    tables.drawings = folded.filter(F.col("tag") == "r").select("s")
     return tables, got.files
 
 

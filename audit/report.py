@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,13 +23,12 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from pyspark.sql import Window  # noqa: E402
+import pandas as pd  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-MAX_GROUPS = 10        # groups drawn (the most active); the others are named in a sentence
-MAX_LANES = 20         # instances drawn per group (the most churn)
-MAX_ROWS = 300         # rows per table and per group (the latest)
-MAX_MARKS = 2000       # event marks per group
+from .fold import (DRAWN_GENERATIONS, DRAWN_INTERVALS, DRAWN_MARKS, MARK_CAUSES, MAX_GROUPS, MAX_LANES,  # noqa: E402,F401
+                   MAX_MARKS, MAX_ROWS)
+
 LABEL_LINES = 40       # rebalance lines are labelled with their cause up to this many per plot
 
 START_COLOURS = {"joined": "#2e7d32", "replaced": "#1565c0", "unknown": "#9e9e9e"}
@@ -41,6 +41,7 @@ MARKS = {  # cause -> (marker, colour, legend label)
     "removed": ("D", "#212121", "removed by an admin"),
     "group_full": ("s", "#ad1457", "group full"),
 }
+assert set(MARKS) == MARK_CAUSES
 CAUSE_WORDS = {
     "joined": "joined", "replaced": "a restart (replaced)", "unknown": "unknown (its event was compacted away)",
     "expired": "session expired", "registration_expired": "session expired (registration)",
@@ -98,57 +99,18 @@ def _table(headers: list[str], rows: list[list[str]], row_ids: list[str | None] 
 
 
 # ---------------------------------------------------------------------------------------- data
-def _latest(df, n: int, order):
-    """Each group's n rows first in `order` (a window: one job for all groups)."""
-    w = Window.partitionBy("group").orderBy(*order)
-    return df.withColumn("_n", F.row_number().over(w)).filter(F.col("_n") <= n).drop("_n")
-
-
 def collect(tables) -> dict[str, dict]:
-    """Everything the page draws, for the MAX_GROUPS most active groups (generations + member ids), in a
-    handful of Spark jobs whatever the number of groups."""
-    h, gens = tables["member_map_history"], tables["generations"]
-    h = h.filter(F.col("instance_id").isNotNull())          # coordinator moves are not an instance's lane
-    ev = tables["static_events"].filter(~F.col("tombstone"))
-    act = (gens.groupBy("group").count().unionByName(h.groupBy("group").count())
-           .groupBy("group").agg(F.sum("count").alias("n")))
-    groups = [r["group"] for r in act.orderBy(F.desc("n"), "group").limit(MAX_GROUPS).collect()]
-    if not groups:
-        return {}
-    h, gens, ev = (df.filter(F.col("group").isin(groups)) for df in (h, gens, ev))
-    marks_ev = ev.filter(F.col("cause").isin(*MARKS))
-    churn = (h.groupBy("group", "instance_id").agg(F.count("*").alias("ids"))
-             .join(marks_ev.groupBy("group", "instance_id").agg(F.count("*").alias("marks")),
-                   ["group", "instance_id"], "full").fillna(0, ["ids", "marks"])
-             .withColumn("instances", F.count("*").over(Window.partitionBy("group"))))
-    lanes_df = _latest(churn, MAX_LANES, [F.desc("ids"), F.desc("marks"), "instance_id"]).cache()
-    lanes = lanes_df.orderBy("group", F.desc("ids"), F.desc("marks"), "instance_id").toPandas()
-    on_lane = lambda df: df.join(F.broadcast(lanes_df.select("group", "instance_id")),  # noqa: E731
-                                 ["group", "instance_id"], "left_semi")
-    intervals = _latest(on_lane(h), MAX_ROWS * 4, [F.desc("valid_from_offset")]).select(
-        "group", "instance_id", "member_id", "valid_from_time", "valid_to_time", "start_cause", "end_cause",
-        "from_generation", "to_generation", "valid_from_offset").toPandas()
-    marks = _latest(on_lane(marks_ev), MAX_MARKS, [F.desc("log_offset")]).select(
-        "group", "instance_id", "cause", "old_member_id",
-        F.coalesce(F.when(F.col("event_time") >= 0, F.col("event_time")), F.col("log_time")).alias("time")
-    ).toPandas()
-    gen_rows = _latest(gens, MAX_ROWS, [F.desc("log_offset")]).select(
-        "group", "generation", "time", "rebalance_start", "trigger", "member_count", "joined", "left",
-        "log_offset").toPandas().sort_values("log_offset")
-    spans = {r["group"]: (r["a"], r["b"]) for r in (
-        h.select("group", F.col("valid_from_time").alias("a"), F.col("valid_to_time").alias("b"))
-        .unionByName(gens.select("group", F.col("time").alias("a"), F.col("time").alias("b")))
-        .unionByName(ev.select("group", F.col("log_time").alias("a"), F.col("log_time").alias("b")))
-        .groupBy("group").agg(F.min("a").alias("a"), F.max("b").alias("b")).collect())}
-    lanes_df.unpersist()
-    out = {}
-    for g in groups:
-        mine = lanes[lanes["group"] == g]
-        first, last = spans.get(g, (None, None))
-        out[g] = dict(lanes=list(mine["instance_id"]), instances=int(mine["instances"].max()) if len(mine) else 0,
-                      intervals=intervals[intervals["group"] == g], marks=marks[marks["group"] == g],
-                      gens=gen_rows[gen_rows["group"] == g], first=first, last=last)
-    return out
+    """Everything the page draws, for the MAX_GROUPS most active groups (generations + member ids): the
+    per-group pass worked it out for each task's most active groups (`fold.group_drawing`); one small job
+    brings those (at most MAX_GROUPS per task) to the driver, which keeps the MAX_GROUPS most active."""
+    drawn = sorted((json.loads(r["s"]) for r in tables.drawings.collect()),
+                   key=lambda d: (-d["activity"], d["group"]))[:MAX_GROUPS]
+    return {d["group"]: dict(lanes=d["lanes"], instances=d["instances"],
+                             intervals=pd.DataFrame(d["intervals"], columns=list(DRAWN_INTERVALS)),
+                             marks=pd.DataFrame(d["marks"], columns=list(DRAWN_MARKS)),
+                             gens=pd.DataFrame(d["gens"], columns=list(DRAWN_GENERATIONS)),
+                             first=d["first"], last=d["last"])
+            for d in drawn}
 
 
 # ---------------------------------------------------------------------------------------- timeline
