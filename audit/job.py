@@ -54,6 +54,8 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
 )])
 # what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
 # G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
+# the record types the per-group pass and static_events read
+GROUP_TYPES = ("group_metadata", "static_member_event", "coordinator_load")
 ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.StructField("meta", S)])
 ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
                              T.StructField("position", L), T.StructField("offset", L),
@@ -257,6 +259,8 @@ class Loaded:
     # __consumer_offsets' record rows by type (in the consistent reads): a type not in it has no rows, and
     # the stages that only read it are skipped
     types: dict[str, int] = field(default_factory=dict)
+    # the rows of `records` of GROUP_TYPES, cached in a few partitions (with the errors)
+    group_records: DataFrame | None = None
 
 
 def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
@@ -379,18 +383,23 @@ def load(spark: SparkSession, opts: Options,
     for df in [*kept, *_transaction_state(spark, opts)]:
         raw_all = raw_all.unionByName(df)
     # what the later stages read - the records that are rows and the errors, a few percent of the log - sits in
-    # one cached partition per piece (83 at 10M records); the stages keep what they read again gathered into a
-    # few partitions (build)
+    # one cached partition per piece (83 at 10M records), so every later job would run a task per piece. What
+    # they read again - the group records (nearly all of those rows) and the errors - is gathered into a few
+    # partitions, cached (a coalesce: no shuffle; one scan of the read's cache for both)
     rest = raw_all.filter(F.col("kind").isin("R", "E"))
+    gathered = (rest.filter((F.col("kind") == "E") | F.col("type").isin(*GROUP_TYPES))
+                .coalesce(max(1, spark.sparkContext.defaultParallelism)).persist(StorageLevel.MEMORY_AND_DISK))
     records = rest.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
-    errors = (rest.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
+    group_records = gathered.filter(F.col("kind") == "R").select(*RECORD_SCHEMA.names)
+    errors = (gathered.filter(F.col("kind") == "E").select(F.from_json("meta", ERROR_SCHEMA).alias("e"))
               .select(*(F.col("e")[n].alias(n) for n in ERROR_SCHEMA.names)))
     if unstable_rows:
         errors = errors.unionByName(spark.createDataFrame(unstable_rows, ERROR_SCHEMA))
     if opts.group is not None:       # coordinator moves, markers and transaction states name no group: they stay
         records = records.filter((F.col("group") == opts.group) | F.col("group").isNull())
+        group_records = group_records.filter((F.col("group") == opts.group) | F.col("group").isNull())
     return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
-                  decoded, error_rows + len(unstable_rows), len(rereads), direct, types)
+                  decoded, error_rows + len(unstable_rows), len(rereads), direct, types, group_records)
 
 
 def _transaction_state(spark: SparkSession, opts: Options) -> list[DataFrame]:
@@ -561,19 +570,15 @@ def build(spark: SparkSession, opts: Options,
     # plain offset commits (~96% of a log's records) go from the read tasks straight into offsets_history's
     # part files; only the rest becomes rows in the JVM
     got = load(spark, opts, after_listing, offsets_dir=str(Path(opts.out) / "offsets_history"))
-    records = got.records                                 # over the persisted read: nothing is decoded again
-    # errors: written, counted, and damage is an anomaly; gathered into one partition (the errors of 83 pieces
-    # would otherwise be 83 tasks each time)
-    errors = got.errors.coalesce(1).cache()
+    records, errors = got.records, got.errors             # over the persisted read: nothing is decoded again
     # counted by the read itself (its per-unit rows): no pass over the records for it
     progress(f"{got.decoded} record(s) decoded, {got.error_rows} error row(s), {got.offsets.rows} offset "
              f"commit(s) written by the read tasks"
              + (f", {got.rereads} partition(s) read again after a compaction swap" if got.rereads else ""))
     # GroupMetadata, static-member and coordinator-move records: a few percent of the log, all that the fold
-    # and the events read, nearly all the rows the read left; gathered into a few partitions once (a coalesce:
-    # no shuffle), filled by one job (else the stages' first jobs, started at once, would each compute it)
-    group_records = (records.filter(F.col("type").isin("group_metadata", "static_member_event", "coordinator_load"))
-                     .coalesce(max(1, spark.sparkContext.defaultParallelism)).persist(StorageLevel.MEMORY_AND_DISK))
+    # and the events read, cached by the read with the errors; filled by one job (else the stages' first jobs,
+    # started at once, would each compute it)
+    group_records = got.group_records
     group_records.count()
     events = static_events(group_records)               # written and drawn: a filter of the cached rows
     # one shuffle puts each group's records together in log order; one Python pass per group folds them into
