@@ -52,10 +52,10 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     # (commit/abort), a __transaction_state record's producer, state name (in `marker`) and transactional id
     ("producer_id", L), ("producer_epoch", I), ("marker", S), ("transactional_id", S),
 )])
-# what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
-# G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
 # the record types the per-group pass and static_events read
 GROUP_TYPES = ("group_metadata", "static_member_event", "coordinator_load")
+# what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
+# G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
 ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.StructField("meta", S)])
 ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
                              T.StructField("position", L), T.StructField("offset", L),
@@ -84,7 +84,8 @@ ANOMALY_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("kind", S), ("group", S), ("instance_id", S), ("count", L), ("first_time", L), ("last_time", L),
     ("detail", S))])
 assert tuple(ANOMALY_SCHEMA.names) == ANOMALY_FIELDS
-# fold.fold_groups' rows: a tag (fold.FOLD_TAGS) and one of a history row, a generation, an anomaly, a task's counts
+# fold.fold_groups' rows: a tag (fold.FOLD_TAGS) and one of a history row, a generation, an anomaly, or (as JSON)
+# a task's counts or one group's drawing for the report
 FOLD_SCHEMA = T.StructType([T.StructField("tag", S), T.StructField("h", HISTORY_SCHEMA),
                             T.StructField("g", GENERATIONS_SCHEMA), T.StructField("a", ANOMALY_SCHEMA),
                             T.StructField("s", S)])
@@ -505,8 +506,8 @@ def member_map_history(grouped: DataFrame) -> DataFrame:
 
 def fold_all(grouped: DataFrame, checks: Checks) -> DataFrame:
     """`fold_input`'s rows folded in one pass per group on the executors (`fold.fold_groups`): FOLD_SCHEMA rows,
-    member_map_history rows (tag h), generations (g) and anomalies (a) inside the window, and each task's
-    counts for the summary (s)."""
+    member_map_history rows (tag h), generations (g) and anomalies (a) inside the window, each task's counts
+    for the summary (s) and what report.html draws of each task's most active groups (r)."""
     return grouped.mapInArrow(in_arrow(functools.partial(fold_groups, checks=checks), to_arrow_schema(FOLD_SCHEMA)),
                               FOLD_SCHEMA)
 
