@@ -30,8 +30,8 @@ The function runs over each partition of rows sorted by (group, partition, offse
 
 `fold_groups` is the audit's one pass per group: it runs `fold_member_map` and `fold_generations` over one
 group's rows (held as a list while the group is folded), keeps the rows inside the --since/--until window
-(`Checks`), works out the group's anomalies from them (`group_anomalies`) and adds them to the task's counts
-for the summary.
+(`Checks`), works out the group's anomalies from them (`group_anomalies`), adds them to the task's counts
+for the summary, and, for the task's most active groups, what report.html draws of them (`group_drawing`).
 
 `fold_catchup_ranges` does the same for the catch-up consumer's checkpoints (its companion group's
 OffsetCommit metadata): one (group, topic, partition)'s commits in log order are folded by
@@ -234,7 +234,7 @@ class Checks:
         return t is not None and (self.since is None or t >= self.since) and (self.until is None or t < self.until)
 
     def keeps_interval(self, h: tuple) -> bool:
-        """A member_map_history row that overlaps the window: it starts before --until and is still open,
+        """A member_map_history row that overlaps the window: it starts before --until, and it is still open
         or ends at or after --since."""
         start, end = h[_H_FROM_TIME], h[_H_TO_TIME]
         if self.since is not None and end is not None and end < self.since:
