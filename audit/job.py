@@ -15,10 +15,10 @@ import threading
 import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -27,8 +27,18 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from . import read
-from .fold import (ANOMALY_FIELDS, COORDINATOR_MOVED, GENERATION_FIELDS, HISTORY_FIELDS, RANGE_FIELDS, Checks,
-                   fold_catchup_ranges, fold_groups, fold_member_map, in_arrow)
+from .fold import (
+    ANOMALY_FIELDS,
+    COORDINATOR_MOVED,
+    GENERATION_FIELDS,
+    HISTORY_FIELDS,
+    RANGE_FIELDS,
+    Checks,
+    fold_catchup_ranges,
+    fold_groups,
+    fold_member_map,
+    in_arrow,
+)
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
@@ -214,7 +224,7 @@ class _StageProgress:
                 last = (done, total, running)
                 progress(f"{self.label}: {done}/{total} done, {running} running")
 
-    def __enter__(self) -> "_StageProgress":
+    def __enter__(self) -> _StageProgress:
         self._thread.start()
         return self
 

@@ -11,7 +11,7 @@ import html
 import io
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import matplotlib
@@ -21,13 +21,21 @@ matplotlib.rcParams["svg.fonttype"] = "none"       # text stays text in the page
 matplotlib.rcParams["svg.hashsalt"] = "tenure"      # stable element ids from run to run
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-import pandas as pd  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from .fold import (DRAWN_GENERATIONS, DRAWN_INTERVALS, DRAWN_MARKS, MARK_CAUSES, MAX_GROUPS, MAX_LANES,  # noqa: E402,F401
-                   MAX_MARKS, MAX_ROWS)
+from .fold import (  # noqa: E402,F401
+    DRAWN_GENERATIONS,
+    DRAWN_INTERVALS,
+    DRAWN_MARKS,
+    MARK_CAUSES,
+    MAX_GROUPS,
+    MAX_LANES,
+    MAX_MARKS,
+    MAX_ROWS,
+)
 
 LABEL_LINES = 40       # rebalance lines are labelled with their cause up to this many per plot
 
@@ -56,7 +64,7 @@ def iso(ms) -> str:
     """UTC ISO 8601 with milliseconds, e.g. 2026-11-23T23:58:31.123Z; '-' for none."""
     if ms is None or ms != ms:                      # None or NaN (pandas)
         return "-"
-    t = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc)
+    t = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
@@ -131,7 +139,7 @@ def timeline_svg(group: str, d: dict) -> str:
         return ""
     pad = max((last - first) * 0.02, 500)
     lo, hi = first - pad, last + pad
-    to_num = lambda ms: mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=timezone.utc))  # noqa: E731
+    to_num = lambda ms: mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=UTC))  # noqa: E731
     fig, ax = plt.subplots(figsize=(11, 1.4 + 0.45 * len(lanes)))
     y = {iid: i for i, iid in enumerate(reversed(lanes))}
     for iid in lanes:
@@ -160,9 +168,9 @@ def timeline_svg(group: str, d: dict) -> str:
     ax.set_yticks(range(len(lanes)), list(reversed(lanes)))
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_xlim(to_num(lo), to_num(hi))
-    loc = mdates.AutoDateLocator(tz=timezone.utc)
+    loc = mdates.AutoDateLocator(tz=UTC)
     ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=timezone.utc))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=UTC))
     ax.set_xlabel("time (UTC)")
     ax.set_title(f"group {group}: who held each instance id")
     handles = [Patch(color=c, label=f"member id, started by {cause_words(k)}") for k, c in START_COLOURS.items()

@@ -19,7 +19,12 @@ from tenure.protocol.codec import Request
 from tenure.protocol.errors import ErrorCode
 
 from .configs import (
-    RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, ConfigError, ConfigStore, incremental,
+    RESOURCE_BROKER,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    ConfigError,
+    ConfigStore,
+    incremental,
 )
 from .topics import TopicError
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextvars
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from tenure.protocol.errors import ErrorCode
 

@@ -15,8 +15,8 @@ tenure serves does not read them, as Kafka's classic groups do not.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tenure.protocol.errors import ErrorCode
 

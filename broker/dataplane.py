@@ -11,8 +11,9 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tenure.coordinator.routing import partition_for
 from tenure.protocol.acl import authorized_operations
@@ -25,9 +26,15 @@ from .admin import AdminApis
 from .cluster import NO_LEADER, BrokerNode, Cluster
 from .configs import RESOURCE_TOPIC
 from .producers import ProducerStates
+from .topics import (
+    DEFAULT_TOPIC_CONFIGS,
+    OFFSETS_TOPIC,
+    TRANSACTION_TOPIC,
+    TopicError,
+    TopicRegistry,
+    validate_topic_name,
+)
 from .transactions import TxnIndex, TxnMarker, control_batch, cut_at
-from .topics import (DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry,
-                     validate_topic_name)
 
 log = logging.getLogger("tenure.broker")
 
@@ -501,7 +508,7 @@ class Broker(AdminApis):
                 self._waiters.setdefault(key, set()).add(fut)
             try:
                 await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             finally:
                 for key in keys:

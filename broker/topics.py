@@ -7,9 +7,8 @@ import os
 import re
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from tenure.protocol.errors import ErrorCode
 from tenure.storage import Log, MemoryLog
@@ -229,7 +228,7 @@ class TopicRegistry:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"replication factor {replication_factor} is larger than the {self.brokers} available "
                              f"broker(s)" if replication_factor > 0 else
-                             f"replication factor must be larger than 0, or -1 to use the default")
+                             "replication factor must be larger than 0, or -1 to use the default")
         for key in configs:
             if key not in DEFAULT_TOPIC_CONFIGS:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")

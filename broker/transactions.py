@@ -12,7 +12,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.storage import BatchHeader

@@ -9,15 +9,33 @@ classic/ (the classic group kind), offsets.py, admin.py, timers.py, result.py, c
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 
 from .classic import (  # noqa: E402
-    ALL_STATES, COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, VALID_PREVIOUS, ClassicGroup,
-    ClassicGroups, IllegalTransition, Member, Parked,
+    ALL_STATES,
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    VALID_PREVIOUS,
+    ClassicGroup,
+    ClassicGroups,
+    IllegalTransition,
+    Member,
+    Parked,
 )
 from .config import AdminError, CoordinatorConfig, default_member_id  # noqa: E402
 from .result import GroupSnapshot, RequestContext, Result, TimerOp  # noqa: E402
 from .routing import java_string_hash, partition_for  # noqa: E402
 from .shard import GROUP_APIS, ROUTES, GroupCoordinator  # noqa: E402
 from .timers import (  # noqa: E402
-    KEY_TYPES, ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey, TimerWheel,
+    KEY_TYPES,
+    ExpansionKey,
+    HeartbeatKey,
+    JoinKey,
+    PendingKey,
+    RegistrationKey,
+    SyncKey,
+    TimerKey,
+    TimerWheel,
 )
 
 __all__ = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
+from tenure.protocol import records as rec
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol import records as rec
 from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
 
 from .classic.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE

@@ -4,30 +4,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tenure.protocol.records import OffsetCommitRecord
+
     from .classic.group import ClassicGroup
     from .config import CoordinatorConfig
     from .shard import GroupCoordinator
-    from tenure.protocol.records import OffsetCommitRecord
 
 
 class ShardPart:
     """Reads its shard's live state and returns Results; holds no state of its own (the shard replays
     what a part returns)."""
 
-    def __init__(self, shard: "GroupCoordinator") -> None:
+    def __init__(self, shard: GroupCoordinator) -> None:
         self.shard = shard
 
     @property
-    def groups(self) -> dict[str, "ClassicGroup"]:
+    def groups(self) -> dict[str, ClassicGroup]:
         return self.shard.groups
 
-    def classic_group(self, group_id: str) -> "ClassicGroup | None":
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group if it is a classic one (a consumer group is no classic group's business)."""
         g = self.shard.groups.get(group_id)
         return None if g is None or g.kind != "classic" else g
 
     @property
-    def offsets(self) -> dict[str, dict[tuple[str, int], "OffsetCommitRecord"]]:
+    def offsets(self) -> dict[str, dict[tuple[str, int], OffsetCommitRecord]]:
         return self.shard.offsets
 
     @property
@@ -35,5 +36,5 @@ class ShardPart:
         return self.shard.static_event_keys
 
     @property
-    def config(self) -> "CoordinatorConfig":
+    def config(self) -> CoordinatorConfig:
         return self.shard.config

@@ -64,7 +64,7 @@ class Result:
         self.records.append(record)
         self.events.append(record)
 
-    def install(self, group_id: str, group: "ClassicGroup | None") -> None:
+    def install(self, group_id: str, group: ClassicGroup | None) -> None:
         """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
         self.events.append(GroupSnapshot(group_id, group))
 
@@ -74,7 +74,7 @@ class Result:
     def cancel_timer(self, key: TimerKey) -> None:
         self.timers.append(TimerOp(key, None))
 
-    def merge(self, other: "Result") -> None:
+    def merge(self, other: Result) -> None:
         self.responses += other.responses
         self.records += other.records
         self.events += other.events

@@ -10,8 +10,8 @@ ListGroups asks every shard and concatenates their groups.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 9, 15, 16, 42, 69
 

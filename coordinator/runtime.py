@@ -12,21 +12,27 @@ just a future waiting for its token.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
-import dataclasses
-from typing import Callable, Iterator
-
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import Topic
 from tenure.broker.transactions import COMMIT, TxnMarker, marker_type
+from tenure.control.metrics import Metrics
 from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
-    GROUP_APIS, AdminError, ClassicGroup, GroupCoordinator, RequestContext, Result, TimerKey, TimerWheel,
+    GROUP_APIS,
+    AdminError,
+    ClassicGroup,
+    GroupCoordinator,
+    RequestContext,
+    Result,
+    TimerKey,
+    TimerWheel,
 )
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
@@ -35,8 +41,6 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
 from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
-
-from tenure.control.metrics import Metrics
 
 from . import routing
 from .routing import partition_for

@@ -12,13 +12,22 @@ handler has returned, so a handler that raises changes nothing. `load` is replay
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
-    ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord, ConsumerMemberRecord, CoordinatorLoadRecord,
-    CurrentAssignmentRecord, GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord,
-    TargetAssignmentMemberRecord, TargetAssignmentMetadataRecord, TransactionalOffsetCommit, TransactionEnd,
+    ConsumerGroupMetadataRecord,
+    ConsumerGroupPartitionMetadataRecord,
+    ConsumerMemberRecord,
+    CoordinatorLoadRecord,
+    CurrentAssignmentRecord,
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    StaticMemberEventRecord,
+    TargetAssignmentMemberRecord,
+    TargetAssignmentMetadataRecord,
+    TransactionalOffsetCommit,
+    TransactionEnd,
 )
 
 from .admin import GroupAdmin
@@ -237,7 +246,7 @@ class GroupCoordinator:
         """Whether this shard has asked for timer `key` and it has neither fired nor been cancelled."""
         return key in self._armed
 
-    def kind_of(self, g: ClassicGroup | ConsumerGroup) -> "ClassicGroups | ConsumerGroups":
+    def kind_of(self, g: ClassicGroup | ConsumerGroup) -> ClassicGroups | ConsumerGroups:
         """The rules of a group's kind: classic, or KIP-848's consumer groups."""
         return self.consumer if isinstance(g, ConsumerGroup) else self.classic
 

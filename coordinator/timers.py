@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class TimerKey:
         """The key as shown outside the coordinator: kind and ids joined by "/"."""
         return "/".join((self.kind, *self.parts))
 
-    def __lt__(self, other: "TimerKey") -> bool:      # a stable order, for listings and sorted output
+    def __lt__(self, other: TimerKey) -> bool:      # a stable order, for listings and sorted output
         return (self.kind, self.parts) < (other.kind, other.parts)
 
 

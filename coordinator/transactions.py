@@ -16,16 +16,26 @@ between the two phases) gets its markers again and completes, as Kafka's coordin
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from tenure.broker.topics import TRANSACTION_TOPIC  # noqa: F401 - importers take it from here too
 from tenure.broker.transactions import TxnMarker
 from tenure.coordinator.result import Result
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT,
-                                         PREPARE_COMMIT, STATE_NAMES, TransactionRecord)
+from tenure.protocol.txn_records import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    DEAD,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    STATE_NAMES,
+    TransactionRecord,
+)
 
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66

@@ -16,9 +16,8 @@ once, and refuses every later write, so nothing it could not keep is ever acknow
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tenure.broker.topics import OFFSETS_TOPIC

@@ -15,4 +15,5 @@ import warnings as _warnings
 with _warnings.catch_warnings():
     _warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
     import kafka  # noqa: F401,E402
+
     from . import consumer_group, records, txn_records  # noqa: F401,E402

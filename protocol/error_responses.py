@@ -10,11 +10,16 @@ brokers is not an error a client can act on - close the connection or delay it i
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse
 from kafka.protocol.consumer.group import (
-    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
     SyncGroupResponse,
 )
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from struct import unpack_from
 
 from kafka.protocol.schemas.fields.array import ArrayField
-from kafka.protocol.schemas.fields.codecs import BitField, Bytes, String, UUID
+from kafka.protocol.schemas.fields.codecs import UUID, BitField, Bytes, String
 from kafka.protocol.schemas.fields.simple import SimpleField
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField

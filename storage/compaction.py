@@ -75,21 +75,29 @@ import struct
 import threading
 import time
 import weakref
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterable, Iterator
-
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from typing import Any
 
 import crc32c
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
 from .reader import BadBatch, Batch, SegmentReader
 from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
-    _CHECKPOINT_VERSION, CHECKPOINT, CLEANED, LOG_START_CHECKPOINT, CorruptLogError, Segment, SegmentLog,
-    SwapUnfinished, fsync_dir,
+    _CHECKPOINT_VERSION,
+    CHECKPOINT,
+    CLEANED,
+    LOG_START_CHECKPOINT,
+    CorruptLogError,
+    Segment,
+    SegmentLog,
+    SwapUnfinished,
+    fsync_dir,
     partition_of_dir,
-    read_checkpoint, segment_name,
+    read_checkpoint,
+    segment_name,
 )
 
 log = logging.getLogger("tenure.storage")
@@ -111,7 +119,7 @@ class CompactionPolicy:
     min_compaction_lag_ms: int = DEFAULT_MIN_COMPACTION_LAG_MS
 
     @classmethod
-    def from_configs(cls, config: Callable[[str], str | None]) -> "CompactionPolicy":
+    def from_configs(cls, config: Callable[[str], str | None]) -> CompactionPolicy:
         """From topic configs (`Topic.config`); an unset or unparsable value takes Kafka's default."""
         def number(name: str, default: int) -> int:
             raw = config(name)
@@ -157,7 +165,7 @@ class CleanStats:
     bytes_read: int = 0                # what the budget counts
     more: bool = False                 # a pass stopped at its budget with work left
 
-    def __iadd__(self, other: "CleanStats") -> "CleanStats":
+    def __iadd__(self, other: CleanStats) -> CleanStats:
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
             setattr(self, f.name, (a or b) if isinstance(a, bool) else a + b)

@@ -31,7 +31,7 @@ class DataDir:
         self._log_starts: dict[tuple[str, int], int] | None = None   # log-start-offset-checkpoint, read once
 
     @classmethod
-    def open(cls, path: str | os.PathLike, config: LogConfig = LogConfig()) -> "DataDir":
+    def open(cls, path: str | os.PathLike, config: LogConfig = LogConfig()) -> DataDir:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         fd = os.open(p / LOCK, os.O_RDWR | os.O_CREAT, 0o644)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 POLICIES = ("always", "batch", "never")
 

@@ -8,10 +8,16 @@ interface, so choosing disk or memory is a constructor argument, not a change to
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from .batch import (
-    BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
+    BatchHeader,
+    first_record_with_max_timestamp,
+    offset_at_or_after,
+    parse_batches,
+    read_header,
+    restamp,
 )
 
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import crc32c
 
@@ -132,7 +133,7 @@ class SegmentReader:
         self.fd = -1
         self._buf = b""
 
-    def __enter__(self) -> "SegmentReader":
+    def __enter__(self) -> SegmentReader:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -30,13 +30,20 @@ import struct
 import threading
 import time
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from .batch import (
-    HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader,
-    first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    BatchHeader,
+    first_record_with_max_timestamp,
+    offset_at_or_after,
+    parse_batches,
+    read_header,
+    restamp,
 )
 from .reader import BadBatch, SegmentReader, check_batch  # noqa: F401 (check_batch: imported from here too)
 

@@ -17,8 +17,17 @@ from tenure.protocol.errors import ErrorCode as E
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
 from .group import (
-    ALL_STATES, COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, VALID_PREVIOUS, ClassicGroup,
-    IllegalTransition, Member, Parked,
+    ALL_STATES,
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    VALID_PREVIOUS,
+    ClassicGroup,
+    IllegalTransition,
+    Member,
+    Parked,
 )
 from .join import JoinRequests
 from .members import MemberRequests

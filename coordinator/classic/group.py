@@ -97,7 +97,7 @@ class ClassicGroup:
 
     kind = "classic"   # KIP-848 "consumer" groups are the second kind
 
-    def copy(self) -> "ClassicGroup":
+    def copy(self) -> ClassicGroup:
         return dataclasses.replace(
             self, members={k: dataclasses.replace(m) for k, m in self.members.items()},
             static_members=dict(self.static_members), pending_members=set(self.pending_members),

@@ -2,9 +2,9 @@
 a known member rejoining, and the group size limit."""
 from __future__ import annotations
 
+from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol import records as rec
 
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, PendingKey

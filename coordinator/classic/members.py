@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.group import LeaveGroupResponse
 
+from tenure.protocol import records as rec
 from tenure.protocol.error_responses import heartbeat_error, leave_group_error, sync_group_error
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol import records as rec
 
 from ..result import RequestContext, Result
 from ..timers import PendingKey, SyncKey

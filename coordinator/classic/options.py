@@ -4,8 +4,8 @@ one rebalance removes all of them) and the expansion timeout (new static members
 within the window share one rebalance; the window is opened in JoinRequests._add_and_rebalance)."""
 from __future__ import annotations
 
-from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol import records as rec
+from tenure.protocol.errors import ErrorCode as E
 
 from ..result import Result
 from ..timers import RegistrationKey

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.group import JoinGroupResponse, SyncGroupResponse
 
+from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol import records as rec
 from tenure.protocol.records import GroupMetadataRecord, MemberRecord
 
 from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, SyncKey
 from .group import (
-    COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member, Parked,
+    COMPLETING_REBALANCE,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    ClassicGroup,
+    Member,
+    Parked,
 )
 
 

@@ -3,9 +3,9 @@
 `tenure.protocol.records`), and the replacement of a static member by a new member id (J23-J30)."""
 from __future__ import annotations
 
+from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol import records as rec
 from tenure.protocol.records import StaticMemberEventRecord
 
 from ..result import RequestContext, Result

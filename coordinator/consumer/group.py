@@ -69,7 +69,7 @@ class ConsumerMember:
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
 
-    def replace(self, **kw) -> "ConsumerMember":
+    def replace(self, **kw) -> ConsumerMember:
         return dataclasses.replace(self, **kw)
 
     @property
@@ -80,10 +80,10 @@ class ConsumerMember:
         """What the member metadata record (type 5) holds of it."""
         return {f: getattr(self, f) for f in METADATA_FIELDS}
 
-    def same_metadata(self, other: "ConsumerMember") -> bool:
+    def same_metadata(self, other: ConsumerMember) -> bool:
         return self.metadata() == other.metadata()
 
-    def same_assignment(self, other: "ConsumerMember") -> bool:
+    def same_assignment(self, other: ConsumerMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
                 self.pending_revocation) == (other.member_epoch, other.previous_member_epoch, other.state,
                                              other.assigned, other.pending_revocation)
@@ -126,7 +126,7 @@ class ConsumerGroup:
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topic_names}
 
-    def copy(self) -> "ConsumerGroup":
+    def copy(self) -> ConsumerGroup:
         return dataclasses.replace(self, members=dict(self.members), targets=dict(self.targets),
                                    static_members=dict(self.static_members), owners=dict(self.owners))
 

@@ -16,12 +16,21 @@ epoch bump).
 """
 from __future__ import annotations
 
-from tenure.protocol.error_responses import consumer_group_heartbeat_error
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.protocol.error_responses import consumer_group_heartbeat_error
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
-    EXPIRED, FENCED, JOINED, LEFT, REPLACED, ConsumerGroupMetadataRecord, ConsumerMemberRecord,
-    CurrentAssignmentRecord, GroupMetadataRecord, StaticMemberEventRecord, TargetAssignmentMemberRecord,
+    EXPIRED,
+    FENCED,
+    JOINED,
+    LEFT,
+    REPLACED,
+    ConsumerGroupMetadataRecord,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    GroupMetadataRecord,
+    StaticMemberEventRecord,
+    TargetAssignmentMemberRecord,
     TargetAssignmentMetadataRecord,
 )
 
@@ -30,8 +39,14 @@ from ..result import RequestContext, Result
 from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
 from .group import (
-    LEAVE_EPOCH, STATIC_LEAVE_EPOCH, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, Partitions,
-    freeze, pairs,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    UNREVOKED_PARTITIONS,
+    ConsumerGroup,
+    ConsumerMember,
+    Partitions,
+    freeze,
+    pairs,
 )
 from .reconcile import reconcile
 

@@ -8,10 +8,16 @@ elsewhere (it gets them on a later heartbeat, once released). One partition is n
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .group import (
-    STABLE_MEMBER, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerMember, Partitions, from_pairs, pairs,
+    STABLE_MEMBER,
+    UNRELEASED_PARTITIONS,
+    UNREVOKED_PARTITIONS,
+    ConsumerMember,
+    Partitions,
+    from_pairs,
+    pairs,
 )
 
 

@@ -32,8 +32,8 @@ import asyncio
 import errno
 import hmac
 import importlib
-import ipaddress
 import inspect
+import ipaddress
 import json
 import logging
 import os
@@ -44,13 +44,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from tenure.coordinator import AdminError
-from tenure.protocol.errors import ErrorCode
-
 from tenure.config import ADMIN_TOKEN_ENV, DEFAULT_ADMIN_PORT
 from tenure.control.faults import error_name
 from tenure.control.metrics import render as render_metrics
 from tenure.control.registry import CONTROLS, Arg, Cli, Control, status_of
+from tenure.coordinator import AdminError
+from tenure.protocol.errors import ErrorCode
 
 log = logging.getLogger("tenure.admin")
 

@@ -71,7 +71,7 @@ def error_code(error: str | int) -> int:
         return int(ErrorCode[str(error).upper()])
     except KeyError:
         pass
-    import kafka.errors as ke           # every Kafka error kafka-python knows, by its wire name
+    import kafka.errors as ke  # every Kafka error kafka-python knows, by its wire name
     for cls in vars(ke).values():
         if isinstance(cls, type) and issubclass(cls, ke.BrokerResponseError) and cls is not ke.BrokerResponseError:
             if (getattr(cls, "message", None) or "").upper() == str(error).upper():

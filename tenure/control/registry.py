@@ -15,8 +15,9 @@ runs before `run` on the endpoint only: where the method answers False, the endp
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tenure.coordinator import AdminError
 from tenure.protocol.errors import ErrorCode
@@ -164,6 +165,7 @@ def _restart(server) -> None:
 
 def _count(text: str) -> int:
     import argparse
+
     from tenure.control.faults import MAX_COUNT
     try:
         n = int(text)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
 from tenure.storage.segments import SegmentLog

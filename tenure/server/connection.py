@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol
+from typing import Protocol
 
+from tenure.control.metrics import Metrics
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.protocol.limits import DecodeLimits
-
-from tenure.control.metrics import Metrics
 from tenure.server.ratelog import RateLimitedLog
 
 log = logging.getLogger("tenure.server")

@@ -16,26 +16,25 @@ import shutil
 from pathlib import Path
 
 from tenure.broker.cluster import NO_LEADER, Cluster, LeaderChange
-from tenure.protocol.records import CoordinatorLoadRecord
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
-from tenure.coordinator import GroupCoordinator
-from tenure.storage.compaction import CleanStats
-from tenure.storage.datadir import DataDir
-from tenure.storage.durability import Durability
-from tenure.storage.segments import LogConfig
-
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
+from tenure.coordinator import GroupCoordinator
 from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches, partition_for
 from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, TxnTimeoutKey
 from tenure.protocol import txn_records
+from tenure.protocol.records import CoordinatorLoadRecord
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
 from tenure.server.listener import Listener, descriptor_room, effective_max_connections, fd_limit
 from tenure.server.ratelog import RateLimitedLog
+from tenure.storage.compaction import CleanStats
+from tenure.storage.datadir import DataDir
+from tenure.storage.durability import Durability
+from tenure.storage.segments import LogConfig
 
 log = logging.getLogger("tenure.server")
 

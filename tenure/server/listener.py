@@ -12,13 +12,12 @@ import logging
 import os
 import socket
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from tenure.broker.topics import TopicError
-from tenure.protocol.errors import ErrorCode
-
 from tenure.config import ServerConfig
 from tenure.control.metrics import Metrics
+from tenure.protocol.errors import ErrorCode
 from tenure.server.connection import Connection, Peer
 from tenure.server.ratelog import RateLimitedLog
 

@@ -9,14 +9,13 @@ import logging
 import threading
 import time
 
-from tenure.storage.compaction import CleanStats
-
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.control.metrics import Metrics
 from tenure.control.registry import add_thread_methods
 from tenure.control.views import GroupView
 from tenure.server.lifecycle import Server, reopen
+from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
 
@@ -92,7 +91,7 @@ class ServerThread:
                 self.metrics = Metrics()
             self.server = await reopen(self.server, wipe=wipe, metrics=self.metrics)
 
-    def start(self, timeout_s: float = 600.0) -> "ServerThread":
+    def start(self, timeout_s: float = 600.0) -> ServerThread:
         """Start the server and return once it serves (its data dir loaded), or raise: the start-up's own error,
         or TimeoutError after `timeout_s` (a large data dir takes a while to load; it is never handed out
         half-loaded)."""
@@ -197,12 +196,12 @@ class ServerThread:
         self.call(lambda: self.server.move_leader(topic, partition, to_broker))
 
     # ------------------------------------------------------------------ controls the thread hosts itself
-    def restart(self) -> "ServerThread":
+    def restart(self) -> ServerThread:
         """Close the server and start it again on the same port and data dir (see reopen())."""
         asyncio.run_coroutine_threadsafe(self._restart(), self.loop).result(120)
         return self
 
-    def reset(self) -> "ServerThread":
+    def reset(self) -> ServerThread:
         """As new, at the same address: fault rules and metrics cleared, the data dir (if any) emptied,
         the server restarted - no groups, topics, offsets or clock offset left."""
         self.faults.clear()
@@ -219,7 +218,7 @@ class ServerThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(30)
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -264,7 +263,7 @@ class AsyncServerThread:
                 raise TimeoutError(waited_too_long(group_id, state, members, timeout, view))
             await asyncio.sleep(0.02)
 
-    async def restart(self) -> "AsyncServerThread":
+    async def restart(self) -> AsyncServerThread:
         """ServerThread.restart, awaited (the server restarts on its own thread)."""
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.sync._restart(), self.sync.loop))
         return self

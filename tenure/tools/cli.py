@@ -9,14 +9,14 @@ import logging
 import os
 import signal
 import sys
+from datetime import UTC
 
+from tenure.config import ServerConfig, add_serve_flags, check_settings, flag_settings
+from tenure.control import admin
+from tenure.server import Server, raise_fd_limit, reopen
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
-
-from tenure.control import admin
 from tenure.tools import logtool
-from tenure.config import ServerConfig, add_serve_flags, check_settings, flag_settings
-from tenure.server import Server, raise_fd_limit, reopen
 
 log = logging.getLogger("tenure")
 
@@ -86,10 +86,10 @@ def _time_ms(text: str | None) -> int | None:
         return None
     if text.lstrip("-").isdigit():
         return int(text)
-    from datetime import datetime, timezone
+    from datetime import datetime
     t = datetime.fromisoformat(text)
     if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
+        t = t.replace(tzinfo=UTC)
     return int(t.timestamp() * 1000)
 
 

@@ -34,7 +34,7 @@ class DemoConsumer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"demo-{instance_id}", daemon=True)
 
-    def start(self) -> "DemoConsumer":
+    def start(self) -> DemoConsumer:
         self._thread.start()
         return self
 

@@ -12,11 +12,10 @@ import os
 import re
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
-import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC

@@ -49,9 +49,9 @@ import itertools
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 START_MS = 1_767_225_600_000                     # 2026-01-01T00:00:00Z
 
@@ -86,12 +86,15 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
     from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
-    from tenure.protocol import records as rec
-    from tenure.protocol.records import (
-        GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
-    )
     from tenure.coordinator import GroupCoordinator, partition_for
     from tenure.coordinator.writer import PartitionWriter
+    from tenure.protocol import records as rec
+    from tenure.protocol.records import (
+        GroupMetadataRecord,
+        MemberRecord,
+        OffsetCommitRecord,
+        StaticMemberEventRecord,
+    )
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig
 
