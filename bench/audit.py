@@ -49,7 +49,7 @@ from benchcommon import drop_cache, mib, proc_status, tree_version
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
+from tenure.protocol.internal_topics import OFFSETS_TOPIC  # noqa: E402
 
 MANIFEST = "bench-audit.json"
 

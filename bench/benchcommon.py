@@ -63,7 +63,7 @@ def mib(kb: float | None) -> str:
 
 def segment_files(data_dir: Path) -> list[Path]:
     """The __consumer_offsets segment files of a data dir (the caller has put the repository on sys.path)."""
-    from tenure.broker.topics import OFFSETS_TOPIC
+    from tenure.protocol.internal_topics import OFFSETS_TOPIC
     return sorted(data_dir.glob(f"{OFFSETS_TOPIC}-*/*.log"))
 
 

@@ -228,7 +228,7 @@ def real_clients(target: str, n_groups: int, n_members: int, timeout: float) -> 
 def synthetic(n_groups: int, n_records: int, keep: str | None, timeout: float) -> dict:
     from tenure.config import ServerConfig
     from tenure.server import ServerThread
-    from tenure.broker.topics import OFFSETS_TOPIC
+    from tenure.protocol.internal_topics import OFFSETS_TOPIC
     d = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="failover-bench-"))
     try:
         if not (d / f"{OFFSETS_TOPIC}-0").is_dir():

@@ -63,7 +63,7 @@ from benchcommon import drop_cache, mib, proc_status, tree_version, wait_ready_l
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tenure.broker.topics import OFFSETS_TOPIC  # noqa: E402
+from tenure.protocol.internal_topics import OFFSETS_TOPIC  # noqa: E402
 
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")

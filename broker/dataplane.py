@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tenure.coordinator.routing import partition_for
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, api_versions_body
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import partition_for
 from tenure.storage import InvalidBatch, parse_batches
 
 from .admin import AdminApis

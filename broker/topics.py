@@ -11,17 +11,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import (  # noqa: F401 - OFFSETS_TOPIC: audit/ and tools/ import it here (for now)
+    KAFKA_INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_TOPIC,
+)
 from tenure.storage import Log, MemoryLog
 
 log = logging.getLogger("tenure.broker")
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
-OFFSETS_TOPIC = "__consumer_offsets"              # the group coordinator's log (its records, its partitions)
-TRANSACTION_TOPIC = "__transaction_state"         # the transaction coordinator's log
-TRANSACTION_STATE_TOPIC = "__transaction_state"   # the transaction coordinator's log
 # Kafka's internal topics (its Topic.isInternal): written only by their coordinators, never by Produce
-KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})
+TRANSACTION_STATE_TOPIC = TRANSACTION_TOPIC   # the name audit/read.py imports (until it takes protocol's)
 
 DEFAULT_TOPIC_CONFIGS: dict[str, str] = {
     "cleanup.policy": "delete",

@@ -4,6 +4,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from tenure.protocol.errors import AdminError  # noqa: F401 - the coordinator's admin operations raise it
+
 
 @dataclass(frozen=True)
 class CoordinatorConfig:
@@ -28,11 +30,3 @@ class CoordinatorConfig:
 
 def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
-
-
-class AdminError(Exception):
-    """An admin operation refused, with the Kafka error code that best names why."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code

@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.broker.topics import Topic
-from tenure.broker.transactions import COMMIT, TxnMarker, marker_type
-from tenure.control.metrics import Metrics
 from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
     GROUP_APIS,
     AdminError,
@@ -34,17 +31,19 @@ from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads 
     TimerKey,
     TimerWheel,
 )
+from tenure.counters import Metrics
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.markers import COMMIT, TxnMarker, marker_type
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
 from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
 
 from . import routing
 from .routing import partition_for
-from .writer import PartitionWriter
+from .writer import InternalTopic, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -105,7 +104,7 @@ class CoordinatorRuntime:
     timers, handed back to it by key type) and it reads the host's clock, so one `advance_clock` moves
     both."""
 
-    def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: Topic,
+    def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: InternalTopic,
                  notify_append: Callable[[str, int], None] | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  durability: Durability | None = None,

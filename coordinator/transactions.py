@@ -20,11 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from tenure.broker.topics import TRANSACTION_TOPIC  # noqa: F401 - importers take it from here too
-from tenure.broker.transactions import TxnMarker
 from tenure.coordinator.result import Result
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.markers import TxnMarker
 from tenure.protocol.txn_records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,

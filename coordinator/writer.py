@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tenure.broker.topics import OFFSETS_TOPIC
-from tenure.broker.transactions import control_batch
 from tenure.protocol import records as rec
+from tenure.protocol.markers import control_batch
+from tenure.storage import Log
 from tenure.storage.durability import Durability
 
 from .routing import partition_for
@@ -30,12 +31,19 @@ from .routing import partition_for
 log = logging.getLogger("tenure.coordinator")
 
 
+class InternalTopic(Protocol):
+    """What a coordinator needs of its internal topic (the broker's `Topic` is one): its name and one log per
+    partition."""
+    name: str
+    partitions: list[Log]
+
+
 class PartitionWriter:
-    def __init__(self, topic, clock_ms: Callable[[], int], *, durability: Durability | None = None,
+    def __init__(self, topic: InternalTopic, clock_ms: Callable[[], int], *, durability: Durability | None = None,
                  notify_append: Callable[[str, int], None] | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None, codec=rec) -> None:
         self.topic = topic                       # __consumer_offsets: its `partitions` are the logs
-        self.topic_name = getattr(topic, "name", OFFSETS_TOPIC)
+        self.topic_name = topic.name
         # the records' codec (encode, partition_key, batch_producer): the group coordinator's records by
         # default, the transaction coordinator's for __transaction_state
         self.codec = codec

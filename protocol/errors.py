@@ -103,3 +103,12 @@ class UnsupportedApi(ClientProtocolError):
         super().__init__(f"api_key={api_key} api_version={api_version}: {reason}")
         self.api_key = api_key
         self.api_version = api_version
+
+
+class AdminError(Exception):
+    """An admin operation (a control of the running server, or the coordinator's) refused, with the Kafka error
+    code that best names why."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -10,16 +10,15 @@ from collections.abc import Awaitable, Callable
 from tenure.broker.cluster import CURRENT_BROKER, Cluster
 from tenure.broker.dataplane import CLOSE_CONNECTION
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
-from tenure.broker.topics import OFFSETS_TOPIC
 from tenure.control.faults import Faults, error_name
-from tenure.control.metrics import Metrics
 from tenure.coordinator import GROUP_APIS
-from tenure.coordinator.routing import partition_for
 from tenure.coordinator.transactions import is_transaction_request
+from tenure.counters import Metrics
 from tenure.protocol.apis import API_VERSIONS_KEY
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
 from tenure.server.connection import Peer
 
 log = logging.getLogger("tenure.server")

@@ -17,14 +17,15 @@ from pathlib import Path
 
 from tenure.broker.cluster import NO_LEADER, Cluster, LeaderChange
 from tenure.broker.dataplane import Broker, Node
-from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
+from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
-from tenure.control.metrics import Metrics
 from tenure.coordinator import GroupCoordinator
 from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches, partition_for
-from tenure.coordinator.transactions import TRANSACTION_TOPIC, TransactionCoordinator, TxnTimeoutKey
+from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
+from tenure.counters import Metrics
 from tenure.protocol import txn_records
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from tenure.protocol.records import CoordinatorLoadRecord
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 from tenure.broker.topics import TopicError
 from tenure.config import ServerConfig
-from tenure.control.metrics import Metrics
+from tenure.counters import Metrics
 from tenure.protocol.errors import ErrorCode
 from tenure.server.connection import Connection, Peer
 from tenure.server.ratelog import RateLimitedLog

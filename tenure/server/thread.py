@@ -11,9 +11,9 @@ import time
 
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
-from tenure.control.metrics import Metrics
 from tenure.control.registry import add_thread_methods
 from tenure.control.views import GroupView
+from tenure.counters import Metrics
 from tenure.server.lifecycle import Server, reopen
 from tenure.storage.compaction import CleanStats
 

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import types as T
 
 from tenure.audit import job, read
-from tenure.broker.transactions import control_batch
+from tenure.protocol.markers import control_batch
 from tenure.catchup.ranges import PREFIX
 
 from .logs import T0, open_log

@@ -8,7 +8,7 @@ from pathlib import Path
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.audit import job
-from tenure.broker.transactions import control_batch
+from tenure.protocol.markers import control_batch
 from tenure.protocol import records as rec
 from tenure.protocol import txn_records as txr
 from tenure.storage.reader import SegmentReader

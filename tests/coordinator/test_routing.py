@@ -12,7 +12,8 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 
-from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
+from tenure.broker.topics import TopicRegistry
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import CoordinatorConfig, GroupCoordinator, partition_for
 from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
 from tenure.protocol import records as rec

@@ -6,7 +6,7 @@ import itertools
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
-from tenure.broker.transactions import TxnMarker
+from tenure.protocol.markers import TxnMarker
 from tenure.coordinator.transactions import TransactionCoordinator, timeout_key
 from tenure.protocol import txn_records
 from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,

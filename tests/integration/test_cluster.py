@@ -13,7 +13,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import partition_for
 from tenure.protocol import records as rec
 from tenure.server import ServerThread

@@ -333,7 +333,7 @@ def test_a_follower_serves_a_consumers_fetch_from_version_11_as_kafka(tenure_ser
 def test_preferred_election_brings_a_group_coordinator_back_after_start_broker(tenure_server):
     import time
 
-    from tenure.broker.topics import OFFSETS_TOPIC
+    from tenure.protocol.internal_topics import OFFSETS_TOPIC
     from tests.support.groupwire import join
     st = tenure_server
     group = "g-back"

@@ -11,7 +11,7 @@ import pytest
 
 from tenure.tools.cli import main
 from tenure.config import ServerConfig
-from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.server import ServerThread
 from tests.support.groups import wait_for
 

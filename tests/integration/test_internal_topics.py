@@ -8,7 +8,7 @@ import pytest
 
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
-from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import partition_for
 from tenure.server import ServerThread
 from tests.support.groupwire import fetch_all

@@ -15,7 +15,7 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 
 from tenure.config import ServerConfig
-from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import AdminError, partition_for
 from tenure.server import ServerThread
 from tests.support.groups import GroupMember, group_view, member_id, wait_for

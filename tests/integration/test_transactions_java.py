@@ -230,7 +230,7 @@ def prepare_commit_offline(data_dir, tid: str) -> None:
     import dataclasses
     from types import SimpleNamespace
     from kafka.record.default_records import DefaultRecordBatch
-    from tenure.coordinator.transactions import TRANSACTION_TOPIC
+    from tenure.protocol.internal_topics import TRANSACTION_TOPIC
     from tenure.coordinator.writer import PartitionWriter
     from tenure.protocol import txn_records
     from tenure.storage.segments import LogConfig, SegmentLog

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tenure.broker.topics import OFFSETS_TOPIC
-from tenure.broker.transactions import COMMIT, marker_type
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
+from tenure.protocol.markers import COMMIT, marker_type
 from tenure.config import ServerConfig
 from tenure.coordinator import partition_for
 from tenure.coordinator.runtime import iter_batches

@@ -8,7 +8,7 @@ import struct
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from tenure.control.metrics import Metrics
+from tenure.counters import Metrics
 from tenure.protocol.limits import DecodeLimits
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.ratelog import RateLimitedLog

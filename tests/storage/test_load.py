@@ -11,7 +11,7 @@ from tenure.broker.topics import TopicRegistry
 from tenure.coordinator import GroupCoordinator
 from tenure.coordinator import ClassicGroup
 from tenure.protocol import records as rec
-from tenure.broker.topics import OFFSETS_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.storage.segments import CorruptLogError, SegmentLog
 
