@@ -173,7 +173,8 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     from tenure.broker.topics import TopicRegistry
     from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
-    from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
+    from tenure.coordinator.loader import iter_batches
+    from tenure.coordinator.runtime import CoordinatorRuntime
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
 
@@ -284,7 +285,7 @@ def last_per_key(topic, full) -> dict:
 
     from tenure.coordinator import GroupCoordinator
     from tenure.protocol import records as rec
-    from tenure.coordinator.runtime import iter_batches
+    from tenure.coordinator.loader import iter_batches
 
     t0 = time.perf_counter()
     last: dict = {}

@@ -16,6 +16,7 @@ import uuid
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
+from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
 from .configs import (
@@ -71,7 +72,7 @@ class AdminApis:
     callable giving the broker configs the server's options set, or None)."""
 
     def _admin_handlers(self) -> dict:
-        self.configs = ConfigStore(self.topics, self.static_configs, self.node.node_id)
+        self.configs = ConfigStore(self.topics, self.static_configs)
         self.cluster.stored_factor = self._stored_factor
         self.cluster.stored_replicas = self._stored_replicas
         return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
@@ -79,10 +80,14 @@ class AdminApis:
                 45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
                 75: self.describe_topic_partitions}
 
-    def static_configs(self) -> dict[str, str | None]:
+    def answering(self, ctx: RequestContext) -> int:
+        """The broker answering a request: the one it came in on, else (a handler called directly) this node."""
+        return self.node.node_id if ctx.broker_id is None else ctx.broker_id
+
+    def static_configs(self, node_id: int) -> dict[str, str | None]:
         """Broker configs set by tenure's options: the server's (Server.static_configs), then those of the
         broker answering (its id, rack, listener; each broker of a cluster its own)."""
-        node = self.cluster.node(self.configs.node_id)
+        node = self.cluster.node(node_id)
         address = f"PLAINTEXT://{node.host}:{node.port}"
         own = {"broker.id": str(node.id), "node.id": str(node.id), "process.roles": "broker,controller",
                "listeners": address, "advertised.listeners": address,
@@ -169,12 +174,12 @@ class AdminApis:
             self._check_live(len(topic.partitions) + i, a.broker_ids)
 
     # ---------------------------------------------------------------- configs
-    def _config_resource_error(self, resource_type: int, name: str) -> tuple[int, str] | None:
+    def _config_resource_error(self, resource_type: int, name: str, me: int) -> tuple[int, str] | None:
+        """Why a config resource cannot be described or altered on broker `me` (None: it can)."""
         if resource_type == RESOURCE_TOPIC:
             if self.topics.get(name) is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
         elif resource_type == RESOURCE_BROKER:
-            me = self.configs.node_id                          # the broker answering, as Kafka's ConfigHelper
             if name not in ("", str(me)):
                 return (ErrorCode.INVALID_REQUEST,
                         f"Unexpected broker id, expected {me} or empty string, but received {name}")
@@ -185,7 +190,7 @@ class AdminApis:
             return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
         return None
 
-    async def describe_configs(self, req: Request):
+    async def describe_configs(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(32)
         C = R.DescribeConfigsResult.DescribeConfigsResourceResult
@@ -197,14 +202,14 @@ class AdminApis:
             entry = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
                                             resource_name=res.resource_name, configs=[])
             results.append(entry)
-            err = self._config_resource_error(res.resource_type, res.resource_name)
+            err = self._config_resource_error(res.resource_type, res.resource_name, self.answering(ctx))
             if err is not None:
                 entry.error_code, entry.error_message = err
                 continue
             if res.resource_type == RESOURCE_TOPIC:
-                items = self.configs.topic_entries(self.topics.get(res.resource_name).configs)
+                items = self.configs.topic_entries(self.topics.get(res.resource_name).configs, self.answering(ctx))
             elif res.resource_type == RESOURCE_BROKER:
-                items = self.configs.broker_entries(res.resource_name)
+                items = self.configs.broker_entries(res.resource_name, self.answering(ctx))
             else:
                 items = self.configs.group_entries(res.resource_name)
             keys = res.configuration_keys
@@ -216,14 +221,14 @@ class AdminApis:
                 for e in items if keys is None or e.name in keys]
         return R(throttle_time_ms=0, results=results)
 
-    def _alter(self, R, body, changes_of) -> list:
+    def _alter(self, R, body, changes_of, me: int) -> list:
         out = []
         for res in body.resources:
             r = R.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=res.resource_type,
                                                resource_name=res.resource_name)
             out.append(r)
             try:
-                err = self._config_resource_error(res.resource_type, res.resource_name)
+                err = self._config_resource_error(res.resource_type, res.resource_name, me)
                 if err is not None:
                     raise TopicError(*err)
                 names = [c.name for c in res.configs]
@@ -241,7 +246,7 @@ class AdminApis:
                 r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot save the configs: {exc}"
         return out
 
-    async def alter_configs(self, req: Request):
+    async def alter_configs(self, req: Request, ctx: RequestContext):
         """AlterConfigs: the given configs become the resource's whole set of overrides."""
         R = _resp(33)
 
@@ -250,19 +255,19 @@ class AdminApis:
                 if c.value is None:
                     raise ConfigError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)
             return {c.name: c.value for c in res.configs}
-        return R(throttle_time_ms=0, responses=self._alter(R, req.body, replace_all))
+        return R(throttle_time_ms=0, responses=self._alter(R, req.body, replace_all, self.answering(ctx)))
 
-    async def incremental_alter_configs(self, req: Request):
+    async def incremental_alter_configs(self, req: Request, ctx: RequestContext):
         """IncrementalAlterConfigs: SET, DELETE, APPEND (LIST configs) and SUBTRACT on the current overrides."""
         R = _resp(44)
 
         def apply(res, current):
             return incremental(self.configs.defs_for(res.resource_type), current,
                                [(c.name, c.config_operation, c.value) for c in res.configs])
-        return R(throttle_time_ms=0, responses=self._alter(R, req.body, apply))
+        return R(throttle_time_ms=0, responses=self._alter(R, req.body, apply, self.answering(ctx)))
 
     # ---------------------------------------------------------------- records and log dirs
-    async def delete_records(self, req: Request):
+    async def delete_records(self, req: Request, ctx: RequestContext):
         """DeleteRecords: raise each partition's log start offset (-1: to the high watermark); records below
         it are gone for Fetch (OFFSET_OUT_OF_RANGE) and ListOffsets' earliest moves; kept across restarts."""
         R = _resp(21)
@@ -295,7 +300,7 @@ class AdminApis:
             out.append(T(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
 
-    async def describe_log_dirs(self, req: Request):
+    async def describe_log_dirs(self, req: Request, ctx: RequestContext):
         body = req.body
         R = _resp(35)
         Res = R.DescribeLogDirsResult
@@ -324,7 +329,7 @@ class AdminApis:
         return R(throttle_time_ms=0, error_code=0, results=[result])
 
     # ---------------------------------------------------------------- partitions and leaders
-    async def describe_topic_partitions(self, req: Request):
+    async def describe_topic_partitions(self, req: Request, ctx: RequestContext):
         """DescribeTopicPartitions (KIP-966): topics by name (none named: all), sorted, paged by the cursor
         and the partition limit (at most Kafka's default of 2000)."""
         body = req.body
@@ -366,7 +371,7 @@ class AdminApis:
                 break
         return R(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
 
-    async def elect_leaders(self, req: Request):
+    async def elect_leaders(self, req: Request, ctx: RequestContext):
         """ElectLeaders on the cluster table (Cluster.elect): preferred - the first replica leads again;
         unclean - a partition without a leader gets one. With no partitions named (all of them), as Kafka's
         controller: every topic is listed, with only its partitions whose answer is not ELECTION_NOT_NEEDED."""
@@ -397,7 +402,7 @@ class AdminApis:
             out.append(T(topic=name, partition_result=parts))
         return R(throttle_time_ms=0, error_code=0, replica_election_results=out)
 
-    async def alter_partition_reassignments(self, req: Request):
+    async def alter_partition_reassignments(self, req: Request, ctx: RequestContext):
         """AlterPartitionReassignments on the cluster table (Cluster.reassign): done at once when every target
         broker is up, ongoing until the stopped ones start; null replicas cancel an ongoing one (none:
         NO_REASSIGNMENT_IN_PROGRESS, 85)."""
@@ -428,7 +433,7 @@ class AdminApis:
             out.append(T(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
 
-    async def list_partition_reassignments(self, req: Request):
+    async def list_partition_reassignments(self, req: Request, ctx: RequestContext):
         """The ongoing reassignments (all, or of the partitions named): replicas, adding, removing."""
         R = _resp(46)
         T, P = R.OngoingTopicReassignment, R.OngoingTopicReassignment.OngoingPartitionReassignment

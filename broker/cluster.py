@@ -12,16 +12,11 @@ Every leader change bumps the partition's leader epoch and starts a new entry of
 (epoch -> first offset), which OffsetsForLeaderEpoch answers from, as Kafka's leader epoch cache."""
 from __future__ import annotations
 
-import contextvars
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tenure.protocol.errors import ErrorCode
-
-# the broker a request came in on: set by the server's dispatcher for each request (None: not through a
-# listener, e.g. a handler called directly in a test - every broker check passes)
-CURRENT_BROKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("tenure_broker", default=None)
 
 NO_LEADER = -1
 
@@ -226,10 +221,8 @@ class Cluster:
         """The error (0: none) a broker answers for a request on a partition it must lead, in Kafka's order
         (Partition.localLogWithEpochOrThrow): a broker holding no replica: NOT_LEADER_OR_FOLLOWER; then the
         client's current leader epoch (-1: not checked): newer than the partition's UNKNOWN_LEADER_EPOCH,
-        older FENCED_LEADER_EPOCH; then a follower: NOT_LEADER_OR_FOLLOWER. `broker` None: the broker of
-        the request being served (CURRENT_BROKER)."""
-        if broker is None:
-            broker = CURRENT_BROKER.get()
+        older FENCED_LEADER_EPOCH; then a follower: NOT_LEADER_OR_FOLLOWER. `broker`: the broker the request came
+        in on (its context's broker id); None (a handler called directly): no broker check."""
         st = self.state(topic, partition)
         if broker is not None and broker not in st.replicas:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER

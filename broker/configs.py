@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from tenure.protocol.errors import ErrorCode
 
-from .cluster import CURRENT_BROKER
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
 
 # DescribeConfigs resource types
@@ -240,28 +239,22 @@ class ConfigStore:
     in `registry.dynamic_configs` ({"broker": {"" | "0": {...}}, "group": {name: {...}}}) and topic overrides
     in each topic's `configs`, so the registry persists them all in its catalog."""
 
-    def __init__(self, registry, static: Callable[[], dict[str, str | None]], node_id: int = 0) -> None:
+    def __init__(self, registry, static: Callable[[int], dict[str, str | None]]) -> None:
         self.registry = registry
-        self._static = static
-        self._node_id = node_id
+        self._static = static                  # node id -> that broker's static configs
         self.broker_defs = _broker_defs()
 
-    @property
-    def node_id(self) -> int:
-        """The broker answering: the one the request came in on (cluster mode), else the given node."""
-        current = CURRENT_BROKER.get()
-        return self._node_id if current is None else current
-
     # ------------------------------------------------------------------ describing
-    def _broker_layers(self, name: str) -> list[tuple[int, str | None]]:
-        """Every value a broker config has, the winning one first: per node, cluster default, static, default."""
+    def _broker_layers(self, name: str, node_id: int) -> list[tuple[int, str | None]]:
+        """Every value a broker config of broker `node_id` has, the winning one first: per node, cluster default,
+        static, default."""
         dyn = self.registry.dynamic_configs.get("broker", {})
         out = []
-        if name in dyn.get(str(self.node_id), {}):
-            out.append((SOURCE_DYNAMIC_BROKER, dyn[str(self.node_id)][name]))
+        if name in dyn.get(str(node_id), {}):
+            out.append((SOURCE_DYNAMIC_BROKER, dyn[str(node_id)][name]))
         if name in dyn.get("", {}):
             out.append((SOURCE_DYNAMIC_DEFAULT_BROKER, dyn[""][name]))
-        static = self._static()
+        static = self._static(node_id)
         if name in static:
             out.append((SOURCE_STATIC_BROKER, static[name]))
         d = self.broker_defs[name]
@@ -269,13 +262,13 @@ class ConfigStore:
             out.append((SOURCE_DEFAULT, d.default))
         return out
 
-    def broker_entries(self, resource_name: str) -> list[Entry]:
-        """The answering broker's id: every broker config. The cluster default (""): as Kafka, only the configs altered
+    def broker_entries(self, resource_name: str, node_id: int) -> list[Entry]:
+        """The answering broker's id (`node_id`): every broker config. The cluster default (""): as Kafka, only the configs altered
         cluster-wide, with synonyms below that level."""
         cluster_wide = self.registry.dynamic_configs.get("broker", {}).get("", {})
         out = []
         for d in self.broker_defs.values():
-            layers = self._broker_layers(d.name)
+            layers = self._broker_layers(d.name, node_id)
             if resource_name == "":
                 if d.name not in cluster_wide:
                     continue
@@ -285,10 +278,10 @@ class ConfigStore:
                              [(d.name, v, s) for s, v in layers]))
         return out
 
-    def topic_default(self, name: str) -> tuple[list[tuple[str, str | None, int]], str | None, int]:
-        """(synonyms, value, source) of a topic config no topic overrides: the broker config behind it, as
-        Kafka derives it (a dynamic or static broker value wins over the default)."""
-        synonyms = [(b, v, s) for b in TOPIC_SYNONYMS[name] for s, v in self._broker_layers(b)]
+    def topic_default(self, name: str, node_id: int) -> tuple[list[tuple[str, str | None, int]], str | None, int]:
+        """(synonyms, value, source) of a topic config no topic overrides: the broker config behind it on broker
+        `node_id`, as Kafka derives it (a dynamic or static broker value wins over the default)."""
+        synonyms = [(b, v, s) for b in TOPIC_SYNONYMS[name] for s, v in self._broker_layers(b, node_id)]
         b, value, source = synonyms[0]
         if source == SOURCE_DEFAULT:
             return synonyms, TOPIC_CONFIGS[name].default, SOURCE_DEFAULT
@@ -296,11 +289,11 @@ class ConfigStore:
             value = str(int(value) * (60_000 if b == "log.retention.minutes" else 3_600_000))
         return synonyms, value, source
 
-    def topic_entries(self, overrides: dict[str, str]) -> list[Entry]:
-        """The entries of a topic with these config overrides (a topic's `configs`)."""
+    def topic_entries(self, overrides: dict[str, str], node_id: int) -> list[Entry]:
+        """The entries of a topic with these config overrides (a topic's `configs`), as broker `node_id` answers."""
         out = []
         for d in TOPIC_CONFIGS.values():
-            synonyms, value, source = self.topic_default(d.name)
+            synonyms, value, source = self.topic_default(d.name, node_id)
             if d.name in overrides:
                 value, source = overrides[d.name], SOURCE_DYNAMIC_TOPIC
                 synonyms = [(d.name, value, SOURCE_DYNAMIC_TOPIC)] + synonyms

@@ -1,4 +1,4 @@
-"""Handlers for the data-plane APIs, answered as the broker the request came in on (`CURRENT_BROKER`) from
+"""Handlers for the data-plane APIs, answered as the broker the request came in on (its context's `broker_id`) from
 the cluster table (broker/cluster.py): with one broker, node 0 leads every partition at leader epoch 0.
 
 Each handler takes a decoded `Request` and returns the response body (or None when no response is
@@ -18,6 +18,7 @@ from typing import Any
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, api_versions_body
+from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import partition_for
 from tenure.storage import InvalidBatch, parse_batches
@@ -104,7 +105,7 @@ class Broker(AdminApis):
         # transaction): written by that topic's coordinator runtime (its PartitionWriter, the one writer
         # there) and replayed by the partition's shard; returns the log written (set by the server)
         self.internal_marker: Callable[[TxnMarker, int], Any] | None = None
-        self.handlers: dict[int, Callable[[Request], Any]] = {
+        self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
@@ -113,10 +114,10 @@ class Broker(AdminApis):
         }
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
-    async def api_versions(self, req: Request):
+    async def api_versions(self, req: Request, ctx: RequestContext):
         return api_versions_body(req.api_version)
 
-    async def metadata(self, req: Request):
+    async def metadata(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(3)
         if body.topics is None or (v == 0 and not body.topics):
@@ -179,7 +180,7 @@ class Broker(AdminApis):
         """The live brokers, as Kafka's metadata cache lists them (a stopped one is left out)."""
         return [cls(**{id_field: b.id}, host=b.host, port=b.port, rack=b.rack) for b in self.cluster.up()]
 
-    async def describe_cluster(self, req: Request):
+    async def describe_cluster(self, req: Request, ctx: RequestContext):
         R = _resp(60)
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
@@ -187,7 +188,7 @@ class Broker(AdminApis):
                  authorized_operations=authorized_operations(
                      "cluster", req.body.include_cluster_authorized_operations))
 
-    async def find_coordinator(self, req: Request):
+    async def find_coordinator(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(10)
         key_type = body.key_type if v >= 1 else KEY_GROUP
@@ -220,7 +221,7 @@ class Broker(AdminApis):
         return ErrorCode.NONE, None, self.cluster.brokers[leader]
 
     # ---------------------------------------------------------------- topics admin
-    async def create_topics(self, req: Request):
+    async def create_topics(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(19)
         results = []
@@ -252,7 +253,7 @@ class Broker(AdminApis):
                 if v >= 5:       # what DescribeConfigs will say of the topic
                     res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                        is_sensitive=False) for e in self.configs.topic_entries(configs)]
+                        is_sensitive=False) for e in self.configs.topic_entries(configs, self.answering(ctx))]
             except TopicError as exc:
                 res.error_code, res.error_message = exc.code, exc.message
             results.append(res)
@@ -270,7 +271,7 @@ class Broker(AdminApis):
                 total += t.num_partitions
         return total
 
-    async def delete_topics(self, req: Request):
+    async def delete_topics(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(20)
         wanted = [(s.name, s.topic_id) for s in body.topics] if v >= 6 else [(n, None) for n in body.topic_names]
@@ -296,7 +297,7 @@ class Broker(AdminApis):
             out.append(res)
         return R(throttle_time_ms=0, responses=out)
 
-    async def create_partitions(self, req: Request):
+    async def create_partitions(self, req: Request, ctx: RequestContext):
         body = req.body
         R = _resp(37)
         out = []
@@ -315,7 +316,7 @@ class Broker(AdminApis):
         return R(throttle_time_ms=0, results=out)
 
     # ---------------------------------------------------------------- producing
-    async def init_producer_id(self, req: Request):
+    async def init_producer_id(self, req: Request, ctx: RequestContext):
         """An idempotent producer's id (one with a transactional id goes to the transaction coordinator)."""
         body, v = req.body, req.api_version
         R = _resp(22)
@@ -323,7 +324,7 @@ class Broker(AdminApis):
                                              body.producer_epoch if v >= 3 else -1)
         return R(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
 
-    async def produce(self, req: Request):
+    async def produce(self, req: Request, ctx: RequestContext):
         body = req.body
         R = _resp(0)
         TR, PR = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
@@ -340,7 +341,7 @@ class Broker(AdminApis):
                     parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
                     continue
                 parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written,
-                                                     body.transactional_id))
+                                                     body.transactional_id, ctx.broker_id))
             out.append(TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
             # no answer is due; a refused partition closes the connection instead, as Kafka does, so the
@@ -360,7 +361,7 @@ class Broker(AdminApis):
         return R(responses=out, throttle_time_ms=0)
 
     def _produce_partition(self, PR, topic: str, index: int, records, written: list,
-                           transactional_id: str | None = None):
+                           transactional_id: str | None = None, broker: int | None = None):
         try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
             self.topics.refuse_internal(topic, "append to")
         except TopicError as exc:
@@ -370,7 +371,7 @@ class Broker(AdminApis):
         if log_ is None:
             return PR(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1,
                       error_message=f"unknown topic-partition {topic}-{index}")
-        code = self.cluster.check(topic, index)
+        code = self.cluster.check(topic, index, broker=broker)
         if code:
             return PR(index=index, error_code=code, base_offset=-1,
                       error_message=f"this broker does not lead {topic}-{index}")
@@ -423,7 +424,7 @@ class Broker(AdminApis):
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         return self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, index)
 
-    async def describe_producers(self, req: Request):
+    async def describe_producers(self, req: Request, ctx: RequestContext):
         """DescribeProducers: the producers each partition knows (idempotent and transactional), with the
         first offset of the transaction each has open there (-1: none)."""
         R = _resp(61)
@@ -436,7 +437,7 @@ class Broker(AdminApis):
                     parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                    error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
                     continue
-                code = self.cluster.check(t.name, i, require_leader=False)   # any replica answers, as Kafka
+                code = self.cluster.check(t.name, i, broker=ctx.broker_id, require_leader=False)   # any replica answers
                 if code:
                     parts.append(P(partition_index=i, error_code=code, error_message=None, active_producers=[]))
                     continue
@@ -494,11 +495,11 @@ class Broker(AdminApis):
             return topic, (topic.name if topic else None)
         return self.topics.get(t.topic), t.topic
 
-    async def fetch(self, req: Request):
+    async def fetch(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         deadline = self._clock() + max(body.max_wait_ms, 0) / 1000.0
         while True:
-            resp, total, had_error, keys = self._fetch_once(body, v)
+            resp, total, had_error, keys = self._fetch_once(body, v, ctx.broker_id)
             remaining = deadline - self._clock()
             if total >= body.min_bytes or had_error or remaining <= 0 or not keys or self._stopping:
                 return resp
@@ -518,7 +519,7 @@ class Broker(AdminApis):
                         if not s:
                             del self._waiters[key]
 
-    def _fetch_once(self, body, v):
+    def _fetch_once(self, body, v, broker: int | None):
         R = _resp(1)
         TR, PD = R.FetchableTopicResponse, R.FetchableTopicResponse.PartitionData
         budget = body.max_bytes if v >= 3 else 2**31 - 1
@@ -540,7 +541,7 @@ class Broker(AdminApis):
                     continue
                 # a consumer's Fetch v11+ carries client metadata (KIP-392): as Kafka, a follower serves it too
                 code = self.cluster.check(name, p.partition, p.current_leader_epoch if v >= 9 else -1,
-                                          require_leader=v < 11)
+                                          broker=broker, require_leader=v < 11)
                 if code:
                     pd.error_code = code
                     had_error = True
@@ -581,7 +582,7 @@ class Broker(AdminApis):
         resp = R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out)
         return resp, total, had_error, keys
 
-    async def list_offsets(self, req: Request):
+    async def list_offsets(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(2)
         TR, PR = R.ListOffsetsTopicResponse, R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
@@ -597,7 +598,8 @@ class Broker(AdminApis):
                 if plog is None:
                     pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                code = self.cluster.check(t.name, p.partition_index, p.current_leader_epoch if v >= 4 else -1)
+                code = self.cluster.check(t.name, p.partition_index, p.current_leader_epoch if v >= 4 else -1,
+                                          broker=ctx.broker_id)
                 if code:
                     pr.error_code = code
                     continue
@@ -621,7 +623,7 @@ class Broker(AdminApis):
             out.append(TR(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
 
-    async def offset_for_leader_epoch(self, req: Request):
+    async def offset_for_leader_epoch(self, req: Request, ctx: RequestContext):
         body = req.body
         R = _resp(23)
         TR, E = R.OffsetForLeaderTopicResult, R.OffsetForLeaderTopicResult.EpochEndOffset
@@ -634,7 +636,7 @@ class Broker(AdminApis):
                 if plog is None:
                     e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    e.error_code = self.cluster.check(t.topic, p.partition, p.current_leader_epoch)
+                    e.error_code = self.cluster.check(t.topic, p.partition, p.current_leader_epoch, broker=ctx.broker_id)
                 if not e.error_code and plog is not None:
                     # the epoch cache: the latest epoch ends at the log end; an older one where the next
                     # began; -1 (no epoch) and newer epochs: -1/-1, as Kafka

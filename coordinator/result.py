@@ -1,4 +1,4 @@
-"""What the coordinator shard takes in and gives back: the context of a request, the Result of an input
+"""What the coordinator shard takes in and gives back: the context of a request (protocol/context.py), the Result of an input
 (responses, records, timer changes), and the events the shard replays - the only way its state changes.
 
 Every change to coordinator state is an event applied by `GroupCoordinator.replay`, after the handler
@@ -16,19 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tenure.protocol.context import RequestContext  # noqa: F401 - what every handler takes
+
 from .timers import TimerKey
 
 if TYPE_CHECKING:
     from .classic.group import ClassicGroup
-
-
-@dataclass(frozen=True)
-class RequestContext:
-    token: int
-    api_version: int
-    client_id: str
-    client_host: str
-    now_ms: int
 
 
 @dataclass(frozen=True)

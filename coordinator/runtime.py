@@ -16,10 +16,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-
-from kafka.record.default_records import DefaultRecordBatch
+from collections.abc import Callable
 
 from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
     GROUP_APIS,
@@ -36,49 +33,18 @@ from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.markers import COMMIT, TxnMarker, marker_type
-from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
-from tenure.storage import BatchHeader, Log
+from tenure.protocol.markers import TxnMarker
+from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 from tenure.storage.durability import Durability
 
 from . import routing
+from .clock import CoordinatorClock
+from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
+from .timers import KEY_TYPES
 from .writer import InternalTopic, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
-
-_SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
-
-
-@dataclass
-class LoadReport:
-    batches: int = 0
-    records: int = 0
-    replayed: int = 0                       # the latest record of each key
-    groups: int = 0
-    seconds: float = 0.0
-    unknown: dict[int, int] = field(default_factory=dict)       # key version -> records skipped
-    undecodable: list[tuple[int, int, str]] = field(default_factory=list)   # (partition, offset, why) skipped
-
-    def skip(self, plog, part: int, offset: int, what: str, reason: str) -> None:
-        """A record or batch the loader cannot read: skipped, named (file, byte, offset) in an ERROR line."""
-        self.undecodable.append((part, offset, reason))
-        if len(self.undecodable) <= _SKIPS_LOGGED:
-            log.error("%s: %s, skipped: %s", plog.locate(offset), what, reason)
-
-
-def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
-    """(header, batch bytes) of every batch of a partition log (on disk: read by the segment reader, which
-    checks each batch again)."""
-    return plog.batches(plog.log_start_offset)
-
-
-# The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
-# expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
-# reader and far inside Kafka's int64 milliseconds, so no advance_clock can leave the coordinator unable
-# to write its records.
-CLOCK_MAX_MS = 253_402_300_799_999
-
 
 Shard = GroupCoordinator
 
@@ -106,12 +72,12 @@ class CoordinatorRuntime:
 
     def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: InternalTopic,
                  notify_append: Callable[[str, int], None] | None = None,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 clock: CoordinatorClock | None = None,
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
                  metrics: Metrics | None = None, codec=rec,
                  write_markers: Callable[[list[TxnMarker], int], list] | None = None,
-                 host: CoordinatorRuntime | None = None, timer_keys: tuple[type, ...] = (),
+                 timer_keys: tuple[type, ...] = tuple(KEY_TYPES.values()),
                  hosted_on: Callable[[int], int] | None = None) -> None:
         self.codec = codec
         # the broker coordinating each partition (the leader of the offsets partition, broker/cluster.py):
@@ -125,26 +91,18 @@ class CoordinatorRuntime:
         self.partitions = len(offsets_topic.partitions)
         self._new_shard = new_shard
         self.shards: dict[int, Shard] = {p: new_shard(p) for p in range(self.partitions)}
-        self._wall_ms = clock_ms
-        self.clock_offset_ms = 0             # advance_clock: the coordinator's time runs ahead of the wall
+        # the clock and timer wheel shared with the server's other coordinator runtimes (coordinator/clock.py):
+        # this runtime's timers are those of `timer_keys`, fired here
+        self._own_clock = clock is None          # made here: closed with this runtime
+        self.clock = clock if clock is not None else CoordinatorClock()
+        self._timer_keys = timer_keys
+        self.clock.register(timer_keys, self._fire)
         self.metrics = metrics or Metrics()
         self.writer = PartitionWriter(offsets_topic, self.clock_ms, durability=durability,
                                       notify_append=notify_append, on_fatal=on_fatal, codec=codec)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        # every shard's armed timers (a key names its group, so its shard), fired in (deadline, arming)
-        # order; one loop callback waits for the earliest deadline
-        self.timers = TimerWheel()
-        self._wakeup: asyncio.TimerHandle | None = None
-        self._wakeup_at: int | None = None          # the deadline (coordinator ms) the callback waits for
         self._syncing: set[asyncio.Task] = set()
-        # a runtime hosted by this one (the transaction coordinator's) per timer key type it arms here
-        self._guests: dict[type, CoordinatorRuntime] = {}
-        self._host, self._timer_keys = host, timer_keys
-        if host is not None:
-            self.timers = host.timers
-            for kind in timer_keys:
-                host._guests[kind] = self
 
     @property
     def durability(self) -> Durability:
@@ -155,11 +113,13 @@ class CoordinatorRuntime:
         return self.writer.failed
 
     def clock_ms(self) -> int:
-        """The coordinator's time: the wall clock plus whatever `advance_clock` added (a hosted runtime:
-        its host's)."""
-        if self._host is not None:
-            return self._host.clock_ms()
-        return self._wall_ms() + self.clock_offset_ms
+        """The coordinators' time: the wall clock plus whatever `advance_clock` added."""
+        return self.clock.now_ms()
+
+    @property
+    def timers(self) -> TimerWheel:
+        """The one timer wheel (every coordinator runtime's timers)."""
+        return self.clock.timers
 
     # ------------------------------------------------------------------ routing and queries
     def partition_of(self, group_id: str) -> int:
@@ -192,88 +152,15 @@ class CoordinatorRuntime:
         report = LoadReport()
         t0 = time.monotonic()
         for part in range(self.partitions):
-            self._load_into(part, report)
-        return self._loaded(report, self.shards.values(), t0)
+            replay_partition(self.offsets_topic.partitions[part], part, self.shards[part], self.codec, report)
+        return finish_report(report, self.writer.topic_name, self.shards.values(), t0)
 
     def load_partition(self, part: int) -> LoadReport:
-        """Load partition `part` of __consumer_offsets into its shard through the shard's `replay`.
-
-        As Kafka's loader: only the latest record of each key counts (records are full-value upserts,
-        so this is the state a full replay in log order reaches - the compaction property - without
-        decoding the superseded ones). The survivors are replayed in the order of their offsets."""
+        """Load partition `part` into its shard through the shard's `replay` (coordinator/loader.py)."""
         report = LoadReport()
         t0 = time.monotonic()
-        self._load_into(part, report)
-        return self._loaded(report, [self.shards[part]], t0)
-
-    def _load_into(self, part: int, report: LoadReport, shard: Shard | None = None, end: int | None = None) -> None:
-        """Replay partition `part` into `shard` (default: its loaded one), reading below offset `end` only
-        (default: all of it)."""
-        shard = self.shards[part] if shard is None else shard
-        plog = self.offsets_topic.partitions[part]
-        latest: dict[bytes, tuple[bytes | None, int]] = {}
-        # transactional batches (offsets committed in a transaction): held per producer until its marker,
-        # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
-        # as pending
-        pending: dict[int, tuple[int, list]] = {}
-        for h, raw in iter_batches(plog):
-            if end is not None and h.base_offset >= end:
-                break
-            report.batches += 1
-            if h.is_control:
-                held = pending.pop(h.producer_id, None)
-                if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
-                    for key, value, offset in held[1]:
-                        latest.pop(key, None)
-                        latest[key] = (value, offset)
-                continue
-            try:                                   # a batch is one coordinator write: all of it or none
-                batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
-            except Exception as exc:               # under a valid CRC: written so, not damaged on disk
-                report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
-                            f"be read", f"{type(exc).__name__}: {exc}")
-                continue
-            for key, value, offset in batch:
-                report.records += 1
-                if key is None:
-                    report.skip(plog, part, offset, "a record", "record without a key")
-                    continue
-                if h.is_transactional:
-                    pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
-                    continue
-                latest.pop(key, None)              # keep the dict in order of each key's last offset
-                latest[key] = (value, offset)
-        for key, (value, offset) in latest.items():
-            try:
-                record = self.codec.decode(key, value)
-            except self.codec.UnknownRecordType as exc:
-                report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
-                continue
-            except Exception as exc:               # a record that does not decode under a valid CRC
-                report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
-                continue
-            shard.replay(record)
-            report.replayed += 1
-        for pid, (epoch, held) in pending.items():
-            for key, value, offset in held:
-                try:
-                    record = self.codec.decode(key, value)
-                except Exception as exc:
-                    report.skip(plog, part, offset, "a transactional record that does not decode",
-                                f"{type(exc).__name__}: {exc}")
-                    continue
-                shard.replay(TransactionalOffsetCommit(pid, epoch, record))
-
-    def _loaded(self, report: LoadReport, shards, t0: float) -> LoadReport:
-        topic = self.writer.topic_name
-        if len(report.undecodable) > _SKIPS_LOGGED:
-            log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
-                      topic, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
-        for kv, n in sorted(report.unknown.items()):
-            log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", topic, n, kv)
-        report.groups = len({gid for shard in shards for gid in getattr(shard, "group_ids", list)()})
-        report.seconds = time.monotonic() - t0
-        return report
+        replay_partition(self.offsets_topic.partitions[part], part, self.shards[part], self.codec, report)
+        return finish_report(report, self.writer.topic_name, [self.shards[part]], t0)
 
     def start_timers(self) -> None:
         """After `load`, on the running loop: restart every loaded member's session timer."""
@@ -282,44 +169,45 @@ class CoordinatorRuntime:
             self.apply(shard.loaded(now))
 
     # ------------------------------------------------------------------ requests
-    async def handle(self, req: Request, client_host: str, broker: int | None = None):
-        """Answer one request that came in on `broker` (None: no hosting check)."""
+    async def handle(self, req: Request, ctx: RequestContext):
+        """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
+        shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now."""
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
         fut = loop.create_future()
         self._waiting[token] = fut
         try:
-            ctx = RequestContext(token, req.api_version, req.client_id or "", client_host, self.clock_ms())
+            ctx = dataclasses.replace(ctx, token=token, now_ms=self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
-                self._log_request(req, client_host)
-            self._route(req, ctx, broker)
+                self._log_request(req, ctx.client_host)
+            self._route(req, ctx)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    def _route(self, req: Request, ctx: RequestContext, broker: int | None = None) -> None:
+    def _route(self, req: Request, ctx: RequestContext) -> None:
         """Run the request on the shard(s) of the groups it names and apply their Results. A group whose
-        partition is not loaded here (see `unload`) or is coordinated by another broker than `broker` is
+        partition is not loaded here (see `unload`) or is coordinated by another broker than the request's is
         answered NOT_COORDINATOR (16); one whose partition is being loaded COORDINATOR_LOAD_IN_PROGRESS (14)."""
         if self.failed is not None:
             raise self.failed
         api_key, body = req.api_key, req.body
         if api_key == routing.LIST_GROUPS:             # the groups of every loaded shard
-            calls = [(p, req) for p in sorted(self.shards) if not self._refusal(p, broker)]
+            calls = [(p, req) for p in sorted(self.shards) if not self._refusal(p, ctx.broker_id)]
             if not calls:
                 self.apply(Result(responses=[(ctx.token, error_response(req, ErrorCode.NONE))]))
                 return
-            self._fan_out(ctx, calls, broker, routing.merge_lists)
+            self._fan_out(ctx, calls, routing.merge_lists)
         elif routing.names_several_groups(api_key, ctx.api_version):
             pieces, order = routing.split(api_key, body, self.partitions)
             if len(pieces) == 1:
-                self._run(pieces[0][0], req, ctx, broker)
+                self._run(pieces[0][0], req, ctx)
                 return
             subs = [(p, dataclasses.replace(req, body=sub)) for p, sub in pieces]
-            self._fan_out(ctx, subs, broker, lambda answers: routing.merge(api_key, order, [
+            self._fan_out(ctx, subs, lambda answers: routing.merge(api_key, order, [
                 (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
         else:
-            self._run(partition_for(_routing_key(body), self.partitions), req, ctx, broker)
+            self._run(partition_for(_routing_key(body), self.partitions), req, ctx)
 
     def _refusal(self, part: int, broker: int | None) -> int:
         """The error a request for partition `part` that came in on `broker` gets instead of its shard's
@@ -330,22 +218,21 @@ class CoordinatorRuntime:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE if part in self.shards else ErrorCode.NOT_COORDINATOR
 
-    def _run(self, part: int, req: Request, ctx: RequestContext, broker: int | None = None) -> None:
-        code = self._refusal(part, broker)
+    def _run(self, part: int, req: Request, ctx: RequestContext) -> None:
+        code = self._refusal(part, ctx.broker_id)
         if code:
             self._release([(ctx.token, error_response(req, code))])
             return
         self.apply(self.shards[part].handle(req.api_key, ctx, req.body))
 
-    def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], broker: int | None,
-                 merge: Callable[[list], object]) -> None:
+    def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
         """Each (partition, request) on its shard with a token of its own; its records and timers
         applied as its shard's; then the merged answer released on `ctx.token` (after every shard's
         records are durable: see `apply`)."""
         answers = []
         for part, req in calls:
             shard = self.shards.get(part)
-            code = self._refusal(part, broker)
+            code = self._refusal(part, ctx.broker_id)
             if code:
                 answers.append(error_response(req, code))
                 continue
@@ -378,9 +265,7 @@ class CoordinatorRuntime:
             raise AssertionError(f"unloading shard {part} wrote records")
         self._release(result.responses)
         self._set_timers(result.timers)
-        mine = (lambda k: type(k) in self._timer_keys) if self._host is not None else \
-            (lambda k: type(k) not in self._guests)           # a hosted runtime: only its own keys
-        left = [k.name for k in self.timers if mine(k) and self._partition_of_key(k) == part]
+        left = [k.name for k in self.timers if type(k) in self._timer_keys and self._partition_of_key(k) == part]
         if left:
             raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
 
@@ -422,7 +307,8 @@ class CoordinatorRuntime:
             end = self.offsets_topic.partitions[part].log_end_offset
             self._markers_while_loading[part] = []
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self._load_into, part, report, shard, end)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, replay_partition, self.offsets_topic.partitions[part], part, shard, self.codec, report, end)
                 for marker in self._markers_while_loading.pop(part, []):
                     shard.replay(marker)
                 if record is not None:
@@ -438,7 +324,7 @@ class CoordinatorRuntime:
             self.loading.discard(part)
             self.shards[part] = shard
             self.apply(shard.loaded(self.clock_ms()))
-            return self._loaded(report, [shard], t0)
+            return finish_report(report, self.writer.topic_name, [shard], t0)
 
     def force_rebalance(self, group_id: str) -> None:
         """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused,
@@ -533,77 +419,21 @@ class CoordinatorRuntime:
                          "client_host": client_host})
 
     def _set_timers(self, ops) -> None:
-        for op in ops:
-            self.timers.apply(op)
-        if ops:
-            (self._host or self)._schedule()
-
-    def _schedule(self) -> None:
-        """Keep the one loop callback waiting for the wheel's earliest deadline."""
-        deadline = self.timers.next_deadline()
-        if deadline == self._wakeup_at:
-            return
-        if self._wakeup is not None:
-            self._wakeup.cancel()
-            self._wakeup = None
-        self._wakeup_at = deadline
-        if deadline is not None:
-            loop = asyncio.get_running_loop()
-            self._wakeup = loop.call_at(loop.time() + max(deadline - self.clock_ms(), 0) / 1000.0, self._wake)
-
-    def _wake(self) -> None:
-        """The earliest deadline has come: fire every timer due by then, in the wheel's order."""
-        due_by = max(self.clock_ms(), self._wakeup_at or 0)
-        self._wakeup, self._wakeup_at = None, None
-        try:
-            for _ in range(100000):             # bounded: timers re-arming themselves in the past
-                item = self.timers.pop_due(due_by)
-                if item is None:
-                    break
-                self._fire(item[0])
-        finally:
-            self._schedule()                    # the timers after a failing one still fire
+        self.clock.set_timers(ops)
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def fire_now(self, key: TimerKey) -> bool:
         """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
-        if not self.timers.cancel(key):
-            return False
-        try:
-            self._fire(key)
-        finally:
-            self._schedule()
-        return True
+        return self.clock.fire_now(key)
 
     def advance_clock(self, ms: int) -> list[str]:
-        """Move the coordinator's clock `ms` ahead: every timer due by then fires, in the wheel's order
-        (deadline, then arming), each with the clock at its deadline (as if the time had passed; timers
-        they arm that are due fire too), then the clock is `ms` ahead and the rest wait for their
-        remaining time. Returns the names of the timers fired (`heartbeat/<group>/<member>`, ...)."""
-        if isinstance(ms, bool) or not isinstance(ms, int):
-            raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
-        if ms < 0:
-            raise ValueError("the clock only moves forward")
-        room = CLOCK_MAX_MS - self.clock_ms()
-        if ms > room:
-            raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
-                             f"at most {max(room, 0)} ms more")
-        start, base = self.clock_ms(), self.clock_offset_ms
-        fired = []
-        try:
-            for _ in range(100000):             # bounded: a timer re-arming itself in the past
-                item = self.timers.pop_due(start + ms)
-                if item is None:
-                    break
-                key, deadline = item
-                self.clock_offset_ms = max(self.clock_offset_ms, base + deadline - start)
-                fired.append(key.name)
-                self._fire(key)
-        finally:
-            self.clock_offset_ms = base + ms
-            self._wakeup_at = -1                # the clock moved: re-arm the loop callback whatever it waits for
-            self._schedule()
-        return fired
+        """Move the coordinators' clock `ms` ahead, firing what falls due (CoordinatorClock.advance_clock)."""
+        return self.clock.advance_clock(ms)
+
+    @property
+    def clock_offset_ms(self) -> int:
+        """How far advance_clock has moved the coordinators' time ahead of the wall clock."""
+        return self.clock.offset_ms
 
     def _release(self, responses) -> None:
         for token, body in responses:
@@ -616,11 +446,7 @@ class CoordinatorRuntime:
             self._release(responses)
 
     def _fire(self, key: TimerKey) -> None:
-        """One timer (already disarmed) on its group's shard (a hosted runtime's timer: on its shard)."""
-        guest = self._guests.get(type(key))
-        if guest is not None:
-            guest._fire(key)
-            return
+        """One of this runtime's timers (already disarmed, see CoordinatorClock) on its group's shard."""
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either
         shard = self.shards.get(self._partition_of_key(key))
@@ -638,11 +464,7 @@ class CoordinatorRuntime:
         self.apply(result)
 
     def close(self) -> None:
-        if self._host is not None:              # the host's wheel: only this runtime's timers go
-            for key in [k for k in self.timers if type(k) in self._timer_keys]:
-                self.timers.cancel(key)
-            return
-        if self._wakeup is not None:
-            self._wakeup.cancel()
-        self._wakeup, self._wakeup_at = None, None
-        self.timers.clear()
+        """This runtime's timers go (a shared clock's loop callback goes with the clock: CoordinatorClock.close)."""
+        self.clock.cancel_all(self._timer_keys)
+        if self._own_clock:
+            self.clock.close()

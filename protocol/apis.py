@@ -105,6 +105,11 @@ from .consumer_group import (
 )
 
 
+# Who answers an API (the routing table's owner column): the broker that took the request (the data plane and
+# the admin APIs), the group coordinator, or the transaction coordinator. The dispatcher does one lookup.
+BROKER, GROUP, TRANSACTION = "broker", "group", "transaction"
+
+
 @dataclass(frozen=True)
 class ApiSpec:
     key: int
@@ -113,6 +118,7 @@ class ApiSpec:
     response: type
     min_version: int
     max_version: int
+    owner: str = BROKER
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -121,10 +127,10 @@ class ApiSpec:
         return self.request.flexible_version_q(version)
 
 
-def _spec(req, resp, lo: int, hi: int) -> ApiSpec:
+def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
     assert req.API_KEY == resp.API_KEY
     assert hi <= req.max_version and hi <= resp.max_version, (req.name, hi)
-    return ApiSpec(req.API_KEY, req.name.removesuffix("Request"), req, resp, lo, hi)
+    return ApiSpec(req.API_KEY, req.name.removesuffix("Request"), req, resp, lo, hi, owner)
 
 
 _TABLE = [
@@ -136,7 +142,8 @@ _TABLE = [
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
     _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
-    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+    # the transaction coordinator's in Kafka; one without a transactional id gets its producer id from the broker
+    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5, TRANSACTION),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
@@ -151,28 +158,28 @@ _TABLE = [
     _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
     _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     # the classic group coordinator
-    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9),
-    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9),
-    _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
-    _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
-    _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
-    _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
-    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
-    _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
-    _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-    _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9, GROUP),
+    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9, GROUP),
+    _spec(JoinGroupRequest, JoinGroupResponse, 0, 9, GROUP),
+    _spec(HeartbeatRequest, HeartbeatResponse, 0, 4, GROUP),
+    _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5, GROUP),
+    _spec(SyncGroupRequest, SyncGroupResponse, 0, 5, GROUP),
+    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5, GROUP),
+    _spec(ListGroupsRequest, ListGroupsResponse, 0, 5, GROUP),
+    _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2, GROUP),
+    _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, GROUP),
     # KIP-848 consumer groups (coordinator/consumer/): kafka-python has no classes, protocol/consumer_group.py
-    _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
-    _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
+    _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1, GROUP),
+    _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1, GROUP),
     # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
     # bump on every commit), which tenure does not announce, so clients use v4 and below
-    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
-    _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
-    _spec(EndTxnRequest, EndTxnResponse, 0, 4),
+    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5, TRANSACTION),
+    _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4, TRANSACTION),
+    _spec(EndTxnRequest, EndTxnResponse, 0, 4, TRANSACTION),
     # offsets committed in a transaction go to the group coordinator; v5 is transactions v2, as EndTxn's
-    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4),
-    _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
-    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
+    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4, GROUP),
+    _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
+    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/dataplane.py)
 ]
 

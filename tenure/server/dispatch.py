@@ -1,5 +1,7 @@
-"""One decoded request to its answer: injected faults first, then the coordinator (group APIs) or the
-broker's handlers; the answer encoded and sent, and counted in the metrics."""
+"""One decoded request to its answer: the request's context built, then the two hooks every request passes -
+the fault rules (tenure/control/faults.py), then the access hook (who may do what; every request is allowed
+until authentication and ACLs plug in here) -, then one lookup in the routing table (the owner column of
+protocol/apis.py: routes.py) to its owner; the answer encoded and sent, and counted in the metrics."""
 from __future__ import annotations
 
 import asyncio
@@ -7,23 +9,27 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from tenure.broker.cluster import CURRENT_BROKER, Cluster
+from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import CLOSE_CONNECTION
-from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.control.faults import Faults, error_name
-from tenure.coordinator import GROUP_APIS
-from tenure.coordinator.transactions import is_transaction_request
 from tenure.counters import Metrics
-from tenure.protocol.apis import API_VERSIONS_KEY
+from tenure.protocol.apis import API_VERSIONS_KEY, SUPPORTED
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
-from tenure.protocol.error_responses import error_response
-from tenure.protocol.errors import ErrorCode
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
+from tenure.protocol.context import RequestContext
+from tenure.protocol.error_responses import can_fail, error_response
 from tenure.server.connection import Peer
+from tenure.server.routes import Route
 
 log = logging.getLogger("tenure.server")
-OFFSET_COMMIT_KEY = 8
-TXN_OFFSET_COMMIT_KEY = 28
+
+# the access hook: the error code a request is refused with (0: allowed); an API with no error answer of its own
+# (Metadata) is refused by closing the connection
+Access = Callable[[Request, RequestContext], int]
+
+
+def allow_all(req: Request, ctx: RequestContext) -> int:
+    """The access hook while tenure has no authentication or authorizer: every request is allowed."""
+    return 0
 
 
 def response_error(body, depth: int = 3) -> int:
@@ -43,68 +49,54 @@ def response_error(body, depth: int = 3) -> int:
 
 
 class Dispatcher:
-    """`Connection`'s dispatch for a server: `await dispatcher(req, peer, send)`."""
+    """`Connection`'s dispatch for a server: `await dispatcher(req, peer, send)`. `routes`: each owner of the
+    routing table (protocol/apis.py) and its route; `clock_ms`: the server's clock, read into each context."""
 
-    def __init__(self, *, faults: Faults, metrics: Metrics, handlers: dict, runtime, topics,
-                 transactions: Callable[[], object] | None = None, cluster: Cluster | None = None) -> None:
+    def __init__(self, *, faults: Faults, metrics: Metrics, routes: dict[str, Route], clock_ms: Callable[[], int],
+                 cluster: Cluster | None = None, access: Access = allow_all) -> None:
         self.faults, self.metrics = faults, metrics
-        self.handlers, self.runtime, self.topics = handlers, runtime, topics
-        self.transactions = transactions       # the transaction coordinator's runtime (started on first use)
+        self.routes, self.clock_ms, self.access = routes, clock_ms, access
         self.cluster = cluster
+
+    def context(self, req: Request, peer: Peer) -> RequestContext:
+        """The request's context, built once and handed to its owner."""
+        address = peer.address
+        where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
+        return RequestContext(0, req.api_version, req.client_id or "", peer.client_host, self.clock_ms(),
+                              api_key=req.api_key, connection_id=peer.conn_id, peer=where,
+                              broker_id=peer.broker_id)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
         t0 = time.perf_counter()
-        # the broker this request came in on: the data plane's leader checks and the coordinators' hosting
-        # checks read it (this connection's task only)
-        CURRENT_BROKER.set(peer.broker_id)
+        ctx = self.context(req, peer)
         node = self.cluster.node(peer.broker_id) if self.cluster is not None else None
         if node is not None and node.slow_ms:
             await asyncio.sleep(node.slow_ms / 1000)      # set_broker_slow
         fault = self.faults.decide(req.api_key)
         if fault.rules and not await self._inject(fault, req, peer):
             return False                       # an injected close
-        if fault.error is not None:
-            body = error_response(req, fault.error)
-        elif req.api_key in GROUP_APIS:
-            body = await self._group_request(req, peer)
-        elif self.transactions is not None and is_transaction_request(req.api_key, req.body):
-            body = await self.transactions().handle(req, peer.client_host, peer.broker_id)
+        refused = fault.error if fault.error is not None else self.access(req, ctx)
+        answered_error = fault.error is not None or refused != 0     # an injected error may be 0 (NONE)
+        if refused and fault.error is None and not can_fail(req.api_key):
+            self.metrics.closed_connections["access_refused"] += 1     # no error answer of its own: closed
+            log.info("connection %d from %s: closing instead of answering %s v%d (refused: %s)", peer.conn_id,
+                     ctx.peer, req.name, req.api_version, error_name(refused))
+            return False
+        if answered_error:
+            body = error_response(req, refused)
         else:
-            body = await self.handlers[req.api_key](req)
+            body = await self.routes[SUPPORTED[req.api_key].owner](req, ctx)
             if body is CLOSE_CONNECTION:
                 self.metrics.closed_connections["produce_error_acks_0"] += 1
                 return False
         if body is not None:
-            if fault.error is not None and req.api_key == API_VERSIONS_KEY:
-                await send(encode_api_versions_error(req.correlation_id, fault.error))
+            if answered_error and req.api_key == API_VERSIONS_KEY:
+                await send(encode_api_versions_error(req.correlation_id, refused))
             else:
                 await send(encode_response(req, body))
         code = response_error(body) if body is not None else 0
         self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
         return True
-
-    async def _group_request(self, req: Request, peer: Peer):
-        """A group API request to the coordinator; an OffsetCommit or TxnOffsetCommit first passes the
-        broker's topic check (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and
-        never reach it. A TxnOffsetCommit first passes the transaction coordinator's check: its producer's
-        open transaction holds the group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
-        if req.api_key == TXN_OFFSET_COMMIT_KEY and self.transactions is not None:
-            body = req.body
-            txn = self.transactions().shards.get(0)          # none while a move loads it: retry
-            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if txn is None else txn.verify(
-                body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
-                partition_for(body.group_id, self.runtime.partitions))
-            if code:
-                return error_response(req, code)
-        client_host, broker = peer.client_host, peer.broker_id
-        if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
-            return await self.runtime.handle(req, client_host, broker)
-        order = request_order(req.body)
-        kept, refused = split_commit(req.body, self.topics)
-        if not refused:
-            return await self.runtime.handle(req, client_host, broker)
-        answer = await self.runtime.handle(req, client_host, broker) if kept is not None else None
-        return merge_commit(order, answer, refused, req.spec.response)
 
     async def _inject(self, fault, req: Request, peer: Peer) -> bool:
         """Apply an injected fault's delay; False if the connection is to be closed instead of answered."""

@@ -21,17 +21,21 @@ from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.coordinator import GroupCoordinator
-from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches, partition_for
+from tenure.coordinator.clock import CoordinatorClock
+from tenure.coordinator.loader import iter_batches
+from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
 from tenure.counters import Metrics
 from tenure.protocol import txn_records
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
+from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.records import CoordinatorLoadRecord
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
 from tenure.server.listener import Listener, descriptor_room, effective_max_connections, fd_limit
 from tenure.server.ratelog import RateLimitedLog
+from tenure.server.routes import BrokerRoute, GroupRoute, TransactionRoute
 from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
@@ -56,6 +60,7 @@ class Server:
         self.data: DataDir | None = None
         self.topics: TopicRegistry | None = None  # set by start()'s recovery, as are broker and runtime
         self.runtime: CoordinatorRuntime | None = None
+        self.clock: CoordinatorClock | None = None      # set by start()'s recovery, shared by the runtimes
         self.txn_runtime: CoordinatorRuntime | None = None     # the transaction coordinator, once asked for
         self._serving = False
         self.load_report = None
@@ -126,8 +131,10 @@ class Server:
                         "groups map to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
                         config.offsets_partition_count)
         coordinator_config = config.coordinator_config()
+        # the coordinators' one clock and timer wheel (the group and the transaction coordinator's runtimes)
+        self.clock = CoordinatorClock()
         self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=self.topics), offsets,
-                                          self.broker.notify_append, durability=self.durability,
+                                          self.broker.notify_append, clock=self.clock, durability=self.durability,
                                           on_fatal=self._fatal, metrics=self.metrics,
                                           hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p))
         self.load_report = self.runtime.load()
@@ -142,9 +149,11 @@ class Server:
         self.broker.internal_marker = self.runtime.write_marker
         if self.topics.get(TRANSACTION_TOPIC) is not None:      # transactions from a previous run: load them
             self._start_transactions()
-        self.dispatch = Dispatcher(faults=self.faults, metrics=self.metrics, handlers=self.handlers,
-                                   runtime=self.runtime, topics=self.topics, transactions=self._start_transactions,
-                                   cluster=self.cluster)
+        broker_route = BrokerRoute(self.handlers)
+        routes = {BROKER: broker_route, GROUP: GroupRoute(self.runtime, self.topics, self._start_transactions),
+                  TRANSACTION: TransactionRoute(self._start_transactions, broker_route)}
+        self.dispatch = Dispatcher(faults=self.faults, metrics=self.metrics, routes=routes,
+                                   clock_ms=self.runtime.clock_ms, cluster=self.cluster)
 
     def _start_transactions(self) -> CoordinatorRuntime:
         """The transaction coordinator's runtime, started once: on the first transactional request, as
@@ -174,11 +183,11 @@ class Server:
         def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
             return TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
                                           offsets_partition_of)
-        # hosted by the group runtime: one clock, one timer wheel
-        runtime = CoordinatorRuntime(new_coordinator, topic, self.broker.notify_append,
+        # its own runtime over the shared clock and timer wheel
+        runtime = CoordinatorRuntime(new_coordinator, topic, self.broker.notify_append, clock=self.clock,
                                      durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
                                      codec=txn_records, write_markers=self.broker.write_txn_markers,
-                                     host=self.runtime, timer_keys=(TxnTimeoutKey,),
+                                     timer_keys=(TxnTimeoutKey,),
                                      hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
         report = runtime.load()
         coordinator = runtime.shards[0]
@@ -469,6 +478,8 @@ class Server:
             self.runtime.close()
         if self.txn_runtime is not None:
             self.txn_runtime.close()
+        if self.runtime is not None:
+            self.clock.close()
         if self.cleaner is not None:                   # stop the log cleaner before its logs close
             await self.cleaner.stop(bound)
         self.ratelog.close()

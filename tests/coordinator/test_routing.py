@@ -15,20 +15,24 @@ from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchReques
 from tenure.broker.topics import TopicRegistry
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import CoordinatorConfig, GroupCoordinator, partition_for
-from tenure.coordinator.runtime import CoordinatorRuntime, iter_batches
+from tenure.coordinator.clock import CoordinatorClock
+from tenure.coordinator.loader import iter_batches
+from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.protocol import records as rec
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
+from tenure.protocol.context import RequestContext
 
 
 def runtime(partitions: int) -> CoordinatorRuntime:
     topic = TopicRegistry().create(OFFSETS_TOPIC, partitions, internal=True, configs={"cleanup.policy": "compact"})
-    return CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic, clock_ms=lambda: 1_000_000)
+    return CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic, clock=CoordinatorClock(lambda: 1_000_000))
 
 
 async def call(rt: CoordinatorRuntime, body, version: int):
     req = Request(type(body).API_KEY, version, 1, "test", body, SUPPORTED[type(body).API_KEY])
-    return (await rt.handle(req, "/127.0.0.1")).to_dict()
+    ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=req.api_key)
+    return (await rt.handle(req, ctx)).to_dict()
 
 
 def commit(group: str, offsets: dict[int, int]):
@@ -120,7 +124,7 @@ def test_timers_of_every_shard_fire_from_one_wheel_and_a_failing_one_is_not_swal
         topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
         now = [1_000_000]
         rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
-                                                           partition=p), topic, clock_ms=lambda: now[0])
+                                                           partition=p), topic, clock=CoordinatorClock(lambda: now[0]))
         groups = ["b-group", "a-group", "e-group"]
         assert len({partition_for(g, 8) for g in groups}) == 3
         parked = [asyncio.ensure_future(call(rt, join(g), 8)) for g in groups]   # same deadline, armed in order
@@ -158,7 +162,7 @@ def test_unloading_every_partition_answers_each_shards_parked_requests_16_and_st
     async def run():
         topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
         rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
-                                                           partition=p), topic, clock_ms=lambda: 1_000_000)
+                                                           partition=p), topic, clock=CoordinatorClock(lambda: 1_000_000))
         groups = ["b-group", "a-group", "e-group"]
         parked = [asyncio.ensure_future(call(rt, JoinGroupRequest(
             version=8, group_id=g, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",

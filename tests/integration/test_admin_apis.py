@@ -299,9 +299,9 @@ def test_describe_topics_uses_describe_topic_partitions_with_java(tenure_server)
     seen = []
     original = tenure_server.server.handlers[75]
 
-    async def recording(req):
+    async def recording(req, ctx):
         seen.append(req.api_key)
-        return await original(req)
+        return await original(req, ctx)
     tenure_server.server.handlers[75] = recording
     (t,) = java(bs, "describe-topics", "dtp")
     assert seen, "the Java Admin did not use DescribeTopicPartitions"

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tenure.tools.cli import main
 from tenure.config import ServerConfig
-from tenure.coordinator.runtime import CLOCK_MAX_MS
+from tenure.coordinator.clock import CLOCK_MAX_MS
 from tenure.server import ServerThread
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,6 +13,7 @@ from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+import tenure.coordinator.runtime as runtime_module
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import partition_for
 from tenure.protocol import records as rec
@@ -134,7 +135,7 @@ def stable_static_member(st: ServerThread, c: WireClient, group: str) -> tuple[s
     return j.member_id, j.generation_id
 
 
-def test_a_moved_coordinator_answers_14_while_it_loads_then_serves_the_same_static_map():
+def test_a_moved_coordinator_answers_14_while_it_loads_then_serves_the_same_static_map(monkeypatch):
     with ServerThread(brokers=3, initial_rebalance_delay_ms=0) as st:
         st.create_topics({"t": 1})
         g = "moving"
@@ -142,15 +143,14 @@ def test_a_moved_coordinator_answers_14_while_it_loads_then_serves_the_same_stat
         to = (home + 1) % 3
         with client(st, home) as c:
             member, generation = stable_static_member(st, c, g)
-        runtime = st.server.runtime
         release, entered = threading.Event(), threading.Event()
-        load = runtime._load_into
+        load = runtime_module.replay_partition
 
         def held_load(*args):                     # the load (on a worker thread) waits for the test
             entered.set()
             release.wait(30)
             return load(*args)
-        runtime._load_into = held_load
+        monkeypatch.setattr(runtime_module, "replay_partition", held_load)
         mover = threading.Thread(target=lambda: st.move_coordinator(g, to))
         mover.start()
         assert entered.wait(30)
@@ -160,7 +160,6 @@ def test_a_moved_coordinator_answers_14_while_it_loads_then_serves_the_same_stat
             assert join(c, g, member, "i-1", "t", session_ms=30000).error_code == 16   # not its coordinator now
         release.set()
         mover.join(30)
-        runtime._load_into = load
         assert st.coordinator_of(g) == to
         view = st.group(g)
         assert view.state == "Stable" and view.generation == generation

@@ -57,9 +57,9 @@ def test_pipelined_requests_of_one_connection_do_not_hold_back_another(tenure_se
     handled: list[int] = []                          # correlation ids in the order the server handles them
     metadata = server.handlers[3]
 
-    async def recording(req):
+    async def recording(req, ctx):
         handled.append(req.correlation_id)
-        return await metadata(req)
+        return await metadata(req, ctx)
 
     tenure_server.call(server.handlers.__setitem__, 3, recording)
     try:

@@ -664,9 +664,9 @@ def test_confluent_consumer_fetches_by_topic_id(tenure_server):
     seen = []
     handler = tenure_server.server.handlers[1]
 
-    async def recording_fetch(req):
+    async def recording_fetch(req, ctx):
         seen.append((req.api_version, [(t.topic, t.topic_id) for t in req.body.topics]))
-        return await handler(req)
+        return await handler(req, ctx)
 
     tenure_server.call(lambda: tenure_server.server.handlers.__setitem__(1, recording_fetch))
     produced, consumed = confluent_round_trip(tenure_server.bootstrap, "ck-ids", 2, n=10)

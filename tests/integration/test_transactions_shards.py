@@ -14,7 +14,7 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.protocol.markers import COMMIT, marker_type
 from tenure.config import ServerConfig
 from tenure.coordinator import partition_for
-from tenure.coordinator.runtime import iter_batches
+from tenure.coordinator.loader import iter_batches
 from tenure.server import ServerThread
 from tests.support.groupwire import fetch_all
 from tests.support.wire import WireClient, create_topic

@@ -51,10 +51,10 @@ def metadata_request():
 def slow_metadata(s: ServerThread, seconds: float, started: threading.Event):
     real = s.server.handlers[METADATA_KEY]
 
-    async def slow(req):
+    async def slow(req, ctx):
         started.set()
         await asyncio.sleep(seconds)
-        return await real(req)
+        return await real(req, ctx)
     s.call(s.server.handlers.__setitem__, METADATA_KEY, slow)
 
 

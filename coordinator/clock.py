@@ -1,0 +1,136 @@
+"""The coordinators' one clock and one timer wheel, shared by every coordinator runtime of a server (the group
+coordinator's, the transaction coordinator's).
+
+The clock is the wall clock plus what `advance_clock` added, and never passes CLOCK_MAX_MS. The wheel holds every
+runtime's armed timers and fires them in (deadline, arming) order with one event-loop callback for the earliest
+deadline; a fired timer goes to the runtime that registered its key type (`register`), so timers due together
+fire in one order whatever runtime armed them, and one `advance_clock` moves every coordinator.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+
+from .timers import TimerKey, TimerWheel
+
+# The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
+# expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
+# reader and far inside Kafka's int64 milliseconds, so no advance_clock can leave the coordinator unable
+# to write its records.
+CLOCK_MAX_MS = 253_402_300_799_999
+
+_MAX_FIRED = 100_000                    # timers fired in one go: bounded, whatever re-arms itself in the past
+
+
+class CoordinatorClock:
+    """`now_ms()` is the coordinators' time; `set_timers` arms and cancels; `register(types, fire)` names the
+    runtime that fires timers of those key types (`fire(key)`, called with the timer already disarmed)."""
+
+    def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._wall_ms = wall_ms
+        self.offset_ms = 0                  # advance_clock: the coordinators' time runs ahead of the wall
+        self.timers = TimerWheel()
+        self._owners: dict[type, Callable[[TimerKey], None]] = {}
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._wakeup_at: int | None = None  # the deadline (coordinator ms) the loop callback waits for
+
+    def now_ms(self) -> int:
+        return self._wall_ms() + self.offset_ms
+
+    def register(self, key_types: Iterable[type], fire: Callable[[TimerKey], None]) -> None:
+        for kind in key_types:
+            if kind in self._owners:
+                raise ValueError(f"timers of {kind.__name__} already have a runtime")
+            self._owners[kind] = fire
+
+    def set_timers(self, ops) -> None:
+        """Apply a Result's timer changes (TimerOps) and keep the loop callback on the earliest deadline."""
+        for op in ops:
+            self.timers.apply(op)
+        if ops:
+            self._schedule()
+
+    def cancel_all(self, key_types: Iterable[type]) -> None:
+        """Disarm every timer of these key types (a runtime that closes)."""
+        kinds = set(key_types)
+        for key in [k for k in self.timers if type(k) in kinds]:
+            self.timers.cancel(key)
+
+    def close(self) -> None:
+        """No timer fires any more (the server stops)."""
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup, self._wakeup_at = None, None
+        self.timers.clear()
+
+    # ------------------------------------------------------------------ firing
+    def _schedule(self) -> None:
+        """Keep the one loop callback waiting for the wheel's earliest deadline."""
+        deadline = self.timers.next_deadline()
+        if deadline == self._wakeup_at:
+            return
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
+        self._wakeup_at = deadline
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            self._wakeup = loop.call_at(loop.time() + max(deadline - self.now_ms(), 0) / 1000.0, self._wake)
+
+    def _wake(self) -> None:
+        """The earliest deadline has come: fire every timer due by then, in the wheel's order."""
+        due_by = max(self.now_ms(), self._wakeup_at or 0)
+        self._wakeup, self._wakeup_at = None, None
+        try:
+            for _ in range(_MAX_FIRED):
+                item = self.timers.pop_due(due_by)
+                if item is None:
+                    break
+                self._fire(item[0])
+        finally:
+            self._schedule()                    # the timers after a failing one still fire
+
+    def _fire(self, key: TimerKey) -> None:
+        self._owners[type(key)](key)
+
+    # ------------------------------------------------------------------ test controls (on the loop)
+    def fire_now(self, key: TimerKey) -> bool:
+        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
+        if not self.timers.cancel(key):
+            return False
+        try:
+            self._fire(key)
+        finally:
+            self._schedule()
+        return True
+
+    def advance_clock(self, ms: int) -> list[str]:
+        """Move the clock `ms` ahead: every timer due by then fires, in the wheel's order (deadline, then
+        arming), each with the clock at its deadline (as if the time had passed; timers they arm that are due
+        fire too), then the clock is `ms` ahead and the rest wait for their remaining time. Returns the names
+        of the timers fired (`heartbeat/<group>/<member>`, ...)."""
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise ValueError(f"ms must be a whole number of milliseconds, not {ms!r}")
+        if ms < 0:
+            raise ValueError("the clock only moves forward")
+        room = CLOCK_MAX_MS - self.now_ms()
+        if ms > room:
+            raise ValueError(f"the coordinator's clock stops at 9999-12-31T23:59:59.999Z ({CLOCK_MAX_MS} ms): "
+                             f"at most {max(room, 0)} ms more")
+        start, base = self.now_ms(), self.offset_ms
+        fired = []
+        try:
+            for _ in range(_MAX_FIRED):
+                item = self.timers.pop_due(start + ms)
+                if item is None:
+                    break
+                key, deadline = item
+                self.offset_ms = max(self.offset_ms, base + deadline - start)
+                fired.append(key.name)
+                self._fire(key)
+        finally:
+            self.offset_ms = base + ms
+            self._wakeup_at = -1                # the clock moved: re-arm the loop callback whatever it waits for
+            self._schedule()
+        return fired

@@ -1,0 +1,116 @@
+"""Loading a coordinator's internal partition into its shard: every batch read back (through the storage's one
+reader), the latest record of each key decoded and replayed through the shard's `replay` - the same mutator as
+when it was written -, offsets committed in a transaction held until their marker. What could not be read is
+skipped and reported, never guessed."""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kafka.record.default_records import DefaultRecordBatch
+
+from tenure.protocol.markers import COMMIT, marker_type
+from tenure.protocol.records import TransactionalOffsetCommit
+from tenure.storage import BatchHeader, Log
+
+log = logging.getLogger("tenure.coordinator")
+
+_SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
+
+
+@dataclass
+class LoadReport:
+    batches: int = 0
+    records: int = 0
+    replayed: int = 0                       # the latest record of each key
+    groups: int = 0
+    seconds: float = 0.0
+    unknown: dict[int, int] = field(default_factory=dict)       # key version -> records skipped
+    undecodable: list[tuple[int, int, str]] = field(default_factory=list)   # (partition, offset, why) skipped
+
+    def skip(self, plog, part: int, offset: int, what: str, reason: str) -> None:
+        """A record or batch the loader cannot read: skipped, named (file, byte, offset) in an ERROR line."""
+        self.undecodable.append((part, offset, reason))
+        if len(self.undecodable) <= _SKIPS_LOGGED:
+            log.error("%s: %s, skipped: %s", plog.locate(offset), what, reason)
+
+
+def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, batch bytes) of every batch of a partition log (on disk: read by the segment reader, which
+    checks each batch again)."""
+    return plog.batches(plog.log_start_offset)
+
+
+def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end: int | None = None) -> None:
+    """Replay partition `part` (its log `plog`) into `shard` through `shard.replay`, decoding with `codec`,
+    reading below offset `end` only (default: all of it).
+
+    As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
+    the state a full replay in log order reaches - the compaction property - without decoding the superseded
+    ones). The survivors are replayed in the order of their offsets."""
+    latest: dict[bytes, tuple[bytes | None, int]] = {}
+    # transactional batches (offsets committed in a transaction): held per producer until its marker,
+    # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
+    # as pending
+    pending: dict[int, tuple[int, list]] = {}
+    for h, raw in iter_batches(plog):
+        if end is not None and h.base_offset >= end:
+            break
+        report.batches += 1
+        if h.is_control:
+            held = pending.pop(h.producer_id, None)
+            if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
+                for key, value, offset in held[1]:
+                    latest.pop(key, None)
+                    latest[key] = (value, offset)
+            continue
+        try:                                   # a batch is one coordinator write: all of it or none
+            batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
+        except Exception as exc:               # under a valid CRC: written so, not damaged on disk
+            report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
+                        f"be read", f"{type(exc).__name__}: {exc}")
+            continue
+        for key, value, offset in batch:
+            report.records += 1
+            if key is None:
+                report.skip(plog, part, offset, "a record", "record without a key")
+                continue
+            if h.is_transactional:
+                pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
+                continue
+            latest.pop(key, None)              # keep the dict in order of each key's last offset
+            latest[key] = (value, offset)
+    for key, (value, offset) in latest.items():
+        try:
+            record = codec.decode(key, value)
+        except codec.UnknownRecordType as exc:
+            report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
+            continue
+        except Exception as exc:               # a record that does not decode under a valid CRC
+            report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
+            continue
+        shard.replay(record)
+        report.replayed += 1
+    for pid, (epoch, held) in pending.items():
+        for key, value, offset in held:
+            try:
+                record = codec.decode(key, value)
+            except Exception as exc:
+                report.skip(plog, part, offset, "a transactional record that does not decode",
+                            f"{type(exc).__name__}: {exc}")
+                continue
+            shard.replay(TransactionalOffsetCommit(pid, epoch, record))
+
+
+def finish_report(report: LoadReport, topic: str, shards, t0: float) -> LoadReport:
+    """Log what a load skipped, count the groups loaded and the time it took."""
+    if len(report.undecodable) > _SKIPS_LOGGED:
+        log.error("%s: %d more unreadable record(s) or batch(es) skipped (the first %d are named above)",
+                  topic, len(report.undecodable) - _SKIPS_LOGGED, _SKIPS_LOGGED)
+    for kv, n in sorted(report.unknown.items()):
+        log.warning("%s: skipped %d record key(s) of unknown type (key version %d)", topic, n, kv)
+    report.groups = len({gid for shard in shards for gid in getattr(shard, "group_ids", list)()})
+    report.seconds = time.monotonic() - t0
+    return report

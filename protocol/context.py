@@ -1,0 +1,28 @@
+"""The one request context: who sent a request, on which broker and listener, as whom, and when.
+
+The server's dispatcher builds one per request (tenure/server/dispatch.py) and hands it to the request's
+handler, whoever owns the API (the broker, the group coordinator, the transaction coordinator); tests and
+tools that call a handler directly build their own. The coordinator runtime gives each input to a shard a
+copy with its own `token` (how it answers a parked request) and the coordinator's clock at that moment.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ANONYMOUS = "User:ANONYMOUS"          # Kafka's principal of an unauthenticated connection
+PLAINTEXT = "PLAINTEXT"               # the listener name (and security protocol) of today's listeners
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    token: int                        # set by the coordinator runtime per input (0 until then)
+    api_version: int
+    client_id: str
+    client_host: str                  # as the coordinator records it for members ("/127.0.0.1")
+    now_ms: int                       # the server's clock (advance_clock included) when the request was read
+    api_key: int = -1
+    connection_id: int = 0
+    peer: str = ""                    # "host:port" of the client's socket
+    broker_id: int | None = None      # the broker whose listener took the request; None: no broker checks
+    listener: str = PLAINTEXT
+    principal: str = ANONYMOUS

@@ -1,0 +1,74 @@
+"""The owners in the routing table (the owner column of protocol/apis.py): what a request goes through on its
+way to the broker, the group coordinator or the transaction coordinator. The dispatcher looks an API's owner up
+once and awaits `route(request, context)`; each route here is that owner's way in."""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
+from tenure.broker.topics import TopicRegistry
+from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.transactions import is_transaction_request
+from tenure.protocol.codec import Request
+from tenure.protocol.context import RequestContext
+from tenure.protocol.error_responses import error_response
+from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
+
+Route = Callable[[Request, RequestContext], Awaitable[Any]]
+OFFSET_COMMIT_KEY = 8
+TXN_OFFSET_COMMIT_KEY = 28
+
+
+class BrokerRoute:
+    """The broker's handlers by API key (`handlers`: the server's table, which a test may wrap)."""
+
+    def __init__(self, handlers: dict[int, Route]) -> None:
+        self.handlers = handlers
+
+    async def __call__(self, req: Request, ctx: RequestContext) -> Any:
+        return await self.handlers[req.api_key](req, ctx)
+
+
+class GroupRoute:
+    """The group coordinator's runtime. An OffsetCommit or TxnOffsetCommit first passes the broker's topic check
+    (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it. A
+    TxnOffsetCommit first passes the transaction coordinator's check: its producer's open transaction holds the
+    group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
+
+    def __init__(self, runtime: CoordinatorRuntime, topics: TopicRegistry,
+                 transactions: Callable[[], CoordinatorRuntime]) -> None:
+        self.runtime, self.topics, self.transactions = runtime, topics, transactions
+
+    async def __call__(self, req: Request, ctx: RequestContext) -> Any:
+        if req.api_key == TXN_OFFSET_COMMIT_KEY:
+            body = req.body
+            txn = self.transactions().shards.get(0)          # none while a move loads it: retry
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if txn is None else txn.verify(
+                body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
+                partition_for(body.group_id, self.runtime.partitions))
+            if code:
+                return error_response(req, code)
+        if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
+            return await self.runtime.handle(req, ctx)
+        order = request_order(req.body)
+        kept, refused = split_commit(req.body, self.topics)
+        if not refused:
+            return await self.runtime.handle(req, ctx)
+        answer = await self.runtime.handle(req, ctx) if kept is not None else None
+        return merge_commit(order, answer, refused, req.spec.response)
+
+
+class TransactionRoute:
+    """The transaction coordinator's runtime, started on the first request that needs it (`start`), as Kafka
+    creates __transaction_state on the first lookup of a transaction coordinator. An InitProducerId without a
+    transactional id needs none: the broker hands out the idempotent producer's id."""
+
+    def __init__(self, start: Callable[[], CoordinatorRuntime], broker: BrokerRoute) -> None:
+        self.start, self.broker = start, broker
+
+    async def __call__(self, req: Request, ctx: RequestContext) -> Any:
+        if not is_transaction_request(req.api_key, req.body):
+            return await self.broker(req, ctx)
+        return await self.start().handle(req, ctx)
