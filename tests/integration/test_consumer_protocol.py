@@ -17,6 +17,7 @@ import pytest
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.support.expire import SURFACES, expire
 from tests.support.groups import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -226,3 +227,59 @@ def test_a_restart_on_the_data_dir_reloads_the_group_and_members_carry_on(tmp_pa
         finally:
             for m in members:
                 m.stop()
+
+
+# ---------------------------------------------------------------- expire_session on a consumer group
+@pytest.fixture
+def admin_server():
+    with ServerThread(ServerConfig(port=0, admin_port=0, consumer_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as s:
+        yield s
+
+
+def raw_join(bootstrap: str, group: str, topic: str, instance: str | None):
+    """One ConsumerGroupHeartbeat v0 at epoch 0 (the coordinator makes the member id); its answer."""
+    from tenure.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+    from tests.support.wire import WireClient
+    with WireClient.to(bootstrap) as w:
+        r = w.call(ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id="", member_epoch=0, instance_id=instance, rack_id=None,
+            rebalance_timeout_ms=30000, subscribed_topic_names=[topic], server_assignor=None,
+            topic_partitions=[]), 0)
+    assert r.error_code == 0, r
+    return r
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_expire_session_fences_a_consumer_group_member_raw(admin_server, surface):
+    """Issue 25: expire_session on a KIP-848 group answered False and the member stayed. Now the member
+    (by instance id, or a dynamic one by member id) is fenced - removed with one group epoch bump - through
+    each control surface."""
+    server = admin_server
+    create_topic(server, "t", 4)
+    static = raw_join(server.bootstrap, "g", "t", "i0")
+    dynamic = raw_join(server.bootstrap, "g", "t", None)
+    before = view(server, "g")
+    assert before.kind == "consumer" and before.static_members == {"i0": static.member_id}
+    assert expire(server, surface, "g", "i0") is True
+    after = view(server, "g")
+    assert [m.member_id for m in after.members] == [dynamic.member_id] and after.static_members == {}
+    assert after.generation == before.generation + 1
+    assert expire(server, surface, "g", dynamic.member_id) is True
+    assert view(server, "g").members == () and view(server, "g").generation == before.generation + 2
+    assert view(server, "g").rebalance_causes.get("consumer member expired") == 2
+
+
+def test_expire_session_of_an_unknown_consumer_group_member(admin_server):
+    """The checks before expiring know consumer groups: an unknown member or instance is False from the
+    method, 404 UNKNOWN_MEMBER_ID from the endpoint; nothing changes."""
+    from tests.integration.test_admin_guard import call
+    server = admin_server
+    create_topic(server, "t", 4)
+    raw_join(server.bootstrap, "g", "t", "i0")
+    before = view(server, "g")
+    assert server.expire_session("g", "nobody") is False
+    status, body = call(server.admin_port, "POST", "/groups/g/members/nobody/expire",
+                        headers={"Content-Type": "application/json"})
+    assert (status, body["error"]) == (404, "UNKNOWN_MEMBER_ID"), body
+    assert view(server, "g") == before
