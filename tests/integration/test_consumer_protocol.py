@@ -5,8 +5,10 @@ Static members on 12 partitions form a group; a rolling restart of every member 
 epoch -2, and started again with its instance id) makes no group-epoch bump, revokes nothing from the
 others, and gives every member its own partitions back; a duplicate instance gets UNRELEASED_INSTANCE_ID
 (111); CreatePartitions makes exactly one epoch bump and the new partitions are assigned; a classic group
-and a consumer group run side by side. The server's heartbeat interval is short (the client heartbeats
-when told), so a group settles in well under a second per step.
+and a consumer group run side by side; a killed static member's session expired now (`expire_session`,
+its admin route, `tenure fault expire`) fences it with one epoch bump and the others take its partitions
+(and the same with raw ConsumerGroupHeartbeat v0 members). The server's heartbeat interval is short (the
+client heartbeats when told), so a group settles in well under a second per step.
 """
 from __future__ import annotations
 
@@ -283,3 +285,61 @@ def test_expire_session_of_an_unknown_consumer_group_member(admin_server):
                         headers={"Content-Type": "application/json"})
     assert (status, body["error"]) == (404, "UNKNOWN_MEMBER_ID"), body
     assert view(server, "g") == before
+
+
+# a static member in a process of its own, to be SIGKILLed: no leave, its heartbeats just stop
+_VICTIM = ("import sys; from confluent_kafka import Consumer; bootstrap, group, topic, instance = sys.argv[1:5]; "
+           "c = Consumer({'bootstrap.servers': bootstrap, 'group.id': group, 'group.protocol': 'consumer', "
+           "'group.instance.id': instance, 'client.id': instance, 'enable.auto.commit': False}); "
+           "c.subscribe([topic])\nwhile True: c.poll(0.05)")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_killed_static_members_session_expired_now_hands_its_partitions_over_in_one_bump(admin_server, surface):
+    """A static member's process is killed (no leave: heartbeats just stop); instead of waiting out its
+    session (45 s), its session is expired now through one control surface: it is fenced at once - removed,
+    one group epoch bump - and the two others own every partition at that epoch, with no further bump and
+    nothing revoked from them."""
+    import subprocess
+    import sys
+    server = admin_server
+    create_topic(server, "t", PARTITIONS)
+    others = [Member(server.bootstrap, "g", "t", f"i{n}", f"c{n}").start() for n in range(2)]
+    victim = subprocess.Popen([sys.executable, "-c", _VICTIM, server.bootstrap, "g", "t", "victim"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def three():
+            for m in others:
+                assert m.crash is None, f"{m.name}: {m.crash!r}"
+            assert victim.poll() is None, victim.stderr.read().decode(errors="replace")
+            v = view(server, "g")
+            if v is None or v.state != "Stable" or len(v.members) != 3:
+                return None
+            served = {k: (a or {}).get("t", []) for k, a in v.assignments.items()}
+            if sorted(p for ps in served.values() for p in ps) != list(range(PARTITIONS)) or not served["victim"]:
+                return None
+            if any(sorted(m.owned()) != served[m.instance] for m in others):
+                return None
+            return v.generation, served["victim"]
+        epoch, victim_parts = wait_for(three, 60, "three members to settle")
+        for m in others:
+            m.revoked.clear()
+        victim.kill()
+        victim.wait(10)
+        assert view(server, "g").member("victim") is not None          # its session has 45 s to run
+        assert expire(server, surface, "g", "victim") is True
+        v = view(server, "g")
+        assert (v.generation, v.member("victim"), sorted(v.static_members)) == (epoch + 1, None, ["i0", "i1"])
+        after, owned = settled(server, "g", others, PARTITIONS)
+        assert after == epoch + 1 and set(victim_parts) <= {p for ps in owned.values() for p in ps}
+        time.sleep(1)                                     # five heartbeat intervals: no further bump
+        v = view(server, "g")
+        assert (v.generation, v.state, len(v.members)) == (epoch + 1, "Stable", 2)
+        assert v.rebalance_causes.get("consumer member expired") == 1
+        assert [m.revoked for m in others] == [[], []]    # they only gained
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        for m in others:
+            m.stop()
