@@ -318,7 +318,7 @@ class CoordinatorRuntime:
                 return
             subs = [(p, dataclasses.replace(req, body=sub)) for p, sub in pieces]
             self._fan_out(ctx, subs, broker, lambda answers: routing.merge(api_key, order, [
-                (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
+                (p, sub, a) for (p, sub), a in zip(pieces, answers, strict=True)]))
         else:
             self._run(partition_for(_routing_key(body), self.partitions), req, ctx, broker)
 

@@ -85,7 +85,7 @@ class Member:
         except BaseException as exc:      # reported to the test
             self.crash = exc
 
-    def start(self) -> "Member":
+    def start(self) -> Member:
         self._thread.start()
         return self
 
@@ -162,7 +162,7 @@ def test_a_duplicate_instance_gets_unreleased_instance_id(server):
             try:
                 wait_for(refused, 30, "UNRELEASED_INSTANCE_ID on the duplicate")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}: {second.errors!r} {second.crash!r}")
+                raise AssertionError(f"{exc}: {second.errors!r} {second.crash!r}") from None
             assert second.owned() == frozenset()
             v = view(server, "g")
             assert len(v.members) == 1 and v.member("dup").client_id == "first"

@@ -5,6 +5,7 @@ others, and gives each member its partitions back; a duplicate instance id fails
 UnreleasedInstanceIdException (111); offsets committed with OffsetCommit v9 (the member epoch) come back;
 a SIGKILLed static member's session expired now (`expire_session`, its admin route, `tenure fault expire`)
 fences it with one epoch bump and the others take its partitions."""
+# ruff: noqa: F811 - the tests take the java_members fixture imported from test_static_java
 from __future__ import annotations
 
 import time
@@ -71,7 +72,7 @@ def test_java_static_members_rolling_restart_and_duplicate(server, java_members)
         members[n] = java_members(f"j{n}r", server.bootstrap, "g", "t", old.instance, **CONSUMER)
         marks[n] = 0
         assert settled(server, "g", members) == (epoch, before)
-    for m, mark in zip(members, marks):
+    for m, mark in zip(members, marks, strict=True):
         assert [e for e in m.callbacks(mark) if e["type"] in ("revoked", "lost") and e["partitions"]] == [], m.dump()
     # a duplicate of a live instance is refused: UnreleasedInstanceIdException, nothing changes
     dup = java_members("dup", server.bootstrap, "g", "t", "i0", **CONSUMER)
