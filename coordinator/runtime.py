@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -47,6 +48,8 @@ from .routing import partition_for
 from .writer import PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
+
+T = TypeVar("T")
 
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 
@@ -462,7 +465,7 @@ class CoordinatorRuntime:
             raise self.failed
         shard = self.shards.get(self.partition_of(group_id))
         g = None if shard is None else shard.group(group_id)
-        if g is None:
+        if shard is None or g is None:
             return False
         mid = g.static_members.get(member, member)
         result = self._timer_work(f"session of {member!r} in group {group_id!r}",
@@ -646,7 +649,7 @@ class CoordinatorRuntime:
             return shard.on_timer(key, self.clock_ms())
         self.apply(self._timer_work(key.name, work))
 
-    def _timer_work(self, name: str, work: Callable[[], Result | None]) -> Result | None:
+    def _timer_work(self, name: str, work: Callable[[], T]) -> T:
         """Run a timer's work on its shard (`work()`: the shard's Result, not applied yet)."""
         try:
             return work()
