@@ -95,16 +95,6 @@ class CoordinatorClock:
         self._owners[type(key)](key)
 
     # ------------------------------------------------------------------ test controls (on the loop)
-    def fire_now(self, key: TimerKey) -> bool:
-        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
-        if not self.timers.cancel(key):
-            return False
-        try:
-            self._fire(key)
-        finally:
-            self._schedule()
-        return True
-
     def advance_clock(self, ms: int) -> list[str]:
         """Move the clock `ms` ahead: every timer due by then fires, in the wheel's order (deadline, then
         arming), each with the clock at its deadline (as if the time had passed; timers they arm that are due

@@ -17,6 +17,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
     GROUP_APIS,
@@ -45,6 +46,8 @@ from .timers import KEY_TYPES
 from .writer import InternalTopic, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
+
+T = TypeVar("T")
 
 Shard = GroupCoordinator
 
@@ -205,7 +208,7 @@ class CoordinatorRuntime:
                 return
             subs = [(p, dataclasses.replace(req, body=sub)) for p, sub in pieces]
             self._fan_out(ctx, subs, lambda answers: routing.merge(api_key, order, [
-                (p, sub, a) for (p, sub), a in zip(pieces, answers)]))
+                (p, sub, a) for (p, sub), a in zip(pieces, answers, strict=True)]))
         else:
             self._run(partition_for(_routing_key(body), self.partitions), req, ctx)
 
@@ -334,6 +337,30 @@ class CoordinatorRuntime:
             raise AdminError(ErrorCode.NOT_COORDINATOR, f"the offsets partition of group {group_id!r} is not loaded")
         self.apply(shard.force_rebalance(group_id, self.clock_ms()))
 
+    def expire_session(self, group_id: str, member: str) -> bool:
+        """Expire one member's session now, as if its heartbeats had stopped (`member`: its member id or
+        group.instance.id), whatever the group's kind: its shard's Result (GroupAdmin.expire_session: the
+        session timer cancelled, then what that timer firing does) applied as any other - records written,
+        answers released once durable, timers set. True if the member lost its session: removed (a classic
+        group's member, or a consumer group's, fenced with one group epoch bump) or kept offline (a classic
+        static member under --static-registration-timeout-ms); False if the group or member is unknown here,
+        no session timer of it is armed, or it is parked in a JoinGroup or SyncGroup (Kafka's rule). Work
+        that raises is fail-stop, as when the timer fires by itself."""
+        if self.failed is not None:
+            raise self.failed
+        shard = self.shards.get(self.partition_of(group_id))
+        g = None if shard is None else shard.group(group_id)
+        if shard is None or g is None:
+            return False
+        mid = g.static_members.get(member, member)
+        result = self._timer_work(f"session of {member!r} in group {group_id!r}",
+                                  lambda: shard.expire_session(group_id, member, self.clock_ms()))
+        if result is None:
+            return False
+        self.apply(result)
+        after = shard.group(group_id)
+        return after is None or not after.in_session(mid)
+
     def write_marker(self, marker: TxnMarker, now_ms: int):
         """A transaction's marker for one partition of this runtime's topic (offsets committed in the
         transaction): written through the PartitionWriter, then replayed by that partition's shard (the
@@ -422,10 +449,6 @@ class CoordinatorRuntime:
         self.clock.set_timers(ops)
 
     # ------------------------------------------------------------------ test controls (on the loop)
-    def fire_now(self, key: TimerKey) -> bool:
-        """Fire one armed timer now (e.g. a member's session: HeartbeatKey); False if none is armed."""
-        return self.clock.fire_now(key)
-
     def advance_clock(self, ms: int) -> list[str]:
         """Move the coordinators' clock `ms` ahead, firing what falls due (CoordinatorClock.advance_clock)."""
         return self.clock.advance_clock(ms)
@@ -450,18 +473,24 @@ class CoordinatorRuntime:
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either
         shard = self.shards.get(self._partition_of_key(key))
-        try:
+
+        def work() -> Result:
             if shard is None:
                 raise AssertionError(f"timer {key.name} of an unloaded offsets partition")
-            result = shard.on_timer(key, self.clock_ms())
+            return shard.on_timer(key, self.clock_ms())
+        self.apply(self._timer_work(key.name, work))
+
+    def _timer_work(self, name: str, work: Callable[[], T]) -> T:
+        """Run a timer's work on its shard (`work()`: the shard's Result, not applied yet)."""
+        try:
+            return work()
         except Exception as exc:
             # A bug in the coordinator. Its state is as before (a shard replays only what a handler returned),
             # but what the timer owed - a session expiry, the end of a join or sync phase - will never happen:
             # groups would wait on it silently. Fail-stop, as after a failed write; the caller (a loop
-            # callback, fire_now, advance_clock) sees the exception too.
-            self.writer.fail(exc, f"timer {key.name} failed")
+            # callback, expire_session, advance_clock) sees the exception too.
+            self.writer.fail(exc, f"timer {name} failed")
             raise
-        self.apply(result)
 
     def close(self) -> None:
         """This runtime's timers go (a shared clock's loop callback goes with the clock: CoordinatorClock.close)."""

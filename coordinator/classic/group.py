@@ -111,6 +111,11 @@ class ClassicGroup:
     def has_member(self, member_id: str) -> bool:
         return member_id in self.members
 
+    def in_session(self, member_id: str) -> bool:
+        """A member whose session has not expired: one of the group and not kept offline (registration
+        timeout)."""
+        return member_id in self.members and member_id not in self.offline_since
+
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 

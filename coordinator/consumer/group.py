@@ -123,6 +123,11 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
+    def in_session(self, member_id: str) -> bool:
+        """A member whose session has not expired: one of the group (a member whose session expires is
+        fenced - removed -, a static one too)."""
+        return member_id in self.members
+
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topic_names}
 

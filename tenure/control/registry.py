@@ -120,17 +120,7 @@ def _check_member(server, group: str, member: str) -> None:
 
 
 def _expire_session(server, group: str, member: str) -> bool:
-    from tenure.coordinator import HeartbeatKey
-    g = server.runtime.group(group)
-    if g is None:
-        return False
-    mid = g.static_members.get(member, member)
-    if mid not in g.members:
-        return False
-    if not server.runtime.fire_now(HeartbeatKey(group, mid)):
-        return False
-    after = server.runtime.group(group)
-    return after is None or mid not in after.members or mid in after.offline_since
+    return server.runtime.expire_session(group, member)
 
 
 def _expired(server, expired: bool, group: str, member: str) -> dict:

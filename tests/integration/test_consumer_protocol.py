@@ -5,8 +5,10 @@ Static members on 12 partitions form a group; a rolling restart of every member 
 epoch -2, and started again with its instance id) makes no group-epoch bump, revokes nothing from the
 others, and gives every member its own partitions back; a duplicate instance gets UNRELEASED_INSTANCE_ID
 (111); CreatePartitions makes exactly one epoch bump and the new partitions are assigned; a classic group
-and a consumer group run side by side. The server's heartbeat interval is short (the client heartbeats
-when told), so a group settles in well under a second per step.
+and a consumer group run side by side; a killed static member's session expired now (`expire_session`,
+its admin route, `tenure fault expire`) fences it with one epoch bump and the others take its partitions
+(and the same with raw ConsumerGroupHeartbeat v0 members). The server's heartbeat interval is short (the
+client heartbeats when told), so a group settles in well under a second per step.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tests.support.expire import SURFACES, expire
 from tests.support.groups import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -82,7 +85,7 @@ class Member:
         except BaseException as exc:      # reported to the test
             self.crash = exc
 
-    def start(self) -> "Member":
+    def start(self) -> Member:
         self._thread.start()
         return self
 
@@ -159,7 +162,7 @@ def test_a_duplicate_instance_gets_unreleased_instance_id(server):
             try:
                 wait_for(refused, 30, "UNRELEASED_INSTANCE_ID on the duplicate")
             except AssertionError as exc:
-                raise AssertionError(f"{exc}: {second.errors!r} {second.crash!r}")
+                raise AssertionError(f"{exc}: {second.errors!r} {second.crash!r}") from None
             assert second.owned() == frozenset()
             v = view(server, "g")
             assert len(v.members) == 1 and v.member("dup").client_id == "first"
@@ -226,3 +229,117 @@ def test_a_restart_on_the_data_dir_reloads_the_group_and_members_carry_on(tmp_pa
         finally:
             for m in members:
                 m.stop()
+
+
+# ---------------------------------------------------------------- expire_session on a consumer group
+@pytest.fixture
+def admin_server():
+    with ServerThread(ServerConfig(port=0, admin_port=0, consumer_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as s:
+        yield s
+
+
+def raw_join(bootstrap: str, group: str, topic: str, instance: str | None):
+    """One ConsumerGroupHeartbeat v0 at epoch 0 (the coordinator makes the member id); its answer."""
+    from tenure.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+    from tests.support.wire import WireClient
+    with WireClient.to(bootstrap) as w:
+        r = w.call(ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id="", member_epoch=0, instance_id=instance, rack_id=None,
+            rebalance_timeout_ms=30000, subscribed_topic_names=[topic], server_assignor=None,
+            topic_partitions=[]), 0)
+    assert r.error_code == 0, r
+    return r
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_expire_session_fences_a_consumer_group_member_raw(admin_server, surface):
+    """Issue 25: expire_session on a KIP-848 group answered False and the member stayed. Now the member
+    (by instance id, or a dynamic one by member id) is fenced - removed with one group epoch bump - through
+    each control surface."""
+    server = admin_server
+    create_topic(server, "t", 4)
+    static = raw_join(server.bootstrap, "g", "t", "i0")
+    dynamic = raw_join(server.bootstrap, "g", "t", None)
+    before = view(server, "g")
+    assert before.kind == "consumer" and before.static_members == {"i0": static.member_id}
+    assert expire(server, surface, "g", "i0") is True
+    after = view(server, "g")
+    assert [m.member_id for m in after.members] == [dynamic.member_id] and after.static_members == {}
+    assert after.generation == before.generation + 1
+    assert expire(server, surface, "g", dynamic.member_id) is True
+    assert view(server, "g").members == () and view(server, "g").generation == before.generation + 2
+    assert view(server, "g").rebalance_causes.get("consumer member expired") == 2
+
+
+def test_expire_session_of_an_unknown_consumer_group_member(admin_server):
+    """The checks before expiring know consumer groups: an unknown member or instance is False from the
+    method, 404 UNKNOWN_MEMBER_ID from the endpoint; nothing changes."""
+    from tests.integration.test_admin_guard import call
+    server = admin_server
+    create_topic(server, "t", 4)
+    raw_join(server.bootstrap, "g", "t", "i0")
+    before = view(server, "g")
+    assert server.expire_session("g", "nobody") is False
+    status, body = call(server.admin_port, "POST", "/groups/g/members/nobody/expire",
+                        headers={"Content-Type": "application/json"})
+    assert (status, body["error"]) == (404, "UNKNOWN_MEMBER_ID"), body
+    assert view(server, "g") == before
+
+
+# a static member in a process of its own, to be SIGKILLed: no leave, its heartbeats just stop
+_VICTIM = ("import sys; from confluent_kafka import Consumer; bootstrap, group, topic, instance = sys.argv[1:5]; "
+           "c = Consumer({'bootstrap.servers': bootstrap, 'group.id': group, 'group.protocol': 'consumer', "
+           "'group.instance.id': instance, 'client.id': instance, 'enable.auto.commit': False}); "
+           "c.subscribe([topic])\nwhile True: c.poll(0.05)")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_killed_static_members_session_expired_now_hands_its_partitions_over_in_one_bump(admin_server, surface):
+    """A static member's process is killed (no leave: heartbeats just stop); instead of waiting out its
+    session (45 s), its session is expired now through one control surface: it is fenced at once - removed,
+    one group epoch bump - and the two others own every partition at that epoch, with no further bump and
+    nothing revoked from them."""
+    import subprocess
+    import sys
+    server = admin_server
+    create_topic(server, "t", PARTITIONS)
+    others = [Member(server.bootstrap, "g", "t", f"i{n}", f"c{n}").start() for n in range(2)]
+    victim = subprocess.Popen([sys.executable, "-c", _VICTIM, server.bootstrap, "g", "t", "victim"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def three():
+            for m in others:
+                assert m.crash is None, f"{m.name}: {m.crash!r}"
+            assert victim.poll() is None, victim.stderr.read().decode(errors="replace")
+            v = view(server, "g")
+            if v is None or v.state != "Stable" or len(v.members) != 3:
+                return None
+            served = {k: (a or {}).get("t", []) for k, a in v.assignments.items()}
+            if sorted(p for ps in served.values() for p in ps) != list(range(PARTITIONS)) or not served["victim"]:
+                return None
+            if any(sorted(m.owned()) != served[m.instance] for m in others):
+                return None
+            return v.generation, served["victim"]
+        epoch, victim_parts = wait_for(three, 60, "three members to settle")
+        for m in others:
+            m.revoked.clear()
+        victim.kill()
+        victim.wait(10)
+        assert view(server, "g").member("victim") is not None          # its session has 45 s to run
+        assert expire(server, surface, "g", "victim") is True
+        v = view(server, "g")
+        assert (v.generation, v.member("victim"), sorted(v.static_members)) == (epoch + 1, None, ["i0", "i1"])
+        after, owned = settled(server, "g", others, PARTITIONS)
+        assert after == epoch + 1 and set(victim_parts) <= {p for ps in owned.values() for p in ps}
+        time.sleep(1)                                     # five heartbeat intervals: no further bump
+        v = view(server, "g")
+        assert (v.generation, v.state, len(v.members)) == (epoch + 1, "Stable", 2)
+        assert v.rebalance_causes.get("consumer member expired") == 1
+        assert [m.revoked for m in others] == [[], []]    # they only gained
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        for m in others:
+            m.stop()
