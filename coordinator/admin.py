@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
-from tenure.protocol import records as rec
 from tenure.protocol.acl import authorized_operations
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
+from tenure.protocol.records import OffsetCommitRecord, StaticMemberEventRecord
 
-from .classic.group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .classic.group import DEAD, EMPTY, STABLE
 from .config import AdminError
 from .part import ShardPart
 from .result import RequestContext, Result
-from .timers import ConsumerSessionKey, HeartbeatKey
 
 
 class GroupAdmin(ShardPart):
@@ -75,11 +73,8 @@ class GroupAdmin(ShardPart):
                 res.emit(OffsetCommitRecord(gid, topic, part, tombstone=True))
             for iid in sorted(self.static_event_keys.get(gid, ())):       # compaction can drop it all
                 res.emit(StaticMemberEventRecord(gid, iid, tombstone=True))
-            if g.kind == "classic":
-                res.emit(GroupMetadataRecord(gid, tombstone=True))
-            else:
-                for r in self.shard.kind_of(g).delete_records(g):
-                    res.emit(r)
+            for r in self.shard.kind_of(g).delete_records(g):
+                res.emit(r)
             res.install(gid, None)          # its soft state goes with it
             deleted.add(gid)
             out.append(D(group_id=gid, error_code=0))
@@ -87,30 +82,12 @@ class GroupAdmin(ShardPart):
         return res
 
     def force_rebalance(self, group_id: str, now_ms: int) -> Result:
-        """The KIP-345 draft's forceStaticRebalance: one rebalance of a static group, now."""
+        """The KIP-345 draft's forceStaticRebalance: one rebalance of a static group, now (the group's kind
+        decides; AdminError if it cannot be forced)."""
         live = self.groups.get(group_id)
         if live is None or live.state == DEAD:
             raise AdminError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
-        if live.kind != "classic":
-            raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} is a {live.kind} group: only classic groups "
-                             f"rebalance when forced (a consumer group's assignment follows its members)")
-        if live.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
-            raise AdminError(E.REBALANCE_IN_PROGRESS, f"group {group_id!r} is already rebalancing ({live.state})")
-        if live.state == EMPTY:
-            raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} has no members")
-        dynamic = [m.member_id for m in live.members.values() if not m.is_static]
-        if dynamic:
-            raise AdminError(E.INVALID_REQUEST,
-                             f"group {group_id!r} has dynamic members ({len(dynamic)}); only static groups can be forced")
-        res = Result()
-        g = live.copy()
-        classic = self.shard.classic
-        for m in g.members.values():                     # one event per (static) member, map unchanged
-            classic._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
-                                  now_ms, m.client_id, m.client_host)
-        classic._prepare_rebalance(res, g, now_ms, "forced")
-        res.install(g.group_id, g)
-        return res
+        return self.shard.kind_of(live).force_rebalance(group_id, now_ms)
 
     def expire_session(self, group_id: str, member: str, now_ms: int) -> Result | None:
         """Expire one member's session now, as if its heartbeats had stopped (`member`: a member id or a
@@ -121,9 +98,9 @@ class GroupAdmin(ShardPart):
         if g is None:
             return None
         kind = self.shard.kind_of(g)
-        key = (HeartbeatKey if g.kind == "classic" else ConsumerSessionKey)(
-            group_id, g.static_members.get(member, member))
-        if key.member_id not in g.members or not self.shard.is_armed(key):
+        mid = g.static_members.get(member, member)
+        key = kind.session_key(group_id, mid)
+        if mid not in g.members or not self.shard.is_armed(key):
             return None
         res = Result()
         res.cancel_timer(key)

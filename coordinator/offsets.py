@@ -143,8 +143,7 @@ class Offsets(ShardPart):
         """OffsetFetch v9 names the fetching member of a consumer group (member id and epoch): the group
         kind says whether it may (a classic group ignores them, as Kafka's)."""
         g = self.groups.get(q.group_id)
-        check = getattr(self.shard.kind_of(g), "validate_fetch", None) if g is not None else None
-        return E.NONE if check is None else check(g, q.member_id, q.member_epoch)
+        return E.NONE if g is None else self.shard.kind_of(g).validate_fetch(g, q.member_id, q.member_epoch)
 
     def _fetch_offsets(self, gid: str, topics, T, P, require_stable: bool = False) -> list:
         """require_stable (v7+, a read_committed consumer): a partition whose offset an open transaction

@@ -25,7 +25,7 @@ class ShardPart:
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group if it is a classic one (a consumer group is no classic group's business)."""
         g = self.shard.groups.get(group_id)
-        return None if g is None or g.kind != "classic" else g
+        return g if g is not None and self.shard.kind_of(g).classic_protocol else None
 
     @property
     def offsets(self) -> dict[str, dict[tuple[str, int], OffsetCommitRecord]]:

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenure.coordinator import (  # noqa: F401 - GROUP_APIS: the listener reads it here
-    GROUP_APIS,
+from tenure.coordinator import (
     AdminError,
     ClassicGroup,
     GroupCoordinator,

@@ -4,8 +4,9 @@ Inputs: a decoded request with a `RequestContext` (token, api version, client id
 timer expiry with now_ms. Output: a `Result` (responses by token - possibly to other, parked requests -
 durable records, timer changes). No sockets, no asyncio, no wall clock.
 
-`ROUTES` is the one table of the group APIs: which part of the shard answers each (the classic group
-kind, the offsets, the admin APIs); the runtime serves exactly these APIs through it. A handler reads the
+The group APIs are routed by one table built from the shard's parts: each group kind's `apis` (the kinds are
+registered in kinds.py: classic, consumer), the offsets' and the admin APIs' (`ROUTES`); the runtime serves
+exactly these APIs (`GROUP_APIS`). Records, timers, loads and unloads go to the kind that owns their type. A handler reads the
 live state and returns a Result; `replay` - the only mutator - applies the Result's events once the
 handler has returned, so a handler that raises changes nothing. `load` is replaying a partition's records,
 `loaded` restarts the sessions, `unload` gives the partition up. The query methods give copies.
@@ -16,40 +17,29 @@ from collections.abc import Callable
 
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
-    ConsumerGroupMetadataRecord,
-    ConsumerGroupPartitionMetadataRecord,
-    ConsumerMemberRecord,
     CoordinatorLoadRecord,
-    CurrentAssignmentRecord,
-    GroupMetadataRecord,
     OffsetCommitRecord,
     StaticMemberEventRecord,
-    TargetAssignmentMemberRecord,
-    TargetAssignmentMetadataRecord,
     TransactionalOffsetCommit,
     TransactionEnd,
 )
 
 from .admin import GroupAdmin
-from .classic import EMPTY, STABLE, ClassicGroup, ClassicGroups, Member
+from .classic import ClassicGroup
 from .config import CoordinatorConfig, default_member_id
-from .consumer.group import METADATA_FIELDS, ConsumerGroup, ConsumerMember, thaw
 from .consumer.hash import TopicHashCache
-from .consumer.heartbeat import ConsumerGroups
+from .kinds import KINDS, GroupKind, ShardKinds
 from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
-from .timers import ConsumerRebalanceKey, ConsumerSessionKey, HeartbeatKey, TimerKey
+from .timers import TimerKey
 
-# api key -> (the shard's part that answers it, its method)
+# the group APIs that are no kind's: api key -> (the shard's part that answers it, its method)
 ROUTES: dict[int, tuple[str, str]] = {
-    11: ("classic", "join_group"), 12: ("classic", "heartbeat"), 13: ("classic", "leave_group"),
-    14: ("classic", "sync_group"),
     8: ("offset_store", "offset_commit"), 9: ("offset_store", "offset_fetch"), 47: ("offset_store", "offset_delete"),
     28: ("offset_store", "txn_offset_commit"),
     15: ("admin", "describe_groups"), 16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
-    68: ("consumer", "heartbeat"), 69: ("consumer", "describe"),
 }
-GROUP_APIS = frozenset(ROUTES)
+GROUP_APIS = frozenset(ROUTES).union(*(kind.apis for kind in KINDS))
 
 
 class NoTopics:
@@ -83,10 +73,13 @@ class GroupCoordinator:
         self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
         self.last_load: CoordinatorLoadRecord | None = None    # the latest move of this partition's coordinator
-        self.classic = ClassicGroups(self)
         self.offset_store = Offsets(self)
         self.admin = GroupAdmin(self)
-        self.consumer = ConsumerGroups(self)
+        self.kinds = ShardKinds(self)          # the group kinds (kinds.py) and what routes to each
+        # api key -> its handler: the kinds' APIs, the offsets' and the admin APIs (routing only, no state)
+        parts = {"offset_store": self.offset_store, "admin": self.admin}
+        self.routes = {**{api: getattr(parts[part], method) for api, (part, method) in ROUTES.items()},
+                       **self.kinds.handlers}
 
     # ================================================================== the one mutator
     def replay(self, event) -> None:
@@ -97,26 +90,6 @@ class GroupCoordinator:
                 self.groups.pop(event.group_id, None)
             else:
                 self.groups[event.group_id] = event.group
-        elif isinstance(event, GroupMetadataRecord):
-            if event.tombstone:
-                # a group exists through its metadata or through its offsets (as Kafka's loader sees it)
-                if event.group_id in self.offsets:
-                    self.groups[event.group_id] = ClassicGroup(event.group_id)
-                else:
-                    self.groups.pop(event.group_id, None)
-                return
-            g = ClassicGroup(event.group_id, state=STABLE if event.members else EMPTY,
-                             generation=event.generation, protocol_type=event.protocol_type,
-                             protocol_name=event.protocol, leader_id=event.leader,
-                             state_timestamp=event.current_state_timestamp)
-            for mr in event.members:
-                g.members[mr.member_id] = Member(
-                    mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
-                    mr.rebalance_timeout_ms, mr.session_timeout_ms, event.protocol_type,
-                    ((event.protocol or "", mr.subscription),), mr.assignment)
-                if mr.group_instance_id is not None:
-                    g.static_members[mr.group_instance_id] = mr.member_id
-            self.groups[event.group_id] = g
         elif isinstance(event, OffsetCommitRecord):
             offsets = self.offsets.setdefault(event.group_id, {})
             if event.tombstone:
@@ -142,11 +115,6 @@ class GroupCoordinator:
                 for offsets in held.values():
                     for r in offsets.values():
                         self.replay(r)
-        elif isinstance(event, (ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord,
-                                TargetAssignmentMemberRecord, CurrentAssignmentRecord)):
-            self._replay_consumer(event)
-        elif isinstance(event, ConsumerGroupPartitionMetadataRecord):
-            pass                                  # replaced by the metadata hash (KIP-1101): nothing to keep
         elif isinstance(event, StaticMemberEventRecord):
             # history only: group state comes from GroupMetadata records; remember the key for deletion
             if event.tombstone:
@@ -161,59 +129,20 @@ class GroupCoordinator:
             # history only (who coordinated this partition since when, and why): no group state
             self.last_load = None if event.tombstone else event
         else:
-            raise TypeError(f"not a coordinator event: {event!r}")
+            kind = self.kinds.of_record.get(type(event))
+            if kind is None:
+                raise TypeError(f"not a coordinator event: {event!r}")
+            kind.replay(event)
 
-    def _replay_consumer(self, event) -> None:
-        """A KIP-848 consumer group record: full-value upserts of the group's epoch and hash, a member's
-        subscription, its target, its current assignment; a tombstone removes what its key names (the
-        group's metadata tombstone the group itself, leaving an offsets-only group if it has offsets)."""
-        gid = event.group_id
-        g = self.groups.get(gid)
-        if not isinstance(g, ConsumerGroup):
-            if event.tombstone:
-                return
-            g = self.groups[gid] = ConsumerGroup(gid)          # replaces an empty classic group (conversion)
-        if isinstance(event, ConsumerGroupMetadataRecord):
-            if event.tombstone:
-                if gid in self.offsets:
-                    self.groups[gid] = ClassicGroup(gid)
-                else:
-                    del self.groups[gid]
-            else:
-                g.group_epoch, g.metadata_hash = event.epoch, event.metadata_hash
-        elif isinstance(event, TargetAssignmentMetadataRecord):
-            g.assignment_epoch = 0 if event.tombstone else event.assignment_epoch
-        elif isinstance(event, TargetAssignmentMemberRecord):
-            if event.tombstone:
-                g.targets.pop(event.member_id, None)
-            else:
-                g.targets[event.member_id] = thaw(event.partitions)
-        elif isinstance(event, ConsumerMemberRecord):
-            if event.tombstone:
-                g.drop_member(event.member_id)
-            else:
-                m = g.members.get(event.member_id) or ConsumerMember(event.member_id)
-                g.put_member(m.replace(**{f: getattr(event, f) for f in METADATA_FIELDS}))
-        else:
-            m = g.members.get(event.member_id)
-            if event.tombstone:
-                if m is not None:
-                    g.put_member(m.replace(member_epoch=0, previous_member_epoch=0, state=0, assigned={},
-                                           pending_revocation={}))
-            else:
-                g.put_member((m or ConsumerMember(event.member_id)).replace(
-                    member_epoch=event.member_epoch, previous_member_epoch=event.previous_member_epoch,
-                    state=event.state, assigned=thaw(event.assigned), pending_revocation=thaw(event.pending_revocation)))
+    def offsets_only_group(self, group_id: str) -> ClassicGroup:
+        """The group a group id names while only committed offsets hold it (Kafka's "simple" group: classic)."""
+        return ClassicGroup(group_id)
 
     def loaded(self, now_ms: int) -> Result:
         """After replaying a log at start-up: every member's heartbeat timer restarts."""
         res = Result()
         for g in self.groups.values():
-            if isinstance(g, ConsumerGroup):
-                self.consumer.loaded(res, g, now_ms)
-                continue
-            for m in g.members.values():
-                res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+            self.kind_of(g).loaded(res, g, now_ms)
         return self._track(res)
 
     def unload(self, now_ms: int) -> Result:
@@ -223,7 +152,8 @@ class GroupCoordinator:
         is dropped (the records stay in the log for the next owner to load). Kafka's onUnloaded does the
         same for classic groups."""
         res = Result()
-        self.classic.answer_parked(res, E.NOT_COORDINATOR)
+        for kind in self.kinds.all:
+            kind.unloaded(res, E.NOT_COORDINATOR)
         for key in sorted(self._armed):
             res.cancel_timer(key)
         self._armed.clear()
@@ -246,9 +176,9 @@ class GroupCoordinator:
         """Whether this shard has asked for timer `key` and it has neither fired nor been cancelled."""
         return key in self._armed
 
-    def kind_of(self, g: ClassicGroup | ConsumerGroup) -> ClassicGroups | ConsumerGroups:
-        """The rules of a group's kind: classic, or KIP-848's consumer groups."""
-        return self.consumer if isinstance(g, ConsumerGroup) else self.classic
+    def kind_of(self, g) -> GroupKind:
+        """The kind of a group value (kinds.py): its rules, for offsets and the admin APIs."""
+        return self.kinds.of_group[type(g)]
 
     def group_ids(self) -> list[str]:
         """The ids of the groups this shard holds, sorted."""
@@ -272,12 +202,10 @@ class GroupCoordinator:
         return False
 
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
-        part, method = ROUTES[api_key]
-        return self._done(getattr(getattr(self, part), method)(ctx, body))
+        return self._done(self.routes[api_key](ctx, body))
 
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
-        part = self.consumer if isinstance(key, (ConsumerSessionKey, ConsumerRebalanceKey)) else self.classic
-        res = part.on_timer(key, now_ms)
+        res = self.kinds.of_timer[type(key)].on_timer(key, now_ms)
         self._armed.discard(key)
         return self._done(res)
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
+from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
+from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
+from tenure.protocol.records import GroupMetadataRecord
 
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
@@ -32,6 +35,7 @@ from .group import (
 from .join import JoinRequests
 from .members import MemberRequests
 from .options import DraftOptions
+from .replay import replay_group_metadata
 from .static import StaticMembership
 
 __all__ = [
@@ -51,6 +55,29 @@ _ON_TIMER = {
 
 
 class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions):
+    """The classic group kind (coordinator/kinds.py's GroupKind)."""
+    name = "classic"
+    group_type = ClassicGroup
+    apis = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group"}
+    record_types = (GroupMetadataRecord,)
+    timer_keys = tuple(_ON_TIMER)
+    classic_protocol = True
+
+    def replay(self, record: GroupMetadataRecord) -> None:
+        replay_group_metadata(self.groups, self.offsets, record)
+
+    def loaded(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+        """After a load: every member's session restarts."""
+        for m in g.members.values():
+            res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + m.session_timeout_ms)
+
+    def unloaded(self, res: Result, code: int) -> None:
+        self.answer_parked(res, code)
+
+    @staticmethod
+    def session_key(group_id: str, member_id: str) -> TimerKey:
+        return HeartbeatKey(group_id, member_id)
+
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         expire = _ON_TIMER.get(type(key))
         if expire is None:
@@ -92,6 +119,11 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
             self._reset_heartbeat(res, g, member, now_ms)
 
     @staticmethod
+    def validate_fetch(g: ClassicGroup, member_id: str | None, epoch: int) -> int:
+        """An OffsetFetch's member and epoch: a classic group ignores them, as Kafka's."""
+        return E.NONE
+
+    @staticmethod
     def offset_delete_error(g: ClassicGroup) -> int:
         """Kafka 4's classic rule: a non-empty group that is not a consumer group keeps its offsets (68)."""
         return E.NON_EMPTY_GROUP if g.state != EMPTY and g.protocol_type != "consumer" else E.NONE
@@ -114,3 +146,30 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
             except Exception:
                 return None
         return topics
+
+    # ---- the admin APIs and controls (coordinator/admin.py)
+    @staticmethod
+    def delete_records(g: ClassicGroup) -> list:
+        """What deleting an empty classic group writes after its offsets' tombstones."""
+        return [GroupMetadataRecord(g.group_id, tombstone=True)]
+
+    def force_rebalance(self, group_id: str, now_ms: int) -> Result:
+        """The KIP-345 draft's forceStaticRebalance: one rebalance of a static group, now; AdminError if the
+        group cannot be forced."""
+        live = self.groups[group_id]
+        if live.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
+            raise AdminError(E.REBALANCE_IN_PROGRESS, f"group {group_id!r} is already rebalancing ({live.state})")
+        if live.state == EMPTY:
+            raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} has no members")
+        dynamic = [m.member_id for m in live.members.values() if not m.is_static]
+        if dynamic:
+            raise AdminError(E.INVALID_REQUEST,
+                             f"group {group_id!r} has dynamic members ({len(dynamic)}); only static groups can be forced")
+        res = Result()
+        g = live.copy()
+        for m in g.members.values():                     # one event per (static) member, map unchanged
+            self._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
+                               now_ms, m.client_id, m.client_host)
+        self._prepare_rebalance(res, g, now_ms, "forced")
+        res.install(g.group_id, g)
+        return res

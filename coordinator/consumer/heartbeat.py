@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from tenure.protocol.error_responses import consumer_group_heartbeat_error
+from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
     EXPIRED,
@@ -26,6 +27,7 @@ from tenure.protocol.records import (
     LEFT,
     REPLACED,
     ConsumerGroupMetadataRecord,
+    ConsumerGroupPartitionMetadataRecord,
     ConsumerMemberRecord,
     CurrentAssignmentRecord,
     GroupMetadataRecord,
@@ -49,6 +51,7 @@ from .group import (
     pairs,
 )
 from .reconcile import reconcile
+from .replay import replay_consumer_record
 
 HB = ConsumerGroupHeartbeatResponse
 _ASSIGNMENT = HB.Assignment
@@ -70,6 +73,27 @@ def _blank(s: str | None) -> bool:
 
 
 class ConsumerGroups(ShardPart):
+    """The KIP-848 consumer group kind (coordinator/kinds.py's GroupKind)."""
+    name = "consumer"
+    group_type = ConsumerGroup
+    apis = {68: "heartbeat", 69: "describe"}
+    record_types = (ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord,
+                    TargetAssignmentMemberRecord, CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
+    timer_keys = (ConsumerSessionKey, ConsumerRebalanceKey)
+    classic_protocol = False
+
+    def replay(self, record) -> None:
+        if isinstance(record, ConsumerGroupPartitionMetadataRecord):
+            return                          # replaced by the metadata hash (KIP-1101): nothing to keep
+        replay_consumer_record(self.groups, self.offsets, record, self.shard.offsets_only_group)
+
+    def unloaded(self, res: Result, code: int) -> None:
+        """Nothing is parked in a consumer group: its members heartbeat again elsewhere."""
+
+    @staticmethod
+    def session_key(group_id: str, member_id: str) -> TimerKey:
+        return ConsumerSessionKey(group_id, member_id)
+
     # ================================================================ ConsumerGroupHeartbeat
     def heartbeat(self, ctx: RequestContext, req) -> Result:
         res = Result()
@@ -461,3 +485,6 @@ class ConsumerGroups(ShardPart):
         return out + [TargetAssignmentMetadataRecord(g.group_id, tombstone=True),
                       ConsumerGroupMetadataRecord(g.group_id, tombstone=True)]
 
+    def force_rebalance(self, group_id: str, now_ms: int) -> Result:
+        raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} is a consumer group: only classic groups "
+                         f"rebalance when forced (a consumer group's assignment follows its members)")

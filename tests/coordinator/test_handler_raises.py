@@ -23,7 +23,8 @@ def _boom(*args, **kwargs):
 
 def _state(c: GroupCoordinator) -> dict:
     """Everything the shard holds but its configuration and id generator (journal by length)."""
-    parts = ("classic", "offset_store", "admin", "consumer")   # the shard's handlers: no state of their own
+    # the shard's handlers and its routing tables to them: no state of their own
+    parts = ("offset_store", "admin", "kinds", "routes")
     # the topic table is the broker's, and the topic-hash cache a cache of it (filled lazily, on any read)
     outside = ("topics", "topic_hashes")
     held = {k: v for k, v in vars(c).items() if k not in ("config", "_new_id", "journal", *parts, *outside)}

@@ -103,12 +103,18 @@ def test_partition_identity():
 
 
 def test_one_routing_table_serves_every_group_api():
+    """The shard's one table: the offsets' and admin APIs (ROUTES) and each registered kind's own, no API twice."""
     from tenure.coordinator import GROUP_APIS, ROUTES
-    from tenure.coordinator import runtime
-    assert runtime.GROUP_APIS is GROUP_APIS == frozenset(ROUTES) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69}
+    from tenure.coordinator.kinds import KINDS
     c = GroupCoordinator()
-    for api_key, (part, method) in ROUTES.items():
-        assert callable(getattr(getattr(c, part), method)), (api_key, part, method)
+    assert GROUP_APIS == frozenset(c.routes) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69}
+    owned = [set(ROUTES)] + [set(kind.apis) for kind in KINDS]
+    assert sum(len(o) for o in owned) == len(GROUP_APIS)              # each API has one owner
+    assert all(callable(handler) for handler in c.routes.values())
+    for kind in c.kinds.all:                   # a kind's records, timers and group values route to it
+        assert all(c.kinds.of_record[t] is kind for t in kind.record_types)
+        assert all(c.kinds.of_timer[t] is kind for t in kind.timer_keys)
+        assert c.kind_of(kind.group_type("g")) is kind
 
 
 def test_state_transitions_follow_the_table():

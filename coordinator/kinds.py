@@ -1,0 +1,60 @@
+"""Group kinds as one interface, and the registry of the kinds a shard serves.
+
+A group kind (the classic protocol's groups in classic/, KIP-848's consumer groups in consumer/) is one shard's
+handler of its groups of that kind: the APIs it answers, the records it replays, the timers it arms, what a
+load and an unload do to its groups, the rules it imposes on committed offsets, how the admin APIs and controls
+see its groups. The shard (shard.py) dispatches to the kinds through this interface only: a new kind is a
+folder with a class that satisfies `GroupKind`, plus one line in `KINDS`.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+from .classic import ClassicGroups
+from .consumer.heartbeat import ConsumerGroups
+from .result import RequestContext, Result
+from .timers import TimerKey
+
+
+class GroupKind(Protocol):
+    name: ClassVar[str]                            # ListGroups' group type ("classic", "consumer")
+    group_type: ClassVar[type]                     # the value of one of its groups
+    apis: ClassVar[Mapping[int, str]]              # API key -> the method answering it: (ctx, body) -> Result
+    record_types: ClassVar[tuple[type, ...]]       # the __consumer_offsets records it replays
+    timer_keys: ClassVar[tuple[type, ...]]         # the timers it arms
+    classic_protocol: ClassVar[bool]               # its groups answer the classic group APIs (DescribeGroups, ...)
+
+    def replay(self, record: Any) -> None: ...
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result: ...
+    def loaded(self, res: Result, g: Any, now_ms: int) -> None: ...
+    def unloaded(self, res: Result, code: int) -> None: ...
+    def session_key(self, group_id: str, member_id: str) -> TimerKey: ...
+
+    # the rules committed offsets follow (offsets.py)
+    def validate_commit(self, res: Result, g: Any, ctx: RequestContext, generation: int, member_id: str,
+                        instance_id: str | None, transactional: bool = False) -> tuple[int, Any]: ...
+    def committed(self, res: Result, g: Any, member: Any, now_ms: int) -> None: ...
+    def validate_fetch(self, g: Any, member_id: str | None, epoch: int) -> int: ...
+    def offset_delete_error(self, g: Any) -> int: ...
+    def subscribed_topics(self, g: Any) -> set[str] | None: ...
+
+    # the admin APIs and controls (admin.py)
+    def delete_records(self, g: Any) -> list: ...
+    def force_rebalance(self, group_id: str, now_ms: int) -> Result: ...
+
+
+# The kinds, in the order the shard asks them. One line per kind.
+KINDS: tuple[type[GroupKind], ...] = (ClassicGroups, ConsumerGroups)
+
+
+class ShardKinds:
+    """One shard's kinds (one instance of each registered kind) and what routes to each: its APIs' handlers, its
+    record types, its timer key types, its group values. Routing tables only: no state of their own."""
+
+    def __init__(self, shard) -> None:
+        self.all: tuple[GroupKind, ...] = tuple(kind(shard) for kind in KINDS)   # type: ignore[call-arg]
+        self.of_record = {t: k for k in self.all for t in k.record_types}
+        self.of_timer = {t: k for k in self.all for t in k.timer_keys}
+        self.of_group = {k.group_type: k for k in self.all}
+        self.handlers = {api: getattr(k, method) for k in self.all for api, method in k.apis.items()}
