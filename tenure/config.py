@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 
-DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/admin.py)
+DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
 
 
@@ -110,7 +110,7 @@ class ServerConfig:
                                                       "with no heartbeat this long is fenced", least=1)
     consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
                                                         "group members are told to heartbeat", least=1)
-    # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
+    # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
                                            f"{DEFAULT_ADMIN_PORT}, or a free one if that is in use or --port is 0; "

@@ -2,9 +2,9 @@
 does, and the function that runs it on the server's loop. From this one table come
 
 - the `ServerThread` methods (`server.expire_session("g", "i-1")`, run on the server's loop),
-- the HTTP admin endpoint's routes (tenure/control/admin.py: path parameters, JSON fields, query
+- the HTTP admin endpoint's routes (tenure/control/http_server.py: path parameters, JSON fields, query
   parameters, errors as {"error", "code", "message"}),
-- the `tenure groups ...` / `tenure fault ...` subcommands (which call those routes).
+- the `tenure groups ...` / `tenure fault ...` subcommands (tenure/control/commands.py, which call those routes).
 
 A new control is one `Control(...)` in CONTROLS below (see docs/README.md, "where a change goes").
 

@@ -1,0 +1,334 @@
+"""The HTTP admin endpoint: inspection, fault injection and metrics, as JSON. `tenure serve` runs it on
+127.0.0.1:9644 by default (loopback whatever --host is); `GET /` lists the endpoints (ENDPOINTS below).
+
+    GET    /                                          the endpoints and the rules for calling them
+    GET    /health                                    {"status": "ok"}
+    GET    /metrics                                   Prometheus text exposition (tenure/control/metrics.py)
+    GET    /groups                                    [group, ...]      (tenure/control/views.py, as dicts)
+    GET    /groups/{group}                            group, or 404
+    POST   /groups/{group}/force-rebalance            {"group", "state", "generation"}, or 404/409
+    POST   /groups/{group}/members/{member}/expire    expire a session now (member id or instance id)
+    GET    /faults                                    the fault rules left [rule, ...]
+    POST   /faults                                    {"action": "fail"|"close"|"delay", "api": "JoinGroup"|"*",
+                                                       "error": "NOT_COORDINATOR"|16, "ms": 100, "count": 2|null}
+    DELETE /faults[?api=JoinGroup]                    remove rules: {"removed": n}
+    POST   /clock/advance                             {"ms": 30000} -> {"fired": [timer names]}
+    POST   /restart                                   restart on the same data dir and ports (202)
+
+A state-changing call (POST, DELETE) must send `Content-Type: application/json` (a browser form or a
+text/plain fetch cannot), a Host header naming the endpoint itself (localhost, a loopback address, the
+--admin-host; any address literal when bound to a wildcard) and no Origin/Referer of another site: a web
+page in a local browser can neither post to it (CSRF) nor reach it under a name of its own (DNS
+rebinding). With a token (--admin-token / TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants
+`Authorization: Bearer TOKEN`. Every value is checked (JSON numbers must be whole and in range; NaN,
+Infinity, unknown fields, deep nesting and bodies over MAX_BODY_BYTES are refused). Errors are one JSON
+object {"error": NAME, "code": kafka code, "message": one line} with 400/401/403/404/405/409/413/415.
+`tenure groups|fault|broker|coordinator ...` are its command-line clients (tenure/control/commands.py,
+calling it through tenure/control/http_client.py). Its routes come from the table of controls
+(tenure/control/registry.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import hmac
+import importlib
+import inspect
+import ipaddress
+import json
+import logging
+import socket
+import sys
+import threading
+import urllib.parse
+
+from tenure.config import ADMIN_TOKEN_ENV
+from tenure.control.faults import error_name
+from tenure.control.metrics import render as render_metrics
+from tenure.control.registry import CONTROLS, Control, status_of
+from tenure.coordinator import AdminError
+from tenure.protocol.errors import ErrorCode
+
+log = logging.getLogger("tenure.admin")
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_MESSAGE_CHARS = 300
+JSON_TYPE = "application/json"
+OPEN_PATHS = ("/", "/health")                # no token needed: they tell nothing about the server
+WILDCARDS = ("", "0.0.0.0", "::")
+UNAUTHORIZED = 31                            # Kafka's CLUSTER_AUTHORIZATION_FAILED, for 401 and 403
+
+
+class Refused(Exception):
+    """An admin call answered with an error: HTTP status, Kafka error code, one-line message."""
+
+    def __init__(self, status: int, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, int(code), message
+
+
+def bad(message: str) -> Refused:
+    return Refused(400, ErrorCode.INVALID_REQUEST, message)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(name: str | None, admin_host: str) -> bool:
+    """May a state-changing call name the endpoint `name` (the Host header's host part)? Its own loopback
+    names and addresses, the --admin-host itself, and - when it is bound to a wildcard - any address
+    literal (an address cannot be rebound to another site, a name can)."""
+    if not name:
+        return False
+    name = name.lower().rstrip(".")
+    if is_loopback(name) or name == admin_host.lower().strip("[]"):
+        return True
+    if admin_host in WILDCARDS:
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def _one_line(message: str) -> str:
+    message = " ".join(str(message).split())
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def bind_admin(host: str, port: int, *, fallback: bool = False) -> tuple[socket.socket, bool]:
+    """The admin endpoint's listening socket, and whether it fell back: with `fallback` a `port` in use
+    is replaced by a free one (tenure serve's default port)."""
+    def listen(p: int) -> socket.socket:
+        family, *_, address = socket.getaddrinfo(host or None, p, type=socket.SOCK_STREAM,
+                                                 flags=socket.AI_PASSIVE)[0]
+        sock = socket.create_server(address, family=family, backlog=128)
+        sock.setblocking(False)
+        return sock
+    try:
+        return listen(port), False
+    except OSError as exc:
+        if not (fallback and port and exc.errno == errno.EADDRINUSE):
+            raise
+    return listen(0), True
+
+
+def _import_web() -> asyncio.Future:
+    """aiohttp.web, imported on a daemon thread: the loop keeps serving Kafka clients meanwhile, and a
+    server stopped before it is done does not wait for it (an executor's thread would hold up the exit)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    if "aiohttp.web" in sys.modules:
+        fut.set_result(sys.modules["aiohttp.web"])
+        return fut
+
+    def settle(module, error) -> None:
+        if fut.done():                        # cancelled: the server closed first
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(module)
+
+    def run() -> None:
+        try:
+            module, error = importlib.import_module("aiohttp.web"), None
+        except BaseException as exc:          # handed to the loop, which logs it
+            module, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, module, error)
+        except RuntimeError:                  # the loop closed meanwhile: nobody waits any more
+            pass
+    threading.Thread(target=run, name="tenure-admin-import", daemon=True).start()
+    return fut
+
+
+async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
+    """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner."""
+    host = server.config.admin_host
+    web = await _import_web()
+
+    def answer(status: int, code: int, message: str):
+        return web.json_response({"error": error_name(int(code)), "code": int(code), "message": _one_line(message)},
+                                 status=status)
+
+    def check_origin(request) -> None:
+        hostport = request.headers.get("Host")
+        name = urllib.parse.urlsplit("//" + hostport).hostname if hostport is not None else None
+        if hostport is not None and not host_allowed(name, host):
+            raise Refused(403, UNAUTHORIZED,
+                          f"Host {hostport!r} is not this endpoint's; state-changing calls must name it as "
+                          "localhost or a loopback address (or the --admin-host)")
+        own = f"http://{hostport}".lower() if hostport is not None else None
+        for header in ("Origin", "Referer"):
+            value = request.headers.get(header)
+            if value is None:
+                continue
+            parts = urllib.parse.urlsplit(value)
+            if value == "null" or own is None or f"{parts.scheme}://{parts.netloc}".lower() != own:
+                raise Refused(403, UNAUTHORIZED,
+                              f"{header} {value!r} is another site; state-changing calls are taken from the "
+                              "command line or a page of this endpoint only")
+        site = request.headers.get("Sec-Fetch-Site")
+        if site is not None and site not in ("same-origin", "none"):
+            raise Refused(403, UNAUTHORIZED,
+                          f"Sec-Fetch-Site {site!r}: state-changing calls from other sites are refused")
+
+    def check_token(request) -> None:
+        if token is None or (request.method in ("GET", "HEAD") and request.path in OPEN_PATHS):
+            return
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            raise Refused(401, UNAUTHORIZED, "this endpoint wants its token: Authorization: Bearer TOKEN "
+                          f"(tenure groups/fault: --admin-token or {ADMIN_TOKEN_ENV})")
+        if not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise Refused(401, UNAUTHORIZED, "wrong token")
+
+    def check_content_type(request) -> None:
+        if request.content_type != JSON_TYPE:
+            shown = request.headers.get("Content-Type")
+            raise Refused(415, ErrorCode.INVALID_REQUEST,
+                          f"state-changing calls send Content-Type: {JSON_TYPE}, not "
+                          f"{'none' if shown is None else repr(shown)}")
+
+    @web.middleware
+    async def guard(request, handler):
+        """Every call passes here: the checks above, then the handler; every error becomes one JSON line."""
+        try:
+            if request.method not in ("GET", "HEAD"):
+                check_origin(request)
+            check_token(request)
+            if request.method not in ("GET", "HEAD"):
+                check_content_type(request)
+            return await handler(request)
+        except Refused as exc:
+            return answer(exc.status, exc.code, exc.message)
+        except web.HTTPException as exc:
+            if exc.status == 404:
+                message = f"no endpoint {request.method} {request.path}; GET / lists them"
+            elif exc.status == 405:
+                message = (f"{request.method} is not allowed on {request.path}; allowed: "
+                           f"{', '.join(sorted(getattr(exc, 'allowed_methods', ())))}")
+            elif exc.status == 413:
+                message = f"body larger than {MAX_BODY_BYTES} bytes"
+            else:
+                message = exc.reason
+            return answer(exc.status, ErrorCode.INVALID_REQUEST, message)
+        except Exception as exc:          # a bug here: logged in full, answered in one line
+            log.exception("admin %s %s failed", request.method, request.path)
+            return answer(500, ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+
+    def query(request, allowed: tuple[str, ...] = ()) -> dict:
+        unknown = sorted(set(request.query) - set(allowed))
+        if unknown:
+            raise bad(f"unknown query parameter(s) {', '.join(map(repr, unknown))}; "
+                      f"this call takes {', '.join(allowed) or 'none'}")
+        return {k: request.query[k] for k in allowed if k in request.query}
+
+    async def body(request, fields: tuple[str, ...] = (), params: tuple[str, ...] = ()) -> dict:
+        """The JSON object sent (empty: {}), holding only `fields`; the query may hold only `params`."""
+        query(request, params)
+        raw = await request.read()            # bounded by client_max_size (413 past it)
+        if not raw.strip():
+            return {}
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad("body is not UTF-8") from None
+        try:
+            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        except RecursionError:
+            raise bad("body is JSON nested too deeply") from None
+        except ValueError as exc:
+            raise bad(f"body is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise bad(f"body must be a JSON object, not {type(data).__name__}")
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise bad(f"unknown field(s) {', '.join(map(repr, unknown))}; this call takes "
+                      f"{', '.join(fields) or 'no fields'}")
+        return data
+
+    async def index(request):
+        query(request)
+        return web.json_response({
+            "endpoints": [{"method": m, "path": p, "description": d} for m, p, _, d in endpoints],
+            "state_changing": {"methods": ["POST", "DELETE"], "content_type": JSON_TYPE,
+                               "host": "localhost, a loopback address or the --admin-host",
+                               "origin": "none, or this endpoint's own"},
+            "token_required": token is not None})
+
+    async def health(request):
+        query(request)
+        return web.json_response({"status": "ok"})
+
+    async def metrics(request):
+        query(request)
+        return web.Response(body=render_metrics(server), content_type="text/plain", charset="utf-8",
+                            headers={"X-Prometheus-Format": "0.0.4"})
+
+    def route(control: Control):
+        """The endpoint of one control (tenure/control/registry.py): its arguments from the path, the JSON
+        body and the query, checked; its refusals as one JSON line."""
+        fields, params = control.arg_names("body"), control.arg_names("query")
+
+        async def handler(request):
+            if request.method in ("GET", "HEAD"):
+                query(request, params)
+                data = {}
+            else:
+                data = await body(request, fields, params)
+            kw = {a.name: request.match_info[a.name] for a in control.args if a.where == "path"}
+            kw.update({k: request.query[k] for k in params if k in request.query})
+            for a in control.args:
+                if a.where != "body":
+                    continue
+                if a.name in data:
+                    kw[a.name] = data[a.name]
+                elif a.required:
+                    raise bad(f"{a.name}: required" + (f", e.g. {a.example}" if a.example else ""))
+            try:
+                if control.check is not None:
+                    control.check(server, **kw)
+                result = control.run(server, **kw)
+                if inspect.isawaitable(result):        # a control that completes later (a broker stop, a move)
+                    result = await result
+                answer = result if control.respond is None else control.respond(server, result, **kw)
+            except (AdminError, ValueError) as exc:
+                status, code = status_of(exc)
+                raise Refused(status, code, (control.error_prefix if status == 400 else "") + str(exc)) from None
+            return web.json_response(answer, status=control.status)
+        return handler
+
+    endpoints = [
+        ("GET", "/", index, "this list"),
+        ("GET", "/health", health, '{"status": "ok"} while the server serves'),
+        ("GET", "/metrics", metrics, "Prometheus text exposition"),
+        *((c.method, c.path, route(c), c.summary) for c in CONTROLS),
+    ]
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
+    for method, path, handler, _ in endpoints:
+        app.router.add_route(method, path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+
