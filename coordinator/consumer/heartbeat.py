@@ -17,6 +17,13 @@ epoch bump).
 from __future__ import annotations
 
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.protocol.consumer_group_records import (
+    ConsumerGroupMetadataRecord,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    TargetAssignmentMemberRecord,
+    TargetAssignmentMetadataRecord,
+)
 from tenure.protocol.error_responses import consumer_group_heartbeat_error
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
@@ -25,13 +32,8 @@ from tenure.protocol.records import (
     JOINED,
     LEFT,
     REPLACED,
-    ConsumerGroupMetadataRecord,
-    ConsumerMemberRecord,
-    CurrentAssignmentRecord,
     GroupMetadataRecord,
     StaticMemberEventRecord,
-    TargetAssignmentMemberRecord,
-    TargetAssignmentMetadataRecord,
 )
 
 from ..part import ShardPart
