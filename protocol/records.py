@@ -295,9 +295,11 @@ def decode(key: bytes, value: bytes | None) -> Record:
                 m.rebalance_timeout if vv >= 1 else m.session_timeout, m.session_timeout,
                 bytes(m.subscription), bytes(m.assignment)) for m in val.members))
     if kv in (0, OFFSET_COMMIT_KEY_VERSION):
+        group, topic, partition = offset_commit_key(key)
         if value is None:
-            return OffsetCommitRecord(*offset_commit_key(key), tombstone=True)
-        return OffsetCommitRecord(*offset_commit_key(key), *offset_commit_value(value))
+            return OffsetCommitRecord(group, topic, partition, tombstone=True)
+        offset, leader_epoch, metadata, commit_timestamp = offset_commit_value(value)
+        return OffsetCommitRecord(group, topic, partition, offset, leader_epoch, metadata, commit_timestamp)
     if kv == STATIC_MEMBER_EVENT_KEY_VERSION:
         k = decode_struct(StaticMemberEventKey, key)
         if value is None:
