@@ -2,10 +2,13 @@
 a known member rejoining, and the group size limit."""
 from __future__ import annotations
 
+from typing import cast
+
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error
 from tenure.protocol.errors import ErrorCode as E
 
+from ..consumer.group import ConsumerGroup
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, PendingKey
 from .group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member
@@ -30,9 +33,11 @@ class JoinRequests(Rebalance):
             return error(E.INVALID_SESSION_TIMEOUT)                       # J1
         live = self.groups.get(gid)
         if live is not None and live.kind != "classic":
-            if not live.is_empty():                                        # a mixed group is refused
+            # a KIP-848 consumer group (ShardPart.groups is typed as if it held classic groups only)
+            other = cast(ConsumerGroup, live)
+            if not other.is_empty():                                       # a mixed group is refused
                 return error(E.INCONSISTENT_GROUP_PROTOCOL)
-            for r in self.shard.kind_of(live).delete_records(live):        # an empty one is converted
+            for r in self.shard.consumer.delete_records(other):            # an empty one is converted
                 res.emit(r)
             live = None
         if live is None:
