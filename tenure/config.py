@@ -171,6 +171,7 @@ class ServerConfig:
                                  consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
 
 
+# a field's type as written (this module's annotations are strings) -> the flag's argparse type
 _TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,
           "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig)
 
@@ -196,7 +197,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                                 help=m["help"])
             continue
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
-        parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[f.type], default=default, help=m["help"],
+        parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], default=default, help=m["help"],
                             **({"choices": m["choices"]} if m["choices"] else {}))
 
 

@@ -45,7 +45,7 @@ class Cli:
     args: tuple[Arg, ...] | None = None
     extra: Callable | None = None
     fill: Callable | None = None
-    show: Callable[[object], str] | None = None   # the answer as text (default: indented JSON)
+    show: Callable[[Any], str] | None = None      # the answer (JSON) as text (default: indented JSON)
 
 
 @dataclass(frozen=True)
