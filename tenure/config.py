@@ -2,7 +2,7 @@
 
 Each setting is one field of `ServerConfig`; its metadata (`setting(...)`) is what `tenure serve` shows
 for it - the flag, its help and the least value it takes - so a new setting is one field here: the CLI
-flag (tenure/tools/cli.py `add_serve_flags`), its check (`check_settings`), the pytest marker's keywords
+flag (`add_serve_flags` below, which tenure/tools/cli.py calls), its check (`check_settings`), the pytest marker's keywords
 (`@pytest.mark.tenure(field=...)`) and `ServerThread(ServerConfig(...))` all follow from it."""
 from __future__ import annotations
 

@@ -9,9 +9,10 @@ does, and the function that runs it on the server's loop. From this one table co
 A new control is one `Control(...)` in CONTROLS below (see docs/README.md, "where a change goes").
 
 A control's `run(server, **args)` returns what the ServerThread method returns; `respond` turns that
-into the endpoint's JSON (default: the same value). Refusals: `AdminError` (coordinator/classic.py;
-404 for an unknown group or member, 409 otherwise), `TooManyRules` (409), `ValueError` (400). `check`
-runs before `run` on the endpoint only: where the method answers False, the endpoint answers 404.
+into the endpoint's JSON (default: the same value). Refusals: `AdminError` (coordinator/config.py, imported
+from tenure.coordinator; 404 for an unknown group or member, 409 otherwise), `TooManyRules` (409),
+`ValueError` (400). `check` runs before `run` on the endpoint only: where the method answers False, the
+endpoint answers 404.
 """
 from __future__ import annotations
 
