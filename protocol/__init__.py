@@ -7,8 +7,8 @@ nothing of groups, topics or sockets.
 
 import warnings as _warnings
 
-# kafka-python 3.0 reads its message schemas (and this package's: records.py, txn_records.py, consumer_group.py)
-# at import time with importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports it
+# kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
+# txn_records.py, consumer_group.py, whose classes structs.py builds) at import time with importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports it
 # here, once, with that one warning silenced, so a user's suite run with `filterwarnings = error` does
 # not fail on tenure's imports. Every layer that uses kafka-python imports this package first (their
 # __init__).

@@ -52,6 +52,7 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -114,8 +115,8 @@ BROKER, GROUP, TRANSACTION = "broker", "group", "transaction"
 class ApiSpec:
     key: int
     name: str
-    request: type
-    response: type
+    request: type[ApiMessage]          # kafka-python's classes (untyped: their attributes come from the schema)
+    response: type[ApiMessage]
     min_version: int
     max_version: int
     owner: str = BROKER

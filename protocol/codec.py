@@ -22,6 +22,7 @@ from .framing import frame
 from .limits import DecodeLimits, check_body
 
 _PREFIX = struct.Struct(">hhi")
+_DEFAULT_LIMITS = DecodeLimits()
 
 
 class _TagReader:
@@ -47,18 +48,18 @@ def _emit_tagged_decode(self, ctx, var_name, indent, version):
     ctx.globs[tf_var] = self.tagged_fields(version)
     ctx.globs['_TagReader'] = _TagReader
     reader = ctx.next_var('tr')
-    ctx.emit(indent, '%s = _TagReader(data, pos)' % reader)
-    ctx.emit(indent, '_tfd = %s.decode(%s, version=%d)' % (tf_var, reader, version))
-    ctx.emit(indent, 'pos = %s.pos' % reader)
+    ctx.emit(indent, f'{reader} = _TagReader(data, pos)')
+    ctx.emit(indent, f'_tfd = {tf_var}.decode({reader}, version={version:d})')
+    ctx.emit(indent, f'pos = {reader}.pos')
     ctx.emit(indent, 'if _tfd:')
     ctx.emit(indent, '    for _tk, _tv in _tfd.items():')
     ctx.emit(indent, '        if _tk.startswith("_"):')
-    ctx.emit(indent, '            if %s.unknown_tags is None: %s.unknown_tags = {}' % (var_name, var_name))
-    ctx.emit(indent, '            %s.unknown_tags[_tk] = _tv' % var_name)
+    ctx.emit(indent, f'            if {var_name}.unknown_tags is None: {var_name}.unknown_tags = {{}}')
+    ctx.emit(indent, f'            {var_name}.unknown_tags[_tk] = _tv')
     ctx.emit(indent, '        else:')
-    ctx.emit(indent, '            if %s.tags is None: %s.tags = set()' % (var_name, var_name))
-    ctx.emit(indent, '            %s.tags.add(_tk)' % var_name)
-    ctx.emit(indent, '            setattr(%s, _tk, _tv)' % var_name)
+    ctx.emit(indent, f'            if {var_name}.tags is None: {var_name}.tags = set()')
+    ctx.emit(indent, f'            {var_name}.tags.add(_tk)')
+    ctx.emit(indent, f'            setattr({var_name}, _tk, _tv)')
 
 
 StructField._emit_tagged_decode = _emit_tagged_decode   # before any decoder is compiled (they compile lazily)
@@ -92,7 +93,7 @@ def peek_prefix(payload: bytes) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(payload, 0)
 
 
-def decode_request(payload: bytes, limits: DecodeLimits = DecodeLimits()) -> Request | UnsupportedApiVersions:
+def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS) -> Request | UnsupportedApiVersions:
     api_key, api_version, correlation_id = peek_prefix(payload)
     spec = SUPPORTED.get(api_key)
     if spec is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from struct import unpack_from
+from typing import NoReturn
 
 from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs import UUID, BitField, Bytes, String
@@ -108,7 +109,7 @@ class _Walk:
     def __init__(self, data: memoryview, limit: int, what: str) -> None:
         self.data, self.budget, self.limit, self.what = data, limit, limit, what
 
-    def fail(self, message: str):
+    def fail(self, message: str) -> NoReturn:
         raise MalformedRequest(f"{self.what}: {message}")
 
     def need(self, pos: int, n: int, end: int, name: str) -> int:

@@ -4,16 +4,14 @@ One record type, keyed by transactional id: TransactionLogKey (key version 0) an
 (value version 0 written; 0 and 1 read), the full state of one transactional id after each change
 (a keyed, full-value upsert, so the latest record of each key is the state). A tombstone (value None)
 removes the transactional id. The structs are kafka-python `ApiData` classes built from this package's
-JSON schemas, the same codec engine as the group coordinator's records.
+JSON schemas (structs.py), the same codec engine as the group coordinator's records.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
 
-from kafka.protocol.api_data import ApiData
-
-from . import schemas
+from .structs import schema_class
 
 TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_VERSION = 0
@@ -25,12 +23,8 @@ STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCom
                "PrepareEpochFence")
 
 
-class TransactionLogKey(ApiData, load_json=schemas):
-    pass
-
-
-class TransactionLogValue(ApiData, load_json=schemas):
-    pass
+TransactionLogKey = schema_class("TransactionLogKey", __name__)
+TransactionLogValue = schema_class("TransactionLogValue", __name__)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each setting is one field of `ServerConfig`; its metadata (`setting(...)`) is what `tenure serve` shows
 for it - the flag, its help and the least value it takes - so a new setting is one field here: the CLI
-flag (tenure/tools/cli.py `add_serve_flags`), its check (`check_settings`), the pytest marker's keywords
+flag (`add_serve_flags` below, which tenure/tools/cli.py calls), its check (`check_settings`), the pytest marker's keywords
 (`@pytest.mark.tenure(field=...)`) and `ServerThread(ServerConfig(...))` all follow from it."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 
-DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/admin.py)
+DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
 
 
@@ -110,7 +110,7 @@ class ServerConfig:
                                                       "with no heartbeat this long is fenced", least=1)
     consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
                                                         "group members are told to heartbeat", least=1)
-    # HTTP admin endpoint (tenure/control/admin.py); None = off, 0 = any
+    # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
                                            f"{DEFAULT_ADMIN_PORT}, or a free one if that is in use or --port is 0; "
@@ -171,6 +171,7 @@ class ServerConfig:
                                  consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
 
 
+# a field's type as written (this module's annotations are strings) -> the flag's argparse type
 _TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,
           "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig)
 
@@ -196,7 +197,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                                 help=m["help"])
             continue
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
-        parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[f.type], default=default, help=m["help"],
+        parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], default=default, help=m["help"],
                             **({"choices": m["choices"]} if m["choices"] else {}))
 
 

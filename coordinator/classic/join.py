@@ -2,6 +2,8 @@
 a known member rejoining, and the group size limit."""
 from __future__ import annotations
 
+from typing import Any, cast
+
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error
 from tenure.protocol.errors import ErrorCode as E
@@ -29,10 +31,13 @@ class JoinRequests(Rebalance):
                 <= self.config.max_session_timeout_ms):
             return error(E.INVALID_SESSION_TIMEOUT)                       # J1
         live = self.groups.get(gid)
-        if live is not None and live.kind != "classic":
-            if not live.is_empty():                                        # a mixed group is refused
+        other_kind = self.shard.kind_of(live) if live is not None else None
+        if live is not None and other_kind is not None and not other_kind.classic_protocol:
+            # a group of another kind (a KIP-848 consumer group): asked through its kind's interface
+            other = cast(Any, live)
+            if other.members:                                              # a mixed group is refused
                 return error(E.INCONSISTENT_GROUP_PROTOCOL)
-            for r in self.shard.kind_of(live).delete_records(live):        # an empty one is converted
+            for r in other_kind.delete_records(other):                     # an empty one is converted
                 res.emit(r)
             live = None
         if live is None:

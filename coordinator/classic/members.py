@@ -70,6 +70,7 @@ class MemberRequests(Rebalance):
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
         iid = req.group_instance_id if v >= 3 else None
         g = self.classic_group(gid)
+        code: int
         if not gid:
             code = E.INVALID_GROUP_ID
         elif g is None:
@@ -119,10 +120,11 @@ class MemberRequests(Rebalance):
         if live.state == DEAD:
             return answer(E.COORDINATOR_NOT_AVAILABLE, [])
         g = live.copy()
-        per = []
-        changed: str | bool = False          # the cause of the rebalance the batch starts, once it changes anything
+        per: list[tuple[str, str | None, int]] = []
+        changed = ""                         # the cause of the rebalance the batch starts, once it changes anything
         for mid, iid in identities:                                        # L2
             target = None
+            code: int
             if not mid:
                 target = g.static_members.get(iid) if iid is not None else None
                 code = E.NONE if target else E.UNKNOWN_MEMBER_ID

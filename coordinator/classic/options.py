@@ -14,10 +14,16 @@ from .rebalance import Rebalance
 
 
 class DraftOptions(Rebalance):
+    def _registration_timeout(self) -> int:
+        """The registration timeout, asked for only where it is on (members go offline only then)."""
+        timeout = self.config.static_registration_timeout_ms
+        assert timeout is not None, "the registration timeout is off"
+        return timeout
+
     def _arm_registration(self, res: Result, g: ClassicGroup) -> None:
         if g.offline_since:
             earliest = min(g.offline_since.values())
-            res.set_timer(RegistrationKey(g.group_id), earliest + self.config.static_registration_timeout_ms)
+            res.set_timer(RegistrationKey(g.group_id), earliest + self._registration_timeout())
         else:
             res.cancel_timer(RegistrationKey(g.group_id))
 
@@ -27,7 +33,7 @@ class DraftOptions(Rebalance):
         if live is None or not live.offline_since:
             return res
         g = live.copy()
-        if min(g.offline_since.values()) + self.config.static_registration_timeout_ms > now_ms:
+        if min(g.offline_since.values()) + self._registration_timeout() > now_ms:
             self._arm_registration(res, g)
             return res
         for mid in sorted(g.offline_since):              # ONE rebalance removes all offline now

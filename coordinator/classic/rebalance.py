@@ -8,6 +8,8 @@ Labels in comments (J23, S2, ...) refer to items of docs/behaviour.md.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.consumer.group import JoinGroupResponse, SyncGroupResponse
 
 from tenure.protocol import records as rec
@@ -30,6 +32,18 @@ from .group import (
 
 
 class Rebalance(ShardPart):
+    if TYPE_CHECKING:       # the other parts of ClassicGroups define these (static.py, options.py)
+        def _static_event(self, res: Result, g: ClassicGroup, cause: str, instance_id: str, old: str | None,
+                          new: str | None, now_ms: int, client_id: str, client_host: str) -> None: ...
+
+        def _fenced(self, res: Result, g: ClassicGroup, instance_id: str | None, presented: str,
+                    ctx: RequestContext) -> None: ...
+
+        def _replace_static(self, res: Result, g: ClassicGroup, req_member: Member,
+                            ctx: RequestContext) -> None: ...
+
+        def _arm_registration(self, res: Result, g: ClassicGroup) -> None: ...
+
     @staticmethod
     def _all_joined(g: ClassicGroup) -> bool:
         return all(mid in g.joins for mid in g.members) and not g.pending_members
@@ -85,7 +99,7 @@ class Rebalance(ShardPart):
         gid = g.group_id
         res.rebalances.append((gid, cause))
         if g.state == COMPLETING_REBALANCE:                  # J10: parked syncs get 27, assignments reset
-            for mid, p in g.syncs.items():
+            for p in g.syncs.values():
                 res.respond(p.token, sync_group_error(E.REBALANCE_IN_PROGRESS))
             g.syncs = {}
             for m in g.members.values():

@@ -21,14 +21,16 @@ class StaticMembership(Rebalance):
         res.emit(StaticMemberEventRecord(g.group_id, instance_id, cause, old, new, g.generation, now_ms,
                                          client_id or "", client_host or ""))
 
-    def _fenced(self, res: Result, g: ClassicGroup, instance_id: str, presented: str,
+    def _fenced(self, res: Result, g: ClassicGroup, instance_id: str | None, presented: str,
                 ctx: RequestContext) -> None:
         """A request naming a mapped instance id with another member id is answered 82: log it."""
+        assert instance_id is not None, "only a request naming an instance id is fenced (_validate_member)"
         self._static_event(res, g, rec.FENCED, instance_id, presented, g.static_members[instance_id],
                            ctx.now_ms, ctx.client_id, ctx.client_host)
 
     def _replace_static(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
         gid, iid, v = g.group_id, req_member.group_instance_id, ctx.api_version
+        assert iid is not None, "only a static member is replaced (join_group)"
         old_id = g.static_members[iid]
         new_id = self.shard._new_id(iid)
         old_leader = g.leader_id

@@ -101,13 +101,13 @@ def _uniform_heterogeneous(members, topics) -> dict[str, Partitions]:
                    key=lambda t: (topics[t].partitions / len(subscribers[t]), t))
     holder: dict[tuple, str] = {}
     for t in order:
-        subs = set(subscribers[t])
+        subscribed = set(subscribers[t])
         least = _LeastLoaded(subscribers[t], load)
         for p in range(topics[t].partitions):
             tp = (topics[t].topic_id, p)
             low = least.peek()
             prev = owner_of.get(tp)
-            chosen = prev if prev in subs and load[prev] <= load[low] else low
+            chosen = prev if prev is not None and prev in subscribed and load[prev] <= load[low] else low
             out[chosen].add(tp)
             holder[tp] = chosen
             load[chosen] += 1

@@ -106,7 +106,8 @@ class TopicHashCache:
     def __init__(self, topics: _Topics, racks: PartitionRacks | None = None) -> None:
         self.topics = topics
         # the racks: given, else the topic table's own `partition_racks` (the broker's table has one), else none
-        self.racks = racks or getattr(topics, "partition_racks", no_racks)
+        table_racks: PartitionRacks = getattr(topics, "partition_racks", no_racks)
+        self.racks = racks or table_racks
         self._hashes: dict[str, int] = {}
         self.computed = 0          # how many hashes were computed (a miss each), for tests and the bench
         watch = getattr(topics, "watch", None)

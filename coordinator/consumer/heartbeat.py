@@ -17,6 +17,14 @@ epoch bump).
 from __future__ import annotations
 
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.protocol.consumer_group_records import (
+    ConsumerGroupMetadataRecord,
+    ConsumerGroupPartitionMetadataRecord,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    TargetAssignmentMemberRecord,
+    TargetAssignmentMetadataRecord,
+)
 from tenure.protocol.error_responses import consumer_group_heartbeat_error
 from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
@@ -26,14 +34,8 @@ from tenure.protocol.records import (
     JOINED,
     LEFT,
     REPLACED,
-    ConsumerGroupMetadataRecord,
-    ConsumerGroupPartitionMetadataRecord,
-    ConsumerMemberRecord,
-    CurrentAssignmentRecord,
     GroupMetadataRecord,
     StaticMemberEventRecord,
-    TargetAssignmentMemberRecord,
-    TargetAssignmentMetadataRecord,
 )
 
 from ..part import ShardPart

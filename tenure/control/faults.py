@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.error_responses import can_fail
@@ -72,10 +73,11 @@ def error_code(error: str | int) -> int:
     except KeyError:
         pass
     import kafka.errors as ke  # every Kafka error kafka-python knows, by its wire name
-    for cls in vars(ke).values():
-        if isinstance(cls, type) and issubclass(cls, ke.BrokerResponseError) and cls is not ke.BrokerResponseError:
-            if (getattr(cls, "message", None) or "").upper() == str(error).upper():
-                return cls.errno
+    known: list[Any] = [cls for cls in vars(ke).values() if isinstance(cls, type)      # untyped: errno, message
+                        and issubclass(cls, ke.BrokerResponseError) and cls is not ke.BrokerResponseError]
+    for cls in known:
+        if (getattr(cls, "message", None) or "").upper() == str(error).upper():
+            return cls.errno
     raise ValueError(f"unknown Kafka error {error!r}")
 
 

@@ -26,6 +26,7 @@ Fixtures:
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import pytest
 
@@ -49,7 +50,7 @@ def pytest_configure(config) -> None:
                             "topics created before the test)")
 
 
-def _scope(fixture_name: str, config) -> str:
+def _scope(fixture_name: str, config) -> Literal["function", "session"]:
     scope = config.getoption("--tenure-scope") or config.getini("tenure_scope")
     if scope not in ("function", "session"):
         raise pytest.UsageError(f"tenure_scope must be function or session, not {scope!r}")

@@ -2,16 +2,17 @@
 does, and the function that runs it on the server's loop. From this one table come
 
 - the `ServerThread` methods (`server.expire_session("g", "i-1")`, run on the server's loop),
-- the HTTP admin endpoint's routes (tenure/control/admin.py: path parameters, JSON fields, query
+- the HTTP admin endpoint's routes (tenure/control/http_server.py: path parameters, JSON fields, query
   parameters, errors as {"error", "code", "message"}),
-- the `tenure groups ...` / `tenure fault ...` subcommands (which call those routes).
+- the `tenure groups ...` / `tenure fault ...` subcommands (tenure/control/commands.py, which call those routes).
 
 A new control is one `Control(...)` in CONTROLS below (see docs/README.md, "where a change goes").
 
 A control's `run(server, **args)` returns what the ServerThread method returns; `respond` turns that
-into the endpoint's JSON (default: the same value). Refusals: `AdminError` (coordinator/classic.py;
-404 for an unknown group or member, 409 otherwise), `TooManyRules` (409), `ValueError` (400). `check`
-runs before `run` on the endpoint only: where the method answers False, the endpoint answers 404.
+into the endpoint's JSON (default: the same value). Refusals: `AdminError` (coordinator/config.py, imported
+from tenure.coordinator; 404 for an unknown group or member, 409 otherwise), `TooManyRules` (409),
+`ValueError` (400). `check` runs before `run` on the endpoint only: where the method answers False, the
+endpoint answers 404.
 """
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.coordinator import AdminError
-from tenure.protocol.errors import ErrorCode
+from tenure.protocol.errors import AdminError, ErrorCode
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Cli:
     args: tuple[Arg, ...] | None = None
     extra: Callable | None = None
     fill: Callable | None = None
-    show: Callable[[object], str] | None = None   # the answer as text (default: indented JSON)
+    show: Callable[[Any], str] | None = None      # the answer (JSON) as text (default: indented JSON)
 
 
 @dataclass(frozen=True)

@@ -130,4 +130,4 @@ def _consumer_group_view(server, g, offsets) -> GroupView:
 
 
 def groups_view(server) -> list[GroupView]:
-    return [group_view(server, gid) for gid in server.runtime.group_ids()]
+    return [v for v in (group_view(server, gid) for gid in server.runtime.group_ids()) if v is not None]

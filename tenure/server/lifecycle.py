@@ -79,7 +79,7 @@ class Server:
         self.dispatch: Dispatcher | None = None
         self.port: int | None = None
         self._loop_handler = None                  # (loop, its exception handler before start())
-        self._admin = None                         # the HTTP admin endpoint's runner (tenure/control/admin.py)
+        self._admin = None                         # the HTTP admin endpoint's runner (tenure/control/http_server.py)
         self._admin_sock = None                    # ... its listening socket, bound in start()
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
@@ -281,7 +281,7 @@ class Server:
     async def _start_admin(self) -> None:
         """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
         the HTTP library is imported, in the background: that import is most of a start-up's time."""
-        from tenure.control.admin import bind_admin, is_loopback
+        from tenure.control.http_server import bind_admin, is_loopback
         c = self.config
         try:
             self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
@@ -303,7 +303,7 @@ class Server:
                         "server (faults, clock, restart); set --admin-token", c.admin_host)
 
     async def _serve_admin(self) -> None:
-        from tenure.control.admin import serve_admin
+        from tenure.control.http_server import serve_admin
         try:
             self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
         except Exception:

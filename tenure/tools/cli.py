@@ -11,8 +11,15 @@ import signal
 import sys
 from datetime import UTC
 
-from tenure.config import ServerConfig, add_serve_flags, check_settings, flag_settings
-from tenure.control import admin
+from tenure.config import (
+    ADMIN_TOKEN_ENV,
+    DEFAULT_ADMIN_PORT,
+    ServerConfig,
+    add_serve_flags,
+    check_settings,
+    flag_settings,
+)
+from tenure.control import commands
 from tenure.server import Server, raise_fd_limit, reopen
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
@@ -48,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--no-audit", dest="audit", action="store_false", help="skip the Spark audit")
     d.add_argument("--log-level", default="WARNING", help="the server's log level on stderr (default WARNING)")
     logtool.add_parser(sub)
-    admin.add_parser(sub)
+    commands.add_parser(sub)
     _audit_parser(sub)
     return p
 
@@ -191,10 +198,10 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     if args.no_admin or args.admin_port == -1:
         admin_port, fallback = None, False
     elif args.admin_port is None:              # the default: 9644, or a free port when --port 0 or it is taken
-        admin_port, fallback = (0 if args.port == 0 else admin.DEFAULT_PORT), True
+        admin_port, fallback = (0 if args.port == 0 else DEFAULT_ADMIN_PORT), True
     else:
         admin_port, fallback = args.admin_port, False
-    token = args.admin_token or os.environ.get(admin.TOKEN_ENV) or None
+    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
     try:
         return ServerConfig(**{**values, "admin_port": admin_port, "admin_port_fallback": fallback,
                                "admin_token": token})
@@ -295,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     if args.command in ("groups", "fault", "broker", "coordinator"):
-        return admin.run(args)
+        return commands.run(args)
     if args.command == "log":
         return logtool.run(args)
     if args.command == "audit":

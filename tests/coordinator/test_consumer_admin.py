@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
+from tenure.protocol.consumer_group_records import ConsumerGroupMetadataRecord
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import ConsumerGroupMetadataRecord, GroupMetadataRecord, OffsetCommitRecord
+from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord
 
 from .consumer_harness import ConsumerHarness, Topics
 from .harness import FETCH

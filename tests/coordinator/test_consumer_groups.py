@@ -7,11 +7,11 @@ import pytest
 
 from tenure.coordinator.consumer.group import STABLE_MEMBER, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
 from tenure.coordinator.timers import ConsumerRebalanceKey, ConsumerSessionKey
-from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import (
+from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord, ConsumerMemberRecord, CurrentAssignmentRecord, TargetAssignmentMemberRecord,
     TargetAssignmentMetadataRecord,
 )
+from tenure.protocol.errors import ErrorCode as E
 
 from .consumer_harness import REBALANCE_TIMEOUT, SESSION, ConsumerHarness, Topics
 

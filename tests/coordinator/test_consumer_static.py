@@ -5,11 +5,11 @@ its session is fenced and its partitions reassigned in one bump. Static and dyna
 from __future__ import annotations
 
 from tenure.coordinator.consumer.group import STABLE_MEMBER
-from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.records import (
-    EXPIRED, FENCED, JOINED, LEFT, REPLACED, ConsumerGroupMetadataRecord, ConsumerMemberRecord,
-    CurrentAssignmentRecord, StaticMemberEventRecord, TargetAssignmentMemberRecord,
+from tenure.protocol.consumer_group_records import (
+    ConsumerGroupMetadataRecord, ConsumerMemberRecord, CurrentAssignmentRecord, TargetAssignmentMemberRecord,
 )
+from tenure.protocol.errors import ErrorCode as E
+from tenure.protocol.records import EXPIRED, FENCED, JOINED, LEFT, REPLACED, StaticMemberEventRecord
 
 from .consumer_harness import SESSION, ConsumerHarness, Topics
 

@@ -1,0 +1,190 @@
+"""The KIP-848 consumer groups' records in Kafka's __consumer_offsets format (records.py reads and writes
+them with the others): Kafka's own key versions 3-8, each the record type - 3 group metadata with the
+KIP-1101 metadata hash, 4 partition metadata (replaced by the hash: read and ignored), 5 member metadata,
+6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member -, values
+v0, flexible. The structs are kafka-python `ApiData` classes built from this package's JSON schemas
+(structs.py)."""
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+
+from .structs import decode_struct, schema_class
+
+ConsumerGroupMetadataKey = schema_class("ConsumerGroupMetadataKey", __name__)
+ConsumerGroupMetadataValue = schema_class("ConsumerGroupMetadataValue", __name__)
+ConsumerGroupMemberMetadataKey = schema_class("ConsumerGroupMemberMetadataKey", __name__)
+ConsumerGroupMemberMetadataValue = schema_class("ConsumerGroupMemberMetadataValue", __name__)
+ConsumerGroupTargetAssignmentMetadataKey = schema_class("ConsumerGroupTargetAssignmentMetadataKey", __name__)
+ConsumerGroupTargetAssignmentMetadataValue = schema_class("ConsumerGroupTargetAssignmentMetadataValue", __name__)
+ConsumerGroupTargetAssignmentMemberKey = schema_class("ConsumerGroupTargetAssignmentMemberKey", __name__)
+ConsumerGroupTargetAssignmentMemberValue = schema_class("ConsumerGroupTargetAssignmentMemberValue", __name__)
+ConsumerGroupCurrentMemberAssignmentKey = schema_class("ConsumerGroupCurrentMemberAssignmentKey", __name__)
+ConsumerGroupCurrentMemberAssignmentValue = schema_class("ConsumerGroupCurrentMemberAssignmentValue", __name__)
+
+# KIP-848 consumer group records: Kafka's own key versions (the record type) and value version 0
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
+CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION = 4     # deprecated by KIP-1101: read and ignored
+CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
+CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION = 6
+CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION = 7
+CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION = 8
+
+# an assignment as records carry it: ((topic id, (partition, ...)), ...), both sorted
+Assignment = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadataRecord:
+    """ConsumerGroupMetadataKey/Value (type 3): a consumer group's epoch and its KIP-1101 metadata hash."""
+    group_id: str
+    epoch: int = 0
+    metadata_hash: int = 0
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class ConsumerGroupPartitionMetadataRecord:
+    """ConsumerGroupPartitionMetadataKey (type 4), which KIP-1101 replaced with the metadata hash: never
+    written, read (older logs) and ignored."""
+    group_id: str
+    tombstone: bool = True
+
+
+@dataclass(frozen=True)
+class ConsumerMemberRecord:
+    """ConsumerGroupMemberMetadataKey/Value (type 5): a member's subscription and identity."""
+    group_id: str
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class TargetAssignmentMetadataRecord:
+    """ConsumerGroupTargetAssignmentMetadataKey/Value (type 6): the epoch of the group's target assignment."""
+    group_id: str
+    assignment_epoch: int = 0
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class TargetAssignmentMemberRecord:
+    """ConsumerGroupTargetAssignmentMemberKey/Value (type 7): one member's target partitions."""
+    group_id: str
+    member_id: str
+    partitions: Assignment = ()
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentRecord:
+    """ConsumerGroupCurrentMemberAssignmentKey/Value (type 8): a member's epoch, reconciliation state
+    (0 stable, 1 unrevoked partitions, 2 unreleased partitions) and the partitions it owns or must revoke."""
+    group_id: str
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = 0
+    assigned: Assignment = ()
+    pending_revocation: Assignment = ()
+    tombstone: bool = False
+
+
+CONSUMER_GROUP_RECORDS = (ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord, ConsumerMemberRecord,
+                          TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord, CurrentAssignmentRecord)
+
+ConsumerGroupRecord = (ConsumerGroupMetadataRecord | ConsumerGroupPartitionMetadataRecord | ConsumerMemberRecord
+                       | TargetAssignmentMetadataRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord)
+
+
+def _topic_partitions(cls, assignment: Assignment) -> list:
+    return [cls(topic_id=tid, partitions=list(parts)) for tid, parts in assignment]
+
+
+def _assignment(items) -> Assignment:
+    return tuple(sorted((t.topic_id, tuple(sorted(t.partitions))) for t in items))
+
+
+def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
+    """The key (its record type as version) and value (v0, flexible) of a KIP-848 record."""
+    if isinstance(r, ConsumerGroupMetadataRecord):
+        key = ConsumerGroupMetadataKey(group_id=r.group_id).encode(version=CONSUMER_GROUP_METADATA_KEY_VERSION)
+        value = None if r.tombstone else ConsumerGroupMetadataValue(epoch=r.epoch, metadata_hash=r.metadata_hash)
+    elif isinstance(r, ConsumerGroupPartitionMetadataRecord):
+        raise TypeError("ConsumerGroupPartitionMetadata records are not written (KIP-1101)")
+    elif isinstance(r, ConsumerMemberRecord):
+        key = ConsumerGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
+            version=CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION)
+        value = None if r.tombstone else ConsumerGroupMemberMetadataValue(
+            instance_id=r.instance_id, rack_id=r.rack_id, client_id=r.client_id, client_host=r.client_host,
+            subscribed_topic_names=list(r.subscribed_topic_names), subscribed_topic_regex=r.subscribed_topic_regex,
+            rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor)
+    elif isinstance(r, TargetAssignmentMetadataRecord):
+        key = ConsumerGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
+            version=CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION)
+        value = None if r.tombstone else ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
+    elif isinstance(r, TargetAssignmentMemberRecord):
+        key = ConsumerGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
+            version=CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION)
+        V = ConsumerGroupTargetAssignmentMemberValue
+        value = None if r.tombstone else V(topic_partitions=_topic_partitions(
+            V.fields["topic_partitions"].data_class, r.partitions))
+    else:
+        key = ConsumerGroupCurrentMemberAssignmentKey(group_id=r.group_id, member_id=r.member_id).encode(
+            version=CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION)
+        V = ConsumerGroupCurrentMemberAssignmentValue
+        T = V.fields["assigned_partitions"].data_class
+        value = None if r.tombstone else V(
+            member_epoch=r.member_epoch, previous_member_epoch=r.previous_member_epoch, state=r.state,
+            assigned_partitions=_topic_partitions(T, r.assigned),
+            partitions_pending_revocation=_topic_partitions(T, r.pending_revocation))
+    return bytes(key), None if value is None else bytes(value.encode(version=0))
+
+
+def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> ConsumerGroupRecord:
+    """The record of key version `kv` (3-8), from its key and value (None: a tombstone)."""
+    if kv == CONSUMER_GROUP_METADATA_KEY_VERSION:
+        k = decode_struct(ConsumerGroupMetadataKey, key)
+        if value is None:
+            return ConsumerGroupMetadataRecord(k.group_id, tombstone=True)
+        val = decode_struct(ConsumerGroupMetadataValue, value)
+        return ConsumerGroupMetadataRecord(k.group_id, val.epoch, val.metadata_hash)
+    if kv == CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION:
+        # its key is the group id alone, as type 3's: read it with that struct
+        k = decode_struct(ConsumerGroupMetadataKey, struct.pack(">h", CONSUMER_GROUP_METADATA_KEY_VERSION) + bytes(key[2:]))
+        return ConsumerGroupPartitionMetadataRecord(k.group_id, tombstone=value is None)
+    if kv == CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION:
+        k = decode_struct(ConsumerGroupTargetAssignmentMetadataKey, key)
+        if value is None:
+            return TargetAssignmentMetadataRecord(k.group_id, tombstone=True)
+        return TargetAssignmentMetadataRecord(
+            k.group_id, decode_struct(ConsumerGroupTargetAssignmentMetadataValue, value).assignment_epoch)
+    if kv == CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION:
+        k = decode_struct(ConsumerGroupMemberMetadataKey, key)
+        if value is None:
+            return ConsumerMemberRecord(k.group_id, k.member_id, tombstone=True)
+        v = decode_struct(ConsumerGroupMemberMetadataValue, value)
+        return ConsumerMemberRecord(k.group_id, k.member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
+                                    tuple(v.subscribed_topic_names), v.subscribed_topic_regex,
+                                    v.rebalance_timeout_ms, v.server_assignor)
+    if kv == CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION:
+        k = decode_struct(ConsumerGroupTargetAssignmentMemberKey, key)
+        if value is None:
+            return TargetAssignmentMemberRecord(k.group_id, k.member_id, tombstone=True)
+        v = decode_struct(ConsumerGroupTargetAssignmentMemberValue, value)
+        return TargetAssignmentMemberRecord(k.group_id, k.member_id, _assignment(v.topic_partitions))
+    k = decode_struct(ConsumerGroupCurrentMemberAssignmentKey, key)
+    if value is None:
+        return CurrentAssignmentRecord(k.group_id, k.member_id, tombstone=True)
+    v = decode_struct(ConsumerGroupCurrentMemberAssignmentValue, value)
+    return CurrentAssignmentRecord(k.group_id, k.member_id, v.member_epoch, v.previous_member_epoch, v.state,
+                                   _assignment(v.assigned_partitions), _assignment(v.partitions_pending_revocation))
