@@ -60,9 +60,9 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             break
         report.batches += 1
         if h.is_control:
-            held = pending.pop(h.producer_id, None)
-            if held is not None and h.is_transactional and marker_type(raw) == COMMIT:
-                for key, value, offset in held[1]:
+            ended = pending.pop(h.producer_id, None)
+            if ended is not None and h.is_transactional and marker_type(raw) == COMMIT:
+                for key, value, offset in ended[1]:
                     latest.pop(key, None)
                     latest[key] = (value, offset)
             continue

@@ -8,6 +8,7 @@ import inspect
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING, TypeGuard
 
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
@@ -44,6 +45,16 @@ class ServerThread:
         self._watcher: asyncio.Task | None = None
         self._restart_lock = asyncio.Lock()
 
+    @property
+    def live(self) -> Server:
+        """The running server (after `start()`; a restart replaces it)."""
+        if self.server is None:
+            raise RuntimeError("the server is not started")
+        return self.server
+
+    if TYPE_CHECKING:           # made by add_thread_methods from tenure/control/registry.py
+        def group(self, group_id: str) -> GroupView | None: ...
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         try:
@@ -63,7 +74,7 @@ class ServerThread:
         self.loop.run_forever()
         self._watcher.cancel()
         self.loop.run_until_complete(asyncio.wait([self._watcher]))
-        self.loop.run_until_complete(self.server.close())
+        self.loop.run_until_complete(self.live.close())
         self.loop.close()
 
     async def _watch_restarts(self) -> None:
@@ -71,7 +82,7 @@ class ServerThread:
         failure (fail-stop, Server._fatal) closes the server: its clients see their connections closed,
         nothing more is acknowledged, as when `tenure serve` exits with code 3."""
         while True:
-            server = self.server
+            server = self.live
             waits = [asyncio.ensure_future(server.restart_requested.wait()),
                      asyncio.ensure_future(server.stop_requested.wait())]
             try:
@@ -89,7 +100,7 @@ class ServerThread:
         async with self._restart_lock:
             if wipe:
                 self.metrics = Metrics()
-            self.server = await reopen(self.server, wipe=wipe, metrics=self.metrics)
+            self.server = await reopen(self.live, wipe=wipe, metrics=self.metrics)
 
     def start(self, timeout_s: float = 600.0) -> ServerThread:
         """Start the server and return once it serves (its data dir loaded), or raise: the start-up's own error,
@@ -173,7 +184,7 @@ class ServerThread:
         """Create topics now ({name: partitions}); an existing name is an error (tenure.broker's)."""
         def create():
             for name, partitions in topics.items():
-                self.server.topics.create(name, partitions)
+                self.live.topics.create(name, partitions)
         self.call(create)
 
     def metrics_text(self) -> str:
@@ -188,12 +199,12 @@ class ServerThread:
     def move_coordinator(self, group_id: str, to_broker: int) -> int:
         """Move a group's coordinator (its offsets partition's leadership) to `to_broker`; returns once it
         is loaded and serving there, with the offsets partition moved."""
-        return self.call(lambda: self.server.move_coordinator(group_id, to_broker))
+        return self.call(lambda: self.live.move_coordinator(group_id, to_broker))
 
     def move_leader(self, topic: str, partition: int, to_broker: int) -> None:
         """Move a partition's leadership to `to_broker` (its leader epoch bumps; an offsets partition's
         coordinator moves with it and is loaded when this returns)."""
-        self.call(lambda: self.server.move_leader(topic, partition, to_broker))
+        self.call(lambda: self.live.move_leader(topic, partition, to_broker))
 
     # ------------------------------------------------------------------ controls the thread hosts itself
     def restart(self) -> ServerThread:
@@ -225,7 +236,7 @@ class ServerThread:
         self.stop()
 
 
-def group_is(view: GroupView | None, state: str | None, members: int | None) -> bool:
+def group_is(view: GroupView | None, state: str | None, members: int | None) -> TypeGuard[GroupView]:
     """Whether a group view (None: the group is unknown) is what `wait_for_group` waits for."""
     return (view is not None and (state is None or view.state == state)
             and (members is None or len(view.members) == members))
