@@ -40,9 +40,9 @@ from tenure.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from tenure.broker.transactions import COMMIT, marker_type
 from tenure.protocol import records as rec
 from tenure.protocol import txn_records
-from tenure.storage.compaction import read_checkpoint
+from tenure.storage.checkpoints import read_checkpoint
+from tenure.storage.files import MERGING, SUFFIX, SWAP
 from tenure.storage.reader import BadBatch, SegmentReader
-from tenure.storage.segments import MERGING, SUFFIX, SWAP
 
 _PART_DIRS = {topic: re.compile(rf"^{topic}-(\d+)$") for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)}
 _SWAP_MARKERS = (SUFFIX + SWAP, SUFFIX + MERGING)    # a swap past its first step and not finished

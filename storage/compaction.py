@@ -58,21 +58,21 @@ too) - it is never rebuilt into a cleaned segment under a new, valid CRC.
 Durability. Before a segment's keys may supersede anything it is fsynced (once): an older record is
 only dropped when the record that replaces it is on disk.
 
-Cleaner checkpoint. `<data dir>/cleaner-offset-checkpoint` (Kafka's name and text format: a version line
-`0`, a count line, then `topic partition offset` lines) holds, per partition, an offset below which the
-cleaner may have removed records: before a cleaned group is swapped in, the entry is raised (never
-lowered) to the base offset of the segment after the group, and the file is replaced atomically
-(written, fsynced, renamed, directory fsynced). It is written before the swap's commit point, so it is
-an upper bound of what was ever cleaned, even after a crash; a failure to write it abandons the swap.
-Offsets at or above it have never been cleaned, so a hole in them is a real gap (`tenure audit`'s
-`log_gap`). The file sits next to the partition directories (the parent of `SegmentLog.dir`).
+Cleaner checkpoint. `<data dir>/cleaner-offset-checkpoint` (Kafka's name and text format, storage/
+checkpoints.py: a version line `0`, a count line, then `topic partition offset` lines) holds, per
+partition, an offset below which the cleaner may have removed records: before a cleaned group is swapped
+in, the entry is raised (never lowered) to the base offset of the segment after the group, and the file is
+replaced atomically (written, fsynced, renamed, directory fsynced). It is written before the swap's commit
+point, so it is an upper bound of what was ever cleaned, even after a crash; a failure to write it
+abandons the swap. Offsets at or above it have never been cleaned, so a hole in them is a real gap
+(`tenure audit`'s `log_gap`). The file sits next to the partition directories (the parent of
+`SegmentLog.dir`).
 """
 from __future__ import annotations
 
 import logging
 import os
 import struct
-import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -84,21 +84,10 @@ import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
+from .checkpoints import advance_checkpoint
+from .files import CLEANED, segment_name
 from .reader import BadBatch, Batch, SegmentReader
-from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
-    _CHECKPOINT_VERSION,
-    CHECKPOINT,
-    CLEANED,
-    LOG_START_CHECKPOINT,
-    CorruptLogError,
-    Segment,
-    SegmentLog,
-    SwapUnfinished,
-    fsync_dir,
-    partition_of_dir,
-    read_checkpoint,
-    segment_name,
-)
+from .segments import CorruptLogError, Segment, SegmentLog, SwapUnfinished
 
 log = logging.getLogger("tenure.storage")
 
@@ -110,7 +99,6 @@ DEFAULT_MIN_COMPACTION_LAG_MS = 0                 # Kafka's min.compaction.lag.m
 DEFAULT_PASS_BYTES = 4 * 1024 * 1024
 _CRC = struct.Struct(">I")
 _MAX_PASSES = 10_000
-_checkpoint_lock = threading.Lock()               # one read-modify-write at a time in this process
 
 
 @dataclass(frozen=True)
@@ -390,42 +378,6 @@ def _summarize_files(jobs: list[tuple[Any, int]]) -> list[SegmentSummary]:
 def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _Rewritten:
     return rewrite([_read_segment(path, size, sync=False) for path, size in jobs], changed, summaries, latest,
                    droppable, now, stamp)
-
-
-# ====================================================================== the cleaner checkpoint
-def advance_checkpoint(partition_dir, offset: int | None, name: str = CHECKPOINT) -> None:
-    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it; None removes the
-    entry, for a deleted partition); atomic."""
-    pdir = os.path.abspath(os.fspath(partition_dir))
-    root = os.path.dirname(pdir)
-    key = partition_of_dir(os.path.basename(pdir))
-    with _checkpoint_lock:
-        try:
-            entries = read_checkpoint(root, name)
-        except ValueError as exc:
-            log.warning("%s; rewriting it", exc)
-            entries = {}
-        if offset is None:
-            if entries.pop(key, None) is None:
-                return
-        elif entries.get(key, -1) >= offset:
-            return
-        else:
-            entries[key] = offset
-        data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
-                       + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
-        path = os.path.join(root, name)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(Path(root))
 
 
 # ====================================================================== the driver

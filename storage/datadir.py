@@ -9,7 +9,9 @@ import os
 import uuid
 from pathlib import Path
 
-from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name, segment_name
+from .checkpoints import LOG_START_CHECKPOINT, read_checkpoint
+from .files import fsync_dir, partition_dir_name, segment_name
+from .segments import LogConfig, SegmentLog
 
 log = logging.getLogger("tenure.storage")
 
@@ -56,7 +58,6 @@ class DataDir:
         try:
             seg_log = SegmentLog(directory, self.config, name, defer_cut=True)
             if self._log_starts is None:
-                from .compaction import LOG_START_CHECKPOINT, read_checkpoint
                 self._log_starts = read_checkpoint(self.path, LOG_START_CHECKPOINT)
         except OSError:
             if seg_log is not None:

@@ -45,57 +45,22 @@ from .batch import (
     read_header,
     restamp,
 )
+from .checkpoints import LOG_START_CHECKPOINT, advance_checkpoint, read_checkpoint
+from .files import (  # noqa: F401 (partition_dir_name: imported from here too)
+    CLEANED,
+    MERGING,
+    SUFFIX,
+    SWAP,
+    fsync_dir,
+    partition_dir_name,
+    partition_of_dir,
+    segment_name,
+)
 from .reader import BadBatch, SegmentReader, check_batch  # noqa: F401 (check_batch: imported from here too)
 
 log = logging.getLogger("tenure.storage")
 
-SUFFIX = ".log"
-CLEANED = ".cleaned"      # <base>.log.cleaned: a cleaned segment being written (storage/compaction.py)
-SWAP = ".swap"            # <base>.log.swap: a complete cleaned segment, committed to replace its originals
-MERGING = ".merging"      # <base>.log.merging: an original segment being merged into a cleaned one
 _BASE_AND_LEN = struct.Struct(">qi")
-CHECKPOINT = "cleaner-offset-checkpoint"   # Kafka's file name, in the data dir (written by storage/compaction.py)
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # DeleteRecords' log start offsets, same format
-_CHECKPOINT_VERSION = 0
-
-
-def read_checkpoint(data_dir, name: str = CHECKPOINT) -> dict[tuple[str, int], int]:
-    """`<data_dir>/<name>` (by default cleaner-offset-checkpoint) as {(topic, partition): offset}; {} if there
-    is none. Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
-    path = os.path.join(os.fspath(data_dir), name)
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if int(lines[0]) != _CHECKPOINT_VERSION:
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        if len(lines) != 2 + count:
-            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
-        out = {}
-        for line in lines[2:]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (IndexError, ValueError) as exc:
-        kind = "cleaner" if name == CHECKPOINT else "log start offset"
-        raise ValueError(f"{path}: not a {kind} checkpoint ({exc})") from None
-
-
-def partition_of_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); a directory not named so -> (name, -1)."""
-    topic, _, partition = name.rpartition("-")
-    return (topic, int(partition)) if topic and partition.isdigit() else (name, -1)
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{SUFFIX}"
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 @dataclass(frozen=True)
@@ -395,7 +360,6 @@ class SegmentLog:
         """DeleteRecords (see storage.Log): raise the start floor; delete the segments wholly below it (never
         the active one). The floor is written to the data dir's log-start-offset-checkpoint first."""
         if offset > self.start_floor:
-            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
             advance_checkpoint(self.dir, offset, LOG_START_CHECKPOINT)     # durable before anything goes
             self.start_floor = offset
             while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
@@ -693,7 +657,6 @@ class SegmentLog:
         """Close and remove the partition directory (topic deletion)."""
         self.close()
         if self.start_floor:
-            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
             advance_checkpoint(self.dir, None, LOG_START_CHECKPOINT)
         for p in self.dir.iterdir():
             p.unlink()
@@ -707,10 +670,3 @@ def astuple_tail(h: BatchHeader) -> tuple:
             h.last_offset_delta, h.first_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
             h.base_sequence, h.records_count)
 
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
