@@ -22,8 +22,9 @@ from tenure.broker.topics import DEFAULT_TOPIC_CONFIGS, OFFSETS_TOPIC
 from tenure.protocol import records as rec
 from tenure.storage.compaction import CompactionPolicy, Compactor, is_compacted
 from tenure.storage.datadir import CATALOG, DataDir, DataDirLocked
+from tenure.storage.files import SUFFIX
 from tenure.storage.reader import BadBatch, Batch, SegmentReader
-from tenure.storage.segments import SUFFIX, CorruptLogError, gaps_below, scan_segment, segment_gap
+from tenure.storage.recovery import CorruptLogError, gaps_below, scan_segment, segment_gap
 
 
 def add_parser(sub) -> None:
@@ -402,7 +403,7 @@ def _verify_partition(part: _Partition) -> _Summary:
         else:
             s.notes.append(f"{f}: not a segment file; ignored")
     last: int | None = None                 # last offset of the previous sound batch (any segment)
-    gaps = gaps_below(part.path, part.segments[-1][0]) if part.segments else 0   # see storage/segments.py
+    gaps = gaps_below(part.path, part.segments[-1][0]) if part.segments else 0   # see storage/recovery.py
     prev_end: int | None = None             # next offset after the previous segment
     for i, (base, path) in enumerate(part.segments):
         newest = i == len(part.segments) - 1
