@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from . import read
+from . import listing, offsets_sink, read
 from .fold import (
     ANOMALY_FIELDS,
     COORDINATOR_MOVED,
@@ -73,7 +73,7 @@ ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partit
 assert len(RECORD_SCHEMA.fields) == read.RECORD_COLUMNS and tuple(ERROR_SCHEMA.names) == read.ERROR_FIELDS
 OFFSETS_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "topic": S, "partition": I, "metadata": S, "deleted": B, "log_partition": I, "transactional_id": S,
-    "producer_epoch": I, "outcome": S}.get(n, L)) for n in read.OFFSETS_FIELDS])
+    "producer_epoch": I, "outcome": S}.get(n, L)) for n in offsets_sink.OFFSETS_FIELDS])
 GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("from_offset", L),
                            T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
@@ -115,7 +115,7 @@ class Options:
     churn_n: int = 4                  # an instance with at least N distinct member ids
     report: bool = True
     read_attempts: int = 3            # reads of a partition whose files a compaction swap changed meanwhile
-    split_bytes: int | None = SPLIT_BYTES   # a segment file is read as pieces of about this size (read.split)
+    split_bytes: int | None = SPLIT_BYTES   # a segment file is read as pieces of about this size (listing.split)
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
     python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
     conf: dict | None = None          # further Spark settings
@@ -276,13 +276,13 @@ class Loaded:
 
 def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
     """List; while a swap is under way in some partition (it takes milliseconds), list those again."""
-    listings, note = read.list_partitions(data_dir, partitions)
+    listings, note = listing.list_partitions(data_dir, partitions)
     for _ in range(tries):
         busy = {p for p, lst in listings.items() if lst.busy}
         if not busy:
             break
         time.sleep(0.05)
-        again, note = read.list_partitions(data_dir, busy)
+        again, note = listing.list_partitions(data_dir, busy)
         listings.update(again)
     return listings, note
 
@@ -295,7 +295,7 @@ def load(spark: SparkSession, opts: Options,
     a listing and its read (tests use it to swap segments at the worst moment).
 
     With `offsets_dir` (offsets_history's table directory, emptied first) the read tasks write the plain
-    offset commits there themselves (`read.OffsetsSink`: part files in a staging directory, renamed into
+    offset commits there themselves (`offsets_sink.OffsetsSink`: part files in a staging directory, renamed into
     the table once their partition's read is found consistent, deleted otherwise), and `records` holds
     only the rest; `Loaded.offsets` counts what they wrote."""
     sc = spark.sparkContext
@@ -331,7 +331,7 @@ def load(spark: SparkSession, opts: Options,
             break
         sink = None
         if sink_root is not None:
-            sink = read.OffsetsSink(os.path.join(sink_root, str(attempt)), opts.group, opts.since, opts.until)
+            sink = offsets_sink.OffsetsSink(os.path.join(sink_root, str(attempt)), opts.group, opts.since, opts.until)
             os.makedirs(sink.staging)
         rows = sc.parallelize(units, max(len(units), 1)).flatMap(functools.partial(read.unit_rows, sink=sink))
         # one task per unit; decoded once: the plain offset commits into the task's own Parquet file (with
@@ -340,15 +340,15 @@ def load(spark: SparkSession, opts: Options,
         with _StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
                     for r in raw.filter(F.col("kind").isin("I", "G")).select("kind", "meta").collect()]
-        after, _ = read.list_partitions(opts.data_dir, set(listings))
+        after, _ = listing.list_partitions(opts.data_dir, set(listings))
         by_part: dict[int, list] = {}
         for t in meta:
             by_part.setdefault(t[1][0], []).append(t)
         reasons, broken = {}, {}
         for p, lst in listings.items():
             units_i = [t[1] for t in by_part.get(p, ()) if t[0] == "I"]
-            rows, joins, bad = read.merge_pieces(units_i, lst.clean_to)
-            reason = read.unstable_reason(lst, rows, after.get(p))
+            rows, joins, bad = listing.merge_pieces(units_i, lst.clean_to)
+            reason = listing.unstable_reason(lst, rows, after.get(p))
             if reason is not None:
                 reasons[p] = reason
                 continue
@@ -366,14 +366,14 @@ def load(spark: SparkSession, opts: Options,
             infos += rows
             gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
                      for g in [g for k, g in by_part.get(p, ()) if k == "G"] + joins]
-            gaps += read.partition_gaps(lst, rows)
+            gaps += listing.partition_gaps(lst, rows)
         stable = frozenset(listings) - frozenset(reasons) - frozenset(broken)
         if stable:
             kept.append(raw.filter(F.col("kind").isin("R", "E") & F.col("partition").isin(sorted(stable))))
         else:
             raw.unpersist()
         for p, bad in sorted(broken.items()):
-            progress(f"partition {p}: the pieces of {read._some(bad)} did not read one chain of batches "
+            progress(f"partition {p}: the pieces of {listing.some_files(bad)} did not read one chain of batches "
                      f"(damage stopped a read where a later piece read on); read again, each file in one piece")
         unsplit |= set(broken)
         rereads |= set(reasons)
@@ -418,7 +418,7 @@ def _transaction_state(spark: SparkSession, opts: Options) -> list[DataFrame]:
     codec): they name the transactional id of each producer id. A small topic, read once: without the
     re-read of partitions a compaction swap changed (a swap during the read can only leave a producer
     id's transactional id unknown, never wrong: it removes superseded states)."""
-    listings, _ = read.list_partitions(opts.data_dir, topic=read.TRANSACTION_STATE_TOPIC)
+    listings, _ = listing.list_partitions(opts.data_dir, topic=read.TRANSACTION_STATE_TOPIC)
     units = [u for p in sorted(listings) for u in listings[p].units()]
     if not units:
         return []
@@ -464,7 +464,7 @@ def offsets_history(records: DataFrame) -> DataFrame:
                .when(F.col("m_kind") == "commit", F.lit("committed"))
                .when(F.col("m_kind") == "abort", F.lit("aborted")).otherwise(F.lit("open")))
     return (commits.join(ends, ["log_partition", "log_offset"], "left").join(ids, "producer_id", "left")
-            .select(*(outcome.alias(n) if n == "outcome" else F.col(n) for n in read.OFFSETS_FIELDS)))
+            .select(*(outcome.alias(n) if n == "outcome" else F.col(n) for n in offsets_sink.OFFSETS_FIELDS)))
 
 
 def catchup_ranges(offsets: DataFrame) -> DataFrame:
