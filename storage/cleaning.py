@@ -182,7 +182,7 @@ def plan(summaries: list[SegmentSummary], sizes: list[int], segment_bytes: int, 
                     continue
                 if tomb and hz is None:
                     change = True              # to stamp
-                elif tomb and now >= hz and k in droppable:
+                elif tomb and hz is not None and now >= hz and k in droppable:
                     change = True              # to drop
                     continue
                 kept += 1
@@ -209,7 +209,7 @@ def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[b
     keys: dict[bytes, tuple[int, bool, int | None]] = {}
     records = fixed = 0
     st = CleanStats()
-    for batches, change, s in zip(segments, changed, summaries):
+    for batches, change, s in zip(segments, changed, summaries, strict=True):
         st.records_before += s.records
         if not change:
             for _, raw in batches:

@@ -228,7 +228,7 @@ class Compactor:
             found = yield (summarize_files, [(seg.path, seg.size) for seg in todo])
             if not self._still_in(plog, rng):
                 return st
-            for seg, summary in zip(todo, found):
+            for seg, summary in zip(todo, found, strict=True):
                 self._summaries[seg] = summary
             st.segments_indexed += len(todo)
         if not rng:

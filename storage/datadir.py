@@ -18,6 +18,7 @@ log = logging.getLogger("tenure.storage")
 CATALOG = "topics.json"
 META = "meta.properties"
 LOCK = ".lock"
+_DEFAULT_CONFIG = LogConfig()          # frozen: one default for every open
 
 
 class DataDirLocked(OSError):
@@ -33,7 +34,7 @@ class DataDir:
         self._log_starts: dict[tuple[str, int], int] | None = None   # log-start-offset-checkpoint, read once
 
     @classmethod
-    def open(cls, path: str | os.PathLike, config: LogConfig = LogConfig()) -> DataDir:
+    def open(cls, path: str | os.PathLike, config: LogConfig = _DEFAULT_CONFIG) -> DataDir:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         fd = os.open(p / LOCK, os.O_RDWR | os.O_CREAT, 0o644)

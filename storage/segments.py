@@ -347,7 +347,7 @@ class SegmentLog:
             raise ValueError(f"{self.name}: log is closed")
         i = next((j for j, seg in enumerate(self.segments) if seg is old[0]), None) if old else None
         if (i is None or i + len(old) >= len(self.segments)
-                or any(a is not b for a, b in zip(self.segments[i:i + len(old)], old))):
+                or any(a is not b for a, b in zip(self.segments[i:i + len(old)], old, strict=True))):
             raise ValueError(f"{self.name}: not consecutive non-active segments of this log")
         base = old[0].base_offset
         limit = self.segments[i + len(old)].base_offset
