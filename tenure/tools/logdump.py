@@ -85,7 +85,8 @@ def _split_record(record) -> tuple[list[tuple[str, object]], list[tuple[str, obj
     """(key fields, value fields) of a decoded __consumer_offsets record. The record dataclasses take
     their key fields as the required arguments (what a tombstone is built from) and give every value
     field a default, so the split needs no per-type table."""
-    key, value = [], []
+    key: list[tuple[str, object]] = []
+    value: list[tuple[str, object]] = []
     for f in dataclasses.fields(record):
         if f.name == "tombstone":
             continue
@@ -179,7 +180,8 @@ class _Dump:
             self.error(part, path, pos, r.offset, f"record at offset {r.offset} does not decode "
                                                   f"({type(exc).__name__}: {exc})")
             return
-        if self.group is not None and record.group_id != self.group:
+        if self.group is not None and (isinstance(record, rec.CoordinatorLoadRecord)     # names no group
+                                       or record.group_id != self.group):
             return
         key, value = _split_record(record)
         kind = _record_type(record)
