@@ -59,8 +59,9 @@ def _verify_partition(part: Partition) -> _Summary:
     prev_end: int | None = None             # next offset after the previous segment
     for i, (base, path) in enumerate(part.segments):
         newest = i == len(part.segments) - 1
-        overlap = prev_end is not None and base < prev_end
-        if overlap:
+        overlap = False
+        if prev_end is not None and base < prev_end:
+            overlap = True
             s.problems.append(f"{path}: segment base offset {base} overlaps the previous segment, which "
                               f"ends at offset {prev_end - 1}")
         try:
