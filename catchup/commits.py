@@ -81,7 +81,7 @@ class Commits:
         return self._send(main, sec, asynchronous)
 
     def _send(self, main, sec, asynchronous):
-        done = []
+        done: list[TopicPartition] = []
         if sec:
             r = self._checkpoint(sec, asynchronous)
             done += r or []
@@ -122,7 +122,7 @@ class Commits:
         main = self._main.committed(partitions, **kw)
         sec = self._secondary().committed(partitions, **kw)
         out = []
-        for m, s in zip(main, sec):
+        for m, s in zip(main, sec, strict=True):           # one each per partition asked
             owed = R.low(R.decode(s.metadata) or [])
             if owed is not None and (m.offset < 0 or owed < m.offset):
                 out.append(TopicPartition(m.topic, m.partition, owed, metadata=s.metadata))

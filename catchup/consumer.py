@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from tenure.catchup import ranges as R
 from tenure.catchup.commits import Commits
@@ -334,7 +334,7 @@ class CatchUpConsumer(Commits):
             return self._plain.consume(num_messages, _timeout(timeout))
         t = _timeout(timeout)
         deadline = None if t < 0 else time.monotonic() + t
-        out = []
+        out: list[Message] = []
         while len(out) < num_messages:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             m = self.poll(left)
@@ -346,7 +346,9 @@ class CatchUpConsumer(Commits):
     def _from_main(self, timeout):
         m = self._main.poll(timeout)
         if m is not None and m.error() is None:
-            self._main_next[(m.topic(), m.partition())] = m.offset() + 1
+            offset = m.offset()
+            if offset is not None:      # a record has its offset
+                self._main_next[(m.topic(), m.partition())] = offset + 1
         return m
 
     def _from_secondary(self, timeout):
@@ -356,11 +358,12 @@ class CatchUpConsumer(Commits):
         if m is None:
             return None
         tp = (m.topic(), m.partition())
-        err = m.error()
+        err, o = m.error(), m.offset()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
-                if tp in self._sec_assigned and self._work.get(tp):   # read up to the log end: the token is done
-                    self._advance(tp, m.offset())
+                # read up to the log end (the event's offset): the token is done
+                if tp in self._sec_assigned and self._work.get(tp) and o is not None:
+                    self._advance(tp, o)
                 return None
             if err.fatal():
                 log.warning("catch-up: secondary consumer failed (%s): restarting from its checkpoint", err)
@@ -368,9 +371,9 @@ class CatchUpConsumer(Commits):
                 return None
             return m
         tokens = self._work.get(tp)
-        if tp not in self._sec_assigned or not tokens:
+        if tp not in self._sec_assigned or not tokens or o is None:     # a record has its offset
             return None
-        tok, o = tokens[0], m.offset()
+        tok = tokens[0]
         if o < tok.next:            # fetched before a reassignment
             return None
         if o >= tok.hi:             # the main consumer's territory: this token is done
@@ -456,7 +459,11 @@ class CatchUpConsumer(Commits):
         JoinGroup parked at the coordinator), which is returned."""
         self._closed = True
         handles = [c for c in (self._main, self._sec) if c is not None]
-        t = threading.Thread(target=lambda: [self._main.poll(0)] + [c.close() for c in handles],
-                             name="catchup-abandoned", daemon=True)      # poll(0): see close()
+
+        def release() -> None:
+            self._main.poll(0)                                   # see close()
+            for c in handles:
+                c.close()
+        t = threading.Thread(target=release, name="catchup-abandoned", daemon=True)
         t.start()
         return t
