@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
@@ -75,10 +76,11 @@ def build(spark: SparkSession, opts: Options,
 
 
 WRITERS = 3      # driver threads submitting the tables' jobs at once (see write_tables)
+Gathered = TypeVar("Gathered")
 
 
-def write_tables(tables: Tables, out: Path, gather: Callable[[], object] | None = None,
-                 then: Callable[[dict, object], None] | None = None) -> dict:
+def write_tables(tables: Tables, out: Path, gather: Callable[[], Gathered] | None = None,
+                 then: Callable[[dict, Gathered | None], None] | None = None) -> dict:
     """Write every table and compute the summary; with `gather` and `then` (the report): `gather()` beside
     them, then `then(summary, what gather returned)`. Returns the summary. After the read the jobs are small
     and their cost is mostly the driver's and the JVM's (planning, code generation, scheduling), with the
@@ -113,7 +115,7 @@ def run(opts: Options, spark: SparkSession | None = None,
     else 0."""
     t0 = time.monotonic()
     own = spark is None
-    if own:
+    if spark is None:
         progress(f"starting Spark ({opts.master})")
         if not opts.master.startswith("local") and opts.python_env is None:
             progress("warning: no --python-env: the executors' Python must have kafka-python, crc32c and pyarrow "
@@ -131,7 +133,7 @@ def run(opts: Options, spark: SparkSession | None = None,
                 progress("collecting the report's data")
                 return report.collect(tables)
 
-            def render(s: dict, data: dict) -> None:
+            def render(s: dict, data: dict | None) -> None:
                 progress("rendering report.html")
                 report.write_report(tables, s, out, opts, data)
         s = write_tables(tables, out, gather, render)

@@ -153,7 +153,7 @@ def unstable_reason(first: Listing, infos: list[tuple], second: Listing | None) 
         return f"a compaction swap was under way after the read ({', '.join(second.busy)})"
     now = {path: ident for _, path, ident in second.files}
     newest = first.files[-1][0] if first.files else None
-    for i, (base, path, ident) in enumerate(first.files):
+    for i, (_base, path, ident) in enumerate(first.files):
         if path not in now:
             return f"{path} was removed during the read (a compaction swap)"
         if not same_file(ident, now[path], i == len(first.files) - 1):
@@ -227,7 +227,8 @@ def partition_gaps(lst: Listing, infos: list[tuple]) -> list[tuple]:
         return []
     by_path = {i[1]: i for i in infos}
     out = []
-    expected, prev = 0, None
+    expected: int | None = 0                  # where the next segment's first batch should start (None: unknown)
+    prev: str | None = None
     for base, path, _ in lst.files:
         info = by_path.get(path)
         if info is None or info[2] != OK:

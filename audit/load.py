@@ -56,12 +56,12 @@ class Loaded:
     decoded: int                  # records decoded (in the consistent reads, every group)
     error_rows: int               # rows of `errors`
     rereads: int                  # partitions read more than once (their files changed under a read)
+    # the rows of `records` of GROUP_TYPES, cached in a few partitions (with the errors)
+    group_records: DataFrame
     offsets: DirectOffsets = field(default_factory=DirectOffsets)   # offset commits the tasks wrote
     # __consumer_offsets' record rows by type (in the consistent reads): a type not in it has no rows, and
     # the stages that only read it are skipped
     types: dict[str, int] = field(default_factory=dict)
-    # the rows of `records` of GROUP_TYPES, cached in a few partitions (with the errors)
-    group_records: DataFrame | None = None
 
 
 def _list_settled(data_dir: str, partitions: set[int] | None, tries: int = 20):
@@ -94,7 +94,10 @@ def load(spark: SparkSession, opts: Options,
         shutil.rmtree(offsets_dir, ignore_errors=True)
         sink_root = os.path.join(offsets_dir, "_staging")      # `_`: a directory Spark's readers skip
         os.makedirs(sink_root)
-    kept, infos, gaps, unstable_rows = [], [], [], []
+    kept: list[DataFrame] = []
+    infos: list[tuple] = []
+    gaps: list[tuple] = []
+    unstable_rows: list[tuple] = []
     files, rereads, decoded, error_rows = 0, set(), 0, 0
     types: dict[str, int] = {}
     pending: set[int] | None = None
@@ -123,10 +126,10 @@ def load(spark: SparkSession, opts: Options,
         if sink_root is not None:
             sink = offsets_sink.OffsetsSink(os.path.join(sink_root, str(attempt)), opts.group, opts.since, opts.until)
             os.makedirs(sink.staging)
-        rows = sc.parallelize(units, max(len(units), 1)).flatMap(functools.partial(read.unit_rows, sink=sink))
+        rdd = sc.parallelize(units, max(len(units), 1)).flatMap(functools.partial(read.unit_rows, sink=sink))
         # one task per unit; decoded once: the plain offset commits into the task's own Parquet file (with
         # a sink), the rest straight into JVM rows (no second pass through Python), kept for every later stage
-        raw = spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+        raw = spark.createDataFrame(rdd, ROW_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         with StageProgress(sc, "reading segment files", opts.progress_interval_s):
             meta = [(r["kind"], tuple(json.loads(r["meta"])))            # one pass: fills the cache
                     for r in raw.filter(F.col("kind").isin("I", "G")).select("kind", "meta").collect()]
@@ -151,7 +154,7 @@ def load(spark: SparkSession, opts: Options,
             for i in units_i:
                 for t, n in i[19].items():
                     types[t] = types.get(t, 0) + n
-            if sink is not None:
+            if sink is not None and offsets_dir is not None:      # a sink: there is a table directory
                 direct.keep(units_i, sink.staging, offsets_dir)
             infos += rows
             gaps += [(g[0], g[3], g[4], f"inside {g[1]} at byte {g[2]}")
@@ -200,7 +203,7 @@ def load(spark: SparkSession, opts: Options,
         records = records.filter((F.col("group") == opts.group) | F.col("group").isNull())
         group_records = group_records.filter((F.col("group") == opts.group) | F.col("group").isNull())
     return Loaded(records, errors, spark.createDataFrame(sorted(gaps), GAP_SCHEMA), files,
-                  decoded, error_rows + len(unstable_rows), len(rereads), direct, types, group_records)
+                  decoded, error_rows + len(unstable_rows), len(rereads), group_records, direct, types)
 
 
 def _transaction_state(spark: SparkSession, opts: Options) -> list[DataFrame]:

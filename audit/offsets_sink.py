@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .listing import Unit
+
+if TYPE_CHECKING:                     # imported when a task first writes (executors without a sink never do)
+    import pyarrow.parquet as pq
 
 # offsets_history, as the job writes it (Spark's column types: tenure.audit.job.OFFSETS_SCHEMA)
 OFFSETS_FIELDS = ("group", "topic", "partition", "offset", "commit_time", "metadata", "deleted", "log_partition",
@@ -60,9 +64,10 @@ class OffsetsWriter:
         self.until = _NO_TIME[1] if sink.until is None else sink.until
         # group, topic, partition, offset, commit time, metadata, log offset, log time
         self.cols: tuple[list, ...] = tuple([] for _ in range(8))
-        self.writer = None
+        self.writer: pq.ParquetWriter | None = None
         self.seen = self.n = 0                # commits taken (what the read decoded), rows written
-        self.first = self.last = None
+        self.first: int | None = None         # log time span of the rows written
+        self.last: int | None = None
 
     def add(self, k: tuple[str, str, int], log_offset: int, log_time: int, value: tuple | None) -> bool:
         """Take one plain offset commit as decoded - its key's fields (`k`: group, topic, partition), its
@@ -112,10 +117,11 @@ class OffsetsWriter:
                           pa.repeat(pa.scalar(self.unit.partition, pa.int32()), n),
                           pa.array(c[6], pa.int64()), times,
                           *(pa.nulls(n, t) for t in _TXN_TYPES())], names=list(OFFSETS_FIELDS))
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.tmp, table.schema, compression="snappy",
-                                           use_dictionary=self.DICTIONARY)
-        self.writer.write_table(table)
+        writer = self.writer
+        if writer is None:
+            writer = self.writer = pq.ParquetWriter(self.tmp, table.schema, compression="snappy",
+                                                    use_dictionary=self.DICTIONARY)
+        writer.write_table(table)
         self.n += n
         for col in c:
             col.clear()

@@ -154,7 +154,7 @@ def unit_rows(unit: Unit, sink: OffsetsSink | None = None):
                 types[payload[3]] = types.get(payload[3], 0) + 1
                 yield (kind, *payload, None)
             elif kind == "E":
-                yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload))))
+                yield (kind, row_partition((kind, payload)), *blank, json.dumps(dict(zip(ERROR_FIELDS, payload, strict=True))))
             else:
                 if kind == "I":
                     payload = (*payload, *(out.close() if out is not None else (0, None, None, None)), types)

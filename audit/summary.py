@@ -18,7 +18,9 @@ def summarize(tables: Tables) -> dict:
     again."""
     by_cause: dict[str, int] = {}
     member_ids = moves = groups = instances = n_gens = n_events = 0
-    events, firsts, lasts = {}, [], []
+    events: dict[str, int] = {}
+    firsts: list[int | None] = []
+    lasts: list[int | None] = []
     for r in tables.counts.collect():
         c = json.loads(r["s"])
         for start, end, member, n in c["intervals"]:
@@ -56,11 +58,12 @@ def summarize(tables: Tables) -> dict:
         n_offsets += direct.rows
         firsts.append(direct.first_time)
         lasts.append(direct.last_time)
-    firsts = [x for x in firsts if x is not None]
-    lasts = [x for x in lasts if x is not None]
+    known_firsts = [x for x in firsts if x is not None]
+    known_lasts = [x for x in lasts if x is not None]
     return {
         "events_by_cause": dict(sorted(events.items())),     # as the server's static-event counters
-        "first_time": min(firsts) if firsts else None, "last_time": max(lasts) if lasts else None,
+        "first_time": min(known_firsts) if known_firsts else None,
+        "last_time": max(known_lasts) if known_lasts else None,
         "groups": groups,
         "instances": instances,
         "member_ids": member_ids,

@@ -162,6 +162,7 @@ class Tables(dict):
     (`direct`) and the table's rows computed by Spark (`offset_rows`, appended to those files); the
     per-group pass's counts (`counts`) and drawings (`drawings`)."""
     direct: DirectOffsets | None = None
-    offset_rows: DataFrame | None = None
-    counts: DataFrame | None = None        # the per-group pass's counts, a JSON row per task (fold._Counts)
-    drawings: DataFrame | None = None      # what report.html draws of each task's most active groups (JSON)
+    # set by `build` (job.py) with the tables
+    offset_rows: DataFrame
+    counts: DataFrame                      # the per-group pass's counts, a JSON row per task (fold._Counts)
+    drawings: DataFrame                    # what report.html draws of each task's most active groups (JSON)
