@@ -44,6 +44,7 @@ import collections
 import dataclasses
 import itertools
 import json
+from collections.abc import Callable, Iterable
 
 from tenure.catchup import ranges as R
 from tenure.protocol import records as rec
@@ -110,7 +111,8 @@ class _GroupFold:
             self.end_ev.clear()
             return out
         # the snapshot's static members (instance id, member id), in its order, each pair once
-        snap = dict.fromkeys((i, m) for i, m in zip(r.all_instance_ids or (), r.all_member_ids or ()) if i is not None)
+        snap = dict.fromkeys((i, m) for i, m in zip(r.all_instance_ids or (), r.all_member_ids or (), strict=True)
+                             if i is not None)
         for key in sorted(self.open):
             if key not in snap:
                 out.append(self._close(key, r.offset, r.timestamp, r.generation, UNKNOWN))
@@ -166,8 +168,9 @@ def fold_generations(rows):
         if r.type != "group_metadata":
             continue
         if r.tombstone or prev is None or prev.tombstone or r.generation != prev.generation:
-            members = list(zip(r.all_member_ids or (), r.all_instance_ids or ()))
-            before = list(zip(prev.all_member_ids or (), prev.all_instance_ids or ())) if prev is not None else []
+            members = list(zip(r.all_member_ids or (), r.all_instance_ids or (), strict=True))
+            before: list[tuple] = ([] if prev is None else
+                                   list(zip(prev.all_member_ids or (), prev.all_instance_ids or (), strict=True)))
             if r.tombstone:
                 trigger = GROUP_DELETED
             elif rec.FORCED_REBALANCE in causes:
@@ -273,7 +276,7 @@ def _concurrent(group: str, hist: list[tuple], checks: Checks) -> list[tuple]:
     found: dict[str, list] = {}
     for (_, iid), ivs in by.items():
         ivs.sort(key=lambda x: x[0])
-        for i, (a_from, a_to, a_mid, a_time) in enumerate(ivs):
+        for i, (_a_from, a_to, a_mid, a_time) in enumerate(ivs):
             for b_from, b_to, b_mid, b_time in ivs[i + 1:]:
                 if b_from >= a_to:
                     break
@@ -419,8 +422,8 @@ def fold_groups(rows, checks: Checks):
     tuples, one of the four set (FOLD_TAGS). Holds one group's rows at a time."""
     counts = _Counts()
     drawn: list[tuple] = []            # the task's MAX_GROUPS most active groups: (-activity, group, drawing)
-    for group, grows in itertools.groupby(rows, key=lambda r: r.group):
-        grows = list(grows)
+    for group, group_rows in itertools.groupby(rows, key=lambda r: r.group):
+        grows = list(group_rows)
         hist = [h for h in fold_member_map(grows) if checks.keeps_interval(h)]
         gens = [g for g in fold_generations(grows) if checks.keeps(g[2])]
         events = [r for r in grows if r.type == "static_member_event" and checks.keeps(r.timestamp)]
@@ -447,26 +450,29 @@ def fold_catchup_ranges(rows):
     for (group, topic, partition), commits in itertools.groupby(rows, lambda r: (r.group, r.topic, r.partition)):
         last: dict = {}
         instance: dict[tuple[int, int], str | None] = {}
-
-        def checkpoints(commits=commits, last=last, instance=instance):
-            for r in commits:
-                try:
-                    tokens = R.decode(r.metadata)
-                except ValueError:          # not written by the consumer
-                    continue
-                if tokens is None:
-                    continue
-                who = next((f[len("instance="):] for f in r.metadata.split(" ") if f.startswith("instance=")), None)
-                instance.update(((t.lo, t.hi), who) for t in tokens)
-                last.update(time=r.time, log_partition=r.log_partition)
-                yield r.time, r.metadata
-
-        for h in R.history(checkpoints()):
+        for h in R.history(_checkpoints(commits, last, instance)):
             merged = None if h.merged_into is None else f"{h.merged_into[0]}-{h.merged_into[1]}"
             owed = h.owed or (None, None)
             yield (group, topic, partition, h.lo, h.hi, h.opened_ms, h.closed_ms,
                    h.closed_ms if merged is None else None, merged, *owed, instance.get((h.lo, h.hi)),
                    last["time"], last["log_partition"])
+
+
+def _checkpoints(commits, last: dict, instance: dict[tuple[int, int], str | None]):
+    """(time, metadata) of each checkpoint among one (group, topic, partition)'s commits, for `R.history`;
+    as it goes, `instance` gets the instance id that wrote each token and `last` the latest checkpoint's time
+    and log partition."""
+    for r in commits:
+        try:
+            tokens = R.decode(r.metadata)
+        except ValueError:          # not written by the consumer
+            continue
+        if tokens is None:
+            continue
+        who = next((f[len("instance="):] for f in r.metadata.split(" ") if f.startswith("instance=")), None)
+        instance.update(((t.lo, t.hi), who) for t in tokens)
+        last.update(time=r.time, log_partition=r.log_partition)
+        yield r.time, r.metadata
 
 
 def in_arrow(fold, schema):
@@ -478,16 +484,18 @@ def in_arrow(fold, schema):
         out: list[tuple] = []
 
         def rows():
-            row = None
+            make: Callable[[Iterable], tuple] | None = None
             for b in batches:
-                if row is None:
-                    row = collections.namedtuple("Row", b.schema.names, rename=True)
-                yield from map(row._make, zip(*(c.to_pylist() for c in b.columns)))
+                if make is None:
+                    # a row class of the batch's columns: typeshed types namedtuple() as type[tuple], without _make
+                    make = collections.namedtuple("Row", b.schema.names, rename=True)._make  # type: ignore[attr-defined]
+                yield from map(make, zip(*(c.to_pylist() for c in b.columns), strict=True))
 
         def batch():
-            cols = list(zip(*out))
+            cols = list(zip(*out, strict=True))
             out.clear()
-            return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+            return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)],
+                                              schema=schema)
 
         for t in fold(rows()):
             out.append(t)

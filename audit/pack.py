@@ -37,7 +37,9 @@ def pack(out: str | Path) -> Path:
     out = Path(out).resolve()
     with tempfile.TemporaryDirectory(prefix="tenure-audit-env-") as tmp:
         env = Path(tmp) / "env"
-        subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(env)], check=True)
+        # the interpreter the driver's venv was made from; typeshed does not declare CPython's sys._base_executable
+        base = sys._base_executable  # type: ignore[attr-defined]
+        subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True)
         subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
                         "--disable-pip-version-check", *requirements()], check=True)
         out.unlink(missing_ok=True)

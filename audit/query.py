@@ -30,7 +30,7 @@ def intervals(dir_: str, group: str, instance: str, master: str = "local[*]", sp
         t = t.filter(pc.and_(pc.equal(t["group"], group), pc.equal(t["instance_id"], instance)))
         rows = t.select(list(FIELDS)).to_pylist()
     else:
-        from . import job
+        from . import job, tables
         own = spark is None
         if own:
             spark = job.session(master, app="tenure-audit-query")
@@ -41,7 +41,7 @@ def intervals(dir_: str, group: str, instance: str, master: str = "local[*]", sp
             # directory (removed after) instead of making them rows (a cluster's executors may not see it)
             local = spark.sparkContext.master.startswith("local")
             loaded = job.load(spark, opts, offsets_dir=scratch if local else None)
-            h = job.member_map_history(job.fold_input(loaded.records))
+            h = tables.member_map_history(tables.fold_input(loaded.records))
             rows = [r.asDict() for r in h.filter(h["instance_id"] == instance).select(*FIELDS).collect()]
         finally:
             if own:

@@ -22,6 +22,7 @@ matplotlib.rcParams["svg.hashsalt"] = "tenure"      # stable element ids from ru
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
@@ -159,7 +160,7 @@ def timeline_svg(group: str, d: dict) -> str:
                 markeredgewidth=2)
         seen[label] = (marker, colour)
     gens = d["gens"][d["gens"]["generation"].notna()]
-    for i, r in enumerate(gens.itertuples()):
+    for r in gens.itertuples():
         x = to_num(r.time)
         ax.axvline(x, color="#757575", linestyle="--", linewidth=0.8, zorder=0)
         if len(gens) <= LABEL_LINES:
@@ -173,8 +174,8 @@ def timeline_svg(group: str, d: dict) -> str:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=UTC))
     ax.set_xlabel("time (UTC)")
     ax.set_title(f"group {group}: who held each instance id")
-    handles = [Patch(color=c, label=f"member id, started by {cause_words(k)}") for k, c in START_COLOURS.items()
-               if (d["intervals"]["start_cause"] == k).any()]
+    handles: list[Artist] = [Patch(color=c, label=f"member id, started by {cause_words(k)}")
+                             for k, c in START_COLOURS.items() if (d["intervals"]["start_cause"] == k).any()]
     handles += [Line2D([], [], marker=m, color=c, linestyle="none", label=lab) for lab, (m, c) in seen.items()]
     handles.append(Line2D([], [], color="#757575", linestyle="--", label="rebalance (new generation)"))
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))

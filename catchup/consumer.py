@@ -20,9 +20,10 @@ import logging
 import threading
 import time
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from tenure.catchup import ranges as R
+from tenure.catchup.commits import Commits
 
 log = logging.getLogger("tenure.catchup")
 
@@ -48,7 +49,7 @@ def _timeout(t) -> float:
     return -1 if t is None else t
 
 
-class CatchUpConsumer:
+class CatchUpConsumer(Commits):
     """confluent_kafka.Consumer plus `enable.parallel.rebalance` (KIP-333). Methods as Consumer's;
     anything not listed here goes to the main consumer."""
 
@@ -333,7 +334,7 @@ class CatchUpConsumer:
             return self._plain.consume(num_messages, _timeout(timeout))
         t = _timeout(timeout)
         deadline = None if t < 0 else time.monotonic() + t
-        out = []
+        out: list[Message] = []
         while len(out) < num_messages:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             m = self.poll(left)
@@ -345,7 +346,9 @@ class CatchUpConsumer:
     def _from_main(self, timeout):
         m = self._main.poll(timeout)
         if m is not None and m.error() is None:
-            self._main_next[(m.topic(), m.partition())] = m.offset() + 1
+            offset = m.offset()
+            if offset is not None:      # a record has its offset
+                self._main_next[(m.topic(), m.partition())] = offset + 1
         return m
 
     def _from_secondary(self, timeout):
@@ -355,11 +358,12 @@ class CatchUpConsumer:
         if m is None:
             return None
         tp = (m.topic(), m.partition())
-        err = m.error()
+        err, o = m.error(), m.offset()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
-                if tp in self._sec_assigned and self._work.get(tp):   # read up to the log end: the token is done
-                    self._advance(tp, m.offset())
+                # read up to the log end (the event's offset): the token is done
+                if tp in self._sec_assigned and self._work.get(tp) and o is not None:
+                    self._advance(tp, o)
                 return None
             if err.fatal():
                 log.warning("catch-up: secondary consumer failed (%s): restarting from its checkpoint", err)
@@ -367,9 +371,9 @@ class CatchUpConsumer:
                 return None
             return m
         tokens = self._work.get(tp)
-        if tp not in self._sec_assigned or not tokens:
+        if tp not in self._sec_assigned or not tokens or o is None:     # a record has its offset
             return None
-        tok, o = tokens[0], m.offset()
+        tok = tokens[0]
         if o < tok.next:            # fetched before a reassignment
             return None
         if o >= tok.hi:             # the main consumer's territory: this token is done
@@ -403,102 +407,6 @@ class CatchUpConsumer:
                 self._durable[tp] = R.decode(c.metadata) or []
                 self._work[tp] = R.copy(self._durable[tp])
         self._sync_secondary()
-
-    # ---- commits --------------------------------------------------------------------------------------
-
-    def commit(self, message=None, offsets=None, asynchronous=True):
-        """As Consumer.commit; offsets inside an open catch-up token go to the secondary's checkpoint,
-        the rest to the application's group."""
-        if not self._on:
-            kw = {"asynchronous": asynchronous}
-            if message is not None:
-                kw["message"] = message
-            if offsets is not None:
-                kw["offsets"] = offsets
-            return self._plain.commit(**kw)
-        if message is not None:
-            offsets = [TopicPartition(message.topic(), message.partition(), message.offset() + 1)]
-        if offsets is None:
-            return self._commit_delivered((self._main_next, self._work), None, asynchronous, must=True)
-        main, sec = [], []
-        for p in offsets:
-            tp = (p.topic, p.partition)
-            if R.owed_at(self._durable.get(tp, []), p.offset):
-                self._durable[tp] = R.processed_below(self._durable[tp], p.offset)
-                sec.append(tp)
-            else:
-                main.append(TopicPartition(p.topic, p.partition, p.offset, metadata=R.marker(R.RUNNING, self._instance)))
-        return self._send(main, sec, asynchronous)
-
-    def _commit_delivered(self, delivered, only, asynchronous=False, must=False):
-        """Commit what was delivered (`delivered`: main_next and work as of some moment) on the owned
-        partitions (or `only` those); `must`: nothing to commit is an error, as Consumer.commit()."""
-        main_next, work = delivered
-        main = [TopicPartition(t, p, n, metadata=R.marker(R.RUNNING, self._instance))
-                for (t, p), n in main_next.items() if (t, p) in self._owned and (only is None or (t, p) in only)
-                and n != self._main_committed.get((t, p))]
-        sec = []
-        for tp, tokens in work.items():
-            if tp in self._owned and (only is None or tp in only) and tp in self._durable:
-                done = R.copy(tokens)
-                if [str(t) for t in done] != [str(t) for t in self._durable[tp]]:
-                    self._durable[tp] = done
-                    sec.append(tp)
-        if not main and not sec:
-            if must:
-                raise KafkaException(KafkaError(KafkaError._NO_OFFSET))
-            return None
-        return self._send(main, sec, asynchronous)
-
-    def _send(self, main, sec, asynchronous):
-        done = []
-        if sec:
-            r = self._checkpoint(sec, asynchronous)
-            done += r or []
-        if main:
-            r = self._main.commit(offsets=main, asynchronous=asynchronous)
-            for p in main:
-                self._main_committed[(p.topic, p.partition)] = p.offset
-            done += r or []
-        return None if asynchronous else done
-
-    def _checkpoint(self, keys, asynchronous):
-        offs = []
-        for t, p in keys:
-            tokens = self._durable.get((t, p), [])
-            at = R.low(tokens)
-            offs.append(TopicPartition(t, p, self._last_hi.get((t, p), 0) if at is None else at,
-                                       metadata=R.encode(tokens, self._instance)))
-        return self._secondary().commit(offsets=offs, asynchronous=asynchronous)
-
-    def _maybe_auto_commit(self) -> None:
-        if not self._auto_commit:
-            return
-        if time.monotonic() >= self._next_auto:
-            self._next_auto = time.monotonic() + self._auto_interval
-            try:
-                self._commit_delivered(self._delivered_before, None, asynchronous=True)
-            except KafkaException as e:
-                log.warning("catch-up: auto-commit failed (%s)", e)
-        # What the application has had back from poll() so far counts as processed at the next poll.
-        self._delivered_before = (dict(self._main_next), {tp: R.copy(t) for tp, t in self._work.items()})
-
-    def committed(self, partitions, timeout=None):
-        """The offset below which everything is processed: the secondary's checkpoint while it owes an
-        offset below the main group's commit, the main group's commit otherwise."""
-        if not self._on:
-            return self._plain.committed(partitions, **({} if timeout is None else {"timeout": timeout}))
-        kw = {} if timeout is None else {"timeout": timeout}
-        main = self._main.committed(partitions, **kw)
-        sec = self._secondary().committed(partitions, **kw)
-        out = []
-        for m, s in zip(main, sec):
-            owed = R.low(R.decode(s.metadata) or [])
-            if owed is not None and (m.offset < 0 or owed < m.offset):
-                out.append(TopicPartition(m.topic, m.partition, owed, metadata=s.metadata))
-            else:
-                out.append(m)
-        return out
 
     # ---- pause, resume, close: both ------------------------------------------------------------------
 
@@ -551,7 +459,11 @@ class CatchUpConsumer:
         JoinGroup parked at the coordinator), which is returned."""
         self._closed = True
         handles = [c for c in (self._main, self._sec) if c is not None]
-        t = threading.Thread(target=lambda: [self._main.poll(0)] + [c.close() for c in handles],
-                             name="catchup-abandoned", daemon=True)      # poll(0): see close()
+
+        def release() -> None:
+            self._main.poll(0)                                   # see close()
+            for c in handles:
+                c.close()
+        t = threading.Thread(target=release, name="catchup-abandoned", daemon=True)
         t.start()
         return t

@@ -115,7 +115,7 @@ def is_crash_marker(metadata: str | None) -> bool:
     """A main-group commit left by an instance that did not give the partition up cleanly. A commit
     written by anything else (a plain consumer, a tool) is taken as clean: switching the mode on resumes
     as a plain consumer would."""
-    return bool(metadata) and metadata.startswith(f"{PREFIX} {RUNNING}")
+    return metadata is not None and metadata.startswith(f"{PREFIX} {RUNNING}")
 
 
 @dataclass

@@ -105,7 +105,6 @@ from .consumer_group import (
     ConsumerGroupHeartbeatResponse,
 )
 
-
 # Who answers an API (the routing table's owner column): the broker that took the request (the data plane and
 # the admin APIs), the group coordinator, or the transaction coordinator. The dispatcher does one lookup.
 BROKER, GROUP, TRANSACTION = "broker", "group", "transaction"

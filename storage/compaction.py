@@ -47,8 +47,9 @@ Bounded passes. A pass reads at most `budget` bytes of segment files (to index t
 has not seen yet, and to rewrite groups); whole segments and whole groups only, and at least one of
 either per pass so it always progresses. The key index of a segment is computed once and kept while
 the segment exists (non-active segments do not change), so later passes only read what is new. The
-parsing and rebuilding run through a caller-supplied runner (a worker thread on the server) and touch no
-file the log serves from except by reading it; all directory changes happen on the caller's thread.
+parsing and rebuilding (storage/cleaning.py: the key index, the plan, the rewrite) run through a
+caller-supplied runner (a worker thread on the server) and touch no file the log serves from except by
+reading it; all directory changes happen on the caller's thread (`Compactor`, here).
 
 Damage. Segments are read through the segment reader (storage/reader.py), which checks every batch: a
 batch whose bytes changed on disk since the log was opened stops the pass (`CorruptLogError`, named once
@@ -58,59 +59,46 @@ too) - it is never rebuilt into a cleaned segment under a new, valid CRC.
 Durability. Before a segment's keys may supersede anything it is fsynced (once): an older record is
 only dropped when the record that replaces it is on disk.
 
-Cleaner checkpoint. `<data dir>/cleaner-offset-checkpoint` (Kafka's name and text format: a version line
-`0`, a count line, then `topic partition offset` lines) holds, per partition, an offset below which the
-cleaner may have removed records: before a cleaned group is swapped in, the entry is raised (never
-lowered) to the base offset of the segment after the group, and the file is replaced atomically
-(written, fsynced, renamed, directory fsynced). It is written before the swap's commit point, so it is
-an upper bound of what was ever cleaned, even after a crash; a failure to write it abandons the swap.
-Offsets at or above it have never been cleaned, so a hole in them is a real gap (`tenure audit`'s
-`log_gap`). The file sits next to the partition directories (the parent of `SegmentLog.dir`).
+Cleaner checkpoint. `<data dir>/cleaner-offset-checkpoint` (Kafka's name and text format, storage/
+checkpoints.py: a version line `0`, a count line, then `topic partition offset` lines) holds, per
+partition, an offset below which the cleaner may have removed records: before a cleaned group is swapped
+in, the entry is raised (never lowered) to the base offset of the segment after the group, and the file is
+replaced atomically (written, fsynced, renamed, directory fsynced). It is written before the swap's commit
+point, so it is an upper bound of what was ever cleaned, even after a crash; a failure to write it
+abandons the swap. Offsets at or above it have never been cleaned, so a hole in them is a real gap
+(`tenure audit`'s `log_gap`). The file sits next to the partition directories (the parent of
+`SegmentLog.dir`).
 """
 from __future__ import annotations
 
 import logging
 import os
-import struct
-import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, fields
-from pathlib import Path
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
-import crc32c
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
-from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader, parse_batches
-from .reader import BadBatch, Batch, SegmentReader
-from .segments import (  # noqa: F401 (CHECKPOINT, read_checkpoint: the checkpoint's reader lives with recovery)
-    _CHECKPOINT_VERSION,
-    CHECKPOINT,
-    CLEANED,
-    LOG_START_CHECKPOINT,
-    CorruptLogError,
-    Segment,
-    SegmentLog,
-    SwapUnfinished,
-    fsync_dir,
-    partition_of_dir,
-    read_checkpoint,
-    segment_name,
+from .batch import parse_batches
+from .checkpoints import advance_checkpoint
+from .cleaning import (
+    CleanStats,
+    Plan,
+    Rewritten,
+    SegmentSummary,
+    plan,
+    rewrite_files,
+    summarize_files,
 )
+from .files import CLEANED, segment_name
+from .segments import CorruptLogError, Segment, SegmentLog, SwapUnfinished
 
 log = logging.getLogger("tenure.storage")
 
-DELETE_HORIZON_FLAG = 0x40                        # Kafka's DELETE_HORIZON_FLAG_MASK (KIP-534)
-TIMESTAMP_TYPE_FLAG = DefaultRecordBatch.TIMESTAMP_TYPE_MASK
-CODEC_MASK = DefaultRecordBatch.CODEC_MASK
 DEFAULT_DELETE_RETENTION_MS = 86_400_000          # Kafka's delete.retention.ms
 DEFAULT_MIN_COMPACTION_LAG_MS = 0                 # Kafka's min.compaction.lag.ms
 DEFAULT_PASS_BYTES = 4 * 1024 * 1024
-_CRC = struct.Struct(">I")
 _MAX_PASSES = 10_000
-_checkpoint_lock = threading.Lock()               # one read-modify-write at a time in this process
 
 
 @dataclass(frozen=True)
@@ -135,297 +123,6 @@ class CompactionPolicy:
 def is_compacted(cleanup_policy: str | None) -> bool:
     """`cleanup.policy` is `compact` or a list holding it (`compact,delete`)."""
     return cleanup_policy is not None and "compact" in (p.strip() for p in cleanup_policy.split(","))
-
-
-@dataclass(frozen=True)
-class SegmentSummary:
-    """The key index of one immutable segment: for each key, (offset of its last record in the segment,
-    is it a tombstone, its batch's delete horizon or None); `records` counts every record, `fixed`
-    those kept whatever happens (keyless, control/transactional or undecodable batches)."""
-    keys: dict[bytes, tuple[int, bool, int | None]]
-    records: int
-    fixed: int
-
-
-@dataclass
-class CleanStats:
-    """What passes did (they add up with `+=`)."""
-    segments_indexed: int = 0          # segments whose keys were read for the first time
-    groups_cleaned: int = 0            # rewrites swapped in
-    segments_before: int = 0           # segments those rewrites replaced ...
-    segments_after: int = 0            # ... and produced
-    bytes_before: int = 0
-    bytes_after: int = 0
-    records_before: int = 0
-    records_after: int = 0
-    tombstones_dropped: int = 0
-    batches_stamped: int = 0           # batches given a delete horizon
-    batches_rebuilt: int = 0
-    batches_dropped: int = 0
-    bytes_read: int = 0                # what the budget counts
-    more: bool = False                 # a pass stopped at its budget with work left
-
-    def __iadd__(self, other: CleanStats) -> CleanStats:
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            setattr(self, f.name, (a or b) if isinstance(a, bool) else a + b)
-        return self
-
-    @property
-    def did_work(self) -> bool:
-        return bool(self.segments_indexed or self.groups_cleaned)
-
-
-# ====================================================================== pure parts (run on a worker)
-def batch_horizon(h: BatchHeader) -> int | None:
-    """The batch's delete horizon (its base timestamp when attribute bit 6 is set), else None."""
-    return h.first_timestamp if h.attributes & DELETE_HORIZON_FLAG else None
-
-
-def _records(h: BatchHeader, raw) -> list | None:
-    """The batch's records, or None if it is kept as it is (control, transactional, undecodable)."""
-    if h.is_control or h.is_transactional:
-        return None
-    try:
-        return list(DefaultRecordBatch(raw))
-    except Exception as exc:      # a codec not installed, or records that do not parse under a valid CRC
-        log.warning("batch at offset %d is kept as it is: its records do not decode (%s: %s)",
-                    h.base_offset, type(exc).__name__, exc)
-        return None
-
-
-def summarize(batches: Iterable[tuple[BatchHeader, bytes]]) -> SegmentSummary:
-    """Index the keys of one segment's batches."""
-    keys: dict[bytes, tuple[int, bool, int | None]] = {}
-    records = fixed = 0
-    for h, raw in batches:
-        recs = _records(h, raw)
-        if recs is None:
-            records += h.records_count
-            fixed += h.records_count
-            continue
-        horizon = batch_horizon(h)
-        for r in recs:
-            records += 1
-            if r.key is None:
-                fixed += 1
-            else:
-                keys[r.key] = (r.offset, r.value is None, horizon)
-    return SegmentSummary(keys, records, fixed)
-
-
-def rebuild_batch(h: BatchHeader, kept: list, horizon: int | None) -> bytes:
-    """A batch of the records `kept` (kafka-python records of the batch `h`), as Kafka's cleaner
-    rebuilds one: same base offset, last offset delta, leader epoch, producer fields, timestamp type and
-    codec; with `horizon`, attribute bit 6 and base timestamp = horizon."""
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=h.attributes & CODEC_MASK, is_transactional=False,
-                                  producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-                                  base_sequence=h.base_sequence, batch_size=2 ** 31 - 1)
-    if horizon is not None:
-        # kafka-python's builder takes the first record's timestamp as the base timestamp unless one is
-        # set; with it set, every record's delta is taken from the horizon (and may be negative)
-        b._first_timestamp = horizon
-        b._max_timestamp = -1
-    for r in kept:
-        b.append(r.offset - h.base_offset, timestamp=r.timestamp, key=r.key, value=r.value,
-                 headers=list(r.headers))
-    buf = b.build()
-    (_, length, _, magic, _, attributes, _, first_ts, max_ts, pid, epoch, seq, count) = HEADER.unpack_from(buf, 0)
-    attributes |= h.attributes & TIMESTAMP_TYPE_FLAG
-    if horizon is not None:
-        attributes |= DELETE_HORIZON_FLAG
-    if h.attributes & TIMESTAMP_TYPE_FLAG:        # LogAppendTime: the batch's max timestamp is every record's
-        max_ts = h.max_timestamp
-    HEADER.pack_into(buf, 0, h.base_offset, length, h.partition_leader_epoch, magic, 0, attributes,
-                     h.last_offset_delta, first_ts, max_ts, pid, epoch, seq, count)
-    _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
-
-
-@dataclass
-class _Group:
-    start: int                      # indices into the planned range
-    end: int
-    changed: list[bool]             # per segment: does anything in it change
-    droppable: frozenset            # keys whose expired tombstone may go in this group
-    size: int
-
-
-@dataclass
-class _Plan:
-    latest: dict[bytes, tuple[int, bool, int | None]]
-    groups: list[_Group]
-
-
-def plan(summaries: list[SegmentSummary], sizes: list[int], segment_bytes: int, now: int) -> _Plan:
-    """The key map of the range and the groups worth rewriting, in offset order."""
-    latest: dict[bytes, tuple[int, bool, int | None]] = {}
-    for s in summaries:
-        latest.update(s.keys)
-    expired = {k for k, (_, tomb, hz) in latest.items() if tomb and hz is not None and now >= hz}
-    holders: dict[bytes, int] = {}             # expired key -> segments holding a record of it
-    if expired:
-        for s in summaries:
-            for k in s.keys.keys() & expired:
-                holders[k] = holders.get(k, 0) + 1
-    groups: list[_Group] = []
-    i = 0
-    while i < len(summaries):
-        j, total = i + 1, sizes[i]
-        while j < len(summaries) and total + sizes[j] <= segment_bytes:
-            total += sizes[j]
-            j += 1
-        droppable = set()
-        if expired:
-            inside: dict[bytes, int] = {}
-            for s in summaries[i:j]:
-                for k in s.keys.keys() & expired:
-                    inside[k] = inside.get(k, 0) + 1
-            droppable = {k for k, n in inside.items() if n == holders[k]}
-        changed = []
-        for s in summaries[i:j]:
-            kept, change = s.fixed, False
-            for k, entry in s.keys.items():
-                offset, tomb, hz = entry
-                if latest[k][0] != offset:
-                    continue
-                if tomb and hz is None:
-                    change = True              # to stamp
-                elif tomb and now >= hz and k in droppable:
-                    change = True              # to drop
-                    continue
-                kept += 1
-            changed.append(change or kept < s.records)
-        if any(changed) or j - i > 1:
-            groups.append(_Group(i, j, changed, frozenset(droppable), total))
-        i = j
-    return _Plan(latest, groups)
-
-
-@dataclass
-class _Rewritten:
-    data: bytes
-    summary: SegmentSummary
-    stats: CleanStats
-
-
-def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[bool],
-            summaries: list[SegmentSummary], latest: dict, droppable: frozenset, now: int,
-            stamp: int) -> _Rewritten:
-    """The cleaned bytes of one group, from the batches of each of its segments (see the module
-    docstring for the rules)."""
-    out = bytearray()
-    keys: dict[bytes, tuple[int, bool, int | None]] = {}
-    records = fixed = 0
-    st = CleanStats()
-    for batches, change, s in zip(segments, changed, summaries):
-        st.records_before += s.records
-        if not change:
-            for _, raw in batches:
-                out += raw
-            keys.update(s.keys)
-            records += s.records
-            fixed += s.fixed
-            continue
-        for h, raw in batches:
-            recs = _records(h, raw)
-            if recs is None:
-                out += raw
-                records += h.records_count
-                fixed += h.records_count
-                continue
-            horizon = batch_horizon(h)
-            kept = []
-            tombstones = False
-            for r in recs:
-                if r.key is not None:
-                    if latest[r.key][0] > r.offset:
-                        continue                               # superseded
-                    if r.value is None:
-                        if horizon is not None and now >= horizon and r.key in droppable:
-                            st.tombstones_dropped += 1
-                            continue
-                        tombstones = True
-                kept.append(r)
-            new_horizon = stamp if horizon is None and tombstones else horizon
-            if len(kept) == len(recs) and new_horizon == horizon:
-                out += raw
-            elif kept:
-                out += rebuild_batch(h, kept, new_horizon)
-                st.batches_rebuilt += 1
-                st.batches_stamped += new_horizon != horizon
-            else:
-                st.batches_dropped += 1
-            for r in kept:
-                records += 1
-                if r.key is None:
-                    fixed += 1
-                else:
-                    keys[r.key] = (r.offset, r.value is None, new_horizon)
-    st.records_after = records
-    return _Rewritten(bytes(out), SegmentSummary(keys, records, fixed), st)
-
-
-def _read_segment(path, size: int, sync: bool) -> Iterator[Batch]:
-    """The batches of a non-active segment (its first `size` bytes), by path (no fd of the log's is used
-    off its thread), through the segment reader: a batch that fails its check raises `CorruptLogError`,
-    so damage is never copied into a cleaned segment. With `sync`, the file is fsynced first."""
-    with SegmentReader(path, 0, size) as reader:
-        if sync:
-            os.fsync(reader.fd)
-        end = 0
-        for item in reader:
-            if isinstance(item, BadBatch):
-                raise CorruptLogError(Path(path), item.position, item.offset, item.reason)
-            end = item.position + item.header.size
-            yield item
-        if end < size:
-            raise OSError(f"{path}: ends at byte {end}, the segment has {size}")
-
-
-def _summarize_files(jobs: list[tuple[Any, int]]) -> list[SegmentSummary]:
-    return [summarize(_read_segment(path, size, sync=True)) for path, size in jobs]
-
-
-def _rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> _Rewritten:
-    return rewrite([_read_segment(path, size, sync=False) for path, size in jobs], changed, summaries, latest,
-                   droppable, now, stamp)
-
-
-# ====================================================================== the cleaner checkpoint
-def advance_checkpoint(partition_dir, offset: int | None, name: str = CHECKPOINT) -> None:
-    """Raise the checkpoint entry of the log in `partition_dir` to `offset` (never lower it; None removes the
-    entry, for a deleted partition); atomic."""
-    pdir = os.path.abspath(os.fspath(partition_dir))
-    root = os.path.dirname(pdir)
-    key = partition_of_dir(os.path.basename(pdir))
-    with _checkpoint_lock:
-        try:
-            entries = read_checkpoint(root, name)
-        except ValueError as exc:
-            log.warning("%s; rewriting it", exc)
-            entries = {}
-        if offset is None:
-            if entries.pop(key, None) is None:
-                return
-        elif entries.get(key, -1) >= offset:
-            return
-        else:
-            entries[key] = offset
-        data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
-                       + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
-        path = os.path.join(root, name)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(Path(root))
 
 
 # ====================================================================== the driver
@@ -528,15 +225,15 @@ class Compactor:
                 st.bytes_read += seg.size
             rng.append(seg)
         if todo:
-            found = yield (_summarize_files, [(seg.path, seg.size) for seg in todo])
+            found = yield (summarize_files, [(seg.path, seg.size) for seg in todo])
             if not self._still_in(plog, rng):
                 return st
-            for seg, summary in zip(todo, found):
+            for seg, summary in zip(todo, found, strict=True):
                 self._summaries[seg] = summary
             st.segments_indexed += len(todo)
         if not rng:
             return st
-        p: _Plan = yield (plan, [self._summaries[s] for s in rng], [s.size for s in rng],
+        p: Plan = yield (plan, [self._summaries[s] for s in rng], [s.size for s in rng],
                           plog.config.segment_bytes, now)
         stamp = now + policy.delete_retention_ms
         for g in p.groups:
@@ -548,7 +245,7 @@ class Compactor:
                 break
             st.bytes_read += g.size
             summaries = [self._summaries[s] for s in group]
-            done: _Rewritten = yield (_rewrite_files, [(s.path, s.size) for s in group], g.changed, summaries,
+            done: Rewritten = yield (rewrite_files, [(s.path, s.size) for s in group], g.changed, summaries,
                                       p.latest, g.droppable, now, stamp)
             if not self._still_in(plog, group):
                 break
@@ -569,7 +266,7 @@ class Compactor:
         ids = {id(s) for s in plog.segments[:-1]}
         return all(id(s) in ids for s in segs)
 
-    def _install(self, plog: SegmentLog, group: list[Segment], done: _Rewritten) -> None:
+    def _install(self, plog: SegmentLog, group: list[Segment], done: Rewritten) -> None:
         """Write `<base>.log.cleaned`, fsync it, swap it in (on the log's own thread, no wait inside)."""
         headers = parse_batches(done.data)             # verifies every CRC once more before it is served
         cleaned = plog.dir / (segment_name(group[0].base_offset) + CLEANED)

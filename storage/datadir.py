@@ -9,13 +9,16 @@ import os
 import uuid
 from pathlib import Path
 
-from .segments import LogConfig, SegmentLog, fsync_dir, partition_dir_name, segment_name
+from .checkpoints import LOG_START_CHECKPOINT, read_checkpoint
+from .files import fsync_dir, partition_dir_name, segment_name
+from .segments import LogConfig, SegmentLog
 
 log = logging.getLogger("tenure.storage")
 
 CATALOG = "topics.json"
 META = "meta.properties"
 LOCK = ".lock"
+_DEFAULT_CONFIG = LogConfig()          # frozen: one default for every open
 
 
 class DataDirLocked(OSError):
@@ -31,7 +34,7 @@ class DataDir:
         self._log_starts: dict[tuple[str, int], int] | None = None   # log-start-offset-checkpoint, read once
 
     @classmethod
-    def open(cls, path: str | os.PathLike, config: LogConfig = LogConfig()) -> DataDir:
+    def open(cls, path: str | os.PathLike, config: LogConfig = _DEFAULT_CONFIG) -> DataDir:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         fd = os.open(p / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -56,7 +59,6 @@ class DataDir:
         try:
             seg_log = SegmentLog(directory, self.config, name, defer_cut=True)
             if self._log_starts is None:
-                from .compaction import LOG_START_CHECKPOINT, read_checkpoint
                 self._log_starts = read_checkpoint(self.path, LOG_START_CHECKPOINT)
         except OSError:
             if seg_log is not None:

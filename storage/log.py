@@ -137,13 +137,13 @@ class MemoryLog:
         """(header, bytes) of each batch holding an offset from `start_offset` on; each batch is its own
         buffer, so a header's position is 0."""
         i = bisect.bisect_left(self._last_offsets, start_offset)
-        yield from zip(self._headers[i:], self._batches[i:])
+        yield from zip(self._headers[i:], self._batches[i:], strict=True)
 
     def locate(self, offset: int) -> str:
         return f"{self.name} (offset {offset}, in memory)"
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        for h, b in zip(self._headers, self._batches):
+        for h, b in zip(self._headers, self._batches, strict=True):
             if h.max_timestamp >= timestamp:
                 found = offset_at_or_after(b, h, timestamp, self._start)
                 if found is not None:
@@ -160,7 +160,7 @@ class MemoryLog:
 
     def max_timestamp(self) -> tuple[int, int] | None:
         best = None                              # the first batch holding the highest timestamp
-        for h, b in zip(self._headers, self._batches):
+        for h, b in zip(self._headers, self._batches, strict=True):
             if best is None or h.max_timestamp > best[0].max_timestamp:
                 best = (h, b)
         return None if best is None else first_record_with_max_timestamp(best[1], best[0])

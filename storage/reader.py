@@ -215,7 +215,7 @@ class SegmentReader:
                 if not off + HEADER_SIZE <= end <= n:
                     break
                 h, reason = check_batch(buf, off, end, expect, expect >= exact_from, pos)
-                if reason is not None:
+                if reason is not None or h is None:      # sound (no reason): it has its header
                     break
                 if forward:
                     self.expect = expect = h.base_offset + h.last_offset_delta + 1

@@ -6,15 +6,15 @@ Kafka writes them, so Kafka's own tools and any RecordBatch reader can parse the
 is the active one (appends go there); a new one is rolled when the active segment would pass
 `segment_bytes` or is older than `segment_ms`.
 
-Reads use a sparse in-memory offset index per segment (one entry every `index_interval_bytes`, as
-Kafka's .index), rebuilt while the segment is verified at open; a read finds the segment by base
-offset, the nearest index entry, then walks batch headers from there.
+Each segment file is a `Segment` (storage/segment_file.py) with a sparse in-memory offset index (one entry
+every `index_interval_bytes`, as Kafka's .index), rebuilt while the segment is verified at open; a read
+finds the segment by base offset, the nearest index entry, then walks batch headers from there.
 
-Recovery at open verifies every batch (length, magic, CRC-32C, and a base offset continuing the previous
-batch exactly, except where the cleaner left gaps: see `scan_segment`, `gaps_below`). Damage at
-the end of the newest segment - a torn write or a corrupt last batch with nothing valid after it - is
-cut off and logged with what was cut. Damage anywhere else is never skipped: opening raises
-`CorruptLogError` naming the file, byte position and offset.
+Recovery at open verifies every batch with the checks of storage/recovery.py (length, magic, CRC-32C, and a
+base offset continuing the previous batch exactly, except where the cleaner left gaps: see `scan_segment`,
+`gaps_below`). Damage at the end of the newest segment - a torn write or a corrupt last batch with nothing
+valid after it - is cut off and logged with what was cut. Damage anywhere else is never skipped: opening
+raises `CorruptLogError` naming the file, byte position and offset.
 
 Durability is the caller's choice: `append` writes to the OS (a process crash loses nothing that
 was appended); `flush` fsyncs every segment written since the last flush (and the directory when a
@@ -24,20 +24,13 @@ from __future__ import annotations
 
 import bisect
 import logging
-import mmap
 import os
-import struct
-import threading
 import time
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
     BatchHeader,
     first_record_with_max_timestamp,
     offset_at_or_after,
@@ -45,57 +38,21 @@ from .batch import (
     read_header,
     restamp,
 )
-from .reader import BadBatch, SegmentReader, check_batch  # noqa: F401 (check_batch: imported from here too)
+from .checkpoints import LOG_START_CHECKPOINT, advance_checkpoint
+from .files import (  # noqa: F401 (partition_dir_name: imported from here too)
+    CLEANED,
+    MERGING,
+    SUFFIX,
+    SWAP,
+    fsync_dir,
+    partition_dir_name,
+    segment_name,
+)
+from .reader import BadBatch, SegmentReader
+from .recovery import CorruptLogError, Damage, gaps_below, scan_segment, segment_gap
+from .segment_file import Segment
 
 log = logging.getLogger("tenure.storage")
-
-SUFFIX = ".log"
-CLEANED = ".cleaned"      # <base>.log.cleaned: a cleaned segment being written (storage/compaction.py)
-SWAP = ".swap"            # <base>.log.swap: a complete cleaned segment, committed to replace its originals
-MERGING = ".merging"      # <base>.log.merging: an original segment being merged into a cleaned one
-_BASE_AND_LEN = struct.Struct(">qi")
-CHECKPOINT = "cleaner-offset-checkpoint"   # Kafka's file name, in the data dir (written by storage/compaction.py)
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # DeleteRecords' log start offsets, same format
-_CHECKPOINT_VERSION = 0
-
-
-def read_checkpoint(data_dir, name: str = CHECKPOINT) -> dict[tuple[str, int], int]:
-    """`<data_dir>/<name>` (by default cleaner-offset-checkpoint) as {(topic, partition): offset}; {} if there
-    is none. Raises ValueError if the file is not in the format `advance_checkpoint` writes."""
-    path = os.path.join(os.fspath(data_dir), name)
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return {}
-    try:
-        if int(lines[0]) != _CHECKPOINT_VERSION:
-            raise ValueError(f"version {lines[0]!r}")
-        count = int(lines[1])
-        if len(lines) != 2 + count:
-            raise ValueError(f"{count} entries announced, {len(lines) - 2} present")
-        out = {}
-        for line in lines[2:]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (IndexError, ValueError) as exc:
-        kind = "cleaner" if name == CHECKPOINT else "log start offset"
-        raise ValueError(f"{path}: not a {kind} checkpoint ({exc})") from None
-
-
-def partition_of_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); a directory not named so -> (name, -1)."""
-    topic, _, partition = name.rpartition("-")
-    return (topic, int(partition)) if topic and partition.isdigit() else (name, -1)
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{SUFFIX}"
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 @dataclass(frozen=True)
@@ -105,216 +62,9 @@ class LogConfig:
     index_interval_bytes: int = 4096            # Kafka's index.interval.bytes
 
 
-class CorruptLogError(Exception):
-    """Damage that recovery must not cut: a bad batch with valid data after it, or in an older segment."""
-
-    def __init__(self, path: Path, position: int, offset: int | None, reason: str) -> None:
-        where = f"{path} at byte {position}" + (f" (offset {offset})" if offset is not None else "")
-        super().__init__(f"corrupt log: {where}: {reason}")
-        self.path = path
-        self.position = position
-        self.offset = offset
-        self.reason = reason
-
-
 class SwapUnfinished(OSError):
     """`replace_segments` failed after its commit point: the files are mid-swap (the next open finishes
     the swap) while the log object still serves the old segments."""
-
-
-@dataclass
-class Damage:
-    """A batch that failed verification: where, why, and whether valid batches follow it."""
-    path: Path
-    position: int
-    offset: int | None
-    reason: str
-    valid_after: bool
-
-
-def gaps_below(directory: Path, newest_base: int) -> int:
-    """The offset below which a partition log's batches may skip offsets (see `scan_segment`).
-
-    Only the log cleaner leaves such gaps: it drops batches whose records were all superseded, keeping
-    every other batch's base and last offset, and before a cleaned segment is swapped in it raises this
-    partition's entry in the cleaner checkpoint (`<data dir>/cleaner-offset-checkpoint`) past every offset
-    it cleaned. So: that entry; 0 if there is none (never cleaned: every batch continues the one before it
-    exactly); if the checkpoint cannot be read, the newest segment's base offset (the cleaner never
-    touches the newest segment)."""
-    try:
-        entries = read_checkpoint(directory.parent)
-    except (OSError, ValueError) as exc:
-        log.warning("%s: %s; below offset %d batches are only checked for moving forward", directory.name,
-                    exc, newest_base)
-        return newest_base
-    return entries.get(partition_of_dir(directory.name), 0)
-
-
-def scan_segment(path: Path, base_offset: int, on_batch=None,
-                 gaps_below: int = 0) -> tuple[list[BatchHeader], Damage | None]:
-    """Every sound batch of a segment file up to the first damage (if any), read by the segment reader.
-
-    A sound batch starts exactly where the one before it (or, first in the file, the segment's base
-    offset) ends - the base offset is not covered by the CRC, so this is what catches a damaged one -
-    except where the expected offset is below `gaps_below`: there the cleaner may have dropped whole
-    batches, and a base offset only has to move forward.
-
-    With `on_batch`, each sound header is handed to it as it is found and the returned list stays empty
-    (a large segment's headers are then never all held at once)."""
-    headers: list[BatchHeader] = []
-    keep = headers.append if on_batch is None else on_batch
-    expect = base_offset
-    skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
-    with SegmentReader(path, expect_offset=base_offset, exact_from=gaps_below, rereads=1) as reader:
-        for item in reader:                          # jumped over a gap
-            if isinstance(item, BadBatch):
-                return headers, _damage(Path(path), item, reader.size, expect, skipped)
-            h = item.header
-            keep(h)
-            skipped = (h, expect) if h.base_offset > expect else None
-            expect = h.next_offset
-    return headers, None
-
-
-def _damage(path: Path, bad: BadBatch, size: int, expect: int,
-            skipped: tuple[BatchHeader, int] | None) -> Damage:
-    """What `scan_segment` reports for the bad batch it met (`expect`: the offset it should have had)."""
-    h, reason = bad.header, bad.reason
-    offsets_only = reason.startswith("base offset")  # check_batch checks offsets last: all else is sound
-    if skipped is not None and h is not None and h.base_offset < expect and offsets_only:
-        # a sound batch going back into the batch before it, which skipped offsets: either base offset
-        # may be the damaged one; the earlier is named, so nothing sound is cut
-        prev, prev_expect = skipped
-        return Damage(path, prev.position, prev_expect,
-                      f"base offset {prev.base_offset} skips offsets {prev_expect}..{prev.base_offset - 1} and "
-                      f"the next batch's base offset {h.base_offset} goes back into this batch: one of the two "
-                      f"is damaged", True)
-    offset = expect if h is None or offsets_only else h.base_offset
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        valid_after = _valid_after(buf, bad.position, min(size, len(buf)), h, expect)
-    return Damage(path, bad.position, offset, reason, valid_after)
-
-
-def segment_gap(base: int, expect: int, gaps_below: int) -> str | None:
-    """Why a segment with base offset `base` cannot follow one whose next offset is `expect`, if it cannot:
-    it overlaps it, or offsets are missing between them that no cleaning explains (see `gaps_below`)."""
-    if base < expect:
-        return f"segment base offset {base} overlaps the previous segment, whose next offset is {expect}"
-    if base > expect >= gaps_below:
-        return (f"offsets {expect}..{base - 1} are missing: the previous segment ends at offset {expect - 1} "
-                f"and the cleaner never removed records there")
-    return None
-
-
-def _valid_after(buf, pos: int, size: int, h: BatchHeader | None, expect: int) -> bool:
-    """Is there a sound batch anywhere after a damaged one (so the damage is not a tail)?
-
-    First where the damaged batch's own length points; then, since that length may itself be the
-    damaged field, every position whose magic byte reads 2 and whose header is plausible (length
-    within the file, base offset not below the damaged batch's or the expected one), confirmed by its CRC-32C. A rare,
-    recovery-only search: cheap checks first, the CRC only for plausible candidates."""
-    if h is not None and pos + h.size < size:
-        if check_batch(buf, pos + h.size, size, 0)[1] is None:
-            return True
-    floor = min(_BASE_AND_LEN.unpack_from(buf, pos)[0], expect) if size - pos >= LOG_OVERHEAD else expect
-    q = buf.find(b"\x02", pos + 1 + MAGIC_OFFSET)
-    while q != -1:
-        p = q - MAGIC_OFFSET
-        if p + HEADER_SIZE <= size:
-            base, length = _BASE_AND_LEN.unpack_from(buf, p)
-            if (length >= HEADER_SIZE - LOG_OVERHEAD and p + LOG_OVERHEAD + length <= size
-                    and floor <= base < floor + (1 << 40)
-                    and check_batch(buf, p, size, 0)[1] is None):
-                return True
-        q = buf.find(b"\x02", q + 1)
-    return False
-
-
-class Segment:
-    """One segment file: an append fd, the next offset, a sparse index, and timestamps."""
-
-    def __init__(self, path: Path, base_offset: int, index_interval: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = 0
-        self.next_offset = base_offset
-        self.index_interval = index_interval
-        self.index_offsets = array("q")      # base offset of an indexed batch
-        self.index_positions = array("q")    # its byte position
-        self._since_index = index_interval   # index the first batch
-        self.max_timestamp = -1
-        self.max_timestamp_batch = -1        # base offset of the first batch holding max_timestamp
-        self.created = time.monotonic()
-        self.batches = 0
-        self._holds = 0                      # claimed fsyncs still to run on this fd (see `hold`)
-        self._close_pending = False
-        self._fd_lock = threading.Lock()
-
-    def add(self, h: BatchHeader, position: int) -> None:
-        if self._since_index >= self.index_interval:
-            self.index_offsets.append(h.base_offset)
-            self.index_positions.append(position)
-            self._since_index = 0
-        self._since_index += h.size
-        self.size = position + h.size
-        self.next_offset = h.next_offset
-        self.batches += 1
-        if h.max_timestamp > self.max_timestamp:         # the first batch holding the highest timestamp
-            self.max_timestamp = h.max_timestamp
-            self.max_timestamp_batch = h.base_offset
-
-    def position_for(self, offset: int) -> int:
-        i = bisect.bisect_right(self.index_offsets, offset) - 1
-        return self.index_positions[i] if i >= 0 else 0
-
-    def pread(self, length: int, position: int) -> bytes:
-        return os.pread(self.fd, length, position)
-
-    def headers_from(self, position: int, chunk: int = 64 * 1024) -> Iterator[tuple[BatchHeader, int]]:
-        """(header, position) of each batch from `position` on, reading in chunks."""
-        while position < self.size:
-            buf = self.pread(min(chunk, self.size - position), position)
-            off = 0
-            while off + HEADER_SIZE <= len(buf):
-                h = read_header(buf, off)
-                yield h, position + off
-                off += h.size
-            if off == 0:                       # header larger than the chunk left: read exactly it
-                h = read_header(self.pread(HEADER_SIZE, position), 0)
-                yield h, position
-                off = h.size
-            position += off
-
-    def hold(self) -> bool:
-        """Keep the fd open for a claimed fsync (which may run on a worker thread) until `release`; a
-        `close` meanwhile is carried out by the last release. False if the segment is closed already."""
-        with self._fd_lock:
-            if self.fd < 0 or self._close_pending:
-                return False
-            self._holds += 1
-            return True
-
-    def release(self) -> None:
-        with self._fd_lock:
-            self._holds -= 1
-            if self._holds == 0 and self._close_pending:
-                self._close_fd()
-
-    def close(self) -> None:
-        with self._fd_lock:
-            if self._holds:
-                self._close_pending = True
-            else:
-                self._close_fd()
-
-    def _close_fd(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 class SegmentLog:
@@ -395,7 +145,6 @@ class SegmentLog:
         """DeleteRecords (see storage.Log): raise the start floor; delete the segments wholly below it (never
         the active one). The floor is written to the data dir's log-start-offset-checkpoint first."""
         if offset > self.start_floor:
-            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
             advance_checkpoint(self.dir, offset, LOG_START_CHECKPOINT)     # durable before anything goes
             self.start_floor = offset
             while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
@@ -598,7 +347,7 @@ class SegmentLog:
             raise ValueError(f"{self.name}: log is closed")
         i = next((j for j, seg in enumerate(self.segments) if seg is old[0]), None) if old else None
         if (i is None or i + len(old) >= len(self.segments)
-                or any(a is not b for a, b in zip(self.segments[i:i + len(old)], old))):
+                or any(a is not b for a, b in zip(self.segments[i:i + len(old)], old, strict=True))):
             raise ValueError(f"{self.name}: not consecutive non-active segments of this log")
         base = old[0].base_offset
         limit = self.segments[i + len(old)].base_offset
@@ -693,7 +442,6 @@ class SegmentLog:
         """Close and remove the partition directory (topic deletion)."""
         self.close()
         if self.start_floor:
-            from .compaction import LOG_START_CHECKPOINT, advance_checkpoint
             advance_checkpoint(self.dir, None, LOG_START_CHECKPOINT)
         for p in self.dir.iterdir():
             p.unlink()
@@ -707,10 +455,3 @@ def astuple_tail(h: BatchHeader) -> tuple:
             h.last_offset_delta, h.first_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
             h.base_sequence, h.records_count)
 
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -33,7 +33,7 @@ class Histogram:
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, acc = [], 0
-        for b, c in zip(self.bounds, self.counts):
+        for b, c in zip(self.bounds, self.counts, strict=False):     # counts has the +Inf bucket too
             acc += c
             out.append((repr(float(b)), acc))
         out.append(("+Inf", acc + self.counts[-1]))

@@ -45,9 +45,9 @@ log = logging.getLogger("tenure.server")
 
 
 class Server:
-    def __init__(self, config: ServerConfig = ServerConfig(), *, faults: Faults | None = None,
+    def __init__(self, config: ServerConfig | None = None, *, faults: Faults | None = None,
                  metrics: Metrics | None = None) -> None:
-        self.config = config
+        self.config = config = config if config is not None else ServerConfig()
         self.node = Node(config.advertised_host or config.host, config.port)       # broker 0
         # the brokers and every partition's replicas, leader and epoch (broker/cluster.py)
         self.cluster = Cluster(config.brokers, self.node.host, config.racks, config.replicas)
@@ -250,7 +250,7 @@ class Server:
     async def _start_serving(self) -> None:
         """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
-        for b, port in zip(self.cluster.brokers, self.config.ports()):
+        for b, port in zip(self.cluster.brokers, self.config.ports(), strict=True):
             self.cluster.brokers[b].port = self.listeners[b].start(self.config.host, port)
         self.port = self.node.port = self.cluster.brokers[0].port
         self._loop_handler = (loop, loop.get_exception_handler())

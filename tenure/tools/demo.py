@@ -149,7 +149,7 @@ def _story(base: Path, members: int, partitions: int, records: int, audit: bool,
             consumers[iid].stop()
             t0 = time.monotonic()
             consumers[iid] = DemoConsumer(server.bootstrap, iid).start()
-            _wait(lambda: consumers[iid].assigned is not None, 60, f"{iid} to get its partitions back")
+            _wait(lambda iid=iid: consumers[iid].assigned is not None, 60, f"{iid} to get its partitions back")
             out(f"         {iid:12} back in {time.monotonic() - t0:.2f}s with partitions {consumers[iid].assigned}")
             others_called += sum(consumers[o].assignments - n for o, n in seen.items() if o != iid)
         check(server.group(GROUP).generation == gen, f"generation unchanged ({gen})")

@@ -44,6 +44,7 @@ map of each GroupMetadata record of that group at the point it is written.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import random
@@ -52,6 +53,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 START_MS = 1_767_225_600_000                     # 2026-01-01T00:00:00Z
 
@@ -115,7 +117,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
         # each partition's records also go to a real coordinator shard, whose state is checked against
         # what the simulation expects at the end (see check_against_shards)
         shards = [GroupCoordinator(partition=p) for p in range(cfg.offsets_partitions)]
-        stats = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "event_records": 0,
+        stats: dict[str, Any] = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "event_records": 0,
                  "tombstones": 0, "commits": 0, "restarts": 0, "rebalances": 0, "expirations": 0,
                  "leaves": 0, "removals": 0, "forced_rebalances": 0, "fenced": 0, "deletions": 0}
         causes = {c: 0 for c in rec.STATIC_EVENT_CAUSES}
@@ -167,10 +169,11 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                 self.previous: list[str | None] = [None] * M   # the last id each instance was replaced from
                 self.generation = 0
                 self.busy = 0                      # steps of a multi-step change still scheduled
-                self.sub = sub_cache.get(self.topic)
-                if self.sub is None:
-                    self.sub = sub_cache[self.topic] = bytes(
+                sub = sub_cache.get(self.topic)
+                if sub is None:
+                    sub = sub_cache[self.topic] = bytes(
                         Sub(topics=[self.topic], user_data=None, owned_partitions=[]).encode(version=1))
+                self.sub: bytes = sub
                 self.assign()
 
             def present(self) -> list[int]:
@@ -179,11 +182,11 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
             def assign(self) -> None:
                 """Assignment over the present members, rotated by the generation."""
                 present = self.present()
-                self.owner = [[] for _ in range(M)]
+                self.owner: list[list[int]] = [[] for _ in range(M)]
                 if present:
                     for p in range(P):
                         self.owner[present[(p + self.generation) % len(present)]].append(p)
-                self.asg = [None] * M
+                self.asg: dict[int, bytes] = {}        # each present member's assignment
                 for k in present:
                     ck = (self.topic, tuple(self.owner[k]))
                     b = asg_cache.get(ck)
@@ -207,8 +210,9 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                 return GroupMetadataRecord(
                     group_id=self.gid, protocol_type="consumer", generation=self.generation, protocol="range",
                     leader=self.ids[present[0]], current_state_timestamp=clock[0],
-                    members=tuple(MemberRecord(self.ids[k], self.iids[k], self.client, self.host[k],
-                                               300_000, 45_000, self.sub, self.asg[k]) for k in present))
+                    members=tuple(MemberRecord(member_id, self.iids[k], self.client, self.host[k],
+                                               300_000, 45_000, self.sub, self.asg[k])
+                                  for k, member_id in enumerate(self.ids) if member_id is not None))
 
             def event(self, k: int, cause: str, old: str | None, new: str | None) -> StaticMemberEventRecord:
                 return StaticMemberEventRecord(self.gid, self.iids[k], cause, old, new, self.generation, clock[0],
@@ -262,9 +266,9 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
         def restart(g: G) -> None:
             """A rolling restart: one member every 2 s, each replaced with a new id (KIP-345)."""
             def replace(k: int) -> None:
-                if g.ids[k] is None:
-                    return
                 old = g.ids[k]
+                if old is None:
+                    return
                 g.ids[k] = new_member_id(g.iids[k])
                 g.previous[k] = old
                 write([g.event(k, rec.REPLACED, old, g.ids[k]), g.record()])
@@ -272,14 +276,14 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                     later(rng.randrange(500, 10_000), g, lambda: fence(g, k, old))
 
             for k in range(M):
-                later(2000 * k, g, lambda k=k: replace(k))
+                later(2000 * k, g, functools.partial(replace, k))
 
         def delete(g: G) -> None:
             """Every member expires, DeleteGroups, then the group forms again."""
             for k in g.present():
                 old = g.ids[k]
                 g.ids[k] = None
-                recs = [g.event(k, rec.EXPIRED, old, None)]
+                recs: list[StaticMemberEventRecord | GroupMetadataRecord] = [g.event(k, rec.EXPIRED, old, None)]
                 if not g.present():
                     g.generation += 1
                     g.assign()
@@ -293,6 +297,9 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
             g.generation = 0
             g.previous = [None] * M
             later(rng.randrange(10_000, 60_000), g, lambda: form(g))
+
+        def complete_rebalance(g: G) -> None:
+            write([g.rebalanced()])
 
         def commit(g: G) -> bool:
             present = [k for k in g.present() if g.owner[k]]
@@ -349,7 +356,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                 if cause is None:
                     stats["forced_rebalances"] += 1
                     write([g.event(k, rec.FORCED_REBALANCE, g.ids[k], g.ids[k]) for k in g.present()])
-                    later(rng.randrange(1000, 5000), g, lambda g=g: write([g.rebalanced()]))
+                    later(rng.randrange(1000, 5000), g, functools.partial(complete_rebalance, g))
                 else:
                     stats[stat] += 1
                     present = g.present()

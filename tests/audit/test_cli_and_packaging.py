@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from tenure.audit.job import package_zip
+from tenure.audit.spark_session import package_zip
 from tenure.tools.cli import main
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tenure.audit import job, pack
+from tenure.audit import job, pack, spark_session
 
 from .test_scenario import scenario
 
@@ -133,7 +133,7 @@ def test_the_audit_on_a_standalone_cluster_equals_local(spark, tmp_path):
     ran = [d for d, log in executors.items() if "Running task" in log]
     assert {d.parent.parent for d in ran} == set(cluster.work_dirs), list(executors)
     for d in ran:
-        assert (d / job.EXECUTOR_ENV_DIR / "bin" / "python").exists(), d
+        assert (d / spark_session.EXECUTOR_ENV_DIR / "bin" / "python").exists(), d
     assert not [d for d, log in executors.items() if "ModuleNotFoundError" in log]
 
     # the same tables, row for row, and not empty

@@ -6,7 +6,7 @@ import threading
 
 from confluent_kafka import Consumer, TopicPartition
 
-from tenure.audit import job, read
+from tenure.audit import job, listing, read
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
 from tenure.server import ServerThread
@@ -35,32 +35,32 @@ def test_a_swap_between_listing_and_reading_is_caught_file_by_file(tmp_path):
     With the listed identities every such file is refused as `changed`, and the partition is unstable."""
     w = Writer(tmp_path, 0, segment_bytes=400)
     commits(w, 40)
-    listings, note = read.list_partitions(str(tmp_path))
+    listings, note = listing.list_partitions(str(tmp_path))
     assert note is None
     lst = listings[0]
     units = lst.units()
     assert len(units) > 4
     early = [list(read.read_unit(u)) for u in units[1:3]]        # read before the swap: sound
-    assert all(t[0] in "RI" and (t[0] != "I" or t[1][2] == read.OK) for rows in early for t in rows)
+    assert all(t[0] in "RI" and (t[0] != "I" or t[1][2] == listing.OK) for rows in early for t in rows)
     Compactor().clean_fully(w.log, POLICY)
-    after, _ = read.list_partitions(str(tmp_path))
+    after, _ = listing.list_partitions(str(tmp_path))
     now = {path: ident for _, path, ident in after[0].files}
     swapped = [u.path for u in units if now.get(u.path) != u.ident]
     assert len(swapped) > 4 and units[1].path in swapped and units[-1].path not in swapped
     late = [list(read.read_unit(u)) for u in units]
     infos = [t[1] for rows in late for t in rows if t[0] == "I"]
-    assert [i[1] for i in infos if i[2] == read.CHANGED] == swapped
-    assert all(i[2] == read.OK for i in infos if i[1] not in swapped)
+    assert [i[1] for i in infos if i[2] == listing.CHANGED] == swapped
+    assert all(i[2] == listing.OK for i in infos if i[1] not in swapped)
     errors = [t[1] for rows in late for t in rows if t[0] == "E"]
     assert [e[0] for e in errors] == swapped and {e[4] for e in errors} == {read.UNSTABLE}  # not damage
     assert not [t for u, rows in zip(units, late) if u.path in swapped for t in rows if t[0] == "R"]
-    assert "changed between listing and reading" in read.unstable_reason(lst, infos, after[0])
+    assert "changed between listing and reading" in listing.unstable_reason(lst, infos, after[0])
     # the listings alone see it too: the listed files were replaced or removed
-    assert "during the read" in read.unstable_reason(lst, [], after[0])
+    assert "during the read" in listing.unstable_reason(lst, [], after[0])
     # a fresh listing read now is consistent
     lst2 = after[0]
     infos2 = [t[1] for u in lst2.units() for t in read.read_unit(u) if t[0] == "I"]
-    assert read.unstable_reason(lst2, infos2, read.list_partitions(str(tmp_path))[0][0]) is None
+    assert listing.unstable_reason(lst2, infos2, listing.list_partitions(str(tmp_path))[0][0]) is None
     w.close()
 
 
@@ -68,19 +68,19 @@ def test_a_listing_taken_mid_swap_is_not_trusted(tmp_path):
     w = Writer(tmp_path, 0, segment_bytes=400)
     commits(w, 40)
     w.close()
-    full, _ = read.list_partitions(str(tmp_path))
+    full, _ = listing.list_partitions(str(tmp_path))
     second = full[0].files[1][1]
     os.rename(second, second + ".merging")                        # step 2 of a swap
-    mid, _ = read.list_partitions(str(tmp_path))
+    mid, _ = listing.list_partitions(str(tmp_path))
     assert mid[0].busy == [os.path.basename(second) + ".merging"]
-    assert "under way" in read.unstable_reason(mid[0], [], full[0])
+    assert "under way" in listing.unstable_reason(mid[0], [], full[0])
     os.rename(second + ".merging", second)
     # a listing that missed a file (a directory read racing a swap): the file turns up below the newest
-    partial = read.Listing(0, full[0].dir, [f for f in full[0].files if f[1] != second], [], 0)
-    assert "appeared during the read below the newest segment" in read.unstable_reason(partial, [], full[0])
+    partial = listing.Listing(0, full[0].dir, [f for f in full[0].files if f[1] != second], [], 0)
+    assert "appeared during the read below the newest segment" in listing.unstable_reason(partial, [], full[0])
     # a segment rolled after the listing is fine (it was not read, the read is the log as listed)
-    shorter = read.Listing(0, full[0].dir, full[0].files[:-1], [], 0)
-    assert read.unstable_reason(shorter, [], full[0]) is None
+    shorter = listing.Listing(0, full[0].dir, full[0].files[:-1], [], 0)
+    assert listing.unstable_reason(shorter, [], full[0]) is None
 
 
 # ---------------------------------------------------------------------- the job

@@ -6,7 +6,8 @@ import os
 from tenure.audit import job
 from tenure.protocol import records as rec
 from tenure.storage.batch import parse_batches
-from tenure.storage.compaction import CHECKPOINT, CompactionPolicy, Compactor, read_checkpoint
+from tenure.storage.checkpoints import CHECKPOINT, read_checkpoint
+from tenure.storage.compaction import CompactionPolicy, Compactor
 
 from .logs import T0, Writer, offsets_in
 

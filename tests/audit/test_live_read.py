@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from tenure.audit import read
+from tenure.audit import listing, read
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
 from tests.support.wire import WireClient, create_topic
@@ -32,7 +32,7 @@ def test_reading_while_a_server_appends(tmp_path):
         try:
             reads, deadline = 0, time.monotonic() + 3
             while time.monotonic() < deadline:
-                for unit in read.list_units(str(tmp_path)):
+                for unit in listing.list_units(str(tmp_path)):
                     rows = list(read.read_unit(unit))
                     errors = [r for k, r in rows if k == "E"]
                     assert all(e[4] == read.TORN_TAIL for e in errors), errors

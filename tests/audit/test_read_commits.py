@@ -7,7 +7,7 @@ import struct
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tenure.audit import read
+from tenure.audit import listing, read
 from tenure.protocol import records as rec
 
 from .logs import T0, ev, gm, open_log
@@ -65,7 +65,7 @@ def read_rows(data_dir) -> list[tuple]:
     for pairs, producer in batches():
         log.append(raw_batch(pairs, T0, producer))
     log.close()
-    listings, _ = read.list_partitions(str(data_dir))
+    listings, _ = listing.list_partitions(str(data_dir))
     rows = [t for u in listings[0].units() for t in read.read_unit(u) if t[0] in "RE"]
     return [t if t[0] == "R" else ("E", t[1][5]) for t in rows]
 

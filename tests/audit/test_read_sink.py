@@ -1,9 +1,10 @@
-"""The read tasks' offsets_history part files (`read.OffsetsSink`, `read.OffsetsWriter`): a task writes the plain
-offset commits of its piece as Parquet and yields everything else as rows. What it writes and yields must be what
-the rows of a read without a sink say, filtered by the sink's rules: plain (not transactional) commits and their
-tombstones, not catch-up checkpoints, within --group/--since/--until - same rows, same order, the job's
-OFFSETS_SCHEMA types - and every other row (errors, group records, transactional commits, markers, checkpoints)
-unchanged, with the "I" row's counts of records and errors those of the read without a sink."""
+"""The read tasks' offsets_history part files (`offsets_sink.OffsetsSink`, `offsets_sink.OffsetsWriter`): a
+task writes the plain offset commits of its piece as Parquet and yields everything else as rows. What it writes
+and yields must be what the rows of a read without a sink say, filtered by the sink's rules: plain (not
+transactional) commits and their tombstones, not catch-up checkpoints, within --group/--since/--until - same
+rows, same order, the job's OFFSETS_SCHEMA types - and every other row (errors, group records, transactional
+commits, markers, checkpoints) unchanged, with the "I" row's counts of records and errors those of the read
+without a sink."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 
-from tenure.audit import job, read
+from tenure.audit import job, listing, offsets_sink, read
 from tenure.protocol.markers import control_batch
 from tenure.catchup.ranges import PREFIX
 
@@ -44,21 +45,21 @@ def synth_log(data_dir) -> None:
     log.close()
 
 
-def taken(row: tuple, sink: read.OffsetsSink) -> bool:
+def taken(row: tuple, sink: offsets_sink.OffsetsSink) -> bool:
     """The plain offset commits a sink writes (its rules, restated): not transactional, not a catch-up
     checkpoint."""
     return row[3] == "offset_commit" and row[25] is None and (row[24] is None or not row[24].startswith(
         PREFIX + " instance="))
 
 
-def passes(row: tuple, sink: read.OffsetsSink) -> bool:
+def passes(row: tuple, sink: offsets_sink.OffsetsSink) -> bool:
     return (sink.group is None or row[4] == sink.group) and (sink.since is None or row[2] >= sink.since) and (
         sink.until is None or row[2] < sink.until)
 
 
 def history_row(row: tuple) -> dict:
-    return dict(zip(read.OFFSETS_FIELDS, (row[4], row[20], row[21], row[22], row[23], row[24], row[5], row[0],
-                                          row[1], row[2], None, None, None, None, None)))
+    return dict(zip(offsets_sink.OFFSETS_FIELDS, (row[4], row[20], row[21], row[22], row[23], row[24], row[5],
+                                                  row[0], row[1], row[2], None, None, None, None, None)))
 
 
 SINKS = [dict(), dict(group="g1"), dict(since=T0 + 100, until=T0 + 400), dict(group="app.catchup"),
@@ -68,12 +69,12 @@ SINKS = [dict(), dict(group="g1"), dict(since=T0 + 100, until=T0 + 400), dict(gr
 @pytest.mark.parametrize("filters", SINKS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()) or "all")
 @pytest.mark.parametrize("split_bytes", [None, 4096])
 def test_the_part_files_hold_what_the_rows_without_a_sink_say(tmp_path, monkeypatch, filters, split_bytes):
-    monkeypatch.setattr(read.OffsetsWriter, "ROWS", 16)
+    monkeypatch.setattr(offsets_sink.OffsetsWriter, "ROWS", 16)
     synth_log(tmp_path / "log")
-    listings, _ = read.list_partitions(str(tmp_path / "log"))
+    listings, _ = listing.list_partitions(str(tmp_path / "log"))
     units = listings[0].units(split_bytes)
     assert len(units) > (1 if split_bytes else 0)
-    sink = read.OffsetsSink(str(tmp_path / "staging"), **filters)
+    sink = offsets_sink.OffsetsSink(str(tmp_path / "staging"), **filters)
     os.makedirs(sink.staging)
     written = 0
     for unit in units:
@@ -113,10 +114,10 @@ def test_the_part_files_hold_what_the_rows_without_a_sink_say(tmp_path, monkeypa
 def test_a_part_file_that_cannot_be_written_fails_the_task(tmp_path, monkeypatch, rows):
     """A write failure (here: the staging directory is gone) is the task's failure, for Spark to retry -
     never an error row saying a record does not decode, with the commits it held lost."""
-    monkeypatch.setattr(read.OffsetsWriter, "ROWS", rows)
+    monkeypatch.setattr(offsets_sink.OffsetsWriter, "ROWS", rows)
     synth_log(tmp_path / "log")
-    listings, _ = read.list_partitions(str(tmp_path / "log"))
-    sink = read.OffsetsSink(str(tmp_path / "gone"))
+    listings, _ = listing.list_partitions(str(tmp_path / "log"))
+    sink = offsets_sink.OffsetsSink(str(tmp_path / "gone"))
     with pytest.raises(FileNotFoundError):
         for unit in listings[0].units():
             for row in read.unit_rows(unit, sink):

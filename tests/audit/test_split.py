@@ -1,4 +1,4 @@
-"""A segment file read as byte-range pieces (read.split, read.merge_pieces) gives exactly what one read of
+"""A segment file read as byte-range pieces (listing.split, listing.merge_pieces) gives exactly what one read of
 the whole file gives - the same records, errors and gaps in the same order, the same per-file info - for any
 piece size: pieces starting mid-batch, inside a big batch, at a damaged batch, on a torn tail, and inside a
 record whose bytes hold a sound batch of their own; and where the pieces cannot chain (two damaged batches in a
@@ -6,7 +6,7 @@ row: one read stops at the first, a later piece reads on) the file is read again
 does."""
 import os
 
-from tenure.audit import job, read
+from tenure.audit import job, listing, read
 from tenure.protocol import records as rec
 from tenure.storage.batch import parse_batches
 
@@ -63,10 +63,10 @@ def write_log(tmp_path) -> dict[int, str]:
     return {0: newest, 1: segs[1]}
 
 
-def read_partition(lst: read.Listing, split_bytes):
+def read_partition(lst: listing.Listing, split_bytes):
     units = lst.units(split_bytes)
     rows = [t for u in units for t in read.read_unit(u)]
-    merged, joins, broken = read.merge_pieces([t[1] for t in rows if t[0] == "I"], lst.clean_to)
+    merged, joins, broken = listing.merge_pieces([t[1] for t in rows if t[0] == "I"], lst.clean_to)
     body = [t for t in rows if t[0] in "RE"]
     gaps = sorted([t[1] for t in rows if t[0] == "G"] + joins)
     return units, body, gaps, merged, broken
@@ -74,7 +74,7 @@ def read_partition(lst: read.Listing, split_bytes):
 
 def test_pieces_read_what_one_read_reads_for_any_piece_size(tmp_path):
     write_log(tmp_path)
-    listings, _ = read.list_partitions(str(tmp_path))
+    listings, _ = listing.list_partitions(str(tmp_path))
     broke = set()
     for p, lst in listings.items():
         _, body, gaps, merged, broken = read_partition(lst, None)
@@ -113,16 +113,16 @@ def _rows_of(unit, again):
 
 
 def test_split_cuts_only_files_larger_than_a_piece():
-    u = read.Unit(0, "/x", 0, False, (1, 2, 1000, 3))
-    assert read.split(u, None) == [u] and read.split(u, 1000) == [u]
-    pieces = read.split(u, 300)
+    u = listing.Unit(0, "/x", 0, False, (1, 2, 1000, 3))
+    assert listing.split(u, None) == [u] and listing.split(u, 1000) == [u]
+    pieces = listing.split(u, 300)
     assert [(p.start, p.end, p.piece, p.pieces) for p in pieces] == [
         (0, 250, 0, 4), (250, 500, 1, 4), (500, 750, 2, 4), (750, None, 3, 4)]
 
 
 def test_the_job_reads_a_split_log_as_it_reads_it_whole(spark, tmp_path):
     write_log(tmp_path)
-    lst = read.list_partitions(str(tmp_path))[0][1]
+    lst = listing.list_partitions(str(tmp_path))[0][1]
     assert read_partition(lst, 97)[4]                       # a piece size whose pieces cannot chain
     got = {}
     for size in (None, 97):

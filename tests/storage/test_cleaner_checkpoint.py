@@ -9,7 +9,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.storage import compaction
-from tenure.storage.compaction import CHECKPOINT, CompactionPolicy, Compactor, advance_checkpoint, read_checkpoint
+from tenure.storage.checkpoints import CHECKPOINT, advance_checkpoint, read_checkpoint
+from tenure.storage.compaction import CompactionPolicy, Compactor
 from tenure.storage.segments import LogConfig, SegmentLog
 
 T0 = 1_700_000_000_000

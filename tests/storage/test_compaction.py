@@ -20,9 +20,8 @@ from tenure.protocol import records as rec
 from tenure.storage import parse_batches
 from tenure.storage import segments as segments_mod
 from tenure.storage.batch import restamp
-from tenure.storage.compaction import (
-    DELETE_HORIZON_FLAG, CompactionPolicy, Compactor, SegmentSummary, batch_horizon, plan, rebuild_batch, rewrite,
-)
+from tenure.storage.cleaning import DELETE_HORIZON_FLAG, SegmentSummary, batch_horizon, plan, rebuild_batch, rewrite
+from tenure.storage.compaction import CompactionPolicy, Compactor
 from tenure.storage.segments import CorruptLogError, LogConfig, SegmentLog, segment_name
 
 T0 = 1_700_000_000_000

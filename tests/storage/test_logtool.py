@@ -280,6 +280,18 @@ def test_dump_prints_unknown_record_types_with_a_note(copy, capsys):
     assert code == 0 and "unknown" not in out
 
 
+def test_dump_group_filter_leaves_out_coordinator_moves(copy, capsys):
+    """A coordinator move (CoordinatorLoad record) names no group: --group leaves it out, as every record of
+    another group."""
+    plog = SegmentLog(copy / f"{OFFSETS}-0")
+    plog.append(build_batch([rec.encode(rec.CoordinatorLoadRecord(0, 1, 0, "moved", 2, 5))], base_timestamp=5))
+    plog.close()
+    code, out, err = run(capsys, "dump", copy, "--topic", OFFSETS)
+    assert (code, err) == (0, "") and "coordinator_load key={offsets_partition=0}" in out.splitlines()[-1]
+    code, out, err = run(capsys, "dump", copy, "--group", "g2")
+    assert (code, err) == (0, "") and "coordinator_load" not in out and "g2" in out
+
+
 def test_dump_reports_a_damaged_batch_and_goes_on(copy, capsys, history):
     seg = copy / f"{OFFSETS}-0" / segment_name(0)
     raw = bytearray(seg.read_bytes())

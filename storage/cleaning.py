@@ -1,0 +1,283 @@
+"""The pure parts of log compaction, run on a worker by the cleaner's passes (storage/compaction.py states
+the rules and drives the passes): a segment's key index (`summarize`, a `SegmentSummary`), a pass's plan
+(`plan`: the key map of the cleanable range and the groups of segments worth rewriting), and the cleaned
+bytes of one group (`rewrite`, each changed batch rebuilt by `rebuild_batch`). They read segment files
+through the segment reader (`summarize_files`, `rewrite_files`) and write none; what a pass did adds up in
+`CleanStats`."""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import crc32c
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from .batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, BatchHeader
+from .reader import BadBatch, Batch, SegmentReader
+from .recovery import CorruptLogError
+
+log = logging.getLogger("tenure.storage")
+
+DELETE_HORIZON_FLAG = 0x40                        # Kafka's DELETE_HORIZON_FLAG_MASK (KIP-534)
+TIMESTAMP_TYPE_FLAG = DefaultRecordBatch.TIMESTAMP_TYPE_MASK
+CODEC_MASK = DefaultRecordBatch.CODEC_MASK
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class SegmentSummary:
+    """The key index of one immutable segment: for each key, (offset of its last record in the segment,
+    is it a tombstone, its batch's delete horizon or None); `records` counts every record, `fixed`
+    those kept whatever happens (keyless, control/transactional or undecodable batches)."""
+    keys: dict[bytes, tuple[int, bool, int | None]]
+    records: int
+    fixed: int
+
+
+@dataclass
+class CleanStats:
+    """What passes did (they add up with `+=`)."""
+    segments_indexed: int = 0          # segments whose keys were read for the first time
+    groups_cleaned: int = 0            # rewrites swapped in
+    segments_before: int = 0           # segments those rewrites replaced ...
+    segments_after: int = 0            # ... and produced
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_before: int = 0
+    records_after: int = 0
+    tombstones_dropped: int = 0
+    batches_stamped: int = 0           # batches given a delete horizon
+    batches_rebuilt: int = 0
+    batches_dropped: int = 0
+    bytes_read: int = 0                # what the budget counts
+    more: bool = False                 # a pass stopped at its budget with work left
+
+    def __iadd__(self, other: CleanStats) -> CleanStats:
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            setattr(self, f.name, (a or b) if isinstance(a, bool) else a + b)
+        return self
+
+    @property
+    def did_work(self) -> bool:
+        return bool(self.segments_indexed or self.groups_cleaned)
+
+
+def batch_horizon(h: BatchHeader) -> int | None:
+    """The batch's delete horizon (its base timestamp when attribute bit 6 is set), else None."""
+    return h.first_timestamp if h.attributes & DELETE_HORIZON_FLAG else None
+
+
+def _records(h: BatchHeader, raw) -> list | None:
+    """The batch's records, or None if it is kept as it is (control, transactional, undecodable)."""
+    if h.is_control or h.is_transactional:
+        return None
+    try:
+        return list(DefaultRecordBatch(raw))
+    except Exception as exc:      # a codec not installed, or records that do not parse under a valid CRC
+        log.warning("batch at offset %d is kept as it is: its records do not decode (%s: %s)",
+                    h.base_offset, type(exc).__name__, exc)
+        return None
+
+
+def summarize(batches: Iterable[tuple[BatchHeader, bytes]]) -> SegmentSummary:
+    """Index the keys of one segment's batches."""
+    keys: dict[bytes, tuple[int, bool, int | None]] = {}
+    records = fixed = 0
+    for h, raw in batches:
+        recs = _records(h, raw)
+        if recs is None:
+            records += h.records_count
+            fixed += h.records_count
+            continue
+        horizon = batch_horizon(h)
+        for r in recs:
+            records += 1
+            if r.key is None:
+                fixed += 1
+            else:
+                keys[r.key] = (r.offset, r.value is None, horizon)
+    return SegmentSummary(keys, records, fixed)
+
+
+def rebuild_batch(h: BatchHeader, kept: list, horizon: int | None) -> bytes:
+    """A batch of the records `kept` (kafka-python records of the batch `h`), as Kafka's cleaner
+    rebuilds one: same base offset, last offset delta, leader epoch, producer fields, timestamp type and
+    codec; with `horizon`, attribute bit 6 and base timestamp = horizon."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=h.attributes & CODEC_MASK, is_transactional=False,
+                                  producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                                  base_sequence=h.base_sequence, batch_size=2 ** 31 - 1)
+    if horizon is not None:
+        # kafka-python's builder takes the first record's timestamp as the base timestamp unless one is
+        # set; with it set, every record's delta is taken from the horizon (and may be negative)
+        b._first_timestamp = horizon
+        b._max_timestamp = -1
+    for r in kept:
+        b.append(r.offset - h.base_offset, timestamp=r.timestamp, key=r.key, value=r.value,
+                 headers=list(r.headers))
+    buf = b.build()
+    (_, length, _, magic, _, attributes, _, first_ts, max_ts, pid, epoch, seq, count) = HEADER.unpack_from(buf, 0)
+    attributes |= h.attributes & TIMESTAMP_TYPE_FLAG
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_FLAG
+    if h.attributes & TIMESTAMP_TYPE_FLAG:        # LogAppendTime: the batch's max timestamp is every record's
+        max_ts = h.max_timestamp
+    HEADER.pack_into(buf, 0, h.base_offset, length, h.partition_leader_epoch, magic, 0, attributes,
+                     h.last_offset_delta, first_ts, max_ts, pid, epoch, seq, count)
+    _CRC.pack_into(buf, CRC_OFFSET, crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+@dataclass
+class _Group:
+    start: int                      # indices into the planned range
+    end: int
+    changed: list[bool]             # per segment: does anything in it change
+    droppable: frozenset            # keys whose expired tombstone may go in this group
+    size: int
+
+
+@dataclass
+class Plan:
+    latest: dict[bytes, tuple[int, bool, int | None]]
+    groups: list[_Group]
+
+
+def plan(summaries: list[SegmentSummary], sizes: list[int], segment_bytes: int, now: int) -> Plan:
+    """The key map of the range and the groups worth rewriting, in offset order."""
+    latest: dict[bytes, tuple[int, bool, int | None]] = {}
+    for s in summaries:
+        latest.update(s.keys)
+    expired = {k for k, (_, tomb, hz) in latest.items() if tomb and hz is not None and now >= hz}
+    holders: dict[bytes, int] = {}             # expired key -> segments holding a record of it
+    if expired:
+        for s in summaries:
+            for k in s.keys.keys() & expired:
+                holders[k] = holders.get(k, 0) + 1
+    groups: list[_Group] = []
+    i = 0
+    while i < len(summaries):
+        j, total = i + 1, sizes[i]
+        while j < len(summaries) and total + sizes[j] <= segment_bytes:
+            total += sizes[j]
+            j += 1
+        droppable = set()
+        if expired:
+            inside: dict[bytes, int] = {}
+            for s in summaries[i:j]:
+                for k in s.keys.keys() & expired:
+                    inside[k] = inside.get(k, 0) + 1
+            droppable = {k for k, n in inside.items() if n == holders[k]}
+        changed = []
+        for s in summaries[i:j]:
+            kept, change = s.fixed, False
+            for k, entry in s.keys.items():
+                offset, tomb, hz = entry
+                if latest[k][0] != offset:
+                    continue
+                if tomb and hz is None:
+                    change = True              # to stamp
+                elif tomb and hz is not None and now >= hz and k in droppable:
+                    change = True              # to drop
+                    continue
+                kept += 1
+            changed.append(change or kept < s.records)
+        if any(changed) or j - i > 1:
+            groups.append(_Group(i, j, changed, frozenset(droppable), total))
+        i = j
+    return Plan(latest, groups)
+
+
+@dataclass
+class Rewritten:
+    data: bytes
+    summary: SegmentSummary
+    stats: CleanStats
+
+
+def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[bool],
+            summaries: list[SegmentSummary], latest: dict, droppable: frozenset, now: int,
+            stamp: int) -> Rewritten:
+    """The cleaned bytes of one group, from the batches of each of its segments (see
+    storage/compaction.py for the rules)."""
+    out = bytearray()
+    keys: dict[bytes, tuple[int, bool, int | None]] = {}
+    records = fixed = 0
+    st = CleanStats()
+    for batches, change, s in zip(segments, changed, summaries, strict=True):
+        st.records_before += s.records
+        if not change:
+            for _, raw in batches:
+                out += raw
+            keys.update(s.keys)
+            records += s.records
+            fixed += s.fixed
+            continue
+        for h, raw in batches:
+            recs = _records(h, raw)
+            if recs is None:
+                out += raw
+                records += h.records_count
+                fixed += h.records_count
+                continue
+            horizon = batch_horizon(h)
+            kept = []
+            tombstones = False
+            for r in recs:
+                if r.key is not None:
+                    if latest[r.key][0] > r.offset:
+                        continue                               # superseded
+                    if r.value is None:
+                        if horizon is not None and now >= horizon and r.key in droppable:
+                            st.tombstones_dropped += 1
+                            continue
+                        tombstones = True
+                kept.append(r)
+            new_horizon = stamp if horizon is None and tombstones else horizon
+            if len(kept) == len(recs) and new_horizon == horizon:
+                out += raw
+            elif kept:
+                out += rebuild_batch(h, kept, new_horizon)
+                st.batches_rebuilt += 1
+                st.batches_stamped += new_horizon != horizon
+            else:
+                st.batches_dropped += 1
+            for r in kept:
+                records += 1
+                if r.key is None:
+                    fixed += 1
+                else:
+                    keys[r.key] = (r.offset, r.value is None, new_horizon)
+    st.records_after = records
+    return Rewritten(bytes(out), SegmentSummary(keys, records, fixed), st)
+
+
+def _read_segment(path, size: int, sync: bool) -> Iterator[Batch]:
+    """The batches of a non-active segment (its first `size` bytes), by path (no fd of the log's is used
+    off its thread), through the segment reader: a batch that fails its check raises `CorruptLogError`,
+    so damage is never copied into a cleaned segment. With `sync`, the file is fsynced first."""
+    with SegmentReader(path, 0, size) as reader:
+        if sync:
+            os.fsync(reader.fd)
+        end = 0
+        for item in reader:
+            if isinstance(item, BadBatch):
+                raise CorruptLogError(Path(path), item.position, item.offset, item.reason)
+            end = item.position + item.header.size
+            yield item
+        if end < size:
+            raise OSError(f"{path}: ends at byte {end}, the segment has {size}")
+
+
+def summarize_files(jobs: list[tuple[Any, int]]) -> list[SegmentSummary]:
+    return [summarize(_read_segment(path, size, sync=True)) for path, size in jobs]
+
+
+def rewrite_files(jobs, changed, summaries, latest, droppable, now, stamp) -> Rewritten:
+    return rewrite([_read_segment(path, size, sync=False) for path, size in jobs], changed, summaries, latest,
+                   droppable, now, stamp)
