@@ -33,7 +33,7 @@ log = logging.getLogger("tenure.broker")
 
 DESCRIBE_TOPIC_PARTITIONS_LIMIT = 2000    # Kafka's max.request.partition.size.limit default
 UNKNOWN_VOLUME_BYTES = -1
-ELECTION_MESSAGES = {   # Kafka's default messages of these errors
+ELECTION_MESSAGES: dict[int, str] = {   # Kafka's default messages of these errors
     ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
     ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
     ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
@@ -87,7 +87,7 @@ class AdminApis:
     def static_configs(self, node_id: int) -> dict[str, str | None]:
         """Broker configs set by tenure's options: the server's (Server.static_configs), then those of the
         broker answering (its id, rack, listener; each broker of a cluster its own)."""
-        node = self.cluster.node(node_id)
+        node = self.cluster.brokers[node_id]
         address = f"PLAINTEXT://{node.host}:{node.port}"
         own = {"broker.id": str(node.id), "node.id": str(node.id), "process.roles": "broker,controller",
                "listeners": address, "advertised.listeners": address,
@@ -174,7 +174,7 @@ class AdminApis:
             self._check_live(len(topic.partitions) + i, a.broker_ids)
 
     # ---------------------------------------------------------------- configs
-    def _config_resource_error(self, resource_type: int, name: str, me: int) -> tuple[int, str] | None:
+    def _config_resource_error(self, resource_type: int, name: str, me: int) -> tuple[ErrorCode, str] | None:
         """Why a config resource cannot be described or altered on broker `me` (None: it can)."""
         if resource_type == RESOURCE_TOPIC:
             if self.topics.get(name) is None:
@@ -206,8 +206,9 @@ class AdminApis:
             if err is not None:
                 entry.error_code, entry.error_message = err
                 continue
-            if res.resource_type == RESOURCE_TOPIC:
-                items = self.configs.topic_entries(self.topics.get(res.resource_name).configs, self.answering(ctx))
+            topic = self.topics.get(res.resource_name)
+            if res.resource_type == RESOURCE_TOPIC and topic is not None:    # an unknown topic: an error above
+                items = self.configs.topic_entries(topic.configs, self.answering(ctx))
             elif res.resource_type == RESOURCE_BROKER:
                 items = self.configs.broker_entries(res.resource_name, self.answering(ctx))
             else:
@@ -342,7 +343,7 @@ class AdminApis:
             names = [n for n in names if n >= cursor.topic_name]
         budget = max(1, min(body.response_partition_limit, DESCRIBE_TOPIC_PARTITIONS_LIMIT))
         # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits themselves
-        ops = sum(1 << op for op in authorized_operations("topic", True))
+        ops = sum(1 << op for op in authorized_operations("topic", True) or ())
         out, next_cursor = [], None
         for name in names:
             topic = self.topics.get(name)

@@ -49,11 +49,15 @@ class PartitionState:
 
     @property
     def adding(self) -> list[int]:
-        return [] if self.target is None else [b for b in self.target if b not in self.original]
+        if self.target is None or self.original is None:
+            return []
+        return [b for b in self.target if b not in self.original]
 
     @property
     def removing(self) -> list[int]:
-        return [] if self.target is None else [b for b in self.original if b not in self.target]
+        if self.target is None or self.original is None:
+            return []
+        return [b for b in self.original if b not in self.target]
 
     def new_epoch(self, start_offset: int) -> None:
         """Bump the leader epoch; its cache entry starts at `start_offset`. As Kafka's LeaderEpochFileCache
@@ -91,9 +95,11 @@ class LeaderChange:
 
 def rack_alternated(brokers: list[BrokerNode]) -> list[int]:
     """Broker ids with the racks taking turns (Kafka's getRackAlternatedBrokerList): r1's first, r2's
-    first, ..., r1's second, ...; racks and brokers in their sorted order."""
+    first, ..., r1's second, ...; racks and brokers in their sorted order (every broker has a rack)."""
     by_rack: dict[str, list[int]] = {}
     for b in sorted(brokers, key=lambda b: b.id):
+        if b.rack is None:
+            raise ValueError(f"broker {b.id} has no rack")
         by_rack.setdefault(b.rack, []).append(b.id)
     racks = sorted(by_rack)
     out: list[int] = []
@@ -306,8 +312,10 @@ class Cluster:
         if target is None:
             original = st.original
             st.target = st.original = None
+            if original is None:            # none ongoing (the caller checks): nothing to cancel
+                return []
             return self._set_replicas(topic, partition, st, original, "reassignment_cancelled")
-        original = st.original if st.target is not None else list(st.replicas)
+        original = st.original if st.target is not None and st.original is not None else list(st.replicas)
         if target == original:
             st.target = st.original = None
             return self._set_replicas(topic, partition, st, list(target), "reassigned")
