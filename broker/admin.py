@@ -19,6 +19,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
+from .base import BrokerBase
 from .configs import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
@@ -67,9 +68,8 @@ def check_replicas(replicas, brokers, want: int | None = None) -> None:
                          f"but this is not consistent with previous partitions, which have {want} replica(s).")
 
 
-class AdminApis:
-    """Admin handlers; needs `self.topics`, `self.node`, `self.auto_create_topics` and `self.server_configs` (a
-    callable giving the broker configs the server's options set, or None)."""
+class AdminApis(BrokerBase):
+    """Admin handlers, mixed into the `Broker` (its state: base.py)."""
 
     def _admin_handlers(self) -> dict:
         self.configs = ConfigStore(self.topics, self.static_configs)
@@ -280,19 +280,19 @@ class AdminApis:
             for p in t.partitions:
                 pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
                 parts.append(pr)
-                plog = self.topics.partition(t.name, p.partition_index)
+                part = self.replicas.get(t.name, p.partition_index)
                 if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
                     pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                     continue
-                if plog is None:
+                if part is None:
                     pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                offset = plog.log_end_offset if p.offset == -1 else p.offset
-                if not 0 <= offset <= plog.log_end_offset:
+                offset = part.high_watermark if p.offset == -1 else p.offset
+                if not 0 <= offset <= part.high_watermark:
                     pr.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     continue
                 try:
-                    pr.low_watermark = plog.advance_start(offset)
+                    pr.low_watermark = part.log.advance_start(offset)
                 except OSError as exc:
                     log.error("DeleteRecords on %s-%d failed: %s", t.name, p.partition_index, exc)
                     pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
