@@ -130,7 +130,7 @@ class FetchApis(BrokerBase):
                     found = p.log.offset_for_timestamp(ts)
                 if found:
                     (pr.offset, pr.timestamp) = found
-                    pr.leader_epoch = self.cluster.state(t.name, lp.partition_index).leader_epoch
+                    pr.leader_epoch = p.leader_epoch
             out.append(TR(name=t.name, partitions=parts))
         return R(throttle_time_ms=0, topics=out)
 
@@ -152,8 +152,7 @@ class FetchApis(BrokerBase):
                 if not e.error_code and p is not None:
                     # the epoch cache: the latest epoch ends at the log end; an older one where the next
                     # began; -1 (no epoch) and newer epochs: -1/-1, as Kafka
-                    e.leader_epoch, e.end_offset = self.cluster.state(t.topic, ep.partition).end_offset_for(
-                        ep.leader_epoch, p.log_end_offset)
+                    e.leader_epoch, e.end_offset = p.end_offset_for(ep.leader_epoch)
                 parts.append(e)
             out.append(TR(topic=t.topic, partitions=parts))
         return R(throttle_time_ms=0, topics=out)

@@ -1,8 +1,9 @@
 """One topic-partition as this broker keeps it (Kafka's `kafka.cluster.Partition` with its `UnifiedLog` and
 `ProducerStateManager`, reduced to one storage shared by every broker): its log, its high watermark, its
-producers, its transaction index and the fetches long-polling it. Leaders, replicas and leader epochs are the
-cluster table's (cluster.py), which asks the partition for the facts of its log (`log_end_offset`,
-`last_epoch`) when it places it or starts a new leader epoch.
+producers, its transaction index and the fetches long-polling it; its leader epoch and epoch cache are read
+from the cluster table (cluster.py), which decides leaders for every broker of the process and asks the
+partitions for the facts of their logs (`log_end_offset`, `last_epoch`) when it places one or starts a new
+leader epoch.
 
 Appends and reads go through the replica manager (replica_manager.py), the only code that changes a
 partition: a partition only keeps its state consistent with its log.
@@ -13,15 +14,17 @@ import asyncio
 
 from tenure.storage import Log
 
+from .cluster import Cluster, PartitionState
 from .producers import ProducerState
 from .transactions import TxnIndex
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: Log) -> None:
+    def __init__(self, topic: str, index: int, log: Log, cluster: Cluster) -> None:
         self.topic = topic
         self.index = index
         self.log = log
+        self._cluster = cluster
         # the offset up to which records are committed and consumers read (Kafka's high watermark). Its own
         # value: with one storage every append is committed at once, so it follows the log end after each
         # append; a replicated partition would move it as its followers catch up
@@ -40,6 +43,19 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def state(self) -> PartitionState:
+        """Its replicas, leader, leader epoch and epoch cache (the cluster table's)."""
+        return self._cluster.state(self.topic, self.index)
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) of a leader epoch from the epoch cache (OffsetsForLeaderEpoch)."""
+        return self.state.end_offset_for(epoch, self.log_end_offset)
 
     @property
     def last_stable_offset(self) -> int:

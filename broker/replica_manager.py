@@ -65,7 +65,7 @@ class ReplicaManager:
             return None
         p = self._partitions.get((topic, index))
         if p is None or p.log is not plog:          # a topic created again: new logs, new partitions
-            p = self._partitions[(topic, index)] = Partition(topic, index, plog)
+            p = self._partitions[(topic, index)] = Partition(topic, index, plog, self.cluster)
         return p
 
     def of_topic(self, name: str) -> list[Partition]:
@@ -110,7 +110,7 @@ class ReplicaManager:
 
     def _append(self, p: Partition, batch: bytes) -> tuple[int, list[BatchHeader]]:
         """THE append: to the log at the partition's leader epoch, then the partition's bookkeeping."""
-        base, stamped = p.log.append(batch, self.cluster.state(p.topic, p.index).leader_epoch)
+        base, stamped = p.log.append(batch, p.leader_epoch)
         pos = 0
         for h in stamped:
             p.producers.appended(h)

@@ -77,6 +77,8 @@ def test_every_append_is_stamped_with_the_partition_s_leader_epoch():
     produce(b, "t", batch())
     headers = [h for h, _ in b.replicas.get("t", 0).log.batches(0)]
     assert [h.partition_leader_epoch for h in headers] == [0, 1]
+    p = b.replicas.get("t", 0)
+    assert p.leader_epoch == 1 and p.end_offset_for(0) == (0, 1) and p.end_offset_for(1) == (1, 2)
     assert b.replicas.last_epoch("t", 0) == 0                 # in memory: no epoch read back from the log
 
 
