@@ -5,9 +5,9 @@ log). A group request goes to the shard of its group (`partition_for`, coordinat
 request naming several groups is split by shard and the answers merged in request order; ListGroups
 asks every shard. For each request: build the context (token, version, client, now), run the shard,
 then apply its Result in the one safe order - append the records to __consumer_offsets through the
-`CoordinatorWriter` (the only code that writes there, through the broker's `PartitionWriter`), then release the responses (to this request or to
-parked ones) once durable, then arm/cancel the keyed timers with loop.call_later. A parked request is
-just a future waiting for its token.
+`CoordinatorWriter` (the only code that writes there, through the broker's `PartitionWriter`), then
+release the responses (to this request or to parked ones) once durable, then arm/cancel the keyed timers
+with loop.call_later. A parked request is just a future waiting for its token.
 """
 from __future__ import annotations
 
@@ -103,8 +103,6 @@ class CoordinatorRuntime:
         self._timer_keys = timer_keys
         self.clock.register(timer_keys, self._fire)
         self.metrics = metrics or Metrics()
-        # appends through `partition_writer` (the broker's replica manager), or without a broker straight to
-        # the topic's logs (`durability`, `notify_append`)
         self.writer = CoordinatorWriter(
             offsets_topic, self.clock_ms,
             partition_writer if partition_writer is not None else LogAppender(offsets_topic, durability, notify_append),
