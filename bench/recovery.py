@@ -4,7 +4,7 @@
               `tenure log synth`) with the project's own code: the data dir and topic catalog as the
               server opens them (storage DataDir + broker TopicRegistry), records encoded by
               tenure.protocol.records, and batches built and appended by the coordinator runtime's own
-              write path (coordinator/writer.py PartitionWriter: one batch per state change, partitions chosen by
+              write path (coordinator/writer.py CoordinatorWriter: one batch per state change, partitions chosen by
               Kafka's group hash), segments rolled at --segment-bytes (default Kafka's
               offsets.topic.segment.bytes, 100 MiB).
               The simulated workload: --groups consumer groups of --members static members each

@@ -19,6 +19,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
+from .base import BrokerBase
 from .configs import (
     RESOURCE_BROKER,
     RESOURCE_GROUP,
@@ -33,7 +34,7 @@ log = logging.getLogger("tenure.broker")
 
 DESCRIBE_TOPIC_PARTITIONS_LIMIT = 2000    # Kafka's max.request.partition.size.limit default
 UNKNOWN_VOLUME_BYTES = -1
-ELECTION_MESSAGES = {   # Kafka's default messages of these errors
+ELECTION_MESSAGES: dict[int, str] = {   # Kafka's default messages of these errors
     ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
     ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
     ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
@@ -67,9 +68,8 @@ def check_replicas(replicas, brokers, want: int | None = None) -> None:
                          f"but this is not consistent with previous partitions, which have {want} replica(s).")
 
 
-class AdminApis:
-    """Admin handlers; needs `self.topics`, `self.node`, `self.auto_create_topics` and `self.server_configs` (a
-    callable giving the broker configs the server's options set, or None)."""
+class AdminApis(BrokerBase):
+    """Admin handlers, mixed into the `Broker` (its state: base.py)."""
 
     def _admin_handlers(self) -> dict:
         self.configs = ConfigStore(self.topics, self.static_configs)
@@ -87,7 +87,7 @@ class AdminApis:
     def static_configs(self, node_id: int) -> dict[str, str | None]:
         """Broker configs set by tenure's options: the server's (Server.static_configs), then those of the
         broker answering (its id, rack, listener; each broker of a cluster its own)."""
-        node = self.cluster.node(node_id)
+        node = self.cluster.brokers[node_id]
         address = f"PLAINTEXT://{node.host}:{node.port}"
         own = {"broker.id": str(node.id), "node.id": str(node.id), "process.roles": "broker,controller",
                "listeners": address, "advertised.listeners": address,
@@ -174,7 +174,7 @@ class AdminApis:
             self._check_live(len(topic.partitions) + i, a.broker_ids)
 
     # ---------------------------------------------------------------- configs
-    def _config_resource_error(self, resource_type: int, name: str, me: int) -> tuple[int, str] | None:
+    def _config_resource_error(self, resource_type: int, name: str, me: int) -> tuple[ErrorCode, str] | None:
         """Why a config resource cannot be described or altered on broker `me` (None: it can)."""
         if resource_type == RESOURCE_TOPIC:
             if self.topics.get(name) is None:
@@ -206,8 +206,9 @@ class AdminApis:
             if err is not None:
                 entry.error_code, entry.error_message = err
                 continue
-            if res.resource_type == RESOURCE_TOPIC:
-                items = self.configs.topic_entries(self.topics.get(res.resource_name).configs, self.answering(ctx))
+            topic = self.topics.get(res.resource_name)
+            if res.resource_type == RESOURCE_TOPIC and topic is not None:    # an unknown topic: an error above
+                items = self.configs.topic_entries(topic.configs, self.answering(ctx))
             elif res.resource_type == RESOURCE_BROKER:
                 items = self.configs.broker_entries(res.resource_name, self.answering(ctx))
             else:
@@ -279,19 +280,19 @@ class AdminApis:
             for p in t.partitions:
                 pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
                 parts.append(pr)
-                plog = self.topics.partition(t.name, p.partition_index)
+                part = self.replicas.get(t.name, p.partition_index)
                 if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
                     pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                     continue
-                if plog is None:
+                if part is None:
                     pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                offset = plog.log_end_offset if p.offset == -1 else p.offset
-                if not 0 <= offset <= plog.log_end_offset:
+                offset = part.high_watermark if p.offset == -1 else p.offset
+                if not 0 <= offset <= part.high_watermark:
                     pr.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     continue
                 try:
-                    pr.low_watermark = plog.advance_start(offset)
+                    pr.low_watermark = part.log.advance_start(offset)
                 except OSError as exc:
                     log.error("DeleteRecords on %s-%d failed: %s", t.name, p.partition_index, exc)
                     pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
@@ -342,7 +343,7 @@ class AdminApis:
             names = [n for n in names if n >= cursor.topic_name]
         budget = max(1, min(body.response_partition_limit, DESCRIBE_TOPIC_PARTITIONS_LIMIT))
         # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits themselves
-        ops = sum(1 << op for op in authorized_operations("topic", True))
+        ops = sum(1 << op for op in authorized_operations("topic", True) or ())
         out, next_cursor = [], None
         for name in names:
             topic = self.topics.get(name)

@@ -15,10 +15,29 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tenure.protocol.errors import ErrorCode
 
 NO_LEADER = -1
+
+
+class PartitionFacts(Protocol):
+    """What the cluster table asks of a partition's log (the replica manager's partitions answer)."""
+
+    def log_end_offset(self, topic: str, index: int) -> int: ...
+
+    def last_epoch(self, topic: str, index: int) -> int: ...
+
+
+class _NoLogs:
+    """Facts before any partition exists (a table made alone, in tests): empty logs at epoch 0."""
+
+    def log_end_offset(self, topic: str, index: int) -> int:
+        return 0
+
+    def last_epoch(self, topic: str, index: int) -> int:
+        return 0
 
 
 @dataclass
@@ -49,11 +68,15 @@ class PartitionState:
 
     @property
     def adding(self) -> list[int]:
-        return [] if self.target is None else [b for b in self.target if b not in self.original]
+        if self.target is None or self.original is None:
+            return []
+        return [b for b in self.target if b not in self.original]
 
     @property
     def removing(self) -> list[int]:
-        return [] if self.target is None else [b for b in self.original if b not in self.target]
+        if self.target is None or self.original is None:
+            return []
+        return [b for b in self.original if b not in self.target]
 
     def new_epoch(self, start_offset: int) -> None:
         """Bump the leader epoch; its cache entry starts at `start_offset`. As Kafka's LeaderEpochFileCache
@@ -91,9 +114,11 @@ class LeaderChange:
 
 def rack_alternated(brokers: list[BrokerNode]) -> list[int]:
     """Broker ids with the racks taking turns (Kafka's getRackAlternatedBrokerList): r1's first, r2's
-    first, ..., r1's second, ...; racks and brokers in their sorted order."""
+    first, ..., r1's second, ...; racks and brokers in their sorted order (every broker has a rack)."""
     by_rack: dict[str, list[int]] = {}
     for b in sorted(brokers, key=lambda b: b.id):
+        if b.rack is None:
+            raise ValueError(f"broker {b.id} has no rack")
         by_rack.setdefault(b.rack, []).append(b.id)
     racks = sorted(by_rack)
     out: list[int] = []
@@ -148,11 +173,10 @@ class Cluster:
         self.replication_factor = replication_factor if replication_factor is not None else min(3, brokers)
         self.parts: dict[tuple[str, int], PartitionState] = {}
         self.factors: dict[str, int] = {}      # a topic created with its own replication factor
-        # the log end offset of a partition (the start of a new leader epoch); set by the server
-        self.log_end_offset: Callable[[str, int], int] = lambda topic, partition: 0
-        # the leader epoch a partition is placed with: that of its log's last batch (a restart on a data dir
-        # goes on from the epoch its clients have seen); set by the server
-        self.initial_epoch: Callable[[str, int], int] = lambda topic, partition: 0
+        # the partitions' logs (the broker's replica manager): a log's end offset starts a new leader epoch;
+        # a partition is placed with the epoch of its log's last batch (a restart on a data dir goes on from
+        # the epoch its clients have seen)
+        self.storage: PartitionFacts = _NoLogs()
         # what the data dir keeps of a topic: its replication factor (-1: none asked) and the replicas of a
         # partition placed by hand (None: none); set by the broker (broker/admin.py)
         self.stored_factor: Callable[[str], int] = lambda topic: -1
@@ -178,9 +202,9 @@ class Cluster:
             replicas = kept or place(topic, partition, list(self.brokers.values()), self.factor_of(topic))
             isr = [b for b in replicas if self.brokers[b].up]
             # epochs before the first one known here (a previous run's) end where this run found the log
-            epoch = self.initial_epoch(topic, partition)
+            epoch = self.storage.last_epoch(topic, partition)
             st = self.parts[key] = PartitionState(replicas, isr, isr[0] if isr else NO_LEADER, epoch,
-                                                  [(epoch, self.log_end_offset(topic, partition))])
+                                                  [(epoch, self.storage.log_end_offset(topic, partition))])
         return st
 
     def set_factor(self, topic: str, factor: int) -> None:
@@ -239,7 +263,7 @@ class Cluster:
     def _elect(self, topic: str, partition: int, st: PartitionState, new: int, cause: str) -> LeaderChange:
         old = st.leader
         st.leader = new
-        st.new_epoch(self.log_end_offset(topic, partition))
+        st.new_epoch(self.storage.log_end_offset(topic, partition))
         change = LeaderChange(topic, partition, old, new, st.leader_epoch)
         for listener in self.on_leader_change:
             listener(change, cause)
@@ -291,9 +315,9 @@ class Cluster:
         """A partition created with a manual replica assignment (checked by the caller): these replicas in
         this order, the live ones in sync, the first live one the leader (as Kafka's controller)."""
         isr = [b for b in replicas if self.brokers[b].up]
-        epoch = self.initial_epoch(topic, partition)
+        epoch = self.storage.last_epoch(topic, partition)
         self.parts[(topic, partition)] = PartitionState(list(replicas), isr, isr[0] if isr else NO_LEADER, epoch,
-                                                        [(epoch, self.log_end_offset(topic, partition))])
+                                                        [(epoch, self.storage.log_end_offset(topic, partition))])
 
     def reassign(self, topic: str, partition: int, target: list[int] | None) -> list[LeaderChange]:
         """AlterPartitionReassignments for one partition (`target` None: cancel the ongoing one; the caller
@@ -306,8 +330,10 @@ class Cluster:
         if target is None:
             original = st.original
             st.target = st.original = None
+            if original is None:            # none ongoing (the caller checks): nothing to cancel
+                return []
             return self._set_replicas(topic, partition, st, original, "reassignment_cancelled")
-        original = st.original if st.target is not None else list(st.replicas)
+        original = st.original if st.target is not None and st.original is not None else list(st.replicas)
         if target == original:
             st.target = st.original = None
             return self._set_replicas(topic, partition, st, list(target), "reassigned")
@@ -333,7 +359,7 @@ class Cluster:
         st.isr = [b for b in st.isr if b in replicas] or [b for b in replicas if self.brokers[b].up]
         if st.leader in replicas and st.leader != NO_LEADER:
             if removed:                     # as Kafka's PartitionChangeBuilder: the removed replicas are fenced
-                st.new_epoch(self.log_end_offset(topic, partition))
+                st.new_epoch(self.storage.log_end_offset(topic, partition))
             return []
         new = next((b for b in replicas if b in st.isr and self.brokers[b].up), NO_LEADER)
         return [self._elect(topic, partition, st, new, cause)]

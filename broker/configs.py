@@ -285,7 +285,7 @@ class ConfigStore:
         b, value, source = synonyms[0]
         if source == SOURCE_DEFAULT:
             return synonyms, TOPIC_CONFIGS[name].default, SOURCE_DEFAULT
-        if b in ("log.retention.minutes", "log.retention.hours"):
+        if value is not None and b in ("log.retention.minutes", "log.retention.hours"):
             value = str(int(value) * (60_000 if b == "log.retention.minutes" else 3_600_000))
         return synonyms, value, source
 

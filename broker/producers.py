@@ -1,5 +1,6 @@
-"""Producer ids and idempotent-producer sequence checks (what Kafka's ProducerStateManager does for
-one partition, reduced to the part a single-node test server needs: dedup of retried batches)."""
+"""Producer ids (`ProducerIds`, shared by idempotent and transactional producers) and one partition's producer
+state (`ProducerState`: Kafka's ProducerStateManager reduced to what a test server needs - the sequence checks
+that drop a retried batch, and what DescribeProducers reports). A `Partition` (partition.py) holds its own."""
 from __future__ import annotations
 
 from collections import deque
@@ -12,17 +13,18 @@ BATCHES_KEPT = 5  # the producer keeps at most 5 in-flight batches per partition
 
 
 @dataclass
-class _PartitionProducer:
+class _ProducerEntry:
     epoch: int
     last_sequence: int = -1
     last_timestamp: int = -1
-    recent: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    recent: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
 
 
-class ProducerStates:
+class ProducerIds:
+    """The producer ids handed out (InitProducerId, and the transaction coordinator's)."""
+
     def __init__(self) -> None:
         self._next_id = 1000
-        self._state: dict[tuple[str, int, int], _PartitionProducer] = {}
 
     def allocate(self, producer_id: int, producer_epoch: int) -> tuple[int, int]:
         """InitProducerId: a fresh id at epoch 0, or (KIP-360) the same id at the next epoch."""
@@ -40,12 +42,19 @@ class ProducerStates:
         """Ids up to `producer_id` are taken (the transaction coordinator loaded them from its log)."""
         self._next_id = max(self._next_id, producer_id + 1)
 
-    def check(self, topic: str, partition: int, h: BatchHeader) -> tuple[ErrorCode, int | None]:
-        """Before appending: (NONE, None) to append, (NONE, offset) for a duplicate already in the
-        log at `offset`, or an error."""
+
+class ProducerState:
+    """The idempotent and transactional producers one partition has seen."""
+
+    def __init__(self) -> None:
+        self._producers: dict[int, _ProducerEntry] = {}
+
+    def check(self, h: BatchHeader) -> tuple[ErrorCode, int | None]:
+        """Before appending a client's batch: (NONE, None) to append, (NONE, offset) for a duplicate already
+        in the log at `offset`, or an error."""
         if h.producer_id < 0 or h.base_sequence < 0:
             return ErrorCode.NONE, None
-        st = self._state.get((topic, partition, h.producer_id))
+        st = self._producers.get(h.producer_id)
         if st is None or h.producer_epoch > st.epoch:
             return ErrorCode.NONE, None
         if h.producer_epoch < st.epoch:
@@ -57,22 +66,17 @@ class ProducerStates:
             return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return ErrorCode.NONE, None
 
-    def appended(self, topic: str, partition: int, h: BatchHeader) -> None:
+    def appended(self, h: BatchHeader) -> None:
+        """A batch is in the log (stamped with its offsets): a sequenced one moves its producer on."""
         if h.producer_id < 0 or h.base_sequence < 0:
             return
-        key = (topic, partition, h.producer_id)
-        st = self._state.get(key)
+        st = self._producers.get(h.producer_id)
         if st is None or h.producer_epoch > st.epoch:
-            st = self._state[key] = _PartitionProducer(h.producer_epoch)
+            st = self._producers[h.producer_id] = _ProducerEntry(h.producer_epoch)
         st.last_sequence = h.last_sequence
         st.last_timestamp = h.max_timestamp
         st.recent.append((h.base_sequence, h.last_sequence, h.base_offset))
 
-    def active(self, topic: str, partition: int) -> list[tuple[int, int, int, int]]:
+    def active(self) -> list[tuple[int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp) of the producers the partition knows."""
-        return [(pid, st.epoch, st.last_sequence, st.last_timestamp)
-                for (t, p, pid), st in sorted(self._state.items()) if t == topic and p == partition]
-
-    def forget_topic(self, topic: str) -> None:
-        for key in [k for k in self._state if k[0] == topic]:
-            del self._state[key]
+        return [(pid, st.epoch, st.last_sequence, st.last_timestamp) for pid, st in sorted(self._producers.items())]

@@ -5,9 +5,9 @@ log). A group request goes to the shard of its group (`partition_for`, coordinat
 request naming several groups is split by shard and the answers merged in request order; ListGroups
 asks every shard. For each request: build the context (token, version, client, now), run the shard,
 then apply its Result in the one safe order - append the records to __consumer_offsets through the
-`PartitionWriter` (the only code that writes there), then release the responses (to this request or to
-parked ones) once durable, then arm/cancel the keyed timers with loop.call_later. A parked request is
-just a future waiting for its token.
+`CoordinatorWriter` (the only code that writes there, through the broker's `PartitionWriter`), then
+release the responses (to this request or to parked ones) once durable, then arm/cancel the keyed timers
+with loop.call_later. A parked request is just a future waiting for its token.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from .clock import CoordinatorClock
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
 from .timers import KEY_TYPES
-from .writer import InternalTopic, PartitionWriter
+from .writer import CoordinatorWriter, InternalTopic, LogAppender, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -60,8 +60,9 @@ def _routing_key(x) -> str:
 
 class CoordinatorRuntime:
     """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
-    partition of `offsets_topic` and writes through its `PartitionWriter` (`notify_append(topic,
-    partition)` after each append, e.g. the broker's, to wake fetchers).
+    partition of `offsets_topic` and writes through its `CoordinatorWriter`, which appends through
+    `partition_writer` (the broker's replica manager; without one, straight to the topic's logs, calling
+    `notify_append(topic, partition)` after each append).
 
     The transaction coordinator runs on this runtime too, over `__transaction_state` (one partition, one
     shard: `codec` is its records' codec, protocol/txn_records.py): its Results carry `markers`, written by
@@ -80,7 +81,8 @@ class CoordinatorRuntime:
                  metrics: Metrics | None = None, codec=rec,
                  write_markers: Callable[[list[TxnMarker], int], list] | None = None,
                  timer_keys: tuple[type, ...] = tuple(KEY_TYPES.values()),
-                 hosted_on: Callable[[int], int] | None = None) -> None:
+                 hosted_on: Callable[[int], int] | None = None,
+                 partition_writer: PartitionWriter | None = None) -> None:
         self.codec = codec
         # the broker coordinating each partition (the leader of the offsets partition, broker/cluster.py):
         # a request that came in on another broker is answered NOT_COORDINATOR; None: one broker
@@ -100,15 +102,13 @@ class CoordinatorRuntime:
         self._timer_keys = timer_keys
         self.clock.register(timer_keys, self._fire)
         self.metrics = metrics or Metrics()
-        self.writer = PartitionWriter(offsets_topic, self.clock_ms, durability=durability,
-                                      notify_append=notify_append, on_fatal=on_fatal, codec=codec)
+        self.writer = CoordinatorWriter(
+            offsets_topic, self.clock_ms,
+            partition_writer if partition_writer is not None else LogAppender(offsets_topic, durability, notify_append),
+            on_fatal=on_fatal, codec=codec)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
         self._syncing: set[asyncio.Task] = set()
-
-    @property
-    def durability(self) -> Durability:
-        return self.writer.durability
 
     @property
     def failed(self) -> BaseException | None:
@@ -362,7 +362,7 @@ class CoordinatorRuntime:
 
     def write_marker(self, marker: TxnMarker, now_ms: int):
         """A transaction's marker for one partition of this runtime's topic (offsets committed in the
-        transaction): written through the PartitionWriter, then replayed by that partition's shard (the
+        transaction): written through the CoordinatorWriter, then replayed by that partition's shard (the
         offsets become committed, or are dropped); an unloaded partition's shard reads it at its load.
         Returns the log written."""
         plog = self.writer.write_marker(marker.partition, marker.producer_id, marker.producer_epoch,
@@ -383,7 +383,7 @@ class CoordinatorRuntime:
         logs = self.writer.write(result.records) if result.records else []
         if getattr(result, "markers", None):
             self._write_markers(result, logs)
-        if self.durability.needed and (logs or self._syncing):
+        if self.writer.durable_needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
             # it waits for them too, as Kafka's coordinator runtime defers it behind pending writes

@@ -1,23 +1,27 @@
-"""The one writer to a coordinator's internal topic (`__consumer_offsets`, `__transaction_state`):
-`PartitionWriter`.
+"""How a coordinator writes its internal topic (`__consumer_offsets`, `__transaction_state`).
 
-Everything a coordinator persists goes through `PartitionWriter.write`: the records of one input are
-split by the partition of their key (Kafka's `partition_for` over the group id, or the transactional
-id), each partition's share becomes ONE RecordBatch v2 (one coordinator write: all of it is read back or
-none) - offsets committed in a transaction go in a transactional batch of their producer's id and epoch -
-appended to that partition's log, and whoever waits for new data on the partition (a Fetch long poll)
-is told. `write_marker` appends a transaction's COMMIT/ABORT control batch to one partition (the end of
-the offsets a transaction committed there). `sync(logs)` waits until those appends are durable under the
-`--fsync` policy.
+`PartitionWriter` is the protocol the coordinator writes through: append built batches to one partition of its
+topic, and wait until appends are durable (the commit point). The broker implements it - its replica manager
+(broker/replica_manager.py), the one append path of every partition, which stamps the leader epoch, keeps the
+partition's transaction index and high watermark, and wakes the fetchers of the partition -; `LogAppender`
+here implements it straight over the topic's logs, for a coordinator run without a broker (tests, offline
+tools). The coordinator never imports the broker.
 
-A write or fsync that fails is fail-stop: the writer remembers the error (`failed`), calls `on_fatal`
-once, and refuses every later write, so nothing it could not keep is ever acknowledged.
+`CoordinatorWriter` is the coordinator's own writer, the only code that writes its topic: the records of one
+input are split by the partition of their key (Kafka's `partition_for` over the group id, or the transactional
+id), each partition's share becomes ONE RecordBatch v2 (one coordinator write: all of it is read back or none)
+- offsets committed in a transaction go in a transactional batch of their producer's id and epoch -, appended
+through the PartitionWriter. `write_marker` appends a transaction's COMMIT/ABORT control batch to one partition
+(the end of the offsets a transaction committed there). `sync(logs)` waits until those appends are durable.
+
+A write or fsync that fails is fail-stop: the writer remembers the error (`failed`), calls `on_fatal` once,
+and refuses every later write, so nothing it could not keep is ever acknowledged.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -38,31 +42,78 @@ class InternalTopic(Protocol):
     partitions: list[Log]
 
 
-class PartitionWriter:
-    def __init__(self, topic: InternalTopic, clock_ms: Callable[[], int], *, durability: Durability | None = None,
-                 notify_append: Callable[[str, int], None] | None = None,
-                 on_fatal: Callable[[BaseException], None] | None = None, codec=rec) -> None:
-        self.topic = topic                       # __consumer_offsets: its `partitions` are the logs
+class PartitionWriter(Protocol):
+    """What a coordinator writes through (the broker's replica manager implements it)."""
+
+    @property
+    def durable_needed(self) -> bool:
+        """Whether `durable` waits for anything (False: `--fsync never`, or in memory)."""
+        ...
+
+    def append(self, topic: str, index: int, batch: bytes) -> Log:
+        """Append built batches (records or one control batch) to partition `index` of `topic`; returns the
+        partition's log (what `durable` is given). Raises OSError if it cannot be written."""
+        ...
+
+    async def durable(self, logs: Iterable[Log]) -> None:
+        """The commit point: return once everything appended to `logs` is durable (an fsync under the `--fsync`
+        policy). Raises what the fsync raised."""
+        ...
+
+
+class LogAppender:
+    """A PartitionWriter straight over an internal topic's logs, for a coordinator run without a broker:
+    `notify_append(topic, partition)` after each append."""
+
+    def __init__(self, topic: InternalTopic, durability: Durability | None = None,
+                 notify_append: Callable[[str, int], None] | None = None) -> None:
+        self.topic = topic
+        self.durability = durability or Durability("never")
+        self.notify_append = notify_append
+
+    @property
+    def durable_needed(self) -> bool:
+        return self.durability.needed
+
+    def append(self, topic: str, index: int, batch: bytes) -> Log:
+        plog = self.topic.partitions[index]
+        plog.append(batch)
+        if self.notify_append is not None:
+            self.notify_append(topic, index)
+        return plog
+
+    async def durable(self, logs: Iterable[Log]) -> None:
+        await self.durability.sync(logs)
+
+
+class CoordinatorWriter:
+    def __init__(self, topic: InternalTopic, clock_ms: Callable[[], int], partitions: PartitionWriter | None = None,
+                 *, on_fatal: Callable[[BaseException], None] | None = None, codec: Any = rec) -> None:
+        self.topic = topic                       # __consumer_offsets: the topic written (its name, partition count)
         self.topic_name = topic.name
+        # what the batches are appended through (None: the topic's logs directly, nothing durable)
+        self.partition_writer: PartitionWriter = partitions if partitions is not None else LogAppender(topic)
         # the records' codec (encode, partition_key, batch_producer): the group coordinator's records by
         # default, the transaction coordinator's for __transaction_state
         self.codec = codec
         self.clock_ms = clock_ms                 # the record timestamps: the coordinator's time
-        self.durability = durability or Durability("never")
-        self.notify_append = notify_append       # (topic, partition) after each append: wakes fetchers
         self.on_fatal = on_fatal
         self.failed: BaseException | None = None
+
+    @property
+    def durable_needed(self) -> bool:
+        return self.partition_writer.durable_needed
 
     @property
     def partitions(self) -> int:
         return len(self.topic.partitions)
 
-    def write(self, records: list) -> list:
+    def write(self, records: list[Any]) -> list[Log]:
         """Append `records` (one input's), one batch per offsets partition; returns the logs written.
         Raises the first failure (and every later call raises it too)."""
         if self.failed is not None:
             raise self.failed
-        by_batch: dict[tuple[int, tuple[int, int] | None], list] = {}
+        by_batch: dict[tuple[int, tuple[int, int] | None], list[Any]] = {}
         n = self.partitions
         for r in records:       # one batch per partition, and per producer for transactional offsets
             by = self.codec.partition_key(r)      # a group id, or (a coordinator load record) the partition
@@ -82,28 +133,24 @@ class PartitionWriter:
         return written
 
     def write_marker(self, part: int, producer_id: int, producer_epoch: int, commit: bool,
-                     coordinator_epoch: int, now_ms: int):
+                     coordinator_epoch: int, now_ms: int) -> Log:
         """Append one transaction marker (a control batch) to partition `part`; returns its log."""
         if self.failed is not None:
             raise self.failed
         return self._append(part, control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
 
-    def _append(self, part: int, batch: bytes):
-        plog = self.topic.partitions[part]
+    def _append(self, part: int, batch: bytes) -> Log:
         try:
-            plog.append(batch)
+            return self.partition_writer.append(self.topic_name, part, batch)
         except OSError as exc:
             self.fail(exc)
             raise
-        if self.notify_append is not None:
-            self.notify_append(self.topic_name, part)
-        return plog
 
-    async def sync(self, logs: Iterable) -> bool:
-        """Wait until everything appended to `logs` is durable under the policy; False (and fail-stop)
-        if an fsync failed."""
+    async def sync(self, logs: Iterable[Log]) -> bool:
+        """Wait until everything appended to `logs` is durable (the partition writer's commit point); False
+        (and fail-stop) if an fsync failed."""
         try:
-            await self.durability.sync(logs)
+            await self.partition_writer.durable(logs)
         except Exception as exc:
             self.fail(exc)
             return False

@@ -180,7 +180,7 @@ _TABLE = [
     _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4, GROUP),
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
     _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
-    _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/dataplane.py)
+    _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
 ]
 
 KAFKA_VERSION = (4, 0)

@@ -117,8 +117,6 @@ class Server:
         self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
                              auto_create_topics=config.auto_create_topics, durability=self.durability,
                              server_configs=self.static_configs, cluster=self.cluster)
-        self.cluster.log_end_offset = self._log_end_offset
-        self.cluster.initial_epoch = self._last_epoch
         if self.cluster.has_racks:                 # the topic hashes (KIP-1101) cover the replicas' racks
             self.topics.replica_racks = self.cluster.replica_racks
         self.handlers = dict(self.broker.handlers)
@@ -134,9 +132,9 @@ class Server:
         # the coordinators' one clock and timer wheel (the group and the transaction coordinator's runtimes)
         self.clock = CoordinatorClock()
         self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=self.topics), offsets,
-                                          self.broker.notify_append, clock=self.clock, durability=self.durability,
-                                          on_fatal=self._fatal, metrics=self.metrics,
-                                          hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p))
+                                          clock=self.clock, on_fatal=self._fatal, metrics=self.metrics,
+                                          hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p),
+                                          partition_writer=self.broker.replicas)
         self.load_report = self.runtime.load()
         for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
             self.cluster.state(OFFSETS_TOPIC, part)
@@ -166,10 +164,9 @@ class Server:
         if topic is None:
             topic = self.topics.create(TRANSACTION_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
         else:
-            for t in self.topics.all():
-                if not t.internal:
-                    for i, plog in enumerate(t.partitions):
-                        self.broker.txn_index.rebuild(t.name, i, iter_batches(plog))
+            for t in self.topics.all():     # __consumer_offsets too: offsets committed in a transaction
+                for p in self.broker.replicas.of_topic(t.name):
+                    p.txns.rebuild(iter_batches(p.log))
 
         def partitions_of(name: str) -> int | None:
             t = self.topics.get(name)
@@ -184,8 +181,8 @@ class Server:
             return TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
                                           offsets_partition_of)
         # its own runtime over the shared clock and timer wheel
-        runtime = CoordinatorRuntime(new_coordinator, topic, self.broker.notify_append, clock=self.clock,
-                                     durability=self.durability, on_fatal=self._fatal, metrics=self.metrics,
+        runtime = CoordinatorRuntime(new_coordinator, topic, clock=self.clock, partition_writer=self.broker.replicas,
+                                     on_fatal=self._fatal, metrics=self.metrics,
                                      codec=txn_records, write_markers=self.broker.write_txn_markers,
                                      timer_keys=(TxnTimeoutKey,),
                                      hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
@@ -223,23 +220,6 @@ class Server:
     @property
     def ports(self) -> tuple[int, ...]:
         return tuple(b.port for b in self.cluster.brokers.values())
-
-    def _last_epoch(self, topic: str, partition: int) -> int:
-        """The partition leader epoch of a partition log's last batch (0: none, or in memory): a cluster
-        restarted on its data dir goes on from the epochs its clients saw (their positions carry them)."""
-        plog = self.topics.partition(topic, partition)
-        segments = getattr(plog, "segments", None)          # on disk: read the last batches' headers only
-        if not segments or plog.log_end_offset == 0:
-            return 0
-        for seg in reversed(segments):
-            if seg.size:
-                pos = seg.position_for(plog.log_end_offset - 1)
-                return max([h.partition_leader_epoch for h, _ in seg.headers_from(pos)] + [0])
-        return 0
-
-    def _log_end_offset(self, topic: str, partition: int) -> int:
-        plog = self.topics.partition(topic, partition)
-        return plog.log_end_offset if plog is not None else 0
 
     # ------------------------------------------------------------------ start
     async def start(self) -> None:

@@ -2,7 +2,7 @@
 
 Written with the project's own write path: the data dir and topic catalog as a server opens them
 (storage DataDir + broker TopicRegistry), records encoded by tenure.protocol.records, batches built and
-appended by the coordinator's one writer to __consumer_offsets (coordinator/writer.py PartitionWriter:
+appended by the coordinator's one writer to __consumer_offsets (coordinator/writer.py CoordinatorWriter:
 one batch per state change, partitions chosen by Kafka's group hash), segments rolled at `segment_bytes`. A server opens the
 result as it opens its own.
 
@@ -89,7 +89,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
 
     from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
     from tenure.coordinator import GroupCoordinator, partition_for
-    from tenure.coordinator.writer import PartitionWriter
+    from tenure.coordinator.writer import CoordinatorWriter
     from tenure.protocol import records as rec
     from tenure.protocol.records import (
         GroupMetadataRecord,
@@ -113,7 +113,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
                                 configs={"cleanup.policy": "compact"})
         data.cluster_id()
         clock = [START_MS]
-        writer = PartitionWriter(topic, clock_ms=lambda: clock[0])
+        writer = CoordinatorWriter(topic, clock_ms=lambda: clock[0])
         # each partition's records also go to a real coordinator shard, whose state is checked against
         # what the simulation expects at the end (see check_against_shards)
         shards = [GroupCoordinator(partition=p) for p in range(cfg.offsets_partitions)]

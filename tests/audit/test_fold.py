@@ -11,6 +11,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from tenure.coordinator import GroupCoordinator
 from tenure.protocol import records as rec
 from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.storage.compaction import CompactionPolicy, Compactor
 from tenure.storage.segments import LogConfig, SegmentLog
 
@@ -92,6 +93,9 @@ def write_log(data_dir: Path, records, partitions: int = 2, segment_bytes: int =
 
 
 class _Topic:
+    """__consumer_offsets as the coordinator sees an internal topic (coordinator/writer.py's InternalTopic)."""
+    name = OFFSETS_TOPIC
+
     def __init__(self, partitions):
         self.partitions = partitions
 

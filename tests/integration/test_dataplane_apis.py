@@ -166,8 +166,11 @@ class BackgroundFetch:
 
 
 def parked(server: ServerThread, topic: str, partition: int) -> bool:
-    """Whether a long-polling Fetch is waiting on this partition (the broker's waiter table)."""
-    return server.call(lambda: bool(server.server.broker._waiters.get((topic, partition))))
+    """Whether a long-polling Fetch is waiting on this partition (the partition's fetch waiters)."""
+    def waiting() -> bool:
+        p = server.server.broker.replicas.get(topic, partition)
+        return p is not None and bool(p.waiters)
+    return server.call(waiting)
 
 
 # ------------------------------------------------------------------------------------------------ DeleteTopics

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -306,6 +308,14 @@ def test_wire_offsets_in_a_transaction_count_only_on_commit(tenure_server, wire,
                                                          1: (NONE, 7 if commit else -1)}
 
 
+def offsets_topic_stability(wire, partition: int) -> tuple[int, int]:
+    """(last stable offset, high watermark) of a __consumer_offsets partition, as a read_committed Fetch says."""
+    from tests.support.wire import fetch_request
+    r = wire.call(fetch_request(OFFSETS_TOPIC, partition, 0, isolation_level=1), 12).responses[0].partitions[0]
+    assert r.error_code == NONE
+    return r.last_stable_offset, r.high_watermark
+
+
 @pytest.mark.tenure(data_dir=True)
 def test_offsets_of_committed_aborted_and_open_transactions_survive_a_restart(tenure_server):
     from tests.support.groupwire import fetch_all
@@ -320,8 +330,15 @@ def test_offsets_of_committed_aborted_and_open_transactions_survive_a_restart(te
                                         committed=commit), 3).error_code == NONE
         pid, epoch = begin_offsets(w, "txr-o", "g-o")
         w.call(txn_offsets("txr-o", pid, epoch, "g-o", {("txr", 0): 13}), 3)
+        # the open transaction's offsets hold __consumer_offsets' last stable offset (a read_committed reader of
+        # the topic stops there), and a restart rebuilds the same
+        stable_before = offsets_topic_stability(w, tenure_server.call(lambda: tenure_server.server.runtime
+                                                                         .partition_of("g-o")))
+        assert stable_before[0] < stable_before[1]
     tenure_server.restart()
     with WireClient.to(tenure_server.bootstrap) as w:
+        assert offsets_topic_stability(w, tenure_server.call(lambda: tenure_server.server.runtime
+                                                                .partition_of("g-o"))) == stable_before
         assert fetch_all(w, ["g-c", "g-a", "g-o"]) == {"g-c": {("txr", 0): 11}, "g-a": {}, "g-o": {}}
         assert stable_fetch(w, "g-o", "txr", [0]) == {0: (UNSTABLE_OFFSET_COMMIT, -1)}
         assert w.call(EndTxnRequest(transactional_id="txr-o", producer_id=pid, producer_epoch=epoch,

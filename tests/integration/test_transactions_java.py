@@ -231,7 +231,7 @@ def prepare_commit_offline(data_dir, tid: str) -> None:
     from types import SimpleNamespace
     from kafka.record.default_records import DefaultRecordBatch
     from tenure.protocol.internal_topics import TRANSACTION_TOPIC
-    from tenure.coordinator.writer import PartitionWriter
+    from tenure.coordinator.writer import CoordinatorWriter
     from tenure.protocol import txn_records
     from tenure.storage.segments import LogConfig, SegmentLog
     log = SegmentLog(data_dir / f"{TRANSACTION_TOPIC}-0", LogConfig())
@@ -239,8 +239,8 @@ def prepare_commit_offline(data_dir, tid: str) -> None:
         states = [txn_records.decode(r.key, r.value) for _, raw in log.batches(0) for r in DefaultRecordBatch(raw)]
         [last] = [s for s in states if s.transactional_id == tid][-1:]
         assert last.state == txn_records.ONGOING, last
-        writer = PartitionWriter(SimpleNamespace(name=TRANSACTION_TOPIC, partitions=[log]),
-                                 lambda: last.last_update_ms + 1, codec=txn_records)
+        writer = CoordinatorWriter(SimpleNamespace(name=TRANSACTION_TOPIC, partitions=[log]),
+                                   lambda: last.last_update_ms + 1, codec=txn_records)
         writer.write([dataclasses.replace(last, state=txn_records.PREPARE_COMMIT)])
     finally:
         log.close()

@@ -7,6 +7,13 @@ from tenure.broker.cluster import NO_LEADER, Cluster, place, rack_alternated, Br
 from tenure.protocol.errors import ErrorCode as E
 
 
+class _Logs:
+    """The partitions' facts the cluster table reads (the replica manager's, in the server)."""
+
+    def __init__(self, end=lambda t, p: 0, epoch=lambda t, p: 0):
+        self.log_end_offset, self.last_epoch = end, epoch
+
+
 def test_placement_is_round_robin_with_distinct_replicas_and_leaders_spread():
     c = Cluster(3)
     states = [c.state("t", p) for p in range(6)]
@@ -45,7 +52,7 @@ def test_rack_aware_placement_puts_each_replica_on_another_rack():
 def test_stopping_a_leader_moves_leadership_to_an_in_sync_replica_and_bumps_the_epoch():
     c = Cluster(3)
     ends = {}
-    c.log_end_offset = lambda t, p: ends.get((t, p), 0)
+    c.storage = _Logs(end=lambda t, p: ends.get((t, p), 0))
     st = c.state("t", 0)
     ends[("t", 0)] = 5
     old, replicas = st.leader, list(st.replicas)
@@ -99,7 +106,7 @@ def test_check_answers_in_kafkas_order_epoch_first_then_leadership():
 def test_the_epoch_cache_answers_offsets_for_leader_epoch_as_kafka():
     c = Cluster(3)
     end = [0]
-    c.log_end_offset = lambda t, p: end[0]
+    c.storage = _Logs(end=lambda t, p: end[0])
     st = c.state("t", 0)
     end[0] = 10
     c.move_leader("t", 0, st.replicas[1])         # epoch 1 starts at 10
@@ -121,8 +128,7 @@ def test_a_deleted_topic_is_placed_afresh():
 
 def test_a_partition_placed_on_a_log_from_a_previous_run_goes_on_from_its_last_epoch():
     c = Cluster(3)
-    c.initial_epoch = lambda t, p: 4          # the epoch of the log's last batch
-    c.log_end_offset = lambda t, p: 30
+    c.storage = _Logs(end=lambda t, p: 30, epoch=lambda t, p: 4)     # 4: the epoch of the log's last batch
     st = c.state("t", 0)
     assert (st.leader_epoch, st.epochs) == (4, [(4, 30)])
     # an epoch of the previous run ends no earlier than where this run found the log

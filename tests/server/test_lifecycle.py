@@ -102,7 +102,7 @@ def test_a_long_polling_fetch_at_stop_answers_at_once():
     with WireClient.to(s.bootstrap) as c, ThreadPoolExecutor(1) as pool:
         answer = pool.submit(c.call, fetch_request("lp", 0, 0, max_wait_ms=60000, min_bytes=1), 12)
         deadline = time.monotonic() + 10
-        while not s.call(lambda: bool(s.server.broker._waiters)):     # until the fetch waits for records
+        while not s.call(lambda: bool(s.server.broker.replicas.waiting())):     # until the fetch waits for records
             assert time.monotonic() < deadline
             time.sleep(0.01)
         s.stop()

@@ -132,10 +132,11 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = -1):
 
 
 def fetch_request(topic: str, partition: int, offset: int, max_wait_ms: int = 0, min_bytes: int = 0,
-                  topic_id=None):
+                  topic_id=None, isolation_level: int = 0):
     from kafka.protocol.consumer import FetchRequest as F
     T = F.FetchTopic
-    return F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
+    return F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+             isolation_level=isolation_level,
              session_id=0, session_epoch=-1,
              topics=[T(topic=topic, topic_id=topic_id, partitions=[T.FetchPartition(
                  partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,

@@ -1,0 +1,158 @@
+"""Reading, as the `Broker` (dataplane.py) answers it: Fetch (long poll; the request's byte budget; read through
+the replica manager up to the high watermark or, read_committed, the last stable offset), ListOffsets and
+OffsetsForLeaderEpoch."""
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.protocol.codec import Request
+from tenure.protocol.context import RequestContext
+from tenure.protocol.errors import ErrorCode
+
+from .base import BrokerBase, resp
+from .partition import Partition
+from .topics import Topic
+
+READ_COMMITTED = 1      # Fetch isolation level
+
+
+class FetchApis(BrokerBase):
+    def _resolve_fetch_topic(self, t: Any, v: int) -> tuple[Topic | None, str | None]:
+        if v >= 13:
+            topic = self.topics.by_id(t.topic_id)
+            return topic, (topic.name if topic else None)
+        return self.topics.get(t.topic), t.topic
+
+    async def fetch(self, req: Request, ctx: RequestContext) -> Any:
+        body, v = req.body, req.api_version
+        deadline = self.clock() + max(body.max_wait_ms, 0) / 1000.0
+        while True:
+            response, total, had_error, partitions = self._fetch_once(body, v, ctx.broker_id)
+            remaining = deadline - self.clock()
+            if total >= body.min_bytes or had_error or remaining <= 0 or not partitions or self.replicas.stopping:
+                return response
+            await self.replicas.wait_for_append(partitions, remaining)
+
+    def _fetch_once(self, body: Any, v: int, broker: int | None) -> tuple[Any, int, bool, list[Partition]]:
+        R = resp(1)
+        TR, PD = R.FetchableTopicResponse, R.FetchableTopicResponse.PartitionData
+        budget = body.max_bytes if v >= 3 else 2**31 - 1
+        total = 0
+        had_error = False
+        read: list[Partition] = []
+        topics_out = []
+        for t in body.topics:
+            topic, name = self._resolve_fetch_topic(t, v)
+            parts = []
+            for fp in t.partitions:
+                pd = PD(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
+                        log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
+                parts.append(pd)
+                p = self.replicas.get(name, fp.partition) if topic is not None and name is not None else None
+                if p is None:
+                    pd.error_code = (ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 and topic is None
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    had_error = True
+                    continue
+                # a consumer's Fetch v11+ carries client metadata (KIP-392): as Kafka, a follower serves it too
+                code = self.cluster.check(p.topic, p.index, fp.current_leader_epoch if v >= 9 else -1,
+                                          broker=broker, require_leader=v < 11)
+                if code:
+                    pd.error_code = code
+                    had_error = True
+                    continue
+                pd.high_watermark = p.high_watermark
+                pd.last_stable_offset = p.last_stable_offset
+                pd.log_start_offset = p.log_start_offset
+                if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
+                    pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    had_error = True
+                    continue
+                read.append(p)
+                committed = v >= 4 and body.isolation_level == READ_COMMITTED
+                if committed:
+                    pd.aborted_transactions = []
+                if fp.fetch_offset >= self.replicas.read_end(p, committed):
+                    continue
+                # Kafka's ReplicaManager.readFromLog: each partition reads min(its own max, what is left of
+                # the request's max_bytes); only the first partition that returns data may exceed that by
+                # returning its first batch whole, so that a consumer always progresses
+                limit = min(fp.partition_max_bytes, budget - total)
+                if limit <= 0 and total:
+                    continue
+                got = self.replicas.read(p, fp.fetch_offset, max(limit, 1), committed)
+                if got.aborted is not None:
+                    AT = PD.AbortedTransaction
+                    pd.aborted_transactions = [AT(producer_id=pid, first_offset=first) for pid, first in got.aborted]
+                if total and len(got.records) > limit:      # a single batch larger than what is left: not now
+                    continue
+                pd.records = got.records
+                total += len(got.records)
+            topics_out.append(TR(topic=name or "", topic_id=getattr(t, "topic_id", None) if v >= 13 else None,
+                                 partitions=parts))
+        response = R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out)
+        return response, total, had_error, read
+
+    async def list_offsets(self, req: Request, ctx: RequestContext) -> Any:
+        body, v = req.body, req.api_version
+        R = resp(2)
+        TR, PR = R.ListOffsetsTopicResponse, R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+        out = []
+        for t in body.topics:
+            parts = []
+            for lp in t.partitions:
+                # leader_epoch stays -1 (as Kafka answers) unless an offset is found
+                pr = PR(partition_index=lp.partition_index, error_code=0, timestamp=-1, offset=-1,
+                        leader_epoch=-1)
+                parts.append(pr)
+                p = self.replicas.get(t.name, lp.partition_index)
+                if p is None:
+                    pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                code = self.cluster.check(t.name, lp.partition_index, lp.current_leader_epoch if v >= 4 else -1,
+                                          broker=ctx.broker_id)
+                if code:
+                    pr.error_code = code
+                    continue
+                ts = lp.timestamp
+                found: tuple[int, int] | None = None
+                if ts == -1:            # LATEST: the high watermark
+                    found = p.high_watermark, -1
+                elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
+                    found = p.log_start_offset, -1
+                elif ts == -3:          # MAX_TIMESTAMP
+                    found = p.log.max_timestamp()
+                elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
+                    pass
+                elif ts < 0:
+                    pr.error_code = ErrorCode.INVALID_REQUEST
+                else:
+                    found = p.log.offset_for_timestamp(ts)
+                if found:
+                    (pr.offset, pr.timestamp) = found
+                    pr.leader_epoch = p.leader_epoch
+            out.append(TR(name=t.name, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)
+
+    async def offset_for_leader_epoch(self, req: Request, ctx: RequestContext) -> Any:
+        body = req.body
+        R = resp(23)
+        TR, E = R.OffsetForLeaderTopicResult, R.OffsetForLeaderTopicResult.EpochEndOffset
+        out = []
+        for t in body.topics:
+            parts = []
+            for ep in t.partitions:
+                p = self.replicas.get(t.topic, ep.partition)
+                e = E(error_code=0, partition=ep.partition, leader_epoch=-1, end_offset=-1)
+                if p is None:
+                    e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    e.error_code = self.cluster.check(t.topic, ep.partition, ep.current_leader_epoch,
+                                                      broker=ctx.broker_id)
+                if not e.error_code and p is not None:
+                    # the epoch cache: the latest epoch ends at the log end; an older one where the next
+                    # began; -1 (no epoch) and newer epochs: -1/-1, as Kafka
+                    e.leader_epoch, e.end_offset = p.end_offset_for(ep.leader_epoch)
+                parts.append(e)
+            out.append(TR(topic=t.topic, partitions=parts))
+        return R(throttle_time_ms=0, topics=out)
