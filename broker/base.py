@@ -27,12 +27,20 @@ class Node:
     node_id: int = NODE_ID
 
 
-class TxnVerifier(Protocol):
-    """The transaction coordinator, as Produce asks it whether a transactional batch's partition is in its
-    producer's transaction (coordinator/transactions.py)."""
+class TransactionSide(Protocol):
+    """What the broker asks of the coordinators about transactions (the server wires it in, built in one place:
+    tenure/server/build.py): start the transaction coordinator (the first FindCoordinator for a transactional
+    id creates __transaction_state, as Kafka's), whether a transactional batch's partition is in its producer's
+    transaction (None until the coordinator runs: no transaction can be), and the writer of a marker for an
+    internal topic's partition (offsets committed in a transaction: the group coordinator's runtime, whose
+    shard replays it; the log written)."""
+
+    def start(self) -> object: ...
 
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
-               partition: int) -> int: ...
+               partition: int) -> int | None: ...
+
+    def internal_marker(self, marker: TxnMarker, now_ms: int) -> Log: ...
 
 
 def resp(api_key: int) -> Any:
@@ -50,11 +58,5 @@ class BrokerBase:
     cluster_id: str
     auto_create_topics: bool
     server_configs: Callable[[], dict[str, str | None]] | None
-    # the transaction coordinator once a client asked for transactions (`start_transactions`, set by the
-    # server, starts it)
-    transactions: TxnVerifier | None
-    start_transactions: Callable[[], object] | None
-    # a marker for an internal topic's partition (offsets committed in a transaction): written by that topic's
-    # coordinator runtime and replayed by the partition's shard; returns the log written (set by the server)
-    internal_marker: Callable[[TxnMarker, int], Log] | None
+    transactions: TransactionSide | None       # None: a broker without coordinators (tests, tools)
     clock: Callable[[], float]

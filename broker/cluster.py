@@ -221,6 +221,12 @@ class Cluster:
     def leader_of(self, topic: str, partition: int) -> int:
         return self.state(topic, partition).leader
 
+    def known_broker(self, broker_id: object) -> int:
+        """`broker_id` if it names a broker of this cluster; ValueError (naming the brokers) otherwise."""
+        if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id not in self.brokers:
+            raise ValueError(f"no broker {broker_id!r}: the brokers are 0..{len(self.brokers) - 1}")
+        return broker_id
+
     def node(self, broker_id: int) -> BrokerNode | None:
         return self.brokers.get(broker_id)
 

@@ -60,7 +60,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
-                 cluster: Cluster | None = None) -> None:
+                 cluster: Cluster | None = None, transactions: TransactionSide | None = None) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
@@ -76,14 +76,9 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         self.auto_create_topics = auto_create_topics
         self.producers = ProducerIds()
         self.clock = clock
-        # the transaction coordinator once a client asked for transactions: `start_transactions` (set by the
-        # server) starts it; Produce asks it whether a transactional batch's partition is in its transaction
-        self.transactions = None
-        self.start_transactions = None
-        # a marker for an internal topic's partition (__consumer_offsets: offsets committed in the
-        # transaction): written by that topic's coordinator runtime (its writer, through `replicas`) and
-        # replayed by the partition's shard; returns the log written (set by the server)
-        self.internal_marker = None
+        # the coordinators' side of transactions (base.TransactionSide): started on the first transactional
+        # FindCoordinator, asked by Produce, writer of an internal partition's markers
+        self.transactions = transactions
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
@@ -175,8 +170,8 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         body, v = req.body, req.api_version
         R = resp(10)
         key_type = body.key_type if v >= 1 else KEY_GROUP
-        if key_type == KEY_TRANSACTION and self.start_transactions is not None:
-            self.start_transactions()         # as Kafka: __transaction_state is created on the first lookup
+        if key_type == KEY_TRANSACTION and self.transactions is not None:
+            self.transactions.start()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
             code, msg, node = self._coordinator_for(key_type, body.key)
             return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id,

@@ -120,9 +120,9 @@ class ProduceApis(BrokerBase):
         partition (AddPartitionsToTxn first), as Kafka verifies it."""
         if transactional_id is None:
             return ErrorCode.INVALID_REQUEST if h.producer_id < 0 else ErrorCode.INVALID_TXN_STATE
-        if self.transactions is None:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        return self.transactions.verify(transactional_id, h.producer_id, h.producer_epoch, topic, index)
+        verdict = None if self.transactions is None else self.transactions.verify(
+            transactional_id, h.producer_id, h.producer_epoch, topic, index)
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING if verdict is None else verdict
 
     async def describe_producers(self, req: Request, ctx: RequestContext) -> Any:
         """DescribeProducers: the producers each partition knows (idempotent and transactional), with the
@@ -157,9 +157,9 @@ class ProduceApis(BrokerBase):
         written = []
         for m in markers:
             if self.topics.is_internal(m.topic):
-                if self.internal_marker is None:
+                if self.transactions is None:
                     raise AssertionError(f"no writer for the transaction markers of {m.topic}")
-                written.append(self.internal_marker(m, now_ms))
+                written.append(self.transactions.internal_marker(m, now_ms))
                 continue
             plog = self.replicas.write_txn_marker(m, now_ms)
             if plog is not None:               # None: the topic was deleted while the transaction was open

@@ -83,7 +83,8 @@ class TopicRegistry:
     def __init__(self, default_partitions: int = 1,
                  log_factory: Callable[[str, int], Log] | None = None,
                  catalog: str | os.PathLike | None = None, max_partitions_per_topic: int | None = None,
-                 max_partitions: int | None = None, room: Callable[[str, int], None] | None = None) -> None:
+                 max_partitions: int | None = None, room: Callable[[str, int], None] | None = None,
+                 replica_racks: Callable[[str, int], list[str]] | None = None) -> None:
         self.default_partitions = default_partitions
         self.max_partitions_per_topic = max_partitions_per_topic   # None: no cap
         self.max_partitions = max_partitions                       # all topics together; None: no cap
@@ -98,9 +99,9 @@ class TopicRegistry:
         # who keeps something derived from a topic's id, partitions or racks (the coordinators' topic-hash
         # caches): told by topics_changed; held weakly, so a dropped cache drops out by itself
         self._watchers: weakref.WeakSet = weakref.WeakSet()
-        # (topic, partition) -> the racks of that partition's replicas' brokers (those with a rack); the
-        # cluster mode sets it, a single broker without a rack has none
-        self.replica_racks: Callable[[str, int], list[str]] | None = None
+        # (topic, partition) -> the racks of that partition's replicas' brokers (those with a rack); a cluster
+        # with racks gives it, a single broker without a rack has none
+        self.replica_racks = replica_racks
 
     def watch(self, watcher) -> None:
         """`watcher.topics_changed(names)` is called whenever topics change (see `topics_changed`)."""

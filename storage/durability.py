@@ -20,7 +20,7 @@ POLICIES = ("always", "batch", "never")
 
 
 class Durability:
-    def __init__(self, policy: str = "batch") -> None:
+    def __init__(self, policy: str = "batch", observe: Callable[[float], None] | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown fsync policy {policy!r}; choose one of {', '.join(POLICIES)}")
         self.policy = policy
@@ -29,7 +29,7 @@ class Durability:
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.fsyncs = 0
-        self.observe: Callable[[float], None] | None = None   # called with each fsync's seconds (metrics)
+        self.observe = observe                 # called with each fsync's seconds (metrics)
 
     def _timed(self, calls) -> Callable[[], None]:
         """The fsync calls as one function for a worker thread, reporting its duration."""

@@ -199,7 +199,7 @@ def _brokers(server) -> list[dict]:
 
 
 def _broker(server, broker) -> int:
-    return server._check_broker(_int("broker", broker))
+    return server.cluster.known_broker(_int("broker", broker))
 
 
 def _stop_broker(server, broker) -> object:

@@ -15,31 +15,25 @@ import logging
 import shutil
 from pathlib import Path
 
-from tenure.broker.cluster import NO_LEADER, Cluster, LeaderChange
-from tenure.broker.dataplane import Broker, Node
+from tenure.broker.cluster import Cluster
+from tenure.broker.dataplane import Node
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
-from tenure.coordinator import GroupCoordinator
 from tenure.coordinator.clock import CoordinatorClock
-from tenure.coordinator.loader import iter_batches
 from tenure.coordinator.runtime import CoordinatorRuntime
-from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
 from tenure.counters import Metrics
-from tenure.protocol import txn_records
-from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
-from tenure.protocol.records import CoordinatorLoadRecord
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
+from tenure.server.build import Transactions, build, open_topics
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
-from tenure.server.listener import Listener, descriptor_room, effective_max_connections, fd_limit
+from tenure.server.listener import Listener, effective_max_connections, fd_limit
+from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
-from tenure.server.routes import BrokerRoute, GroupRoute, TransactionRoute
 from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
-from tenure.storage.segments import LogConfig
 
 log = logging.getLogger("tenure.server")
 
@@ -51,17 +45,16 @@ class Server:
         self.node = Node(config.advertised_host or config.host, config.port)       # broker 0
         # the brokers and every partition's replicas, leader and epoch (broker/cluster.py)
         self.cluster = Cluster(config.brokers, self.node.host, config.racks, config.replicas)
-        self.cluster.on_leader_change.append(self._leader_changed)
-        self._moving: set[asyncio.Task] = set()    # coordinator loads after a move (see _leader_changed)
         self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
         self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
-        self.durability = Durability(config.fsync if config.data_dir else "never")
-        self.durability.observe = self.metrics.fsync_seconds.observe
+        self.durability = Durability(config.fsync if config.data_dir else "never",
+                                     observe=self.metrics.fsync_seconds.observe)
         self.data: DataDir | None = None
         self.topics: TopicRegistry | None = None  # set by start()'s recovery, as are broker and runtime
         self.runtime: CoordinatorRuntime | None = None
         self.clock: CoordinatorClock | None = None      # set by start()'s recovery, shared by the runtimes
-        self.txn_runtime: CoordinatorRuntime | None = None     # the transaction coordinator, once asked for
+        self.transactions: Transactions | None = None    # the transaction coordinator, started on first use
+        self.moves: Moves | None = None           # leadership moves (moves.py), once built
         self._serving = False
         self.load_report = None
         self.cleaner: LogCleaner | None = None
@@ -100,101 +93,21 @@ class Server:
             raise
 
     def _open(self, config: ServerConfig) -> None:
-        if config.data_dir is not None:
-            self.data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes,
-                                                                segment_ms=config.segment_ms))
-            self.topics = TopicRegistry(config.default_partitions, self.data.open_log, self.data.catalog,
-                                        config.max_partitions_per_topic, config.max_partitions,
-                                        room=descriptor_room)
-            self.topics.load()                     # opens (and verifies) every log; refuses before any cut
-            self.data.finish_recovery()
-            cluster_id = config.cluster_id or self.data.cluster_id()
-        else:
-            self.topics = TopicRegistry(config.default_partitions,
-                                        max_partitions_per_topic=config.max_partitions_per_topic,
-                                        max_partitions=config.max_partitions)
-            cluster_id = config.cluster_id
-        self.broker = Broker(self.node, self.topics, cluster_id=cluster_id,
-                             auto_create_topics=config.auto_create_topics, durability=self.durability,
-                             server_configs=self.static_configs, cluster=self.cluster)
-        if self.cluster.has_racks:                 # the topic hashes (KIP-1101) cover the replicas' racks
-            self.topics.replica_racks = self.cluster.replica_racks
-        self.handlers = dict(self.broker.handlers)
-        offsets = self.topics.get(OFFSETS_TOPIC)
-        if offsets is None:
-            offsets = self.topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
-                                         configs={"cleanup.policy": "compact"})
-        elif len(offsets.partitions) != config.offsets_partition_count:
-            log.warning("%s keeps its %d partition(s) from the data dir (--offsets-partitions %d ignored: "
-                        "groups map to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
-                        config.offsets_partition_count)
-        coordinator_config = config.coordinator_config()
-        # the coordinators' one clock and timer wheel (the group and the transaction coordinator's runtimes)
-        self.clock = CoordinatorClock()
-        self.runtime = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=self.topics), offsets,
-                                          clock=self.clock, on_fatal=self._fatal, metrics=self.metrics,
-                                          hosted_on=lambda p: self.cluster.leader_of(OFFSETS_TOPIC, p),
-                                          partition_writer=self.broker.replicas)
-        self.load_report = self.runtime.load()
-        for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
-            self.cluster.state(OFFSETS_TOPIC, part)
-        if self.data is not None:
-            r = self.load_report
-            log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key "
-                     "replayed)", OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
-        self.broker.start_transactions = self._start_transactions
-        # a transaction's marker for __consumer_offsets: the group runtime's writer, replayed by its shard
-        self.broker.internal_marker = self.runtime.write_marker
-        if self.topics.get(TRANSACTION_TOPIC) is not None:      # transactions from a previous run: load them
-            self._start_transactions()
-        broker_route = BrokerRoute(self.handlers)
-        routes = {BROKER: broker_route, GROUP: GroupRoute(self.runtime, self.topics, self._start_transactions),
-                  TRANSACTION: TransactionRoute(self._start_transactions, broker_route)}
-        self.dispatch = Dispatcher(faults=self.faults, metrics=self.metrics, routes=routes,
-                                   clock_ms=self.runtime.clock_ms, cluster=self.cluster)
+        data, self.topics, cluster_id = open_topics(config, self.cluster)
+        self.data = data
+        parts = build(config, data, self.topics, cluster_id, node=self.node, cluster=self.cluster,
+                      durability=self.durability, faults=self.faults, metrics=self.metrics, on_fatal=self._fatal,
+                      static_configs=self.static_configs, serving=lambda: self._serving)
+        self.broker, self.handlers, self.clock = parts.broker, parts.handlers, parts.clock
+        self.runtime, self.transactions, self.dispatch = parts.groups, parts.transactions, parts.dispatch
+        self.load_report = parts.load_report
+        self.moves = Moves(config, self.cluster, self.listeners, self.topics, self.runtime, self.transactions)
+        self.cluster.on_leader_change.append(self.moves.leader_changed)
 
-    def _start_transactions(self) -> CoordinatorRuntime:
-        """The transaction coordinator's runtime, started once: on the first transactional request, as
-        Kafka creates __transaction_state on the first lookup of a transaction coordinator, or at start-up
-        when the data dir holds one. Loading replays its records; the data partitions' open and aborted
-        transactions are read back from their logs."""
-        if self.txn_runtime is not None:
-            return self.txn_runtime
-        topic = self.topics.get(TRANSACTION_TOPIC)
-        if topic is None:
-            topic = self.topics.create(TRANSACTION_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
-        else:
-            for t in self.topics.all():     # __consumer_offsets too: offsets committed in a transaction
-                for p in self.broker.replicas.of_topic(t.name):
-                    p.txns.rebuild(iter_batches(p.log))
-
-        def partitions_of(name: str) -> int | None:
-            t = self.topics.get(name)
-            return len(t.partitions) if t is not None and not t.internal else None
-
-        groups = self.runtime
-
-        def offsets_partition_of(group_id: str) -> tuple[str, int]:
-            return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
-
-        def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
-            return TransactionCoordinator(self.broker.producers.next_producer_id, partitions_of,
-                                          offsets_partition_of)
-        # its own runtime over the shared clock and timer wheel
-        runtime = CoordinatorRuntime(new_coordinator, topic, clock=self.clock, partition_writer=self.broker.replicas,
-                                     on_fatal=self._fatal, metrics=self.metrics,
-                                     codec=txn_records, write_markers=self.broker.write_txn_markers,
-                                     timer_keys=(TxnTimeoutKey,),
-                                     hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
-        report = runtime.load()
-        coordinator = runtime.shards[0]
-        self.broker.producers.reserve(coordinator.max_producer_id())
-        log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
-                 report.seconds)
-        self.txn_runtime, self.broker.transactions = runtime, coordinator
-        if self._serving:                       # started lazily while serving: its timers now
-            runtime.start_timers()
-        return runtime
+    @property
+    def txn_runtime(self) -> CoordinatorRuntime | None:
+        """The transaction coordinator's runtime, once started (tenure/server/build.py Transactions)."""
+        return self.transactions.runtime if self.transactions is not None else None
 
     def static_configs(self) -> dict[str, str | None]:
         """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the
@@ -325,96 +238,29 @@ class Server:
         else:
             loop.default_exception_handler(context)
 
-    # ------------------------------------------------------------------ the cluster's controls (docs/cluster.md)
-    def _leader_changed(self, change: LeaderChange, cause: str) -> None:
-        """A partition's leader changed. An offsets partition's coordinator moves with it: the shard unloads
-        now, the new leader loads it in the background (14 meanwhile) and writes a CoordinatorLoadRecord.
-        (__transaction_state's coordinator is answered by its new leader at once: its one shard stays.)"""
-        runtime = {OFFSETS_TOPIC: self.runtime, TRANSACTION_TOPIC: self.txn_runtime}.get(change.topic)
-        if runtime is None:
-            return
-        part = change.partition
-        to = change.new if change.new != NO_LEADER else None
-        runtime.begin_move(part, loading=to is not None)
-        log.info("coordinator of %s-%d moves from broker %s to broker %s (%s; leader epoch %d)", change.topic,
-                 part, change.old, change.new, cause, change.epoch,
-                 extra={"event": "coordinator_move", "partition": part, "from_broker": change.old,
-                        "to_broker": change.new, "cause": cause})
-        if to is None:
-            return
-        # the group coordinator's move is a record in the partition (the audit shows it); the transaction
-        # coordinator's records have no such type
-        record = CoordinatorLoadRecord(part, to, change.old, cause, change.epoch, self.runtime.clock_ms()) \
-            if runtime is self.runtime else None
-        task = asyncio.get_running_loop().create_task(self._finish_move(runtime, change.topic, part, to, record))
-        self._moving.add(task)
-        task.add_done_callback(self._moving.discard)
-
-    async def _finish_move(self, runtime: CoordinatorRuntime, topic: str, part: int, to: int,
-                           record: CoordinatorLoadRecord | None) -> None:
-        try:
-            report = await runtime.finish_move(part, record)
-        except Exception:
-            log.exception("loading %s-%d on broker %d failed", topic, part, to)
-            return
-        if report is None:
-            return
-        if runtime is self.txn_runtime:          # the broker's Produce checks ask the loaded coordinator
-            self.broker.transactions = runtime.shards[part]
-        log.info("broker %d loaded %s-%d: %d record(s) in %.3fs", to, topic, part, report.records, report.seconds)
-
-    async def moves_done(self) -> None:
-        """Wait until every coordinator move under way has loaded (a control returns after it)."""
-        while self._moving:
-            await asyncio.wait(list(self._moving))
-
-    def _check_broker(self, broker_id) -> int:
-        if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id not in self.cluster.brokers:
-            raise ValueError(f"no broker {broker_id!r}: the brokers are 0..{len(self.cluster.brokers) - 1}")
-        return broker_id
-
+    # ------------------------------------------------------------------ the cluster's controls (moves.py)
     async def stop_broker(self, broker_id: int) -> None:
-        """Stop one broker: its listener closes, its connections drop, each partition it led moves to
-        another in-sync replica (epochs bump) and the coordinators it hosted load there."""
-        b = self.cluster.brokers[self._check_broker(broker_id)]
-        if not b.up:
-            return
-        listener = self.listeners[broker_id]
-        await listener.stop_accepting(self.config.shutdown_timeout_s)
-        self.cluster.stop(broker_id)
-        self.topics.topics_changed()               # every ISR it was in changed: topic hashes are computed again
-        await listener.drop_connections(self.config.shutdown_timeout_s)
-        log.info("broker %d stopped", broker_id, extra={"event": "broker_stopped", "broker": broker_id})
-        await self.moves_done()
+        await self._moves().stop_broker(broker_id)
 
     async def start_broker(self, broker_id: int) -> None:
-        """Start a stopped broker again on its port: it rejoins the ISR of its partitions and leads those
-        left without a leader."""
-        b = self.cluster.brokers[self._check_broker(broker_id)]
-        if b.up:
-            return
-        self.listeners[broker_id].start(self.config.host, b.port)
-        self.cluster.start(broker_id)
-        self.topics.topics_changed()
-        log.info("broker %d started", broker_id, extra={"event": "broker_started", "broker": broker_id})
-        await self.moves_done()
+        await self._moves().start_broker(broker_id)
 
     async def move_leader(self, topic: str, partition: int, to_broker: int) -> None:
-        if self.topics.partition(topic, partition) is None:
-            raise ValueError(f"unknown topic-partition {topic}-{partition}")
-        self.cluster.move_leader(topic, partition, self._check_broker(to_broker))
-        self.topics.topics_changed([topic])        # a new leader may be a new replica (on another rack)
-        await self.moves_done()
+        await self._moves().move_leader(topic, partition, to_broker)
 
     async def move_coordinator(self, group_id: str, to_broker: int) -> int:
-        """Move the coordinator of a group (its offsets partition's leadership) to `to_broker`; returns
-        the offsets partition moved."""
-        part = self.runtime.partition_of(group_id)
-        await self.move_leader(OFFSETS_TOPIC, part, to_broker)
-        return part
+        return await self._moves().move_coordinator(group_id, to_broker)
 
     def coordinator_of(self, group_id: str) -> int:
-        return self.cluster.leader_of(OFFSETS_TOPIC, self.runtime.partition_of(group_id))
+        return self._moves().coordinator_of(group_id)
+
+    async def moves_done(self) -> None:
+        await self._moves().moves_done()
+
+    def _moves(self) -> Moves:
+        if self.moves is None:
+            raise RuntimeError("the server is not started")
+        return self.moves
 
     # ------------------------------------------------------------------ log cleaner (tenure/server/cleaner.py)
     @property
@@ -444,8 +290,8 @@ class Server:
         for listener in self.listeners.values():
             await listener.stop_accepting(bound)
         await self._stop_admin(bound)
-        for task in list(self._moving):
-            task.cancel()
+        if self.moves is not None:
+            self.moves.cancel()
         if self.runtime is not None:
             for listener in self.listeners.values():
                 listener.begin_drain()

@@ -1,0 +1,176 @@
+"""The one place that builds the server's parts (the composition root): the data dir and its recovered logs, the
+topics, the broker with its partitions, the coordinators over one clock, the routes and the dispatcher. Every
+part is made with what it needs; nothing is set on a part after it is made, but for the one cycle closed here
+(the broker asks the transaction coordinator, which writes through the broker). Runs on recovery's worker
+thread.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tenure.broker.cluster import Cluster
+from tenure.broker.dataplane import Broker, Node
+from tenure.broker.topics import TopicRegistry
+from tenure.config import ServerConfig
+from tenure.control.faults import Faults
+from tenure.coordinator import GroupCoordinator
+from tenure.coordinator.clock import CoordinatorClock
+from tenure.coordinator.loader import LoadReport, iter_batches
+from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
+from tenure.counters import Metrics
+from tenure.protocol import txn_records
+from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
+from tenure.protocol.markers import TxnMarker
+from tenure.storage import Log
+from tenure.storage.datadir import DataDir
+from tenure.storage.durability import Durability
+from tenure.storage.segments import LogConfig
+
+from .dispatch import Dispatcher
+from .listener import descriptor_room
+from .routes import BrokerRoute, GroupRoute, TransactionRoute
+
+log = logging.getLogger("tenure.server")
+
+
+class Transactions:
+    """The transaction coordinator, started once (`start`): on the first request that needs it, as Kafka creates
+    __transaction_state on the first lookup of a transaction coordinator, or at start-up when the data dir holds
+    one. Its own runtime over the shared clock; loading replays its records, and the partitions' open and
+    aborted transactions are read back from their logs. It is also the broker's side of transactions
+    (broker/base.py TransactionSide)."""
+
+    def __init__(self, config: ServerConfig, topics: TopicRegistry, cluster: Cluster, clock: CoordinatorClock,
+                 metrics: Metrics, on_fatal: Callable[[BaseException], None], serving: Callable[[], bool]) -> None:
+        self.config, self.topics, self.cluster, self.clock = config, topics, cluster, clock
+        self.metrics, self.on_fatal, self.serving = metrics, on_fatal, serving
+        self.runtime: CoordinatorRuntime | None = None
+        self.loaded: TransactionCoordinator | None = None    # the shard last loaded (a move loads a new one)
+        self.broker: Broker | None = None                     # both made by build(), which wires them
+        self.groups: CoordinatorRuntime | None = None
+
+    def start(self) -> CoordinatorRuntime:
+        if self.runtime is not None:
+            return self.runtime
+        assert self.broker is not None and self.groups is not None, "built by build()"
+        broker, groups, topics = self.broker, self.groups, self.topics
+        topic = topics.get(TRANSACTION_TOPIC)
+        if topic is None:
+            topic = topics.create(TRANSACTION_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+        else:
+            for t in topics.all():           # __consumer_offsets too: offsets committed in a transaction
+                for p in broker.replicas.of_topic(t.name):
+                    p.txns.rebuild(iter_batches(p.log))
+
+        def partitions_of(name: str) -> int | None:
+            t = topics.get(name)
+            return len(t.partitions) if t is not None and not t.internal else None
+
+        def offsets_partition_of(group_id: str) -> tuple[str, int]:
+            return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
+
+        def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
+            return TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of)
+        runtime = CoordinatorRuntime(new_coordinator, topic, clock=self.clock, partition_writer=broker.replicas,
+                                     on_fatal=self.on_fatal, metrics=self.metrics, codec=txn_records,
+                                     write_markers=broker.write_txn_markers, timer_keys=(TxnTimeoutKey,),
+                                     hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
+        report = runtime.load()
+        coordinator = runtime.shards[0]
+        broker.producers.reserve(coordinator.max_producer_id())
+        log.info("loaded %s: %d transactional id(s) in %.3fs", TRANSACTION_TOPIC, len(coordinator.transactions),
+                 report.seconds)
+        self.runtime, self.loaded = runtime, coordinator
+        if self.serving():                   # started lazily while serving: its timers now
+            runtime.start_timers()
+        return runtime
+
+    # ---- the broker's side of transactions (broker/base.py TransactionSide)
+    def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
+               partition: int) -> int | None:
+        if self.loaded is None:
+            return None
+        return self.loaded.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+
+    def internal_marker(self, marker: TxnMarker, now_ms: int) -> Log:
+        assert self.groups is not None, "built by build()"
+        return self.groups.write_marker(marker, now_ms)
+
+
+@dataclass
+class Parts:
+    """What recovery builds: everything a server serves with."""
+    data: DataDir | None
+    topics: TopicRegistry
+    broker: Broker
+    handlers: dict                          # the broker's handlers by API key (a test may wrap one)
+    clock: CoordinatorClock                 # the coordinators' one clock and timer wheel
+    groups: CoordinatorRuntime              # the group coordinator's runtime
+    transactions: Transactions              # the transaction coordinator, started on first use
+    dispatch: Dispatcher
+    load_report: LoadReport
+
+
+def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None, TopicRegistry, str | None]:
+    """The data dir (None: in memory) with every log recovered and verified, the topic registry over it, and
+    the cluster id."""
+    racks = cluster.replica_racks if cluster.has_racks else None   # the topic hashes (KIP-1101) cover them
+    if config.data_dir is None:
+        return None, TopicRegistry(config.default_partitions, max_partitions_per_topic=config.max_partitions_per_topic,
+                                   max_partitions=config.max_partitions, replica_racks=racks), config.cluster_id
+    data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms))
+    try:
+        topics = TopicRegistry(config.default_partitions, data.open_log, data.catalog,
+                               config.max_partitions_per_topic, config.max_partitions, room=descriptor_room,
+                               replica_racks=racks)
+        topics.load()                        # opens (and verifies) every log; refuses before any cut
+        data.finish_recovery()
+    except BaseException:
+        data.close()
+        raise
+    return data, topics, config.cluster_id or data.cluster_id()
+
+
+def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, cluster_id: str | None, *, node: Node,
+          cluster: Cluster, durability: Durability, faults: Faults, metrics: Metrics,
+          on_fatal: Callable[[BaseException], None], static_configs: Callable[[], dict[str, str | None]],
+          serving: Callable[[], bool]) -> Parts:
+    """The server's parts over recovered topics; loads __consumer_offsets (and __transaction_state when the
+    data dir holds one) into the coordinators."""
+    clock = CoordinatorClock()
+    transactions = Transactions(config, topics, cluster, clock, metrics, on_fatal, serving)
+    broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
+                    durability=durability, server_configs=static_configs, cluster=cluster, transactions=transactions)
+    offsets = topics.get(OFFSETS_TOPIC)
+    if offsets is None:
+        offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
+                                configs={"cleanup.policy": "compact"})
+    elif len(offsets.partitions) != config.offsets_partition_count:
+        log.warning("%s keeps its %d partition(s) from the data dir (--offsets-partitions %d ignored: groups map "
+                    "to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
+                    config.offsets_partition_count)
+    coordinator_config = config.coordinator_config()
+    groups = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=topics), offsets,
+                                clock=clock, on_fatal=on_fatal, metrics=metrics,
+                                hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p),
+                                partition_writer=broker.replicas)
+    transactions.broker, transactions.groups = broker, groups
+    load_report = groups.load()
+    for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
+        cluster.state(OFFSETS_TOPIC, part)
+    if data is not None:
+        r = load_report
+        log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key replayed)",
+                 OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
+    if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
+        transactions.start()
+    handlers = dict(broker.handlers)
+    broker_route = BrokerRoute(handlers)
+    routes = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, transactions.start),
+              TRANSACTION: TransactionRoute(transactions.start, broker_route)}
+    dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster)
+    return Parts(data, topics, broker, handlers, clock, groups, transactions, dispatch, load_report)
