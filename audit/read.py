@@ -35,9 +35,9 @@ import os
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from tenure.broker.transactions import COMMIT, marker_type
 from tenure.protocol import records as rec
 from tenure.protocol import txn_records
+from tenure.protocol.markers import COMMIT, marker_type
 from tenure.storage.reader import BadBatch, SegmentReader
 
 from .listing import (  # noqa: F401 (list_partitions, split: imported from here too, by bench/)

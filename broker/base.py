@@ -58,5 +58,5 @@ class BrokerBase:
     cluster_id: str
     auto_create_topics: bool
     server_configs: Callable[[], dict[str, str | None]] | None
-    transactions: TransactionSide | None       # None: a broker without coordinators (tests, tools)
+    txn_side: TransactionSide | None           # None: a broker without coordinators (tests, tools)
     clock: Callable[[], float]

@@ -178,7 +178,7 @@ class Cluster:
         # the epoch its clients have seen)
         self.storage: PartitionFacts = _NoLogs()
         # what the data dir keeps of a topic: its replication factor (-1: none asked) and the replicas of a
-        # partition placed by hand (None: none); set by the broker (broker/admin.py)
+        # partition placed by hand (None: none); set by the broker (broker/admin_apis.py)
         self.stored_factor: Callable[[str], int] = lambda topic: -1
         self.stored_replicas: Callable[[str, int], list[int] | None] = lambda topic, partition: None
         # called after each leader change (the server moves coordinators with it)

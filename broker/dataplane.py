@@ -25,7 +25,7 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import partition_for
 from tenure.storage.durability import Durability
 
-from .base import NODE_ID, Node, resp
+from .base import NODE_ID, Node, TransactionSide, resp
 from .cluster import NO_LEADER, BrokerNode, Cluster
 from .fetch import READ_COMMITTED, FetchApis
 from .produce import CLOSE_CONNECTION, MAX_BATCH_BYTES, ProduceApis
@@ -60,7 +60,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
-                 cluster: Cluster | None = None, transactions: TransactionSide | None = None) -> None:
+                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
@@ -78,7 +78,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         self.clock = clock
         # the coordinators' side of transactions (base.TransactionSide): started on the first transactional
         # FindCoordinator, asked by Produce, writer of an internal partition's markers
-        self.transactions = transactions
+        self.txn_side = txn_side
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
@@ -170,8 +170,8 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         body, v = req.body, req.api_version
         R = resp(10)
         key_type = body.key_type if v >= 1 else KEY_GROUP
-        if key_type == KEY_TRANSACTION and self.transactions is not None:
-            self.transactions.start()         # as Kafka: __transaction_state is created on the first lookup
+        if key_type == KEY_TRANSACTION and self.txn_side is not None:
+            self.txn_side.start()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
             code, msg, node = self._coordinator_for(key_type, body.key)
             return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id,

@@ -16,7 +16,7 @@ from tenure.storage import Log
 
 from .cluster import Cluster, PartitionState
 from .producers import ProducerState
-from .transactions import TxnIndex
+from .txn_index import TxnIndex
 
 
 class Partition:

@@ -10,11 +10,11 @@ from typing import Any
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.markers import TxnMarker
 from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches
 
 from .base import BrokerBase, resp
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
-from .transactions import TxnMarker
 
 log = logging.getLogger("tenure.broker")
 
@@ -120,7 +120,7 @@ class ProduceApis(BrokerBase):
         partition (AddPartitionsToTxn first), as Kafka verifies it."""
         if transactional_id is None:
             return ErrorCode.INVALID_REQUEST if h.producer_id < 0 else ErrorCode.INVALID_TXN_STATE
-        verdict = None if self.transactions is None else self.transactions.verify(
+        verdict = None if self.txn_side is None else self.txn_side.verify(
             transactional_id, h.producer_id, h.producer_epoch, topic, index)
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING if verdict is None else verdict
 
@@ -157,9 +157,9 @@ class ProduceApis(BrokerBase):
         written = []
         for m in markers:
             if self.topics.is_internal(m.topic):
-                if self.transactions is None:
+                if self.txn_side is None:
                     raise AssertionError(f"no writer for the transaction markers of {m.topic}")
-                written.append(self.transactions.internal_marker(m, now_ms))
+                written.append(self.txn_side.internal_marker(m, now_ms))
                 continue
             plog = self.replicas.write_txn_marker(m, now_ms)
             if plog is not None:               # None: the topic was deleted while the transaction was open

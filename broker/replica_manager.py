@@ -31,7 +31,7 @@ from tenure.storage.durability import Durability
 from .cluster import Cluster
 from .partition import Partition
 from .topics import TopicRegistry
-from .transactions import cut_at
+from .txn_index import cut_at
 
 
 @dataclass

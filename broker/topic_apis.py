@@ -10,7 +10,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
-from .admin import AdminApis
+from .admin_apis import AdminApis
 from .base import resp
 from .configs import RESOURCE_TOPIC
 from .topics import TopicError

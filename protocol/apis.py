@@ -148,7 +148,7 @@ _TABLE = [
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
-    # admin (broker/admin.py)
+    # admin (broker/admin_apis.py)
     _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),

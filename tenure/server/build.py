@@ -37,7 +37,7 @@ from .routes import BrokerRoute, GroupRoute, TransactionRoute
 log = logging.getLogger("tenure.server")
 
 
-class Transactions:
+class TransactionCoordinatorHandle:
     """The transaction coordinator, started once (`start`): on the first request that needs it, as Kafka creates
     __transaction_state on the first lookup of a transaction coordinator, or at start-up when the data dir holds
     one. Its own runtime over the shared clock; loading replays its records, and the partitions' open and
@@ -110,7 +110,7 @@ class Parts:
     handlers: dict                          # the broker's handlers by API key (a test may wrap one)
     clock: CoordinatorClock                 # the coordinators' one clock and timer wheel
     groups: CoordinatorRuntime              # the group coordinator's runtime
-    transactions: Transactions              # the transaction coordinator, started on first use
+    txn_coordinator: TransactionCoordinatorHandle   # the transaction coordinator, started on first use
     dispatch: Dispatcher
     load_report: LoadReport
 
@@ -142,9 +142,9 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     """The server's parts over recovered topics; loads __consumer_offsets (and __transaction_state when the
     data dir holds one) into the coordinators."""
     clock = CoordinatorClock()
-    transactions = Transactions(config, topics, cluster, clock, metrics, on_fatal, serving)
+    txn = TransactionCoordinatorHandle(config, topics, cluster, clock, metrics, on_fatal, serving)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
-                    durability=durability, server_configs=static_configs, cluster=cluster, transactions=transactions)
+                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn)
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
@@ -158,7 +158,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                                 clock=clock, on_fatal=on_fatal, metrics=metrics,
                                 hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p),
                                 partition_writer=broker.replicas)
-    transactions.broker, transactions.groups = broker, groups
+    txn.broker, txn.groups = broker, groups
     load_report = groups.load()
     for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
         cluster.state(OFFSETS_TOPIC, part)
@@ -167,10 +167,10 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
         log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key replayed)",
                  OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
-        transactions.start()
+        txn.start()
     handlers = dict(broker.handlers)
     broker_route = BrokerRoute(handlers)
-    routes = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, transactions.start),
-              TRANSACTION: TransactionRoute(transactions.start, broker_route)}
+    routes = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
+              TRANSACTION: TransactionRoute(txn.start, broker_route)}
     dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster)
-    return Parts(data, topics, broker, handlers, clock, groups, transactions, dispatch, load_report)
+    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report)

@@ -24,7 +24,7 @@ from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.server.build import Transactions, build, open_topics
+from tenure.server.build import TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
@@ -53,7 +53,7 @@ class Server:
         self.topics: TopicRegistry | None = None  # set by start()'s recovery, as are broker and runtime
         self.runtime: CoordinatorRuntime | None = None
         self.clock: CoordinatorClock | None = None      # set by start()'s recovery, shared by the runtimes
-        self.transactions: Transactions | None = None    # the transaction coordinator, started on first use
+        self.txn_coordinator: TransactionCoordinatorHandle | None = None    # the transaction coordinator, started on first use
         self.moves: Moves | None = None           # leadership moves (moves.py), once built
         self._serving = False
         self.load_report = None
@@ -99,15 +99,15 @@ class Server:
                       durability=self.durability, faults=self.faults, metrics=self.metrics, on_fatal=self._fatal,
                       static_configs=self.static_configs, serving=lambda: self._serving)
         self.broker, self.handlers, self.clock = parts.broker, parts.handlers, parts.clock
-        self.runtime, self.transactions, self.dispatch = parts.groups, parts.transactions, parts.dispatch
+        self.runtime, self.txn_coordinator, self.dispatch = parts.groups, parts.txn_coordinator, parts.dispatch
         self.load_report = parts.load_report
-        self.moves = Moves(config, self.cluster, self.listeners, self.topics, self.runtime, self.transactions)
+        self.moves = Moves(config, self.cluster, self.listeners, self.topics, self.runtime, self.txn_coordinator)
         self.cluster.on_leader_change.append(self.moves.leader_changed)
 
     @property
     def txn_runtime(self) -> CoordinatorRuntime | None:
         """The transaction coordinator's runtime, once started (tenure/server/build.py Transactions)."""
-        return self.transactions.runtime if self.transactions is not None else None
+        return self.txn_coordinator.runtime if self.txn_coordinator is not None else None
 
     def static_configs(self) -> dict[str, str | None]:
         """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the

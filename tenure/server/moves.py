@@ -14,7 +14,7 @@ from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from tenure.protocol.records import CoordinatorLoadRecord
 
-from .build import Transactions
+from .build import TransactionCoordinatorHandle
 from .listener import Listener
 
 log = logging.getLogger("tenure.server")
@@ -22,9 +22,9 @@ log = logging.getLogger("tenure.server")
 
 class Moves:
     def __init__(self, config: ServerConfig, cluster: Cluster, listeners: dict[int, Listener],
-                 topics: TopicRegistry, groups: CoordinatorRuntime, transactions: Transactions) -> None:
+                 topics: TopicRegistry, groups: CoordinatorRuntime, txn_coordinator: TransactionCoordinatorHandle) -> None:
         self.config, self.cluster, self.listeners, self.topics = config, cluster, listeners, topics
-        self.groups, self.transactions = groups, transactions
+        self.groups, self.txn_coordinator = groups, txn_coordinator
         self._moving: set[asyncio.Task] = set()    # coordinator loads after a move (see leader_changed)
 
     def cancel(self) -> None:
@@ -36,7 +36,7 @@ class Moves:
         """A partition's leader changed. An offsets partition's coordinator moves with it: the shard unloads
         now, the new leader loads it in the background (14 meanwhile) and writes a CoordinatorLoadRecord.
         (__transaction_state's coordinator is answered by its new leader at once: its one shard stays.)"""
-        runtime = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.transactions.runtime}.get(change.topic)
+        runtime = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.txn_coordinator.runtime}.get(change.topic)
         if runtime is None:
             return
         part = change.partition
@@ -65,8 +65,8 @@ class Moves:
             return
         if report is None:
             return
-        if runtime is self.transactions.runtime:   # the broker's Produce checks ask the loaded coordinator
-            self.transactions.loaded = runtime.shards[part]
+        if runtime is self.txn_coordinator.runtime:   # the broker's Produce checks ask the loaded coordinator
+            self.txn_coordinator.loaded = runtime.shards[part]
         log.info("broker %d loaded %s-%d: %d record(s) in %.3fs", to, topic, part, report.records, report.seconds)
 
     async def moves_done(self) -> None:

@@ -38,13 +38,13 @@ class GroupRoute:
     group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
 
     def __init__(self, runtime: CoordinatorRuntime, topics: TopicRegistry,
-                 transactions: Callable[[], CoordinatorRuntime]) -> None:
-        self.runtime, self.topics, self.transactions = runtime, topics, transactions
+                 txn_runtime: Callable[[], CoordinatorRuntime]) -> None:
+        self.runtime, self.topics, self.txn_runtime = runtime, topics, txn_runtime
 
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:
         if req.api_key == TXN_OFFSET_COMMIT_KEY:
             body = req.body
-            txn = self.transactions().shards.get(0)          # none while a move loads it: retry
+            txn = self.txn_runtime().shards.get(0)          # none while a move loads it: retry
             code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if txn is None else txn.verify(
                 body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
                 partition_for(body.group_id, self.runtime.partitions))

@@ -339,9 +339,9 @@ def test_a_transaction_goes_on_across_a_move_of_its_coordinator():
         producer.send("tx", b"one").get(30)
         from tenure.protocol.txn_records import COMPLETE_COMMIT, ONGOING
         home = st.leader_of("__transaction_state", 0)
-        before = st.call(lambda: st.server.broker.transactions.loaded)   # the shard Produce's checks ask
+        before = st.call(lambda: st.server.broker.txn_side.loaded)   # the shard Produce's checks ask
         st.move_leader("__transaction_state", 0, (home + 1) % 3)
-        loaded = st.call(lambda: st.server.broker.transactions.loaded)
+        loaded = st.call(lambda: st.server.broker.txn_side.loaded)
         assert loaded is not before and loaded is st.call(lambda: st.server.txn_runtime.shards[0])
         assert loaded.transactions["tx-1"].state == ONGOING                  # read back from the log
         producer.send("tx", b"two").get(30)

@@ -12,12 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tenure.protocol.markers import (  # noqa: F401 - COMMIT, marker_type: audit/read.py imports them here
-    COMMIT,
-    TxnMarker,
-    control_batch,
-    marker_type,
-)
+from tenure.protocol.markers import COMMIT, marker_type
 from tenure.storage import BatchHeader
 from tenure.storage.batch import HEADER_SIZE, read_header
 
