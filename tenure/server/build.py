@@ -32,7 +32,7 @@ from tenure.storage.segments import LogConfig
 
 from .dispatch import Dispatcher
 from .listener import descriptor_room
-from .routes import BrokerRoute, GroupRoute, TransactionRoute
+from .routes import BrokerRoute, GroupRoute, Route, TransactionRoute
 
 log = logging.getLogger("tenure.server")
 
@@ -170,7 +170,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
         txn.start()
     handlers = dict(broker.handlers)
     broker_route = BrokerRoute(handlers)
-    routes = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
+    routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
               TRANSACTION: TransactionRoute(txn.start, broker_route)}
     dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster)
     return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report)

@@ -13,18 +13,22 @@ import dataclasses
 import itertools
 import logging
 import shutil
+import socket
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tenure.broker.cluster import Cluster
-from tenure.broker.dataplane import Node
+from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.coordinator.clock import CoordinatorClock
+from tenure.coordinator.loader import LoadReport
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.server.build import TransactionCoordinatorHandle, build, open_topics
+from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
@@ -50,13 +54,10 @@ class Server:
         self.durability = Durability(config.fsync if config.data_dir else "never",
                                      observe=self.metrics.fsync_seconds.observe)
         self.data: DataDir | None = None
-        self.topics: TopicRegistry | None = None  # set by start()'s recovery, as are broker and runtime
-        self.runtime: CoordinatorRuntime | None = None
-        self.clock: CoordinatorClock | None = None      # set by start()'s recovery, shared by the runtimes
-        self.txn_coordinator: TransactionCoordinatorHandle | None = None    # the transaction coordinator, started on first use
+        self._topics: TopicRegistry | None = None     # opened by start()'s recovery, first
+        self.parts: Parts | None = None               # then built from them (build.py)
         self.moves: Moves | None = None           # leadership moves (moves.py), once built
         self._serving = False
-        self.load_report = None
         self.cleaner: LogCleaner | None = None
         self.stop_requested = asyncio.Event()
         self.restart_requested = asyncio.Event()  # the admin endpoint's POST /restart (see reopen())
@@ -67,16 +68,19 @@ class Server:
         ids = itertools.count(1)                   # connection ids, unique across the brokers' listeners
         self.listeners = {b: Listener(self._connection, max_connections=self.max_connections, metrics=self.metrics,
                                       ratelog=self.ratelog, broker_id=b, ids=ids,
-                                      refuse=lambda b=b: self.cluster.brokers[b].unreachable)
+                                      refuse=self._unreachable(b))
                           for b in self.cluster.brokers}
-        self.dispatch: Dispatcher | None = None
         self.port: int | None = None
-        self._loop_handler = None                  # (loop, its exception handler before start())
-        self._admin = None                         # the HTTP admin endpoint's runner (tenure/control/http_server.py)
-        self._admin_sock = None                    # ... its listening socket, bound in start()
+        self._loop_handler: tuple[asyncio.AbstractEventLoop, Any] | None = None   # the loop's handler before start()
+        self._admin: Any = None                    # the HTTP admin endpoint's runner (tenure/control/http_server.py)
+        self._admin_sock: socket.socket | None = None    # ... its listening socket, bound in start()
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
+
+    def _unreachable(self, broker_id: int) -> Callable[[], bool]:
+        """Whether broker `broker_id` refuses connections now (set_broker_unreachable)."""
+        return lambda: self.cluster.brokers[broker_id].unreachable
 
     # ------------------------------------------------------------------ recovery (on a worker thread)
     def _recover(self) -> None:
@@ -89,25 +93,62 @@ class Server:
             self._open(config)
         except BaseException:
             self._close_logs(flush=False)          # release the data dir (its lock) for a retry
-            self.topics = None
+            self._topics = None
             raise
 
     def _open(self, config: ServerConfig) -> None:
-        data, self.topics, cluster_id = open_topics(config, self.cluster)
-        self.data = data
-        parts = build(config, data, self.topics, cluster_id, node=self.node, cluster=self.cluster,
-                      durability=self.durability, faults=self.faults, metrics=self.metrics, on_fatal=self._fatal,
-                      static_configs=self.static_configs, serving=lambda: self._serving)
-        self.broker, self.handlers, self.clock = parts.broker, parts.handlers, parts.clock
-        self.runtime, self.txn_coordinator, self.dispatch = parts.groups, parts.txn_coordinator, parts.dispatch
-        self.load_report = parts.load_report
-        self.moves = Moves(config, self.cluster, self.listeners, self.topics, self.runtime, self.txn_coordinator)
+        self.data, self._topics, cluster_id = open_topics(config, self.cluster)
+        parts = self.parts = build(config, self.data, self._topics, cluster_id, node=self.node, cluster=self.cluster,
+                                   durability=self.durability, faults=self.faults, metrics=self.metrics,
+                                   on_fatal=self._fatal, static_configs=self.static_configs,
+                                   serving=lambda: self._serving)
+        self.moves = Moves(config, self.cluster, self.listeners, parts.topics, parts.groups, parts.txn_coordinator)
         self.cluster.on_leader_change.append(self.moves.leader_changed)
+
+    # the parts, once built (an error before start())
+    def _parts(self) -> Parts:
+        if self.parts is None:
+            raise RuntimeError("the server is not started")
+        return self.parts
+
+    @property
+    def topics(self) -> TopicRegistry:
+        return self._parts().topics
+
+    @property
+    def broker(self) -> Broker:
+        return self._parts().broker
+
+    @property
+    def handlers(self) -> dict:
+        """The broker's handlers by API key (a test may wrap one)."""
+        return self._parts().handlers
+
+    @property
+    def runtime(self) -> CoordinatorRuntime:
+        """The group coordinator's runtime."""
+        return self._parts().groups
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinatorHandle:
+        return self._parts().txn_coordinator
+
+    @property
+    def dispatch(self) -> Dispatcher:
+        return self._parts().dispatch
+
+    @property
+    def clock(self) -> CoordinatorClock:
+        return self._parts().clock
+
+    @property
+    def load_report(self) -> LoadReport:
+        return self._parts().load_report
 
     @property
     def txn_runtime(self) -> CoordinatorRuntime | None:
         """The transaction coordinator's runtime, once started (tenure/server/build.py Transactions)."""
-        return self.txn_coordinator.runtime if self.txn_coordinator is not None else None
+        return self.txn_coordinator.runtime if self.parts is not None else None
 
     def static_configs(self) -> dict[str, str | None]:
         """The broker configs DescribeConfigs reports as set by the server's options (STATIC_BROKER_CONFIG; the
@@ -176,13 +217,15 @@ class Server:
         the HTTP library is imported, in the background: that import is most of a start-up's time."""
         from tenure.control.http_server import bind_admin, is_loopback
         c = self.config
+        assert c.admin_port is not None, "the admin endpoint is on"
         try:
-            self._admin_sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
+            sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
         except OSError as exc:
             raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
                                      "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
-        self.admin_port = self._admin_sock.getsockname()[1]
-        self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin())
+        self._admin_sock = sock
+        self.admin_port = sock.getsockname()[1]
+        self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin(sock))
         host = f"[{c.admin_host}]" if ":" in c.admin_host else c.admin_host
         notes = [f"port {c.admin_port} was in use"] if fell_back else []
         if is_loopback(c.admin_host):
@@ -195,13 +238,13 @@ class Server:
             log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
                         "server (faults, clock, restart); set --admin-token", c.admin_host)
 
-    async def _serve_admin(self) -> None:
+    async def _serve_admin(self, sock: socket.socket) -> None:
         from tenure.control.http_server import serve_admin
         try:
-            self._admin = await serve_admin(self, self._admin_sock, token=self.config.admin_token)
+            self._admin = await serve_admin(self, sock, token=self.config.admin_token)
         except Exception:
             log.exception("the admin endpoint could not start; it is off")
-            self._admin_sock.close()
+            sock.close()
 
     def kafka_sockets(self) -> list[tuple[str, int]]:
         """(address, port) of each socket the Kafka listener accepts on."""
@@ -270,6 +313,8 @@ class Server:
 
     async def compact_now(self) -> CleanStats:
         """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""
+        if self.cleaner is None:
+            raise RuntimeError("the server is not started")
         return await self.cleaner.compact_now()
 
     # ------------------------------------------------------------------ stop
@@ -292,7 +337,7 @@ class Server:
         await self._stop_admin(bound)
         if self.moves is not None:
             self.moves.cancel()
-        if self.runtime is not None:
+        if self.parts is not None:
             for listener in self.listeners.values():
                 listener.begin_drain()
             self.broker.stop_waiting()                 # long-polling fetches answer now
@@ -300,11 +345,11 @@ class Server:
                 await asyncio.wait(self._syncing(), timeout=bound)
             self.runtime.unload()
         await asyncio.gather(*(listener.drain(bound) for listener in self.listeners.values()))
-        if self.runtime is not None:
+        if self.parts is not None:
             self.runtime.close()
         if self.txn_runtime is not None:
             self.txn_runtime.close()
-        if self.runtime is not None:
+        if self.parts is not None:
             self.clock.close()
         if self.cleaner is not None:                   # stop the log cleaner before its logs close
             await self.cleaner.stop(bound)
@@ -320,6 +365,8 @@ class Server:
 
     def _syncing(self) -> list:
         """The coordinators' writes waiting for their fsync."""
+        if self.parts is None:
+            return []
         return [task for rt in (self.runtime, self.txn_runtime) if rt is not None for task in rt._syncing]
 
     async def _stop_admin(self, bound: float) -> None:
@@ -335,7 +382,7 @@ class Server:
 
     def _close_logs(self, *, flush: bool) -> None:
         """Flush (unless after a storage failure) and close every partition log, then release the data dir."""
-        for topic in self.topics.all() if self.topics is not None else ():
+        for topic in self._topics.all() if self._topics is not None else ():
             for plog in topic.partitions:
                 if flush:
                     try:
