@@ -134,6 +134,10 @@ class GroupCoordinator:
                 raise TypeError(f"not a coordinator event: {event!r}")
             kind.replay(event)
 
+    def new_member_id(self, prefix: str) -> str:
+        """A new member id (from the injected generator: reproducible in scenario tests)."""
+        return self._new_id(prefix)
+
     def offsets_only_group(self, group_id: str) -> ClassicGroup:
         """The group a group id names while only committed offsets hold it (Kafka's "simple" group: classic)."""
         return ClassicGroup(group_id)

@@ -1,13 +1,18 @@
 """The classic group kind: the classic rebalance protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
 with static membership (KIP-345) and the KIP-345 draft's options, as a pure state machine.
 
-`ClassicGroups` is one shard's handler of its classic groups, assembled from one part per concern:
-rebalance.py (the machinery and its timers), join.py, members.py (sync, heartbeat, leave), static.py
-(the instance map's history, replacement), options.py (the draft's registration and expansion timeouts).
+`ClassicGroups` is one shard's handler of its classic groups, assembled from one part per concern, each
+handed the parts it uses and calling them through their public methods only: rebalance.py (`Rebalance`, the
+machinery and its join, sync and pending-member timers), options.py (`DraftOptions`, the draft's
+registration and expansion timeouts), static.py (the instance map's history, `StaticMembership`: replacement),
+join.py (`JoinRequests`), members.py (`MemberRequests`: sync, heartbeat, leave, the session timer).
 group.py holds the group value and its state transition table. The shard (coordinator/shard.py) routes
 requests and timers here and replays what they return; offsets.py asks the group kind for its commit rules.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
@@ -17,6 +22,7 @@ from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord
 
+from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
 from .group import (
@@ -35,33 +41,65 @@ from .group import (
 from .join import JoinRequests
 from .members import MemberRequests
 from .options import DraftOptions
+from .rebalance import Rebalance
 from .replay import replay_group_metadata
-from .static import StaticMembership
+from .static import StaticMembership, fenced, static_event
+
+if TYPE_CHECKING:
+    from ..shard import GroupCoordinator
 
 __all__ = [
     "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
     "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
 ]
 
-# timer key type -> what its expiry does
-_ON_TIMER = {
-    HeartbeatKey: lambda c, k, now: c._session_expired(k.group_id, k.member_id, now),
-    PendingKey: lambda c, k, now: c._pending_expired(k.group_id, k.member_id, now),
-    JoinKey: lambda c, k, now: c._join_timer(k.group_id, now),
-    SyncKey: lambda c, k, now: c._sync_expired(k.group_id, now),
-    ExpansionKey: lambda c, k, now: c._expansion_expired(k.group_id, now),
-    RegistrationKey: lambda c, k, now: c._registration_expired(k.group_id, now),
+# timer key type -> what its expiry does (the part whose timer it is)
+_ON_TIMER: dict[type, Callable[[ClassicGroups, Any, int], Result]] = {
+    HeartbeatKey: lambda c, k, now: c.member_requests.session_expired(k.group_id, k.member_id, now),
+    PendingKey: lambda c, k, now: c.rebalance.pending_expired(k.group_id, k.member_id, now),
+    JoinKey: lambda c, k, now: c.rebalance.join_expired(k.group_id, now),
+    SyncKey: lambda c, k, now: c.rebalance.sync_expired(k.group_id, now),
+    ExpansionKey: lambda c, k, now: c.options.expansion_expired(k.group_id, now),
+    RegistrationKey: lambda c, k, now: c.options.registration_expired(k.group_id, now),
 }
 
 
-class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions):
-    """The classic group kind (coordinator/kinds.py's GroupKind)."""
+class ClassicGroups(ShardPart):
+    """The classic group kind (coordinator/kinds.py's GroupKind): its parts assembled, its APIs, timers and
+    rules answered by them."""
     name = "classic"
     group_type = ClassicGroup
     apis = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group"}
     record_types = (GroupMetadataRecord,)
     timer_keys = tuple(_ON_TIMER)
     classic_protocol = True
+
+    rebalance: Rebalance
+    options: DraftOptions
+    static: StaticMembership
+    join_requests: JoinRequests
+    member_requests: MemberRequests
+
+    def __init__(self, shard: GroupCoordinator) -> None:
+        super().__init__(shard)
+        self.rebalance = Rebalance(shard)
+        self.options = DraftOptions(self.rebalance)
+        self.static = StaticMembership(self.rebalance, self.options)
+        self.join_requests = JoinRequests(self.rebalance, self.static, self.options)
+        self.member_requests = MemberRequests(self.rebalance, self.options)
+
+    # ---- the APIs (`apis`)
+    def join_group(self, ctx: RequestContext, req) -> Result:
+        return self.join_requests.join_group(ctx, req)
+
+    def heartbeat(self, ctx: RequestContext, req) -> Result:
+        return self.member_requests.heartbeat(ctx, req)
+
+    def leave_group(self, ctx: RequestContext, req) -> Result:
+        return self.member_requests.leave_group(ctx, req)
+
+    def sync_group(self, ctx: RequestContext, req) -> Result:
+        return self.member_requests.sync_group(ctx, req)
 
     def replay(self, record: GroupMetadataRecord) -> None:
         replay_group_metadata(self.groups, self.offsets, record)
@@ -104,9 +142,9 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
             return E.NONE, None
         if not (generation >= 0 or member_id or instance_id is not None):
             return E.UNKNOWN_MEMBER_ID, None
-        code = self._validate_member(g, member_id, instance_id)            # O3
+        code = self.rebalance.validate_member(g, member_id, instance_id)   # O3
         if code == E.FENCED_INSTANCE_ID:
-            self._fenced(res, g, instance_id, member_id, ctx)
+            fenced(res, g, instance_id, member_id, ctx)
         if not code and generation != g.generation:
             code = E.ILLEGAL_GENERATION
         if not code and not transactional and g.state == COMPLETING_REBALANCE:   # O4
@@ -116,7 +154,7 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
     def committed(self, res: Result, g: ClassicGroup, member: Member, now_ms: int) -> None:
         """A member's accepted commit: in Stable or PreparingRebalance it keeps the session alive (T1)."""
         if g.state in (STABLE, PREPARING_REBALANCE):
-            self._reset_heartbeat(res, g, member, now_ms)
+            self.rebalance.reset_heartbeat(res, g, member, now_ms)
 
     @staticmethod
     def validate_fetch(g: ClassicGroup, member_id: str | None, epoch: int) -> int:
@@ -168,8 +206,9 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
         res = Result()
         g = live.copy()
         for m in g.members.values():                     # one event per (static) member, map unchanged
-            self._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
-                               now_ms, m.client_id, m.client_host)
-        self._prepare_rebalance(res, g, now_ms, "forced")
+            assert m.group_instance_id is not None, "only a static group is forced"
+            static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
+                         now_ms, m.client_id, m.client_host)
+        self.rebalance.prepare_rebalance(res, g, now_ms, "forced")
         res.install(g.group_id, g)
         return res

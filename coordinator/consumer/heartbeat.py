@@ -179,7 +179,7 @@ class ConsumerGroups(ShardPart):
                     member = holder.replace(member_epoch=0, previous_member_epoch=0)
                 else:                                                  # takes over the member at -2
                     replaced = holder
-                    member = holder.replace(member_id=mid or self.shard._new_id(ctx.client_id or "consumer"),
+                    member = holder.replace(member_id=mid or self.shard.new_member_id(ctx.client_id or "consumer"),
                                             member_epoch=0, previous_member_epoch=0)
             elif not _blank(mid) and mid in g.members:
                 member = g.members[mid]                                # accept 0 and reconcile from there
@@ -188,7 +188,7 @@ class ConsumerGroups(ShardPart):
                     raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
                                          f"The consumer group has reached its maximum capacity of "
                                          f"{self.config.max_group_size} members.")
-                member = ConsumerMember(mid or self.shard._new_id(ctx.client_id or "consumer"))
+                member = ConsumerMember(mid or self.shard.new_member_id(ctx.client_id or "consumer"))
         else:
             member = self._member(g, mid, iid, ctx)
             self._check_epoch(member, epoch, req.topic_partitions)
