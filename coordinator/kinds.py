@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 from .classic import ClassicGroups
 from .consumer.heartbeat import ConsumerGroups
+from .inspection import GroupInfo
 from .result import RequestContext, Result
 from .timers import TimerKey
 
@@ -38,6 +39,9 @@ class GroupKind(Protocol):
     def validate_fetch(self, g: Any, member_id: str | None, epoch: int) -> int: ...
     def offset_delete_error(self, g: Any) -> int: ...
     def subscribed_topics(self, g: Any) -> set[str] | None: ...
+
+    # inspection (inspection.py): one of its groups as the read model the control surface's views are made of
+    def info(self, g: Any) -> GroupInfo: ...
 
     # the admin APIs and controls (admin.py)
     def delete_records(self, g: Any) -> list: ...

@@ -39,6 +39,7 @@ from tenure.storage.durability import Durability
 
 from . import routing
 from .clock import CoordinatorClock
+from .inspection import GroupInfo
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
 from .timers import KEY_TYPES
@@ -142,6 +143,11 @@ class CoordinatorRuntime:
         """A copy of one group's state, from its shard (None if unknown or its partition is not loaded)."""
         shard = self.shards.get(self.partition_of(group_id))
         return None if shard is None else shard.group(group_id)
+
+    def group_info(self, group_id: str) -> GroupInfo | None:
+        """One group as its kind describes it for inspection (None if unknown or its partition is not loaded)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        return None if shard is None else shard.group_info(group_id)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
         """A copy of one group's committed offsets: {(topic, partition): record} (records are frozen)."""

@@ -28,6 +28,7 @@ from .admin import GroupAdmin
 from .classic import ClassicGroup
 from .config import CoordinatorConfig, default_member_id
 from .consumer.hash import TopicHashCache
+from .inspection import GroupInfo
 from .kinds import KINDS, GroupKind, ShardKinds
 from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
@@ -192,6 +193,11 @@ class GroupCoordinator:
         """A copy of one group's state (changing it changes nothing here); None if unknown."""
         g = self.groups.get(group_id)
         return None if g is None else g.copy()
+
+    def group_info(self, group_id: str) -> GroupInfo | None:
+        """One group as its kind describes it for inspection (coordinator/inspection.py); None if unknown."""
+        g = self.groups.get(group_id)
+        return None if g is None else self.kind_of(g).info(g)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
         """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
@@ -22,6 +22,7 @@ from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord
 
+from ..inspection import GroupInfo, MemberInfo
 from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
@@ -62,6 +63,17 @@ _ON_TIMER: dict[type, Callable[[ClassicGroups, Any, int], Result]] = {
     ExpansionKey: lambda c, k, now: c.options.expansion_expired(k.group_id, now),
     RegistrationKey: lambda c, k, now: c.options.registration_expired(k.group_id, now),
 }
+
+
+def decode_assignment(raw: bytes | None) -> dict[str, list[int]] | None:
+    """A member's assignment in the consumer protocol as {topic: partitions}; None if not that protocol."""
+    if not raw:
+        return {}
+    try:
+        a = ConsumerProtocolAssignment.decode(bytes(raw))
+        return {t.topic: sorted(t.partitions) for t in a.assigned_partitions}
+    except Exception:
+        return None
 
 
 class ClassicGroups(ShardPart):
@@ -184,6 +196,16 @@ class ClassicGroups(ShardPart):
             except Exception:
                 return None
         return topics
+
+    # ---- inspection (coordinator/inspection.py)
+    @staticmethod
+    def info(g: ClassicGroup) -> GroupInfo:
+        members = tuple(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                   m.session_timeout_ms, m.rebalance_timeout_ms, decode_assignment(m.assignment),
+                                   len(m.assignment or b""))
+                        for m in g.members.values())
+        return GroupInfo(g.group_id, g.kind, g.state, g.generation, g.protocol_type, g.protocol_name, g.leader_id,
+                         members, dict(g.static_members))
 
     # ---- the admin APIs and controls (coordinator/admin.py)
     @staticmethod

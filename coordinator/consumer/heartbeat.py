@@ -38,6 +38,7 @@ from tenure.protocol.records import (
     StaticMemberEventRecord,
 )
 
+from ..inspection import GroupInfo, MemberInfo
 from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
@@ -440,6 +441,23 @@ class ConsumerGroups(ShardPart):
             t = self.shard.topics.by_id(tid)
             tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
         return _D_ASSIGNMENT(topic_partitions=tps)
+
+    # ================================================================ inspection (coordinator/inspection.py)
+    def info(self, g: ConsumerGroup) -> GroupInfo:
+        """Assignments by topic name (a topic the table does not know by its id); every member's session is
+        the shard's consumer session timeout; no protocol, no leader."""
+        def by_name(assigned: Partitions) -> dict[str, list[int]]:
+            out = {}
+            for tid, parts in assigned.items():
+                t = self.shard.topics.by_id(tid)
+                out[t.name if t is not None else str(tid)] = sorted(parts)
+            return dict(sorted(out.items()))
+        session = self.config.consumer_session_timeout_ms
+        members = tuple(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host, session,
+                                   m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
+                        for m in g.members.values())
+        return GroupInfo(g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members,
+                         dict(g.static_members))
 
     # ================================================================ the offsets' and admin's rules
     def validate_commit(self, res: Result, g: ConsumerGroup, ctx: RequestContext, epoch: int, member_id: str,
