@@ -21,14 +21,14 @@ from tenure.protocol.context import RequestContext  # noqa: F401 - what every ha
 from .timers import TimerKey
 
 if TYPE_CHECKING:
-    from .classic.group import ClassicGroup
+    from .kinds import Group
 
 
 @dataclass(frozen=True)
 class GroupSnapshot:
     """Install `group` (a full value) as the state of `group_id`; None removes the group."""
     group_id: str
-    group: ClassicGroup | None
+    group: Group | None
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Result:
         self.records.append(record)
         self.events.append(record)
 
-    def install(self, group_id: str, group: ClassicGroup | None) -> None:
+    def install(self, group_id: str, group: Group | None) -> None:
         """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
         self.events.append(GroupSnapshot(group_id, group))
 

@@ -21,7 +21,6 @@ from typing import TypeVar
 
 from tenure.coordinator import (
     AdminError,
-    ClassicGroup,
     GroupCoordinator,
     RequestContext,
     Result,
@@ -40,6 +39,7 @@ from tenure.storage.durability import Durability
 from . import routing
 from .clock import CoordinatorClock
 from .inspection import GroupInfo
+from .kinds import Group
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
 from .timers import KEY_TYPES
@@ -139,7 +139,7 @@ class CoordinatorRuntime:
         """Every group of every loaded shard, sorted."""
         return sorted(gid for shard in self.shards.values() for gid in shard.group_ids())
 
-    def group(self, group_id: str) -> ClassicGroup | None:
+    def group(self, group_id: str) -> Group | None:
         """A copy of one group's state, from its shard (None if unknown or its partition is not loaded)."""
         shard = self.shards.get(self.partition_of(group_id))
         return None if shard is None else shard.group(group_id)

@@ -5,14 +5,15 @@ with static membership (KIP-345) and the KIP-345 draft's options, as a pure stat
 handed the parts it uses and calling them through their public methods only: rebalance.py (`Rebalance`, the
 machinery and its join, sync and pending-member timers), options.py (`DraftOptions`, the draft's
 registration and expansion timeouts), static.py (the instance map's history, `StaticMembership`: replacement),
-join.py (`JoinRequests`), members.py (`MemberRequests`: sync, heartbeat, leave, the session timer).
+join.py (`JoinRequests`), members.py (`MemberRequests`: sync, heartbeat, leave, the session timer),
+describe.py (`DescribeRequests`: DescribeGroups).
 group.py holds the group value and its state transition table. The shard (coordinator/shard.py) routes
 requests and timers here and replays what they return; offsets.py asks the group kind for its commit rules.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -26,6 +27,7 @@ from ..inspection import GroupInfo, MemberInfo
 from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
+from .describe import DescribeRequests
 from .group import (
     ALL_STATES,
     COMPLETING_REBALANCE,
@@ -79,18 +81,19 @@ def decode_assignment(raw: bytes | None) -> dict[str, list[int]] | None:
 class ClassicGroups(ShardPart):
     """The classic group kind (coordinator/kinds.py's GroupKind): its parts assembled, its APIs, timers and
     rules answered by them."""
-    name = "classic"
-    group_type = ClassicGroup
-    apis = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group"}
-    record_types = (GroupMetadataRecord,)
-    timer_keys = tuple(_ON_TIMER)
-    classic_protocol = True
+    name: ClassVar[str] = "classic"
+    group_type: ClassVar[type] = ClassicGroup
+    apis: ClassVar[Mapping[int, str]] = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group",
+                                         15: "describe_groups"}
+    record_types: ClassVar[tuple[type, ...]] = (GroupMetadataRecord,)
+    timer_keys: ClassVar[tuple[type, ...]] = tuple(_ON_TIMER)
 
     rebalance: Rebalance
     options: DraftOptions
     static: StaticMembership
     join_requests: JoinRequests
     member_requests: MemberRequests
+    describe_requests: DescribeRequests
 
     def __init__(self, shard: GroupCoordinator) -> None:
         super().__init__(shard)
@@ -99,6 +102,7 @@ class ClassicGroups(ShardPart):
         self.static = StaticMembership(self.rebalance, self.options)
         self.join_requests = JoinRequests(self.rebalance, self.static, self.options)
         self.member_requests = MemberRequests(self.rebalance, self.options)
+        self.describe_requests = DescribeRequests(self.rebalance)
 
     # ---- the APIs (`apis`)
     def join_group(self, ctx: RequestContext, req) -> Result:
@@ -112,6 +116,9 @@ class ClassicGroups(ShardPart):
 
     def sync_group(self, ctx: RequestContext, req) -> Result:
         return self.member_requests.sync_group(ctx, req)
+
+    def describe_groups(self, ctx: RequestContext, req) -> Result:
+        return self.describe_requests.describe_groups(ctx, req)
 
     def replay(self, record: GroupMetadataRecord) -> None:
         replay_group_metadata(self.groups, self.offsets, record)
@@ -216,7 +223,8 @@ class ClassicGroups(ShardPart):
     def force_rebalance(self, group_id: str, now_ms: int) -> Result:
         """The KIP-345 draft's forceStaticRebalance: one rebalance of a static group, now; AdminError if the
         group cannot be forced."""
-        live = self.groups[group_id]
+        live = self.rebalance.group(group_id)
+        assert live is not None, "the shard asks a group's own kind (GroupAdmin.force_rebalance)"
         if live.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
             raise AdminError(E.REBALANCE_IN_PROGRESS, f"group {group_id!r} is already rebalancing ({live.state})")
         if live.state == EMPTY:

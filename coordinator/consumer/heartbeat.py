@@ -16,6 +16,9 @@ epoch bump).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
@@ -77,13 +80,13 @@ def _blank(s: str | None) -> bool:
 
 class ConsumerGroups(ShardPart):
     """The KIP-848 consumer group kind (coordinator/kinds.py's GroupKind)."""
-    name = "consumer"
-    group_type = ConsumerGroup
-    apis = {68: "heartbeat", 69: "describe"}
-    record_types = (ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord,
-                    TargetAssignmentMemberRecord, CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
-    timer_keys = (ConsumerSessionKey, ConsumerRebalanceKey)
-    classic_protocol = False
+    name: ClassVar[str] = "consumer"
+    group_type: ClassVar[type] = ConsumerGroup
+    apis: ClassVar[Mapping[int, str]] = {68: "heartbeat", 69: "describe"}
+    record_types: ClassVar[tuple[type, ...]] = (
+        ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
+        CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
+    timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey)
 
     def replay(self, record) -> None:
         if isinstance(record, ConsumerGroupPartitionMetadataRecord):
@@ -348,7 +351,9 @@ class ConsumerGroups(ShardPart):
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         res = Result()
         g = self.groups.get(key.group_id)
-        member = g.members.get(key.member_id) if isinstance(g, ConsumerGroup) else None
+        if not isinstance(g, ConsumerGroup) or not isinstance(key, (ConsumerSessionKey, ConsumerRebalanceKey)):
+            return res
+        member = g.members.get(key.member_id)
         if member is None:
             return res
         if isinstance(key, ConsumerRebalanceKey) and member.state != UNREVOKED_PARTITIONS:
