@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from tenure.protocol.context import RequestContext  # noqa: F401 - what every handler takes
 
-from .timers import TimerKey
+from .timers import Timer
 
 if TYPE_CHECKING:
     from .kinds import Group
@@ -33,7 +33,7 @@ class GroupSnapshot:
 
 @dataclass(frozen=True)
 class TimerOp:
-    key: TimerKey             # a typed key (coordinator.timers)
+    key: Timer             # a typed key (coordinator.timers)
     deadline_ms: int | None   # None cancels
 
 
@@ -61,10 +61,10 @@ class Result:
         """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
         self.events.append(GroupSnapshot(group_id, group))
 
-    def set_timer(self, key: TimerKey, deadline_ms: int) -> None:
+    def set_timer(self, key: Timer, deadline_ms: int) -> None:
         self.timers.append(TimerOp(key, deadline_ms))
 
-    def cancel_timer(self, key: TimerKey) -> None:
+    def cancel_timer(self, key: Timer) -> None:
         self.timers.append(TimerOp(key, None))
 
     def merge(self, other: Result) -> None:

@@ -24,7 +24,6 @@ from tenure.coordinator import (
     GroupCoordinator,
     RequestContext,
     Result,
-    TimerKey,
     TimerWheel,
 )
 from tenure.counters import Metrics
@@ -42,7 +41,8 @@ from .inspection import GroupInfo
 from .kinds import Group
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
-from .timers import KEY_TYPES
+from .timers import KEY_TYPES, Timer
+from .transactions import TransactionCoordinator
 from .writer import InternalTopic, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
@@ -129,7 +129,7 @@ class CoordinatorRuntime:
         """The offsets partition (and so the shard) of a group: Kafka's `partition_for`."""
         return partition_for(group_id, self.partitions)
 
-    def _partition_of_key(self, key: TimerKey) -> int:
+    def _partition_of_key(self, key: Timer) -> int:
         return partition_for(_routing_key(key), self.partitions)
 
     def shard_for(self, group_id: str) -> Shard:
@@ -244,6 +244,7 @@ class CoordinatorRuntime:
             if code:
                 answers.append(error_response(req, code))
                 continue
+            assert shard is not None, "a partition with no shard here is refused (_refusal)"
             sub = dataclasses.replace(ctx, token=next(self._tokens))
             result = shard.handle(req.api_key, sub, req.body)
             mine = [body for token, body in result.responses if token == sub.token]
@@ -425,6 +426,8 @@ class CoordinatorRuntime:
         transactional ids, which made the Result); the answers leave after all of them, and wait for all of
         them to be durable."""
         shard = self.shards[partition_for(result.markers[0].transactional_id, self.partitions)]
+        assert isinstance(shard, TransactionCoordinator), "only the transaction coordinator's Results carry markers"
+        assert self.write_markers is not None, "a runtime whose shards write markers is given write_markers"
         now = self.clock_ms()
         try:
             logs += self.write_markers(result.markers, now)
@@ -473,7 +476,7 @@ class CoordinatorRuntime:
         if await self.writer.sync(logs):
             self._release(responses)
 
-    def _fire(self, key: TimerKey) -> None:
+    def _fire(self, key: Timer) -> None:
         """One of this runtime's timers (already disarmed, see CoordinatorClock) on its group's shard."""
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either

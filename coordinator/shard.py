@@ -32,7 +32,7 @@ from .inspection import GroupInfo
 from .kinds import KINDS, Group, GroupKind, ShardKinds
 from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
-from .timers import TimerKey
+from .timers import Timer, TimerKey
 
 # the group APIs that are no kind's: api key -> (the shard's part that answers it, its method)
 ROUTES: dict[int, tuple[str, str]] = {
@@ -72,7 +72,7 @@ class GroupCoordinator:
         # offsets committed in open transactions: producer id -> group -> (topic, partition) -> record
         self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitRecord]]] = {}
         # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
-        self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
+        self._armed: set[Timer] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
         self.last_load: CoordinatorLoadRecord | None = None    # the latest move of this partition's coordinator
         self.offset_store = Offsets(self)
@@ -178,7 +178,7 @@ class GroupCoordinator:
                 self._armed.add(op.key)
         return res
 
-    def is_armed(self, key: TimerKey) -> bool:
+    def is_armed(self, key: Timer) -> bool:
         """Whether this shard has asked for timer `key` and it has neither fired nor been cancelled."""
         return key in self._armed
 
@@ -215,7 +215,8 @@ class GroupCoordinator:
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
         return self._done(self.routes[api_key](ctx, body))
 
-    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+    def on_timer(self, key: Timer, now_ms: int) -> Result:
+        assert isinstance(key, TimerKey), f"not a group timer: {key!r}"
         res = self.kinds.of_timer[type(key)].on_timer(key, now_ms)
         self._armed.discard(key)
         return self._done(res)
