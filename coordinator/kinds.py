@@ -3,8 +3,9 @@
 A group kind (the classic protocol's groups in classic/, KIP-848's consumer groups in consumer/) is one shard's
 handler of its groups of that kind: the APIs it answers, the records it replays, the timers it arms, what a
 load and an unload do to its groups, the rules it imposes on committed offsets, how the admin APIs and controls
-see its groups. The shard (shard.py) dispatches to the kinds through this interface only: a new kind is a
-folder with a class that satisfies `GroupKind`, plus one line in `KINDS`.
+see its groups (`info`: one of its groups as inspection.py's read model). `Group` is what the shard's
+kind-agnostic parts read of a group of any kind. The shard (shard.py) dispatches to the kinds through this
+interface only: a new kind is a folder with a class that satisfies `GroupKind`, plus one line in `KINDS`.
 """
 from __future__ import annotations
 
