@@ -2,7 +2,8 @@
 event-sourced state machine (no I/O, no wall clock), and the runtime that drives the shards.
 
 Import from here, not from the files inside: shard.py (routing, replay, load/unload, queries),
-classic/ (the classic group kind), offsets.py, admin.py, timers.py, result.py, config.py, routing.py
+classic/ (the classic group kind), consumer/ (the KIP-848 consumer group kind), kinds.py (the
+GroupKind interface and the registry of kinds), inspection.py (a group's read model), offsets.py, admin.py, timers.py, result.py, config.py, routing.py
 (Kafka's group hash: the offsets partition, and so the shard, of a group); the runtime
 (`tenure.coordinator.runtime`), the one writer to `__consumer_offsets` (`writer.py`).
 """
@@ -23,6 +24,7 @@ from .classic import (  # noqa: E402
     Parked,
 )
 from .config import AdminError, CoordinatorConfig, default_member_id  # noqa: E402
+from .inspection import GroupInfo, MemberInfo  # noqa: E402
 from .result import GroupSnapshot, RequestContext, Result, TimerOp  # noqa: E402
 from .routing import java_string_hash, partition_for  # noqa: E402
 from .shard import GROUP_APIS, ROUTES, GroupCoordinator  # noqa: E402
@@ -41,7 +43,7 @@ from .timers import (  # noqa: E402
 __all__ = [
     "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
     "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
-    "AdminError", "CoordinatorConfig", "default_member_id",
+    "AdminError", "CoordinatorConfig", "default_member_id", "GroupInfo", "MemberInfo",
     "GroupSnapshot", "RequestContext", "Result", "TimerOp", "java_string_hash", "partition_for",
     "GROUP_APIS", "ROUTES", "GroupCoordinator",
     "KEY_TYPES", "ExpansionKey", "HeartbeatKey", "JoinKey", "PendingKey", "RegistrationKey", "SyncKey", "TimerKey",

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 
-from .timers import TimerKey, TimerWheel
+from .timers import Timer, TimerWheel
 
 # The coordinator's clock never passes 9999-12-31T23:59:59.999Z: every timestamp tenure writes (commit and
 # expiry times, record timestamps, timer deadlines: now + an int32 timeout) stays a valid date for any
@@ -31,14 +31,14 @@ class CoordinatorClock:
         self._wall_ms = wall_ms
         self.offset_ms = 0                  # advance_clock: the coordinators' time runs ahead of the wall
         self.timers = TimerWheel()
-        self._owners: dict[type, Callable[[TimerKey], None]] = {}
+        self._owners: dict[type, Callable[[Timer], None]] = {}
         self._wakeup: asyncio.TimerHandle | None = None
         self._wakeup_at: int | None = None  # the deadline (coordinator ms) the loop callback waits for
 
     def now_ms(self) -> int:
         return self._wall_ms() + self.offset_ms
 
-    def register(self, key_types: Iterable[type], fire: Callable[[TimerKey], None]) -> None:
+    def register(self, key_types: Iterable[type], fire: Callable[[Timer], None]) -> None:
         for kind in key_types:
             if kind in self._owners:
                 raise ValueError(f"timers of {kind.__name__} already have a runtime")
@@ -91,7 +91,7 @@ class CoordinatorClock:
         finally:
             self._schedule()                    # the timers after a failing one still fire
 
-    def _fire(self, key: TimerKey) -> None:
+    def _fire(self, key: Timer) -> None:
         self._owners[type(key)](key)
 
     # ------------------------------------------------------------------ test controls (on the loop)

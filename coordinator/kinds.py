@@ -3,18 +3,46 @@
 A group kind (the classic protocol's groups in classic/, KIP-848's consumer groups in consumer/) is one shard's
 handler of its groups of that kind: the APIs it answers, the records it replays, the timers it arms, what a
 load and an unload do to its groups, the rules it imposes on committed offsets, how the admin APIs and controls
-see its groups. The shard (shard.py) dispatches to the kinds through this interface only: a new kind is a
-folder with a class that satisfies `GroupKind`, plus one line in `KINDS`.
+see its groups (`info`: one of its groups as inspection.py's read model). `Group` is what the shard's
+kind-agnostic parts read of a group of any kind. The shard (shard.py) dispatches to the kinds through this
+interface only: a new kind is a folder with a class that satisfies `GroupKind`, plus one line in `KINDS`.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .classic import ClassicGroups
 from .consumer.heartbeat import ConsumerGroups
+from .inspection import GroupInfo
 from .result import RequestContext, Result
 from .timers import TimerKey
+
+if TYPE_CHECKING:
+    from .shard import GroupCoordinator
+
+
+class Group(Protocol):
+    """A group value of any kind, as the shard's kind-agnostic parts (replay, offsets, the admin APIs, the runtime)
+    read it; everything else about a group is its kind's business."""
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...                    # its kind's name
+    @property
+    def state(self) -> str: ...                   # "Dead", "Empty", ... as ListGroups names it
+    @property
+    def generation(self) -> int: ...
+    @property
+    def protocol_type(self) -> str | None: ...
+    @property
+    def members(self) -> Mapping[str, object]: ...
+    @property
+    def static_members(self) -> Mapping[str, str]: ...   # group.instance.id -> member id
+
+    def is_empty(self) -> bool: ...
+    def in_session(self, member_id: str) -> bool: ...
+    def copy(self) -> Group: ...
 
 
 class GroupKind(Protocol):
@@ -23,7 +51,8 @@ class GroupKind(Protocol):
     apis: ClassVar[Mapping[int, str]]              # API key -> the method answering it: (ctx, body) -> Result
     record_types: ClassVar[tuple[type, ...]]       # the __consumer_offsets records it replays
     timer_keys: ClassVar[tuple[type, ...]]         # the timers it arms
-    classic_protocol: ClassVar[bool]               # its groups answer the classic group APIs (DescribeGroups, ...)
+
+    def __init__(self, shard: GroupCoordinator) -> None: ...     # one per shard
 
     def replay(self, record: Any) -> None: ...
     def on_timer(self, key: TimerKey, now_ms: int) -> Result: ...
@@ -39,6 +68,9 @@ class GroupKind(Protocol):
     def offset_delete_error(self, g: Any) -> int: ...
     def subscribed_topics(self, g: Any) -> set[str] | None: ...
 
+    # inspection (inspection.py): one of its groups as the read model the control surface's views are made of
+    def info(self, g: Any) -> GroupInfo: ...
+
     # the admin APIs and controls (admin.py)
     def delete_records(self, g: Any) -> list: ...
     def force_rebalance(self, group_id: str, now_ms: int) -> Result: ...
@@ -52,8 +84,8 @@ class ShardKinds:
     """One shard's kinds (one instance of each registered kind) and what routes to each: its APIs' handlers, its
     record types, its timer key types, its group values. Routing tables only: no state of their own."""
 
-    def __init__(self, shard) -> None:
-        self.all: tuple[GroupKind, ...] = tuple(kind(shard) for kind in KINDS)   # type: ignore[call-arg]
+    def __init__(self, shard: GroupCoordinator, kinds: Sequence[Callable[[GroupCoordinator], GroupKind]] = ()) -> None:
+        self.all: tuple[GroupKind, ...] = tuple(kind(shard) for kind in kinds or KINDS)
         self.of_record = {t: k for k in self.all for t in k.record_types}
         self.of_timer = {t: k for k in self.all for t in k.timer_keys}
         self.of_group = {k.group_type: k for k in self.all}

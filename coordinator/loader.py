@@ -93,8 +93,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             continue
         shard.replay(record)
         report.replayed += 1
-    for pid, (epoch, held) in pending.items():
-        for key, value, offset in held:
+    for pid, (epoch, records) in pending.items():
+        for key, value, offset in records:
             try:
                 record = codec.decode(key, value)
             except Exception as exc:

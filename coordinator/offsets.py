@@ -36,7 +36,7 @@ class Offsets(ShardPart):
         generation, mid = req.generation_id_or_member_epoch, req.member_id
         iid = req.group_instance_id if v >= 7 else None
         live = self.groups.get(gid)
-        code = E.NONE
+        code: int = E.NONE
         member = None
         if live is None:
             if generation >= 0:                                            # O1
@@ -74,7 +74,7 @@ class Offsets(ShardPart):
         generation, mid = (req.generation_id, req.member_id) if v >= 3 else (-1, "")
         iid = req.group_instance_id if v >= 3 else None
         live = self.groups.get(gid)
-        code = E.NONE
+        code: int = E.NONE
         if live is None:
             if generation >= 0:
                 code = E.ILLEGAL_GENERATION
@@ -159,7 +159,7 @@ class Offsets(ShardPart):
 
         if topics is None:                                                 # all committed offsets
             by_topic: dict[str, list] = {}
-            for (topic, part), rec in sorted(have.items()):
+            for (topic, _part), rec in sorted(have.items()):
                 by_topic.setdefault(topic, []).append(rec)
             return [T(name=topic, partitions=[unstable(topic, r.partition) or
                                               P(partition_index=r.partition, committed_offset=r.offset,

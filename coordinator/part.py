@@ -1,4 +1,4 @@
-"""The base of a shard's parts (the classic group kind, the offsets, the admin APIs)."""
+"""The base of a shard's parts (the group kinds, the offsets, the admin APIs)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tenure.protocol.records import OffsetCommitRecord
 
-    from .classic.group import ClassicGroup
     from .config import CoordinatorConfig
+    from .kinds import Group
     from .shard import GroupCoordinator
 
 
@@ -19,13 +19,9 @@ class ShardPart:
         self.shard = shard
 
     @property
-    def groups(self) -> dict[str, ClassicGroup]:
+    def groups(self) -> dict[str, Group]:
+        """Every group of the shard, of every kind (a kind narrows to its own: `isinstance` in its folder)."""
         return self.shard.groups
-
-    def classic_group(self, group_id: str) -> ClassicGroup | None:
-        """The group if it is a classic one (a consumer group is no classic group's business)."""
-        g = self.shard.groups.get(group_id)
-        return g if g is not None and self.shard.kind_of(g).classic_protocol else None
 
     @property
     def offsets(self) -> dict[str, dict[tuple[str, int], OffsetCommitRecord]]:

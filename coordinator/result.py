@@ -18,22 +18,22 @@ from typing import TYPE_CHECKING
 
 from tenure.protocol.context import RequestContext  # noqa: F401 - what every handler takes
 
-from .timers import TimerKey
+from .timers import Timer
 
 if TYPE_CHECKING:
-    from .classic.group import ClassicGroup
+    from .kinds import Group
 
 
 @dataclass(frozen=True)
 class GroupSnapshot:
     """Install `group` (a full value) as the state of `group_id`; None removes the group."""
     group_id: str
-    group: ClassicGroup | None
+    group: Group | None
 
 
 @dataclass(frozen=True)
 class TimerOp:
-    key: TimerKey             # a typed key (coordinator.timers)
+    key: Timer             # a typed key (coordinator.timers)
     deadline_ms: int | None   # None cancels
 
 
@@ -57,14 +57,14 @@ class Result:
         self.records.append(record)
         self.events.append(record)
 
-    def install(self, group_id: str, group: ClassicGroup | None) -> None:
+    def install(self, group_id: str, group: Group | None) -> None:
         """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
         self.events.append(GroupSnapshot(group_id, group))
 
-    def set_timer(self, key: TimerKey, deadline_ms: int) -> None:
+    def set_timer(self, key: Timer, deadline_ms: int) -> None:
         self.timers.append(TimerOp(key, deadline_ms))
 
-    def cancel_timer(self, key: TimerKey) -> None:
+    def cancel_timer(self, key: Timer) -> None:
         self.timers.append(TimerOp(key, None))
 
     def merge(self, other: Result) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tenure.protocol.internal_topics import java_string_hash, partition_for  # noqa: F401 - re-exported
 
@@ -24,9 +25,9 @@ class _MultiGroup:
     `dedup` gives the key under which the coordinator answers repeated items once (None: every item is
     answered); applying it before the split makes every shard's answers one per item, in item order."""
     items: str
-    group_of: Callable[[object], str]
+    group_of: Callable[[Any], str]
     answers: str
-    dedup: Callable[[int, object], object] | None
+    dedup: Callable[[int, Any], object] | None
 
 
 _MULTI = {

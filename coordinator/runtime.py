@@ -21,11 +21,9 @@ from typing import TypeVar
 
 from tenure.coordinator import (
     AdminError,
-    ClassicGroup,
     GroupCoordinator,
     RequestContext,
     Result,
-    TimerKey,
     TimerWheel,
 )
 from tenure.counters import Metrics
@@ -39,9 +37,12 @@ from tenure.storage.durability import Durability
 
 from . import routing
 from .clock import CoordinatorClock
+from .inspection import GroupInfo
+from .kinds import Group
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
-from .timers import KEY_TYPES
+from .timers import KEY_TYPES, Timer
+from .transactions import TransactionCoordinator
 from .writer import CoordinatorWriter, InternalTopic, LogAppender, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
@@ -128,7 +129,7 @@ class CoordinatorRuntime:
         """The offsets partition (and so the shard) of a group: Kafka's `partition_for`."""
         return partition_for(group_id, self.partitions)
 
-    def _partition_of_key(self, key: TimerKey) -> int:
+    def _partition_of_key(self, key: Timer) -> int:
         return partition_for(_routing_key(key), self.partitions)
 
     def shard_for(self, group_id: str) -> Shard:
@@ -138,10 +139,15 @@ class CoordinatorRuntime:
         """Every group of every loaded shard, sorted."""
         return sorted(gid for shard in self.shards.values() for gid in shard.group_ids())
 
-    def group(self, group_id: str) -> ClassicGroup | None:
+    def group(self, group_id: str) -> Group | None:
         """A copy of one group's state, from its shard (None if unknown or its partition is not loaded)."""
         shard = self.shards.get(self.partition_of(group_id))
         return None if shard is None else shard.group(group_id)
+
+    def group_info(self, group_id: str) -> GroupInfo | None:
+        """One group as its kind describes it for inspection (None if unknown or its partition is not loaded)."""
+        shard = self.shards.get(self.partition_of(group_id))
+        return None if shard is None else shard.group_info(group_id)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
         """A copy of one group's committed offsets: {(topic, partition): record} (records are frozen)."""
@@ -238,6 +244,7 @@ class CoordinatorRuntime:
             if code:
                 answers.append(error_response(req, code))
                 continue
+            assert shard is not None, "a partition with no shard here is refused (_refusal)"
             sub = dataclasses.replace(ctx, token=next(self._tokens))
             result = shard.handle(req.api_key, sub, req.body)
             mine = [body for token, body in result.responses if token == sub.token]
@@ -419,6 +426,8 @@ class CoordinatorRuntime:
         transactional ids, which made the Result); the answers leave after all of them, and wait for all of
         them to be durable."""
         shard = self.shards[partition_for(result.markers[0].transactional_id, self.partitions)]
+        assert isinstance(shard, TransactionCoordinator), "only the transaction coordinator's Results carry markers"
+        assert self.write_markers is not None, "a runtime whose shards write markers is given write_markers"
         now = self.clock_ms()
         try:
             logs += self.write_markers(result.markers, now)
@@ -467,7 +476,7 @@ class CoordinatorRuntime:
         if await self.writer.sync(logs):
             self._release(responses)
 
-    def _fire(self, key: TimerKey) -> None:
+    def _fire(self, key: Timer) -> None:
         """One of this runtime's timers (already disarmed, see CoordinatorClock) on its group's shard."""
         if self.failed is not None:
             return                                   # stopped: a timer acknowledges nothing either

@@ -13,7 +13,7 @@ handler has returned, so a handler that raises changes nothing. `load` is replay
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
@@ -28,16 +28,17 @@ from .admin import GroupAdmin
 from .classic import ClassicGroup
 from .config import CoordinatorConfig, default_member_id
 from .consumer.hash import TopicHashCache
-from .kinds import KINDS, GroupKind, ShardKinds
+from .inspection import GroupInfo
+from .kinds import KINDS, Group, GroupKind, ShardKinds
 from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
-from .timers import TimerKey
+from .timers import Timer, TimerKey
 
 # the group APIs that are no kind's: api key -> (the shard's part that answers it, its method)
 ROUTES: dict[int, tuple[str, str]] = {
     8: ("offset_store", "offset_commit"), 9: ("offset_store", "offset_fetch"), 47: ("offset_store", "offset_delete"),
     28: ("offset_store", "txn_offset_commit"),
-    15: ("admin", "describe_groups"), 16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
+    16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
 }
 GROUP_APIS = frozenset(ROUTES).union(*(kind.apis for kind in KINDS))
 
@@ -53,10 +54,11 @@ class NoTopics:
 
 
 class GroupCoordinator:
-    def __init__(self, config: CoordinatorConfig = CoordinatorConfig(),
+    def __init__(self, config: CoordinatorConfig | None = None,
                  member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0,
-                 topics=None) -> None:
-        self.config = config
+                 topics=None, kinds: Sequence[Callable[[GroupCoordinator], GroupKind]] = ()) -> None:
+        """`kinds`: the group kinds this shard serves (kinds.py's KINDS unless given: tests add kinds)."""
+        self.config = config if config is not None else CoordinatorConfig()
         # the topic table consumer groups assign from (`get(name)`, `by_id(id)`: topics with `topic_id`,
         # `name` and `partitions`), and its KIP-1101 topic hashes, computed lazily
         self.topics = topics if topics is not None else NoTopics()
@@ -64,18 +66,18 @@ class GroupCoordinator:
         self._new_id = member_id_generator
         self.partition = partition            # the __consumer_offsets partition whose groups this shard owns
         # replayed state (these dicts are never rebound: the parts below hold them)
-        self.groups: dict[str, ClassicGroup] = {}
+        self.groups: dict[str, Group] = {}     # of every kind
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
         self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
         # offsets committed in open transactions: producer id -> group -> (topic, partition) -> record
         self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitRecord]]] = {}
         # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
-        self._armed: set[TimerKey] = set()    # timers this shard asked for and that have not fired or been cancelled
+        self._armed: set[Timer] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
         self.last_load: CoordinatorLoadRecord | None = None    # the latest move of this partition's coordinator
         self.offset_store = Offsets(self)
         self.admin = GroupAdmin(self)
-        self.kinds = ShardKinds(self)          # the group kinds (kinds.py) and what routes to each
+        self.kinds = ShardKinds(self, kinds)   # the group kinds (kinds.py) and what routes to each
         # api key -> its handler: the kinds' APIs, the offsets' and the admin APIs (routing only, no state)
         parts = {"offset_store": self.offset_store, "admin": self.admin}
         self.routes = {**{api: getattr(parts[part], method) for api, (part, method) in ROUTES.items()},
@@ -134,6 +136,10 @@ class GroupCoordinator:
                 raise TypeError(f"not a coordinator event: {event!r}")
             kind.replay(event)
 
+    def new_member_id(self, prefix: str) -> str:
+        """A new member id (from the injected generator: reproducible in scenario tests)."""
+        return self._new_id(prefix)
+
     def offsets_only_group(self, group_id: str) -> ClassicGroup:
         """The group a group id names while only committed offsets hold it (Kafka's "simple" group: classic)."""
         return ClassicGroup(group_id)
@@ -172,7 +178,7 @@ class GroupCoordinator:
                 self._armed.add(op.key)
         return res
 
-    def is_armed(self, key: TimerKey) -> bool:
+    def is_armed(self, key: Timer) -> bool:
         """Whether this shard has asked for timer `key` and it has neither fired nor been cancelled."""
         return key in self._armed
 
@@ -184,10 +190,15 @@ class GroupCoordinator:
         """The ids of the groups this shard holds, sorted."""
         return sorted(self.groups)
 
-    def group(self, group_id: str) -> ClassicGroup | None:
+    def group(self, group_id: str) -> Group | None:
         """A copy of one group's state (changing it changes nothing here); None if unknown."""
         g = self.groups.get(group_id)
         return None if g is None else g.copy()
+
+    def group_info(self, group_id: str) -> GroupInfo | None:
+        """One group as its kind describes it for inspection (coordinator/inspection.py); None if unknown."""
+        g = self.groups.get(group_id)
+        return None if g is None else self.kind_of(g).info(g)
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
         """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""
@@ -204,7 +215,8 @@ class GroupCoordinator:
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
         return self._done(self.routes[api_key](ctx, body))
 
-    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+    def on_timer(self, key: Timer, now_ms: int) -> Result:
+        assert isinstance(key, TimerKey), f"not a group timer: {key!r}"
         res = self.kinds.of_timer[type(key)].on_timer(key, now_ms)
         self._armed.discard(key)
         return self._done(res)

@@ -19,23 +19,32 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 
-@dataclass(frozen=True)
-class TimerKey:
-    """Base of every timer key: the group it belongs to."""
-    group_id: str
+class Timer:
+    """Base of every key the one timer wheel holds: the group coordinator's (`TimerKey`) and the transaction
+    coordinator's (transactions.py's `TxnTimeoutKey`). Hashable and ordered; shown by its `name`."""
     kind: ClassVar[str] = ""
 
     @property
     def parts(self) -> tuple[str, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
+        raise NotImplementedError
 
     @property
     def name(self) -> str:
         """The key as shown outside the coordinator: kind and ids joined by "/"."""
         return "/".join((self.kind, *self.parts))
 
-    def __lt__(self, other: TimerKey) -> bool:      # a stable order, for listings and sorted output
+    def __lt__(self, other: Timer) -> bool:         # a stable order, for listings and sorted output
         return (self.kind, self.parts) < (other.kind, other.parts)
+
+
+@dataclass(frozen=True)
+class TimerKey(Timer):
+    """Base of every group timer key: the group it belongs to."""
+    group_id: str
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 @dataclass(frozen=True)
@@ -101,11 +110,11 @@ class TimerWheel:
     callers say what time it is."""
 
     def __init__(self) -> None:
-        self._armed: dict[TimerKey, tuple[int, int]] = {}      # key -> (deadline, sequence)
-        self._heap: list[tuple[int, int, TimerKey]] = []       # may hold superseded entries (lazy deletion)
+        self._armed: dict[Timer, tuple[int, int]] = {}      # key -> (deadline, sequence)
+        self._heap: list[tuple[int, int, Timer]] = []       # may hold superseded entries (lazy deletion)
         self._seq = itertools.count()
 
-    def arm(self, key: TimerKey, deadline_ms: int) -> None:
+    def arm(self, key: Timer, deadline_ms: int) -> None:
         entry = (deadline_ms, next(self._seq))
         self._armed[key] = entry
         heapq.heappush(self._heap, (*entry, key))
@@ -113,7 +122,7 @@ class TimerWheel:
             self._heap = [(d, s, k) for k, (d, s) in self._armed.items()]
             heapq.heapify(self._heap)
 
-    def cancel(self, key: TimerKey) -> bool:
+    def cancel(self, key: Timer) -> bool:
         """Disarm `key`; False if it was not armed."""
         return self._armed.pop(key, None) is not None
 
@@ -124,11 +133,11 @@ class TimerWheel:
         else:
             self.arm(op.key, op.deadline_ms)
 
-    def deadline(self, key: TimerKey) -> int | None:
+    def deadline(self, key: Timer) -> int | None:
         entry = self._armed.get(key)
         return None if entry is None else entry[0]
 
-    def _head(self) -> tuple[int, int, TimerKey] | None:
+    def _head(self) -> tuple[int, int, Timer] | None:
         heap = self._heap
         while heap:
             d, s, k = heap[0]
@@ -141,7 +150,7 @@ class TimerWheel:
         head = self._head()
         return None if head is None else head[0]
 
-    def pop_due(self, now_ms: int) -> tuple[TimerKey, int] | None:
+    def pop_due(self, now_ms: int) -> tuple[Timer, int] | None:
         """Disarm and return (key, deadline) of the first timer due by `now_ms`, or None."""
         head = self._head()
         if head is None or head[0] > now_ms:
@@ -150,11 +159,11 @@ class TimerWheel:
         del self._armed[k]
         return k, d
 
-    def due(self, now_ms: int) -> list[TimerKey]:
+    def due(self, now_ms: int) -> list[Timer]:
         """The keys due by `now_ms`, in firing order (nothing is disarmed)."""
         return [k for _, _, k in sorted((d, s, k) for k, (d, s) in self._armed.items() if d <= now_ms)]
 
-    def items(self) -> Iterator[tuple[TimerKey, int]]:
+    def items(self) -> Iterator[tuple[Timer, int]]:
         """(key, deadline) of every armed timer (in no particular order)."""
         return ((k, d) for k, (d, _) in self._armed.items())
 
@@ -168,5 +177,5 @@ class TimerWheel:
     def __len__(self) -> int:
         return len(self._armed)
 
-    def __iter__(self) -> Iterator[TimerKey]:
+    def __iter__(self) -> Iterator[Timer]:
         return iter(self._armed)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from tenure.coordinator.result import Result
+from tenure.coordinator.timers import Timer
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
@@ -57,17 +58,14 @@ def is_transaction_request(api_key: int, body) -> bool:
 
 
 @dataclass(frozen=True)
-class TxnTimeoutKey:
+class TxnTimeoutKey(Timer):
     """A transaction's timeout (shown as "txn_timeout/<transactional id>", as the group timers are)."""
     transactional_id: str
     kind: ClassVar[str] = "txn_timeout"
 
     @property
-    def name(self) -> str:
-        return f"{self.kind}/{self.transactional_id}"
-
-    def __lt__(self, other) -> bool:
-        return (self.kind, self.name) < (other.kind, other.name)
+    def parts(self) -> tuple[str, ...]:
+        return (self.transactional_id,)
 
 
 def timeout_key(transactional_id: str) -> TxnTimeoutKey:
@@ -272,14 +270,15 @@ class TransactionCoordinator:
         else:
             code = self._check_producer(ADD_PARTITIONS_TO_TXN, ctx, tid, pid, epoch)
             t = self.transactions.get(tid)
-            if verify_only:
-                for key in wanted:
-                    codes[key] = code or (ErrorCode.NONE if t.state == ONGOING and key in t.partitions
-                                          else ErrorCode.INVALID_TXN_STATE)
-            else:
+            if code:
                 for key in wanted:
                     codes[key] = code
-                if not code:
+            else:
+                assert t is not None, "a producer that passes the check has its transaction (_check_producer)"
+                for key in wanted:
+                    codes[key] = (ErrorCode.NONE if not verify_only or (t.state == ONGOING and key in t.partitions)
+                                  else ErrorCode.INVALID_TXN_STATE)
+                if not verify_only:
                     self._join(res, t, wanted, ctx.now_ms)
         by_topic: dict[str, list] = {}
         for (name, p), code in codes.items():

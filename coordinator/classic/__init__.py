@@ -1,15 +1,21 @@
 """The classic group kind: the classic rebalance protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
 with static membership (KIP-345) and the KIP-345 draft's options, as a pure state machine.
 
-`ClassicGroups` is one shard's handler of its classic groups, assembled from one part per concern:
-rebalance.py (the machinery and its timers), join.py, members.py (sync, heartbeat, leave), static.py
-(the instance map's history, replacement), options.py (the draft's registration and expansion timeouts).
+`ClassicGroups` is one shard's handler of its classic groups, assembled from one part per concern, each
+handed the parts it uses and calling them through their public methods only: rebalance.py (`Rebalance`, the
+machinery and its join, sync and pending-member timers), options.py (`DraftOptions`, the draft's
+registration and expansion timeouts), static.py (the instance map's history, `StaticMembership`: replacement),
+join.py (`JoinRequests`), members.py (`MemberRequests`: sync, heartbeat, leave, the session timer),
+describe.py (`DescribeRequests`: DescribeGroups).
 group.py holds the group value and its state transition table. The shard (coordinator/shard.py) routes
 requests and timers here and replays what they return; offsets.py asks the group kind for its commit rules.
 """
 from __future__ import annotations
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
@@ -17,8 +23,11 @@ from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord
 
+from ..inspection import GroupInfo, MemberInfo
+from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
+from .describe import DescribeRequests
 from .group import (
     ALL_STATES,
     COMPLETING_REBALANCE,
@@ -35,33 +44,81 @@ from .group import (
 from .join import JoinRequests
 from .members import MemberRequests
 from .options import DraftOptions
+from .rebalance import Rebalance
 from .replay import replay_group_metadata
-from .static import StaticMembership
+from .static import StaticMembership, fenced, static_event
+
+if TYPE_CHECKING:
+    from ..shard import GroupCoordinator
 
 __all__ = [
     "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
     "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
 ]
 
-# timer key type -> what its expiry does
-_ON_TIMER = {
-    HeartbeatKey: lambda c, k, now: c._session_expired(k.group_id, k.member_id, now),
-    PendingKey: lambda c, k, now: c._pending_expired(k.group_id, k.member_id, now),
-    JoinKey: lambda c, k, now: c._join_timer(k.group_id, now),
-    SyncKey: lambda c, k, now: c._sync_expired(k.group_id, now),
-    ExpansionKey: lambda c, k, now: c._expansion_expired(k.group_id, now),
-    RegistrationKey: lambda c, k, now: c._registration_expired(k.group_id, now),
+# timer key type -> what its expiry does (the part whose timer it is)
+_ON_TIMER: dict[type, Callable[[ClassicGroups, Any, int], Result]] = {
+    HeartbeatKey: lambda c, k, now: c.member_requests.session_expired(k.group_id, k.member_id, now),
+    PendingKey: lambda c, k, now: c.rebalance.pending_expired(k.group_id, k.member_id, now),
+    JoinKey: lambda c, k, now: c.rebalance.join_expired(k.group_id, now),
+    SyncKey: lambda c, k, now: c.rebalance.sync_expired(k.group_id, now),
+    ExpansionKey: lambda c, k, now: c.options.expansion_expired(k.group_id, now),
+    RegistrationKey: lambda c, k, now: c.options.registration_expired(k.group_id, now),
 }
 
 
-class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions):
-    """The classic group kind (coordinator/kinds.py's GroupKind)."""
-    name = "classic"
-    group_type = ClassicGroup
-    apis = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group"}
-    record_types = (GroupMetadataRecord,)
-    timer_keys = tuple(_ON_TIMER)
-    classic_protocol = True
+def decode_assignment(raw: bytes | None) -> dict[str, list[int]] | None:
+    """A member's assignment in the consumer protocol as {topic: partitions}; None if not that protocol."""
+    if not raw:
+        return {}
+    try:
+        a = ConsumerProtocolAssignment.decode(bytes(raw))
+        return {t.topic: sorted(t.partitions) for t in a.assigned_partitions}
+    except Exception:
+        return None
+
+
+class ClassicGroups(ShardPart):
+    """The classic group kind (coordinator/kinds.py's GroupKind): its parts assembled, its APIs, timers and
+    rules answered by them."""
+    name: ClassVar[str] = "classic"
+    group_type: ClassVar[type] = ClassicGroup
+    apis: ClassVar[Mapping[int, str]] = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group",
+                                         15: "describe_groups"}
+    record_types: ClassVar[tuple[type, ...]] = (GroupMetadataRecord,)
+    timer_keys: ClassVar[tuple[type, ...]] = tuple(_ON_TIMER)
+
+    rebalance: Rebalance
+    options: DraftOptions
+    static: StaticMembership
+    join_requests: JoinRequests
+    member_requests: MemberRequests
+    describe_requests: DescribeRequests
+
+    def __init__(self, shard: GroupCoordinator) -> None:
+        super().__init__(shard)
+        self.rebalance = Rebalance(shard)
+        self.options = DraftOptions(self.rebalance)
+        self.static = StaticMembership(self.rebalance, self.options)
+        self.join_requests = JoinRequests(self.rebalance, self.static, self.options)
+        self.member_requests = MemberRequests(self.rebalance, self.options)
+        self.describe_requests = DescribeRequests(self.rebalance)
+
+    # ---- the APIs (`apis`)
+    def join_group(self, ctx: RequestContext, req) -> Result:
+        return self.join_requests.join_group(ctx, req)
+
+    def heartbeat(self, ctx: RequestContext, req) -> Result:
+        return self.member_requests.heartbeat(ctx, req)
+
+    def leave_group(self, ctx: RequestContext, req) -> Result:
+        return self.member_requests.leave_group(ctx, req)
+
+    def sync_group(self, ctx: RequestContext, req) -> Result:
+        return self.member_requests.sync_group(ctx, req)
+
+    def describe_groups(self, ctx: RequestContext, req) -> Result:
+        return self.describe_requests.describe_groups(ctx, req)
 
     def replay(self, record: GroupMetadataRecord) -> None:
         replay_group_metadata(self.groups, self.offsets, record)
@@ -104,9 +161,9 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
             return E.NONE, None
         if not (generation >= 0 or member_id or instance_id is not None):
             return E.UNKNOWN_MEMBER_ID, None
-        code = self._validate_member(g, member_id, instance_id)            # O3
+        code = self.rebalance.validate_member(g, member_id, instance_id)   # O3
         if code == E.FENCED_INSTANCE_ID:
-            self._fenced(res, g, instance_id, member_id, ctx)
+            fenced(res, g, instance_id, member_id, ctx)
         if not code and generation != g.generation:
             code = E.ILLEGAL_GENERATION
         if not code and not transactional and g.state == COMPLETING_REBALANCE:   # O4
@@ -116,7 +173,7 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
     def committed(self, res: Result, g: ClassicGroup, member: Member, now_ms: int) -> None:
         """A member's accepted commit: in Stable or PreparingRebalance it keeps the session alive (T1)."""
         if g.state in (STABLE, PREPARING_REBALANCE):
-            self._reset_heartbeat(res, g, member, now_ms)
+            self.rebalance.reset_heartbeat(res, g, member, now_ms)
 
     @staticmethod
     def validate_fetch(g: ClassicGroup, member_id: str | None, epoch: int) -> int:
@@ -147,6 +204,16 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
                 return None
         return topics
 
+    # ---- inspection (coordinator/inspection.py)
+    @staticmethod
+    def info(g: ClassicGroup) -> GroupInfo:
+        members = tuple(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                   m.session_timeout_ms, m.rebalance_timeout_ms, decode_assignment(m.assignment),
+                                   len(m.assignment or b""))
+                        for m in g.members.values())
+        return GroupInfo(g.group_id, g.kind, g.state, g.generation, g.protocol_type, g.protocol_name, g.leader_id,
+                         members, dict(g.static_members))
+
     # ---- the admin APIs and controls (coordinator/admin.py)
     @staticmethod
     def delete_records(g: ClassicGroup) -> list:
@@ -156,7 +223,8 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
     def force_rebalance(self, group_id: str, now_ms: int) -> Result:
         """The KIP-345 draft's forceStaticRebalance: one rebalance of a static group, now; AdminError if the
         group cannot be forced."""
-        live = self.groups[group_id]
+        live = self.rebalance.group(group_id)
+        assert live is not None, "the shard asks a group's own kind (GroupAdmin.force_rebalance)"
         if live.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
             raise AdminError(E.REBALANCE_IN_PROGRESS, f"group {group_id!r} is already rebalancing ({live.state})")
         if live.state == EMPTY:
@@ -168,8 +236,9 @@ class ClassicGroups(JoinRequests, MemberRequests, StaticMembership, DraftOptions
         res = Result()
         g = live.copy()
         for m in g.members.values():                     # one event per (static) member, map unchanged
-            self._static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
-                               now_ms, m.client_id, m.client_host)
-        self._prepare_rebalance(res, g, now_ms, "forced")
+            assert m.group_instance_id is not None, "only a static group is forced"
+            static_event(res, g, rec.FORCED_REBALANCE, m.group_instance_id, m.member_id, m.member_id,
+                         now_ms, m.client_id, m.client_host)
+        self.rebalance.prepare_rebalance(res, g, now_ms, "forced")
         res.install(g.group_id, g)
         return res

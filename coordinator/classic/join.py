@@ -1,22 +1,31 @@
 """JoinGroup (J1-J31): a new dynamic member (the KIP-394 handshake), a new or returning static member,
-a known member rejoining, and the group size limit."""
-from __future__ import annotations
+a known member rejoining, and the group size limit.
 
-from typing import Any, cast
+`JoinRequests` is one part of the classic group kind, over the rebalance machinery, the static replacement
+and the draft's options it is handed."""
+from __future__ import annotations
 
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error
 from tenure.protocol.errors import ErrorCode as E
 
 from ..result import RequestContext, Result
-from ..timers import ExpansionKey, HeartbeatKey, PendingKey
+from ..timers import PendingKey
 from .group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member
+from .options import DraftOptions
 from .rebalance import Rebalance
+from .static import StaticMembership, fenced, static_event
 
 
-class JoinRequests(Rebalance):
+class JoinRequests:
+    def __init__(self, rebalance: Rebalance, static: StaticMembership, options: DraftOptions) -> None:
+        self.rebalance = rebalance
+        self.static = static
+        self.options = options
+
     def join_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
+        rb = self.rebalance
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
         iid = req.group_instance_id if v >= 5 else None
         rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
@@ -27,19 +36,17 @@ class JoinRequests(Rebalance):
 
         if not gid:
             return error(E.INVALID_GROUP_ID)
-        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
-                <= self.config.max_session_timeout_ms):
+        if not (rb.config.min_session_timeout_ms <= req.session_timeout_ms
+                <= rb.config.max_session_timeout_ms):
             return error(E.INVALID_SESSION_TIMEOUT)                       # J1
-        live = self.groups.get(gid)
-        other_kind = self.shard.kind_of(live) if live is not None else None
-        if live is not None and other_kind is not None and not other_kind.classic_protocol:
+        other = rb.groups.get(gid)
+        live = rb.group(gid)
+        if other is not None and live is None:
             # a group of another kind (a KIP-848 consumer group): asked through its kind's interface
-            other = cast(Any, live)
-            if other.members:                                              # a mixed group is refused
+            if not other.is_empty():                                       # a mixed group is refused
                 return error(E.INCONSISTENT_GROUP_PROTOCOL)
-            for r in other_kind.delete_records(other):                     # an empty one is converted
+            for r in rb.shard.kind_of(other).delete_records(other):         # an empty one is converted
                 res.emit(r)
-            live = None
         if live is None:
             if mid:
                 return error(E.UNKNOWN_MEMBER_ID)                          # J2
@@ -50,7 +57,7 @@ class JoinRequests(Rebalance):
             g = live.copy()
         if not self._accept_joining(g, mid):                               # J5 (Kafka checks size first)
             if mid in g.members:
-                self._remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED, rec.GROUP_FULL, ctx.now_ms, ctx)
+                rb.remove_member(res, g, mid, E.GROUP_MAX_SIZE_REACHED, rec.GROUP_FULL, ctx.now_ms, ctx)
                 res.install(g.group_id, g)
             return error(E.GROUP_MAX_SIZE_REACHED, "")
         protocols = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
@@ -62,9 +69,9 @@ class JoinRequests(Rebalance):
             if iid is None:
                 self._join_new_dynamic(res, g, member, ctx)                # J6
             elif iid in g.static_members:
-                self._replace_static(res, g, member, ctx)                  # J23-J30
+                self.static.replace(res, g, member, ctx)                  # J23-J30
             else:
-                member.member_id = self.shard._new_id(iid)                       # J7
+                member.member_id = self.rebalance.new_member_id(iid)                       # J7
                 member.is_new = True
                 self._add_and_rebalance(res, g, member, ctx)
         elif mid in g.pending_members:                                     # J6: second join of KIP-394
@@ -78,7 +85,7 @@ class JoinRequests(Rebalance):
         return res
 
     def _accept_joining(self, g: ClassicGroup, member_id: str) -> bool:
-        limit = self.config.max_group_size
+        limit = self.rebalance.config.max_group_size
         if limit is None or g.state in (EMPTY, DEAD):
             return True
         if g.state == PREPARING_REBALANCE:
@@ -87,7 +94,7 @@ class JoinRequests(Rebalance):
         return (bool(member_id) and member_id in g.members) or len(g.members) < limit
 
     def _join_new_dynamic(self, res: Result, g: ClassicGroup, member: Member, ctx: RequestContext) -> None:
-        new_id = self.shard._new_id(ctx.client_id or "")
+        new_id = self.rebalance.new_member_id(ctx.client_id or "")
         if ctx.api_version >= 4:                                           # KIP-394 handshake
             g.pending_members.add(new_id)
             res.set_timer(PendingKey(g.group_id, new_id), ctx.now_ms + member.session_timeout_ms)
@@ -103,29 +110,21 @@ class JoinRequests(Rebalance):
         iid = member.group_instance_id
         if iid is not None:
             old = g.static_members.get(iid)
-            self._static_event(res, g, rec.JOINED if old is None else rec.REPLACED, iid, old, member.member_id,
+            static_event(res, g, rec.JOINED if old is None else rec.REPLACED, iid, old, member.member_id,
                                ctx.now_ms, ctx.client_id, ctx.client_host)
         g.add_member(member)
-        self._park_join(res, g, member.member_id, ctx)
-        self._reset_heartbeat(res, g, member, ctx.now_ms)
-        window = self.config.static_expansion_timeout_ms
-        if window is not None and member.is_static and g.state == STABLE:
-            # expansion timeout: batch new static members into one rebalance, counted from the first
-            deadline = g.expansion_deadline
-            if deadline is None:
-                deadline = g.expansion_deadline = ctx.now_ms + window
-                res.set_timer(ExpansionKey(g.group_id), deadline)
-            # a member parked for the window must outlive it
-            res.set_timer(HeartbeatKey(g.group_id, member.member_id),
-                          deadline + self.config.new_member_join_timeout_ms)
-            return
-        self._rebalance_or_complete(res, g, ctx.now_ms, "member_joined")
+        rb = self.rebalance
+        rb.park_join(res, g, member.member_id, ctx)
+        rb.reset_heartbeat(res, g, member, ctx.now_ms)
+        if not self.options.expansion_window(res, g, member, ctx.now_ms):
+            rb.rebalance_or_complete(res, g, ctx.now_ms, "member_joined")
 
     def _join_known(self, res: Result, g: ClassicGroup, req_member: Member, ctx: RequestContext) -> None:
+        rb = self.rebalance
         mid, v = req_member.member_id, ctx.api_version
-        code = self._validate_member(g, mid, req_member.group_instance_id)
+        code = rb.validate_member(g, mid, req_member.group_instance_id)
         if code == E.FENCED_INSTANCE_ID:
-            self._fenced(res, g, req_member.group_instance_id, mid, ctx)
+            fenced(res, g, req_member.group_instance_id, mid, ctx)
         if code == E.NONE and g.state == EMPTY:
             code = E.UNKNOWN_MEMBER_ID                                     # J22
         if code:
@@ -138,21 +137,21 @@ class JoinRequests(Rebalance):
             m.protocols = req_member.protocols
             m.rebalance_timeout_ms = req_member.rebalance_timeout_ms
             m.session_timeout_ms = req_member.session_timeout_ms
-            self._park_join(res, g, mid, ctx)
+            rb.park_join(res, g, mid, ctx)
 
         if g.state == PREPARING_REBALANCE:                                 # J18
             update_and_park()
-            self._maybe_complete_join(res, g, ctx.now_ms)
+            rb.maybe_complete_join(res, g, ctx.now_ms)
         elif g.state == COMPLETING_REBALANCE:                              # J19
             if same:
-                res.respond(ctx.token, self._join_ok(g, mid, v))
+                res.respond(ctx.token, rb.join_ok(g, mid, v))
             else:
                 update_and_park()
-                self._prepare_rebalance(res, g, ctx.now_ms, "member_metadata_changed")
+                rb.prepare_rebalance(res, g, ctx.now_ms, "member_metadata_changed")
         elif g.state == STABLE:                                            # J20, J21
             if mid == g.leader_id or not same:
                 update_and_park()
-                self._prepare_rebalance(res, g, ctx.now_ms,
+                rb.prepare_rebalance(res, g, ctx.now_ms,
                                         "member_metadata_changed" if not same else "leader_rejoined")
             else:
-                res.respond(ctx.token, self._join_ok(g, mid, v, with_members=False))
+                res.respond(ctx.token, rb.join_ok(g, mid, v, with_members=False))

@@ -1,5 +1,8 @@
 """The requests of a group's members between joins: SyncGroup (S1-S3), Heartbeat (H1), LeaveGroup
-(L1-L4)."""
+(L1-L4); and what a member's session timer does when it fires (T2).
+
+`MemberRequests` is one part of the classic group kind, over the rebalance machinery and the draft's options
+(the registration timeout) it is handed."""
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import LeaveGroupResponse
@@ -11,12 +14,19 @@ from tenure.protocol.errors import ErrorCode as E
 from ..result import RequestContext, Result
 from ..timers import PendingKey, SyncKey
 from .group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Parked
+from .options import DraftOptions
 from .rebalance import Rebalance
+from .static import fenced
 
 
-class MemberRequests(Rebalance):
+class MemberRequests:
+    def __init__(self, rebalance: Rebalance, options: DraftOptions) -> None:
+        self.rebalance = rebalance
+        self.options = options
+
     def sync_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
+        rb = self.rebalance
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
         iid = req.group_instance_id if v >= 3 else None
 
@@ -26,14 +36,14 @@ class MemberRequests(Rebalance):
 
         if not gid:
             return error(E.INVALID_GROUP_ID)
-        live = self.classic_group(gid)
+        live = rb.group(gid)
         if live is None:
             return error(E.UNKNOWN_MEMBER_ID)
         if live.state == DEAD:
             return error(E.COORDINATOR_NOT_AVAILABLE)
-        code = self._validate_member(live, mid, iid)
+        code = rb.validate_member(live, mid, iid)
         if code == E.FENCED_INSTANCE_ID:
-            self._fenced(res, live, iid, mid, ctx)
+            fenced(res, live, iid, mid, ctx)
         if code:
             return error(code)
         if req.generation_id != live.generation:
@@ -45,20 +55,20 @@ class MemberRequests(Rebalance):
         g = live.copy()
         g.pending_sync.discard(mid)
         if g.state == STABLE:                                              # S3
-            res.respond(ctx.token, self._sync_ok(g, g.members[mid].assignment))
-            self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
+            res.respond(ctx.token, rb.sync_ok(g, g.members[mid].assignment))
+            rb.reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
         else:                                                              # S2: CompletingRebalance
             g.syncs[mid] = Parked(ctx.token, v, ctx.client_id or "", ctx.client_host)
             if mid == g.leader_id:
                 given = {a.member_id: bytes(a.assignment) for a in req.assignments}
                 for m in g.members.values():
                     m.assignment = given.get(m.member_id, b"")
-                res.emit(self._group_record(g, ctx.now_ms))
+                res.emit(rb.group_record(g, ctx.now_ms))
                 g.transition(STABLE, ctx.now_ms)
                 for pmid, p in g.syncs.items():
                     m = g.members[pmid]
-                    res.respond(p.token, self._sync_ok(g, m.assignment))
-                    self._reset_heartbeat(res, g, m, ctx.now_ms)
+                    res.respond(p.token, rb.sync_ok(g, m.assignment))
+                    rb.reset_heartbeat(res, g, m, ctx.now_ms)
                 g.syncs = {}
         if not g.pending_sync:
             res.cancel_timer(SyncKey(gid))
@@ -67,9 +77,10 @@ class MemberRequests(Rebalance):
 
     def heartbeat(self, ctx: RequestContext, req) -> Result:
         res = Result()
+        rb = self.rebalance
         v, gid, mid = ctx.api_version, req.group_id, req.member_id
         iid = req.group_instance_id if v >= 3 else None
-        g = self.classic_group(gid)
+        g = rb.group(gid)
         code: int
         if not gid:
             code = E.INVALID_GROUP_ID
@@ -78,19 +89,19 @@ class MemberRequests(Rebalance):
         elif g.state == DEAD:
             code = E.COORDINATOR_NOT_AVAILABLE
         else:
-            code = self._validate_member(g, mid, iid)
+            code = rb.validate_member(g, mid, iid)
             if code == E.FENCED_INSTANCE_ID:
-                self._fenced(res, g, iid, mid, ctx)
+                fenced(res, g, iid, mid, ctx)
             if not code and req.generation_id != g.generation:
                 code = E.ILLEGAL_GENERATION
             if not code and g.state == EMPTY:
                 code = E.UNKNOWN_MEMBER_ID
             if not code:
-                self._reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
+                rb.reset_heartbeat(res, g, g.members[mid], ctx.now_ms)
                 if mid in g.offline_since:                   # alive after all (registration timeout)
                     g = g.copy()
                     del g.offline_since[mid]
-                    self._arm_registration(res, g)
+                    self.options.arm_registration(res, g)
                     res.install(g.group_id, g)
                 if g.state == PREPARING_REBALANCE:
                     code = E.REBALANCE_IN_PROGRESS
@@ -99,6 +110,7 @@ class MemberRequests(Rebalance):
 
     def leave_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
+        rb = self.rebalance
         v, gid = ctx.api_version, req.group_id
         R = LeaveGroupResponse
         identities = ([(req.member_id, None)] if v < 3
@@ -114,7 +126,7 @@ class MemberRequests(Rebalance):
 
         if not gid:
             return answer(E.INVALID_GROUP_ID, [])
-        live = self.classic_group(gid)
+        live = rb.group(gid)
         if live is None:                                                   # L1
             return answer(0, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in identities])
         if live.state == DEAD:
@@ -133,19 +145,43 @@ class MemberRequests(Rebalance):
                 res.cancel_timer(PendingKey(gid, mid))
                 code, changed = E.NONE, changed or "member_left"
             else:
-                code = self._validate_member(g, mid, iid)
+                code = rb.validate_member(g, mid, iid)
                 if code == E.FENCED_INSTANCE_ID:
-                    self._fenced(res, g, iid, mid, ctx)
+                    fenced(res, g, iid, mid, ctx)
                 target = mid if code == E.NONE else None
             if target is not None and target in g.members:
                 # member id "" + instance id is the Admin client's removeMembersFromConsumerGroup (L4);
                 # a member leaving by itself names its own member id
-                self._remove_member(res, g, target, E.UNKNOWN_MEMBER_ID, rec.LEFT if mid else rec.REMOVED,
+                rb.remove_member(res, g, target, E.UNKNOWN_MEMBER_ID, rec.LEFT if mid else rec.REMOVED,
                                     ctx.now_ms, ctx)
                 changed = changed or ("member_left" if mid else "member_removed")
             per.append((mid, iid, code))
         if changed:                                                        # L3: one decision per batch
             if g.state != EMPTY:                 # an Empty group (a pending id left) needs no rebalance
-                self._rebalance_or_complete(res, g, ctx.now_ms, changed)
+                rb.rebalance_or_complete(res, g, ctx.now_ms, changed)
             res.install(g.group_id, g)
         return answer(0, per)
+
+    def session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # T2
+        res = Result()
+        rb = self.rebalance
+        live = rb.group(gid)
+        if live is None or mid not in live.members:
+            return res
+        m = live.members[mid]
+        parked = mid in live.joins or mid in live.syncs
+        if parked and not m.is_new:
+            return res
+        g = live.copy()
+        if m.is_static and rb.config.static_registration_timeout_ms is not None and not m.is_new:
+            # registration timeout: tolerate the static member offline; it replaces the session timeout,
+            # so it counts from the member's last sign of life (the session timer was armed then, one
+            # session timeout ago), not from now; track the earliest offline member
+            g.offline_since.setdefault(mid, now_ms - m.session_timeout_ms)
+            self.options.arm_registration(res, g)
+            res.install(g.group_id, g)
+            return res
+        rb.remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.EXPIRED, now_ms)
+        rb.rebalance_or_complete(res, g, now_ms, "session_expired")
+        res.install(g.group_id, g)
+        return res

@@ -1,14 +1,13 @@
-"""The classic rebalance machinery every classic request and timer shares (J8-J16, T1-T2): identity
+"""The classic rebalance machinery every classic request and timer shares (J8-J16, T1): identity
 checks, the join phase and its completion, the sync phase, member removal, parked requests, the answers a
-rebalance gives to parked members, and the join, sync, pending-member and session timers.
+rebalance gives to parked members, and the join, sync and pending-member timers.
 
-`Rebalance` is the base of the classic group kind (`ClassicGroups`, coordinator/classic/__init__.py); its
-methods change only a draft group and the Result: the shard replays the Result's events afterwards.
+`Rebalance` is one part of the classic group kind (`ClassicGroups`, coordinator/classic/__init__.py), the
+one the others (join.py, members.py, static.py, options.py) are handed and call through its public methods.
+Its methods change only a draft group and the Result: the shard replays the Result's events afterwards.
 Labels in comments (J23, S2, ...) refer to items of docs/behaviour.md.
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer.group import JoinGroupResponse, SyncGroupResponse
 
@@ -29,27 +28,26 @@ from .group import (
     Member,
     Parked,
 )
+from .static import static_event
 
 
 class Rebalance(ShardPart):
-    if TYPE_CHECKING:       # the other parts of ClassicGroups define these (static.py, options.py)
-        def _static_event(self, res: Result, g: ClassicGroup, cause: str, instance_id: str, old: str | None,
-                          new: str | None, now_ms: int, client_id: str, client_host: str) -> None: ...
+    """The machinery of a classic group's rebalance, over one shard's groups."""
 
-        def _fenced(self, res: Result, g: ClassicGroup, instance_id: str | None, presented: str,
-                    ctx: RequestContext) -> None: ...
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group of that id (None if unknown, or a group of another kind)."""
+        g = self.groups.get(group_id)
+        return g if isinstance(g, ClassicGroup) else None
 
-        def _replace_static(self, res: Result, g: ClassicGroup, req_member: Member,
-                            ctx: RequestContext) -> None: ...
-
-        def _arm_registration(self, res: Result, g: ClassicGroup) -> None: ...
+    def new_member_id(self, prefix: str) -> str:
+        return self.shard.new_member_id(prefix)
 
     @staticmethod
     def _all_joined(g: ClassicGroup) -> bool:
         return all(mid in g.joins for mid in g.members) and not g.pending_members
 
     @staticmethod
-    def _validate_member(g: ClassicGroup, member_id: str, instance_id: str | None) -> int:
+    def validate_member(g: ClassicGroup, member_id: str, instance_id: str | None) -> int:
         """Identity check shared by Join/Sync/Heartbeat/Leave/OffsetCommit (J17, J31)."""
         if instance_id is not None:
             mapped = g.static_members.get(instance_id)
@@ -60,11 +58,11 @@ class Rebalance(ShardPart):
             return E.NONE
         return E.NONE if member_id in g.members else E.UNKNOWN_MEMBER_ID
 
-    def _reset_heartbeat(self, res: Result, g: ClassicGroup, m: Member, now_ms: int) -> None:
+    def reset_heartbeat(self, res: Result, g: ClassicGroup, m: Member, now_ms: int) -> None:
         timeout = self.config.new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
         res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + timeout)
 
-    def _group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
+    def group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
         return GroupMetadataRecord(
             group_id=g.group_id, protocol_type=g.protocol_type or "", generation=g.generation,
             protocol=g.protocol_name, leader=g.leader_id, current_state_timestamp=g.state_timestamp,
@@ -79,7 +77,7 @@ class Rebalance(ShardPart):
         return [M(member_id=m.member_id, group_instance_id=m.group_instance_id,
                   metadata=m.metadata(g.protocol_name)) for m in g.members.values()]
 
-    def _join_ok(self, g: ClassicGroup, member_id: str, version: int, *, leader: str | None = None,
+    def join_ok(self, g: ClassicGroup, member_id: str, version: int, *, leader: str | None = None,
                  with_members: bool | None = None, skip_assignment: bool = False) -> JoinGroupResponse:
         leader = g.leader_id if leader is None else leader
         if with_members is None:
@@ -91,11 +89,11 @@ class Rebalance(ShardPart):
             members=self._join_members(g) if with_members else [])
 
     @staticmethod
-    def _sync_ok(g: ClassicGroup, assignment: bytes) -> SyncGroupResponse:
+    def sync_ok(g: ClassicGroup, assignment: bytes) -> SyncGroupResponse:
         return SyncGroupResponse(throttle_time_ms=0, error_code=0, protocol_type=g.protocol_type,
                                  protocol_name=g.protocol_name, assignment=assignment)
 
-    def _prepare_rebalance(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
+    def prepare_rebalance(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
         gid = g.group_id
         res.rebalances.append((gid, cause))
         if g.state == COMPLETING_REBALANCE:                  # J10: parked syncs get 27, assignments reset
@@ -123,15 +121,15 @@ class Rebalance(ShardPart):
             else:
                 res.set_timer(JoinKey(gid), now_ms + g.rebalance_timeout_ms())
 
-    def _maybe_complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
+    def maybe_complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
         if g.state == PREPARING_REBALANCE and g.initial_remaining is None and self._all_joined(g):
             self._complete_join(res, g, now_ms)
 
-    def _rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
+    def rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
         if g.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
-            self._prepare_rebalance(res, g, now_ms, cause)
+            self.prepare_rebalance(res, g, now_ms, cause)
         elif g.state == PREPARING_REBALANCE:
-            self._maybe_complete_join(res, g, now_ms)
+            self.maybe_complete_join(res, g, now_ms)
 
     def _complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
         gid = g.group_id
@@ -153,28 +151,28 @@ class Rebalance(ShardPart):
             g.protocol_name = None
             g.leader_id = None
             g.transition(EMPTY, now_ms)
-            res.emit(self._group_record(g, now_ms))
+            res.emit(self.group_record(g, now_ms))
             return
         g.protocol_name = g.select_protocol()                # J14
         g.transition(COMPLETING_REBALANCE, now_ms)
         for mid, p in g.joins.items():
-            res.respond(p.token, self._join_ok(g, mid, p.api_version))
+            res.respond(p.token, self.join_ok(g, mid, p.api_version))
         g.joins = {}
         for m in g.members.values():
             m.is_new = False
-            self._reset_heartbeat(res, g, m, now_ms)
+            self.reset_heartbeat(res, g, m, now_ms)
         g.pending_sync = set(g.members)
         g.sync_generation = g.generation
         res.set_timer(SyncKey(gid), now_ms + g.rebalance_timeout_ms())
 
-    def _remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int, cause: str,
+    def remove_member(self, res: Result, g: ClassicGroup, member_id: str, join_error: int, cause: str,
                        now_ms: int, ctx: RequestContext | None = None) -> Member:
         """Remove a member; a static one's instance id leaves the map with a `cause` event (client: the
         request's, or with no request the member's own)."""
         m = g.members[member_id]
         iid = m.group_instance_id
         if iid is not None and g.static_members.get(iid) == member_id:
-            self._static_event(res, g, cause, iid, member_id, None, now_ms,
+            static_event(res, g, cause, iid, member_id, None, now_ms,
                                ctx.client_id if ctx else m.client_id, ctx.client_host if ctx else m.client_host)
         m = g.remove_member(member_id)
         res.cancel_timer(HeartbeatKey(g.group_id, member_id))
@@ -186,16 +184,16 @@ class Rebalance(ShardPart):
             res.respond(p.token, sync_group_error(join_error))
         return m
 
-    def _park_join(self, res: Result, g: ClassicGroup, member_id: str, ctx: RequestContext) -> None:
+    def park_join(self, res: Result, g: ClassicGroup, member_id: str, ctx: RequestContext) -> None:
         joins = g.joins
         old = joins.get(member_id)
         if old is not None and old.token != ctx.token:       # a duplicate JoinGroup supersedes the first
             res.respond(old.token, join_group_error(old.api_version, E.REBALANCE_IN_PROGRESS, member_id))
         joins[member_id] = Parked(ctx.token, ctx.api_version, ctx.client_id or "", ctx.client_host)
 
-    def _join_timer(self, gid: str, now_ms: int) -> Result:
+    def join_expired(self, gid: str, now_ms: int) -> Result:
         res = Result()
-        live = self.classic_group(gid)
+        live = self.group(gid)
         if live is None or live.state != PREPARING_REBALANCE:
             return res
         g = live.copy()
@@ -213,49 +211,26 @@ class Rebalance(ShardPart):
         res.install(g.group_id, g)
         return res
 
-    def _pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
+    def pending_expired(self, gid: str, mid: str, now_ms: int) -> Result:
         res = Result()
-        live = self.classic_group(gid)
+        live = self.group(gid)
         if live is None or mid not in live.pending_members:
             return res
         g = live.copy()
         g.pending_members.discard(mid)
-        self._maybe_complete_join(res, g, now_ms)
+        self.maybe_complete_join(res, g, now_ms)
         res.install(g.group_id, g)
         return res
 
-    def _sync_expired(self, gid: str, now_ms: int) -> Result:                # J16
+    def sync_expired(self, gid: str, now_ms: int) -> Result:                # J16
         res = Result()
-        live = self.classic_group(gid)
+        live = self.group(gid)
         if (live is None or live.state not in (COMPLETING_REBALANCE, STABLE)
                 or live.sync_generation != live.generation or not live.pending_sync):
             return res
         g = live.copy()
         for mid in sorted(g.pending_sync):
-            self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.SYNC_EXPIRED, now_ms)
-        self._prepare_rebalance(res, g, now_ms, "sync_timeout")
-        res.install(g.group_id, g)
-        return res
-
-    def _session_expired(self, gid: str, mid: str, now_ms: int) -> Result:   # T2
-        res = Result()
-        live = self.classic_group(gid)
-        if live is None or mid not in live.members:
-            return res
-        m = live.members[mid]
-        parked = mid in live.joins or mid in live.syncs
-        if parked and not m.is_new:
-            return res
-        g = live.copy()
-        if m.is_static and self.config.static_registration_timeout_ms is not None and not m.is_new:
-            # registration timeout: tolerate the static member offline; it replaces the session timeout,
-            # so it counts from the member's last sign of life (the session timer was armed then, one
-            # session timeout ago), not from now; track the earliest offline member
-            g.offline_since.setdefault(mid, now_ms - m.session_timeout_ms)
-            self._arm_registration(res, g)
-            res.install(g.group_id, g)
-            return res
-        self._remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.EXPIRED, now_ms)
-        self._rebalance_or_complete(res, g, now_ms, "session_expired")
+            self.remove_member(res, g, mid, E.UNKNOWN_MEMBER_ID, rec.SYNC_EXPIRED, now_ms)
+        self.prepare_rebalance(res, g, now_ms, "sync_timeout")
         res.install(g.group_id, g)
         return res

@@ -16,6 +16,9 @@ epoch bump).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
@@ -38,6 +41,7 @@ from tenure.protocol.records import (
     StaticMemberEventRecord,
 )
 
+from ..inspection import GroupInfo, MemberInfo
 from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
@@ -76,13 +80,13 @@ def _blank(s: str | None) -> bool:
 
 class ConsumerGroups(ShardPart):
     """The KIP-848 consumer group kind (coordinator/kinds.py's GroupKind)."""
-    name = "consumer"
-    group_type = ConsumerGroup
-    apis = {68: "heartbeat", 69: "describe"}
-    record_types = (ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord,
-                    TargetAssignmentMemberRecord, CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
-    timer_keys = (ConsumerSessionKey, ConsumerRebalanceKey)
-    classic_protocol = False
+    name: ClassVar[str] = "consumer"
+    group_type: ClassVar[type] = ConsumerGroup
+    apis: ClassVar[Mapping[int, str]] = {68: "heartbeat", 69: "describe"}
+    record_types: ClassVar[tuple[type, ...]] = (
+        ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
+        CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
+    timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey)
 
     def replay(self, record) -> None:
         if isinstance(record, ConsumerGroupPartitionMetadataRecord):
@@ -179,7 +183,7 @@ class ConsumerGroups(ShardPart):
                     member = holder.replace(member_epoch=0, previous_member_epoch=0)
                 else:                                                  # takes over the member at -2
                     replaced = holder
-                    member = holder.replace(member_id=mid or self.shard._new_id(ctx.client_id or "consumer"),
+                    member = holder.replace(member_id=mid or self.shard.new_member_id(ctx.client_id or "consumer"),
                                             member_epoch=0, previous_member_epoch=0)
             elif not _blank(mid) and mid in g.members:
                 member = g.members[mid]                                # accept 0 and reconcile from there
@@ -188,7 +192,7 @@ class ConsumerGroups(ShardPart):
                     raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
                                          f"The consumer group has reached its maximum capacity of "
                                          f"{self.config.max_group_size} members.")
-                member = ConsumerMember(mid or self.shard._new_id(ctx.client_id or "consumer"))
+                member = ConsumerMember(mid or self.shard.new_member_id(ctx.client_id or "consumer"))
         else:
             member = self._member(g, mid, iid, ctx)
             self._check_epoch(member, epoch, req.topic_partitions)
@@ -347,7 +351,9 @@ class ConsumerGroups(ShardPart):
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         res = Result()
         g = self.groups.get(key.group_id)
-        member = g.members.get(key.member_id) if isinstance(g, ConsumerGroup) else None
+        if not isinstance(g, ConsumerGroup) or not isinstance(key, (ConsumerSessionKey, ConsumerRebalanceKey)):
+            return res
+        member = g.members.get(key.member_id)
         if member is None:
             return res
         if isinstance(key, ConsumerRebalanceKey) and member.state != UNREVOKED_PARTITIONS:
@@ -440,6 +446,23 @@ class ConsumerGroups(ShardPart):
             t = self.shard.topics.by_id(tid)
             tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
         return _D_ASSIGNMENT(topic_partitions=tps)
+
+    # ================================================================ inspection (coordinator/inspection.py)
+    def info(self, g: ConsumerGroup) -> GroupInfo:
+        """Assignments by topic name (a topic the table does not know by its id); every member's session is
+        the shard's consumer session timeout; no protocol, no leader."""
+        def by_name(assigned: Partitions) -> dict[str, list[int]]:
+            out = {}
+            for tid, parts in assigned.items():
+                t = self.shard.topics.by_id(tid)
+                out[t.name if t is not None else str(tid)] = sorted(parts)
+            return dict(sorted(out.items()))
+        session = self.config.consumer_session_timeout_ms
+        members = tuple(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host, session,
+                                   m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
+                        for m in g.members.values())
+        return GroupInfo(g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members,
+                         dict(g.static_members))
 
     # ================================================================ the offsets' and admin's rules
     def validate_commit(self, res: Result, g: ConsumerGroup, ctx: RequestContext, epoch: int, member_id: str,

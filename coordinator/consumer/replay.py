@@ -44,12 +44,12 @@ def replay_consumer_record(groups: dict, offsets: dict, event, offsets_only_grou
             m = g.members.get(event.member_id) or ConsumerMember(event.member_id)
             g.put_member(m.replace(**{f: getattr(event, f) for f in METADATA_FIELDS}))
     else:                                             # CurrentAssignmentRecord
-        m = g.members.get(event.member_id)
+        current = g.members.get(event.member_id)
         if event.tombstone:
-            if m is not None:
-                g.put_member(m.replace(member_epoch=0, previous_member_epoch=0, state=0, assigned={},
+            if current is not None:
+                g.put_member(current.replace(member_epoch=0, previous_member_epoch=0, state=0, assigned={},
                                        pending_revocation={}))
         else:
-            g.put_member((m or ConsumerMember(event.member_id)).replace(
+            g.put_member((current or ConsumerMember(event.member_id)).replace(
                 member_epoch=event.member_epoch, previous_member_epoch=event.previous_member_epoch,
                 state=event.state, assigned=thaw(event.assigned), pending_revocation=thaw(event.pending_revocation)))

@@ -15,18 +15,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
-def decode_assignment(raw: bytes | None) -> dict[str, list[int]] | None:
-    """The consumer protocol's assignment as {topic: partitions}; None if not that protocol."""
-    if not raw:
-        return {}
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-    try:
-        a = ConsumerProtocolAssignment.decode(bytes(raw))
-        return {t.topic: sorted(t.partitions) for t in a.assigned_partitions}
-    except Exception:
-        return None
-
-
 @dataclass(frozen=True)
 class MemberView:
     member_id: str
@@ -94,39 +82,20 @@ class GroupView:
 
 
 def group_view(server, group_id: str) -> GroupView | None:
-    """The view of one group of a `tenure.server.Server` (call on its loop); None if unknown."""
-    g = server.runtime.group(group_id)
-    if g is None:
+    """The view of one group of a `tenure.server.Server` (call on its loop); None if unknown. The group's kind
+    describes it (`GroupInfo`, coordinator/inspection.py); the offsets and rebalance counts are added here."""
+    info = server.runtime.group_info(group_id)
+    if info is None:
         return None
     offsets = server.runtime.committed_offsets(group_id)
-    if g.kind == "consumer":
-        return _consumer_group_view(server, g, offsets)
-    members = tuple(MemberView(
-        m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-        m.rebalance_timeout_ms, decode_assignment(m.assignment), len(m.assignment or b""))
-        for m in g.members.values())
+    members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                               m.rebalance_timeout_ms, m.assignment, m.assignment_bytes, m.member_epoch)
+                    for m in info.members)
     return GroupView(
-        g.group_id, g.kind, g.state, g.generation, g.protocol_type, g.protocol_name, g.leader_id, members,
-        dict(g.static_members),
+        info.group_id, info.kind, info.state, info.generation, info.protocol_type, info.protocol, info.leader,
+        members, dict(info.static_members),
         tuple(OffsetView(t, p, r.offset, r.metadata, r.commit_timestamp) for (t, p), r in sorted(offsets.items())),
-        server.metrics.rebalance_count(group_id), server.metrics.rebalance_causes(group_id))
-
-
-def _consumer_group_view(server, g, offsets) -> GroupView:
-    def by_name(assigned) -> dict[str, list[int]]:
-        out = {}
-        for tid, parts in assigned.items():
-            t = server.topics.by_id(tid) if server.topics is not None else None
-            out[t.name if t is not None else str(tid)] = sorted(parts)
-        return dict(sorted(out.items()))
-    session = server.runtime.shards[server.runtime.partition_of(g.group_id)].config.consumer_session_timeout_ms
-    members = tuple(MemberView(m.member_id, m.instance_id, m.client_id, m.client_host, session,
-                               m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
-                    for m in g.members.values())
-    return GroupView(
-        g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members, dict(g.static_members),
-        tuple(OffsetView(t, p, r.offset, r.metadata, r.commit_timestamp) for (t, p), r in sorted(offsets.items())),
-        server.metrics.rebalance_count(g.group_id), server.metrics.rebalance_causes(g.group_id))
+        server.metrics.rebalance_count(info.group_id), server.metrics.rebalance_causes(info.group_id))
 
 
 def groups_view(server) -> list[GroupView]:

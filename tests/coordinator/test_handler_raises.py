@@ -6,9 +6,10 @@ import copy
 
 import pytest
 
-from tenure.coordinator import ClassicGroups, CoordinatorConfig, GroupCoordinator
+from tenure.coordinator import CoordinatorConfig, GroupCoordinator
 from tenure.coordinator import Result
 from tenure.coordinator import HeartbeatKey, JoinKey
+from tenure.coordinator.classic.rebalance import Rebalance
 
 from .harness import Harness
 
@@ -104,7 +105,7 @@ RESPOND = (Result, "respond")
 @pytest.mark.parametrize("setup, where", [
     (_sync_leader, RESPOND), (_commit, RESPOND), (_simple_commit, RESPOND), (_replacement, RESPOND),
     (_leave, RESPOND), (_delete, RESPOND), (_offset_delete, RESPOND), (_fenced_heartbeat, RESPOND),
-    (_static_join, (ClassicGroups, "_rebalance_or_complete")),      # a joiner is parked, not answered
+    (_static_join, (Rebalance, "rebalance_or_complete")),      # a joiner is parked, not answered
 ])
 def test_a_request_handler_that_raises_changes_nothing(setup, where, monkeypatch):
     h = Harness()
@@ -117,7 +118,7 @@ def test_a_session_expiry_that_raises_changes_nothing(monkeypatch):
     ids = _stable_pair(h)
     h.join("g", ids[0], "i1")                     # PreparingRebalance: i1 parked, i2 owes a join
     key = HeartbeatKey("g", ids[1])
-    _raises(h, monkeypatch, ClassicGroups, "_maybe_complete_join", lambda: h.fire(key))
+    _raises(h, monkeypatch, Rebalance, "maybe_complete_join", lambda: h.fire(key))
 
 
 def test_an_initial_delay_extension_that_raises_changes_nothing(monkeypatch):
@@ -132,7 +133,7 @@ def test_a_forced_rebalance_that_raises_changes_nothing(monkeypatch):
     h = Harness()
     ids = _stable_pair(h)
     h.sync("g", ids[1], 1, "i2")
-    _raises(h, monkeypatch, ClassicGroups, "_prepare_rebalance", h.force_rebalance)
+    _raises(h, monkeypatch, Rebalance, "prepare_rebalance", h.force_rebalance)
 
 
 def test_repeated_ids_in_one_request_act_once():

@@ -81,9 +81,9 @@ def test_a_timer_that_raises_is_fail_stop(tmp_path, monkeypatch):
     """A timer whose work raises (a coordinator bug) is not logged and forgotten: what it owed (here the
     end of the join phase a client waits for) would never happen, so the server stops as after a failed
     write - the parked client sees its connection closed and nothing more is served."""
-    from tenure.coordinator import ClassicGroups
+    from tenure.coordinator.classic.rebalance import Rebalance
     from tests.support.groupwire import join
-    monkeypatch.setattr(ClassicGroups, "_join_timer", _boom)
+    monkeypatch.setattr(Rebalance, "join_expired", _boom)
     s = ServerThread(ServerConfig(port=0, data_dir=str(tmp_path / "data"), initial_rebalance_delay_ms=50)).start()
     try:
         with WireClient.to(s.bootstrap, timeout=20) as w:
@@ -100,7 +100,7 @@ def test_a_timer_that_raises_is_fail_stop(tmp_path, monkeypatch):
 
 def test_a_session_expiry_that_raises_reaches_the_caller_and_stops_the_server(monkeypatch):
     """The test controls that fire timers (expire_session, advance_clock) raise the timer's failure."""
-    from tenure.coordinator import ClassicGroups
+    from tenure.coordinator.classic.members import MemberRequests
     from tests.support.groupwire import join, sync
     s = ServerThread(ServerConfig(port=0, initial_rebalance_delay_ms=0)).start()
     try:
@@ -108,7 +108,7 @@ def test_a_session_expiry_that_raises_reaches_the_caller_and_stops_the_server(mo
             r = join(w, "tf-g", "", "i1", "tf-t", session_ms=10000)
             assert r.error_code == 0
             assert sync(w, "tf-g", r.member_id, r.generation_id, "i1", {r.member_id: b""}).error_code == 0
-        monkeypatch.setattr(ClassicGroups, "_session_expired", _boom)
+        monkeypatch.setattr(MemberRequests, "session_expired", _boom)
         with pytest.raises(Injected):
             s.expire_session("tf-g", "i1")
         assert isinstance(s.server.fatal_error, Injected)
