@@ -1,7 +1,7 @@
 """Executor side: fold one group's records (in log order) into member-map intervals.
 
 The map `group.instance.id -> member.id` that a restart restores is the one in the group's latest
-GroupMetadata record (that is what `GroupCoordinator.replay` rebuilds), so an interval of
+GroupMetadata record (that is what `GroupShard.replay` rebuilds), so an interval of
 member_map_history opens at the first GroupMetadata snapshot that shows (instance -> member) and closes
 at the first snapshot that no longer does (or at the group's tombstone). The static-member event records
 give each interval its cause and its precise time: the start is the latest `joined`/`replaced` event

@@ -9,9 +9,9 @@ For each size in --records (default 1000000,10000000):
 2. replay     Two single-process baselines, each in a fresh interpreter (its own peak memory):
               a. load: open the data dir as the server does (DataDir + TopicRegistry.load: the segment
                  scan checks every batch's CRC-32C) and CoordinatorRuntime.load() on a fresh
-                 GroupCoordinator - the server's start-up path (decodes only the latest record per key);
+                 GroupShard - the server's start-up path (decodes only the latest record per key);
               b. full replay: the same open, then every record of every batch in offset order decoded
-                 (tenure.protocol.records.decode) and applied with GroupCoordinator.replay - what the
+                 (tenure.protocol.records.decode) and applied with GroupShard.replay - what the
                  audit has to do too, since it reads every record.
 3. audit      The real command, in a child process: `python -m tenure audit DIR --out OUT --master
               local[2]` (Parquet tables and, unless --no-report, report.html). Timed from spawn to exit
@@ -172,7 +172,7 @@ def child_replay(data_dir: str, mode: str) -> dict:
     from kafka.record.default_records import DefaultRecordBatch
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator import GroupCoordinator
+    from tenure.coordinator import GroupShard
     from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
     from tenure.coordinator.runtime import CoordinatorRuntime
@@ -185,7 +185,7 @@ def child_replay(data_dir: str, mode: str) -> dict:
     registry.load()
     topic = registry.get(OFFSETS_TOPIC)
     out["open_s"] = time.perf_counter() - t0
-    coord = GroupCoordinator()
+    coord = GroupShard()
     t1 = time.perf_counter()
     if mode == "load":
         report = CoordinatorRuntime(lambda _partition: coord, topic).load()   # one state: what the scan builds
@@ -406,7 +406,7 @@ def main() -> int:
 
 
 LABEL = {"load": "CoordinatorRuntime.load() (latest record per key; the server's start-up)",
-         "full": "full replay (every record decoded + GroupCoordinator.replay, offset order)"}
+         "full": "full replay (every record decoded + GroupShard.replay, offset order)"}
 
 
 def report_replay(mode: str, r: dict) -> None:

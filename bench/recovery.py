@@ -30,7 +30,7 @@
               opening the logs (the segment scan: every batch's length, magic and CRC-32C, the sparse
               index) and CoordinatorRuntime.load() (read the batches, iterate the records, decode,
               replay), with the six record codecs' decode (kafka-python ApiData, called by
-              tenure.protocol.records.decode) and GroupCoordinator.replay timed inside that real load
+              tenure.protocol.records.decode) and GroupShard.replay timed inside that real load
               by thin wrappers (which make it ~10-20 % slower than the server's own figure); the rest
               is batch reads, record iteration and the loop. --what-if adds an experiment that is NOT
               what tenure does: decode and replay only the last record per key, and compare the state.
@@ -171,7 +171,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     import gc
 
     from tenure.broker.topics import TopicRegistry
-    from tenure.coordinator import GroupCoordinator
+    from tenure.coordinator import GroupShard
     from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
     from tenure.coordinator.runtime import CoordinatorRuntime
@@ -191,7 +191,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     out["hwm_after_open_kb"] = proc_status(me).get("VmHWM")
 
     # the real load, with thin timing wrappers around the six record codecs and the one mutator
-    coord = GroupCoordinator()               # every partition's groups in one shard: one state to measure
+    coord = GroupShard()               # every partition's groups in one shard: one state to measure
     runtime = CoordinatorRuntime(lambda _partition: coord, topic)
     clock = time.perf_counter
     spent = {"replay": 0.0}
@@ -255,7 +255,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
         import pstats
         prof = cProfile.Profile()
         prof.enable()
-        CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic).load()
+        CoordinatorRuntime(lambda _partition: GroupShard(), topic).load()
         prof.disable()
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(18)
@@ -283,7 +283,7 @@ def last_per_key(topic, full) -> dict:
     offsets were all deleted later: the full replay keeps that empty group, this does not."""
     from kafka.record.default_records import DefaultRecordBatch
 
-    from tenure.coordinator import GroupCoordinator
+    from tenure.coordinator import GroupShard
     from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
 
@@ -298,7 +298,7 @@ def last_per_key(topic, full) -> dict:
                 last.pop(k, None)                         # re-insert: dict order = order of last occurrence
                 last[k] = r.value
     t1 = time.perf_counter()
-    coord = GroupCoordinator()
+    coord = GroupShard()
     for k, v in last.items():
         coord.replay(rec.decode(k, v))
     t2 = time.perf_counter()
@@ -460,7 +460,7 @@ def report_in_process(ip: dict, s: dict) -> None:
           f"({1e6 * decode / n:.1f} us/record)")
     for name, sec in sorted(codec.items(), key=lambda kv: -kv[1]):
         print(f"      {name + '.decode':<62}{sec:7.2f} s")
-    print(f"    replay (GroupCoordinator.replay)                                 {ip['replay_s']:7.2f} s  "
+    print(f"    replay (GroupShard.replay)                                 {ip['replay_s']:7.2f} s  "
           f"({1e6 * ip['replay_s'] / n:.1f} us/record)")
     print(f"    the rest: batch reads, record iteration (kafka-python), loop     {rest:7.2f} s  "
           f"(batch reads alone: {ip['read_only_s']:.2f} s)")

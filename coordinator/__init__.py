@@ -3,7 +3,7 @@ event-sourced state machine (no I/O, no wall clock), and the runtime that drives
 
 Import from here, not from the files inside: shard.py (routing, replay, load/unload, queries),
 classic/ (the classic group kind), consumer/ (the KIP-848 consumer group kind), kinds.py (the
-GroupKind interface and the registry of kinds), inspection.py (a group's read model), offsets.py, admin.py, timers.py, result.py, config.py, routing.py
+GroupKind interface and the registry of kinds), inspection.py (a group's read model), offsets.py, group_admin.py, timers.py, result.py, config.py, routing.py
 (Kafka's group hash: the offsets partition, and so the shard, of a group); the runtime
 (`tenure.coordinator.runtime`), the one writer to `__consumer_offsets` (`writer.py`).
 """
@@ -27,7 +27,7 @@ from .config import AdminError, CoordinatorConfig, default_member_id  # noqa: E4
 from .inspection import GroupInfo, MemberInfo  # noqa: E402
 from .result import GroupSnapshot, RequestContext, Result, TimerOp  # noqa: E402
 from .routing import java_string_hash, partition_for  # noqa: E402
-from .shard import GROUP_APIS, ROUTES, GroupCoordinator  # noqa: E402
+from .shard import GROUP_APIS, ROUTES, GroupShard  # noqa: E402
 from .timers import (  # noqa: E402
     KEY_TYPES,
     ExpansionKey,
@@ -45,7 +45,7 @@ __all__ = [
     "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
     "AdminError", "CoordinatorConfig", "default_member_id", "GroupInfo", "MemberInfo",
     "GroupSnapshot", "RequestContext", "Result", "TimerOp", "java_string_hash", "partition_for",
-    "GROUP_APIS", "ROUTES", "GroupCoordinator",
+    "GROUP_APIS", "ROUTES", "GroupShard",
     "KEY_TYPES", "ExpansionKey", "HeartbeatKey", "JoinKey", "PendingKey", "RegistrationKey", "SyncKey", "TimerKey",
     "TimerWheel",
 ]

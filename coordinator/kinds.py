@@ -19,7 +19,7 @@ from .result import RequestContext, Result
 from .timers import TimerKey
 
 if TYPE_CHECKING:
-    from .shard import GroupCoordinator
+    from .shard import GroupShard
 
 
 class Group(Protocol):
@@ -52,7 +52,7 @@ class GroupKind(Protocol):
     record_types: ClassVar[tuple[type, ...]]       # the __consumer_offsets records it replays
     timer_keys: ClassVar[tuple[type, ...]]         # the timers it arms
 
-    def __init__(self, shard: GroupCoordinator) -> None: ...     # one per shard
+    def __init__(self, shard: GroupShard) -> None: ...     # one per shard
 
     def replay(self, record: Any) -> None: ...
     def on_timer(self, key: TimerKey, now_ms: int) -> Result: ...
@@ -71,7 +71,7 @@ class GroupKind(Protocol):
     # inspection (inspection.py): one of its groups as the read model the control surface's views are made of
     def info(self, g: Any) -> GroupInfo: ...
 
-    # the admin APIs and controls (admin.py)
+    # the admin APIs and controls (group_admin.py)
     def delete_records(self, g: Any) -> list: ...
     def force_rebalance(self, group_id: str, now_ms: int) -> Result: ...
 
@@ -84,7 +84,7 @@ class ShardKinds:
     """One shard's kinds (one instance of each registered kind) and what routes to each: its APIs' handlers, its
     record types, its timer key types, its group values. Routing tables only: no state of their own."""
 
-    def __init__(self, shard: GroupCoordinator, kinds: Sequence[Callable[[GroupCoordinator], GroupKind]] = ()) -> None:
+    def __init__(self, shard: GroupShard, kinds: Sequence[Callable[[GroupShard], GroupKind]] = ()) -> None:
         self.all: tuple[GroupKind, ...] = tuple(kind(shard) for kind in kinds or KINDS)
         self.of_record = {t: k for k in self.all for t in k.record_types}
         self.of_timer = {t: k for k in self.all for t in k.timer_keys}

@@ -3,7 +3,7 @@ shard (the OffsetCommit records, replayed).
 
 What a commit must prove about its member (generation, identity, state) and which topics a group still
 consumes depend on the group's kind: `validate_commit`, `committed`, `offset_delete_error` and
-`subscribed_topics` are asked of the group kind (`GroupCoordinator.kind_of`), so a second kind of group
+`subscribed_topics` are asked of the group kind (`GroupShard.kind_of`), so a second kind of group
 plugs in its own rules. A commit to a group nobody knows makes a "simple" group, a classic one, as Kafka.
 
 OffsetCommit v0-9 and OffsetFetch v0-9 share ONE offset store (the OffsetCommit records). Kafka before
@@ -25,11 +25,11 @@ from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
 
 from .classic.group import DEAD, ClassicGroup
-from .part import ShardPart
+from .handler import ShardHandler
 from .result import RequestContext, Result
 
 
-class Offsets(ShardPart):
+class Offsets(ShardHandler):
     def offset_commit(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v, gid = ctx.api_version, req.group_id

@@ -1,7 +1,7 @@
 """What the coordinator shard takes in and gives back: the context of a request (protocol/context.py), the Result of an input
 (responses, records, timer changes), and the events the shard replays - the only way its state changes.
 
-Every change to coordinator state is an event applied by `GroupCoordinator.replay`, after the handler
+Every change to coordinator state is an event applied by `GroupShard.replay`, after the handler
 that produced it has returned (a handler that raises changes nothing). Two kinds:
 - records (`tenure.protocol.records`): Kafka's __consumer_offsets records, persisted and replayed on
   load; replaying them alone gives the state Kafka itself would load (a group with members is Stable);

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from tenure.coordinator import (
     AdminError,
-    GroupCoordinator,
+    GroupShard,
     RequestContext,
     Result,
     TimerWheel,
@@ -49,7 +49,7 @@ log = logging.getLogger("tenure.coordinator")
 
 T = TypeVar("T")
 
-Shard = GroupCoordinator
+Shard = GroupShard
 
 
 def _routing_key(x) -> str:

@@ -24,10 +24,10 @@ from tenure.protocol.records import (
     TransactionEnd,
 )
 
-from .admin import GroupAdmin
 from .classic import ClassicGroup
 from .config import CoordinatorConfig, default_member_id
 from .consumer.hash import TopicHashCache
+from .group_admin import GroupAdmin
 from .inspection import GroupInfo
 from .kinds import KINDS, Group, GroupKind, ShardKinds
 from .offsets import Offsets
@@ -53,10 +53,10 @@ class NoTopics:
         return None
 
 
-class GroupCoordinator:
+class GroupShard:
     def __init__(self, config: CoordinatorConfig | None = None,
                  member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0,
-                 topics=None, kinds: Sequence[Callable[[GroupCoordinator], GroupKind]] = ()) -> None:
+                 topics=None, kinds: Sequence[Callable[[GroupShard], GroupKind]] = ()) -> None:
         """`kinds`: the group kinds this shard serves (kinds.py's KINDS unless given: tests add kinds)."""
         self.config = config if config is not None else CoordinatorConfig()
         # the topic table consumer groups assign from (`get(name)`, `by_id(id)`: topics with `topic_id`,

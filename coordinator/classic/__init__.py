@@ -23,8 +23,8 @@ from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord
 
+from ..handler import ShardHandler
 from ..inspection import GroupInfo, MemberInfo
-from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
 from .describe import DescribeRequests
@@ -49,7 +49,7 @@ from .replay import replay_group_metadata
 from .static import StaticMembership, fenced, static_event
 
 if TYPE_CHECKING:
-    from ..shard import GroupCoordinator
+    from ..shard import GroupShard
 
 __all__ = [
     "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
@@ -78,7 +78,7 @@ def decode_assignment(raw: bytes | None) -> dict[str, list[int]] | None:
         return None
 
 
-class ClassicGroups(ShardPart):
+class ClassicGroups(ShardHandler):
     """The classic group kind (coordinator/kinds.py's GroupKind): its parts assembled, its APIs, timers and
     rules answered by them."""
     name: ClassVar[str] = "classic"
@@ -95,7 +95,7 @@ class ClassicGroups(ShardPart):
     member_requests: MemberRequests
     describe_requests: DescribeRequests
 
-    def __init__(self, shard: GroupCoordinator) -> None:
+    def __init__(self, shard: GroupShard) -> None:
         super().__init__(shard)
         self.rebalance = Rebalance(shard)
         self.options = DraftOptions(self.rebalance)
@@ -214,7 +214,7 @@ class ClassicGroups(ShardPart):
         return GroupInfo(g.group_id, g.kind, g.state, g.generation, g.protocol_type, g.protocol_name, g.leader_id,
                          members, dict(g.static_members))
 
-    # ---- the admin APIs and controls (coordinator/admin.py)
+    # ---- the admin APIs and controls (coordinator/group_admin.py)
     @staticmethod
     def delete_records(g: ClassicGroup) -> list:
         """What deleting an empty classic group writes after its offsets' tombstones."""

@@ -16,7 +16,7 @@ from tenure.protocol.error_responses import join_group_error, sync_group_error
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord, MemberRecord
 
-from ..part import ShardPart
+from ..handler import ShardHandler
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, SyncKey
 from .group import (
@@ -31,7 +31,7 @@ from .group import (
 from .static import static_event
 
 
-class Rebalance(ShardPart):
+class Rebalance(ShardHandler):
     """The machinery of a classic group's rebalance, over one shard's groups."""
 
     def group(self, group_id: str) -> ClassicGroup | None:

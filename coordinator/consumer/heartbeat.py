@@ -41,8 +41,8 @@ from tenure.protocol.records import (
     StaticMemberEventRecord,
 )
 
+from ..handler import ShardHandler
 from ..inspection import GroupInfo, MemberInfo
-from ..part import ShardPart
 from ..result import RequestContext, Result
 from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
@@ -78,7 +78,7 @@ def _blank(s: str | None) -> bool:
     return s is None or not s.strip()
 
 
-class ConsumerGroups(ShardPart):
+class ConsumerGroups(ShardHandler):
     """The KIP-848 consumer group kind (coordinator/kinds.py's GroupKind)."""
     name: ClassVar[str] = "consumer"
     group_type: ClassVar[type] = ConsumerGroup

@@ -15,7 +15,7 @@ from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
-from tenure.coordinator import GroupCoordinator
+from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.loader import LoadReport, iter_batches
 from tenure.coordinator.runtime import CoordinatorRuntime
@@ -154,7 +154,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                     "to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
                     config.offsets_partition_count)
     coordinator_config = config.coordinator_config()
-    groups = CoordinatorRuntime(lambda p: GroupCoordinator(coordinator_config, partition=p, topics=topics), offsets,
+    groups = CoordinatorRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics), offsets,
                                 clock=clock, on_fatal=on_fatal, metrics=metrics,
                                 hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p),
                                 partition_writer=broker.replicas)

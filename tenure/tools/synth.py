@@ -88,7 +88,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
     from tenure.broker.topics import OFFSETS_TOPIC, TopicRegistry
-    from tenure.coordinator import GroupCoordinator, partition_for
+    from tenure.coordinator import GroupShard, partition_for
     from tenure.coordinator.writer import CoordinatorWriter
     from tenure.protocol import records as rec
     from tenure.protocol.records import (
@@ -116,7 +116,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
         writer = CoordinatorWriter(topic, clock_ms=lambda: clock[0])
         # each partition's records also go to a real coordinator shard, whose state is checked against
         # what the simulation expects at the end (see check_against_shards)
-        shards = [GroupCoordinator(partition=p) for p in range(cfg.offsets_partitions)]
+        shards = [GroupShard(partition=p) for p in range(cfg.offsets_partitions)]
         stats: dict[str, Any] = {"batches": 0, "records": 0, "group_records": 0, "offset_records": 0, "event_records": 0,
                  "tombstones": 0, "commits": 0, "restarts": 0, "rebalances": 0, "expirations": 0,
                  "leaves": 0, "removals": 0, "forced_rebalances": 0, "fenced": 0, "deletions": 0}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tenure.coordinator import GroupCoordinator
+from tenure.coordinator import GroupShard
 from tenure.protocol import records as rec
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
@@ -101,7 +101,7 @@ class _Topic:
 
 
 def replayed_state(logs) -> dict:
-    co = GroupCoordinator()
+    co = GroupShard()
     CoordinatorRuntime(lambda _partition: co, _Topic(logs)).load()
     return {gid: (g.generation, dict(g.static_members)) for gid, g in co.groups.items()
             if g.generation > 0 or g.static_members}

@@ -1,4 +1,4 @@
-"""A synchronous harness around the pure `GroupCoordinator`: a fake clock, deterministic member ids,
+"""A synchronous harness around the pure `GroupShard`: a fake clock, deterministic member ids,
 keyed timers, and the responses/records each input produced.
 
 Every response is put through the wire codec at the request's api version (encode, then decode), so a
@@ -39,7 +39,7 @@ from kafka.protocol.consumer.group import (
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
 
-from tenure.coordinator import CoordinatorConfig, GroupCoordinator, RequestContext
+from tenure.coordinator import CoordinatorConfig, GroupShard, RequestContext
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from tenure.coordinator import EMPTY, STABLE, GroupSnapshot
 from tenure.coordinator import KEY_TYPES, TimerKey, TimerWheel
@@ -196,7 +196,7 @@ class Harness:
         self.now_ms = 1_000_000
         self._next_id = 1
         self.topics = topics                       # the topic table consumer groups assign from (None: none)
-        self.coordinator = GroupCoordinator(config or CoordinatorConfig(), member_id_generator=self._member_id,
+        self.coordinator = GroupShard(config or CoordinatorConfig(), member_id_generator=self._member_id,
                                             topics=topics)
         self.coordinator.journal = _CopyingJournal()
         self.wheel = TimerWheel()                  # armed timers, fired by (deadline, arming order)
@@ -417,7 +417,7 @@ class Harness:
         return self.send(DELETE, version, DeleteGroupsRequest(version=version, groups_names=list(group_ids)))
 
     def unload(self) -> None:
-        """The shard gives its partition up (`GroupCoordinator.unload`), applied like any input; the
+        """The shard gives its partition up (`GroupShard.unload`), applied like any input; the
         invariants are not checked against a journal whose state is gone: the journal starts again."""
         self.unloaded_records = self.durable_records()
         auto, self.auto_check = self.auto_check, False
@@ -510,7 +510,7 @@ class Harness:
 
     # ------------------------------------------------------------ invariants
     def check_journal_replay(self) -> None:
-        fresh = GroupCoordinator(self.coordinator.config)
+        fresh = GroupShard(self.coordinator.config)
         for event in self.coordinator.journal:
             fresh.replay(copy.deepcopy(event))
         live = self.coordinator
@@ -561,7 +561,7 @@ class Harness:
     def durable_records(self) -> list:
         return [e for e in self.coordinator.journal if not isinstance(e, GroupSnapshot)]
 
-    def durable_state(self, *, compacted: bool = False) -> GroupCoordinator:
+    def durable_state(self, *, compacted: bool = False) -> GroupShard:
         """Replay only the durable records (optionally after log compaction: latest value per key,
         tombstones kept) into a fresh coordinator."""
         recs = self.durable_records()
@@ -572,7 +572,7 @@ class Harness:
                 latest.pop(key, None)
                 latest[key] = r
             recs = list(latest.values())
-        fresh = GroupCoordinator(self.coordinator.config)
+        fresh = GroupShard(self.coordinator.config)
         for r in recs:
             fresh.replay(copy.deepcopy(r))
         return fresh

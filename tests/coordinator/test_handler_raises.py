@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from tenure.coordinator import CoordinatorConfig, GroupCoordinator
+from tenure.coordinator import CoordinatorConfig, GroupShard
 from tenure.coordinator import Result
 from tenure.coordinator import HeartbeatKey, JoinKey
 from tenure.coordinator.classic.rebalance import Rebalance
@@ -22,7 +22,7 @@ def _boom(*args, **kwargs):
     raise Injected()
 
 
-def _state(c: GroupCoordinator) -> dict:
+def _state(c: GroupShard) -> dict:
     """Everything the shard holds but its configuration and id generator (journal by length)."""
     # the shard's handlers and its routing tables to them: no state of their own
     parts = ("offset_store", "admin", "kinds", "routes")

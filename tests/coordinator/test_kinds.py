@@ -20,11 +20,11 @@ from typing import ClassVar
 
 import pytest
 
-from tenure.coordinator import GroupCoordinator, GroupInfo, MemberInfo, RequestContext, Result, TimerKey
+from tenure.coordinator import GroupShard, GroupInfo, MemberInfo, RequestContext, Result, TimerKey
 from tenure.coordinator import kinds as kinds_module
 from tenure.coordinator.config import AdminError
 from tenure.coordinator.kinds import KINDS
-from tenure.coordinator.part import ShardPart
+from tenure.coordinator.handler import ShardHandler
 from tenure.protocol.errors import ErrorCode as E
 
 FAKE_API = 1000
@@ -65,7 +65,7 @@ class FakeSessionKey(TimerKey):
     kind: ClassVar[str] = "fake-session"
 
 
-class FakeGroups(ShardPart):
+class FakeGroups(ShardHandler):
     name: ClassVar[str] = "fake"
     group_type: ClassVar[type] = FakeGroup
     apis: ClassVar[dict[int, str]] = {FAKE_API: "join"}
@@ -136,12 +136,12 @@ def _ctx(token: int, now_ms: int = 0) -> RequestContext:
     return RequestContext(token, 0, "client", "/127.0.0.1", now_ms)
 
 
-def _fake_kind(c: GroupCoordinator) -> FakeGroups:
+def _fake_kind(c: GroupShard) -> FakeGroups:
     (kind,) = [k for k in c.kinds.all if isinstance(k, FakeGroups)]
     return kind
 
 
-def _check_routes_to_the_fake_kind(c: GroupCoordinator) -> None:
+def _check_routes_to_the_fake_kind(c: GroupShard) -> None:
     fake = _fake_kind(c)
     assert len(c.kinds.all) == len(KINDS) + 1
     # its API
@@ -179,19 +179,19 @@ def _check_routes_to_the_fake_kind(c: GroupCoordinator) -> None:
 
 
 def test_a_new_kind_is_its_class_and_one_registry_line():
-    c = GroupCoordinator(kinds=(*KINDS, FakeGroups))
+    c = GroupShard(kinds=(*KINDS, FakeGroups))
     assert c.routes[FAKE_API].__self__ is _fake_kind(c)
     _check_routes_to_the_fake_kind(c)
 
 
 def test_the_registry_line_is_all_the_shard_reads(monkeypatch):
     monkeypatch.setattr(kinds_module, "KINDS", (*KINDS, FakeGroups))
-    _check_routes_to_the_fake_kind(GroupCoordinator())
+    _check_routes_to_the_fake_kind(GroupShard())
 
 
 def test_the_real_kinds_serve_alongside_the_fake_one():
     """A third kind changes nothing for the others: a classic JoinGroup still goes to the classic kind."""
-    c = GroupCoordinator(kinds=(*KINDS, FakeGroups))
+    c = GroupShard(kinds=(*KINDS, FakeGroups))
     c.handle(FAKE_API, _ctx(1), SimpleNamespace(group_id="fg", member_id="m1"))
     c.handle(11, RequestContext(2, 5, "client", "/127.0.0.1", 0), SimpleNamespace(
         group_id="g", member_id="", group_instance_id="i1", session_timeout_ms=10000, rebalance_timeout_ms=10000,

@@ -14,7 +14,7 @@ from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchReques
 
 from tenure.broker.topics import TopicRegistry
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.coordinator import CoordinatorConfig, GroupCoordinator, partition_for
+from tenure.coordinator import CoordinatorConfig, GroupShard, partition_for
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.loader import iter_batches
 from tenure.coordinator.runtime import CoordinatorRuntime
@@ -26,7 +26,7 @@ from tenure.protocol.context import RequestContext
 
 def runtime(partitions: int) -> CoordinatorRuntime:
     topic = TopicRegistry().create(OFFSETS_TOPIC, partitions, internal=True, configs={"cleanup.policy": "compact"})
-    return CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic, clock=CoordinatorClock(lambda: 1_000_000))
+    return CoordinatorRuntime(lambda _partition: GroupShard(), topic, clock=CoordinatorClock(lambda: 1_000_000))
 
 
 async def call(rt: CoordinatorRuntime, body, version: int):
@@ -96,7 +96,7 @@ def test_eight_shards_answer_as_one_coordinator(seed):
             owners = {partition_for(rec.decode(r.key, r.value).group_id, 8)
                       for _, raw in iter_batches(plog) for r in DefaultRecordBatch(raw)}
             assert owners <= {p}
-        again = CoordinatorRuntime(lambda _partition: GroupCoordinator(), many.offsets_topic)
+        again = CoordinatorRuntime(lambda _partition: GroupShard(), many.offsets_topic)
         again.load()
         for p, shard in many.shards.items():
             fresh = again.shards[p]
@@ -123,7 +123,7 @@ def test_timers_of_every_shard_fire_from_one_wheel_and_a_failing_one_is_not_swal
     async def run():
         topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
         now = [1_000_000]
-        rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+        rt = CoordinatorRuntime(lambda p: GroupShard(CoordinatorConfig(initial_rebalance_delay_ms=3000),
                                                            partition=p), topic, clock=CoordinatorClock(lambda: now[0]))
         groups = ["b-group", "a-group", "e-group"]
         assert len({partition_for(g, 8) for g in groups}) == 3
@@ -161,7 +161,7 @@ def test_unloading_every_partition_answers_each_shards_parked_requests_16_and_st
 
     async def run():
         topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
-        rt = CoordinatorRuntime(lambda p: GroupCoordinator(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+        rt = CoordinatorRuntime(lambda p: GroupShard(CoordinatorConfig(initial_rebalance_delay_ms=3000),
                                                            partition=p), topic, clock=CoordinatorClock(lambda: 1_000_000))
         groups = ["b-group", "a-group", "e-group"]
         parked = [asyncio.ensure_future(call(rt, JoinGroupRequest(

@@ -1,7 +1,7 @@
 """The shard API: `unload` (another coordinator takes the partition over) and the read-only queries."""
 import pytest
 
-from tenure.coordinator import CoordinatorConfig, GroupCoordinator
+from tenure.coordinator import CoordinatorConfig, GroupShard
 from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
 from .harness import Harness, join_err, sync_err
@@ -98,15 +98,15 @@ def test_queries_return_copies():
 
 
 def test_partition_identity():
-    assert GroupCoordinator().partition == 0
-    assert GroupCoordinator(partition=7).partition == 7
+    assert GroupShard().partition == 0
+    assert GroupShard(partition=7).partition == 7
 
 
 def test_one_routing_table_serves_every_group_api():
     """The shard's one table: the offsets' and admin APIs (ROUTES) and each registered kind's own, no API twice."""
     from tenure.coordinator import GROUP_APIS, ROUTES
     from tenure.coordinator.kinds import KINDS
-    c = GroupCoordinator()
+    c = GroupShard()
     assert GROUP_APIS == frozenset(c.routes) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69}
     owned = [set(ROUTES)] + [set(kind.apis) for kind in KINDS]
     assert sum(len(o) for o in owned) == len(GROUP_APIS)              # each API has one owner

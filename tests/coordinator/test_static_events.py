@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from tenure.coordinator import CoordinatorConfig, GroupCoordinator
+from tenure.coordinator import CoordinatorConfig, GroupShard
 from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from tenure.protocol import records as wire_records
 from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
@@ -408,7 +408,7 @@ def test_after_delete_and_compaction_nothing_of_the_group_is_left():
     assert {r.group_id for r in survivors} == {"kept"}
     assert [r for r in survivors if isinstance(r, StaticMemberEventRecord)] == [
         event_record("joined", "k1", None, h.g("kept").static_members["k1"], 0, h.now_ms, group_id="kept")]
-    fresh = GroupCoordinator()
+    fresh = GroupShard()
     for r in survivors:
         fresh.replay(r)
     assert set(fresh.groups) == {"kept"} and fresh.static_event_keys == {"kept": {"k1"}}

@@ -146,9 +146,9 @@ def test_list_transactions_filters():
 
 def test_group_coordinator_holds_transactional_offsets_until_the_marker():
     from kafka.protocol.producer import TxnOffsetCommitRequest as R
-    from tenure.coordinator import GroupCoordinator, RequestContext
+    from tenure.coordinator import GroupShard, RequestContext
     from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
-    g = GroupCoordinator()
+    g = GroupShard()
     T = R.TxnOffsetCommitRequestTopic
 
     def commit(pid, offset):
@@ -175,9 +175,9 @@ def test_a_transactional_commit_is_not_refused_during_completing_rebalance():
     """Kafka refuses an OffsetCommit in CompletingRebalance (27) but not a TxnOffsetCommit of the member."""
     from kafka.protocol.consumer.group import OffsetCommitRequest as O
     from kafka.protocol.producer import TxnOffsetCommitRequest as R
-    from tenure.coordinator import GroupCoordinator, RequestContext
+    from tenure.coordinator import GroupShard, RequestContext
     from tests.support.groupwire import join_request
-    g = GroupCoordinator()
+    g = GroupShard()
     join, version = join_request("g", "", None, "t", session_ms=10000)
     g.handle(11, RequestContext(1, version, "c", "h", 100), join)        # a new member: id handed out (KIP-394)
     mid = next(iter(g.groups["g"].pending_members))

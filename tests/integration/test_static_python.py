@@ -11,7 +11,7 @@ What the clients do on close() for a static member (checked by the LeaveGroup co
 - kafka-python 3: no LeaveGroup when group_instance_id is set and the broker is >= 2.3
   (BaseCoordinator.maybe_leave_group_async only leaves for dynamic members); close() still calls the
   closing consumer's own on_partitions_revoked (Java's onLeavePrepare), which is local only.
-- aiokafka: no LeaveGroup when group_instance_id is set (GroupCoordinator._maybe_leave_group).
+- aiokafka: no LeaveGroup when group_instance_id is set (GroupShard._maybe_leave_group).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from tenure.coordinator import GroupCoordinator
+from tenure.coordinator import GroupShard
 from tenure.protocol import records as rec
 from tenure.storage import parse_batches
 from tenure.storage import segments as segments_mod
@@ -63,14 +63,14 @@ def file_records(plog: SegmentLog) -> list:
         again.close()
 
 
-def fold(recs) -> GroupCoordinator:
-    c = GroupCoordinator()
+def fold(recs) -> GroupShard:
+    c = GroupShard()
     for _, key, value, _, _ in recs:
         c.replay(rec.decode(key, value))
     return c
 
 
-def state(c: GroupCoordinator):
+def state(c: GroupShard):
     """What replay built: groups (member maps, generation, leader, protocol, ...), offsets and static-member
     event keys - all of it (an offsets-only group whose last offset is tombstoned is gone in both)."""
     return c.groups, c.offsets, c.static_event_keys

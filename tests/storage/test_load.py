@@ -8,7 +8,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tenure.broker.topics import TopicRegistry
-from tenure.coordinator import GroupCoordinator
+from tenure.coordinator import GroupShard
 from tenure.coordinator import ClassicGroup
 from tenure.protocol import records as rec
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
@@ -57,7 +57,7 @@ def offsets_topic_with(records: list, extra: list[tuple[bytes | None, bytes | No
     return topic
 
 
-def state(co: GroupCoordinator):
+def state(co: GroupShard):
     groups = {gid: (g.state, g.generation, g.protocol_name, g.leader_id, dict(g.static_members),
                     sorted(g.members)) for gid, g in co.groups.items()}
     return groups, co.offsets, {k: set(v) for k, v in getattr(co, "static_event_keys", {}).items() if v}
@@ -66,10 +66,10 @@ def state(co: GroupCoordinator):
 @pytest.mark.parametrize("seed", range(12))
 def test_latest_per_key_load_equals_a_full_replay(seed):
     records = history(seed)
-    full = GroupCoordinator()
+    full = GroupShard()
     for r in records:
         full.replay(r)
-    loaded = GroupCoordinator()
+    loaded = GroupShard()
     report = CoordinatorRuntime(lambda _partition: loaded, offsets_topic_with(records)).load()
     assert report.records == len(records) and report.replayed <= len(records)
     assert report.replayed == len({rec.encode(r)[0] for r in records})
@@ -80,13 +80,13 @@ def test_unknown_record_types_and_keyless_records_are_skipped_and_reported(caplo
     records = history(1, 50)
     unknown = (struct.pack(">h", 999) + b"future", b"\x00\x00value")
     topic = offsets_topic_with(records, extra=[unknown, unknown, (None, b"x")])
-    co = GroupCoordinator()
+    co = GroupShard()
     with caplog.at_level(logging.WARNING):
         report = CoordinatorRuntime(lambda _partition: co, topic).load()
     assert report.unknown == {999: 1}                   # one key (its latest record) of an unknown type
     assert [(p, reason) for p, _, reason in report.undecodable] == [(0, "record without a key")]
     assert "skipped 1 record key(s) of unknown type (key version 999)" in caplog.text
-    full = GroupCoordinator()
+    full = GroupShard()
     for r in records:
         full.replay(r)
     assert state(co) == state(full)
@@ -99,10 +99,10 @@ def test_a_group_left_with_neither_metadata_nor_offsets_is_not_loaded_as_on_kafk
     records = [rec.OffsetCommitRecord("shell", "t", 0, 5, -1, "", 1),
                rec.OffsetCommitRecord("shell", "t", 0, tombstone=True),
                rec.OffsetCommitRecord("kept", "t", 0, 9, -1, "", 2)]
-    full = GroupCoordinator()
+    full = GroupShard()
     for r in records:
         full.replay(r)
-    loaded = GroupCoordinator()
+    loaded = GroupShard()
     CoordinatorRuntime(lambda _partition: loaded, offsets_topic_with(records)).load()
     assert set(full.groups) == {"kept"} and full.offsets.keys() == {"kept"}
     assert loaded.groups == full.groups and loaded.offsets == full.offsets
@@ -113,10 +113,10 @@ def test_a_deleted_groups_surviving_offsets_keep_it_as_an_empty_group_as_on_kafk
     tombstone followed by a surviving offset gives an Empty group in a full replay and in the load."""
     records = [rec.OffsetCommitRecord("g", "t", 0, 5, -1, "", 1),
                rec.GroupMetadataRecord("g", tombstone=True)]
-    full = GroupCoordinator()
+    full = GroupShard()
     for r in records:
         full.replay(r)
-    loaded = GroupCoordinator()
+    loaded = GroupShard()
     CoordinatorRuntime(lambda _partition: loaded, offsets_topic_with(records)).load()
     assert full.groups == loaded.groups == {"g": ClassicGroup("g")}
     assert full.offsets == loaded.offsets and full.offsets["g"][("t", 0)].offset == 5
@@ -136,10 +136,10 @@ def test_group_partition_follows_kafkas_utils_abs_not_a_sign_mask():
 
 def test_a_log_on_disk_loads_as_the_same_log_in_memory(tmp_path):
     records = history(3)
-    on_disk = GroupCoordinator()
+    on_disk = GroupShard()
     topic = offsets_topic_with(records, log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
     report = CoordinatorRuntime(lambda _partition: on_disk, topic).load()
-    in_memory = GroupCoordinator()
+    in_memory = GroupShard()
     again = CoordinatorRuntime(lambda _partition: in_memory, offsets_topic_with(records)).load()
     assert (report.batches, report.records, report.replayed) == (again.batches, again.records, again.replayed)
     assert state(on_disk) == state(in_memory)
@@ -156,6 +156,6 @@ def test_a_batch_changed_on_disk_after_open_stops_the_load_naming_file_and_byte(
     spot = data.index(struct.pack(">q", 4242))
     path.write_bytes(data[:spot] + struct.pack(">q", 4243) + data[spot + 8:])
     with pytest.raises(CorruptLogError) as err:
-        CoordinatorRuntime(lambda _partition: GroupCoordinator(), topic).load()
+        CoordinatorRuntime(lambda _partition: GroupShard(), topic).load()
     assert str(path) in str(err.value) and "at byte 0" in str(err.value) and "CRC-32C" in str(err.value)
     topic.partitions[0].close()

@@ -192,11 +192,11 @@ def test_the_simulation_is_checked_against_real_coordinator_shards(synth):
     shards' groups and offsets against what it returns; a simulation that disagreed would not pass."""
     import copy
 
-    from tenure.coordinator import GroupCoordinator, partition_for
+    from tenure.coordinator import GroupShard, partition_for
     from tenure.tools.synth import check_against_shards
 
     d, result = synth
-    shards = [GroupCoordinator(partition=p) for p in range(CFG.offsets_partitions)]
+    shards = [GroupShard(partition=p) for p in range(CFG.offsets_partitions)]
     for part, records in read_records(d).items():
         for x in records:
             assert partition_for(x.group_id, CFG.offsets_partitions) == part

@@ -11,11 +11,11 @@ from tenure.protocol.records import OffsetCommitRecord, StaticMemberEventRecord
 
 from .classic.group import DEAD, EMPTY
 from .config import AdminError
-from .part import ShardPart
+from .handler import ShardHandler
 from .result import RequestContext, Result
 
 
-class GroupAdmin(ShardPart):
+class GroupAdmin(ShardHandler):
     def list_groups(self, ctx: RequestContext, req) -> Result:
         res = Result()
         v = ctx.api_version

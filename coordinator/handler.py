@@ -8,14 +8,14 @@ if TYPE_CHECKING:
 
     from .config import CoordinatorConfig
     from .kinds import Group
-    from .shard import GroupCoordinator
+    from .shard import GroupShard
 
 
-class ShardPart:
+class ShardHandler:
     """Reads its shard's live state and returns Results; holds no state of its own (the shard replays
     what a part returns)."""
 
-    def __init__(self, shard: GroupCoordinator) -> None:
+    def __init__(self, shard: GroupShard) -> None:
         self.shard = shard
 
     @property
