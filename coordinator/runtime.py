@@ -17,11 +17,9 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from tenure.coordinator import (
-    AdminError,
-    GroupShard,
     RequestContext,
     Result,
     TimerWheel,
@@ -31,25 +29,31 @@ from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.markers import TxnMarker
-from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 from tenure.storage.durability import Durability
 
 from . import routing
 from .clock import CoordinatorClock
-from .inspection import GroupInfo
-from .kinds import Group
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
 from .timers import KEY_TYPES, Timer
-from .transactions import TransactionCoordinator
 from .writer import CoordinatorWriter, InternalTopic, LogAppender, PartitionWriter
 
 log = logging.getLogger("tenure.coordinator")
 
 T = TypeVar("T")
 
-Shard = GroupShard
+class Shard(Protocol):
+    """What the runtime asks of a shard, whatever coordinator it is (the group coordinator's GroupShard, the
+    transaction coordinator's TransactionCoordinator)."""
+
+    def handle(self, api_key: int, ctx: RequestContext, body: Any) -> Result: ...
+    def on_timer(self, key: Any, now_ms: int) -> Result: ...
+    def replay(self, event: Any) -> None: ...
+    def loaded(self, now_ms: int) -> Result: ...
+    def unload(self, now_ms: int) -> Result: ...
+
+
+S = TypeVar("S", bound=Shard)
 
 
 def _routing_key(x) -> str:
@@ -59,28 +63,23 @@ def _routing_key(x) -> str:
     return gid if gid is not None else getattr(x, "transactional_id", None) or ""
 
 
-class CoordinatorRuntime:
+class CoordinatorRuntime(Generic[S]):
     """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
     partition of `offsets_topic` and writes through its `CoordinatorWriter`, which appends through
     `partition_writer` (the broker's replica manager; without one, straight to the topic's logs, calling
     `notify_append(topic, partition)` after each append).
 
-    The transaction coordinator runs on this runtime too, over `__transaction_state` (one partition, one
-    shard: `codec` is its records' codec, protocol/txn_records.py): its Results carry `markers`, written by
-    `write_markers` (the broker's, into the data partitions; a marker for __consumer_offsets goes through
-    the group runtime's `write_marker`), then its shard's `markers_written` completes the transactions.
-    Made with `host` (the group coordinator's runtime) and its `timer_keys`, it has no clock or timer wheel
-    of its own: its timers go into the host's one wheel (fired in one deadline order with the group
-    timers, handed back to it by key type) and it reads the host's clock, so one `advance_clock` moves
-    both."""
+    Two kinds of runtime: the group coordinator's (group_runtime.py, over `__consumer_offsets`) and the
+    transaction coordinator's (txn_runtime.py, over `__transaction_state`; `codec` is its records' codec). Each
+    arms its own `timer_keys` on the one `clock` they share (coordinator/clock.py), so their timers fire in one
+    deadline order and one `advance_clock` moves both."""
 
-    def __init__(self, new_shard: Callable[[int], Shard], offsets_topic: InternalTopic,
+    def __init__(self, new_shard: Callable[[int], S], offsets_topic: InternalTopic,
                  notify_append: Callable[[str, int], None] | None = None,
                  clock: CoordinatorClock | None = None,
                  durability: Durability | None = None,
                  on_fatal: Callable[[BaseException], None] | None = None,
-                 metrics: Metrics | None = None, codec=rec,
-                 write_markers: Callable[[list[TxnMarker], int], list] | None = None,
+                 metrics: Metrics | None = None, codec: Any = rec,
                  timer_keys: tuple[type, ...] = tuple(KEY_TYPES.values()),
                  hosted_on: Callable[[int], int] | None = None,
                  partition_writer: PartitionWriter | None = None) -> None:
@@ -91,11 +90,10 @@ class CoordinatorRuntime:
         self.loading: set[int] = set()       # partitions being loaded after a move: COORDINATOR_LOAD_IN_PROGRESS
         self._moves = asyncio.Lock()         # one move (unload, load) at a time
         self._markers_while_loading: dict[int, list] = {}
-        self.write_markers = write_markers
         self.offsets_topic = offsets_topic
         self.partitions = len(offsets_topic.partitions)
         self._new_shard = new_shard
-        self.shards: dict[int, Shard] = {p: new_shard(p) for p in range(self.partitions)}
+        self.shards: dict[int, S] = {p: new_shard(p) for p in range(self.partitions)}
         # the clock and timer wheel shared with the server's other coordinator runtimes (coordinator/clock.py):
         # this runtime's timers are those of `timer_keys`, fired here
         self._own_clock = clock is None          # made here: closed with this runtime
@@ -132,27 +130,8 @@ class CoordinatorRuntime:
     def _partition_of_key(self, key: Timer) -> int:
         return partition_for(_routing_key(key), self.partitions)
 
-    def shard_for(self, group_id: str) -> Shard:
+    def shard_for(self, group_id: str) -> S:
         return self.shards[self.partition_of(group_id)]
-
-    def group_ids(self) -> list[str]:
-        """Every group of every loaded shard, sorted."""
-        return sorted(gid for shard in self.shards.values() for gid in shard.group_ids())
-
-    def group(self, group_id: str) -> Group | None:
-        """A copy of one group's state, from its shard (None if unknown or its partition is not loaded)."""
-        shard = self.shards.get(self.partition_of(group_id))
-        return None if shard is None else shard.group(group_id)
-
-    def group_info(self, group_id: str) -> GroupInfo | None:
-        """One group as its kind describes it for inspection (None if unknown or its partition is not loaded)."""
-        shard = self.shards.get(self.partition_of(group_id))
-        return None if shard is None else shard.group_info(group_id)
-
-    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitRecord]:
-        """A copy of one group's committed offsets: {(topic, partition): record} (records are frozen)."""
-        shard = self.shards.get(self.partition_of(group_id))
-        return {} if shard is None else shard.committed_offsets(group_id)
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> LoadReport:
@@ -335,61 +314,13 @@ class CoordinatorRuntime:
             self.apply(shard.loaded(self.clock_ms()))
             return finish_report(report, self.writer.topic_name, [shard], t0)
 
-    def force_rebalance(self, group_id: str) -> None:
-        """The KIP-345 draft's forced static rebalance of one group, on its shard (AdminError if refused,
-        NOT_COORDINATOR if its offsets partition is not loaded here)."""
-        shard = self.shards.get(self.partition_of(group_id))
-        if shard is None:
-            raise AdminError(ErrorCode.NOT_COORDINATOR, f"the offsets partition of group {group_id!r} is not loaded")
-        self.apply(shard.force_rebalance(group_id, self.clock_ms()))
-
-    def expire_session(self, group_id: str, member: str) -> bool:
-        """Expire one member's session now, as if its heartbeats had stopped (`member`: its member id or
-        group.instance.id), whatever the group's kind: its shard's Result (GroupAdmin.expire_session: the
-        session timer cancelled, then what that timer firing does) applied as any other - records written,
-        answers released once durable, timers set. True if the member lost its session: removed (a classic
-        group's member, or a consumer group's, fenced with one group epoch bump) or kept offline (a classic
-        static member under --static-registration-timeout-ms); False if the group or member is unknown here,
-        no session timer of it is armed, or it is parked in a JoinGroup or SyncGroup (Kafka's rule). Work
-        that raises is fail-stop, as when the timer fires by itself."""
-        if self.failed is not None:
-            raise self.failed
-        shard = self.shards.get(self.partition_of(group_id))
-        g = None if shard is None else shard.group(group_id)
-        if shard is None or g is None:
-            return False
-        mid = g.static_members.get(member, member)
-        result = self._timer_work(f"session of {member!r} in group {group_id!r}",
-                                  lambda: shard.expire_session(group_id, member, self.clock_ms()))
-        if result is None:
-            return False
-        self.apply(result)
-        after = shard.group(group_id)
-        return after is None or not after.in_session(mid)
-
-    def write_marker(self, marker: TxnMarker, now_ms: int):
-        """A transaction's marker for one partition of this runtime's topic (offsets committed in the
-        transaction): written through the CoordinatorWriter, then replayed by that partition's shard (the
-        offsets become committed, or are dropped); an unloaded partition's shard reads it at its load.
-        Returns the log written."""
-        plog = self.writer.write_marker(marker.partition, marker.producer_id, marker.producer_epoch,
-                                        marker.commit, marker.coordinator_epoch, now_ms)
-        shard = self.shards.get(marker.partition)
-        end = TransactionEnd(marker.producer_id, marker.producer_epoch, marker.commit)
-        if shard is not None:
-            shard.replay(end)
-        elif marker.partition in self.loading:     # past the loader's end offset: replayed when it is done
-            self._markers_while_loading.setdefault(marker.partition, []).append(end)
-        return plog
-
     def apply(self, result: Result) -> None:
-        """Apply a shard's Result: records written (then a transaction coordinator's markers, see
-        `_write_markers`), responses released once durable, timers set."""
+        """Apply a shard's Result: records written (then what the runtime's kind adds: `_after_records`),
+        responses released once durable, timers set."""
         if self.failed is not None:
             raise self.failed
         logs = self.writer.write(result.records) if result.records else []
-        if getattr(result, "markers", None):
-            self._write_markers(result, logs)
+        self._after_records(result, logs)
         if self.writer.durable_needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
@@ -400,46 +331,15 @@ class CoordinatorRuntime:
             task.add_done_callback(self._syncing.discard)
         else:
             self._release(result.responses)
-        for r in result.records:
-            if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
-                self.metrics.static_event(r.group_id, r.cause)
-                log.info("group %s: static member %s %s (member %s -> %s, generation %d, client %s %s)",
-                         r.group_id, r.group_instance_id, r.cause, r.old_member_id, r.new_member_id,
-                         r.generation, r.client_id, r.client_host,
-                         extra={"event": "static_member", "group": r.group_id, "instance_id": r.group_instance_id,
-                                "cause": r.cause, "old_member_id": r.old_member_id,
-                                "new_member_id": r.new_member_id, "generation": r.generation,
-                                "client_id": r.client_id, "client_host": r.client_host})
-        for gid, cause in result.rebalances:
-            self.metrics.rebalance(gid, cause)
-            g = self.group(gid)
-            generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
-            log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
-                     gid, cause, generation, members,
-                     extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
-                            "members": members})
+        self._observe(result)
         self._set_timers(result.timers)
 
-    def _write_markers(self, result, logs: list) -> None:
-        """A transaction coordinator's Result: after its records (the prepared transactions), the markers go
-        into their partitions, then the records completing those transactions (by the shard of their
-        transactional ids, which made the Result); the answers leave after all of them, and wait for all of
-        them to be durable."""
-        shard = self.shards[partition_for(result.markers[0].transactional_id, self.partitions)]
-        assert isinstance(shard, TransactionCoordinator), "only the transaction coordinator's Results carry markers"
-        assert self.write_markers is not None, "a runtime whose shards write markers is given write_markers"
-        now = self.clock_ms()
-        try:
-            logs += self.write_markers(result.markers, now)
-        except OSError as exc:
-            self.writer.fail(exc, "cannot write transaction markers")
-            raise
-        done = shard.markers_written(result.markers, now)
-        if done.records:
-            logs += self.writer.write(done.records)
-        result.responses += done.responses
-        result.timers += done.timers
-        result.records += done.records
+    def _after_records(self, result: Result, logs: list) -> None:
+        """After a Result's records are written, before its answers wait for durability (the transaction
+        coordinator's runtime writes its markers here); `logs` gains what is written."""
+
+    def _observe(self, result: Result) -> None:
+        """What a Result tells the counters and the log (the group coordinator's: rebalances, static members)."""
 
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:

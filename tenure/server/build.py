@@ -17,9 +17,10 @@ from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
+from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport, iter_batches
-from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
+from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol import txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
@@ -48,12 +49,12 @@ class TransactionCoordinatorHandle:
                  metrics: Metrics, on_fatal: Callable[[BaseException], None], serving: Callable[[], bool]) -> None:
         self.config, self.topics, self.cluster, self.clock = config, topics, cluster, clock
         self.metrics, self.on_fatal, self.serving = metrics, on_fatal, serving
-        self.runtime: CoordinatorRuntime | None = None
+        self.runtime: TransactionRuntime | None = None
         self.loaded: TransactionCoordinator | None = None    # the shard last loaded (a move loads a new one)
         self.broker: Broker | None = None                     # both made by build(), which wires them
-        self.groups: CoordinatorRuntime | None = None
+        self.groups: GroupRuntime | None = None
 
-    def start(self) -> CoordinatorRuntime:
+    def start(self) -> TransactionRuntime:
         if self.runtime is not None:
             return self.runtime
         assert self.broker is not None and self.groups is not None, "built by build()"
@@ -75,7 +76,7 @@ class TransactionCoordinatorHandle:
 
         def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
             return TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of)
-        runtime = CoordinatorRuntime(new_coordinator, topic, clock=self.clock, partition_writer=broker.replicas,
+        runtime = TransactionRuntime(new_coordinator, topic, clock=self.clock, partition_writer=broker.replicas,
                                      on_fatal=self.on_fatal, metrics=self.metrics, codec=txn_records,
                                      write_markers=broker.write_txn_markers, timer_keys=(TxnTimeoutKey,),
                                      hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
@@ -109,7 +110,7 @@ class Parts:
     broker: Broker
     handlers: dict                          # the broker's handlers by API key (a test may wrap one)
     clock: CoordinatorClock                 # the coordinators' one clock and timer wheel
-    groups: CoordinatorRuntime              # the group coordinator's runtime
+    groups: GroupRuntime                    # the group coordinator's runtime
     txn_coordinator: TransactionCoordinatorHandle   # the transaction coordinator, started on first use
     dispatch: Dispatcher
     load_report: LoadReport
@@ -154,7 +155,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                     "to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
                     config.offsets_partition_count)
     coordinator_config = config.coordinator_config()
-    groups = CoordinatorRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics), offsets,
+    groups = GroupRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics), offsets,
                                 clock=clock, on_fatal=on_fatal, metrics=metrics,
                                 hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p),
                                 partition_writer=broker.replicas)

@@ -24,8 +24,9 @@ from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.coordinator.clock import CoordinatorClock
+from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
-from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
@@ -125,7 +126,7 @@ class Server:
         return self._parts().handlers
 
     @property
-    def runtime(self) -> CoordinatorRuntime:
+    def runtime(self) -> GroupRuntime:
         """The group coordinator's runtime."""
         return self._parts().groups
 
@@ -146,7 +147,7 @@ class Server:
         return self._parts().load_report
 
     @property
-    def txn_runtime(self) -> CoordinatorRuntime | None:
+    def txn_runtime(self) -> TransactionRuntime | None:
         """The transaction coordinator's runtime, once started (tenure/server/build.py Transactions)."""
         return self.txn_coordinator.runtime if self.parts is not None else None
 

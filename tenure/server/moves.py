@@ -10,6 +10,7 @@ import logging
 from tenure.broker.cluster import NO_LEADER, Cluster, LeaderChange
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
+from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from tenure.protocol.records import CoordinatorLoadRecord
@@ -22,7 +23,7 @@ log = logging.getLogger("tenure.server")
 
 class Moves:
     def __init__(self, config: ServerConfig, cluster: Cluster, listeners: dict[int, Listener],
-                 topics: TopicRegistry, groups: CoordinatorRuntime, txn_coordinator: TransactionCoordinatorHandle) -> None:
+                 topics: TopicRegistry, groups: GroupRuntime, txn_coordinator: TransactionCoordinatorHandle) -> None:
         self.config, self.cluster, self.listeners, self.topics = config, cluster, listeners, topics
         self.groups, self.txn_coordinator = groups, txn_coordinator
         self._moving: set[asyncio.Task] = set()    # coordinator loads after a move (see leader_changed)

@@ -8,8 +8,9 @@ from typing import Any
 
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.broker.topics import TopicRegistry
-from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.transactions import is_transaction_request
+from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import error_response
@@ -37,8 +38,8 @@ class GroupRoute:
     TxnOffsetCommit first passes the transaction coordinator's check: its producer's open transaction holds the
     group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
 
-    def __init__(self, runtime: CoordinatorRuntime, topics: TopicRegistry,
-                 txn_runtime: Callable[[], CoordinatorRuntime]) -> None:
+    def __init__(self, runtime: GroupRuntime, topics: TopicRegistry,
+                 txn_runtime: Callable[[], TransactionRuntime]) -> None:
         self.runtime, self.topics, self.txn_runtime = runtime, topics, txn_runtime
 
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:
@@ -65,7 +66,7 @@ class TransactionRoute:
     creates __transaction_state on the first lookup of a transaction coordinator. An InitProducerId without a
     transactional id needs none: the broker hands out the idempotent producer's id."""
 
-    def __init__(self, start: Callable[[], CoordinatorRuntime], broker: BrokerRoute) -> None:
+    def __init__(self, start: Callable[[], TransactionRuntime], broker: BrokerRoute) -> None:
         self.start, self.broker = start, broker
 
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:

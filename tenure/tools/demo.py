@@ -134,7 +134,7 @@ def _story(base: Path, members: int, partitions: int, records: int, audit: bool,
         for iid in ids:
             consumers[iid] = DemoConsumer(server.bootstrap, iid).start()
         _wait(lambda: _settled(server, consumers, partitions), 60, "a stable assignment")
-        g = server.group(GROUP)
+        g = server.wait_for_group(GROUP, state=None)
         step(f"{members} static consumers joined: generation {g.generation}, {g.rebalances} rebalance(s) so far")
         for iid in ids:
             out(f"         {iid:12} partitions {consumers[iid].assigned}")
@@ -152,21 +152,22 @@ def _story(base: Path, members: int, partitions: int, records: int, audit: bool,
             _wait(lambda iid=iid: consumers[iid].assigned is not None, 60, f"{iid} to get its partitions back")
             out(f"         {iid:12} back in {time.monotonic() - t0:.2f}s with partitions {consumers[iid].assigned}")
             others_called += sum(consumers[o].assignments - n for o, n in seen.items() if o != iid)
-        check(server.group(GROUP).generation == gen, f"generation unchanged ({gen})")
+        check(server.wait_for_group(GROUP, state=None).generation == gen, f"generation unchanged ({gen})")
         check(server.rebalances(GROUP) == rebalances, f"0 rebalances during the restarts "
                                                       f"({server.rebalances(GROUP) - rebalances})")
         check({iid: consumers[iid].assigned for iid in ids} == before, "every consumer got exactly its partitions")
         check(others_called == 0, "no other consumer saw an assignment callback")
 
-        offsets = {o.partition: o.offset for o in server.group(GROUP).offsets}
+        offsets = {o.partition: o.offset for o in server.wait_for_group(GROUP, state=None).offsets}
         step(f"restarting the server on its data dir (committed offsets: {sum(offsets.values())} in "
              f"{len(offsets)} partitions)")
         rebalances = server.rebalances(GROUP)
         server.restart()
-        g = server.group(GROUP)
-        check(g is not None and g.generation == gen and set(g.static_members) == set(ids),
+        after = server.group(GROUP)
+        check(after is not None and after.generation == gen and set(after.static_members) == set(ids),
               f"group reloaded Stable in generation {gen} with {len(ids)} static members")
-        check({o.partition: o.offset for o in g.offsets} == offsets, "every committed offset is back")
+        check(after is not None and {o.partition: o.offset for o in after.offsets} == offsets,
+              "every committed offset is back")
         time.sleep(2)                               # the consumers reconnect and heartbeat
         check(server.rebalances(GROUP) == rebalances, "no rebalance after the server restart")
         for c in consumers.values():

@@ -17,19 +17,19 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import CoordinatorConfig, GroupShard, partition_for
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.loader import iter_batches
-from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.protocol import records as rec
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 
 
-def runtime(partitions: int) -> CoordinatorRuntime:
+def runtime(partitions: int) -> GroupRuntime:
     topic = TopicRegistry().create(OFFSETS_TOPIC, partitions, internal=True, configs={"cleanup.policy": "compact"})
-    return CoordinatorRuntime(lambda _partition: GroupShard(), topic, clock=CoordinatorClock(lambda: 1_000_000))
+    return GroupRuntime(lambda _partition: GroupShard(), topic, clock=CoordinatorClock(lambda: 1_000_000))
 
 
-async def call(rt: CoordinatorRuntime, body, version: int):
+async def call(rt: GroupRuntime, body, version: int):
     req = Request(type(body).API_KEY, version, 1, "test", body, SUPPORTED[type(body).API_KEY])
     ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=req.api_key)
     return (await rt.handle(req, ctx)).to_dict()
@@ -96,7 +96,7 @@ def test_eight_shards_answer_as_one_coordinator(seed):
             owners = {partition_for(rec.decode(r.key, r.value).group_id, 8)
                       for _, raw in iter_batches(plog) for r in DefaultRecordBatch(raw)}
             assert owners <= {p}
-        again = CoordinatorRuntime(lambda _partition: GroupShard(), many.offsets_topic)
+        again = GroupRuntime(lambda _partition: GroupShard(), many.offsets_topic)
         again.load()
         for p, shard in many.shards.items():
             fresh = again.shards[p]
@@ -123,7 +123,7 @@ def test_timers_of_every_shard_fire_from_one_wheel_and_a_failing_one_is_not_swal
     async def run():
         topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
         now = [1_000_000]
-        rt = CoordinatorRuntime(lambda p: GroupShard(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+        rt = GroupRuntime(lambda p: GroupShard(CoordinatorConfig(initial_rebalance_delay_ms=3000),
                                                            partition=p), topic, clock=CoordinatorClock(lambda: now[0]))
         groups = ["b-group", "a-group", "e-group"]
         assert len({partition_for(g, 8) for g in groups}) == 3
@@ -161,7 +161,7 @@ def test_unloading_every_partition_answers_each_shards_parked_requests_16_and_st
 
     async def run():
         topic = TopicRegistry().create(OFFSETS_TOPIC, 8, internal=True, configs={"cleanup.policy": "compact"})
-        rt = CoordinatorRuntime(lambda p: GroupShard(CoordinatorConfig(initial_rebalance_delay_ms=3000),
+        rt = GroupRuntime(lambda p: GroupShard(CoordinatorConfig(initial_rebalance_delay_ms=3000),
                                                            partition=p), topic, clock=CoordinatorClock(lambda: 1_000_000))
         groups = ["b-group", "a-group", "e-group"]
         parked = [asyncio.ensure_future(call(rt, JoinGroupRequest(
