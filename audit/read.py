@@ -37,19 +37,11 @@ from kafka.record.default_records import DefaultRecordBatch
 from tenure.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from tenure.protocol import records as rec
 from tenure.protocol import txn_records
+from tenure.protocol.consumer_group_records import CONSUMER_GROUP_RECORDS
 from tenure.protocol.markers import COMMIT, marker_type
 from tenure.storage.reader import BadBatch, SegmentReader
 
-from .listing import (  # noqa: F401 (list_partitions, split: imported from here too, by bench/)
-    CHANGED,
-    OK,
-    OPEN_FAILED,
-    Unit,
-    file_id,
-    list_partitions,
-    same_file,
-    split,
-)
+from .listing import CHANGED, OK, OPEN_FAILED, Unit, file_id, list_partitions, same_file, split  # noqa: F401 (list_partitions, split: imported from here too, by bench/)
 from .offsets_sink import OffsetsSink, OffsetsWriter
 
 # error kinds
@@ -329,7 +321,7 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
         if k is not None:        # a failure to write the part file is the task's, not a record's error
             if take is None or not take(k, r.offset, r.timestamp, v):
                 yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2], v, producer))
-        elif isinstance(record, rec.CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
+        elif isinstance(record, CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
                          f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
         else:

@@ -20,14 +20,7 @@ from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
 from .base import BrokerBase
-from .configs import (
-    RESOURCE_BROKER,
-    RESOURCE_GROUP,
-    RESOURCE_TOPIC,
-    ConfigError,
-    ConfigStore,
-    incremental,
-)
+from .configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, ConfigError, ConfigStore, incremental
 from .topics import TopicError
 
 log = logging.getLogger("tenure.broker")

@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.context import RequestContext
+from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.storage import Log
 
 from .cluster import Cluster
 from .configs import ConfigStore
+from .partition import Partition
 from .producers import ProducerIds
 from .replica_manager import ReplicaManager
 from .topics import TopicRegistry
@@ -43,6 +46,13 @@ class TransactionSide(Protocol):
     def internal_marker(self, marker: TxnMarker, now_ms: int) -> Log: ...
 
 
+def per_partition(topics: Any, answer: Callable[[str, Any], Any], make_topic: Callable[[str, list], Any],
+                  name: str = "name", items: str = "partitions") -> list:
+    """A response's topics for a request's topics: each topic's answer for each of its partitions
+    (`answer(topic name, the request's partition item)`), in request order."""
+    return [make_topic(getattr(t, name), [answer(getattr(t, name), x) for x in getattr(t, items)]) for t in topics]
+
+
 def resp(api_key: int) -> Any:
     """The response class of an API (kafka-python's, at the version the request came with)."""
     return SUPPORTED[api_key].response
@@ -60,3 +70,13 @@ class BrokerBase:
     server_configs: Callable[[], dict[str, str | None]] | None
     txn_side: TransactionSide | None           # None: a broker without coordinators (tests, tools)
     clock: Callable[[], float]
+
+    def served_partition(self, topic: str, index: int, ctx: RequestContext, current_leader_epoch: int = -1,
+                         require_leader: bool = True) -> tuple[Partition | None, int]:
+        """The partition a request names and the error this broker answers for it (0: serve it): one it does
+        not have UNKNOWN_TOPIC_OR_PARTITION, then the cluster table's leader and epoch checks (Cluster.check)."""
+        p = self.replicas.get(topic, index)
+        if p is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return p, self.cluster.check(topic, index, current_leader_epoch, broker=ctx.broker_id,
+                                     require_leader=require_leader)

@@ -9,7 +9,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
-from .base import BrokerBase, resp
+from .base import BrokerBase, per_partition, resp
 from .partition import Partition
 from .topics import Topic
 
@@ -94,65 +94,49 @@ class FetchApis(BrokerBase):
         return response, total, had_error, read
 
     async def list_offsets(self, req: Request, ctx: RequestContext) -> Any:
-        body, v = req.body, req.api_version
+        v = req.api_version
         R = resp(2)
         TR, PR = R.ListOffsetsTopicResponse, R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
-        out = []
-        for t in body.topics:
-            parts = []
-            for lp in t.partitions:
-                # leader_epoch stays -1 (as Kafka answers) unless an offset is found
-                pr = PR(partition_index=lp.partition_index, error_code=0, timestamp=-1, offset=-1,
-                        leader_epoch=-1)
-                parts.append(pr)
-                p = self.replicas.get(t.name, lp.partition_index)
-                if p is None:
-                    pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                code = self.cluster.check(t.name, lp.partition_index, lp.current_leader_epoch if v >= 4 else -1,
-                                          broker=ctx.broker_id)
-                if code:
-                    pr.error_code = code
-                    continue
-                ts = lp.timestamp
-                found: tuple[int, int] | None = None
-                if ts == -1:            # LATEST: the high watermark
-                    found = p.high_watermark, -1
-                elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
-                    found = p.log_start_offset, -1
-                elif ts == -3:          # MAX_TIMESTAMP
-                    found = p.log.max_timestamp()
-                elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
-                    pass
-                elif ts < 0:
-                    pr.error_code = ErrorCode.INVALID_REQUEST
-                else:
-                    found = p.log.offset_for_timestamp(ts)
-                if found:
-                    (pr.offset, pr.timestamp) = found
-                    pr.leader_epoch = p.leader_epoch
-            out.append(TR(name=t.name, partitions=parts))
-        return R(throttle_time_ms=0, topics=out)
+
+        def answer(topic: str, lp: Any) -> Any:
+            # leader_epoch stays -1 (as Kafka answers) unless an offset is found
+            pr = PR(partition_index=lp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
+            p, pr.error_code = self.served_partition(topic, lp.partition_index, ctx,
+                                                     lp.current_leader_epoch if v >= 4 else -1)
+            if p is None or pr.error_code:
+                return pr
+            ts = lp.timestamp
+            found: tuple[int, int] | None = None
+            if ts == -1:            # LATEST: the high watermark
+                found = p.high_watermark, -1
+            elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
+                found = p.log_start_offset, -1
+            elif ts == -3:          # MAX_TIMESTAMP
+                found = p.log.max_timestamp()
+            elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
+                pass
+            elif ts < 0:
+                pr.error_code = ErrorCode.INVALID_REQUEST
+            else:
+                found = p.log.offset_for_timestamp(ts)
+            if found:
+                (pr.offset, pr.timestamp) = found
+                pr.leader_epoch = p.leader_epoch
+            return pr
+        return R(throttle_time_ms=0, topics=per_partition(
+            req.body.topics, answer, lambda name, parts: TR(name=name, partitions=parts)))
 
     async def offset_for_leader_epoch(self, req: Request, ctx: RequestContext) -> Any:
-        body = req.body
         R = resp(23)
         TR, E = R.OffsetForLeaderTopicResult, R.OffsetForLeaderTopicResult.EpochEndOffset
-        out = []
-        for t in body.topics:
-            parts = []
-            for ep in t.partitions:
-                p = self.replicas.get(t.topic, ep.partition)
-                e = E(error_code=0, partition=ep.partition, leader_epoch=-1, end_offset=-1)
-                if p is None:
-                    e.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    e.error_code = self.cluster.check(t.topic, ep.partition, ep.current_leader_epoch,
-                                                      broker=ctx.broker_id)
-                if not e.error_code and p is not None:
-                    # the epoch cache: the latest epoch ends at the log end; an older one where the next
-                    # began; -1 (no epoch) and newer epochs: -1/-1, as Kafka
-                    e.leader_epoch, e.end_offset = p.end_offset_for(ep.leader_epoch)
-                parts.append(e)
-            out.append(TR(topic=t.topic, partitions=parts))
-        return R(throttle_time_ms=0, topics=out)
+
+        def answer(topic: str, ep: Any) -> Any:
+            e = E(error_code=0, partition=ep.partition, leader_epoch=-1, end_offset=-1)
+            p, e.error_code = self.served_partition(topic, ep.partition, ctx, ep.current_leader_epoch)
+            if not e.error_code and p is not None:
+                # the epoch cache: the latest epoch ends at the log end; an older one where the next began;
+                # -1 (no epoch) and newer epochs: -1/-1, as Kafka
+                e.leader_epoch, e.end_offset = p.end_offset_for(ep.leader_epoch)
+            return e
+        return R(throttle_time_ms=0, topics=per_partition(
+            req.body.topics, answer, lambda name, parts: TR(topic=name, partitions=parts), name="topic"))

@@ -13,7 +13,7 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches
 
-from .base import BrokerBase, resp
+from .base import BrokerBase, per_partition, resp
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
 
 log = logging.getLogger("tenure.broker")
@@ -129,25 +129,18 @@ class ProduceApis(BrokerBase):
         first offset of the transaction each has open there (-1: none)."""
         R = resp(61)
         T, P = R.TopicResponse, R.TopicResponse.PartitionResponse
-        out = []
-        for t in req.body.topics:
-            parts = []
-            for i in t.partition_indexes:
-                p = self.replicas.get(t.name, i)
-                if p is None:
-                    parts.append(P(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                   error_message=f"unknown topic-partition {t.name}-{i}", active_producers=[]))
-                    continue
-                code = self.cluster.check(t.name, i, broker=ctx.broker_id, require_leader=False)   # any replica answers
-                if code:
-                    parts.append(P(partition_index=i, error_code=code, error_message=None, active_producers=[]))
-                    continue
-                parts.append(P(partition_index=i, error_code=0, error_message=None, active_producers=[
-                    P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
-                                    coordinator_epoch=-1, current_txn_start_offset=p.txns.open_at(pid))
-                    for pid, epoch, seq, ts in p.producers.active()]))
-            out.append(T(name=t.name, partitions=parts))
-        return R(throttle_time_ms=0, topics=out)
+
+        def answer(topic: str, i: int) -> Any:
+            p, code = self.served_partition(topic, i, ctx, require_leader=False)   # any replica answers
+            if p is None or code:
+                unknown = f"unknown topic-partition {topic}-{i}" if p is None else None
+                return P(partition_index=i, error_code=code, error_message=unknown, active_producers=[])
+            return P(partition_index=i, error_code=0, error_message=None, active_producers=[
+                P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
+                                coordinator_epoch=-1, current_txn_start_offset=p.txns.open_at(pid))
+                for pid, epoch, seq, ts in p.producers.active()])
+        return R(throttle_time_ms=0, topics=per_partition(
+            req.body.topics, answer, lambda name, parts: T(name=name, partitions=parts), items="partition_indexes"))
 
     def write_txn_markers(self, markers: list[TxnMarker], now_ms: int) -> list[Log]:
         """Append each transaction marker (a control batch) to its partition; the logs written. (Kafka's

@@ -11,11 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.internal_topics import (  # noqa: F401 - OFFSETS_TOPIC: audit/ and tools/ import it here (for now)
-    KAFKA_INTERNAL_TOPICS,
-    OFFSETS_TOPIC,
-    TRANSACTION_TOPIC,
-)
+from tenure.protocol.internal_topics import KAFKA_INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_TOPIC  # noqa: F401 - OFFSETS_TOPIC: audit/ and tools/ import it here (for now)
 from tenure.storage import Log, MemoryLog
 
 log = logging.getLogger("tenure.broker")

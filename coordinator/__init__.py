@@ -8,8 +8,10 @@ GroupKind interface and the registry of kinds), inspection.py (a group's read mo
 (`tenure.coordinator.runtime`), the one writer to `__consumer_offsets` (`writer.py`).
 """
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
+from tenure.inspection import GroupInfo, MemberInfo  # noqa: E402
 
-from .classic import (  # noqa: E402
+from .classic import ClassicGroups  # noqa: E402
+from .classic.group import (  # noqa: E402
     ALL_STATES,
     COMPLETING_REBALANCE,
     DEAD,
@@ -18,13 +20,11 @@ from .classic import (  # noqa: E402
     STABLE,
     VALID_PREVIOUS,
     ClassicGroup,
-    ClassicGroups,
     IllegalTransition,
     Member,
     Parked,
 )
 from .config import AdminError, CoordinatorConfig, default_member_id  # noqa: E402
-from .inspection import GroupInfo, MemberInfo  # noqa: E402
 from .result import GroupSnapshot, RequestContext, Result, TimerOp  # noqa: E402
 from .routing import java_string_hash, partition_for  # noqa: E402
 from .shard import GROUP_APIS, ROUTES, GroupShard  # noqa: E402

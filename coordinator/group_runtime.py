@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
+from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
 from tenure.protocol.errors import AdminError, ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
-from .inspection import GroupInfo
 from .kinds import Group
 from .result import Result
 from .runtime import CoordinatorRuntime

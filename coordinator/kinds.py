@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from tenure.inspection import GroupInfo
+
 from .classic import ClassicGroups
 from .consumer.heartbeat import ConsumerGroups
-from .inspection import GroupInfo
 from .result import RequestContext, Result
 from .timers import TimerKey
 

@@ -19,11 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from tenure.coordinator import (
-    RequestContext,
-    Result,
-    TimerWheel,
-)
+from tenure.coordinator import RequestContext, Result, TimerWheel
 from tenure.counters import Metrics
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tenure.inspection import GroupInfo
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
     CoordinatorLoadRecord,
@@ -28,7 +29,6 @@ from .classic import ClassicGroup
 from .config import CoordinatorConfig, default_member_id
 from .consumer.hash import TopicHashCache
 from .group_admin import GroupAdmin
-from .inspection import GroupInfo
 from .kinds import KINDS, Group, GroupKind, ShardKinds
 from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
@@ -196,7 +196,7 @@ class GroupShard:
         return None if g is None else g.copy()
 
     def group_info(self, group_id: str) -> GroupInfo | None:
-        """One group as its kind describes it for inspection (coordinator/inspection.py); None if unknown."""
+        """One group as its kind describes it for inspection (tenure/inspection.py); None if unknown."""
         g = self.groups.get(group_id)
         return None if g is None else self.kind_of(g).info(g)
 

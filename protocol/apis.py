@@ -142,8 +142,6 @@ _TABLE = [
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
     _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
-    # the transaction coordinator's in Kafka; one without a transactional id gets its producer id from the broker
-    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5, TRANSACTION),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
@@ -173,6 +171,9 @@ _TABLE = [
     _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1, GROUP),
     # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
     # bump on every commit), which tenure does not announce, so clients use v4 and below
+    # InitProducerId is the transaction coordinator's in Kafka; one without a transactional id gets its producer
+    # id from the broker
+    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5, TRANSACTION),
     _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5, TRANSACTION),
     _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4, TRANSACTION),
     _spec(EndTxnRequest, EndTxnResponse, 0, 4, TRANSACTION),

@@ -10,18 +10,16 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from .structs import decode_struct, schema_class
+from .structs import decode_struct, schema_pair
 
-ConsumerGroupMetadataKey = schema_class("ConsumerGroupMetadataKey", __name__)
-ConsumerGroupMetadataValue = schema_class("ConsumerGroupMetadataValue", __name__)
-ConsumerGroupMemberMetadataKey = schema_class("ConsumerGroupMemberMetadataKey", __name__)
-ConsumerGroupMemberMetadataValue = schema_class("ConsumerGroupMemberMetadataValue", __name__)
-ConsumerGroupTargetAssignmentMetadataKey = schema_class("ConsumerGroupTargetAssignmentMetadataKey", __name__)
-ConsumerGroupTargetAssignmentMetadataValue = schema_class("ConsumerGroupTargetAssignmentMetadataValue", __name__)
-ConsumerGroupTargetAssignmentMemberKey = schema_class("ConsumerGroupTargetAssignmentMemberKey", __name__)
-ConsumerGroupTargetAssignmentMemberValue = schema_class("ConsumerGroupTargetAssignmentMemberValue", __name__)
-ConsumerGroupCurrentMemberAssignmentKey = schema_class("ConsumerGroupCurrentMemberAssignmentKey", __name__)
-ConsumerGroupCurrentMemberAssignmentValue = schema_class("ConsumerGroupCurrentMemberAssignmentValue", __name__)
+ConsumerGroupMetadataKey, ConsumerGroupMetadataValue = schema_pair("ConsumerGroupMetadata", __name__)
+ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue = schema_pair("ConsumerGroupMemberMetadata", __name__)
+ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue = \
+    schema_pair("ConsumerGroupTargetAssignmentMetadata", __name__)
+ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue = \
+    schema_pair("ConsumerGroupTargetAssignmentMember", __name__)
+ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue = \
+    schema_pair("ConsumerGroupCurrentMemberAssignment", __name__)
 
 # KIP-848 consumer group records: Kafka's own key versions (the record type) and value version 0
 CONSUMER_GROUP_METADATA_KEY_VERSION = 3

@@ -52,20 +52,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .consumer_group_records import (
-    CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION,
-    CONSUMER_GROUP_METADATA_KEY_VERSION,
-    CONSUMER_GROUP_RECORDS,
-    ConsumerGroupMetadataRecord,
-    ConsumerGroupPartitionMetadataRecord,
-    ConsumerMemberRecord,
-    CurrentAssignmentRecord,
-    TargetAssignmentMemberRecord,
-    TargetAssignmentMetadataRecord,
-    decode_consumer_record,
-    encode_consumer_record,
-)
-from .structs import DECODERS, compiled_decoder, decode_struct, key_version, schema_class
+from . import consumer_group_records as cg
+from .structs import DECODERS, compiled_decoder, decode_struct, key_version, schema_pair
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -90,14 +78,10 @@ STATIC_EVENT_CAUSES = (JOINED, REPLACED, FENCED, EXPIRED, REGISTRATION_EXPIRED, 
                        LEFT, REMOVED, FORCED_REBALANCE)
 
 
-GroupMetadataKey = schema_class("GroupMetadataKey", __name__)
-GroupMetadataValue = schema_class("GroupMetadataValue", __name__)
-OffsetCommitKey = schema_class("OffsetCommitKey", __name__)
-OffsetCommitValue = schema_class("OffsetCommitValue", __name__)
-StaticMemberEventKey = schema_class("StaticMemberEventKey", __name__)
-StaticMemberEventValue = schema_class("StaticMemberEventValue", __name__)
-CoordinatorLoadKey = schema_class("CoordinatorLoadKey", __name__)
-CoordinatorLoadValue = schema_class("CoordinatorLoadValue", __name__)
+GroupMetadataKey, GroupMetadataValue = schema_pair("GroupMetadata", __name__)
+OffsetCommitKey, OffsetCommitValue = schema_pair("OffsetCommit", __name__)
+StaticMemberEventKey, StaticMemberEventValue = schema_pair("StaticMemberEvent", __name__)
+CoordinatorLoadKey, CoordinatorLoadValue = schema_pair("CoordinatorLoad", __name__)
 
 
 @dataclass(frozen=True)
@@ -190,8 +174,8 @@ class TransactionEnd:
 
 
 Record = (GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord
-          | ConsumerGroupMetadataRecord | ConsumerGroupPartitionMetadataRecord | ConsumerMemberRecord
-          | TargetAssignmentMetadataRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord)
+          | cg.ConsumerGroupMetadataRecord | cg.ConsumerGroupPartitionMetadataRecord | cg.ConsumerMemberRecord
+          | cg.TargetAssignmentMetadataRecord | cg.TargetAssignmentMemberRecord | cg.CurrentAssignmentRecord)
 
 
 class UnknownRecordType(ValueError):
@@ -249,8 +233,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
                                      cause=record.cause, leader_epoch=record.leader_epoch,
                                      timestamp=record.timestamp)
         return key, bytes(value.encode(version=COORDINATOR_LOAD_VALUE_VERSION))
-    if isinstance(record, CONSUMER_GROUP_RECORDS):
-        return encode_consumer_record(record)
+    if isinstance(record, cg.CONSUMER_GROUP_RECORDS):
+        return cg.encode_consumer_record(record)
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -316,8 +300,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
         val = decode_struct(CoordinatorLoadValue, value)
         return CoordinatorLoadRecord(k.partition, val.broker, val.previous_broker, val.cause, val.leader_epoch,
                                      val.timestamp)
-    if CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION:
-        return decode_consumer_record(kv, key, value)
+    if cg.CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= cg.CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION:
+        return cg.decode_consumer_record(kv, key, value)
     raise UnknownRecordType(kv)
 
 

@@ -32,6 +32,11 @@ def schema_class(name: str, module: str, base: type = ApiData) -> Any:
     return types.new_class(name, (base,), {"load_json": schemas}, body)
 
 
+def schema_pair(record: str, module: str) -> tuple[Any, Any]:
+    """The key and value classes of one record type (`<record>Key`, `<record>Value` schemas)."""
+    return schema_class(f"{record}Key", module), schema_class(f"{record}Value", module)
+
+
 def key_version(key: bytes) -> int:
     """The int16 version every key and value of a record starts with (a key's names the record type)."""
     if key is None or len(key) < 2:

@@ -81,15 +81,7 @@ from typing import Any
 
 from .batch import parse_batches
 from .checkpoints import advance_checkpoint
-from .cleaning import (
-    CleanStats,
-    Plan,
-    Rewritten,
-    SegmentSummary,
-    plan,
-    rewrite_files,
-    summarize_files,
-)
+from .cleaning import CleanStats, Plan, Rewritten, SegmentSummary, plan, rewrite_files, summarize_files
 from .files import CLEANED, segment_name
 from .segments import CorruptLogError, Segment, SegmentLog, SwapUnfinished
 

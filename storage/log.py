@@ -11,14 +11,7 @@ import bisect
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from .batch import (
-    BatchHeader,
-    first_record_with_max_timestamp,
-    offset_at_or_after,
-    parse_batches,
-    read_header,
-    restamp,
-)
+from .batch import BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp
 
 
 class Log(Protocol):

@@ -30,24 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .batch import (
-    BatchHeader,
-    first_record_with_max_timestamp,
-    offset_at_or_after,
-    parse_batches,
-    read_header,
-    restamp,
-)
+from .batch import BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp
 from .checkpoints import LOG_START_CHECKPOINT, advance_checkpoint
-from .files import (  # noqa: F401 (partition_dir_name: imported from here too)
-    CLEANED,
-    MERGING,
-    SUFFIX,
-    SWAP,
-    fsync_dir,
-    partition_dir_name,
-    segment_name,
-)
+from .files import CLEANED, MERGING, SUFFIX, SWAP, fsync_dir, partition_dir_name, segment_name  # noqa: F401 (partition_dir_name: imported from here too)
 from .reader import BadBatch, SegmentReader
 from .recovery import CorruptLogError, Damage, gaps_below, scan_segment, segment_gap
 from .segment_file import Segment

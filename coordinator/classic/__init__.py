@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
+from tenure.inspection import GroupInfo, MemberInfo
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
 from tenure.protocol.errors import AdminError
@@ -24,23 +25,10 @@ from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord
 
 from ..handler import ShardHandler
-from ..inspection import GroupInfo, MemberInfo
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerKey
 from .describe import DescribeRequests
-from .group import (
-    ALL_STATES,
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    VALID_PREVIOUS,
-    ClassicGroup,
-    IllegalTransition,
-    Member,
-    Parked,
-)
+from .group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member
 from .join import JoinRequests
 from .members import MemberRequests
 from .options import DraftOptions
@@ -51,10 +39,7 @@ from .static import StaticMembership, fenced, static_event
 if TYPE_CHECKING:
     from ..shard import GroupShard
 
-__all__ = [
-    "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",
-    "ClassicGroup", "ClassicGroups", "IllegalTransition", "Member", "Parked",
-]
+__all__ = ["ClassicGroups"]          # the kind; its group value and states are in group.py
 
 # timer key type -> what its expiry does (the part whose timer it is)
 _ON_TIMER: dict[type, Callable[[ClassicGroups, Any, int], Result]] = {
@@ -204,7 +189,7 @@ class ClassicGroups(ShardHandler):
                 return None
         return topics
 
-    # ---- inspection (coordinator/inspection.py)
+    # ---- inspection (tenure/inspection.py)
     @staticmethod
     def info(g: ClassicGroup) -> GroupInfo:
         members = tuple(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,

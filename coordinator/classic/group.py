@@ -182,3 +182,10 @@ class ClassicGroup:
             self.pending_sync.add(new_id)
         self.offline_since.pop(old_id, None)       # back online under a new member id
         return new
+
+
+def request_ids(ctx, req, instance_since: int) -> tuple[int, str, str, str | None]:
+    """(version, group id, member id, group.instance.id) of a classic group request; the instance id only from
+    the version that carries it (JoinGroup v5, SyncGroup and Heartbeat v3: KIP-345)."""
+    v = ctx.api_version
+    return v, req.group_id, req.member_id, (req.group_instance_id if v >= instance_since else None)

@@ -5,29 +5,30 @@ a known member rejoining, and the group size limit.
 and the draft's options it is handed."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error
 from tenure.protocol.errors import ErrorCode as E
 
 from ..result import RequestContext, Result
 from ..timers import PendingKey
-from .group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member
+from .group import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member, request_ids
 from .options import DraftOptions
 from .rebalance import Rebalance
 from .static import StaticMembership, fenced, static_event
 
 
+@dataclass(frozen=True)
 class JoinRequests:
-    def __init__(self, rebalance: Rebalance, static: StaticMembership, options: DraftOptions) -> None:
-        self.rebalance = rebalance
-        self.static = static
-        self.options = options
+    """JoinGroup, over the parts it uses (the rebalance machinery, static membership, the draft's options)."""
+    rebalance: Rebalance
+    static: StaticMembership
+    options: DraftOptions
 
     def join_group(self, ctx: RequestContext, req) -> Result:
-        res = Result()
-        rb = self.rebalance
-        v, gid, mid = ctx.api_version, req.group_id, req.member_id
-        iid = req.group_instance_id if v >= 5 else None
+        v, gid, mid, iid = request_ids(ctx, req, 5)
+        res, rb = Result(), self.rebalance
         rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
 
         def error(code: int, member_id: str = mid) -> Result:

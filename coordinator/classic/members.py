@@ -5,6 +5,8 @@
 (the registration timeout) it is handed."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kafka.protocol.consumer.group import LeaveGroupResponse
 
 from tenure.protocol import records as rec
@@ -13,22 +15,22 @@ from tenure.protocol.errors import ErrorCode as E
 
 from ..result import RequestContext, Result
 from ..timers import PendingKey, SyncKey
-from .group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Parked
+from .group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Parked, request_ids
 from .options import DraftOptions
 from .rebalance import Rebalance
 from .static import fenced
 
 
+@dataclass(frozen=True)
 class MemberRequests:
-    def __init__(self, rebalance: Rebalance, options: DraftOptions) -> None:
-        self.rebalance = rebalance
-        self.options = options
+    """SyncGroup, Heartbeat, LeaveGroup and the session timer, over the rebalance machinery and the options."""
+    rebalance: Rebalance
+    options: DraftOptions
 
     def sync_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
         rb = self.rebalance
-        v, gid, mid = ctx.api_version, req.group_id, req.member_id
-        iid = req.group_instance_id if v >= 3 else None
+        v, gid, mid, iid = request_ids(ctx, req, 3)
 
         def error(code: int) -> Result:
             res.respond(ctx.token, sync_group_error(code))
@@ -78,8 +80,7 @@ class MemberRequests:
     def heartbeat(self, ctx: RequestContext, req) -> Result:
         res = Result()
         rb = self.rebalance
-        v, gid, mid = ctx.api_version, req.group_id, req.member_id
-        iid = req.group_instance_id if v >= 3 else None
+        v, gid, mid, iid = request_ids(ctx, req, 3)
         g = rb.group(gid)
         code: int
         if not gid:

@@ -19,15 +19,7 @@ from tenure.protocol.records import GroupMetadataRecord, MemberRecord
 from ..handler import ShardHandler
 from ..result import RequestContext, Result
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, SyncKey
-from .group import (
-    COMPLETING_REBALANCE,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    ClassicGroup,
-    Member,
-    Parked,
-)
+from .group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member, Parked
 from .static import static_event
 
 

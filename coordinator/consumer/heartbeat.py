@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+from tenure.inspection import GroupInfo, MemberInfo
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
@@ -42,7 +43,6 @@ from tenure.protocol.records import (
 )
 
 from ..handler import ShardHandler
-from ..inspection import GroupInfo, MemberInfo
 from ..result import RequestContext, Result
 from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
@@ -447,7 +447,7 @@ class ConsumerGroups(ShardHandler):
             tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
         return _D_ASSIGNMENT(topic_partitions=tps)
 
-    # ================================================================ inspection (coordinator/inspection.py)
+    # ================================================================ inspection (tenure/inspection.py)
     def info(self, g: ConsumerGroup) -> GroupInfo:
         """Assignments by topic name (a topic the table does not know by its id); every member's session is
         the shard's consumer session timeout; no protocol, no leader."""

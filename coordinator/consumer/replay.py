@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tenure.protocol.records import (
+from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
     ConsumerMemberRecord,
     TargetAssignmentMemberRecord,

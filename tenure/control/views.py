@@ -14,22 +14,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from tenure.inspection import GroupInfo, MemberInfo
 
-@dataclass(frozen=True)
-class MemberView:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    assignment: dict[str, list[int]] | None      # {topic: partitions}; None: not the consumer protocol
-    assignment_bytes: int
-    member_epoch: int | None = None              # a consumer group (KIP-848) member's epoch
-
-    @property
-    def is_static(self) -> bool:
-        return self.group_instance_id is not None
+MemberView = MemberInfo             # a member as its group's kind describes it (tenure/inspection.py)
 
 
 @dataclass(frozen=True)
@@ -42,18 +29,12 @@ class OffsetView:
 
 
 @dataclass(frozen=True)
-class GroupView:
-    group_id: str
-    kind: str                       # "classic", or "consumer" (KIP-848; generation is its group epoch)
-    state: str
-    generation: int
-    protocol_type: str | None
-    protocol: str | None
-    leader: str | None
-    members: tuple[MemberView, ...]
-    static_members: dict[str, str]  # group.instance.id -> member id
+class GroupView(GroupInfo):
+    """A group as its kind describes it (GroupInfo: kind "classic" or "consumer", whose generation is its group
+    epoch; members; the static members' instance ids), with what is not the group's: its committed offsets and
+    the rebalances it started since this server process started."""
     offsets: tuple[OffsetView, ...]
-    rebalances: int                 # rebalances started since this server process started
+    rebalances: int
     rebalance_causes: dict[str, int]
 
     def member(self, key: str) -> MemberView | None:
@@ -83,17 +64,14 @@ class GroupView:
 
 def group_view(server, group_id: str) -> GroupView | None:
     """The view of one group of a `tenure.server.Server` (call on its loop); None if unknown. The group's kind
-    describes it (`GroupInfo`, coordinator/inspection.py); the offsets and rebalance counts are added here."""
+    describes it (`GroupInfo`, tenure/inspection.py); the offsets and rebalance counts are added here."""
     info = server.runtime.group_info(group_id)
     if info is None:
         return None
     offsets = server.runtime.committed_offsets(group_id)
-    members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                               m.rebalance_timeout_ms, m.assignment, m.assignment_bytes, m.member_epoch)
-                    for m in info.members)
     return GroupView(
         info.group_id, info.kind, info.state, info.generation, info.protocol_type, info.protocol, info.leader,
-        members, dict(info.static_members),
+        info.members, dict(info.static_members),
         tuple(OffsetView(t, p, r.offset, r.metadata, r.commit_timestamp) for (t, p), r in sorted(offsets.items())),
         server.metrics.rebalance_count(info.group_id), server.metrics.rebalance_causes(info.group_id))
 

@@ -16,7 +16,7 @@ import shutil
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -41,6 +41,17 @@ from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
 
 log = logging.getLogger("tenure.server")
+T = TypeVar("T")
+
+
+class _Built(Generic[T]):
+    """A server attribute that is one of its built Parts (build.py): RuntimeError before start()."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __get__(self, server: Server, owner: type) -> T:
+        return getattr(server._parts(), self.field)
 
 
 class Server:
@@ -112,39 +123,14 @@ class Server:
             raise RuntimeError("the server is not started")
         return self.parts
 
-    @property
-    def topics(self) -> TopicRegistry:
-        return self._parts().topics
-
-    @property
-    def broker(self) -> Broker:
-        return self._parts().broker
-
-    @property
-    def handlers(self) -> dict:
-        """The broker's handlers by API key (a test may wrap one)."""
-        return self._parts().handlers
-
-    @property
-    def runtime(self) -> GroupRuntime:
-        """The group coordinator's runtime."""
-        return self._parts().groups
-
-    @property
-    def txn_coordinator(self) -> TransactionCoordinatorHandle:
-        return self._parts().txn_coordinator
-
-    @property
-    def dispatch(self) -> Dispatcher:
-        return self._parts().dispatch
-
-    @property
-    def clock(self) -> CoordinatorClock:
-        return self._parts().clock
-
-    @property
-    def load_report(self) -> LoadReport:
-        return self._parts().load_report
+    topics = _Built[TopicRegistry]("topics")
+    broker = _Built[Broker]("broker")
+    handlers = _Built[dict]("handlers")                     # the broker's handlers by API key (a test may wrap one)
+    runtime = _Built[GroupRuntime]("groups")                # the group coordinator's runtime
+    txn_coordinator = _Built[TransactionCoordinatorHandle]("txn_coordinator")
+    dispatch = _Built[Dispatcher]("dispatch")
+    clock = _Built[CoordinatorClock]("clock")
+    load_report = _Built[LoadReport]("load_report")
 
     @property
     def txn_runtime(self) -> TransactionRuntime | None:

@@ -91,12 +91,7 @@ def generate(data_dir: str | Path, cfg: SynthConfig = SynthConfig(),
     from tenure.coordinator import GroupShard, partition_for
     from tenure.coordinator.writer import CoordinatorWriter
     from tenure.protocol import records as rec
-    from tenure.protocol.records import (
-        GroupMetadataRecord,
-        MemberRecord,
-        OffsetCommitRecord,
-        StaticMemberEventRecord,
-    )
+    from tenure.protocol.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig
 

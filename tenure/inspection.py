@@ -1,6 +1,7 @@
 """What a group kind tells inspection about one of its groups: a plain, frozen read model, the same shape for
-every kind (`GroupKind.info`). The control surface (tenure/control/views.py) turns it into its views, adding
-what is not the group's (committed offsets, rebalance counts); it never looks at a kind's group values."""
+every kind (`GroupKind.info`). A leaf module, as tenure/counters.py: the coordinator builds it, and the control
+surface (tenure/control/views.py) adds what is not the group's (committed offsets, rebalance counts) without
+importing the coordinator or ever looking at a kind's group values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +18,10 @@ class MemberInfo:
     assignment: dict[str, list[int]] | None      # {topic name: partitions}; None: not the consumer protocol
     assignment_bytes: int                        # the size of a classic member's assignment as it was sent
     member_epoch: int | None = None              # a KIP-848 consumer group member's epoch
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
 
 
 @dataclass(frozen=True)
