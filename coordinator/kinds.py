@@ -49,12 +49,13 @@ class Group(Protocol):
 class GroupKind(Protocol):
     name: ClassVar[str]                            # ListGroups' group type ("classic", "consumer")
     group_type: ClassVar[type]                     # the value of one of its groups
-    apis: ClassVar[Mapping[int, str]]              # API key -> the method answering it: (ctx, body) -> Result
+    apis: ClassVar[frozenset[int]]                 # the API keys it answers
     record_types: ClassVar[tuple[type, ...]]       # the __consumer_offsets records it replays
     timer_keys: ClassVar[tuple[type, ...]]         # the timers it arms
 
     def __init__(self, shard: GroupShard) -> None: ...     # one per shard
 
+    def handlers(self) -> Mapping[int, Callable[[RequestContext, Any], Result]]: ...   # API key -> its handler
     def replay(self, record: Any) -> None: ...
     def on_timer(self, key: TimerKey, now_ms: int) -> Result: ...
     def loaded(self, res: Result, g: Any, now_ms: int) -> None: ...
@@ -90,4 +91,6 @@ class ShardKinds:
         self.of_record = {t: k for k in self.all for t in k.record_types}
         self.of_timer = {t: k for k in self.all for t in k.timer_keys}
         self.of_group = {k.group_type: k for k in self.all}
-        self.handlers = {api: getattr(k, method) for k in self.all for api, method in k.apis.items()}
+        self.handlers = {api: handler for k in self.all for api, handler in k.handlers().items()}
+        for k in self.all:
+            assert set(k.handlers()) == k.apis, f"the {k.name} kind's handlers are not its apis"

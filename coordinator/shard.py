@@ -14,6 +14,7 @@ handler has returned, so a handler that raises changes nothing. `load` is replay
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from tenure.inspection import GroupInfo
 from tenure.protocol.errors import ErrorCode as E
@@ -34,13 +35,10 @@ from .offsets import Offsets
 from .result import GroupSnapshot, RequestContext, Result
 from .timers import Timer, TimerKey
 
-# the group APIs that are no kind's: api key -> (the shard's part that answers it, its method)
-ROUTES: dict[int, tuple[str, str]] = {
-    8: ("offset_store", "offset_commit"), 9: ("offset_store", "offset_fetch"), 47: ("offset_store", "offset_delete"),
-    28: ("offset_store", "txn_offset_commit"),
-    16: ("admin", "list_groups"), 42: ("admin", "delete_groups"),
-}
-GROUP_APIS = frozenset(ROUTES).union(*(kind.apis for kind in KINDS))
+# the group APIs that are no kind's: the offsets' (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit) and
+# the admin APIs' (ListGroups, DeleteGroups); each kind lists its own (`GroupKind.apis`)
+ROUTES = frozenset({8, 9, 47, 28, 16, 42})
+GROUP_APIS = ROUTES.union(*(kind.apis for kind in KINDS))
 
 
 class NoTopics:
@@ -78,10 +76,11 @@ class GroupShard:
         self.offset_store = Offsets(self)
         self.admin = GroupAdmin(self)
         self.kinds = ShardKinds(self, kinds)   # the group kinds (kinds.py) and what routes to each
-        # api key -> its handler: the kinds' APIs, the offsets' and the admin APIs (routing only, no state)
-        parts = {"offset_store": self.offset_store, "admin": self.admin}
-        self.routes = {**{api: getattr(parts[part], method) for api, (part, method) in ROUTES.items()},
-                       **self.kinds.handlers}
+        # api key -> its handler: the offsets' and the admin APIs, then the kinds' (routing only, no state)
+        o, a = self.offset_store, self.admin
+        self.routes: dict[int, Callable[[RequestContext, Any], Result]] = {
+            8: o.offset_commit, 9: o.offset_fetch, 47: o.offset_delete, 28: o.txn_offset_commit,
+            16: a.list_groups, 42: a.delete_groups, **self.kinds.handlers}
 
     # ================================================================== the one mutator
     def replay(self, event) -> None:

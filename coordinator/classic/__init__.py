@@ -12,7 +12,7 @@ requests and timers here and replays what they return; offsets.py asks the group
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -68,8 +68,7 @@ class ClassicGroups(ShardHandler):
     rules answered by them."""
     name: ClassVar[str] = "classic"
     group_type: ClassVar[type] = ClassicGroup
-    apis: ClassVar[Mapping[int, str]] = {11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group",
-                                         15: "describe_groups"}
+    apis: ClassVar[frozenset[int]] = frozenset({11, 12, 13, 14, 15})
     record_types: ClassVar[tuple[type, ...]] = (GroupMetadataRecord,)
     timer_keys: ClassVar[tuple[type, ...]] = tuple(_ON_TIMER)
 
@@ -90,6 +89,10 @@ class ClassicGroups(ShardHandler):
         self.describe_requests = DescribeRequests(self.rebalance)
 
     # ---- the APIs (`apis`)
+    def handlers(self) -> dict[int, Callable[[RequestContext, Any], Result]]:
+        return {11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+                15: self.describe_groups}
+
     def join_group(self, ctx: RequestContext, req) -> Result:
         return self.join_requests.join_group(ctx, req)
 

@@ -16,8 +16,8 @@ epoch bump).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from tenure.inspection import GroupInfo, MemberInfo
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
@@ -82,7 +82,7 @@ class ConsumerGroups(ShardHandler):
     """The KIP-848 consumer group kind (coordinator/kinds.py's GroupKind)."""
     name: ClassVar[str] = "consumer"
     group_type: ClassVar[type] = ConsumerGroup
-    apis: ClassVar[Mapping[int, str]] = {68: "heartbeat", 69: "describe"}
+    apis: ClassVar[frozenset[int]] = frozenset({68, 69})
     record_types: ClassVar[tuple[type, ...]] = (
         ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
         CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
@@ -99,6 +99,9 @@ class ConsumerGroups(ShardHandler):
     @staticmethod
     def session_key(group_id: str, member_id: str) -> TimerKey:
         return ConsumerSessionKey(group_id, member_id)
+
+    def handlers(self) -> dict[int, Callable[[RequestContext, Any], Result]]:
+        return {68: self.heartbeat, 69: self.describe}
 
     # ================================================================ ConsumerGroupHeartbeat
     def heartbeat(self, ctx: RequestContext, req) -> Result:

@@ -68,9 +68,12 @@ class FakeSessionKey(TimerKey):
 class FakeGroups(ShardHandler):
     name: ClassVar[str] = "fake"
     group_type: ClassVar[type] = FakeGroup
-    apis: ClassVar[dict[int, str]] = {FAKE_API: "join"}
+    apis: ClassVar[frozenset[int]] = frozenset({FAKE_API})
     record_types: ClassVar[tuple[type, ...]] = (FakeJoined,)
     timer_keys: ClassVar[tuple[type, ...]] = (FakeSessionKey,)
+
+    def handlers(self):
+        return {FAKE_API: self.join}
 
     def join(self, ctx: RequestContext, body) -> Result:
         res = Result()
