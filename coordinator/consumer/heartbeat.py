@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from tenure.inspection import GroupInfo, MemberInfo
-from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.inspection import GroupInfo
+from tenure.protocol.consumer_group import ConsumerGroupHeartbeatResponse
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
     ConsumerGroupPartitionMetadataRecord,
@@ -46,6 +46,7 @@ from ..handler import ShardHandler
 from ..result import RequestContext, Result
 from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
+from .describe import describe_groups, group_info
 from .group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -62,10 +63,6 @@ from .replay import replay_consumer_record
 HB = ConsumerGroupHeartbeatResponse
 _ASSIGNMENT = HB.Assignment
 _HB_TP = _ASSIGNMENT.fields["topic_partitions"].data_class
-DG = ConsumerGroupDescribeResponse.DescribedGroup
-DM = DG.Member
-_D_ASSIGNMENT = DM.fields["assignment"].data_class
-_D_TP = _D_ASSIGNMENT.fields["topic_partitions"].data_class
 
 
 class HeartbeatError(Exception):
@@ -417,55 +414,12 @@ class ConsumerGroups(ShardHandler):
         return StaticMemberEventRecord(g.group_id, iid, cause, old, new, g.group_epoch, ctx.now_ms, ctx.client_id,
                                        ctx.client_host)
 
-    # ================================================================ ConsumerGroupDescribe
+    # ================================================================ ConsumerGroupDescribe, inspection (describe.py)
     def describe(self, ctx: RequestContext, req) -> Result:
-        res = Result()
-        out = []
-        for gid in dict.fromkeys(req.group_ids):
-            g = self.groups.get(gid)
-            if not isinstance(g, ConsumerGroup):
-                msg = f"Group {gid} not found." if g is None else f"Group {gid} is not a consumer group."
-                out.append(DG(error_code=E.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid, group_state="Dead",
-                              group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
-                continue
-            wanted = [m.server_assignor for m in g.members.values() if m.server_assignor is not None]
-            assignor = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
-            out.append(DG(error_code=0, error_message=None, group_id=gid, group_state=g.state,
-                          group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=assignor,
-                          members=[DM(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-                                      member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-                                      subscribed_topic_names=list(m.subscribed_topic_names),
-                                      subscribed_topic_regex=m.subscribed_topic_regex,
-                                      assignment=self._described(m.assigned),
-                                      target_assignment=self._described(g.targets.get(m.member_id, {})),
-                                      member_type=1)
-                                   for m in g.members.values()]))
-        res.respond(ctx.token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))
-        return res
+        return describe_groups(self, ctx, req)
 
-    def _described(self, assignment: Partitions):
-        tps = []
-        for tid, ps in freeze(assignment):
-            t = self.shard.topics.by_id(tid)
-            tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
-        return _D_ASSIGNMENT(topic_partitions=tps)
-
-    # ================================================================ inspection (tenure/inspection.py)
     def info(self, g: ConsumerGroup) -> GroupInfo:
-        """Assignments by topic name (a topic the table does not know by its id); every member's session is
-        the shard's consumer session timeout; no protocol, no leader."""
-        def by_name(assigned: Partitions) -> dict[str, list[int]]:
-            out = {}
-            for tid, parts in assigned.items():
-                t = self.shard.topics.by_id(tid)
-                out[t.name if t is not None else str(tid)] = sorted(parts)
-            return dict(sorted(out.items()))
-        session = self.config.consumer_session_timeout_ms
-        members = tuple(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host, session,
-                                   m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
-                        for m in g.members.values())
-        return GroupInfo(g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members,
-                         dict(g.static_members))
+        return group_info(self, g)
 
     # ================================================================ the offsets' and admin's rules
     def validate_commit(self, res: Result, g: ConsumerGroup, ctx: RequestContext, epoch: int, member_id: str,
