@@ -45,9 +45,9 @@ class TransactionCoordinatorHandle:
     aborted transactions are read back from their logs. It is also the broker's side of transactions
     (broker/base.py TransactionSide)."""
 
-    def __init__(self, config: ServerConfig, topics: TopicRegistry, cluster: Cluster, clock: CoordinatorClock,
-                 metrics: Metrics, on_fatal: Callable[[BaseException], None], serving: Callable[[], bool]) -> None:
-        self.config, self.topics, self.cluster, self.clock = config, topics, cluster, clock
+    def __init__(self, topics: TopicRegistry, cluster: Cluster, clock: CoordinatorClock, metrics: Metrics,
+                 on_fatal: Callable[[BaseException], None], serving: Callable[[], bool]) -> None:
+        self.topics, self.cluster, self.clock = topics, cluster, clock
         self.metrics, self.on_fatal, self.serving = metrics, on_fatal, serving
         self.runtime: TransactionRuntime | None = None
         self.loaded: TransactionCoordinator | None = None    # the shard last loaded (a move loads a new one)
@@ -143,7 +143,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     """The server's parts over recovered topics; loads __consumer_offsets (and __transaction_state when the
     data dir holds one) into the coordinators."""
     clock = CoordinatorClock()
-    txn = TransactionCoordinatorHandle(config, topics, cluster, clock, metrics, on_fatal, serving)
+    txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn)
     offsets = topics.get(OFFSETS_TOPIC)
@@ -156,9 +156,8 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                     config.offsets_partition_count)
     coordinator_config = config.coordinator_config()
     groups = GroupRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics), offsets,
-                                clock=clock, on_fatal=on_fatal, metrics=metrics,
-                                hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p),
-                                partition_writer=broker.replicas)
+                          clock=clock, on_fatal=on_fatal, metrics=metrics,
+                          hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas)
     txn.broker, txn.groups = broker, groups
     load_report = groups.load()
     for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
@@ -172,6 +171,6 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     handlers = dict(broker.handlers)
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
-              TRANSACTION: TransactionRoute(txn.start, broker_route)}
+                                TRANSACTION: TransactionRoute(txn.start, broker_route)}
     dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster)
     return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report)
