@@ -19,6 +19,12 @@ log = logging.getLogger("tenure.coordinator")
 
 
 class GroupRuntime(CoordinatorRuntime[GroupShard]):
+    def __init__(self, *args, expectations: dict[str, int] | None = None, **kwargs) -> None:
+        """`expectations`: the table of `expect_group`, the same dict the shards are made with (their
+        factory's), so that a shard made by a later move reads it too."""
+        self.expectations: dict[str, int] = expectations if expectations is not None else {}
+        super().__init__(*args, **kwargs)
+
     # ------------------------------------------------------------------ queries
     def group_ids(self) -> list[str]:
         """Every group of every loaded shard, sorted."""
@@ -47,6 +53,19 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         if shard is None:
             raise AdminError(ErrorCode.NOT_COORDINATOR, f"the offsets partition of group {group_id!r} is not loaded")
         self.apply(shard.force_rebalance(group_id, self.clock_ms()))
+
+    def expect_group(self, group_id: str, members: int | None) -> None:
+        """A test says group `group_id` starts with `members` members (None: forget it). While the group's
+        first rebalance waits out its initial delay, it ends as soon as that many members have joined (a
+        classic group), or the first target assignment is computed once that many have heartbeated (a
+        consumer group); with fewer, the group behaves as with no expectation, and the log says so. It is a
+        test's hint, not group state: never written to the log, forgotten at a restart."""
+        if members is None:
+            self.expectations.pop(group_id, None)
+            return
+        if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+            raise ValueError(f"members must be a positive integer, not {members!r}")
+        self.expectations[group_id] = members
 
     def expire_session(self, group_id: str, member: str) -> bool:
         """Expire one member's session now, as if its heartbeats had stopped (`member`: its member id or
@@ -99,6 +118,8 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                                 "cause": r.cause, "old_member_id": r.old_member_id,
                                 "new_member_id": r.new_member_id, "generation": r.generation,
                                 "client_id": r.client_id, "client_host": r.client_host})
+        for gid, text in result.notes:
+            log.info("group %s: %s", gid, text, extra={"event": "note", "group": gid})
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
             g = self.group(gid)

@@ -34,3 +34,7 @@ class ShardHandler:
     @property
     def config(self) -> CoordinatorConfig:
         return self.shard.config
+
+    def expected_members(self, group_id: str) -> int | None:
+        """How many members a test said group `group_id` starts with (`expect_group`), or None."""
+        return self.shard.expectations.get(group_id)

@@ -48,6 +48,8 @@ class Result:
     timers: list[TimerOp] = field(default_factory=list)
     # (group id, cause) of each rebalance this input started: for metrics and inspection, not state
     rebalances: list[tuple[str, str]] = field(default_factory=list)
+    # (group id, text) the runtime logs: what a test would want to know happened, not state
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
     def respond(self, token: int, body: object) -> None:
         self.responses.append((token, body))
@@ -73,3 +75,4 @@ class Result:
         self.events += other.events
         self.timers += other.timers
         self.rebalances += other.rebalances
+        self.notes += other.notes

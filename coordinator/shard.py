@@ -13,7 +13,7 @@ handler has returned, so a handler that raises changes nothing. `load` is replay
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tenure.inspection import GroupInfo
@@ -54,9 +54,13 @@ class NoTopics:
 class GroupShard:
     def __init__(self, config: CoordinatorConfig | None = None,
                  member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0,
-                 topics=None, kinds: Sequence[Callable[[GroupShard], GroupKind]] = ()) -> None:
-        """`kinds`: the group kinds this shard serves (kinds.py's KINDS unless given: tests add kinds)."""
+                 topics=None, kinds: Sequence[Callable[[GroupShard], GroupKind]] = (),
+                 expectations: Mapping[str, int] | None = None) -> None:
+        """`kinds`: the group kinds this shard serves (kinds.py's KINDS unless given: tests add kinds).
+        `expectations`: group id -> the members a test said it starts (`expect_group`); the runtime's table,
+        read, never written, here."""
         self.config = config if config is not None else CoordinatorConfig()
+        self.expectations: Mapping[str, int] = expectations if expectations is not None else {}
         # the topic table consumer groups assign from (`get(name)`, `by_id(id)`: topics with `topic_id`,
         # `name` and `partitions`), and its KIP-1101 topic hashes, computed lazily
         self.topics = topics if topics is not None else NoTopics()

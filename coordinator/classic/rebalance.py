@@ -38,6 +38,16 @@ class Rebalance(ShardHandler):
     def _all_joined(g: ClassicGroup) -> bool:
         return all(mid in g.joins for mid in g.members) and not g.pending_members
 
+    def _expectation_met(self, res: Result, g: ClassicGroup) -> bool:
+        """During a group's initial delay (J12): a test said the group starts with N members (`expect_group`)
+        and N have joined, with nobody else to wait for: the join phase may end now, with no delay."""
+        n = self.expected_members(g.group_id)
+        if n is None or g.initial_remaining is None or len(g.joins) < n or not self._all_joined(g):
+            return False
+        res.notes.append((g.group_id, f"the {len(g.joins)} expected member(s) joined: the first rebalance "
+                                      f"ends now, without the initial delay"))
+        return True
+
     @staticmethod
     def validate_member(g: ClassicGroup, member_id: str, instance_id: str | None) -> int:
         """Identity check shared by Join/Sync/Heartbeat/Leave/OffsetCommit (J17, J31)."""
@@ -106,6 +116,8 @@ class Rebalance(ShardHandler):
             g.initial_remaining = max(g.rebalance_timeout_ms() - delay, 0)
             g.new_member_added = False
             res.set_timer(JoinKey(gid), now_ms + delay)
+            if self._expectation_met(res, g):
+                self._complete_join(res, g, now_ms)
         else:
             g.initial_remaining = None
             if self._all_joined(g):                          # J9: completes early
@@ -114,7 +126,9 @@ class Rebalance(ShardHandler):
                 res.set_timer(JoinKey(gid), now_ms + g.rebalance_timeout_ms())
 
     def maybe_complete_join(self, res: Result, g: ClassicGroup, now_ms: int) -> None:
-        if g.state == PREPARING_REBALANCE and g.initial_remaining is None and self._all_joined(g):
+        if g.state != PREPARING_REBALANCE:
+            return
+        if (g.initial_remaining is None and self._all_joined(g)) or self._expectation_met(res, g):
             self._complete_join(res, g, now_ms)
 
     def rebalance_or_complete(self, res: Result, g: ClassicGroup, now_ms: int, cause: str) -> None:
@@ -199,6 +213,10 @@ class Rebalance(ShardHandler):
                 res.install(g.group_id, g)
                 return res
             g.initial_remaining = None
+            n = self.expected_members(gid)
+            if n is not None and len(g.joins) < n:
+                res.notes.append((gid, f"expected {n} member(s), {len(g.joins)} joined within the initial "
+                                       f"rebalance delay: the rebalance completes with them"))
         self._complete_join(res, g, now_ms)
         res.install(g.group_id, g)
         return res

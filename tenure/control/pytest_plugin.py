@@ -17,7 +17,9 @@ Fixtures:
 - `@pytest.mark.tenure(**config)`: a dedicated server for that test with these `ServerConfig` fields
   (`data_dir=True`: a fresh temporary data dir, kept across `restart()`; e.g.
   `@pytest.mark.tenure(data_dir=True, static_registration_timeout_ms=60000)`), and `topics={"t": 12}`:
-  topics created before the test starts ({name: partitions}).
+  topics created before the test starts ({name: partitions}); `groups={"g": 4}`: the test starts 4 members of
+  group g - the group's first rebalance ends as soon as they have joined, with no initial delay
+  (`tenure_server.expect_group("g", 4)` says the same from inside a test).
 - `--tenure-data-dir` / ini `tenure_data_dir = true`: every `tenure_server` gets a temporary data dir.
 - `tenure_bootstrap`: just the "host:port" string.
 - `tenure_server_async`: the same server for async tests (aiokafka): a `tenure.server.AsyncServerThread`
@@ -98,10 +100,16 @@ def tenure_server(request, tmp_path_factory):
         topics = overrides.pop("topics", {})
         if not isinstance(topics, dict):
             raise pytest.UsageError("@pytest.mark.tenure(topics=...) takes {topic name: partitions}")
+        groups = overrides.pop("groups", {})
+        if not isinstance(groups, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                                   for n in groups.values()):
+            raise pytest.UsageError("@pytest.mark.tenure(groups=...) takes {group id: members it starts with}")
         if "data_dir" not in overrides and _want_data_dir(request.config):
             overrides["data_dir"] = True
         with ServerThread(_server_config(overrides, tmp_path_factory)) as server:
             server.create_topics(topics)
+            for group_id, members in groups.items():
+                server.expect_group(group_id, members)
             yield server
         return
     server = request.getfixturevalue("_tenure_shared")

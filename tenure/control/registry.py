@@ -119,6 +119,10 @@ def _check_member(server, group: str, member: str) -> None:
         raise AdminError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group!r} has no member or instance {member!r}")
 
 
+def _expect_group(server, group: str, members: int | None = None) -> None:
+    server.runtime.expect_group(group, members)
+
+
 def _expire_session(server, group: str, member: str) -> bool:
     return server.runtime.expire_session(group, member)
 
@@ -267,6 +271,15 @@ CONTROLS: tuple[Control, ...] = (
             "POST", "/groups/{group}/force-rebalance", _force_rebalance, (_GROUP,), respond=_rebalancing,
             cli=(Cli("groups", "force-rebalance", "start one rebalance of a static group now "
                      "(KIP-345 draft forceStaticRebalance)"),)),
+    Control("expect_group", '{"members": N}: the group starts with N members - its first rebalance ends as soon '
+            'as N have joined, with no initial delay ({"members": null}: forget it)', "POST",
+            "/groups/{group}/expect", _expect_group,
+            (_GROUP, Arg("members", int, "how many members the test starts", required=False,
+                         example='{"members": 4}')),
+            respond=lambda server, _, group, members=None: {"group": group, "members": members},
+            error_prefix="members: ",
+            cli=(Cli("groups", "expect", "say how many members a group starts with: its first rebalance ends "
+                     "as soon as they have joined"),)),
     Control("expire_session", "expire a member's session now (member id or group.instance.id)",
             "POST", "/groups/{group}/members/{member}/expire", _expire_session,
             (_GROUP, Arg("member", where="path", help="member id or group.instance.id")),

@@ -155,8 +155,10 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                     "to partitions by that count)", OFFSETS_TOPIC, len(offsets.partitions),
                     config.offsets_partition_count)
     coordinator_config = config.coordinator_config()
-    groups = GroupRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics), offsets,
-                          clock=clock, on_fatal=on_fatal, metrics=metrics,
+    expectations: dict[str, int] = {}              # expect_group's table: the runtime writes, its shards read
+    groups = GroupRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics,
+                                               expectations=expectations), offsets,
+                          expectations=expectations, clock=clock, on_fatal=on_fatal, metrics=metrics,
                           hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas)
     txn.broker, txn.groups = broker, groups
     load_report = groups.load()

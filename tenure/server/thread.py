@@ -54,6 +54,7 @@ class ServerThread:
 
     if TYPE_CHECKING:           # made by add_thread_methods from tenure/control/registry.py
         def group(self, group_id: str) -> GroupView | None: ...
+        def expect_group(self, group_id: str, members: int | None) -> None: ...
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)

@@ -184,6 +184,23 @@ def test_bad_topics(tenure_server):
     result.stdout.fnmatch_lines(["*topics=...) takes {topic name: partitions}*"])
 
 
+def test_groups_on_the_marker_set_expectations(pytester):
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.tenure(groups={"g": 4, "h": 1})
+def test_expected(tenure_server):
+    assert tenure_server.call(lambda: dict(tenure_server.server.runtime.expectations)) == {"g": 4, "h": 1}
+
+@pytest.mark.tenure(groups={"g": 0})
+def test_bad_groups(tenure_server):
+    pass
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*groups=...) takes {group id: members it starts with}*"])
+
+
 def test_no_rebalance_names_only_the_causes_inside_the_block(tenure_server):
     from tests.support.groups import GroupMember, wait_for
     tenure_server.create_topics({"nrc-t": 2})
