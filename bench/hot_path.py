@@ -1,0 +1,245 @@
+"""The hot path: throughput, latency and the server's CPU per request for Heartbeat, OffsetCommit, Fetch and
+Produce (figures, never assertions).
+
+`tenure serve` is spawned; then, per API, C connections each keep one request in flight (as a real client does)
+for --seconds. The load generator is lean so that the server, not the client, is measured: each request is
+encoded once with kafka-python before the run, and during the run only its correlation id is patched and only
+the response's size, correlation id and error code are read. For each API the script prints requests/s, p50 /
+p99 / max latency, the server's CPU per request in microseconds (user + system time of the server process from
+/proc, divided by the requests answered) and the load generator's own CPU per request.
+
+- Heartbeat v4: --groups static groups of --members members each (formed first through expect_group, so no
+  initial delay), one connection per group cycling through its members' heartbeats;
+- OffsetCommit v8: one member per group commits --commit-partitions partitions of a topic;
+- Fetch v12: one partition holding a few small records, from offset 0, max_wait_ms 0;
+- Produce v9: acks=1, one 10-record batch (~1 KB) per request to one partition per connection.
+
+    .venv/bin/python bench/hot_path.py [--apis heartbeat,commit,fetch,produce] [--groups 100] [--members 10]
+        [--connections 100] [--seconds 10]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import struct
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchcommon import tree_version  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int | None = None) -> float:
+    """User + system CPU seconds of a process (None: this one)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Pump(asyncio.Protocol):
+    """One connection keeping one pre-encoded request in flight: each response (its size, correlation id and
+    error code read, nothing decoded) sends the next frame of the cycle."""
+
+    def __init__(self, frames: list[bytes], error_at: int, stop_at: float, lat: list[float], errors: dict) -> None:
+        self.frames = [bytearray(f) for f in frames]
+        self.error_at, self.stop_at, self.lat, self.errors = error_at, stop_at, lat, errors
+        self.buf = bytearray()
+        self.i = 0
+        self.cid = 0
+        self.sent = 0.0
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self._send()
+
+    def _send(self) -> None:
+        f = self.frames[self.i % len(self.frames)]
+        self.i += 1
+        self.cid += 1
+        struct.pack_into(">i", f, 8, self.cid)
+        self.sent = time.perf_counter()
+        self.transport.write(f)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            size = struct.unpack_from(">i", buf)[0]
+            if len(buf) < 4 + size:
+                return
+            now = time.perf_counter()
+            cid = struct.unpack_from(">i", buf, 4)[0]
+            assert cid == self.cid, (cid, self.cid)
+            code = struct.unpack_from(">h", buf, 4 + self.error_at)[0]
+            self.errors[code] = self.errors.get(code, 0) + 1
+            self.lat.append(now - self.sent)
+            del buf[:4 + size]
+            if now >= self.stop_at:
+                self.transport.close()
+                if not self.done.done():
+                    self.done.set_result(None)
+                return
+            self._send()
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def pump(host: str, port: int, frame_sets: list[list[bytes]], error_at: int, seconds: float) -> dict:
+    loop = asyncio.get_running_loop()
+    lat: list[float] = []
+    errors: dict[int, int] = {}
+    stop_at = time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    protos = []
+    for frames in frame_sets:
+        _, p = await loop.create_connection(lambda f=frames: Pump(f, error_at, stop_at, lat, errors), host, port)
+        protos.append(p)
+    await asyncio.gather(*(p.done for p in protos))
+    elapsed = time.perf_counter() - t0
+    lat.sort()
+    q = lambda x: lat[min(len(lat) - 1, int(x * len(lat)))] * 1000  # noqa: E731
+    return {"n": len(lat), "per_s": len(lat) / elapsed, "p50": q(0.5), "p99": q(0.99), "max": lat[-1] * 1000,
+            "errors": errors}
+
+
+def frame(req, version: int) -> bytes:
+    from tests.support.wire import request_bytes
+    return request_bytes(req, version, 0, client_id="hot")
+
+
+def admin_post(url: str, body: dict) -> None:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+async def form_groups(bootstrap: str, admin_url: str, groups: int, members: int) -> list[list[tuple]]:
+    """Each group formed once (static members, expect_group set first): [(group, member id, instance id, gen)]."""
+    from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+
+    from tests.support.wire import AsyncWireClient
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    out = []
+    for g in range(groups):
+        gid = f"hp-{g}"
+        admin_post(f"{admin_url}/groups/{gid}/expect", {"members": members})
+        conns = [await AsyncWireClient.connect(bootstrap) for _ in range(members)]
+        joins = await asyncio.gather(*(c.call(JoinGroupRequest(
+            group_id=gid, session_timeout_ms=1_800_000, rebalance_timeout_ms=30000, member_id="",
+            group_instance_id=f"{gid}-i{i}", protocol_type="consumer", protocols=[P(name="range", metadata=b"")]),
+            5) for i, c in enumerate(conns)))
+        assert all(j.error_code == 0 for j in joins), [j.error_code for j in joins]
+        await asyncio.gather(*(c.call(SyncGroupRequest(
+            group_id=gid, generation_id=j.generation_id, member_id=j.member_id, group_instance_id=f"{gid}-i{i}",
+            assignments=[]), 3) for i, (c, j) in enumerate(zip(conns, joins))))
+        for c in conns:
+            await c.close()
+        out.append([(gid, j.member_id, f"{gid}-i{i}", j.generation_id) for i, j in enumerate(joins)])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--apis", default="heartbeat,commit,fetch,produce")
+    ap.add_argument("--groups", type=int, default=100)
+    ap.add_argument("--members", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=100, help="for fetch and produce")
+    ap.add_argument("--commit-partitions", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--profile", metavar="PATH", help="run the server under cProfile, write its stats to PATH and "
+                    "print the top functions by own time (the figures above are then inflated by the profiler)")
+    args = ap.parse_args()
+    from kafka.protocol.consumer import FetchRequest, HeartbeatRequest, OffsetCommitRequest
+    from kafka.protocol.producer import ProduceRequest
+
+    from tests.support.procs import TenureProcess
+    from tests.support.wire import WireClient, build_batch, create_topic, produce_request
+
+    print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        srv = TenureProcess(Path(d) / "data")
+        if args.profile:
+            plain = srv.argv
+            srv.argv = lambda port=None: [sys.executable, "-m", "cProfile", "-o", args.profile,  # type: ignore
+                                          *plain(port)[1:]]
+        srv.start()
+        try:
+            host, port = srv.bootstrap.rsplit(":", 1)
+            pid = srv.proc.pid
+            w = WireClient.to(srv.bootstrap)
+            create_topic(w, "hp-commits", args.commit_partitions)
+            create_topic(w, "hp-data", args.connections)
+            for p in range(args.connections):
+                w.call(produce_request("hp-data", p, build_batch([(None, b"x" * 100)] * 10), acks=1), 9)
+            w.sock.close()
+            rows = []
+            apis = args.apis.split(",")
+            groups = asyncio.run(form_groups(srv.bootstrap, srv.admin_url, args.groups, args.members)) \
+                if {"heartbeat", "commit"} & set(apis) else []
+            for api in apis:
+                if api == "heartbeat":
+                    sets = [[frame(HeartbeatRequest(group_id=g, generation_id=gen, member_id=m, group_instance_id=i),
+                                   4) for g, m, i, gen in grp] for grp in groups]
+                    error_at = 4 + 1 + 4           # header v1: correlation id, tagged fields; throttle_time_ms
+                elif api == "commit":
+                    T = OffsetCommitRequest.OffsetCommitRequestTopic
+                    sets = [[frame(OffsetCommitRequest(
+                        group_id=g, generation_id_or_member_epoch=gen, member_id=m, group_instance_id=i,
+                        topics=[T(name="hp-commits", partitions=[T.OffsetCommitRequestPartition(
+                            partition_index=p, committed_offset=1, committed_leader_epoch=-1,
+                            committed_metadata="") for p in range(args.commit_partitions)])]), 8)]
+                        for g, m, i, gen in (grp[0] for grp in groups)]
+                    # header v1, throttle, topics (compact array, 1 byte), name (compact string), partitions
+                    # (1 byte), partition_index (4): the first partition's error code
+                    error_at = 4 + 1 + 4 + 1 + 1 + len("hp-commits") + 1 + 4
+                elif api == "fetch":
+                    F = FetchRequest.FetchTopic
+                    sets = [[frame(FetchRequest(
+                        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                        session_epoch=-1, topics=[F(topic="hp-data", partitions=[F.FetchPartition(
+                            partition=c, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                            log_start_offset=-1, partition_max_bytes=1 << 20)])], forgotten_topics_data=[],
+                        rack_id=""), 12)] for c in range(args.connections)]
+                    error_at = 4 + 1 + 4                # the response's top-level error code
+                elif api == "produce":
+                    batch = build_batch([(None, b"x" * 100)] * 10)
+                    sets = [[frame(produce_request("hp-data", c, batch, acks=1), 9)] for c in range(args.connections)]
+                    # header v1, responses (1), name (compact), partitions (1), index (4): the partition's error
+                    error_at = 4 + 1 + 1 + 1 + len("hp-data") + 1 + 4
+                else:
+                    raise SystemExit(f"unknown api {api}")
+                s0, c0 = cpu_s(pid), cpu_s()
+                r = asyncio.run(pump(host, int(port), sets, error_at, args.seconds))
+                s1, c1 = cpu_s(pid), cpu_s()
+                r.update(api=api, conns=len(sets), server_us=(s1 - s0) / r["n"] * 1e6,
+                         client_us=(c1 - c0) / r["n"] * 1e6)
+                rows.append(r)
+                print(f"  {api:<10} {r['conns']:>4} conns  {r['per_s']:>9,.0f}/s  p50 {r['p50']:6.2f} ms  "
+                      f"p99 {r['p99']:6.2f} ms  max {r['max']:7.1f} ms  server {r['server_us']:6.1f} us/req  "
+                      f"client {r['client_us']:5.1f} us/req  errors {r['errors']}", flush=True)
+        finally:
+            srv.terminate()
+    _ = ProduceRequest
+    print(f"load average at end {os.getloadavg()}")
+    if args.profile:
+        import pstats
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
+
+
+if __name__ == "__main__":
+    main()
