@@ -5,15 +5,62 @@ this package adds framing, the supported-API table and the envelope around them.
 nothing of groups, topics or sockets.
 """
 
+import importlib.util as _importlib_util
+import sys as _sys
 import warnings as _warnings
 
-# kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
-# txn_records.py, consumer_group.py, whose classes structs.py builds) at import time with importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports it
-# here, once, with that one warning silenced, so a user's suite run with `filterwarnings = error` does
-# not fail on tenure's imports. Every layer that uses kafka-python imports this package first (their
-# __init__).
-with _warnings.catch_warnings():
-    _warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
-    import kafka  # noqa: F401,E402
 
-    from . import consumer_group, records, txn_records  # noqa: F401,E402
+def _quietly(fn):
+    """Run fn with kafka-python's import-time deprecation warning silenced (see below)."""
+    with _warnings.catch_warnings():
+        _warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
+        return fn()
+
+
+def _defer_kafka_package() -> None:
+    """Make `kafka` importable without running its `__init__`, which imports kafka-python's whole client (admin,
+    consumer, producer, networking: about a fifth of the server's start-up) that tenure never uses. The package
+    module is created from its own spec and put in `sys.modules` unexecuted; its submodules (`kafka.protocol`,
+    `kafka.record`) import as usual. The first time anything asks it for a name its `__init__` defines (`from
+    kafka import KafkaConsumer`, `kafka.__version__`), that `__init__` runs, once, and the name is there: a test
+    that imports tenure and then uses kafka-python's clients sees the package as it always is."""
+    if "kafka" in _sys.modules:
+        return
+    spec = _importlib_util.find_spec("kafka")
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return
+    module = _importlib_util.module_from_spec(spec)
+    loader = spec.loader
+
+    def __getattr__(name: str):
+        if name.startswith("__") and name not in ("__version__", "__all__"):
+            raise AttributeError(name)
+        delattr(module, "__getattr__")            # exec_module runs once; after it, plain attribute lookup
+        _quietly(lambda: loader.exec_module(module))
+        return getattr(module, name)
+
+    vars(module)["__getattr__"] = __getattr__      # module-level __getattr__ (PEP 562)
+    _sys.modules["kafka"] = module
+
+
+# kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
+# txn_records.py, consumer_group.py, whose classes structs.py builds) at import time with
+# importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports them here, once, with that one
+# warning silenced, so a user's suite run with `filterwarnings = error` does not fail on tenure's imports. Every
+# layer that uses kafka-python imports this package first (their __init__).
+_defer_kafka_package()
+
+
+def _import_codecs() -> None:
+    # every kafka-python message package whose classes load their schemas at import (the full `import kafka`
+    # would import these too): loaded here, quietly, not later inside a user's test
+    import kafka.protocol.admin  # noqa: F401
+    import kafka.protocol.consumer  # noqa: F401
+    import kafka.protocol.metadata  # noqa: F401
+    import kafka.protocol.producer  # noqa: F401
+    import kafka.protocol.sasl  # noqa: F401
+
+    from . import consumer_group, records, txn_records  # noqa: F401
+
+
+_quietly(_import_codecs)

@@ -1,0 +1,41 @@
+"""What `import tenure.server` may load: only what serving needs. kafka-python's client packages (admin,
+consumer, producer, networking), the audit's and the catch-up consumer's dependencies and the clients tests use
+stay out of the server's start-up; kafka-python's package itself still works in full for a test that imports
+tenure first and then a kafka-python client."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+DENIED = (
+    "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net", "kafka.coordinator", "kafka.client_async",
+    "kafka.cluster", "kafka.sasl",
+    "tenure.audit", "tenure.catchup", "pyspark", "pyarrow", "matplotlib", "confluent_kafka", "aiokafka",
+)
+
+
+def _modules_after(code: str, *flags: str) -> list[str]:
+    out = subprocess.run([sys.executable, *flags, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_tenure_server_loads_nothing_on_the_deny_list():
+    loaded = _modules_after("import tenure.server")
+    bad = sorted(m for m in loaded if any(m == d or m.startswith(d + ".") for d in DENIED))
+    assert bad == [], f"import tenure.server pulled in {bad}"
+    assert "kafka.protocol" in loaded                   # the one codec engine is there
+
+
+def test_kafka_python_clients_work_after_tenure_was_imported_even_with_warnings_as_errors():
+    loaded = _modules_after("import tenure.server\nfrom kafka import KafkaConsumer, KafkaProducer, TopicPartition\n"
+                            "import kafka\nassert kafka.__version__ and kafka.KafkaAdminClient\n"
+                            "assert KafkaConsumer.__module__ == 'kafka.consumer.group'", "-W", "error")
+    assert "kafka.consumer" in loaded
+
+
+def test_kafka_imported_before_tenure_is_left_as_it_is():
+    _modules_after("import kafka\nfrom kafka import KafkaConsumer\nimport tenure.server\n"
+                   "assert kafka.KafkaConsumer is KafkaConsumer")
