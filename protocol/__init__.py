@@ -7,6 +7,7 @@ nothing of groups, topics or sockets.
 
 import importlib.util as _importlib_util
 import sys as _sys
+import threading as _threading
 import warnings as _warnings
 
 
@@ -31,13 +32,26 @@ def _defer_kafka_package() -> None:
         return
     module = _importlib_util.module_from_spec(spec)
     loader = spec.loader
+    lock = _threading.RLock()       # one thread runs the __init__; the others wait for it, then look again
+    running: list[bool] = []        # non-empty while the __init__ runs (on the thread holding the lock)
 
     def __getattr__(name: str):
         if name.startswith("__") and name not in ("__version__", "__all__"):
             raise AttributeError(name)
-        delattr(module, "__getattr__")            # exec_module runs once; after it, plain attribute lookup
-        _quietly(lambda: loader.exec_module(module))
-        return getattr(module, name)
+        with lock:
+            if "__getattr__" in vars(module):
+                if running:         # asked by the __init__ itself (`from kafka import errors`): the import
+                    raise AttributeError(name)      # system then imports the submodule, as it always does
+                running.append(True)
+                try:
+                    _quietly(lambda: loader.exec_module(module))
+                finally:
+                    running.clear()
+                del vars(module)["__getattr__"]     # from now on, plain attribute lookup
+        try:
+            return vars(module)[name]
+        except KeyError:
+            raise AttributeError(f"module 'kafka' has no attribute {name!r}") from None
 
     vars(module)["__getattr__"] = __getattr__      # module-level __getattr__ (PEP 562)
     _sys.modules["kafka"] = module

@@ -39,3 +39,19 @@ def test_kafka_python_clients_work_after_tenure_was_imported_even_with_warnings_
 def test_kafka_imported_before_tenure_is_left_as_it_is():
     _modules_after("import kafka\nfrom kafka import KafkaConsumer\nimport tenure.server\n"
                    "assert kafka.KafkaConsumer is KafkaConsumer")
+
+
+def test_threads_that_import_kafka_python_clients_at_once_all_get_them():
+    """The first name asked for runs kafka-python's __init__ on one thread; threads asking meanwhile wait for it
+    (consumers started on threads import their client at the same moment)."""
+    _modules_after("import threading, tenure.server\n"
+                   "errors = []\n"
+                   "def use():\n"
+                   "    try:\n"
+                   "        from kafka import ConsumerRebalanceListener, KafkaConsumer  # noqa: F401\n"
+                   "    except Exception as exc:\n"
+                   "        errors.append(exc)\n"
+                   "ts = [threading.Thread(target=use) for _ in range(16)]\n"
+                   "[t.start() for t in ts]\n"
+                   "[t.join() for t in ts]\n"
+                   "assert errors == [], errors")
