@@ -335,6 +335,49 @@ CONTROLS += (
                 "topic": topic, "partition": int(partition), "leader": server.cluster.leader_of(topic, int(partition))}),
 )
 
+
+
+def _requests(server, **filters) -> list:
+    for name in ("broker", "connection", "since"):
+        if filters.get(name) is not None:
+            filters[name] = _int(name, filters[name])
+    bodies = filters.pop("bodies", None)
+    if bodies not in (None, "true", "false", True, False):
+        raise ValueError(f"bodies: want true or false, not {bodies!r}")
+    return [e.to_dict(bodies in ("true", True)) for e in server.capture.query(**filters)]
+
+
+def _network_add(server, **spec):
+    return server.network.add({k: v for k, v in spec.items() if v is not None or k == "count"})
+
+
+def _network_heal(server, rule: str | None = None) -> int:
+    return server.network.heal(None if rule is None else _int("rule", rule))
+
+
+_FILTERS = tuple(Arg(name, where="query", required=False) for name in
+                 ("api", "group", "client_id", "topic", "broker", "connection", "error", "since", "bodies"))
+CONTROLS += (
+    Control("requests", "the requests served, oldest first, with their answers (?api=NAME&group=G&client_id=C"
+            "&topic=T&broker=B&connection=N&error=NAME&since=SEQ&bodies=true): API, version, client id, "
+            "connection, broker, timing, error, a summary", "GET", "/requests", _requests, _FILTERS, thread=False),
+    Control("requests_clear", "forget the requests captured so far", "DELETE", "/requests",
+            lambda server: server.capture.clear(), respond=lambda server, removed: {"removed": removed},
+            thread=False),
+    Control("network_rules", "the network fault rules", "GET", "/network",
+            lambda server: server.network.rules(), respond=lambda server, rules: [r.to_dict() for r in rules],
+            thread=False),
+    Control("network_add", 'add a network fault: {"kind": "partition"|"loss"|"delay"|"bandwidth"|"reset", '
+            '"client_id"?, "port"?, "broker"?, "direction": "in"|"out"|"both", "ms" (delay), "bytes_per_s" '
+            '(bandwidth), "after_bytes", "count"? (reset)}', "POST", "/network", _network_add,
+            tuple(Arg(name, required=False) for name in ("kind", "client_id", "port", "broker", "direction", "ms",
+                                                         "bytes_per_s", "after_bytes", "count")),
+            status=201, respond=lambda server, rule, **spec: rule.to_dict(), thread=False),
+    Control("network_heal", "heal the network: every rule, or one (?rule=ID)", "DELETE", "/network", _network_heal,
+            (Arg("rule", where="query", required=False),),
+            respond=lambda server, removed, rule=None: {"removed": removed}, thread=False),
+)
+
 BY_NAME = {c.name: c for c in CONTROLS}
 
 
