@@ -180,16 +180,19 @@ class Capture:
     def active(self) -> bool:
         return self.capacity > 0
 
-    def record(self, req, ctx, body, error: int, started: float, outcome: str) -> None:
-        """One served request (`started`: its time.perf_counter() when read)."""
+    def record(self, req, ctx, body, error: int, started: float, outcome: str) -> Exchange:
+        """One served request (`started`: its time.perf_counter() when read); its duration is until now
+        (the caller may set it again once the answer is written)."""
         now = time.perf_counter()
         self._seq += 1
         key = req.api_key
-        self._ring.append(Exchange(
+        exchange = Exchange(
             self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
             None if key == PRODUCE else req.body, None if key == FETCH else body,
-            summarize(key, req.body) if key == PRODUCE else None))
+            summarize(key, req.body) if key == PRODUCE else None)
+        self._ring.append(exchange)
+        return exchange
 
     def clear(self) -> int:
         with self._lock:

@@ -108,15 +108,20 @@ class Dispatcher:
                 return self._closed(req, ctx, t0)
         if hooked.rewrites and body is not None:
             body = self.hooks.rewrite(hooked, req, body)
+        code = response_error(body) if body is not None else 0
+        # captured before the answer leaves (a client that has its answer finds it in the capture), its
+        # duration set once the answer is written
+        seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer") \
+            if self.capture.active else None
         if body is not None:
             if answered_error and req.api_key == API_VERSIONS_KEY:
                 await send(encode_api_versions_error(req.correlation_id, refused))
             else:
                 await send(encode_response(req, body))
-        code = response_error(body) if body is not None else 0
-        self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
-        if self.capture.active:
-            self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer")
+        took = time.perf_counter() - t0
+        self.metrics.request(req.name, error_name(code) if code else "NONE", took)
+        if seen is not None:
+            seen.duration_ms = took * 1000.0
         return True
 
     def _closed(self, req: Request, ctx: RequestContext, t0: float) -> bool:
