@@ -322,12 +322,18 @@ def test_a_connection_reset_after_n_bytes_and_lost_answers_are_what_kafka_python
         tenure_server.network.reset(after_bytes=20, count=1, client_id="rs-p")
         p.send("rs-t", b"after a reset").get(30)              # the client reconnects and resends
         assert tenure_server.metrics.closed_connections["network_reset"] == 1
-        rule = tenure_server.network.loss("out", client_id="rs-p")
-        future = p.send("rs-t", b"answer lost")
-        time.sleep(3)                                          # longer than request_timeout_ms
-        assert not future.is_done or future.failed()
+        # the answers to this connection's source port are lost: the request times out, the client closes
+        # it and resends on a new connection (another port), which is answered
+        port = int(tenure_server.requests(client_id="rs-p")[-1].peer.rsplit(":", 1)[1])
+        rule = tenure_server.network.loss("out", port=port)
+        mark = tenure_server.capture.last_seq
+        t0 = time.monotonic()
+        p.send("rs-t", b"answer lost").get(30)
+        assert time.monotonic() - t0 >= 2                      # request_timeout_ms
+        produced = tenure_server.requests(api="Produce", client_id="rs-p", since=mark)
+        assert len(produced) == 2 and produced[0].connection != produced[1].connection
+        assert rule.applied == 1
         tenure_server.network.heal(rule)
-        assert rule.applied >= 1
         p.send("rs-t", b"healed").get(30)
     finally:
         p.close(5)
