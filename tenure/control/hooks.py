@@ -225,8 +225,11 @@ class Hooks:
         hook.errors.append(exc)
         with self._lock:
             self.errors.append((hook, exc))
-        log.warning("hook %s raised %s (%s); the request goes on without it", hook.describe(),
-                    type(exc).__name__, what, exc_info=exc)
+        if len(hook.errors) == 1:          # the first in full; the next ones in one line each, at debug level
+            log.warning("hook %s raised %s (%s); the request goes on without it", hook.describe(),
+                        type(exc).__name__, what, exc_info=exc)
+        else:
+            log.debug("hook %s raised %s again (%s): %s", hook.describe(), type(exc).__name__, what, exc)
 
     async def intercept(self, req, ctx) -> Decision:
         """What the hooks make of one request: a Decision (delay, answer, close, answer rewrites)."""
