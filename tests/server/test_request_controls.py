@@ -241,3 +241,18 @@ def test_the_ring_keeps_the_latest_and_checks_its_size():
         with pytest.raises(ValueError):
             cap.resize(bad)
     assert cap.clear() == 1 and cap.query() == []
+
+
+def test_hooks_network_rules_and_the_capture_outlive_a_restart():
+    with ServerThread() as st:
+        calls = []
+        hook = st.on_request("Heartbeat", lambda call: calls.append(call.ctx.connection_id))
+        rule = st.network.delay(1, client_id="nobody")
+        with WireClient.to(st.bootstrap) as c:
+            _heartbeat(c)
+        st.restart()
+        with WireClient.to(st.bootstrap) as c:
+            _heartbeat(c)
+        assert len(calls) == 2 and st.network.rules() == [rule]
+        assert [e.api for e in st.requests(api="Heartbeat")] == ["Heartbeat", "Heartbeat"]
+        hook.remove()
