@@ -10,6 +10,8 @@ Java being unavailable fails these tests (tests/support/java.py raises), it neve
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Producer
 
@@ -72,3 +74,39 @@ def test_capture_shows_a_static_java_restart_sent_joingroup_with_its_instance_id
     assert len(joins) == 1 and joins[0].group_instance_id == "jcap-1" and joins[0].error == 0
     assert joins[0].response.member_id == again["member_id"] != first["member_id"]
     assert m.close() == 0
+
+
+@pytest.mark.tenure(brokers=2, topics={"jnp-t": 4})
+def test_a_static_java_member_partitioned_from_its_coordinator_longer_than_its_session_is_fenced_once(
+        tenure_server, java_members):  # noqa: F811
+    """Two static Java members; one is cut off from the group's coordinator (it still reaches the other
+    broker) while the coordinator's clock passes its 6 s session: one rebalance (session_expired), the
+    other member takes its partitions, the cut-off one hears nothing meanwhile; healed, its held heartbeat
+    is answered UNKNOWN_MEMBER_ID and it joins again with its instance id."""
+    conf = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+    a = java_members("jnp-a", tenure_server.bootstrap, "jnp-g", "jnp-t", instance="jnp-a", **conf)
+    b = java_members("jnp-b", tenure_server.bootstrap, "jnp-g", "jnp-t", instance="jnp-b", **conf)
+    tenure_server.wait_for_group("jnp-g", members=2, timeout=60)
+    a.wait_type("assigned", 60), b.wait_type("assigned", 60)
+    coordinator = tenure_server.coordinator_of("jnp-g")
+    before = tenure_server.rebalances("jnp-g")
+    a_mark, b_mark, mark = a.mark(), b.mark(), tenure_server.capture.last_seq
+    with tenure_server.network.partition(client_id="jnp-a", broker=coordinator):
+        for _ in range(5):                          # 7.5 s of coordinator time, b heartbeating in between
+            tenure_server.advance_clock(1500)
+            time.sleep(0.6)
+        took = b.wait_for(lambda e: e["type"] == "assigned" and sorted(e["partitions"]) == [0, 1, 2, 3], 30,
+                          since=b_mark, what="b holding every partition")
+        g = tenure_server.group("jnp-g")
+        assert set(g.static_members) == {"jnp-b"} and g.rebalance_causes.get("session_expired") == 1
+        assert tenure_server.rebalances("jnp-g") == before + 1
+        assert a.callbacks(a_mark) == [] and tenure_server.requests(client_id="jnp-a", broker=coordinator,
+                                                                    since=mark) == []
+    back = a.wait_type("assigned", 60, since=a_mark)
+    assert back["generation"] > took["generation"]
+    beats = [e for e in tenure_server.requests(client_id="jnp-a", broker=coordinator, since=mark)
+             if e.api == "Heartbeat"]
+    assert beats and beats[0].error == ErrorCode.UNKNOWN_MEMBER_ID
+    joins = tenure_server.requests(api="JoinGroup", client_id="jnp-a", since=mark)
+    assert joins and all(j.group_instance_id == "jnp-a" for j in joins)
+    assert a.close() == 0 and b.close() == 0
