@@ -382,3 +382,35 @@ def test_the_admin_endpoint_serves_the_capture_and_the_network_rules(tenure_serv
         assert status == 200 and cleared["removed"] >= 3
     finally:
         p.close(5)
+
+
+@pytest.mark.tenure(admin_port=0)
+def test_the_network_and_requests_subcommands(tenure_server, capsys):
+    from tenure.tools.cli import main
+    admin = f"127.0.0.1:{tenure_server.admin_port}"
+    p = KafkaProducer(bootstrap_servers=tenure_server.bootstrap, client_id="cli-p")
+    try:
+        p.send("cli-t", b"x").get(10)
+        capsys.readouterr()
+        assert main(["requests", "list", "--admin", admin, "--api", "Produce", "--client-id", "cli-p"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split("\t")[:3] == ["seq", "api", "version"] and len(lines) == 2
+        assert lines[1].split("\t")[1] == "Produce" and lines[1].split("\t")[3] == "cli-p"
+        assert main(["requests", "list", "--admin", admin, "--api", "NoSuchApi"]) == 1
+        assert "unknown API" in capsys.readouterr().err
+        assert main(["network", "--admin", admin, "reset", "0", "--client-id", "cli-p", "--count", "1"]) == 0
+        assert main(["network", "--admin", admin, "delay", "50", "--broker", "0", "--direction", "out"]) == 0
+        assert main(["network", "--admin", admin, "loss", "sideways"]) == 1
+        assert main(["network", "--admin", admin, "partition", "--port", "70000"]) == 1
+        capsys.readouterr()
+        assert main(["network", "--admin", admin, "list"]) == 0
+        rules = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [(r["kind"], r.get("count"), r.get("ms")) for r in rules] == [("reset", 1, None), ("delay", None, 50)]
+        p.send("cli-t", b"y").get(30)                   # reset once, then sent again on a new connection
+        assert tenure_server.metrics.closed_connections["network_reset"] == 1
+        assert main(["network", "--admin", admin, "heal", str(rules[0]["id"])]) == 0
+        assert main(["network", "--admin", admin, "heal"]) == 0
+        assert tenure_server.network.rules() == []
+        assert main(["requests", "clear", "--admin", admin]) == 0
+    finally:
+        p.close(5)
