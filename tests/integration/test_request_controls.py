@@ -12,7 +12,7 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from kafka import KafkaProducer
 
 from tenure.control.hooks import HookError
@@ -414,3 +414,25 @@ def test_the_network_and_requests_subcommands(tenure_server, capsys):
         assert main(["requests", "clear", "--admin", admin]) == 0
     finally:
         p.close(5)
+
+
+def test_a_bandwidth_limit_slows_a_large_produce_and_a_partitioned_broker_times_a_new_client_out(tenure_server):
+    create_topic(tenure_server, "bw-t", 1)
+    tenure_server.network.bandwidth(200_000, direction="in", client_id="bw-p")
+    p = Producer({"bootstrap.servers": tenure_server.bootstrap, "client.id": "bw-p", "linger.ms": 0,
+                  "message.max.bytes": 1_000_000})
+    t0 = time.monotonic()
+    p.produce("bw-t", b"x" * 400_000, partition=0)
+    assert p.flush(30) == 0
+    assert time.monotonic() - t0 >= 1.5                          # 400 KB at 200 KB/s
+    tenure_server.network.heal()
+    assert tenure_server.requests(api="Produce", client_id="bw-p")[-1].error == 0
+    with tenure_server.network.partition(broker=0) as cut:
+        late = Producer({"bootstrap.servers": tenure_server.bootstrap, "client.id": "late"})
+        t0 = time.monotonic()
+        with pytest.raises(KafkaException):                     # accepted, then silence: a timeout
+            late.list_topics(timeout=1.0)
+        assert time.monotonic() - t0 >= 1 and cut.applied >= 1
+        assert tenure_server.requests(client_id="late") == []
+    assert "bw-t" in late.list_topics(timeout=10).topics         # healed: the same client gets its answer
+    assert tenure_server.requests(client_id="late")
