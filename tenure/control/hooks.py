@@ -49,6 +49,7 @@ from tenure.protocol.error_responses import can_fail, error_response
 log = logging.getLogger("tenure.server")
 FILTERS = ("group", "topic", "client_id", "broker")
 MAX_HOOKS = 1000
+MAX_ERRORS_KEPT = 100                  # exceptions kept per hook (the rest are counted in `failures`)
 
 
 class HookError(AssertionError):
@@ -119,6 +120,7 @@ class Hook:
         self.calls = 0
         self.answered = 0
         self.errors: list[BaseException] = []
+        self.failures = 0                  # times the function raised (errors keeps the first MAX_ERRORS_KEPT)
         self._reported = 0
 
     def matches(self, req, ctx, summary: dict | None) -> bool:
@@ -143,11 +145,11 @@ class Hook:
 
     def check(self) -> None:
         """Raise HookError for the first exception of the function not reported yet."""
-        if len(self.errors) > self._reported:
-            first = self.errors[self._reported]
-            self._reported = len(self.errors)
+        if self.failures > self._reported:
+            first = self.errors[min(self._reported, len(self.errors) - 1)]
+            self._reported = self.failures
             self.owner.reported(self)
-            raise HookError(f"hook {self.describe()} raised {len(self.errors)} time(s); first: "
+            raise HookError(f"hook {self.describe()} raised {self.failures} time(s); first: "
                             f"{type(first).__name__}: {first}") from first
 
     def describe(self) -> str:
@@ -222,10 +224,12 @@ class Hooks:
         return self._hooks
 
     def _failed(self, hook: Hook, exc: BaseException, what: str) -> None:
-        hook.errors.append(exc)
-        with self._lock:
-            self.errors.append((hook, exc))
-        if len(hook.errors) == 1:          # the first in full; the next ones in one line each, at debug level
+        hook.failures += 1
+        if len(hook.errors) < MAX_ERRORS_KEPT:        # a hook raising on every request keeps only its first ones
+            hook.errors.append(exc)
+            with self._lock:
+                self.errors.append((hook, exc))
+        if hook.failures == 1:          # the first in full; the next ones in one line each, at debug level
             log.warning("hook %s raised %s (%s); the request goes on without it", hook.describe(),
                         type(exc).__name__, what, exc_info=exc)
         else:

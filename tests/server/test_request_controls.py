@@ -256,3 +256,29 @@ def test_hooks_network_rules_and_the_capture_outlive_a_restart():
         assert len(calls) == 2 and st.network.rules() == [rule]
         assert [e.api for e in st.requests(api="Heartbeat")] == ["Heartbeat", "Heartbeat"]
         hook.remove()
+
+
+def test_a_hook_raising_on_every_request_keeps_its_first_exceptions_and_counts_the_rest():
+    from types import SimpleNamespace
+
+    from tenure.control.hooks import MAX_ERRORS_KEPT, HookError
+    hooks = Hooks()
+    n = [0]
+
+    def broken(call):
+        n[0] += 1
+        raise RuntimeError(f"call {n[0]}")
+    hook = hooks.add("Heartbeat", broken)
+    req = SimpleNamespace(api_key=12, api_version=4, name="Heartbeat",
+                          body=HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None))
+    ctx = SimpleNamespace(client_id="c", broker_id=0)
+
+    async def run():
+        return [await hooks.intercept(req, ctx) for _ in range(MAX_ERRORS_KEPT + 50)]
+    decisions = asyncio.run(run())
+    assert all(d.response is None and not d.close for d in decisions)       # the requests went on
+    assert hook.failures == MAX_ERRORS_KEPT + 50 and len(hook.errors) == len(hooks.errors) == MAX_ERRORS_KEPT
+    with pytest.raises(HookError, match=f"raised {MAX_ERRORS_KEPT + 50} time\\(s\\); first: RuntimeError: call 1"):
+        hook.remove()
+    assert hooks.errors == [] and hooks.hooks() == ()
+    hook.check()                                                           # reported once
