@@ -87,7 +87,7 @@ class Dispatcher:
             hooked = await self.hooks.intercept(req, ctx)
             if hooked is not NO_FAULT and not await self._inject(hooked, req, peer):
                 return self._closed(req, ctx, t0)  # a hook's drop
-        if hooked.response is not None:
+        if hooked.response is not None:            # a test's own answer: no access check, no owner
             refused, answered_error = 0, False
         else:
             refused = fault.error if fault.error is not None else self.access(req, ctx)
@@ -114,8 +114,8 @@ class Dispatcher:
         seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer") \
             if self.capture.active else None
         if body is not None:
-            if answered_error and req.api_key == API_VERSIONS_KEY:
-                await send(encode_api_versions_error(req.correlation_id, refused))
+            if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
+                await send(encode_api_versions_error(req.correlation_id, refused or code))   # as v0, as Kafka
             else:
                 await send(encode_response(req, body))
         took = time.perf_counter() - t0

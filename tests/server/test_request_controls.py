@@ -4,12 +4,13 @@ wire client against a ServerThread), the capture's ring and summaries, and the r
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 
 import pytest
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.consumer.group import HeartbeatRequest, OffsetFetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorRequest, MetadataRequest
 
 from tenure.control.capture import Capture, summarize
 from tenure.control.hooks import Hooks
@@ -282,3 +283,13 @@ def test_a_hook_raising_on_every_request_keeps_its_first_exceptions_and_counts_t
         hook.remove()
     assert hooks.errors == [] and hooks.hooks() == ()
     hook.check()                                                           # reported once
+
+
+def test_a_hooks_apiversions_error_is_answered_in_v0_as_kafka_answers_it():
+    with ServerThread() as st, st.on_request("ApiVersions", lambda call: call.error("UNSUPPORTED_VERSION")):
+        with WireClient.to(st.bootstrap) as c:
+            c.send_raw(api_versions(3))
+            payload = c.read_frame()
+        answer = ApiVersionsResponse.decode(struct.pack(">i", len(payload)) + payload, version=0, header=True,
+                                            framed=True)
+        assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION and answer.api_keys       # the ranges served
