@@ -77,6 +77,48 @@ def test_a_hook_answers_the_second_join_with_rebalance_in_progress_and_librdkafk
         c.close()
 
 
+def _second_join_rebalances():
+    seen: list[str] = []
+
+    def hook(call):
+        seen.append(call.request.member_id)
+        return call.error("REBALANCE_IN_PROGRESS") if len(seen) == 2 else None
+    return hook
+
+
+def test_kafka_python_recovers_from_a_rebalance_in_progress_answer_to_its_second_join(tenure_server):
+    create_topic(tenure_server, "hkp-t", 2)
+    produce(tenure_server, "hkp-t", [b"one"], partition=1)
+    m = GroupMember("kafka-python", tenure_server.bootstrap, "hkp-g", "hkp-t", name="hkp-c")
+    with tenure_server.on_request("JoinGroup", _second_join_rebalances(), group="hkp-g") as hook:
+        m.start()
+        try:
+            assert m.wait_assigned(30) == {0, 1}
+            wait_for(lambda: (1, 0, b"one") in m.records, 30, "the record")
+        finally:
+            m.stop()
+    assert hook.answered == 1 and hook.calls >= 3
+    codes = [e.error for e in tenure_server.requests(api="JoinGroup", group="hkp-g")]
+    assert codes[:3] == [ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.REBALANCE_IN_PROGRESS, 0]
+
+
+def test_aiokafka_surfaces_a_rebalance_in_progress_answer_to_its_join_to_the_application(tenure_server):
+    """aiokafka 0.14 does not retry a JoinGroup answered REBALANCE_IN_PROGRESS, as Java's client does (it
+    logs "Unexpected error in join group" and the error comes out of the consumer's start()); a consumer
+    started again joins."""
+    create_topic(tenure_server, "hka-t", 1)
+    m = GroupMember("aiokafka", tenure_server.bootstrap, "hka-g", "hka-t", name="hka-c")
+    with tenure_server.on_request("JoinGroup", _second_join_rebalances(), group="hka-g") as hook:
+        m.start()
+        wait_for(lambda: m.closed.is_set(), 30, "aiokafka to give up")
+    assert hook.answered == 1 and "RebalanceInProgressError" in repr(m.crash)
+    again = GroupMember("aiokafka", tenure_server.bootstrap, "hka-g", "hka-t", name="hka-c").start()
+    try:
+        assert again.wait_assigned(30) == {0}
+    finally:
+        again.stop()
+
+
 def test_hook_filters_delay_drop_and_a_rewritten_answer(tenure_server):
     """A hook filtered on client id and topic: a delayed Metadata, a dropped Produce (the connection is
     closed, kafka-python reconnects and resends), and an answer changed on its way out (a Metadata
@@ -161,16 +203,17 @@ def test_a_raising_hook_is_reported_at_the_end_of_its_block_and_the_server_serve
 
 
 # ------------------------------------------------------------------------------------------- capture
-def test_capture_shows_a_static_restart_sent_joingroup_with_its_instance_id_and_no_leavegroup(tenure_server):
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+def test_capture_shows_a_static_restart_sent_joingroup_with_its_instance_id_and_no_leavegroup(tenure_server, client):
     create_topic(tenure_server, "cap-t", 2)
-    a = GroupMember("confluent", tenure_server.bootstrap, "cap-g", "cap-t", "cap-a").start()
+    a = GroupMember(client, tenure_server.bootstrap, "cap-g", "cap-t", "cap-a").start()
     try:
         assert a.wait_assigned(30) == {0, 1}
         tenure_server.wait_for_group("cap-g", members=1)
         mark = tenure_server.capture.last_seq
         with tenure_server.no_rebalance("cap-g"):
             a.stop()
-            a = GroupMember("confluent", tenure_server.bootstrap, "cap-g", "cap-t", "cap-a").start()
+            a = GroupMember(client, tenure_server.bootstrap, "cap-g", "cap-t", "cap-a").start()
             assert a.wait_assigned(30) == {0, 1}
         restart = tenure_server.requests(group="cap-g", since=mark)
         assert tenure_server.requests(api="LeaveGroup", group="cap-g") == []
