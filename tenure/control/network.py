@@ -45,6 +45,7 @@ KINDS = ("partition", "loss", "delay", "bandwidth", "reset")
 DIRECTIONS = ("in", "out", "both")
 MAX_RULES = 1000
 MAX_DELAY_MS = 2**31 - 1
+MAX_TRACKED = 10000                    # connections a reset or bandwidth rule keeps counts for
 POLL_S = 0.01                          # how often a partitioned connection looks whether it is healed
 SPEC_FIELDS = {"kind", "client_id", "port", "broker", "direction", "ms", "bytes_per_s", "after_bytes", "count"}
 
@@ -243,6 +244,8 @@ class Network:
             elif r.kind == "bandwidth":
                 r.applied += 1
                 key = (conn.peer.conn_id, direction)
+                if len(r._free_at) > MAX_TRACKED:        # connections long gone: their pacing is over
+                    r._free_at = {k: t for k, t in r._free_at.items() if t > now}
                 start = max(now, r._free_at.get(key, now))
                 r._free_at[key] = start + size / r.bytes_per_s
                 wait = max(wait, r._free_at[key] - now)
@@ -260,6 +263,8 @@ class Network:
             if passed is None:
                 if r.count is not None and r.applied >= r.count:
                     continue
+                if len(r._passed) >= MAX_TRACKED:        # keep the latest connections' counts
+                    r._passed.pop(next(iter(r._passed)))
                 passed = r._passed[cid] = 0
             if passed + size > r.after_bytes:
                 r._passed.pop(cid, None)
