@@ -122,6 +122,8 @@ class ServerConfig:
     # bearer token every admin call but / and /health must send
     admin_token: str | None = setting(None, f"bearer token every admin call but / and /health must send (default "
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
+    capture_requests: int = setting(10000, "requests (with their answers) the server keeps for inspection, the "
+                                           "oldest dropped first (GET /requests; default 10000; 0: none)", least=0)
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None

@@ -1,4 +1,4 @@
-"""The `tenure groups|fault|broker|coordinator ...` subcommands: one per `Cli` of the table of controls
+"""The `tenure groups|fault|broker|coordinator|network|requests ...` subcommands: one per `Cli` of the table of controls
 (tenure/control/registry.py), each a call to a running server's HTTP admin endpoint
 (tenure/control/http_server.py) through tenure/control/http_client.py. tenure/tools/cli.py adds them to
 its parser (`add_parser`) and runs the one parsed (`run`)."""
@@ -31,7 +31,10 @@ def _address(text: str) -> str:
 HELP = {"groups": "inspect groups or force a rebalance through a server's admin endpoint",
         "fault": "inject faults into a running server through its admin endpoint",
         "broker": "list, stop, start or slow the brokers of a cluster (--brokers N) through its admin endpoint",
-        "coordinator": "move a group's coordinator to another broker through the admin endpoint"}
+        "coordinator": "move a group's coordinator to another broker through the admin endpoint",
+        "network": "partition, slow, limit or reset the network between clients and brokers through the admin "
+                   "endpoint",
+        "requests": "the requests a server served (its request capture) through the admin endpoint"}
 
 
 def _cli_commands() -> dict[str, list[tuple[Cli, Control]]]:
@@ -61,7 +64,11 @@ def add_parser(sub) -> None:
             x = leaves.add_parser(cli.command, parents=[common], help=cli.help)
             x.set_defaults(control=(cli, control))
             for a in _cli_args(cli, control):
-                x.add_argument(a.name, type=a.type, help=a.help or None, **({} if a.required else {"nargs": "?"}))
+                if a.option:
+                    x.add_argument("--" + a.name.replace("_", "-"), dest=a.name, type=a.type, help=a.help or None)
+                else:
+                    x.add_argument(a.name, type=a.type, help=a.help or None,
+                                   **({} if a.required else {"nargs": "?"}))
             if cli.extra is not None:
                 cli.extra(x)
 

@@ -112,11 +112,16 @@ class Rule:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do with one request: wait `delay_ms`, then answer normally, with `error`, or close."""
+    """What to do with one request: wait `delay_ms`, then answer normally, with `error`, or close. A rule
+    decides with these; a request hook (tenure/control/hooks.py) also with `response` (its own answer) and
+    `rewrites` ((hook, fn) pairs changing the answer the server would send); `hooked` says which decided."""
     delay_ms: int = 0
     error: int | None = None
     close: bool = False
     rules: tuple[int, ...] = ()
+    response: Any = None
+    rewrites: tuple = ()
+    hooked: bool = False
 
 
 NO_FAULT = Decision()

@@ -22,6 +22,8 @@ Fixtures:
   (`tenure_server.expect_group("g", 4)` says the same from inside a test).
 - `--tenure-data-dir` / ini `tenure_data_dir = true`: every `tenure_server` gets a temporary data dir.
 - `tenure_bootstrap`: just the "host:port" string.
+- at the end of each test its request hooks (`on_request`) are removed and its network faults healed; an
+  exception a hook raised that the test did not see fails the test.
 - `tenure_server_async`: the same server for async tests (aiokafka): a `tenure.server.AsyncServerThread`
   whose waits (`await wait_for_group(...)`, `await restart()`) let the test's event loop run.
 """
@@ -111,11 +113,24 @@ def tenure_server(request, tmp_path_factory):
             for group_id, members in groups.items():
                 server.expect_group(group_id, members)
             yield server
+            _end_of_test(server)
         return
     server = request.getfixturevalue("_tenure_shared")
     if _scope("tenure_server", request.config) == "session" and request.config.getini("tenure_isolation") != "none":
         server.reset()
     yield server
+    _end_of_test(server)
+
+
+def _end_of_test(server) -> None:
+    """A test's request hooks are removed and its network faults healed when it ends; an exception a hook
+    raised and the test did not see (at the end of its `with` block) fails the test here."""
+    server.network.heal()
+    left = server.hooks.clear()
+    if left:
+        hook, first = left[0]
+        pytest.fail(f"{len(left)} exception(s) raised by request hook(s) during the test; first, by "
+                    f"{hook.describe()}: {type(first).__name__}: {first}", pytrace=False)
 
 
 @pytest.fixture

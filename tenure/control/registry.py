@@ -16,6 +16,7 @@ endpoint answers 404.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ class Arg:
     where: str = "body"               # "path" | "body" | "query"
     required: bool = True
     example: str = ""                 # shown when a required body field is missing
+    option: bool = False              # the CLI offers it as --name (default: a positional)
 
 
 @dataclass(frozen=True)
@@ -346,6 +348,111 @@ CONTROLS += (
             (Arg("topic", where="path"), Arg("partition", where="path"), _TO),
             respond=lambda server, _, topic, partition, broker: {
                 "topic": topic, "partition": int(partition), "leader": server.cluster.leader_of(topic, int(partition))}),
+)
+
+
+
+def _requests(server, **filters) -> list:
+    for name in ("broker", "connection", "since"):
+        if filters.get(name) is not None:
+            filters[name] = _int(name, filters[name])
+    bodies = filters.pop("bodies", None)
+    if bodies not in (None, "true", "false", True, False):
+        raise ValueError(f"bodies: want true or false, not {bodies!r}")
+    return [e.to_dict(bodies in ("true", True)) for e in server.capture.query(**filters)]
+
+
+def _network_add(server, **spec):
+    return server.network.add({k: v for k, v in spec.items() if v is not None or k == "count"})
+
+
+def _network_heal(server, rule: str | None = None) -> int:
+    return server.network.heal(None if rule is None else _int("rule", rule))
+
+
+def _request_lines(rows: list[dict]) -> str:
+    """One line per request, a header first; with their bodies (--bodies true): the JSON."""
+    if any("request" in r for r in rows):
+        return json.dumps(rows, indent=2)
+    lines = ["seq\tapi\tversion\tclient id\tconnection\tbroker\terror\tms\tsummary"]
+    for r in rows:
+        lines.append(f"{r['seq']}\t{r['api']}\tv{r['version']}\t{r['client_id']}\t{r['connection']}\t{r['broker']}\t"
+                     f"{r['error_name']}\t{r['duration_ms']:.1f}\t{json.dumps(r['summary'], sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def _rule_lines(rules: list[dict]) -> str:
+    return "\n".join(json.dumps(r, sort_keys=True) for r in rules)
+
+
+def _where(parser, direction: bool = False) -> None:
+    """--client-id / --port / --broker (and --direction) of a network fault."""
+    parser.add_argument("--client-id", help="only the connections whose requests carry this client id")
+    parser.add_argument("--port", type=int, help="only the connection from this source port")
+    parser.add_argument("--broker", type=int, help="only the connections to this broker (node id)")
+    if direction:
+        parser.add_argument("--direction", choices=("in", "out", "both"), default=None,
+                            help="requests (in), answers (out) or both (default both)")
+
+
+def _where_fill(args, body: dict) -> None:
+    for name in ("client_id", "port", "broker", "direction"):
+        if getattr(args, name, None) is not None:
+            body[name] = getattr(args, name)
+
+
+def _reset_extra(parser) -> None:
+    _where(parser, direction=True)
+    parser.add_argument("--count", type=int, help="reset this many connections at most (default every one)")
+
+
+def _reset_fill(args, body: dict) -> None:
+    _where_fill(args, body)
+    if args.count is not None:
+        body["count"] = args.count
+
+
+def _net(kind: str, help: str, args: tuple[Arg, ...] = (), direction: bool = True, extra=None, fill=None) -> Cli:
+    return Cli("network", kind, help, {"kind": kind}, args, extra=extra or (lambda p: _where(p, direction)),
+               fill=fill or _where_fill)
+
+
+_FILTERS = tuple(Arg(name, where="query", required=False, option=True, help=help) for name, help in (
+    ("api", "of this API (name or key)"), ("group", "naming this group"), ("client_id", "from this client id"),
+    ("topic", "naming this topic"), ("broker", "to this broker (node id)"), ("connection", "on this connection id"),
+    ("error", "answered with this error (name or code)"), ("since", "after this sequence number"),
+    ("bodies", "true: with the decoded request and answer, as JSON")))
+CONTROLS += (
+    Control("requests", "the requests served, oldest first, with their answers (?api=NAME&group=G&client_id=C"
+            "&topic=T&broker=B&connection=N&error=NAME&since=SEQ&bodies=true): API, version, client id, "
+            "connection, broker, timing, error, a summary", "GET", "/requests", _requests, _FILTERS, thread=False,
+            cli=(Cli("requests", "list", "the requests the server served (its capture), oldest first; "
+                     "--bodies true: as JSON with the decoded request and answer", show=_request_lines),)),
+    Control("requests_clear", "forget the requests captured so far", "DELETE", "/requests",
+            lambda server: server.capture.clear(), respond=lambda server, removed: {"removed": removed},
+            thread=False, cli=(Cli("requests", "clear", "forget the requests captured so far"),)),
+    Control("network_rules", "the network fault rules", "GET", "/network",
+            lambda server: server.network.rules(), respond=lambda server, rules: [r.to_dict() for r in rules],
+            thread=False, cli=(Cli("network", "list", "the network fault rules, one JSON object a line",
+                                   show=_rule_lines),)),
+    Control("network_add", 'add a network fault: {"kind": "partition"|"loss"|"delay"|"bandwidth"|"reset", '
+            '"client_id"?, "port"?, "broker"?, "direction": "in"|"out"|"both", "ms" (delay), "bytes_per_s" '
+            '(bandwidth), "after_bytes", "count"? (reset)}', "POST", "/network", _network_add,
+            tuple(Arg(name, required=False) for name in ("kind", "client_id", "port", "broker", "direction", "ms",
+                                                         "bytes_per_s", "after_bytes", "count")),
+            status=201, respond=lambda server, rule, **spec: rule.to_dict(), thread=False,
+            cli=(_net("partition", "no bytes either way between the matched clients and brokers until healed",
+                      direction=False),
+                 Cli("network", "loss", "one-way loss: the matched requests (in) or answers (out) are dropped",
+                     {"kind": "loss"}, (Arg("direction", help="in or out"),), extra=_where, fill=_where_fill),
+                 _net("delay", "add MS of latency to each matched request and/or answer", (Arg("ms", int),)),
+                 _net("bandwidth", "at most BYTES_PER_S bytes a second each way", (Arg("bytes_per_s", int),)),
+                 _net("reset", "reset (RST) each matched connection once AFTER_BYTES bytes passed it",
+                      (Arg("after_bytes", int),), extra=_reset_extra, fill=_reset_fill))),
+    Control("network_heal", "heal the network: every rule, or one (?rule=ID)", "DELETE", "/network", _network_heal,
+            (Arg("rule", where="query", required=False),),
+            respond=lambda server, removed, rule=None: {"removed": removed}, thread=False,
+            cli=(Cli("network", "heal", "remove every network fault rule, or the one RULE (its id)"),)),
 )
 
 BY_NAME = {c.name: c for c in CONTROLS}

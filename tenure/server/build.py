@@ -14,7 +14,9 @@ from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
+from tenure.control.capture import Capture
 from tenure.control.faults import Faults
+from tenure.control.hooks import Hooks
 from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
@@ -138,7 +140,7 @@ def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None,
 
 def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, cluster_id: str | None, *, node: Node,
           cluster: Cluster, durability: Durability, faults: Faults, metrics: Metrics,
-          on_fatal: Callable[[BaseException], None], static_configs: Callable[[], dict[str, str | None]],
+          hooks: Hooks | None = None, capture: Capture | None = None, on_fatal: Callable[[BaseException], None], static_configs: Callable[[], dict[str, str | None]],
           serving: Callable[[], bool]) -> Parts:
     """The server's parts over recovered topics; loads __consumer_offsets (and __transaction_state when the
     data dir holds one) into the coordinators."""
@@ -174,5 +176,6 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}
-    dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster)
+    dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster,
+                          hooks=hooks, capture=capture)
     return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report)

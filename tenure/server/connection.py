@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
@@ -75,7 +78,7 @@ class Connection:
 
     def __init__(self, peer: Peer, reader: Reader, writer: Writer, dispatch: Dispatch, *,
                  max_frame_bytes: int, limits: DecodeLimits, budget: RequestBudget,
-                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog) -> None:
+                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog, network: Network | None = None) -> None:
         self.peer = peer
         self.reader, self.writer, self.dispatch = reader, writer, dispatch
         self.decoder = FrameDecoder(max_frame_bytes)
@@ -84,6 +87,8 @@ class Connection:
         self.held = 0                          # this connection's share of budget.used
         self.serving = False
         self.draining = False                  # the server is stopping: no request after the current one
+        self.network = network                 # network fault rules (tenure/control/network.py)
+        self.client_id: str | None = None      # of its latest request (what network rules match on)
 
     async def run(self) -> None:
         try:
@@ -107,6 +112,10 @@ class Connection:
                 finally:
                     self.budget.used -= self.held - self.decoder.buffered
                     self.held = self.decoder.buffered
+        except NetworkReset as exc:
+            await self._reset(exc.partial)
+        except Drained:
+            pass
         except ClientProtocolError as exc:
             self.ratelog.log("bad input", logging.WARNING, "connection %d from %s: closing: %s",
                              self.peer.conn_id, self.peer.address, exc)
@@ -128,8 +137,34 @@ class Connection:
             return b""
 
     async def _send(self, frame: bytes) -> None:
+        if self.network is not None and self.network.active:
+            passed = await self.network.outbound(self, frame)
+            if passed is None:
+                return                           # lost on its way to the client
+            frame = passed
         self.writer.write(frame)
         await self.writer.drain()
+
+    async def _reset(self, partial: bytes) -> None:
+        """A network fault's reset: what got through is written, then the connection is reset (RST)."""
+        self.metrics.closed_connections["network_reset"] += 1
+        log.info("connection %d from %s: reset by a network fault", self.peer.conn_id, self.peer.address)
+        try:
+            if partial:
+                self.writer.write(partial)
+                await self.writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        transport = getattr(self.writer, "transport", None)
+        if transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        transport.abort()
 
     async def _serve(self, frames: list[bytes]) -> bool:
         """Serve each whole request of `frames` in order; False if the connection is to be closed."""
@@ -143,6 +178,10 @@ class Connection:
                                  "served; answering v0 with error 35", self.peer.conn_id, req.api_version)
                 await self._send(encode_unsupported_api_versions(req))
                 continue
+            self.client_id = req.client_id
+            if self.network is not None and self.network.active \
+                    and not await self.network.inbound(self, len(payload) + 4):
+                continue                         # lost on its way to the server
             self.serving = True
             try:
                 if not await self.dispatch(req, self.peer, self._send):

@@ -1,7 +1,9 @@
-"""One decoded request to its answer: the request's context built, then the two hooks every request passes -
-the fault rules (tenure/control/faults.py), then the access hook (who may do what; every request is allowed
-until authentication and ACLs plug in here) -, then one lookup in the routing table (the owner column of
-protocol/apis.py: routes.py) to its owner; the answer encoded and sent, and counted in the metrics."""
+"""One decoded request to its answer: the request's context built, then what every request passes - the fault
+rules (tenure/control/faults.py), then a test's request hooks (tenure/control/hooks.py; both give a `Decision`
+applied here: delay, close, an answer of their own, the answer rewritten), then the access hook (who may do
+what; every request is allowed until authentication and ACLs plug in here) -, then one lookup in the routing
+table (the owner column of protocol/apis.py: routes.py) to its owner; the answer encoded and sent, counted in
+the metrics and kept in the request capture (tenure/control/capture.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +13,9 @@ from collections.abc import Awaitable, Callable
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import CLOSE_CONNECTION
-from tenure.control.faults import Faults, error_name
+from tenure.control.capture import Capture
+from tenure.control.faults import NO_FAULT, Decision, Faults, error_name
+from tenure.control.hooks import Hooks
 from tenure.counters import Metrics
 from tenure.protocol.apis import API_VERSIONS_KEY, SUPPORTED
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
@@ -53,8 +57,11 @@ class Dispatcher:
     routing table (protocol/apis.py) and its route; `clock_ms`: the server's clock, read into each context."""
 
     def __init__(self, *, faults: Faults, metrics: Metrics, routes: dict[str, Route], clock_ms: Callable[[], int],
-                 cluster: Cluster | None = None, access: Access = allow_all) -> None:
+                 cluster: Cluster | None = None, access: Access = allow_all, hooks: Hooks | None = None,
+                 capture: Capture | None = None) -> None:
         self.faults, self.metrics = faults, metrics
+        self.hooks = hooks if hooks is not None else Hooks()           # request hooks (control/hooks.py)
+        self.capture = capture if capture is not None else Capture(0)  # request capture (control/capture.py)
         self.routes, self.clock_ms, self.access = routes, clock_ms, access
         self.cluster = cluster
 
@@ -74,41 +81,71 @@ class Dispatcher:
             await asyncio.sleep(node.slow_ms / 1000)      # set_broker_slow
         fault = self.faults.decide(req.api_key)
         if fault.rules and not await self._inject(fault, req, peer):
-            return False                       # an injected close
-        refused = fault.error if fault.error is not None else self.access(req, ctx)
-        answered_error = fault.error is not None or refused != 0     # an injected error may be 0 (NONE)
+            return self._closed(req, ctx, t0)      # an injected close
+        hooked = NO_FAULT                          # the request hooks, after the rules (an injected error wins)
+        if self.hooks.active and fault.error is None:
+            hooked = await self.hooks.intercept(req, ctx)
+            if hooked is not NO_FAULT and not await self._inject(hooked, req, peer):
+                return self._closed(req, ctx, t0)  # a hook's drop
+        if hooked.response is not None:            # a test's own answer: no access check, no owner
+            refused, answered_error = 0, False
+        else:
+            refused = fault.error if fault.error is not None else self.access(req, ctx)
+            answered_error = fault.error is not None or refused != 0     # an injected error may be 0 (NONE)
         if refused and fault.error is None and not can_fail(req.api_key):
             self.metrics.closed_connections["access_refused"] += 1     # no error answer of its own: closed
             log.info("connection %d from %s: closing instead of answering %s v%d (refused: %s)", peer.conn_id,
                      ctx.peer, req.name, req.api_version, error_name(refused))
-            return False
+            return self._closed(req, ctx, t0)
         if answered_error:
             body = error_response(req, refused)
+        elif hooked.response is not None:
+            body = hooked.response                 # a hook's own answer: the request is not handled
         else:
             body = await self.routes[SUPPORTED[req.api_key].owner](req, ctx)
             if body is CLOSE_CONNECTION:
                 self.metrics.closed_connections["produce_error_acks_0"] += 1
-                return False
+                return self._closed(req, ctx, t0)
+        if hooked.rewrites and body is not None:
+            body = self.hooks.rewrite(hooked, req, body)
+        code = response_error(body) if body is not None else 0
+        # captured before the answer leaves (a client that has its answer finds it in the capture), its
+        # duration set once the answer is written
+        seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer") \
+            if self.capture.active else None
         if body is not None:
-            if answered_error and req.api_key == API_VERSIONS_KEY:
-                await send(encode_api_versions_error(req.correlation_id, refused))
+            if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
+                await send(encode_api_versions_error(req.correlation_id, refused or code))   # as v0, as Kafka
             else:
                 await send(encode_response(req, body))
-        code = response_error(body) if body is not None else 0
-        self.metrics.request(req.name, error_name(code) if code else "NONE", time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        self.metrics.request(req.name, error_name(code) if code else "NONE", took)
+        if seen is not None:
+            seen.duration_ms = took * 1000.0
         return True
 
-    async def _inject(self, fault, req: Request, peer: Peer) -> bool:
-        """Apply an injected fault's delay; False if the connection is to be closed instead of answered."""
+    def _closed(self, req: Request, ctx: RequestContext, t0: float) -> bool:
+        """The connection is closed instead of answering `req` (captured as such); False for the connection."""
+        if self.capture.active:
+            self.capture.record(req, ctx, None, 0, t0, "closed")
+        return False
+
+    async def _inject(self, fault: Decision, req: Request, peer: Peer) -> bool:
+        """Apply an injected fault's or a hook's delay; False if the connection is to be closed instead of
+        answered."""
+        what = "hook" if fault.hooked else "injected fault"
+        prefix = "hook_" if fault.hooked else ""
         if fault.delay_ms:
-            self.metrics.faults[(req.name, "delay")] += 1
+            self.metrics.faults[(req.name, prefix + "delay")] += 1
             await asyncio.sleep(fault.delay_ms / 1000)
         if fault.close:
-            self.metrics.faults[(req.name, "close")] += 1
-            self.metrics.closed_connections["injected_fault"] += 1
-            log.info("connection %d from %s: closing instead of answering %s v%d (injected fault)",
-                     peer.conn_id, peer.address, req.name, req.api_version)
+            self.metrics.faults[(req.name, prefix + "close")] += 1
+            self.metrics.closed_connections["hook" if fault.hooked else "injected_fault"] += 1
+            log.info("connection %d from %s: closing instead of answering %s v%d (%s)",
+                     peer.conn_id, peer.address, req.name, req.api_version, what)
             return False
+        if fault.response is not None:
+            self.metrics.faults[(req.name, "hook_answer")] += 1
         if fault.error is not None:
             self.metrics.faults[(req.name, "fail")] += 1
             log.info("connection %d: answering %s v%d with %s (injected fault)", peer.conn_id, req.name,

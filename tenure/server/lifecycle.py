@@ -22,7 +22,10 @@ from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
+from tenure.control.capture import Capture
 from tenure.control.faults import Faults
+from tenure.control.hooks import Hooks
+from tenure.control.network import Network
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
@@ -56,13 +59,17 @@ class _Built(Generic[T]):
 
 class Server:
     def __init__(self, config: ServerConfig | None = None, *, faults: Faults | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, hooks: Hooks | None = None, network: Network | None = None,
+                 capture: Capture | None = None) -> None:
         self.config = config = config if config is not None else ServerConfig()
         self.node = Node(config.advertised_host or config.host, config.port)       # broker 0
         # the brokers and every partition's replicas, leader and epoch (broker/cluster.py)
         self.cluster = Cluster(config.brokers, self.node.host, config.racks, config.replicas)
         self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
         self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
+        self.hooks = hooks or Hooks()             # a test's request hooks (tenure/control/hooks.py)
+        self.network = network or Network()       # network faults (tenure/control/network.py)
+        self.capture = capture or Capture(config.capture_requests)     # request capture (control/capture.py)
         self.durability = Durability(config.fsync if config.data_dir else "never",
                                      observe=self.metrics.fsync_seconds.observe)
         self.data: DataDir | None = None
@@ -112,7 +119,7 @@ class Server:
         self.data, self._topics, cluster_id = open_topics(config, self.cluster)
         parts = self.parts = build(config, self.data, self._topics, cluster_id, node=self.node, cluster=self.cluster,
                                    durability=self.durability, faults=self.faults, metrics=self.metrics,
-                                   on_fatal=self._fatal, static_configs=self.static_configs,
+                                   hooks=self.hooks, capture=self.capture, on_fatal=self._fatal, static_configs=self.static_configs,
                                    serving=lambda: self._serving)
         self.moves = Moves(config, self.cluster, self.listeners, parts.topics, parts.groups, parts.txn_coordinator)
         self.cluster.on_leader_change.append(self.moves.leader_changed)
@@ -192,7 +199,7 @@ class Server:
         c = self.config
         return Connection(peer, reader, writer, self.dispatch, max_frame_bytes=c.max_frame_bytes,
                           limits=c.decode_limits(), budget=self.budget, idle_ms=c.connections_max_idle_ms,
-                          metrics=self.metrics, ratelog=self.ratelog)
+                          metrics=self.metrics, ratelog=self.ratelog, network=self.network)
 
     @property
     def buffered_request_bytes(self) -> int:
@@ -398,7 +405,8 @@ async def reopen(server: Server, *, wipe: bool = False, metrics: Metrics | None 
     if wipe and config.data_dir:
         for child in list(Path(config.data_dir).iterdir()):
             shutil.rmtree(child) if child.is_dir() else child.unlink()
-    new = Server(config, faults=faults, metrics=metrics)
+    new = Server(config, faults=faults, metrics=metrics, hooks=server.hooks, network=server.network,
+                 capture=server.capture)
     try:
         await new.start()
     except BaseException:

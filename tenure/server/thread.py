@@ -8,10 +8,14 @@ import inspect
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeGuard
 
 from tenure.config import ServerConfig
+from tenure.control.capture import Capture, Exchange
 from tenure.control.faults import Faults
+from tenure.control.hooks import Hook, Hooks
+from tenure.control.network import Network
 from tenure.control.registry import add_thread_methods
 from tenure.control.views import GroupView
 from tenure.counters import Metrics
@@ -27,8 +31,9 @@ class ServerThread:
 
     Besides `bootstrap`, it offers the inspection and fault-injection surface of docs/testing.md, each
     call run on the server's loop: `group(id)`, `groups()`, `rebalances(id)`, `no_rebalance(id)`,
-    `faults` (fail/close/delay rules), `expire_session`, `advance_clock`, `force_rebalance`, `restart`,
-    `metrics` and `metrics_text()`."""
+    `faults` (fail/close/delay rules), `on_request` (request hooks), `requests` (the request capture),
+    `network` (partition/loss/delay/bandwidth/reset, heal), `expire_session`, `advance_clock`,
+    `force_rebalance`, `restart`, `metrics` and `metrics_text()`."""
 
     def __init__(self, config: ServerConfig | None = None, **settings) -> None:
         """`config`, or a ServerConfig on a free port made of `settings` (`ServerThread(brokers=3)`)."""
@@ -39,6 +44,9 @@ class ServerThread:
         self.server: Server | None = None
         self.faults = Faults()
         self.metrics = Metrics()
+        self.hooks = Hooks()                     # on_request (tenure/control/hooks.py)
+        self.network = Network()                 # network faults (tenure/control/network.py)
+        self.capture = Capture(self.config.capture_requests)     # requests() (tenure/control/capture.py)
         self._thread = threading.Thread(target=self._run, name="tenure-server", daemon=True)
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -56,10 +64,31 @@ class ServerThread:
         def group(self, group_id: str) -> GroupView | None: ...
         def expect_group(self, group_id: str, members: int | None) -> None: ...
 
+    # ------------------------------------------------------------------ request capture (docs/testing.md)
+    def requests(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
+                 topic: str | None = None, broker: int | None = None, connection: int | None = None,
+                 error: str | int | None = None, since: int | None = None) -> list[Exchange]:
+        """The requests the server served, oldest first, with their answers (tenure/control/capture.py
+        Exchange), of `api`, naming `group` / `topic`, from `client_id`, ... (the filters given); the
+        capture keeps the latest `capture_requests` of them (the admin endpoint's GET /requests)."""
+        return self.capture.query(api=api, group=group, client_id=client_id, topic=topic, broker=broker,
+                                  connection=connection, error=error, since=since)
+
+    # ------------------------------------------------------------------ request hooks (docs/testing.md)
+    def on_request(self, api: str | int, fn: Callable, *, group: str | None = None, topic: str | None = None,
+                   client_id: str | None = None, broker: int | None = None) -> Hook:
+        """Call `fn(call)` with each request of `api` ("*": every API) naming `group` / `topic`, from
+        `client_id`, on `broker` (those given): it lets it through (None), answers it (a response object,
+        `call.error(code)`), closes the connection (`call.drop()`), delays it (`call.delay(ms)`) or changes
+        the answer (`call.on_response(fn)`). The handle is a context manager (removed at the block's end,
+        re-raising what the function raised) - see tenure/control/hooks.py."""
+        return self.hooks.add(api, fn, group=group, topic=topic, client_id=client_id, broker=broker)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         try:
-            self.server = Server(self.config, faults=self.faults, metrics=self.metrics)
+            self.server = Server(self.config, faults=self.faults, metrics=self.metrics, hooks=self.hooks,
+                                 network=self.network, capture=self.capture)
             self.loop.run_until_complete(self.server.start())
         except BaseException as exc:  # reported to the starting thread
             self._error = exc
@@ -217,6 +246,9 @@ class ServerThread:
         """As new, at the same address: fault rules and metrics cleared, the data dir (if any) emptied,
         the server restarted - no groups, topics, offsets or clock offset left."""
         self.faults.clear()
+        self.network.heal()
+        self.hooks.clear()
+        self.capture.clear()
         asyncio.run_coroutine_threadsafe(self._restart(wipe=True), self.loop).result(120)
         return self
 

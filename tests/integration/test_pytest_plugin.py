@@ -246,3 +246,29 @@ def test_from_tenure_import_server_thread_is_lazy():
             "    print(s.bootstrap.startswith('127.0.0.1:'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def test_a_tests_hooks_and_network_faults_end_with_it_and_an_unseen_hook_error_fails_it(pytester):
+    """The plugin removes a test's request hooks and heals its network faults at its end (here with one
+    server for the session); an exception a hook raised that the test never saw fails that test."""
+    pytester.makeini("[pytest]\ntenure_scope = session\n")
+    pytester.makepyfile('''
+from kafka import KafkaProducer
+
+def test_leaves_a_raising_hook_and_a_partition(tenure_server):
+    def broken(call):
+        raise RuntimeError("oops in the hook")
+    tenure_server.on_request("Metadata", broken)
+    tenure_server.network.partition(client_id="nobody")
+    p = KafkaProducer(bootstrap_servers=tenure_server.bootstrap)
+    assert p.partitions_for("t") == {0}        # served as if there were no hook
+    p.close(5)
+
+def test_next_starts_clean(tenure_server):
+    assert tenure_server.hooks.hooks() == () and tenure_server.network.rules() == []
+    assert tenure_server.hooks.errors == []
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["* exception(s) raised by request hook(s) during the test; first, by broken "
+                                 "on Metadata: RuntimeError: oops in the hook*"])

@@ -1,0 +1,241 @@
+"""Request capture: every request a server served and its answer, kept in a bounded ring per server.
+
+    server.requests(api="JoinGroup", group="orders")     # [Exchange, ...] oldest first
+    server.requests(client_id="worker-1")[-1].error_name # "NONE", "REBALANCE_IN_PROGRESS", ...
+    server.capture.write_jsonl("requests.jsonl")          # one JSON object per line
+
+Each `Exchange` holds the API, version, correlation id, client id, connection, peer, broker, when it was
+read (wall clock), how long it took to answer, the first error code of the answer (0: none), the outcome
+(`answered`, `no_answer` - a Produce with acks=0 -, `closed`: the connection was closed instead), a summary
+of what the request named (`summary()`: group, groups, topics, member id, group instance id, generation,
+transactional id) and the decoded request and answer themselves (kafka-python objects; a Produce request's
+records and a Fetch answer's records are not kept, so the ring's memory stays bounded by its length).
+
+The dispatcher records an exchange with one object and one append (`record`); the summary is worked out only
+when asked. `ServerConfig.capture_requests` is the ring's length (0: no capture).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.protocol.apis import SUPPORTED
+
+PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
+DEFAULT_CAPACITY = 10000
+_SCALARS = ("group_id", "member_id", "group_instance_id", "generation_id", "member_epoch", "transactional_id",
+            "producer_id", "protocol_type")
+_GROUP_LISTS = ("groups", "groups_names")               # DescribeGroups / OffsetFetch v8+ / DeleteGroups
+_TOPIC_LISTS = ("topics", "topic_data", "topic_names", "v3_and_below_topics")
+
+
+def _name_of(item) -> str | None:
+    if isinstance(item, str):
+        return item
+    for attr in ("name", "topic", "group_id"):
+        value = getattr(item, attr, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def summarize(api_key: int, body) -> dict[str, Any]:
+    """What a decoded request names: {"group", "groups", "topics", "member_id", "group_instance_id",
+    "generation_id", ...}, only the keys it has. FindCoordinator's keys are groups (key type 0) or
+    transactional ids (key type 1)."""
+    out: dict[str, Any] = {}
+    if body is None:
+        return out
+    for attr in _SCALARS:
+        value = getattr(body, attr, None)
+        if value is not None:
+            out[attr] = value
+    if "group_id" in out:
+        out["group"] = out.pop("group_id")
+    if api_key == FIND_COORDINATOR:
+        keys = list(getattr(body, "coordinator_keys", None) or [])
+        if not keys and getattr(body, "key", None) is not None:
+            keys = [body.key]
+        kind = getattr(body, "key_type", 0) or 0
+        if keys:
+            out["groups" if kind == 0 else "transactional_ids"] = keys
+        return out
+    for attr in _GROUP_LISTS:
+        items = getattr(body, attr, None)
+        if isinstance(items, list) and items:
+            names = [n for n in map(_name_of, items) if n is not None]
+            if names:
+                out["groups"] = names
+    for attr in _TOPIC_LISTS:
+        items = getattr(body, attr, None)
+        if isinstance(items, list) and items:
+            names = [n for n in map(_name_of, items) if n is not None]
+            if names:
+                out["topics"] = names
+                break
+    return out
+
+
+def _plain(value):
+    """A JSON value of a decoded kafka-python object (bytes as their length)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"bytes": len(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    names = getattr(value, "fields", None)
+    if names:
+        return {n: _plain(getattr(value, n, None)) for n in names}
+    return repr(value)
+
+
+@dataclass(eq=False)
+class Exchange:
+    """One request and what became of it (see the module's docs)."""
+    seq: int
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str
+    connection: int
+    peer: str
+    broker: int | None
+    received: float                   # wall clock (time.time()) when the request was read
+    duration_ms: float
+    error: int                        # the first error code of the answer (0: none)
+    outcome: str                      # answered | no_answer | closed
+    request: Any = field(repr=False)  # the decoded request (a Produce's records dropped: None)
+    response: Any = field(repr=False)     # the answer's body (a Fetch's: None)
+    _summary: dict | None = field(default=None, repr=False)
+
+    @property
+    def api(self) -> str:
+        return SUPPORTED[self.api_key].name if self.api_key in SUPPORTED else str(self.api_key)
+
+    @property
+    def error_name(self) -> str:
+        from tenure.control.faults import error_name
+        return error_name(self.error) if self.error else "NONE"
+
+    def summary(self) -> dict[str, Any]:
+        if self._summary is None:
+            self._summary = summarize(self.api_key, self.request)
+        return self._summary
+
+    @property
+    def group(self) -> str | None:
+        return self.summary().get("group")
+
+    @property
+    def group_instance_id(self) -> str | None:
+        return self.summary().get("group_instance_id")
+
+    @property
+    def member_id(self) -> str | None:
+        return self.summary().get("member_id")
+
+    def names_group(self, group: str) -> bool:
+        s = self.summary()
+        return s.get("group") == group or group in s.get("groups", ())
+
+    def names_topic(self, topic: str) -> bool:
+        return topic in self.summary().get("topics", ())
+
+    def to_dict(self, bodies: bool = False) -> dict[str, Any]:
+        d = {"seq": self.seq, "api": self.api, "api_key": self.api_key, "version": self.version,
+             "correlation_id": self.correlation_id, "client_id": self.client_id, "connection": self.connection,
+             "peer": self.peer, "broker": self.broker, "received": round(self.received, 6),
+             "duration_ms": round(self.duration_ms, 3), "error": self.error, "error_name": self.error_name,
+             "outcome": self.outcome, "summary": _plain(self.summary())}
+        if bodies:
+            d["request"] = _plain(self.request)
+            d["response"] = _plain(self.response)
+        return d
+
+
+class Capture:
+    """The ring of one server's exchanges (`capacity` of them; 0: off). `record` is called on the server's
+    loop; `query`, `clear` and `write_jsonl` from any thread."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.resize(capacity)
+
+    def resize(self, capacity: int) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError(f"capacity: want a whole number of requests >= 0, not {capacity!r}")
+        with self._lock:
+            self.capacity = capacity
+            self._ring: collections.deque[Exchange] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
+
+    @property
+    def active(self) -> bool:
+        return self.capacity > 0
+
+    def record(self, req, ctx, body, error: int, started: float, outcome: str) -> Exchange:
+        """One served request (`started`: its time.perf_counter() when read); its duration is until now
+        (the caller may set it again once the answer is written)."""
+        now = time.perf_counter()
+        self._seq += 1
+        key = req.api_key
+        exchange = Exchange(
+            self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
+            ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
+            None if key == PRODUCE else req.body, None if key == FETCH else body,
+            summarize(key, req.body) if key == PRODUCE else None)
+        self._ring.append(exchange)
+        return exchange
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._ring)
+            self._ring.clear()
+        return n
+
+    def all(self) -> list[Exchange]:
+        with self._lock:
+            while True:
+                try:
+                    return list(self._ring)
+                except RuntimeError:          # appended to meanwhile (the loop's thread): look again
+                    continue
+
+    def query(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
+              topic: str | None = None, broker: int | None = None, connection: int | None = None,
+              error: str | int | None = None, since: int | None = None) -> list[Exchange]:
+        """The exchanges kept, oldest first, of `api` (name or key), naming `group` / `topic`, from
+        `client_id`, on `broker`, on `connection`, answered with `error` (name or code), after sequence
+        number `since`; every filter left None matches all."""
+        from tenure.control.faults import api_key, error_code
+        key = api_key(api) if api is not None else None
+        code = error_code(error) if error is not None else None
+        out = []
+        for e in self.all():
+            if ((key is None or e.api_key == key) and (client_id is None or e.client_id == client_id)
+                    and (broker is None or e.broker == broker) and (connection is None or e.connection == connection)
+                    and (code is None or e.error == code) and (since is None or e.seq > since)
+                    and (group is None or e.names_group(group)) and (topic is None or e.names_topic(topic))):
+                out.append(e)
+        return out
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the latest exchange (0: none yet): `query(since=...)` takes it."""
+        return self._seq
+
+    def write_jsonl(self, path, bodies: bool = False, **filters) -> int:
+        """Write the exchanges matching `filters` (those of `query`) to `path`, one JSON object per line
+        (`bodies`: with the decoded request and answer); returns how many."""
+        rows = self.query(**filters)
+        with open(path, "w", encoding="utf-8") as f:
+            for e in rows:
+                f.write(json.dumps(e.to_dict(bodies)) + "\n")
+        return len(rows)
