@@ -50,9 +50,10 @@ class ServerConfig:
                                       least=1)
     default_partitions: int = setting(1, "partitions of auto-created topics and of CreateTopics with -1 (default 1)",
                                       least=1)
-    auto_create_topics: bool = setting(True, "answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
+    auto_create_topics: bool = setting(True, "answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION "
+                                                       "(default: a topic Metadata names is created)")
     max_frame_bytes: int = setting(DEFAULT_MAX_FRAME_BYTES, "largest request frame accepted; larger ones close the "
-                                                            "connection")
+                                                            "connection (default 100 MiB)")
     # array elements per request (protocol/limits.py)
     max_request_elements: int = setting(DEFAULT_MAX_REQUEST_ELEMENTS, "most array elements (topics, partitions, "
                                         "groups, ... at every depth) one request may hold; a request with more "
@@ -94,8 +95,8 @@ class ServerConfig:
                                               "of an empty group waits for more members, re-armed while they keep "
                                               "arriving (default %(default)s: consumers started together form one "
                                               "generation; Kafka's is 3000; 0 = no wait)")
-    min_session_timeout_ms: int = setting(6000, "group.min.session.timeout.ms")
-    max_session_timeout_ms: int = setting(1800000, "group.max.session.timeout.ms")
+    min_session_timeout_ms: int = setting(6000, "group.min.session.timeout.ms (default 6000)")
+    max_session_timeout_ms: int = setting(1800000, "group.max.session.timeout.ms (default 1800000)")
     max_group_size: int | None = setting(None, "group.max.size (default unlimited)", least=1)
     static_expansion_timeout_ms: int | None = setting(None, "KIP-345 draft: batch new static members joining a "
                                                             "stable group into one rebalance this long after the "
@@ -107,9 +108,9 @@ class ServerConfig:
                                                                "removed in one rebalance (default off)")
     # KIP-848 consumer groups (group.protocol=consumer)
     consumer_session_timeout_ms: int = setting(45000, "group.consumer.session.timeout.ms: a consumer group member "
-                                                      "with no heartbeat this long is fenced", least=1)
+                                                      "with no heartbeat this long is fenced (default 45000)", least=1)
     consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
-                                                        "group members are told to heartbeat", least=1)
+                                                        "group members are told to heartbeat (default 5000)", least=1)
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "

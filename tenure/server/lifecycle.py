@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import os
 import shutil
 import socket
 from collections.abc import Callable
@@ -37,11 +38,30 @@ from tenure.server.listener import Listener, effective_max_connections, fd_limit
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.storage.compaction import CleanStats
-from tenure.storage.datadir import DataDir
+from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
 
 log = logging.getLogger("tenure.server")
 T = TypeVar("T")
+
+
+class StartupError(OSError):
+    """A start-up step failed: the message names what failed, the value and the flag that set it (the errno of
+    the OSError behind it is kept)."""
+
+    def __init__(self, cause: OSError, what: str, value: object = None, hint: str = "") -> None:
+        # the system's message for the errno (socket.create_server adds the address to its own), else the cause's
+        reason = os.strerror(cause.errno) if cause.errno and cause.errno > 0 else (cause.strerror or str(cause))
+        if cause.filename is not None and str(cause.filename) != str(value):
+            reason += f" ({cause.filename})"
+        super().__init__(cause.errno, f"{what}: {reason}" + (f"; {hint}" if hint else ""))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _flag_value(flag: str, value: object) -> str:
+    return f"{flag} {value}" if value not in ("", None) else f"{flag} ''"
 
 
 class _Built(Generic[T]):
@@ -103,9 +123,12 @@ class Server:
         config = self.config
         try:
             self._open(config)
-        except BaseException:
+        except BaseException as exc:
             self._close_logs(flush=False)          # release the data dir (its lock) for a retry
             self._topics = None
+            if isinstance(exc, OSError) and not isinstance(exc, DataDirLocked | StartupError) and config.data_dir:
+                raise StartupError(exc, f"cannot use the data dir {config.data_dir} (--data-dir)",
+                                   config.data_dir) from exc
             raise
 
     def _open(self, config: ServerConfig) -> None:
@@ -171,8 +194,14 @@ class Server:
     async def _start_serving(self) -> None:
         """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
-        for b, port in zip(self.cluster.brokers, self.config.ports(), strict=True):
-            self.cluster.brokers[b].port = self.listeners[b].start(self.config.host, port)
+        c = self.config
+        for b, port in zip(self.cluster.brokers, c.ports(), strict=True):
+            try:
+                self.cluster.brokers[b].port = self.listeners[b].start(c.host, port)
+            except OSError as exc:
+                which, how = ("", "") if c.brokers == 1 else (f"broker {b} ", ": broker N listens on --port + N")
+                raise StartupError(exc, f"{which}cannot listen on {c.host}:{port} "
+                                        f"({_flag_value('--host', c.host)}, --port {c.port}{how})") from exc
         self.port = self.node.port = self.cluster.brokers[0].port
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
@@ -208,8 +237,10 @@ class Server:
         try:
             sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
         except OSError as exc:
-            raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
-                                     "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
+            raise StartupError(exc, f"the admin endpoint on {c.admin_host}:{c.admin_port} "
+                                    f"({_flag_value('--admin-host', c.admin_host)}, --admin-port {c.admin_port}) "
+                                    "cannot listen",
+                               hint="--admin-port 0 picks a free port, --no-admin turns it off") from exc
         self._admin_sock = sock
         self.admin_port = sock.getsockname()[1]
         self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin(sock))

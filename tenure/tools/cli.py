@@ -20,7 +20,7 @@ from tenure.config import (
     flag_settings,
 )
 from tenure.control import commands
-from tenure.server import Server, raise_fd_limit, reopen
+from tenure.server import Server, StartupError, raise_fd_limit, reopen
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
 from tenure.tools import logtool
@@ -34,11 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the server until SIGINT/SIGTERM")
     add_serve_flags(s)                      # one flag per ServerConfig setting (tenure/config.py)
-    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1)")
+    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1; default: on, see --admin-port)")
     s.add_argument("--ready-file", default=None, metavar="PATH",
                    help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
-                        "before the ready line; removed at exit)")
-    s.add_argument("--log-level", default="INFO")
+                        "before the ready line; removed at exit; default: none)")
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR: the least level of the lines "
+                   "logged to stderr (default INFO)")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
                         "logger, message and any extra fields)")
@@ -318,8 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         except DataDirLocked as exc:
             print(f"tenure: {exc}", file=sys.stderr)
             return 1
+        except StartupError as exc:                # names what failed, the value and the flag
+            print(f"tenure: {exc}", file=sys.stderr)
+            return 1
         except OSError as exc:
-            print(f"tenure: cannot listen: {exc}", file=sys.stderr)
+            print(f"tenure: start-up failed: {exc}", file=sys.stderr)
             return 1
     return 2
 
