@@ -192,3 +192,22 @@ def test_serve_help_shows_every_flags_default():
     assert missing == [], missing
     text = serve.format_help()
     assert "group.min.session.timeout.ms (default 6000)" in " ".join(text.split())
+
+
+def test_the_demo_prints_a_tables_pattern_that_matches_the_tables(tmp_path):
+    """The line `tenure demo` prints after the audit: a shell pattern (bash brace expansion) matching each
+    table's Parquet files, and nothing else (the report's own files are not tables)."""
+    from tenure.tools.demo import tables_line
+    for table in ("generations", "member_map_history"):
+        (tmp_path / table).mkdir()
+        (tmp_path / table / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "timeline.png").write_bytes(b"")
+    (tmp_path / "report.html").write_text("")
+    line = tables_line(tmp_path)
+    assert line == f"tables (Parquet, a directory each): {tmp_path}/{{generations,member_map_history}}/*.parquet"
+    pattern = line.split(": ", 1)[1]
+    out = subprocess.run(["bash", "-c", f"ls {pattern}"], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [f"{tmp_path}/generations/part-00000-x.snappy.parquet",
+                   f"{tmp_path}/member_map_history/part-00000-x.snappy.parquet"]
+    assert tables_line(tmp_path / "plots") == f"tables: none in {tmp_path / 'plots'}"
