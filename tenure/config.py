@@ -135,6 +135,9 @@ class ServerConfig:
         if racks is not None and (len(racks) != self.brokers or not all(racks)):
             raise ValueError(f"--racks names {len(racks)} rack(s) for {self.brokers} broker(s): give one "
                              "non-empty rack per broker")
+        if self.admin_token is not None and not self.admin_token.strip():
+            raise ValueError("--admin-token is empty: give a token, or leave it out for none (then any local "
+                             "process may call the admin endpoint)")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 

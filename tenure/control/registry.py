@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.control.faults import MAX_DELAY_MS
 from tenure.protocol.errors import AdminError, ErrorCode
 
 
@@ -84,7 +85,10 @@ def _groups(server) -> list:
 
 
 def _group_lines(groups: list[dict]) -> str:
-    """A table with a header row, columns aligned (as kafka-consumer-groups.sh prints its tables)."""
+    """A table with a header row, columns aligned (as kafka-consumer-groups.sh prints its tables); nothing when
+    there is no group (as its --list prints nothing)."""
+    if not groups:
+        return ""
     rows = [("GROUP", "KIND", "STATE", "GENERATION", "#MEMBERS", "#STATIC", "REBALANCES")]
     for g in groups:
         static = sum(1 for m in g["members"] if m["group_instance_id"] is not None)
@@ -236,9 +240,9 @@ def _leader(server, topic: str, partition) -> int:
 
 
 def _set_slow(server, broker, delay_ms) -> None:
-    delay_ms = _int("delay_ms", delay_ms)
-    if delay_ms < 0:
-        raise ValueError("delay_ms: 0 (off) or more")
+    delay_ms = _int("delay_ms", delay_ms)              # bounded as a delay rule is (Kafka's int32 timeouts)
+    if not 0 <= delay_ms <= MAX_DELAY_MS:
+        raise ValueError(f"delay_ms: want a whole number of milliseconds from 0 (off) to {MAX_DELAY_MS}")
     server.cluster.brokers[_broker(server, broker)].slow_ms = delay_ms
 
 

@@ -202,7 +202,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         admin_port, fallback = (0 if args.port == 0 else DEFAULT_ADMIN_PORT), True
     else:
         admin_port, fallback = args.admin_port, False
-    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    # the flag as given (an empty one is refused below); else the environment, where empty means unset
+    token = args.admin_token if args.admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV) or None
     try:
         return ServerConfig(**{**values, "admin_port": admin_port, "admin_port_fallback": fallback,
                                "admin_token": token})
