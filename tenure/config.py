@@ -62,6 +62,17 @@ class ServerConfig:
     max_connections: int | None = setting(None, "client connections open at once; more are closed right after "
                                                 "accept (default 1000, or half the descriptor limit if that is "
                                                 "lower)", least=1)
+    # Kafka's max.connections.per.ip and max.connections.per.ip.overrides (tenure/server/listener.py)
+    max_connections_per_ip: int | None = setting(None, "Kafka's max.connections.per.ip: connections one client "
+                                                       "address may have open at once on a broker; more are closed "
+                                                       "right after accept, so one host cannot take the whole "
+                                                       "--max-connections budget (default unlimited, as Kafka; 0, "
+                                                       "with overrides: only the addresses listed may connect)",
+                                                 least=0)
+    max_connections_per_ip_overrides: str | None = setting(None, "Kafka's max.connections.per.ip.overrides: "
+                                                                 "HOST:N,... per address or host name (names "
+                                                                 "resolved at start), e.g. 127.0.0.1:200 (default "
+                                                                 "none)")
     max_buffered_request_bytes: int = setting(256 * 1024 * 1024, "bytes of not yet served requests all connections "
                                               "together may hold; a connection that would pass it is closed "
                                               "(default 256 MiB)", least=1)
@@ -135,6 +146,11 @@ class ServerConfig:
         if racks is not None and (len(racks) != self.brokers or not all(racks)):
             raise ValueError(f"--racks names {len(racks)} rack(s) for {self.brokers} broker(s): give one "
                              "non-empty rack per broker")
+        if self.max_connections_per_ip_overrides is not None:
+            parse_ip_overrides(self.max_connections_per_ip_overrides)       # ValueError naming the flag
+        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
+            raise ValueError("--max-connections-per-ip 0 needs --max-connections-per-ip-overrides (the addresses "
+                             "that may connect), as Kafka's max.connections.per.ip")
         if self.admin_token is not None and not self.admin_token.strip():
             raise ValueError("--admin-token is empty: give a token, or leave it out for none (then any local "
                              "process may call the admin endpoint)")
@@ -173,6 +189,21 @@ class ServerConfig:
                                  static_registration_timeout_ms=self.static_registration_timeout_ms,
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms,
                                  consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """--max-connections-per-ip-overrides "HOST:N,HOST:N" (Kafka's max.connections.per.ip.overrides; an IPv6
+    address as [::1]:N or ::1:N) -> {host: N}; ValueError naming the flag for a malformed entry."""
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not colon or not host or not count.strip().isdigit():
+            raise ValueError(f"--max-connections-per-ip-overrides: {item!r} is not HOST:N (e.g. 127.0.0.1:200)")
+        out[host] = int(count)
+    return out
 
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type

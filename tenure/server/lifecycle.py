@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
-from tenure.config import ServerConfig
+from tenure.config import ServerConfig, parse_ip_overrides
 from tenure.control.faults import Faults
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
@@ -34,7 +34,7 @@ from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
-from tenure.server.listener import Listener, effective_max_connections, fd_limit
+from tenure.server.listener import Listener, effective_max_connections, fd_limit, resolve_ip_overrides
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.storage.compaction import CleanStats
@@ -100,7 +100,7 @@ class Server:
         ids = itertools.count(1)                   # connection ids, unique across the brokers' listeners
         self.listeners = {b: Listener(self._connection, max_connections=self.max_connections, metrics=self.metrics,
                                       ratelog=self.ratelog, broker_id=b, ids=ids,
-                                      refuse=self._unreachable(b))
+                                      refuse=self._unreachable(b), max_per_ip=config.max_connections_per_ip)
                           for b in self.cluster.brokers}
         self.port: int | None = None
         self._loop_handler: tuple[asyncio.AbstractEventLoop, Any] | None = None   # the loop's handler before start()
@@ -195,9 +195,15 @@ class Server:
         """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
         c = self.config
+        overrides = parse_ip_overrides(c.max_connections_per_ip_overrides or "")
+        try:
+            by_address = resolve_ip_overrides(overrides)
+        except OSError as exc:
+            raise StartupError(exc, f"cannot resolve the hosts of --max-connections-per-ip-overrides "
+                                    f"{c.max_connections_per_ip_overrides}") from exc
         for b, port in zip(self.cluster.brokers, c.ports(), strict=True):
             try:
-                self.cluster.brokers[b].port = self.listeners[b].start(c.host, port)
+                self.cluster.brokers[b].port = self.listeners[b].start(c.host, port, by_address)
             except OSError as exc:
                 which, how = ("", "") if c.brokers == 1 else (f"broker {b} ", ": broker N listens on --port + N")
                 raise StartupError(exc, f"{which}cannot listen on {c.host}:{port} "
