@@ -128,6 +128,9 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
             argv = [flag_of(f), want]
         elif f.type == "tuple[str, ...] | None":          # --racks: one per broker, comma-separated
             argv, want = [flag_of(f), "r1"], ("r1",)
+        elif f.name == "max_connections_per_ip_overrides":  # HOST:N,...
+            want = "h.example:3"
+            argv = [flag_of(f), want]
         elif f.type in ("str", "str | None"):
             want = "/tmp/x" if f.name == "data_dir" else "h.example"
             argv = [flag_of(f), want]
