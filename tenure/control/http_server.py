@@ -16,10 +16,11 @@
     POST   /restart                                   restart on the same data dir and ports (202)
 
 Every call must send a Host header naming the endpoint itself (localhost, a loopback address, the
---admin-host; any address literal when bound to a wildcard): a web page in a local browser cannot reach it
-under a name of its own (DNS rebinding), to change or to read. A state-changing call (POST, DELETE) must also
-send `Content-Type: application/json` (a browser form or a text/plain fetch cannot) and no Origin/Referer of
-another site (CSRF). With a token (--admin-token / TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants
+--admin-host, the --advertised-host; any address literal when bound to a wildcard): a web page in a local
+browser cannot reach it under a name of its own (DNS rebinding), to change or to read. A state-changing call
+(POST, DELETE) must also send `Content-Type: application/json` (a browser form or a text/plain fetch cannot)
+and no Origin/Referer of another site (CSRF), and without a token come from this machine (a loopback peer):
+an endpoint bound to 0.0.0.0 with no token is read-only for other addresses. With a token (--admin-token / TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants
 `Authorization: Bearer TOKEN`. Every value is checked (JSON numbers must be whole and in range; NaN,
 Infinity, unknown fields, deep nesting and bodies over MAX_BODY_BYTES are refused). Errors are one JSON
 object {"error": NAME, "code": kafka code, "message": one line} with 400/401/403/404/405/409/413/415.
@@ -80,14 +81,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def host_allowed(name: str | None, admin_host: str) -> bool:
-    """May a state-changing call name the endpoint `name` (the Host header's host part)? Its own loopback
-    names and addresses, the --admin-host itself, and - when it is bound to a wildcard - any address
-    literal (an address cannot be rebound to another site, a name can)."""
+def host_allowed(name: str | None, admin_host: str, own_names: tuple[str, ...] = ()) -> bool:
+    """May a call name the endpoint `name` (the Host header's host part)? Its own loopback names and
+    addresses, the --admin-host itself, the server's own names (`own_names`: its --advertised-host, the name
+    clients are told to use), and - when it is bound to a wildcard - any address literal (an address cannot be
+    rebound to another site, a name can)."""
     if not name:
         return False
     name = name.lower().rstrip(".")
     if is_loopback(name) or name == admin_host.lower().strip("[]"):
+        return True
+    if name in (n.lower().rstrip(".").strip("[]") for n in own_names if n):
         return True
     if admin_host in WILDCARDS:
         try:
@@ -191,6 +195,7 @@ def _is_malformed_http(exc: BaseException | None) -> bool:
 async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner."""
     host = server.config.admin_host
+    own_names = (server.config.advertised_host or "",)
     web = await _import_web()
     ratelog = RateLimitedLog(log, server.config.log_window_ms / 1000, server.config.log_burst)
 
@@ -206,10 +211,19 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
             name = urllib.parse.urlsplit("//" + hostport).hostname if hostport is not None else None
         except ValueError:                    # e.g. an unbalanced [
             name = ""
-        if hostport is not None and not host_allowed(name, host):
+        if hostport is not None and not host_allowed(name, host, own_names):
             raise Refused(403, UNAUTHORIZED,
                           f"Host {_one_line(hostport)[:100]!r} is not this endpoint's; calls must name it as "
-                          "localhost or a loopback address (or the --admin-host)")
+                          "localhost or a loopback address (or the --admin-host or --advertised-host)")
+
+    def check_peer(request) -> None:
+        """Without a token, only this machine may change the server: a call from another address (an endpoint
+        bound to 0.0.0.0, e.g. in a container whose port is published) may read, not change."""
+        if token is None and not is_loopback(request.remote or ""):
+            raise Refused(403, UNAUTHORIZED,
+                          f"{request.method} from another machine ({request.remote}) needs a token (--admin-token "
+                          f"or {ADMIN_TOKEN_ENV} on the server); without one this endpoint only answers reads from "
+                          "other addresses - call it from the server's own machine or container")
 
     def check_origin(request) -> None:
         hostport = request.headers.get("Host")
@@ -252,6 +266,7 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
             check_host(request)
             if request.method not in ("GET", "HEAD"):
                 check_origin(request)
+                check_peer(request)
             check_token(request)
             if request.method not in ("GET", "HEAD"):
                 check_content_type(request)

@@ -254,13 +254,12 @@ class Server:
         notes = [f"port {c.admin_port} was in use"] if fell_back else []
         if is_loopback(c.admin_host):
             notes.append("loopback only; --admin-host to change")
-        else:
+        elif c.admin_token:
             notes.append("reachable from other machines (--admin-host)")
+        else:                       # other addresses may read; changes come from this machine only (http_server)
+            notes.append("reachable from other machines (--admin-host): read-only for them without a token")
         notes.append("token required" if c.admin_token else "no token")
         log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
-        if not is_loopback(c.admin_host) and not c.admin_token:
-            log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
-                        "server (faults, clock, restart); set --admin-token", c.admin_host)
 
     async def _serve_admin(self, sock: socket.socket) -> None:
         from tenure.control.http_server import serve_admin

@@ -365,6 +365,76 @@ def test_an_empty_token_is_refused_not_taken_for_none(monkeypatch):
     assert _config(_parser().parse_args(["serve", "--admin-token", "flag"])).admin_token == "flag"
 
 
+# ---------------------------------------------------------------------- another machine, no token: read-only
+OTHER_MACHINE = r"""
+import json, logging, sys, urllib.request
+from tenure.config import ServerConfig
+from tenure.server import ServerThread
+
+records = []
+logging.getLogger().addHandler(type("H", (logging.Handler,), {"emit": lambda self, r: records.append(r)})())
+logging.getLogger().setLevel(logging.INFO)
+
+def call(port, method, path, source, host=None, token=None, body=None):
+    import http.client
+    conn = http.client.HTTPConnection("10.9.0.1" if source != "127.0.0.1" else "127.0.0.1", port, timeout=10,
+                                      source_address=(source, 0))
+    headers = {"Host": host or f"{source}:{port}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    r = conn.getresponse()
+    return r.status, json.loads(r.read() or b"null")
+
+out = {}
+for token in (None, "t0ken"):
+    cfg = ServerConfig(port=0, admin_port=0, admin_host="0.0.0.0", advertised_host="tenure-svc", admin_token=token)
+    with ServerThread(cfg) as s:
+        p = s.admin_port
+        out[str(token)] = {
+            "read_by_address": call(p, "GET", "/groups", "10.9.0.1", token=token)[0],
+            "read_by_advertised_name": call(p, "GET", "/groups", "10.9.0.1", host=f"tenure-svc:{p}", token=token)[0],
+            "read_by_other_name": call(p, "GET", "/groups", "10.9.0.1", host=f"evil.example:{p}", token=token)[0],
+            "change_from_other_machine": call(p, "POST", "/clock/advance", "10.9.0.1", token=token, body={"ms": 1}),
+            "change_from_this_machine": call(p, "POST", "/clock/advance", "127.0.0.1", token=token, body={"ms": 1})[0],
+            "clock_offset": s.call(lambda: s.server.runtime.clock_offset_ms),
+        }
+out["warnings"] = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+out["admin_lines"] = [r.getMessage() for r in records if r.getMessage().startswith("admin endpoint on")]
+print(json.dumps(out))
+"""
+
+
+def test_without_a_token_other_machines_may_read_not_change_and_nothing_warns():
+    """An endpoint bound to 0.0.0.0 (a container whose port is published) with no token: another address may
+    read it (by an address or the --advertised-host name, as a Prometheus on the compose network would) but
+    not change the server, and start-up logs no warning. Run in a network namespace of its own, where
+    10.9.0.1 is one more address of its loopback device: a peer that is not a loopback address."""
+    import shutil
+    import subprocess
+    import sys
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-rn", "ip", "addr", "add", "10.9.0.1/32", "dev", "lo"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -rn and ip (a network namespace of its own)")
+    out = subprocess.run([unshare, "-rn", "sh", "-c", 'ip link set lo up && ip addr add 10.9.0.1/32 dev lo && '
+                          'exec "$@"', "sh", sys.executable, "-c", OTHER_MACHINE],
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    none, tok = got["None"], got["t0ken"]
+    assert (none["read_by_address"], none["read_by_advertised_name"], none["read_by_other_name"]) == (200, 200, 403)
+    status, answer = none["change_from_other_machine"]
+    assert status == 403 and "from another machine (10.9.0.1) needs a token" in answer["message"], answer
+    assert none["change_from_this_machine"] == 200 and none["clock_offset"] == 1
+    assert tok["change_from_other_machine"][0] == 200 and tok["clock_offset"] == 2      # a token: anyone with it
+    assert (tok["read_by_address"], tok["read_by_other_name"]) == (200, 403)
+    assert got["warnings"] == []
+    assert any("read-only for them without a token; no token" in line for line in got["admin_lines"]), got
+
+
 # ---------------------------------------------------------------------- where it listens, what it lists
 def test_admin_endpoint_binds_loopback_whatever_host_is():
     with ServerThread(ServerConfig(host="0.0.0.0", port=0, admin_port=0)) as s:
