@@ -10,12 +10,16 @@ from __future__ import annotations
 import html
 import io
 import json
+import logging
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import matplotlib
 
+# matplotlib's own notes ("building the font cache", "created a temporary cache directory" where HOME is not
+# writable, as in the Docker image) are not the audit's progress
+logging.getLogger("matplotlib").setLevel(logging.ERROR)
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.fonttype"] = "none"       # text stays text in the page (searchable, small)
 matplotlib.rcParams["svg.hashsalt"] = "tenure"      # stable element ids from run to run

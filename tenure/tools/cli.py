@@ -87,6 +87,9 @@ def _audit_parser(sub) -> None:
                         "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives")
     a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)")
+    a.add_argument("--spark-log", action="store_true",
+                   help="show Spark's and the JVM's own warnings and errors on stderr as they come (default: "
+                        "kept in a file the progress lines name, shown when the audit fails)")
 
 
 def _time_ms(text: str | None) -> int | None:
@@ -142,7 +145,7 @@ def _audit(args: argparse.Namespace) -> int:
     code, _ = job.run(job.Options(args.dir, args.out, master=args.master, group=args.group, since=since,
                                   until=until, storm_k=args.storm_k, storm_window_ms=args.storm_window,
                                   expiry_n=args.expiry_n, churn_n=args.churn_n, report=args.report,
-                                  python_env=args.python_env, conf=conf))
+                                  python_env=args.python_env, conf=conf, spark_log=args.spark_log))
     return code
 
 

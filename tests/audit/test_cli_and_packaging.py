@@ -1,4 +1,5 @@
 """`tenure audit` argument handling (no Spark needed) and the package zip shipped to remote executors."""
+import os
 import subprocess
 import sys
 
@@ -79,3 +80,9 @@ def test_the_cli_audits_a_data_dir(tmp_path):
     assert "audit: [" in p.stderr and "starting Spark (local[1])" in p.stderr and "done in" in p.stderr
     # nothing but tenure's own progress: no Spark warning about the host's address, no py4j INFO lines
     assert "resolves to a loopback address" not in p.stderr and "py4j" not in p.stderr, p.stderr
+    # ... and no other line of Spark's or the JVM's (log4j's banner, NativeCodeLoader, SparkStringUtils, the
+    # launcher's incubator-modules WARNING): those went to a file, named, and removed after a good run
+    assert [line for line in p.stderr.splitlines() if not line.startswith("audit: [")] == [], p.stderr
+    log_line = next(line for line in p.stderr.splitlines() if "Spark's own warnings and errors go to" in line)
+    jvm_log = log_line.split(" go to ", 1)[1].split(" (", 1)[0]
+    assert jvm_log.endswith("/spark.log") and not os.path.exists(os.path.dirname(jvm_log)), log_line
