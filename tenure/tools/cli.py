@@ -84,7 +84,9 @@ def _audit_parser(sub) -> None:
     a.add_argument("--no-report", dest="report", action="store_false", help="skip report.html and the plots")
     a.add_argument("--python-env", default=None,
                    help="with a cluster --master: a packed Python environment for the executors "
-                        "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives")
+                        "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives; `none`: the "
+                        "workers' Python has the dependencies (default: one packed once and cached in "
+                        "~/.cache/tenure)")
     a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)")
     a.add_argument("--spark-log", action="store_true",
@@ -136,16 +138,32 @@ def _audit(args: argparse.Namespace) -> int:
             print(f"tenure audit: bad --conf {item!r}: expected KEY=VALUE", file=sys.stderr)
             return 2
         conf[key] = value
-    if args.python_env is not None and "://" not in args.python_env and not os.path.isfile(args.python_env):
-        print(f"tenure audit: --python-env {args.python_env}: no such file", file=sys.stderr)
+    python_env = args.python_env
+    if python_env == "none":                         # the workers' own Python has the dependencies
+        python_env = None
+    elif python_env is not None and "://" not in python_env and not os.path.isfile(python_env):
+        print(f"tenure audit: --python-env {python_env}: no such file", file=sys.stderr)
         return 2
     job = _audit_module("job")                       # pyspark is imported only here
     if job is None:
         return 2
+    if args.python_env is None and not args.master.startswith("local"):
+        # a cluster's executors need tenure's third-party dependencies: packed once and cached, then shipped
+        pack = _audit_module("pack")
+        if pack is None:
+            return 2
+        try:
+            python_env = str(pack.cached(note=lambda msg: print(f"audit: {msg}", file=sys.stderr, flush=True)))
+        except Exception as exc:
+            print(f"tenure audit: --master {args.master} needs the executors' Python environment and packing one "
+                  f"failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); run `python -m "
+                  "tenure.audit.pack audit-env.tar.gz` and pass --python-env audit-env.tar.gz (or --python-env "
+                  "none if the workers' Python has kafka-python, crc32c and pyarrow)", file=sys.stderr)
+            return 2
     code, _ = job.run(job.Options(args.dir, args.out, master=args.master, group=args.group, since=since,
                                   until=until, storm_k=args.storm_k, storm_window_ms=args.storm_window,
                                   expiry_n=args.expiry_n, churn_n=args.churn_n, report=args.report,
-                                  python_env=args.python_env, conf=conf, spark_log=args.spark_log))
+                                  python_env=python_env, conf=conf, spark_log=args.spark_log))
     return code
 
 
