@@ -44,8 +44,11 @@ def pack(out: str | Path) -> Path:
         # the interpreter the driver's venv was made from; typeshed does not declare CPython's sys._base_executable
         base = sys._base_executable  # type: ignore[attr-defined]
         subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
-                        "--disable-pip-version-check", *requirements()], check=True)
+        # pip's output only when it fails (its warnings about the machine's index settings are not ours)
+        pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
+                              "--disable-pip-version-check", *requirements()], capture_output=True, text=True)
+        if pip.returncode != 0:
+            raise RuntimeError(f"pip install {' '.join(requirements())} failed: {(pip.stderr or pip.stdout)[-2000:]}")
         out.unlink(missing_ok=True)
         venv_pack.pack(prefix=str(env), output=str(out), verbose=False)
     return out
@@ -69,7 +72,7 @@ def cached(where: Path | None = None, note=lambda msg: None) -> Path:
         return path
     where.mkdir(parents=True, exist_ok=True)
     note(f"packing the executors' Python environment ({', '.join(requirements())}) once, into {path}")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{os.getpid()}.{path.name}")          # venv-pack reads the format from the name
     try:
         _pack_into(tmp)
         os.replace(tmp, path)
