@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 4
         except DataDirLocked as exc:
-            print(f"tenure: {exc}", file=sys.stderr)
+            print(f"tenure: {exc} (--data-dir): stop that process or give another --data-dir", file=sys.stderr)
             return 1
         except StartupError as exc:                # names what failed, the value and the flag
             print(f"tenure: {exc}", file=sys.stderr)
