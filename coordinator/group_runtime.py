@@ -3,7 +3,6 @@ shards are GroupShards, with the queries and operations the controls and the ser
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
@@ -20,11 +19,6 @@ log = logging.getLogger("tenure.coordinator")
 
 
 class GroupRuntime(CoordinatorRuntime[GroupShard]):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # group id -> (the coordinator clock's ms, the generation) when its unfinished rebalance started
-        self._rebalancing: dict[str, tuple[int, int]] = {}
-
     # ------------------------------------------------------------------ queries
     def group_ids(self) -> list[str]:
         """Every group of every loaded shard, sorted."""
@@ -106,7 +100,6 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                                 "cause": r.cause, "old_member_id": r.old_member_id,
                                 "new_member_id": r.new_member_id, "generation": r.generation,
                                 "client_id": r.client_id, "client_host": r.client_host})
-        now = self.clock_ms()
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
             info = self.group_info(gid)
@@ -118,18 +111,19 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             else:
                 bumped = info.state != "PreparingRebalance"
                 generation, members = max(info.generation - 1, 0) if bumped else info.generation, len(info.members)
-            self._rebalancing.setdefault(gid, (now, generation))
+            self._rebalancing().setdefault(gid, (self.clock_ms(), generation))
             log.info("group %s: rebalance started (cause %s; from generation %d, %d member(s))",
                      gid, cause, generation, members,
                      extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
                             "members": members})
-        if self._rebalancing:
-            for gid in _groups_of(result) & self._rebalancing.keys():
+        open_ = self._rebalancing()
+        if open_:
+            for gid in _groups_of(result) & open_.keys():
                 info = self.group_info(gid)
                 if info is not None and info.state not in ("Stable", "Empty"):
                     continue
-                started, before = self._rebalancing.pop(gid)
-                took = now - started
+                started, before = open_.pop(gid)
+                took = self.clock_ms() - started
                 state = "gone" if info is None else info.state
                 generation = -1 if info is None else info.generation
                 what = (("Stable again" if before > 0 else "Stable") if state == "Stable"
@@ -137,6 +131,11 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                 log.info("group %s: %s (generation %d, took %d ms)", gid, what, generation, took,
                          extra={"event": "rebalance_done", "group": gid, "state": state, "generation": generation,
                                 "took_ms": took})
+
+    def _rebalancing(self) -> dict[str, tuple[int, int]]:
+        """Group id -> (the coordinator clock's ms, the generation) when its unfinished rebalance started: what
+        the log line of its end says it took (made on first use)."""
+        return self.__dict__.setdefault("_rebalance_started", {})
 
 
 def _groups_of(result: Result) -> set[str]:

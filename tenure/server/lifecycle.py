@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
 from tenure.broker.topics import TopicRegistry
-from tenure.config import ServerConfig, parse_ip_overrides
+from tenure.config import ServerConfig
 from tenure.control.faults import Faults
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
@@ -195,9 +195,8 @@ class Server:
         """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
         c = self.config
-        overrides = parse_ip_overrides(c.max_connections_per_ip_overrides or "")
         try:
-            by_address = resolve_ip_overrides(overrides)
+            by_address = resolve_ip_overrides(c.max_connections_per_ip_overrides)
         except OSError as exc:
             raise StartupError(exc, f"cannot resolve the hosts of --max-connections-per-ip-overrides "
                                     f"{c.max_connections_per_ip_overrides}") from exc

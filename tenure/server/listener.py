@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from tenure.broker.topics import TopicError
-from tenure.config import ServerConfig
+from tenure.config import ServerConfig, parse_ip_overrides
 from tenure.counters import Metrics
 from tenure.protocol.errors import ErrorCode
 from tenure.server.connection import Connection, Peer
@@ -93,12 +93,12 @@ def client_address(peer) -> str:
         return host
 
 
-def resolve_ip_overrides(overrides: dict[str, int]) -> dict[str, int]:
-    """--max-connections-per-ip-overrides by address: each host name's every address gets its count (an
-    address literal is itself), as Kafka resolves its overrides once at start; OSError for a name that does not
-    resolve (the caller names the flag)."""
+def resolve_ip_overrides(text: str | None) -> dict[str, int]:
+    """--max-connections-per-ip-overrides ("HOST:N,...") by address: each host name's every address gets its
+    count (an address literal is itself), as Kafka resolves its overrides once at start; OSError for a name
+    that does not resolve (the caller names the flag)."""
     out: dict[str, int] = {}
-    for host, count in overrides.items():
+    for host, count in parse_ip_overrides(text or "").items():
         for *_, addr in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
             out[client_address(addr)] = count
     return out

@@ -160,6 +160,22 @@ def test_the_examples_in_docs_testing_md_run_as_they_are(pytester):
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(blocks))
 
 
+def test_a_misspelt_marker_key_suggests_the_closest_fields(pytester):
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.tenure(topic={"t": 2}, min_sesion_timeout_ms=1000)
+def test_x(tenure_server):
+    pass
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "unknown ServerConfig field(s) ['min_sesion_timeout_ms', 'topic']" in out, out
+    assert "'topic': did you mean 'topics'?" in out, out
+    assert "'min_sesion_timeout_ms': did you mean 'min_session_timeout_ms' or 'max_session_timeout_ms'?" in out, out
+    result.assert_outcomes(errors=1)
+
+
 def test_the_loop_scope_setting_docs_testing_md_gives_silences_pytest_asyncio(pytester):
     """The pytest.ini lines docs/testing.md tells users of pytest-asyncio to add: with them an async test using
     tenure_server_async runs with warnings as errors; without them pytest-asyncio warns."""
@@ -251,18 +267,3 @@ def test_from_tenure_import_server_thread_is_lazy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
 
-
-def test_a_misspelt_marker_key_suggests_the_closest_fields(pytester):
-    pytester.makepyfile('''
-import pytest
-
-@pytest.mark.tenure(topic={"t": 2}, min_sesion_timeout_ms=1000)
-def test_x(tenure_server):
-    pass
-''')
-    result = pytester.runpytest("-p", "no:cacheprovider")
-    out = result.stdout.str()
-    assert "unknown ServerConfig field(s) ['min_sesion_timeout_ms', 'topic']" in out, out
-    assert "'topic': did you mean 'topics'?" in out, out
-    assert "'min_sesion_timeout_ms': did you mean 'min_session_timeout_ms' or 'max_session_timeout_ms'?" in out, out
-    result.assert_outcomes(errors=1)
