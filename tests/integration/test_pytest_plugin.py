@@ -266,4 +266,3 @@ def test_from_tenure_import_server_thread_is_lazy():
             "    print(s.bootstrap.startswith('127.0.0.1:'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
-
