@@ -259,7 +259,11 @@ async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
         log.info("at most %d client connection(s) at once (descriptor limit %s)", server.max_connections,
                  limits[1] if limits is not None else "none")
         if ready_file:
-            _write_ready_file(ready_file, server)
+            try:
+                _write_ready_file(ready_file, server)
+            except OSError as exc:
+                await server.close()
+                raise StartupError(exc, f"cannot write the ready file {ready_file} (--ready-file)") from exc
         print(f"tenure listening on {server.bootstrap}", flush=True)
         log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
         if config.admin_port is None:

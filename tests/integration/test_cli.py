@@ -214,3 +214,10 @@ def test_the_demo_prints_a_tables_pattern_that_matches_the_tables(tmp_path):
     assert out == [f"{tmp_path}/generations/part-00000-x.snappy.parquet",
                    f"{tmp_path}/member_map_history/part-00000-x.snappy.parquet"]
     assert tables_line(tmp_path / "plots") == f"tables: none in {tmp_path / 'plots'}"
+
+
+def test_a_ready_file_that_cannot_be_written_names_the_flag(tmp_path, capsys):
+    path = tmp_path / "no-such-dir" / "ready.json"
+    assert main(["serve", "--port", "0", "--no-admin", "--ready-file", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"tenure: cannot write the ready file {path} (--ready-file): No such file or directory" in err, err
