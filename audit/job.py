@@ -6,6 +6,7 @@ over it (`build`, tables.py), written with the summary (`write_tables`, summary.
 """
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from . import spark_session
 from .load import load
 from .options import SPLIT_BYTES, Options  # noqa: F401 (SPLIT_BYTES: imported from here too, by bench/)
 from .schemas import OFFSETS_SCHEMA, RANGE_SCHEMA
@@ -116,11 +118,14 @@ def run(opts: Options, spark: SparkSession | None = None,
     t0 = time.monotonic()
     own = spark is None
     if spark is None:
-        progress(f"starting Spark ({opts.master})")
         if not opts.master.startswith("local") and opts.python_env is None:
-            progress("warning: no --python-env: the executors' Python must have kafka-python, crc32c and pyarrow "
-                     "installed (docs/audit.md, running on a cluster)")
-        spark = session(opts.master, python_env=opts.python_env, conf=opts.conf)
+            progress("no executors' environment (--python-env none): their Python must have kafka-python, crc32c "
+                     "and pyarrow installed (docs/audit.md, running on a cluster)")
+        progress(f"starting Spark ({opts.master})")
+        spark = session(opts.master, python_env=opts.python_env, conf=opts.conf, spark_log=opts.spark_log)
+        if spark_session.JVM_LOG is not None:
+            progress(f"Spark's own warnings and errors go to {spark_session.JVM_LOG} (--spark-log: here)")
+    ok = False
     try:
         tables, _ = build(spark, opts, after_listing)
         out = Path(opts.out)
@@ -139,7 +144,13 @@ def run(opts: Options, spark: SparkSession | None = None,
         s = write_tables(tables, out, gather, render)
         print(summary_table(s))
         progress(f"done in {time.monotonic() - t0:.1f} s; tables and report in {out}")
+        ok = True
         return (1 if s["errors"] else 0), s
     finally:
         if own:
             spark.stop()
+            jvm_log, log_dir = spark_session.JVM_LOG, spark_session.JVM_LOG_DIR
+            if jvm_log is not None and not ok:
+                progress(f"failed; Spark's own warnings and errors are in {jvm_log}")
+            elif log_dir is not None:
+                shutil.rmtree(log_dir, ignore_errors=True)

@@ -27,6 +27,7 @@ class Options:
     progress_interval_s: float = 5.0  # progress of the read stage on stderr every so often
     python_env: str | None = None     # a packed environment (tenure.audit.pack) for a cluster's executors
     conf: dict | None = None          # further Spark settings
+    spark_log: bool = False           # Spark's and the JVM's own lines on stderr (default: in a file)
 
     def checks(self) -> Checks:
         return Checks(self.since, self.until, self.storm_k, self.storm_window_ms, self.expiry_n, self.churn_n)

@@ -8,13 +8,17 @@ on `spark.submit.pyFiles`; pyarrow writes the offsets_history part files each re
 Spark's own answer for dependencies with native code is a packed environment sent with `spark.archives`
 (venv-pack or conda-pack), which is what this builds: a new virtual environment on this interpreter's
 base Python with exactly the versions the driver runs (installed with pip, from the configured index or
-wheel cache), packed with venv-pack. `tenure audit --python-env OUT.tar.gz` ships it. The executors then
+wheel cache), packed with venv-pack. `tenure audit --python-env OUT.tar.gz` ships it; without --python-env,
+`tenure audit --master spark://...` packs one itself once (`cached`, kept in ~/.cache/tenure) and ships that. The executors then
 need nothing installed but a Python of the same version at the same path as this one's base interpreter
 (a venv links to it); a conda-pack environment, which carries its interpreter, can be passed to
 --python-env instead.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -40,11 +44,45 @@ def pack(out: str | Path) -> Path:
         # the interpreter the driver's venv was made from; typeshed does not declare CPython's sys._base_executable
         base = sys._base_executable  # type: ignore[attr-defined]
         subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
-                        "--disable-pip-version-check", *requirements()], check=True)
+        # pip's output only when it fails (its warnings about the machine's index settings are not ours)
+        pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
+                              "--disable-pip-version-check", *requirements()], capture_output=True, text=True)
+        if pip.returncode != 0:
+            raise RuntimeError(f"pip install {' '.join(requirements())} failed: {(pip.stderr or pip.stdout)[-2000:]}")
         out.unlink(missing_ok=True)
         venv_pack.pack(prefix=str(env), output=str(out), verbose=False)
     return out
+
+
+def cache_dir() -> Path:
+    """Where `tenure audit` keeps the environments it packed: $XDG_CACHE_HOME/tenure, else ~/.cache/tenure."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tenure"
+
+
+def cached(where: Path | None = None, note=lambda msg: None) -> Path:
+    """The executors' environment for this driver (its Python and the pinned requirements), packed once and
+    kept in the cache dir under a name that says what it holds: `tenure audit --master spark://...` without
+    --python-env ships it. `note(msg)` is told before a (slow) build; an error of the build propagates."""
+    where = cache_dir() if where is None else where
+    base = getattr(sys, "_base_executable", sys.executable)
+    key = hashlib.sha256("\n".join([sys.version, platform.machine(), base, *requirements()]).encode()).hexdigest()
+    path = where / f"audit-env-py{sys.version_info[0]}.{sys.version_info[1]}-{key[:16]}.tar.gz"
+    if path.is_file():
+        return path
+    where.mkdir(parents=True, exist_ok=True)
+    note(f"packing the executors' Python environment ({', '.join(requirements())}) once, into {path}")
+    tmp = path.with_name(f".{os.getpid()}.{path.name}")          # venv-pack reads the format from the name
+    try:
+        _pack_into(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _pack_into(out: Path) -> Path:
+    return pack(out)
 
 
 def main(argv: list[str] | None = None) -> int:

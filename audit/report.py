@@ -10,17 +10,22 @@ from __future__ import annotations
 import html
 import io
 import json
+import logging
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import matplotlib
 
+# matplotlib's own notes ("building the font cache", "created a temporary cache directory" where HOME is not
+# writable, as in the Docker image) are not the audit's progress
+logging.getLogger("matplotlib").setLevel(logging.ERROR)
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.fonttype"] = "none"       # text stays text in the page (searchable, small)
 matplotlib.rcParams["svg.hashsalt"] = "tenure"      # stable element ids from run to run
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -41,6 +46,8 @@ from .fold import (  # noqa: E402,F401
 LABEL_LINES = 40       # rebalance lines are labelled with their cause up to this many per plot
 
 START_COLOURS = {"joined": "#2e7d32", "replaced": "#1565c0", "unknown": "#9e9e9e"}
+START_LEGEND = {"joined": "member id that joined", "replaced": "member id that replaced the one before\n(a restart, "
+                "or a second process)", "unknown": "member id, start unknown\n(its event was compacted away)"}
 MARKS = {  # cause -> (marker, colour, legend label)
     "fenced": ("x", "#c62828", "fenced request"),
     "expired": ("v", "#ef6c00", "session expired"),
@@ -52,7 +59,10 @@ MARKS = {  # cause -> (marker, colour, legend label)
 }
 assert set(MARKS) == MARK_CAUSES
 CAUSE_WORDS = {
-    "joined": "joined", "replaced": "a restart (replaced)", "unknown": "unknown (its event was compacted away)",
+    # replaced: a new member id took the instance over - a restart, or a second process with the same
+    # group.instance.id (the fenced_duplicate_instance anomaly tells them apart)
+    "joined": "joined", "replaced": "replaced (a restart or a second process)",
+    "unknown": "unknown (its event was compacted away)",
     "expired": "session expired", "registration_expired": "session expired (registration)",
     "sync_expired": "session expired (sync)", "left": "left", "removed": "removed by an admin",
     "group_full": "group full", "group_deleted": "group deleted", "forced_rebalance": "forced rebalance",
@@ -80,6 +90,28 @@ def duration(ms) -> str:
         if abs(ms) >= size:
             return f"{ms / size:.1f} {unit}"
     return f"{ms / 1000:.1f} s"
+
+
+# the summary's count of static-member events by cause: each event is one member's, so a count says members
+# (one forced rebalance of three members is three events)
+EVENT_COUNTS = {
+    "joined": "{n} joined", "replaced": "{n} replaced (a restart or a second process)",
+    "expired": "{n} session(s) expired", "registration_expired": "{n} session(s) expired (registration)",
+    "sync_expired": "{n} session(s) expired (sync)", "fenced": "{n} fenced request(s)", "left": "{n} left",
+    "removed": "{n} removed by an admin", "group_full": "{n} refused (group full)",
+    "forced_rebalance": "{n} member(s) through forced rebalances",
+}
+
+
+def event_counts(by_cause: dict) -> str:
+    """'25 joined, 3 replaced (...), 3 member(s) through forced rebalances', by count, largest first."""
+    parts = sorted(by_cause.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(EVENT_COUNTS.get(c, "{n} " + cause_words(c)).format(n=n) for c, n in parts) or "none"
+
+
+def when(first, last) -> str:
+    """'at T' for one moment, else 'between T1 and T2'."""
+    return f"at {iso(first)}" if first == last else f"between {iso(first)} and {iso(last)}"
 
 
 def cause_words(c) -> str:
@@ -132,12 +164,19 @@ def _svg(fig) -> str:
 
 
 def timeline_svg(group: str, d: dict) -> str:
+    """The timeline (timeline_figure) as inline SVG; "" when the group has no time span."""
+    fig = timeline_figure(group, d)
+    return "" if fig is None else _svg(fig)
+
+
+def timeline_figure(group: str, d: dict):
     """One lane per instance id, one bar per member id (coloured by how it started), marks for fenced
-    requests, expiries, leaves and removals, and a vertical line per rebalance labelled with its cause."""
+    requests, expiries, leaves and removals, and a vertical line per rebalance, labelled above the plot with
+    its generation and cause."""
     lanes = d["lanes"]
     first, last = d["first"], d["last"]
     if last is None or first is None:
-        return ""
+        return None
     pad = max((last - first) * 0.02, 500)
     lo, hi = first - pad, last + pad
     to_num = lambda ms: mdates.date2num(datetime.fromtimestamp(ms / 1000, tz=UTC))  # noqa: E731
@@ -161,26 +200,89 @@ def timeline_svg(group: str, d: dict) -> str:
         seen[label] = (marker, colour)
     gens = d["gens"][d["gens"]["generation"].notna()]
     for r in gens.itertuples():
-        x = to_num(r.time)
-        ax.axvline(x, color="#757575", linestyle="--", linewidth=0.8, zorder=0)
-        if len(gens) <= LABEL_LINES:
-            ax.text(x, len(lanes) - 0.45, f" gen {int(r.generation)}: {cause_words(r.trigger)}", rotation=90,
-                    va="top", ha="right", fontsize=7, color="#424242")
+        ax.axvline(to_num(r.time), color="#757575", linestyle="--", linewidth=0.8, zorder=0)
     ax.set_yticks(range(len(lanes)), list(reversed(lanes)))
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_xlim(to_num(lo), to_num(hi))
-    loc = mdates.AutoDateLocator(tz=UTC)
-    ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc, tz=UTC))
-    ax.set_xlabel("time (UTC)")
-    ax.set_title(f"group {group}: who held each instance id")
-    handles: list[Artist] = [Patch(color=c, label=f"member id, started by {cause_words(k)}")
+    _time_axis(ax, lo, hi, to_num)
+    title = f"group {group}: who held each instance id"
+    ax.set_title(title)
+    handles: list[Artist] = [Patch(color=c, label=START_LEGEND[k])
                              for k, c in START_COLOURS.items() if (d["intervals"]["start_cause"] == k).any()]
     handles += [Line2D([], [], marker=m, color=c, linestyle="none", label=lab) for lab, (m, c) in seen.items()]
     handles.append(Line2D([], [], color="#757575", linestyle="--", label="rebalance (new generation)"))
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    return _svg(fig)
+    if len(gens) and len(gens) <= LABEL_LINES:      # placed on the plot's width as laid out, then room above it
+        width_pt = ax.get_window_extent().width * 72 / fig.dpi
+        rows = _label_generations(ax, [(to_num(r.time), int(r.generation), cause_words(r.trigger))
+                                       for r in gens.itertuples()], to_num(lo), to_num(hi), width_pt)
+        ax.set_title(title, pad=8 + LABEL_ROW_PT * rows)
+        fig.tight_layout()
+    return fig
+
+
+LABEL_ROW_PT = 12      # the height of one row of generation labels above a timeline, in points
+LABEL_ROWS = 4         # rows of labels at most; beyond, the labels say only "gen N" (the table says why)
+CHAR_PT = 5.2          # a little more than one character of the 8 pt label font
+
+
+def _label_generations(ax, gens: list[tuple[float, int, str]], lo: float, hi: float, width_pt: float) -> int:
+    """Each rebalance line's label ("gen N: why") above the plot, level, in rows so that no two overlap (a label
+    starts at its line, or ends at it in the right third). When "gen N: why" does not fit in LABEL_ROWS rows
+    the labels say "gen N", and a line whose label still finds no room has none (the generations table below
+    the plot lists them all). Returns the rows used."""
+    per_pt = (hi - lo) / (width_pt * 0.95)
+
+    def place(texts: list[str], skip: bool) -> list[int | None] | None:
+        ends: list[float] = []                     # per row: the data x where its last label ends
+        rows: list[int | None] = []
+        for (x, _, _), text in zip(gens, texts, strict=True):
+            width = (len(text) * CHAR_PT + 8) * per_pt
+            left, right = (x, x + width) if x < lo + (hi - lo) * 2 / 3 else (x - width, x)
+            row = next((i for i, end in enumerate(ends) if end <= left), None)
+            if row is None and len(ends) < LABEL_ROWS:
+                ends.append(right)
+                row = len(ends) - 1
+            elif row is not None:
+                ends[row] = right
+            elif not skip:
+                return None
+            rows.append(row)
+        return rows
+
+    texts = [f"gen {g}: {why}" for _, g, why in gens]
+    rows = place(texts, skip=False)
+    if rows is None:
+        texts = [f"gen {g}" for _, g, _ in gens]
+        rows = place(texts, skip=True)
+    assert rows is not None
+    for (x, _, _), text, row in zip(gens, texts, rows, strict=True):
+        if row is None:
+            continue
+        right_third = x >= lo + (hi - lo) * 2 / 3
+        ax.annotate(text, xy=(x, 1), xycoords=("data", "axes fraction"), xytext=(0, 3 + LABEL_ROW_PT * row),
+                    textcoords="offset points", ha="right" if right_third else "left", va="bottom", fontsize=8,
+                    color="#212121", annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-", color="#9e9e9e", linewidth=0.6, shrinkA=0, shrinkB=0,
+                                    relpos=(1, 0) if right_third else (0, 0)))
+    return max((r for r in rows if r is not None), default=-1) + 1
+
+
+def _time_axis(ax, lo: int, hi: int, to_num) -> None:
+    """Ticks at round times, every label in one format (HH:MM, or HH:MM:SS when a tick is not on a whole
+    minute, with the month and day when the plot spans days); the date, when it is one day, in the axis label."""
+    loc = mdates.AutoDateLocator(tz=UTC, minticks=4, maxticks=9)
+    first, last = (datetime.fromtimestamp(ms / 1000, tz=UTC) for ms in (lo, hi))
+    ticks = [t for t in loc.tick_values(first, last) if to_num(lo) <= t <= to_num(hi)]
+    when_ = [mdates.num2date(t, tz=UTC) for t in ticks]
+    one_day = first.date() == last.date()
+    fmt = "%H:%M:%S" if any(t.second or t.microsecond for t in when_) else "%H:%M"
+    if not one_day:
+        fmt = "%b %d " + fmt
+    ax.xaxis.set_major_locator(ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: mdates.num2date(x, tz=UTC).strftime(fmt)))
+    ax.set_xlabel(f"time (UTC), {first:%Y-%m-%d}" if one_day else "time (UTC)")
 
 
 # ---------------------------------------------------------------------------------------- sections
@@ -241,7 +343,7 @@ SENTENCES = {   # anomaly kind -> what it says (fields: see anomaly_sentence)
 def anomaly_sentence(r: dict, opts) -> str:
     return SENTENCES.get(r["kind"], "{kind}: {detail}").format(
         kind=r["kind"], g=r["group"], i=r["instance_id"], n=r["count"], detail=r["detail"],
-        first=iso(r["first_time"]), last=iso(r["last_time"]), when=f"between {iso(r['first_time'])} and {iso(r['last_time'])}",
+        first=iso(r["first_time"]), last=iso(r["last_time"]), when=when(r["first_time"], r["last_time"]),
         window=duration(opts.storm_window_ms), k=opts.storm_k)
 
 
@@ -293,8 +395,7 @@ def _catchup_ranges(tables) -> str:
 
 
 def _summary(s: dict) -> str:
-    ev = s["events_by_cause"]
-    evs = ", ".join(f"{cause_words(c)} {n}" for c, n in sorted(ev.items())) or "none"
+    evs = event_counts(s["events_by_cause"])
     an = ", ".join(f"{k} {n}" for k, n in sorted(s["anomalies"].items())) or "none"
     errs = ", ".join(f"{k} {n}" for k, n in sorted(s["errors_by_kind"].items()))
     span = (f"The log covers {iso(s['first_time'])} to {iso(s['last_time'])} "

@@ -3,6 +3,7 @@ package and a packed Python environment shipped to its executors), and the audit
 (its own messages, and a running job's task counts)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -12,10 +13,26 @@ import time
 import zipfile
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 EXECUTOR_ENV_DIR = "environment"     # where spark.archives unpacks --python-env on each executor
 _T0 = time.monotonic()
+
+# Spark's own log (log4j 2) while an audit runs: its warnings and errors, one line each, no start-up banner
+# ("Using Spark's default log4j profile", "Setting default log level") - those come only with Spark's default
+# profile, which this file replaces
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+JVM_LOG: Path | None = None          # where the JVM's stderr went (session(); None: the terminal)
+JVM_LOG_DIR: Path | None = None      # ... in this directory, with the log4j 2 settings (None: no JVM started)
 
 
 def progress(msg: str) -> None:
@@ -71,13 +88,44 @@ def package_zip(dest_dir: str) -> str:
     return path
 
 
+@contextlib.contextmanager
+def _stderr_to(path: Path | None):
+    """While a JVM is started: this process's stderr (the descriptor it inherits) is `path`, so whatever the
+    JVM and the Python workers it starts write there - log4j's lines, the launcher's `WARNING: Using incubator
+    modules`, a worker's traceback - lands in that file, not between the audit's progress lines."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
 def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str | None = None,
-            conf: dict[str, str] | None = None) -> SparkSession:
+            conf: dict[str, str] | None = None, spark_log: bool = False) -> SparkSession:
     """A SparkSession for the audit. A local master runs the workers on this interpreter. Any other
     master gets the `tenure` package as a zip (`addPyFile`) and, with `python_env`, a packed Python
     environment holding the executors' third-party dependencies (`tenure.audit.pack`): shipped with
     `spark.archives` and unpacked as `./environment` in each executor's working directory, whose
-    `bin/python` runs the Python workers. `conf`: further Spark settings (`--conf K=V`)."""
+    `bin/python` runs the Python workers. `conf`: further Spark settings (`--conf K=V`). Spark's and the
+    JVM's own lines (warnings and errors) go to a file (JVM_LOG, named by the caller's progress line) unless
+    `spark_log`, when they go to stderr as they come."""
+    global JVM_LOG, JVM_LOG_DIR
+    JVM_LOG = JVM_LOG_DIR = None
+    log4j = ""
+    if SparkContext._gateway is None:                 # a JVM is launched now (not one already running)
+        JVM_LOG_DIR = Path(tempfile.mkdtemp(prefix="tenure-audit-spark-"))
+        (JVM_LOG_DIR / "log4j2.properties").write_text(LOG4J2)
+        log4j = f"-Dlog4j2.configurationFile=file:{JVM_LOG_DIR / 'log4j2.properties'}"
+        JVM_LOG = None if spark_log else JVM_LOG_DIR / "spark.log"
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "4")
@@ -87,7 +135,7 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
          # (dictionary statistics of every string column) cost more CPU than anything they saved
          .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
          .config("spark.ui.showConsoleProgress", "false")    # progress: our own lines on stderr
-         .config("spark.log.level", "WARN")
+         .config("spark.driver.extraJavaOptions", log4j)                  # for a master other than local
          # offsets_history's part files (one or more per piece: 85 at 10M records) are given by path: Spark
          # would list more than 32 with a job of its own; the driver stats them itself
          .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096"))
@@ -100,7 +148,8 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         # on two cores (a third of the JVM's CPU at 1M records, docs/benchmarks.md); --conf overrides it
         # without C2 the JVM's code cache defaults to 48 MiB, which a long-lived session running many audits
         # (the tests' one session) filled: "Out of space in CodeCache for adapters" killed the JVM
-        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
+        b = b.config("spark.driver.extraJavaOptions",
+                     f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m {log4j}")
         # the one JVM is driver and executor: Spark's default 1g heap ran out at 10M records (Java heap
         # space, while the persisted read spilled to disk); --conf spark.driver.memory=... overrides it
         b = b.config("spark.driver.memory", "2g")
@@ -116,7 +165,8 @@ def session(master: str = "local[*]", app: str = "tenure-audit", python_env: str
         b = b.config(k, v)
     # py4j logs each gateway connection it closes at INFO; the audit's own progress lines are enough
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    spark = b.getOrCreate()
+    with _stderr_to(JVM_LOG):
+        spark = b.getOrCreate()
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="tenure-audit-")))
     return spark

@@ -107,13 +107,14 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         return plog
 
     def _observe(self, result: Result) -> None:
-        """A Result's static-member events and rebalances: counted and logged."""
+        """A Result's static-member events and rebalances: counted and logged; a group that rebalanced and is
+        Stable again (or Empty, or gone) says so, with how long that took on the coordinator's clock."""
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)
-                log.info("group %s: static member %s %s (member %s -> %s, generation %d, client %s %s)",
-                         r.group_id, r.group_instance_id, r.cause, r.old_member_id, r.new_member_id,
-                         r.generation, r.client_id, r.client_host,
+                log.info("group %s: static member %s %s (%s, generation %d, %s)",
+                         r.group_id, r.group_instance_id, r.cause, _members_text(r.old_member_id, r.new_member_id),
+                         r.generation, _client_text(r.client_id, r.client_host),
                          extra={"event": "static_member", "group": r.group_id, "instance_id": r.group_instance_id,
                                 "cause": r.cause, "old_member_id": r.old_member_id,
                                 "new_member_id": r.new_member_id, "generation": r.generation,
@@ -122,9 +123,59 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             log.info("group %s: %s", gid, text, extra={"event": "note", "group": gid})
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
-            g = self.group(gid)
-            generation, members = (g.generation, len(g.members)) if g is not None else (-1, 0)
-            log.info("group %s: rebalance started (cause %s; generation %d, %d member(s))",
+            info = self.group_info(gid)
+            # the generation the rebalance leaves: a rebalance that already ended in this input (a classic group
+            # no longer preparing one), or a consumer group's (whose group epoch a rebalance bumps at once), is
+            # one past it
+            if info is None:
+                generation, members = -1, 0
+            else:
+                bumped = info.state != "PreparingRebalance"
+                generation, members = max(info.generation - 1, 0) if bumped else info.generation, len(info.members)
+            self._rebalancing().setdefault(gid, (self.clock_ms(), generation))
+            log.info("group %s: rebalance started (cause %s; from generation %d, %d member(s))",
                      gid, cause, generation, members,
                      extra={"event": "rebalance", "group": gid, "cause": cause, "generation": generation,
                             "members": members})
+        open_ = self._rebalancing()
+        if open_:
+            for gid in _groups_of(result) & open_.keys():
+                info = self.group_info(gid)
+                if info is not None and info.state not in ("Stable", "Empty"):
+                    continue
+                started, before = open_.pop(gid)
+                took = self.clock_ms() - started
+                state = "gone" if info is None else info.state
+                generation = -1 if info is None else info.generation
+                what = (("Stable again" if before > 0 else "Stable") if state == "Stable"
+                        else f"{state} after its rebalance")
+                log.info("group %s: %s (generation %d, took %d ms)", gid, what, generation, took,
+                         extra={"event": "rebalance_done", "group": gid, "state": state, "generation": generation,
+                                "took_ms": took})
+
+    def _rebalancing(self) -> dict[str, tuple[int, int]]:
+        """Group id -> (the coordinator clock's ms, the generation) when its unfinished rebalance started: what
+        the log line of its end says it took (made on first use)."""
+        return self.__dict__.setdefault("_rebalance_started", {})
+
+
+def _groups_of(result: Result) -> set[str]:
+    """The groups a Result changed (each change is a snapshot or a record of its group)."""
+    out = set()
+    for e in result.events:
+        gid = getattr(e, "group_id", None)
+        if isinstance(gid, str):
+            out.add(gid)
+    return out
+
+
+def _members_text(old: str | None, new: str | None) -> str:
+    if old is not None and new is not None:
+        return f"member {old} -> {new}"
+    if new is not None:
+        return f"member {new}"
+    return f"member {old} removed" if old is not None else "no member"
+
+
+def _client_text(client_id: str | None, client_host: str | None) -> str:
+    return f"client {client_id or '(none)'} at {client_host or 'an unknown host'}"

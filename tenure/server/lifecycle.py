@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import logging
+import os
 import shutil
 import socket
 from collections.abc import Callable
@@ -36,15 +37,34 @@ from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
-from tenure.server.listener import Listener, effective_max_connections, fd_limit
+from tenure.server.listener import Listener, effective_max_connections, fd_limit, resolve_ip_overrides
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.storage.compaction import CleanStats
-from tenure.storage.datadir import DataDir
+from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
 
 log = logging.getLogger("tenure.server")
 T = TypeVar("T")
+
+
+class StartupError(OSError):
+    """A start-up step failed: the message names what failed, the value and the flag that set it (the errno of
+    the OSError behind it is kept)."""
+
+    def __init__(self, cause: OSError, what: str, value: object = None, hint: str = "") -> None:
+        # the system's message for the errno (socket.create_server adds the address to its own), else the cause's
+        reason = os.strerror(cause.errno) if cause.errno and cause.errno > 0 else (cause.strerror or str(cause))
+        if cause.filename is not None and str(cause.filename) != str(value):
+            reason += f" ({cause.filename})"
+        super().__init__(cause.errno, f"{what}: {reason}" + (f"; {hint}" if hint else ""))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _flag_value(flag: str, value: object) -> str:
+    return f"{flag} {value}" if value not in ("", None) else f"{flag} ''"
 
 
 class _Built(Generic[T]):
@@ -87,7 +107,7 @@ class Server:
         ids = itertools.count(1)                   # connection ids, unique across the brokers' listeners
         self.listeners = {b: Listener(self._connection, max_connections=self.max_connections, metrics=self.metrics,
                                       ratelog=self.ratelog, broker_id=b, ids=ids,
-                                      refuse=self._unreachable(b))
+                                      refuse=self._unreachable(b), max_per_ip=config.max_connections_per_ip)
                           for b in self.cluster.brokers}
         self.port: int | None = None
         self._loop_handler: tuple[asyncio.AbstractEventLoop, Any] | None = None   # the loop's handler before start()
@@ -110,9 +130,12 @@ class Server:
         config = self.config
         try:
             self._open(config)
-        except BaseException:
+        except BaseException as exc:
             self._close_logs(flush=False)          # release the data dir (its lock) for a retry
             self._topics = None
+            if isinstance(exc, OSError) and not isinstance(exc, DataDirLocked | StartupError) and config.data_dir:
+                raise StartupError(exc, f"cannot use the data dir {config.data_dir} (--data-dir)",
+                                   config.data_dir) from exc
             raise
 
     def _open(self, config: ServerConfig) -> None:
@@ -178,8 +201,19 @@ class Server:
     async def _start_serving(self) -> None:
         """After recovery: bind and accept, session timers, the log cleaner, the admin endpoint."""
         loop = asyncio.get_running_loop()
-        for b, port in zip(self.cluster.brokers, self.config.ports(), strict=True):
-            self.cluster.brokers[b].port = self.listeners[b].start(self.config.host, port)
+        c = self.config
+        try:
+            by_address = resolve_ip_overrides(c.max_connections_per_ip_overrides)
+        except OSError as exc:
+            raise StartupError(exc, f"cannot resolve the hosts of --max-connections-per-ip-overrides "
+                                    f"{c.max_connections_per_ip_overrides}") from exc
+        for b, port in zip(self.cluster.brokers, c.ports(), strict=True):
+            try:
+                self.cluster.brokers[b].port = self.listeners[b].start(c.host, port, by_address)
+            except OSError as exc:
+                which, how = ("", "") if c.brokers == 1 else (f"broker {b} ", ": broker N listens on --port + N")
+                raise StartupError(exc, f"{which}cannot listen on {c.host}:{port} "
+                                        f"({_flag_value('--host', c.host)}, --port {c.port}{how})") from exc
         self.port = self.node.port = self.cluster.brokers[0].port
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
@@ -215,8 +249,10 @@ class Server:
         try:
             sock, fell_back = bind_admin(c.admin_host, c.admin_port, fallback=c.admin_port_fallback)
         except OSError as exc:
-            raise OSError(exc.errno, f"admin endpoint on {c.admin_host}:{c.admin_port}: {exc.strerror or exc} "
-                                     "(--admin-port 0 picks a free port, --no-admin turns it off)") from exc
+            raise StartupError(exc, f"the admin endpoint on {c.admin_host}:{c.admin_port} "
+                                    f"({_flag_value('--admin-host', c.admin_host)}, --admin-port {c.admin_port}) "
+                                    "cannot listen",
+                               hint="--admin-port 0 picks a free port, --no-admin turns it off") from exc
         self._admin_sock = sock
         self.admin_port = sock.getsockname()[1]
         self._admin_task = asyncio.get_running_loop().create_task(self._serve_admin(sock))
@@ -224,13 +260,12 @@ class Server:
         notes = [f"port {c.admin_port} was in use"] if fell_back else []
         if is_loopback(c.admin_host):
             notes.append("loopback only; --admin-host to change")
-        else:
+        elif c.admin_token:
             notes.append("reachable from other machines (--admin-host)")
+        else:                       # other addresses may read; changes come from this machine only (http_server)
+            notes.append("reachable from other machines (--admin-host): read-only for them without a token")
         notes.append("token required" if c.admin_token else "no token")
         log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
-        if not is_loopback(c.admin_host) and not c.admin_token:
-            log.warning("the admin endpoint listens on %s without a token: whoever reaches it can change this "
-                        "server (faults, clock, restart); set --admin-token", c.admin_host)
 
     async def _serve_admin(self, sock: socket.socket) -> None:
         from tenure.control.http_server import serve_admin

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import itertools
 import logging
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from tenure.broker.topics import TopicError
-from tenure.config import ServerConfig
+from tenure.config import ServerConfig, parse_ip_overrides
 from tenure.counters import Metrics
 from tenure.protocol.errors import ErrorCode
 from tenure.server.connection import Connection, Peer
@@ -82,6 +84,26 @@ def effective_max_connections(config: ServerConfig) -> int:
     return DEFAULT_MAX_CONNECTIONS if limit is None else max(1, min(DEFAULT_MAX_CONNECTIONS, limit // 2))
 
 
+def client_address(peer) -> str:
+    """The address a connection came from, as the per-address limit counts it ("127.0.0.1", "::1")."""
+    host = str(peer[0]) if peer else "unknown"
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).compressed
+    except ValueError:
+        return host
+
+
+def resolve_ip_overrides(text: str | None) -> dict[str, int]:
+    """--max-connections-per-ip-overrides ("HOST:N,...") by address: each host name's every address gets its
+    count (an address literal is itself), as Kafka resolves its overrides once at start; OSError for a name
+    that does not resolve (the caller names the flag)."""
+    out: dict[str, int] = {}
+    for host, count in parse_ip_overrides(text or "").items():
+        for *_, addr in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+            out[client_address(addr)] = count
+    return out
+
+
 def listen(host: str, port: int, backlog: int = 1024) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for every address `host` resolves to (one port for all)."""
     infos = dict.fromkeys((fam, typ, proto, addr) for fam, typ, proto, _, addr in
@@ -119,9 +141,13 @@ class Listener:
 
     def __init__(self, make_connection: ConnectionFactory, *, max_connections: int, metrics: Metrics,
                  ratelog: RateLimitedLog, broker_id: int = 0, ids: Iterator[int] | None = None,
-                 refuse: Callable[[], bool] = lambda: False) -> None:
+                 refuse: Callable[[], bool] = lambda: False, max_per_ip: int | None = None) -> None:
         self.make_connection = make_connection
         self.max_connections = max_connections
+        # Kafka's max.connections.per.ip (None: unlimited) and its overrides by address (set by start())
+        self.max_per_ip = max_per_ip
+        self.ip_overrides: dict[str, int] = {}
+        self._per_ip: Counter[str] = Counter()         # open connections by client address
         self.metrics, self.ratelog = metrics, ratelog
         self.broker_id, self.refuse = broker_id, refuse
         self.sockets: list[socket.socket] = []
@@ -134,8 +160,10 @@ class Listener:
     def open_connections(self) -> int:
         return len(self._tasks)
 
-    def start(self, host: str, port: int) -> int:
-        """Bind and start accepting (on the running loop); returns the port bound."""
+    def start(self, host: str, port: int, ip_overrides: dict[str, int] | None = None) -> int:
+        """Bind and start accepting (on the running loop); returns the port bound. `ip_overrides`: the
+        per-address limits by address (resolve_ip_overrides)."""
+        self.ip_overrides = dict(ip_overrides or {})
         self.sockets = listen(host, port)
         loop = asyncio.get_running_loop()
         self._accepting = [loop.create_task(self._accept_loop(s)) for s in self.sockets]
@@ -215,6 +243,16 @@ class Listener:
                 conn.close()
                 self.metrics.closed_connections["broker_unreachable"] += 1
                 continue
+            address = client_address(peer)
+            most = self.ip_overrides.get(address, self.max_per_ip)
+            if most is not None and self._per_ip[address] >= most:
+                conn.close()
+                self.metrics.closed_connections["max_connections_per_ip"] += 1
+                self.ratelog.log("max connections per ip", logging.WARNING, "closing a new connection from %s: "
+                                 "that address has %d connection(s) open, as many as %s allows", address,
+                                 self._per_ip[address], "--max-connections-per-ip-overrides"
+                                 if address in self.ip_overrides else "--max-connections-per-ip", burst=1)
+                continue
             if len(self._tasks) >= self.max_connections:
                 conn.close()
                 self.metrics.closed_connections["max_connections"] += 1
@@ -223,9 +261,14 @@ class Listener:
                                  burst=1)
                 continue
             conn_id = next(self._ids)
-            self._tasks[conn_id] = loop.create_task(self._serve(conn_id, conn, peer))
+            self._per_ip[address] += 1
+            self._tasks[conn_id] = loop.create_task(self._serve(conn_id, conn, peer, address))
 
-    async def _serve(self, conn_id: int, conn: socket.socket, peer) -> None:
+    def connections_from(self, address: str) -> int:
+        """Connections open now from one client address (as the per-address limit counts them)."""
+        return self._per_ip[client_address((address,))]
+
+    async def _serve(self, conn_id: int, conn: socket.socket, peer, address: str) -> None:
         self.metrics.connections_open += 1
         self.metrics.connections_total += 1
         writer = None
@@ -243,6 +286,9 @@ class Listener:
             log.exception("connection %d from %s: internal error; closing it", conn_id, peer)
         finally:
             self.metrics.connections_open -= 1
+            self._per_ip[address] -= 1
+            if self._per_ip[address] <= 0:
+                del self._per_ip[address]
             self._tasks.pop(conn_id, None)
             self._conns.pop(conn_id, None)
             if writer is None:

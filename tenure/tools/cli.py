@@ -20,7 +20,7 @@ from tenure.config import (
     flag_settings,
 )
 from tenure.control import commands
-from tenure.server import Server, raise_fd_limit, reopen
+from tenure.server import Server, StartupError, raise_fd_limit, reopen
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
 from tenure.tools import logtool
@@ -34,11 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the server until SIGINT/SIGTERM")
     add_serve_flags(s)                      # one flag per ServerConfig setting (tenure/config.py)
-    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1)")
+    s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1; default: on, see --admin-port)")
     s.add_argument("--ready-file", default=None, metavar="PATH",
                    help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
-                        "before the ready line; removed at exit)")
-    s.add_argument("--log-level", default="INFO")
+                        "before the ready line; removed at exit; default: none)")
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR: the least level of the lines "
+                   "logged to stderr (default INFO)")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
                         "logger, message and any extra fields)")
@@ -83,9 +84,14 @@ def _audit_parser(sub) -> None:
     a.add_argument("--no-report", dest="report", action="store_false", help="skip report.html and the plots")
     a.add_argument("--python-env", default=None,
                    help="with a cluster --master: a packed Python environment for the executors "
-                        "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives")
+                        "(`python -m tenure.audit.pack OUT.tar.gz`), shipped with spark.archives; `none`: the "
+                        "workers' Python has the dependencies (default: one packed once and cached in "
+                        "~/.cache/tenure)")
     a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)")
+    a.add_argument("--spark-log", action="store_true",
+                   help="show Spark's and the JVM's own warnings and errors on stderr as they come (default: "
+                        "kept in a file the progress lines name, shown when the audit fails)")
 
 
 def _time_ms(text: str | None) -> int | None:
@@ -132,16 +138,32 @@ def _audit(args: argparse.Namespace) -> int:
             print(f"tenure audit: bad --conf {item!r}: expected KEY=VALUE", file=sys.stderr)
             return 2
         conf[key] = value
-    if args.python_env is not None and "://" not in args.python_env and not os.path.isfile(args.python_env):
-        print(f"tenure audit: --python-env {args.python_env}: no such file", file=sys.stderr)
+    python_env = args.python_env
+    if python_env == "none":                         # the workers' own Python has the dependencies
+        python_env = None
+    elif python_env is not None and "://" not in python_env and not os.path.isfile(python_env):
+        print(f"tenure audit: --python-env {python_env}: no such file", file=sys.stderr)
         return 2
     job = _audit_module("job")                       # pyspark is imported only here
     if job is None:
         return 2
+    if args.python_env is None and not args.master.startswith("local"):
+        # a cluster's executors need tenure's third-party dependencies: packed once and cached, then shipped
+        pack = _audit_module("pack")
+        if pack is None:
+            return 2
+        try:
+            python_env = str(pack.cached(note=lambda msg: print(f"audit: {msg}", file=sys.stderr, flush=True)))
+        except Exception as exc:
+            print(f"tenure audit: --master {args.master} needs the executors' Python environment and packing one "
+                  f"failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); run `python -m "
+                  "tenure.audit.pack audit-env.tar.gz` and pass --python-env audit-env.tar.gz (or --python-env "
+                  "none if the workers' Python has kafka-python, crc32c and pyarrow)", file=sys.stderr)
+            return 2
     code, _ = job.run(job.Options(args.dir, args.out, master=args.master, group=args.group, since=since,
                                   until=until, storm_k=args.storm_k, storm_window_ms=args.storm_window,
                                   expiry_n=args.expiry_n, churn_n=args.churn_n, report=args.report,
-                                  python_env=args.python_env, conf=conf))
+                                  python_env=python_env, conf=conf, spark_log=args.spark_log))
     return code
 
 
@@ -201,7 +223,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         admin_port, fallback = (0 if args.port == 0 else DEFAULT_ADMIN_PORT), True
     else:
         admin_port, fallback = args.admin_port, False
-    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    # the flag as given (an empty one is refused below); else the environment, where empty means unset
+    token = args.admin_token if args.admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV) or None
     try:
         return ServerConfig(**{**values, "admin_port": admin_port, "admin_port_fallback": fallback,
                                "admin_token": token})
@@ -236,7 +259,11 @@ async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
         log.info("at most %d client connection(s) at once (descriptor limit %s)", server.max_connections,
                  limits[1] if limits is not None else "none")
         if ready_file:
-            _write_ready_file(ready_file, server)
+            try:
+                _write_ready_file(ready_file, server)
+            except OSError as exc:
+                await server.close()
+                raise StartupError(exc, f"cannot write the ready file {ready_file} (--ready-file)") from exc
         print(f"tenure listening on {server.bootstrap}", flush=True)
         log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
         if config.admin_port is None:
@@ -316,10 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 4
         except DataDirLocked as exc:
+            print(f"tenure: {exc} (--data-dir): stop that process or give another --data-dir", file=sys.stderr)
+            return 1
+        except StartupError as exc:                # names what failed, the value and the flag
             print(f"tenure: {exc}", file=sys.stderr)
             return 1
         except OSError as exc:
-            print(f"tenure: cannot listen: {exc}", file=sys.stderr)
+            print(f"tenure: start-up failed: {exc}", file=sys.stderr)
             return 1
     return 2
 

@@ -100,6 +100,15 @@ def run(members: int = 3, partitions: int = 6, records: int = 600, data_dir: str
             shutil.rmtree(base, ignore_errors=True)
 
 
+def tables_line(report_dir: Path) -> str:
+    """Where the audit's tables are: one Parquet directory per table, as a shell pattern that matches their files."""
+    names = sorted(p.name for p in report_dir.iterdir() if p.is_dir() and any(p.glob("*.parquet")))
+    if not names:
+        return f"tables: none in {report_dir}"
+    where = names[0] if len(names) == 1 else "{" + ",".join(names) + "}"
+    return f"tables (Parquet, a directory each): {report_dir}/{where}/*.parquet"
+
+
 def _story(base: Path, members: int, partitions: int, records: int, audit: bool, out) -> int:
     from kafka import KafkaProducer
 
@@ -193,7 +202,8 @@ def _story(base: Path, members: int, partitions: int, records: int, audit: bool,
         out("\n".join("         " + ln for ln in r.stdout.rstrip().splitlines()))
         check(r.returncode == 0 and (report_dir / "report.html").is_file(), f"audit finished (exit {r.returncode}) "
               f"and wrote report.html")
-        step(f"report: {report_dir / 'report.html'}  (tables: {report_dir}/*.parquet)")
+        step(f"report: {report_dir / 'report.html'}")
+        step(tables_line(report_dir))
     step("demo " + ("passed" if not failures else "FAILED: " + "; ".join(failures)))
     return 0 if not failures else 1
 

@@ -1,6 +1,9 @@
 """`tenure audit` argument handling (no Spark needed) and the package zip shipped to remote executors."""
+import os
 import subprocess
 import sys
+
+import pytest
 
 from tenure.audit.spark_session import package_zip
 from tenure.tools.cli import main
@@ -32,6 +35,8 @@ def test_the_package_zip_alone_decodes_records_on_an_executor(tmp_path):
     z = package_zip(str(tmp_path))
     code = f"""
 import sys
+
+import pytest
 sys.path.insert(0, {z!r})
 sys.modules["confluent_kafka"] = None          # executors need no client to fold catch-up checkpoints
 from tenure.audit import read, fold
@@ -79,3 +84,62 @@ def test_the_cli_audits_a_data_dir(tmp_path):
     assert "audit: [" in p.stderr and "starting Spark (local[1])" in p.stderr and "done in" in p.stderr
     # nothing but tenure's own progress: no Spark warning about the host's address, no py4j INFO lines
     assert "resolves to a loopback address" not in p.stderr and "py4j" not in p.stderr, p.stderr
+    # ... and no other line of Spark's or the JVM's (log4j's banner, NativeCodeLoader, SparkStringUtils, the
+    # launcher's incubator-modules WARNING): those went to a file, named, and removed after a good run
+    assert [line for line in p.stderr.splitlines() if not line.startswith("audit: [")] == [], p.stderr
+    log_line = next(line for line in p.stderr.splitlines() if "Spark's own warnings and errors go to" in line)
+    jvm_log = log_line.split(" go to ", 1)[1].split(" (", 1)[0]
+    assert jvm_log.endswith("/spark.log") and not os.path.exists(os.path.dirname(jvm_log)), log_line
+
+
+# ---------------------------------------------------------------------- a cluster master without --python-env
+def test_the_executors_environment_is_packed_once_and_cached(tmp_path, monkeypatch):
+    from tenure.audit import pack
+    built, notes = [], []
+    monkeypatch.setattr(pack, "_pack_into", lambda out: built.append(out) or out.write_bytes(b"archive") or out)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = pack.cached(note=notes.append)
+    assert first.parent == tmp_path / "cache" / "tenure" and first.read_bytes() == b"archive"
+    assert first.name.startswith(f"audit-env-py{sys.version_info[0]}.{sys.version_info[1]}-")
+    assert len(built) == 1 and notes == [f"packing the executors' Python environment ({', '.join(pack.requirements())}) "
+                                         f"once, into {first}"]
+    assert pack.cached(note=notes.append) == first and len(built) == 1 and len(notes) == 1     # cached
+    assert [p.name for p in first.parent.iterdir()] == [first.name]                          # no temp file left
+    monkeypatch.setattr(pack, "requirements", lambda: ["kafka-python==9.9.9"])               # another set: another
+    assert pack.cached() != first and len(built) == 2
+
+
+def _audit_args(tmp_path, *extra):
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return ["audit", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--master", "spark://127.0.0.1:7077",
+            *extra]
+
+
+def test_a_cluster_master_without_python_env_ships_the_cached_one(tmp_path, monkeypatch):
+    from tenure.audit import job, pack
+    ran = []
+    monkeypatch.setattr(job, "run", lambda opts: ran.append(opts) or (0, {}))
+    archive = tmp_path / "env.tar.gz"
+    monkeypatch.setattr(pack, "cached", lambda note: archive)
+    assert main(_audit_args(tmp_path)) == 0
+    assert ran[-1].python_env == str(archive) and ran[-1].master == "spark://127.0.0.1:7077"
+    monkeypatch.setattr(pack, "cached", lambda note: pytest.fail("--python-env none packs nothing"))
+    assert main(_audit_args(tmp_path, "--python-env", "none")) == 0 and ran[-1].python_env is None
+    given = tmp_path / "given.tar.gz"
+    given.write_bytes(b"x")
+    assert main(_audit_args(tmp_path, "--python-env", str(given))) == 0 and ran[-1].python_env == str(given)
+
+
+def test_when_packing_fails_the_audit_stops_before_spark_with_one_line(tmp_path, monkeypatch, capsys):
+    from tenure.audit import job, pack
+    monkeypatch.setattr(job, "run", lambda opts: pytest.fail("no job without the executors' environment"))
+
+    def fails(note):
+        raise subprocess.CalledProcessError(1, ["pip", "install", "pyarrow"])
+    monkeypatch.setattr(pack, "cached", fails)
+    assert main(_audit_args(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("tenure audit: --master spark://127.0.0.1:7077 needs the executors' Python environment "
+                          "and packing one failed (CalledProcessError: ") and \
+        "run `python -m tenure.audit.pack audit-env.tar.gz` and pass --python-env audit-env.tar.gz" in err, err

@@ -2,7 +2,8 @@
 scripts inside the pyspark package (`bin/spark-class ...deploy.master.Master` / `...deploy.worker.Worker`),
 each worker with one core and 512 MiB. The executors run a Python with none of tenure's dependencies: the
 job ships `tenure` as a zip and its third-party dependencies as a packed environment (`python -m
-tenure.audit.pack`, sent with spark.archives). The tables must equal those of the same audit on `local[2]`,
+tenure.audit.pack`, sent with spark.archives; packed by the audit itself when it is given no --python-env).
+The tables must equal those of the same audit on `local[2]`,
 on a log made by the real scenario of test_scenario (confluent-kafka static consumers against the server).
 """
 from __future__ import annotations
@@ -107,19 +108,22 @@ def test_the_audit_on_a_standalone_cluster_equals_local(spark, tmp_path):
     try:
         data = tmp_path / "data"
         scenario(data)
-        env_archive = pack.pack(tmp_path / "audit-env.tar.gz")
         local_out = tmp_path / "local"
         code, _ = job.run(job.Options(str(data), str(local_out), report=False), spark=spark)
         assert code == 0
         cluster = starting.result()
         cluster_out = tmp_path / "cluster"
+        # no --python-env: the audit packs the executors' environment itself, once, into its cache dir
         cmd = [sys.executable, "-m", "tenure", "audit", str(data), "--out", str(cluster_out), "--master", cluster.url,
-               "--python-env", str(env_archive), "--no-report",
-               "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
+               "--no-report", "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
                "--conf", "spark.cores.max=2"]
+        cache = tmp_path / "cache"
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "XDG_CACHE_HOME": str(cache)})
         assert p.returncode == 0, p.stderr[-5000:]
+        [env_archive] = (cache / "tenure").glob("audit-env-py*.tar.gz")
+        assert f"packing the executors' Python environment ({', '.join(pack.requirements())}) once, into " \
+               f"{env_archive}" in p.stderr, p.stderr[-3000:]
     finally:
         pool.shutdown()
         if starting.exception() is None:

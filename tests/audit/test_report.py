@@ -202,3 +202,78 @@ def test_query_mode_on_a_data_dir_equals_the_tables(audited, spark):
     from_tables = query.answer(query.intervals(str(root / "out"), G, "inst-00"), G, "inst-00", t)
     from_log = query.answer(query.intervals(str(root / "data"), G, "inst-00", spark=spark), G, "inst-00", t)
     assert from_log == from_tables and from_log["held_by"][0]["member_id"] == "m-00-2"
+
+
+# ---------------------------------------------------------------------- readable without Spark: the pieces
+def _drawing(gen_times: list[tuple[int, str]], span_ms: int = 240_000) -> dict:
+    """A group's drawing as collect() gives it: six instances, inst-00 replaced once, inst-01 expired, and one
+    generation per (ms after T0, trigger)."""
+    import pandas as pd
+    from tenure.audit.fold import DRAWN_GENERATIONS, DRAWN_INTERVALS, DRAWN_MARKS
+    lanes = [f"inst-{i:02d}" for i in range(6)]
+    iv = [(G, lane, f"m-{i}-1", T0 + i * 10, None if i else T0 + 60_000, "joined", None if i else "replaced", 1,
+           None, i) for i, lane in enumerate(lanes)]
+    iv.append((G, "inst-00", "m-0-2", T0 + 60_000, None, "replaced", None, 1, None, 10))
+    marks = [(G, "inst-01", "expired", "m-1-1", T0 + span_ms - 26_000)]
+    gens = [(G, g, T0 + t, T0 + t - 300, why, 5, [], [], g) for g, (t, why) in enumerate(gen_times, start=1)]
+    return dict(lanes=lanes, instances=6, intervals=pd.DataFrame(iv, columns=list(DRAWN_INTERVALS)),
+                marks=pd.DataFrame(marks, columns=list(DRAWN_MARKS)),
+                gens=pd.DataFrame(gens, columns=list(DRAWN_GENERATIONS)), first=T0, last=T0 + span_ms)
+
+
+@pytest.mark.parametrize("gen_times,span_ms", [
+    ([(250, "initial"), (214_265, "expired"), (234_665, "removed"), (236_000, "forced_rebalance")], 240_000),
+    ([(i * 1_000, "expired") for i in range(1, 30)], 40_000),                     # crowded: "gen N" only
+    ([(0, "initial"), (2 * 86_400_000, "expired")], 3 * 86_400_000),              # days
+], ids=["close-together", "crowded", "days"])
+def test_generation_labels_are_level_above_the_bars_and_never_overlap(gen_times, span_ms):
+    import matplotlib.pyplot as plt
+    fig = report.timeline_figure(G, _drawing(gen_times, span_ms))
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        renderer = fig.canvas.get_renderer()
+        top = ax.get_window_extent(renderer).y1
+        labels = [t for t in ax.texts if t.get_text().startswith("gen ")]
+        lines = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+        assert len(lines) == len(gen_times)
+        # every line labelled, but where 29 rebalances crowd 40 s: as many as fit (the table lists them all)
+        assert len(labels) == len(gen_times) if len(gen_times) < 10 else 5 <= len(labels) < len(gen_times)
+        from matplotlib.text import Text
+        boxes = [Text.get_window_extent(t, renderer) for t in labels]        # the words, not their connector
+        assert all(t.get_rotation() == 0 for t in labels)
+        assert all(b.y0 >= top for b in boxes), "above the plot, not over the bars"
+        assert all(t.get_fontsize() >= 8 and t.get_color() == "#212121" for t in labels)
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not a.overlaps(b), (a, b)
+        title = ax.title.get_window_extent(renderer)
+        assert all(not title.overlaps(b) for b in boxes), "the title sits above the labels"
+        if len(gen_times) < 10:
+            assert labels[0].get_text() == f"gen 1: {report.cause_words(gen_times[0][1])}"
+        else:
+            assert labels[0].get_text() == "gen 1"                                # the table says why
+        # every tick label in one format: HH:MM, HH:MM:SS, or with the day when the plot spans days
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert len(ticks) >= 3
+        pattern = {240_000: r"\d\d:\d\d", 40_000: r"\d\d:\d\d:\d\d", 3 * 86_400_000: r"[A-Z][a-z]{2} \d\d \d\d:\d\d"}
+        assert all(re.fullmatch(pattern[span_ms], t) for t in ticks), ticks
+        label = ax.get_xlabel()
+        assert label == ("time (UTC)" if span_ms > 86_400_000 else f"time (UTC), {report.iso(T0)[:10]}")
+    finally:
+        plt.close(fig)
+
+
+def test_counts_of_static_member_events_say_members_and_one_moment_is_at_not_between():
+    assert report.event_counts({"forced_rebalance": 3, "joined": 25, "replaced": 3}) == \
+        "25 joined, 3 member(s) through forced rebalances, 3 replaced (a restart or a second process)"
+    assert report.event_counts({}) == "none"
+    row = dict(kind="fenced_duplicate_instance", group=G, instance_id="inst-00", count=1, detail="d",
+               first_time=T0, last_time=T0)
+    opts = job.Options("data", "out")
+    sentence = report.anomaly_sentence(row, opts)
+    assert f"fenced (FENCED_INSTANCE_ID) at {report.iso(T0)}:" in sentence and "between" not in sentence
+    row["last_time"] = T0 + 5000
+    assert f"between {report.iso(T0)} and {report.iso(T0 + 5000)}" in report.anomaly_sentence(row, opts)
+    assert report.cause_words("replaced") == "replaced (a restart or a second process)"
+    assert "restart (replaced)" not in report.CAUSE_WORDS.values()

@@ -374,6 +374,50 @@ def test_image_entrypoint_and_healthcheck_run_the_server(tmp_path):
         proc.wait(10)
 
 
+QUIET_START = r"""
+import os, signal, subprocess, sys, time, urllib.request
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+line = proc.stdout.readline().strip()
+status = urllib.request.urlopen("http://127.0.0.1:9644/health", timeout=10).status
+proc.send_signal(signal.SIGTERM)
+_, err = proc.communicate(timeout=30)
+print(repr((line, status, proc.returncode, err)))
+"""
+
+
+def test_the_compose_server_environment_starts_quiet_and_safe(tmp_path):
+    """The image's ENTRYPOINT with the compose file's environment for the server as it is (the admin endpoint
+    on 0.0.0.0, no token), run in a network namespace of its own (so 0.0.0.0 and the default ports are that
+    namespace's alone): it starts with no WARNING line, its admin line says other addresses may only read."""
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -rn (a network namespace of its own)")
+    _, stages = dockerfile_stages()
+    ep = exec_form(last(stages, "server", "ENTRYPOINT"))
+    data = tmp_path / "data"
+    data.mkdir()
+    ep[2] = ep[2].replace("--data-dir /data", f"--data-dir {shlex.quote(str(data))}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENURE_")}
+    env.update(env_of(load_compose("docker-compose.yml")["services"]["tenure"]))
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    out = subprocess.run([unshare, "-rn", "sh", "-c", 'ip link set lo up 2>/dev/null || ifconfig lo up; exec "$@"',
+                          "sh", sys.executable, "-c", QUIET_START, *ep], env=env, capture_output=True, text=True,
+                         timeout=90)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import ast
+    line, status, code, err = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    assert (line, status, code) == ("tenure listening on tenure:9092", 200, 0), (line, status, code, err)
+    assert " WARNING " not in err and " ERROR " not in err, err
+    assert "admin endpoint on http://0.0.0.0:9644 (reachable from other machines (--admin-host): read-only for " \
+           "them without a token; no token)" in err, err
+
+
+def test_reports_copied_out_of_the_audit_are_not_committed_or_built():
+    assert subprocess.run(["git", "check-ignore", "-q", "reports/report.html"], cwd=ROOT).returncode == 0
+    patterns = [p.strip() for p in (ROOT / ".dockerignore").read_text().splitlines()]
+    assert "reports" in patterns
+
+
 def test_compose_healthcheck_command_runs():
     t = load_compose("docker-compose.yml")["services"]["tenure"]
     test = list(t["healthcheck"]["test"][1:])

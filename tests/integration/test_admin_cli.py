@@ -176,7 +176,9 @@ def test_serve_then_groups_list_works_out_of_the_box():
     assert out.returncode == 0, out.stderr
     rc, stdout, stderr, second = out.stdout.rstrip("\n").split("|", 3)
     assert rc == "0", (stdout, stderr, out.stderr)
-    assert stdout.startswith("box-g\tEmpty\tgeneration 0\t0 member(s)"), stdout
+    assert [line.split() for line in stdout.splitlines()] == [
+        ["GROUP", "KIND", "STATE", "GENERATION", "#MEMBERS", "#STATIC", "REBALANCES"],
+        ["box-g", "classic", "Empty", "0", "0", "0", "0"]], stdout
     assert "admin endpoint on http://127.0.0.1:9644 (loopback only" in out.stderr
     admin, said = second.split()
     assert admin.startswith("127.0.0.1:") and admin != "127.0.0.1:9644" and said == "True", second

@@ -67,8 +67,9 @@ def served():
 
 
 def state(s) -> tuple:
-    """What a refused call must not have changed: the clock offset and the fault rules."""
-    return s.call(lambda: (s.server.runtime.clock_offset_ms, [r.to_dict() for r in s.server.faults.rules()]))
+    """What a refused call must not have changed: the clock offset, the fault rules, the brokers' delays."""
+    return s.call(lambda: (s.server.runtime.clock_offset_ms, [r.to_dict() for r in s.server.faults.rules()],
+                           [b.slow_ms for b in s.server.cluster.brokers.values()]))
 
 
 LARGE = str(2 ** 63)
@@ -148,6 +149,21 @@ HOSTILE = [
     ("foreign-host-port", "POST", "/restart", "{}", JSON, "rebind.evil.example:9644", 403, "Host"),
     ("localhost-lookalike", "POST", "/faults", FAIL % '"count": 1', JSON, "localhost.evil.example", 403, "Host"),
     ("empty-host", "POST", "/faults", FAIL % '"count": 1', JSON, "", 403, "Host"),
+    # ... and reads: a rebinding page must not read groups (member ids, client hosts), metrics or brokers
+    ("foreign-host-get-groups", "GET", "/groups", None, {}, "evil.example", 403, "Host"),
+    ("foreign-host-get-group", "GET", "/groups/guard-g", None, {}, "rebind.evil.example:9644", 403, "Host"),
+    ("foreign-host-get-metrics", "GET", "/metrics", None, {}, "evil.example", 403, "Host"),
+    ("foreign-host-get-brokers", "GET", "/brokers", None, {}, "evil.example", 403, "Host"),
+    ("foreign-host-get-faults", "GET", "/faults", None, {}, "localhost.evil.example", 403, "Host"),
+    ("foreign-host-get-index", "GET", "/", None, {}, "evil.example", 403, "Host"),
+    ("foreign-host-get-health", "GET", "/health", None, {}, "evil.example", 403, "Host"),
+    ("empty-host-get", "GET", "/groups", None, {}, "", 403, "Host"),
+    ("unbalanced-host-get", "GET", "/groups", None, {}, "[::1", 403, "Host"),
+    # a broker's added delay is bounded as a delay rule is (10^18 ms would stop it answering; 10^400 overflow)
+    ("slow-10^18", "POST", "/brokers/0/slow", '{"delay_ms": 1000000000000000000}', JSON, None, 400, "delay_ms"),
+    ("slow-10^400", "POST", "/brokers/0/slow", '{"delay_ms": 1%s}' % ("0" * 400), JSON, None, 400, "delay_ms"),
+    ("slow-2^31", "POST", "/brokers/0/slow", '{"delay_ms": %d}' % 2 ** 31, JSON, None, 400, "2147483647"),
+    ("slow-negative", "POST", "/brokers/0/slow", '{"delay_ms": -1}', JSON, None, 400, "delay_ms"),
     ("unknown-endpoint", "POST", "/clock/rewind", '{"ms": 1}', JSON, None, 404, "GET /"),
     ("wrong-method", "PUT", "/faults", "{}", JSON, None, 405, "PUT"),
 ]
@@ -166,6 +182,27 @@ def test_hostile_call_is_refused_with_one_line_and_commits_still_work(served, me
     assert len(message) < 400, message
     assert state(served) == before, "a refused call changed nothing"
     served.commit_works()
+
+
+def test_a_foreign_host_is_refused_before_the_route_and_reads_by_name_or_address_still_work(served):
+    port = served.admin_port
+    assert call(port, "HEAD", "/groups", host="evil.example") == (403, "")
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "localhost", "127.0.0.1"):
+        status, groups = call(port, "GET", "/groups", host=host)
+        assert status == 200 and isinstance(groups, list), (host, groups)
+    served.commit_works()
+
+
+def test_a_broker_delay_is_bounded_in_process_too_and_the_broker_still_answers(served):
+    from tenure.control.faults import MAX_DELAY_MS
+    for bad in (10 ** 18, 10 ** 400, MAX_DELAY_MS + 1, -1):
+        with pytest.raises(ValueError, match="delay_ms"):
+            served.set_broker_slow(0, bad)
+    assert served.call(lambda: served.server.cluster.brokers[0].slow_ms) == 0
+    status, state_ = call(served.admin_port, "POST", "/brokers/0/slow", {"delay_ms": 1}, JSON)
+    assert status == 200, state_
+    served.commit_works()                                   # answered, 1 ms later
+    assert call(served.admin_port, "POST", "/brokers/0/slow", {"delay_ms": 0}, JSON)[0] == 200
 
 
 def test_the_same_calls_done_right_are_accepted(served):
@@ -221,6 +258,62 @@ def test_too_many_fault_rules_are_refused():
         assert len(s.faults.rules()) == MAX_RULES
 
 
+# ---------------------------------------------------------------------- malformed HTTP
+MALFORMED = {
+    "8KiB-path": b"GET /" + b"a" * 8200 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "chunked-junk": b"POST /faults HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\nzz\r\njunk\r\n",
+    "negative-length": b"POST /faults HTTP/1.1\r\nHost: localhost\r\nContent-Length: -5\r\n\r\n",
+    "bad-header-byte": b"GET /groups HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer s3cret-t0ken\x01x\r\n\r\n",
+    "header-without-colon": b"GET / HTTP/1.1\r\nHost: localhost\r\nno-colon-s3cret-t0ken\r\n\r\n",
+}
+
+
+def raw_status(port: int, data: bytes) -> bytes:
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(data)
+        out = b""
+        while b"\r\n" not in out:
+            chunk = c.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+    return out.split(b"\r\n", 1)[0]
+
+
+def test_malformed_http_is_answered_400_and_logged_in_few_lines_without_tracebacks_or_header_values(caplog):
+    """300 malformed requests: each answered 400; the log has at most --log-burst lines of them per window and
+    a count of the rest, none with a traceback and none quoting the bytes sent (a token in a bad header)."""
+    import logging
+    import time
+    caplog.set_level(logging.DEBUG)
+    with ServerThread(ServerConfig(port=0, admin_port=0, log_window_ms=600, log_burst=3)) as s:
+        s.call(lambda: s.server.topics.create("bad-http-t", 1))
+        t0 = time.monotonic()
+        statuses = [raw_status(s.admin_port, data) for _ in range(60) for data in MALFORMED.values()]
+        took = time.monotonic() - t0
+        assert len(statuses) == 300 and set(statuses) == {b"HTTP/1.0 400 Bad Request"}, set(statuses)
+        time.sleep(0.8)                                     # the window ends: one line counts the rest
+        assert call(s.admin_port, "GET", "/health")[0] == 200
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "bad-http-g", "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition("bad-http-t", 0, 3)], asynchronous=False)
+        finally:
+            c.close()
+    records = [r for r in caplog.records if r.name.startswith(("tenure.admin", "aiohttp"))]
+    text = "\n".join(r.getMessage() for r in records)
+    assert all(r.exc_info is None for r in records), "no traceback"
+    assert "s3cret" not in text and "aaaa" not in text and "-5" not in text, text
+    malformed = [r for r in records if r.getMessage().startswith("admin endpoint: malformed HTTP request from")]
+    windows = took / 0.6 + 2
+    assert 3 <= len(malformed) <= 3 * windows, (len(malformed), took)
+    assert all(r.levelno == logging.WARNING for r in malformed)
+    assert {r.getMessage().rsplit("(", 1)[1] for r in malformed} <= {"LineTooLong)", "BadHttpMessage)"}
+    assert any("more line(s) like the above suppressed" in r.getMessage() for r in records), text
+    assert len(records) <= 4 * windows, len(records)
+
+
 # ---------------------------------------------------------------------- the bearer token
 @pytest.fixture
 def guarded():
@@ -253,6 +346,93 @@ def test_token_is_required_for_every_endpoint_but_health_and_the_index(guarded, 
     monkeypatch.setenv("TENURE_ADMIN_TOKEN", "s3cret")
     assert main(["fault", "--admin", admin, "list"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_an_empty_token_is_refused_not_taken_for_none(monkeypatch):
+    monkeypatch.delenv("TENURE_ADMIN_TOKEN", raising=False)
+    for empty in ("", "  "):
+        with pytest.raises(SystemExit) as exc:
+            main(["serve", "--port", "0", "--admin-token", empty])
+        assert str(exc.value) == "tenure: --admin-token is empty: give a token, or leave it out for none (then " \
+                                 "any local process may call the admin endpoint)"
+        with pytest.raises(ValueError, match="--admin-token is empty"):
+            ServerConfig(admin_token=empty)
+    from tenure.tools.cli import _config, _parser
+    monkeypatch.setenv("TENURE_ADMIN_TOKEN", "")              # an empty variable is an unset one (compose's ${X:-})
+    assert _config(_parser().parse_args(["serve"])).admin_token is None
+    monkeypatch.setenv("TENURE_ADMIN_TOKEN", "from-env")
+    assert _config(_parser().parse_args(["serve"])).admin_token == "from-env"
+    assert _config(_parser().parse_args(["serve", "--admin-token", "flag"])).admin_token == "flag"
+
+
+# ---------------------------------------------------------------------- another machine, no token: read-only
+OTHER_MACHINE = r"""
+import json, logging, sys, urllib.request
+from tenure.config import ServerConfig
+from tenure.server import ServerThread
+
+records = []
+logging.getLogger().addHandler(type("H", (logging.Handler,), {"emit": lambda self, r: records.append(r)})())
+logging.getLogger().setLevel(logging.INFO)
+
+def call(port, method, path, source, host=None, token=None, body=None):
+    import http.client
+    conn = http.client.HTTPConnection("10.9.0.1" if source != "127.0.0.1" else "127.0.0.1", port, timeout=10,
+                                      source_address=(source, 0))
+    headers = {"Host": host or f"{source}:{port}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    r = conn.getresponse()
+    return r.status, json.loads(r.read() or b"null")
+
+out = {}
+for token in (None, "t0ken"):
+    cfg = ServerConfig(port=0, admin_port=0, admin_host="0.0.0.0", advertised_host="tenure-svc", admin_token=token)
+    with ServerThread(cfg) as s:
+        p = s.admin_port
+        out[str(token)] = {
+            "read_by_address": call(p, "GET", "/groups", "10.9.0.1", token=token)[0],
+            "read_by_advertised_name": call(p, "GET", "/groups", "10.9.0.1", host=f"tenure-svc:{p}", token=token)[0],
+            "read_by_other_name": call(p, "GET", "/groups", "10.9.0.1", host=f"evil.example:{p}", token=token)[0],
+            "change_from_other_machine": call(p, "POST", "/clock/advance", "10.9.0.1", token=token, body={"ms": 1}),
+            "change_from_this_machine": call(p, "POST", "/clock/advance", "127.0.0.1", token=token, body={"ms": 1})[0],
+            "clock_offset": s.call(lambda: s.server.runtime.clock_offset_ms),
+        }
+out["warnings"] = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+out["admin_lines"] = [r.getMessage() for r in records if r.getMessage().startswith("admin endpoint on")]
+print(json.dumps(out))
+"""
+
+
+def test_without_a_token_other_machines_may_read_not_change_and_nothing_warns():
+    """An endpoint bound to 0.0.0.0 (a container whose port is published) with no token: another address may
+    read it (by an address or the --advertised-host name, as a Prometheus on the compose network would) but
+    not change the server, and start-up logs no warning. Run in a network namespace of its own, where
+    10.9.0.1 is one more address of its loopback device: a peer that is not a loopback address."""
+    import shutil
+    import subprocess
+    import sys
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-rn", "ip", "addr", "add", "10.9.0.1/32", "dev", "lo"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -rn and ip (a network namespace of its own)")
+    out = subprocess.run([unshare, "-rn", "sh", "-c", 'ip link set lo up && ip addr add 10.9.0.1/32 dev lo && '
+                          'exec "$@"', "sh", sys.executable, "-c", OTHER_MACHINE],
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    none, tok = got["None"], got["t0ken"]
+    assert (none["read_by_address"], none["read_by_advertised_name"], none["read_by_other_name"]) == (200, 200, 403)
+    status, answer = none["change_from_other_machine"]
+    assert status == 403 and "from another machine (10.9.0.1) needs a token" in answer["message"], answer
+    assert none["change_from_this_machine"] == 200 and none["clock_offset"] == 1
+    assert tok["change_from_other_machine"][0] == 200 and tok["clock_offset"] == 2      # a token: anyone with it
+    assert (tok["read_by_address"], tok["read_by_other_name"]) == (200, 403)
+    assert got["warnings"] == []
+    assert any("read-only for them without a token; no token" in line for line in got["admin_lines"]), got
 
 
 # ---------------------------------------------------------------------- where it listens, what it lists

@@ -128,6 +128,9 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
             argv = [flag_of(f), want]
         elif f.type == "tuple[str, ...] | None":          # --racks: one per broker, comma-separated
             argv, want = [flag_of(f), "r1"], ("r1",)
+        elif f.name == "max_connections_per_ip_overrides":  # HOST:N,...
+            want = "h.example:3"
+            argv = [flag_of(f), want]
         elif f.type in ("str", "str | None"):
             want = "/tmp/x" if f.name == "data_dir" else "h.example"
             argv = [flag_of(f), want]
@@ -139,3 +142,82 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
         assert getattr(defaults, f.name) == f.default, f.name
         assert dataclasses.replace(got, **{f.name: f.default}) == defaults, argv    # nothing else moved
     assert ServerConfig().admin_port is None and defaults.admin_port is None
+
+
+# start-up failures name what failed, the value and the flag (one line on stderr, exit 1)
+
+def test_a_taken_port_names_the_address_and_the_flags(tenure_server, capsys):
+    port = tenure_server.port
+    assert main(["serve", "--port", str(port), "--no-admin"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"tenure: cannot listen on 127.0.0.1:{port} (--host 127.0.0.1, --port {port}): " \
+                  "Address already in use\n", err
+
+
+def test_a_taken_port_of_a_second_broker_names_the_broker(capsys):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port - 1), "--brokers", "2", "--no-admin"]) == 1
+    err = capsys.readouterr().err
+    assert f"broker 1 cannot listen on 127.0.0.1:{port} (--host 127.0.0.1, --port {port - 1}: broker N " \
+           "listens on --port + N): Address already in use" in err, err
+
+
+def test_a_data_dir_that_cannot_be_used_is_not_a_listen_error(tmp_path, capsys):
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("")
+    assert main(["serve", "--port", "0", "--no-admin", "--data-dir", str(not_a_dir)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tenure: cannot use the data dir {not_a_dir} (--data-dir): "), err
+    assert "listen" not in err
+    inside = tmp_path / "a-file" / "below"
+    assert main(["serve", "--port", "0", "--no-admin", "--data-dir", str(inside)]) == 1
+    assert f"cannot use the data dir {inside} (--data-dir): Not a directory" in capsys.readouterr().err
+
+
+def test_a_host_that_does_not_resolve_names_the_flag(capsys):
+    assert main(["serve", "--port", "0", "--no-admin", "--host", "no-such-host.invalid"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tenure: cannot listen on no-such-host.invalid:0 (--host no-such-host.invalid, "
+                          "--port 0): "), err
+
+
+def test_serve_help_shows_every_flags_default():
+    from tenure.tools.cli import _parser
+    parser = _parser()
+    serve = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "serve")[1]
+    flags = [a for a in serve._actions if a.option_strings and a.dest != "help"]
+    assert len(flags) >= 39
+    missing = [a.option_strings[0] for a in flags if "default" not in (a.help or "")]
+    assert missing == [], missing
+    text = serve.format_help()
+    assert "group.min.session.timeout.ms (default 6000)" in " ".join(text.split())
+
+
+def test_the_demo_prints_a_tables_pattern_that_matches_the_tables(tmp_path):
+    """The line `tenure demo` prints after the audit: a shell pattern (bash brace expansion) matching each
+    table's Parquet files, and nothing else (the report's own files are not tables)."""
+    from tenure.tools.demo import tables_line
+    for table in ("generations", "member_map_history"):
+        (tmp_path / table).mkdir()
+        (tmp_path / table / "part-00000-x.snappy.parquet").write_bytes(b"PAR1")
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "timeline.png").write_bytes(b"")
+    (tmp_path / "report.html").write_text("")
+    line = tables_line(tmp_path)
+    assert line == f"tables (Parquet, a directory each): {tmp_path}/{{generations,member_map_history}}/*.parquet"
+    pattern = line.split(": ", 1)[1]
+    out = subprocess.run(["bash", "-c", f"ls {pattern}"], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [f"{tmp_path}/generations/part-00000-x.snappy.parquet",
+                   f"{tmp_path}/member_map_history/part-00000-x.snappy.parquet"]
+    assert tables_line(tmp_path / "plots") == f"tables: none in {tmp_path / 'plots'}"
+
+
+def test_a_ready_file_that_cannot_be_written_names_the_flag(tmp_path, capsys):
+    path = tmp_path / "no-such-dir" / "ready.json"
+    assert main(["serve", "--port", "0", "--no-admin", "--ready-file", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"tenure: cannot write the ready file {path} (--ready-file): No such file or directory" in err, err

@@ -84,6 +84,62 @@ def test_connections_beyond_the_limit_are_closed_at_once_and_logged_once_per_bur
             c.close()
 
 
+# ------------------------------------------------------------------------------------------------ per client address
+def test_one_client_address_cannot_take_the_whole_budget(caplog):
+    """Kafka's max.connections.per.ip and its overrides: a host holding many idle connections (127.0.0.3 here, one
+    of loopback's addresses) is held to its share, so a real client from another address still gets in; an
+    override raises one address's share, an override of 0 shuts one address out."""
+    from tests.support.clients import confluent_round_trip
+    caplog.set_level(logging.INFO, logger="tenure.server")
+    config = ServerConfig(port=0, max_connections=40, max_connections_per_ip=10, log_window_ms=1000,
+                          max_connections_per_ip_overrides="127.0.0.5:15,[127.0.0.4]:0")
+    with ServerThread(config) as s:
+        hog = [WireClient.to(s.bootstrap, source="127.0.0.3") for _ in range(60)]
+        served = [c for c in hog if not c.is_closed_by_peer(timeout=0.3)]
+        assert len(served) == 10
+        for c in served:
+            assert c.call(ApiVersionsRequest(), 3).error_code == 0
+        assert s.call(lambda: s.server.listeners[0].connections_from("127.0.0.3")) == 10
+        # a real client from another address still gets in, whole budget or not
+        produced, consumed = confluent_round_trip(s.bootstrap, "per-ip-t", partitions=2, n=20)
+        assert len(produced) == 20 and sorted(produced) == sorted(c[:3] for c in consumed)
+        time.sleep(1.1)                                     # a new log window: this address's line is logged
+        wider = [WireClient.to(s.bootstrap, source="127.0.0.5") for _ in range(16)]
+        assert [c.is_closed_by_peer(timeout=0.2) for c in wider] == [False] * 15 + [True]
+        with WireClient.to(s.bootstrap, source="127.0.0.4") as shut_out:
+            assert shut_out.is_closed_by_peer(timeout=5)
+        wait_until(lambda: s.metrics.closed_connections["max_connections_per_ip"] == 50 + 1 + 1,
+                   what="each refused connection counted")          # counted just after its close
+        assert s.metrics.closed_connections["max_connections"] == 0
+        lines = [r.getMessage() for r in caplog.records if "--max-connections-per-ip" in r.getMessage()]
+        assert lines[0] == "closing a new connection from 127.0.0.3: that address has 10 connection(s) open, as " \
+                           "many as --max-connections-per-ip allows", lines
+        assert "closing a new connection from 127.0.0.5: that address has 15 connection(s) open, as many as " \
+               "--max-connections-per-ip-overrides allows" in lines
+        served.pop().close()                                # room again for that address
+        wait_until(lambda: s.call(lambda: s.server.listeners[0].connections_from("127.0.0.3")) == 9,
+                   what="the closed connection to go")
+        with WireClient.to(s.bootstrap, source="127.0.0.3") as c:
+            assert c.call(ApiVersionsRequest(), 3).error_code == 0
+        for c in hog + wider:
+            c.close()
+
+
+def test_per_address_limits_are_checked_at_start():
+    with pytest.raises(ValueError, match="--max-connections-per-ip 0 needs --max-connections-per-ip-overrides"):
+        ServerConfig(max_connections_per_ip=0)
+    with pytest.raises(ValueError, match=r"--max-connections-per-ip-overrides: 'host-without-count' is not HOST:N"):
+        ServerConfig(max_connections_per_ip_overrides="127.0.0.1:5,host-without-count")
+    with pytest.raises(ValueError, match=r"'h:-1' is not HOST:N"):
+        ServerConfig(max_connections_per_ip_overrides="h:-1")
+    from tenure.config import parse_ip_overrides
+    assert parse_ip_overrides("127.0.0.1:200, [::1]:3,::1:4,localhost:7") == {"127.0.0.1": 200, "::1": 4,
+                                                                               "localhost": 7}
+    from tenure.tools.cli import main
+    assert main(["serve", "--port", "0", "--no-admin", "--max-connections-per-ip-overrides",
+                 "no-such-host.invalid:3"]) == 1
+
+
 # ------------------------------------------------------------------------------------------------ descriptors
 def test_the_descriptor_limit_is_raised_to_the_hard_limit_at_start(tmp_path):
     with TenureProcess(tmp_path / "data", nofile=(64, 512)) as srv:

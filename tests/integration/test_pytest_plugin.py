@@ -160,6 +160,43 @@ def test_the_examples_in_docs_testing_md_run_as_they_are(pytester):
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=len(blocks))
 
 
+def test_a_misspelt_marker_key_suggests_the_closest_fields(pytester):
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.tenure(topic={"t": 2}, min_sesion_timeout_ms=1000)
+def test_x(tenure_server):
+    pass
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "unknown ServerConfig field(s) ['min_sesion_timeout_ms', 'topic']" in out, out
+    assert "'topic': did you mean 'topics'?" in out, out
+    assert "'min_sesion_timeout_ms': did you mean 'min_session_timeout_ms' or 'max_session_timeout_ms'?" in out, out
+    result.assert_outcomes(errors=1)
+
+
+def test_the_loop_scope_setting_docs_testing_md_gives_silences_pytest_asyncio(pytester):
+    """The pytest.ini lines docs/testing.md tells users of pytest-asyncio to add: with them an async test using
+    tenure_server_async runs with warnings as errors; without them pytest-asyncio warns."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    ini = re.search(r"\n    \[pytest\].*?\n    (asyncio_default_fixture_loop_scope = \w+)\n", text).group(1)
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.asyncio
+async def test_async(tenure_server_async):
+    assert tenure_server_async.bootstrap.startswith("127.0.0.1:")
+""")
+    warned = pytester.runpytest("-p", "no:cacheprovider")
+    warned.assert_outcomes(passed=1)
+    assert "asyncio_default_fixture_loop_scope" in warned.stdout.str()
+    pytester.makeini(f"[pytest]\n{ini}\nfilterwarnings =\n    error\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
 def test_wait_for_group_and_topics_on_the_marker(pytester):
     pytester.makepyfile(CONSUMER_TEST + '''
 import pytest

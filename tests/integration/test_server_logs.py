@@ -40,7 +40,12 @@ def test_info_lines_for_every_rebalance_and_static_event(tenure_server, caplog):
     assert ("lg-g", "a", "replaced") in static and ("lg-g", "b", "expired") in static
     expired = next(r for r in lines(caplog, "static_member") if r.cause == "expired")
     assert expired.old_member_id == b_id and expired.new_member_id is None
-    assert f"group lg-g: static member b expired (member {b_id} -> None" in expired.getMessage()
+    assert f"group lg-g: static member b expired (member {b_id} removed, generation " in expired.getMessage()
+    joined = next(r for r in lines(caplog, "static_member") if r.cause == "joined")
+    assert f"joined (member {joined.new_member_id}, generation " in joined.getMessage()
+    # no Python None in any line the coordinator logged
+    assert not [r.getMessage() for r in caplog.records if r.name == "tenure.coordinator"
+                and "None" in r.getMessage()]
     rebalances = lines(caplog, "rebalance")
     assert len(rebalances) == tenure_server.rebalances("lg-g")       # one line per rebalance
     causes = [r.cause for r in rebalances]
@@ -48,6 +53,17 @@ def test_info_lines_for_every_rebalance_and_static_event(tenure_server, caplog):
     assert all(r.levelno == logging.INFO and r.group == "lg-g" for r in rebalances)
     assert "rebalance started (cause session_expired" in next(
         r for r in rebalances if r.cause == "session_expired").getMessage()
+    # every rebalance says the generation it leaves, and each one that ended says so with the generation it made
+    assert rebalances[0].generation == 0 and "from generation 0, " in rebalances[0].getMessage()
+    done = lines(caplog, "rebalance_done")
+    assert done and all(r.state == "Stable" and r.took_ms >= 0 for r in done)
+    assert [d.getMessage() for d in done[:2]] == [
+        f"group lg-g: Stable (generation 1, took {done[0].took_ms} ms)",              # formed
+        f"group lg-g: Stable again (generation 2, took {done[1].took_ms} ms)"]        # after b's expiry
+    for started in rebalances:               # the first Stable line after each start is one generation on
+        after = next(d for d in done if d.created >= started.created)
+        assert after.generation == started.generation + 1, (started.getMessage(), after.getMessage())
+    assert done[-1].generation == tenure_server.group("lg-g").generation
 
 
 @pytest.mark.tenure(topics={"lq-t": 1})

@@ -38,14 +38,16 @@ def build_batch(records: list[tuple[bytes | None, bytes | None]], base_timestamp
 class WireClient:
     """Blocking client: one request at a time, answers decoded with the matching response class."""
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 10.0, source: str | None = None) -> None:
+        """`source`: the local address to connect from (e.g. 127.0.0.3: another client host on loopback)."""
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=None if source is None else (source, 0))
         self._cid = 0
 
     @classmethod
-    def to(cls, bootstrap: str, timeout: float = 10.0) -> "WireClient":
+    def to(cls, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> "WireClient":
         host, port = bootstrap.rsplit(":", 1)
-        return cls(host, int(port), timeout)
+        return cls(host, int(port), timeout, source)
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
