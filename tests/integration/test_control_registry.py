@@ -40,13 +40,20 @@ def test_every_control_is_a_method_a_route_and_a_subcommand(server):
                                                                     ("GET", "/metrics")}
 
 
-def test_a_control_answers_alike_as_method_route_and_subcommand(server, capsys):
-    with WireClient.to(server.bootstrap) as c:
-        assert join(c, "reg-g", "", "i-1", "t", session_ms=30000).error_code == 0
-    server.wait_for_group("reg-g", state=None, members=1)
-    method = server.group("reg-g").to_dict()
-    assert main(["groups", "describe", "reg-g", "--admin", server.server.admin_address]) == 0
-    assert json.loads(capsys.readouterr().out) == method == server.group("reg-g").to_dict()
-    assert main(["fault", "expire", "reg-g", "nobody", "--admin", server.server.admin_address]) == 1
+@pytest.mark.parametrize("kind", ("classic", "consumer"))
+def test_a_control_answers_alike_as_method_route_and_subcommand(server, capsys, kind):
+    gid = f"reg-{kind}"
+    if kind == "classic":
+        with WireClient.to(server.bootstrap) as c:
+            assert join(c, gid, "", "i-1", "t", session_ms=30000).error_code == 0
+    else:
+        from tests.integration.test_consumer_protocol import raw_join
+        raw_join(server.bootstrap, gid, "t", "i-1")
+    server.wait_for_group(gid, state=None, members=1)
+    method = server.group(gid).to_dict()
+    assert method["kind"] == kind and list(method["static_members"]) == ["i-1"]
+    assert main(["groups", "describe", gid, "--admin", server.server.admin_address]) == 0
+    assert json.loads(capsys.readouterr().out) == method == server.group(gid).to_dict()
+    assert main(["fault", "expire", gid, "nobody", "--admin", server.server.admin_address]) == 1
     assert "UNKNOWN_MEMBER_ID" in capsys.readouterr().err
-    assert server.expire_session("reg-g", "nobody") is False
+    assert server.expire_session(gid, "nobody") is False
