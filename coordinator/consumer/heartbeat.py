@@ -186,7 +186,9 @@ class ConsumerGroups(ShardHandler):
                     member = holder.replace(member_id=mid or self.shard.new_member_id(ctx.client_id or "consumer"),
                                             member_epoch=0, previous_member_epoch=0)
             elif not _blank(mid) and mid in g.members:
-                member = g.members[mid]                                # accept 0 and reconcile from there
+                # a known member id rejoining (fenced, or its join's answer lost): Kafka (KAFKA-19233) accepts epoch
+                # 0 and reconciles from where the member is - owning nothing now, what it had to revoke is revoked
+                member = g.members[mid]
             if member is None:
                 if self.config.max_group_size is not None and len(g.members) >= self.config.max_group_size:
                     raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
@@ -298,7 +300,8 @@ class ConsumerGroups(ShardHandler):
         if epoch > member.member_epoch:
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a greater member epoch ({epoch}) than the one "
-                                 f"known by the group coordinator ({member.member_epoch}).")
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                                 f"partitions and rejoin.")
         if epoch < member.member_epoch:
             # a lost response: the previous epoch is accepted if the member owns nothing it was not given
             if epoch == member.previous_member_epoch and owned_topics is not None and {
@@ -306,7 +309,8 @@ class ConsumerGroups(ShardHandler):
                 return
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a smaller member epoch ({epoch}) than the one "
-                                 f"known by the group coordinator ({member.member_epoch}).")
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                                 f"partitions and rejoin.")
 
     # ---------------------------------------------------------------- leaving
     def _leave(self, res: Result, ctx: RequestContext, req) -> None:
