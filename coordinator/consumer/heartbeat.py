@@ -26,6 +26,7 @@ from tenure.protocol.consumer_group_records import (
     ConsumerGroupPartitionMetadataRecord,
     ConsumerMemberRecord,
     CurrentAssignmentRecord,
+    RegularExpressionRecord,
     TargetAssignmentMemberRecord,
     TargetAssignmentMetadataRecord,
 )
@@ -54,10 +55,12 @@ from .group import (
     ConsumerGroup,
     ConsumerMember,
     Partitions,
+    ResolvedRegex,
     freeze,
     pairs,
 )
 from .reconcile import reconcile
+from .regex import InvalidRegex, TopicRegexes, member_topics
 from .replay import replay_consumer_record
 
 HB = ConsumerGroupHeartbeatResponse
@@ -82,8 +85,14 @@ class ConsumerGroups(ShardHandler):
     apis: ClassVar[frozenset[int]] = frozenset({68, 69})
     record_types: ClassVar[tuple[type, ...]] = (
         ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
-        CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
+        CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord, RegularExpressionRecord)
     timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey)
+
+    def __init__(self, shard) -> None:
+        super().__init__(shard)
+        # the shard's regular-expression resolver (regex.py): like the topic-hash cache, a cache over the topic
+        # table, not group state
+        self.regexes = TopicRegexes(shard.topics)
 
     def replay(self, record) -> None:
         if isinstance(record, ConsumerGroupPartitionMetadataRecord):
@@ -141,8 +150,6 @@ class ConsumerGroups(ShardHandler):
                 invalid("InstanceId can't be null.")
         elif epoch < STATIC_LEAVE_EPOCH:
             invalid(f"MemberEpoch is invalid: {epoch}.")
-        if getattr(req, "subscribed_topic_regex", None):      # librdkafka sends "" for "no regex"
-            invalid("SubscribedTopicRegex is not supported by tenure: subscribe to topic names.")
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
@@ -200,6 +207,7 @@ class ConsumerGroups(ShardHandler):
             self._check_epoch(member, epoch, req.topic_partitions)
         is_new = member.member_id not in g.members and replaced is None
         old = member
+        regex = getattr(req, "subscribed_topic_regex", None)     # v1+; "" is none (librdkafka sends it with names)
 
         # merge what the request changed (null / -1: unchanged)
         member = member.replace(
@@ -210,6 +218,7 @@ class ConsumerGroups(ShardHandler):
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
             subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
             client_id=ctx.client_id, client_host=ctx.client_host)
         members = dict(g.members)
         targets = dict(g.targets)
@@ -223,25 +232,37 @@ class ConsumerGroups(ShardHandler):
         elif is_new and member.instance_id is not None:
             res.emit(self._event(g, member.instance_id, JOINED, None, member.member_id, ctx))
         members[member.member_id] = member
+        # the regular expressions (regex.py): a new one is checked (128) and resolved, all are refreshed when due
+        brought = member.subscribed_topic_regex if member.subscribed_topic_regex != old.subscribed_topic_regex \
+            or is_new else None
+        try:
+            regexes = self.regexes.update(g, members, now, brought)
+        except InvalidRegex as exc:
+            raise HeartbeatError(E.INVALID_REGULAR_EXPRESSION, exc.message) from None
         if is_new or replaced is not None or not member.same_metadata(old):
             res.emit(self._member_record(gid, member))
+        for r in regexes.records:
+            res.emit(r)
 
-        # the group epoch: bumped for a new group, a changed subscription or a changed metadata hash
-        subscription_changed = is_new or member.subscribed_topic_names != old.subscribed_topic_names
+        # the group epoch: bumped for a new group, a changed subscription, a regular expression resolved to other
+        # topics or a changed metadata hash - once, whatever the number of reasons
+        subscription_changed = is_new or (member.subscribed_topic_names, member.subscribed_topic_regex) != (
+            old.subscribed_topic_names, old.subscribed_topic_regex)
         group_epoch, metadata_hash = g.group_epoch, g.metadata_hash
-        new_hash = self._metadata_hash(members)
-        if g.group_epoch == 0 or subscription_changed or new_hash != g.metadata_hash:
+        new_hash = self._metadata_hash(members, regexes.resolved)
+        if g.group_epoch == 0 or subscription_changed or regexes.changed or new_hash != g.metadata_hash:
             group_epoch, metadata_hash = g.group_epoch + 1, new_hash
             res.emit(ConsumerGroupMetadataRecord(gid, group_epoch, metadata_hash))
             res.rebalances.append((gid, "consumer member joined" if is_new else "consumer subscription changed"
-                                   if subscription_changed else "consumer metadata changed"))
-            if subscription_changed:
-                self._retain_hashes(gid, members)
+                                   if subscription_changed else "consumer regex resolution changed"
+                                   if regexes.changed else "consumer metadata changed"))
+            if subscription_changed or regexes.changed:
+                self._retain_hashes(gid, members, regexes.resolved)
 
         # the target assignment, when the group epoch is ahead of it
         assignment_epoch = g.assignment_epoch
         if group_epoch > assignment_epoch:
-            new_targets = self._assign(members, targets)
+            new_targets = self._assign(members, targets, regexes.resolved)
             for tmid in sorted(new_targets):
                 if new_targets[tmid] != targets.get(tmid, {}) or tmid == member.member_id and replaced is not None:
                     res.emit(TargetAssignmentMemberRecord(gid, tmid, freeze(new_targets[tmid])))
@@ -336,8 +357,12 @@ class ConsumerGroups(ShardHandler):
         gid = g.group_id
         self._tombstones(res, gid, member.member_id)
         rest = {k: v for k, v in g.members.items() if k != member.member_id}
-        res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest)))
-        self._retain_hashes(gid, rest)
+        regex = member.subscribed_topic_regex
+        if regex and regex in g.regexes and all(m.subscribed_topic_regex != regex for m in rest.values()):
+            res.emit(RegularExpressionRecord(gid, regex, tombstone=True))     # its last subscriber
+        resolved = {r: v for r, v in g.regexes.items() if any(m.subscribed_topic_regex == r for m in rest.values())}
+        res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest, resolved)))
+        self._retain_hashes(gid, rest, resolved)
         res.cancel_timer(ConsumerSessionKey(gid, member.member_id))
         res.cancel_timer(ConsumerRebalanceKey(gid, member.member_id))
         if member.instance_id is not None:
@@ -373,14 +398,15 @@ class ConsumerGroups(ShardHandler):
                 res.set_timer(ConsumerRebalanceKey(g.group_id, m.member_id), now_ms + max(m.rebalance_timeout_ms, 0))
 
     # ---------------------------------------------------------------- helpers
-    def _metadata_hash(self, members: dict[str, ConsumerMember]) -> int:
-        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+    def _metadata_hash(self, members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> int:
+        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
         return self.shard.topic_hashes.group_hash(subscribed)
 
-    def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember]) -> None:
+    def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember],
+                       resolved: dict[str, ResolvedRegex]) -> None:
         """After a group's subscriptions changed (an epoch bump): the shard's topic-hash cache keeps only the
         topics some consumer group of the shard still subscribes to."""
-        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
         for other in self.groups.values():
             if isinstance(other, ConsumerGroup) and other.group_id != gid:
                 subscribed |= other.subscribed_topics()
@@ -394,12 +420,13 @@ class ConsumerGroups(ShardHandler):
                 out[name] = TopicInfo(t.topic_id, len(t.partitions))
         return out
 
-    def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions]) -> dict[str, Partitions]:
-        topics = self._topics({t for m in members.values() for t in m.subscribed_topic_names})
+    def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
+                resolved: dict[str, ResolvedRegex]) -> dict[str, Partitions]:
+        subscribed = {mid: member_topics(m, resolved) for mid, m in members.items()}
+        topics = self._topics({t for ts in subscribed.values() for t in ts})
         wanted = [m.server_assignor for m in members.values() if m.server_assignor is not None]
         name = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
-        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id,
-                                              frozenset(t for t in m.subscribed_topic_names if t in topics),
+        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id, frozenset(subscribed[mid] & topics.keys()),
                                               targets.get(mid, {})) for mid, m in sorted(members.items())], topics)
         return {mid: out.get(mid, {}) for mid in members}
 
@@ -468,6 +495,7 @@ class ConsumerGroups(ShardHandler):
             out += [CurrentAssignmentRecord(g.group_id, mid, tombstone=True),
                     TargetAssignmentMemberRecord(g.group_id, mid, tombstone=True),
                     ConsumerMemberRecord(g.group_id, mid, tombstone=True)]
+        out += [RegularExpressionRecord(g.group_id, r, tombstone=True) for r in sorted(g.regexes)]
         return out + [TargetAssignmentMetadataRecord(g.group_id, tombstone=True),
                       ConsumerGroupMetadataRecord(g.group_id, tombstone=True)]
 

@@ -35,8 +35,6 @@ def two_members(h: ConsumerHarness, a_iid=None, b_iid=None) -> None:
     (dict(member_id="m", epoch=0, owned={"t": [0]}), "TopicPartitions must be empty when (re-)joining."),
     (dict(member_id="m", epoch=-2), "InstanceId can't be null."),
     (dict(member_id="m", epoch=-3), "MemberEpoch is invalid: -3."),
-    (dict(member_id="m", epoch=0, regex="t.*"), "SubscribedTopicRegex is not supported by tenure: subscribe to "
-                                                "topic names."),
 ])
 def test_invalid_requests_answer_42_with_a_message(kw, message):
     h = ConsumerHarness()
