@@ -159,3 +159,23 @@ def test_an_invalid_regex_gets_kafkas_error_and_the_server_serves_on(server):
     r = join("orders-.*")
     assert r.error_code == 0 and r.member_epoch == 1
     assert [len(t.partitions) for t in r.assignment.topic_partitions] == [1]
+
+
+def test_metadata_by_topic_id_with_an_empty_name_as_java_asks_it(server):
+    """Java's consumer learns the names of the topics an expression was resolved to with Metadata v12 by topic
+    id, its name left at its default "" (not null): answered by the id. Before this, tenure took "" for a name,
+    answered INVALID_TOPIC_EXCEPTION (17), and a Java `SubscriptionPattern` member never got its partitions."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    from tests.support.wire import WireClient
+    topic = server.call(server.server.topics.create, "orders-eu", 2)
+    T = MetadataRequest.MetadataRequestTopic
+    with WireClient.to(server.bootstrap) as w:
+        r = w.call(MetadataRequest(topics=[T(name="", topic_id=topic.topic_id)], allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False), 12)
+        (t,) = r.topics
+        assert (t.error_code, t.name, t.topic_id, len(t.partitions)) == (0, "orders-eu", topic.topic_id, 2)
+        # a name that is "" with no id is still an invalid topic name
+        r = w.call(MetadataRequest(topics=[T(name="", topic_id=None)], allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False), 12)
+        assert r.topics[0].error_code == 17
