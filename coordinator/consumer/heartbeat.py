@@ -59,6 +59,7 @@ from .group import (
     freeze,
     pairs,
 )
+from .group_config import consumer_timeouts
 from .reconcile import reconcile
 from .regex import InvalidRegex, TopicRegexes, member_topics
 from .replay import replay_consumer_record
@@ -289,14 +290,15 @@ class ConsumerGroups(ShardHandler):
                 res.set_timer(rebalance_key, now + max(updated.rebalance_timeout_ms, 0))
         elif old.state == UNREVOKED_PARTITIONS:
             res.cancel_timer(rebalance_key)
-        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + self.config.consumer_session_timeout_ms)
+        session_ms, interval_ms = consumer_timeouts(self.shard.topics, self.config, gid)    # the group's own configs
+        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + session_ms)
 
         full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                               and req.topic_partitions is not None)
         send = full or updated.assigned != old.assigned
         res.respond(ctx.token, HB(
             throttle_time_ms=0, error_code=0, error_message=None, member_id=updated.member_id,
-            member_epoch=updated.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
             assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
 
@@ -392,8 +394,9 @@ class ConsumerGroups(ShardHandler):
 
     def loaded(self, res: Result, g: ConsumerGroup, now_ms: int) -> None:
         """After a load: every member's session restarts (a static member at -2 keeps its place that long)."""
+        session_ms, _ = consumer_timeouts(self.shard.topics, self.config, g.group_id)
         for m in g.members.values():
-            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + self.config.consumer_session_timeout_ms)
+            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + session_ms)
             if m.state == UNREVOKED_PARTITIONS:
                 res.set_timer(ConsumerRebalanceKey(g.group_id, m.member_id), now_ms + max(m.rebalance_timeout_ms, 0))
 

@@ -324,3 +324,21 @@ def test_a_full_group_refuses_a_new_member_with_81():
     t = h.hb("b", 0)
     assert h.responses[t]["error_code"] == E.GROUP_MAX_SIZE_REACHED and "b" not in h.group["g"].members
     assert h.responses[h.hb("a", 0)]["error_code"] == 0           # a known member is not new
+
+
+def test_a_groups_own_configs_set_its_members_interval_and_session():
+    """Issue 28 item 6: the GROUP config resource's consumer.session.timeout.ms and
+    consumer.heartbeat.interval.ms (kept by the topic table, checked by the broker) over the server's."""
+    h = ConsumerHarness()
+    h.topics.dynamic_configs = {"group": {"g": {"consumer.session.timeout.ms": "50000",
+                                                "consumer.heartbeat.interval.ms": "6000"}}}
+    t = h.hb("a", 0)
+    assert h.responses[t]["heartbeat_interval_ms"] == 6000
+    assert h.timer("consumer-session", "g", "a") == h.now_ms + 50000
+    t = h.hb("b", 0, group_id="other")
+    assert h.responses[t]["heartbeat_interval_ms"] == 5000
+    assert h.timer("consumer-session", "other", "b") == h.now_ms + SESSION
+    # a change applies from the next heartbeat
+    h.topics.dynamic_configs["group"]["g"]["consumer.heartbeat.interval.ms"] = "7000"
+    t = h.hb("a", 1)
+    assert h.responses[t]["heartbeat_interval_ms"] == 7000
