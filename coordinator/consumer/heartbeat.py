@@ -185,8 +185,8 @@ class ConsumerGroups(ShardHandler):
                 if holder.member_epoch != STATIC_LEAVE_EPOCH:          # live, even under the same member id
                     raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
                                          f"Static member {mid or '(new)'} with instance id {iid} cannot join "
-                                         f"the group because the instance id is owned by member "
-                                         f"{holder.member_id}.")
+                                         f"the group because the instance id is owned by {holder.member_id} "
+                                         f"member.")
                 if holder.member_id == mid:                            # back under its own member id
                     member = holder.replace(member_epoch=0, previous_member_epoch=0)
                 else:                                                  # takes over the member at -2
