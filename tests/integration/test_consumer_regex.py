@@ -179,3 +179,30 @@ def test_metadata_by_topic_id_with_an_empty_name_as_java_asks_it(server):
         r = w.call(MetadataRequest(topics=[T(name="", topic_id=None)], allow_auto_topic_creation=False,
                                    include_topic_authorized_operations=False), 12)
         assert r.topics[0].error_code == 17
+
+
+def test_a_moved_coordinator_loads_the_resolutions_and_carries_on():
+    """Three brokers: the group's coordinator moves to another broker; the new one loads the group - the
+    regular expression's resolution (record type 16) with it - and the members carry on in the same epoch;
+    a new matching topic is then assigned with one bump."""
+    with ServerThread(brokers=3, consumer_heartbeat_interval_ms=200, initial_rebalance_delay_ms=0) as st:
+        for name in ("orders-eu", "orders-us"):
+            st.call(st.server.topics.create, name, 2)
+        members = [RegexMember(st.bootstrap, "mg", "^orders-.*", f"c{n}").start() for n in range(2)]
+        try:
+            epoch = settled(st, "mg", members, parts(("orders-eu", 2), ("orders-us", 2)))
+            before = st.call(lambda: st.server.runtime.group("mg").regexes)
+            assert [r.topics for r in before.values()] == [{"orders-eu", "orders-us"}], before
+            to = (st.coordinator_of("mg") + 1) % 3
+            st.move_coordinator("mg", to)
+            assert st.coordinator_of("mg") == to
+            assert st.call(lambda: st.server.runtime.group("mg").regexes) == before
+            time.sleep(1)                                       # heartbeats to the new coordinator
+            assert settled(st, "mg", members, parts(("orders-eu", 2), ("orders-us", 2))) == epoch
+            st.call(st.server.topics.create, "orders-asia", 2)
+            st.advance_clock(REFRESH_MIN_INTERVAL_MS + 1)
+            assert settled(st, "mg", members, parts(("orders-eu", 2), ("orders-us", 2), ("orders-asia", 2))) \
+                == epoch + 1
+        finally:
+            for m in members:
+                m.stop()
