@@ -270,3 +270,20 @@ def test_describe_shows_the_members_regex():
     t = h.describe_consumer("g")
     (m,) = h.responses[t]["groups"][0]["members"]
     assert m["subscribed_topic_regex"] == "orders-.*" and m["subscribed_topic_names"] == []
+
+
+def test_a_failover_reloads_the_resolutions_and_resolves_again_at_the_first_chance():
+    """The loaded group has its resolutions (from the type-16 records); the new shard has not resolved the
+    group in this process, so it resolves again once 10 s have passed since the last resolution - with no bump
+    when nothing changed."""
+    h = harness()
+    h.cjoin("a", topics=[], regex="orders-.*")
+    live = h.group["g"].copy()
+    h2 = h.failover()
+    assert h2.group["g"] == live and h2.group["g"].regexes == live.regexes
+    h2.take_records()
+    h2.advance(REFRESH_MIN_INTERVAL_MS + 1)
+    t = h2.hb("a", 1, owned={"orders-eu": [0, 1], "orders-us": [0, 1]})
+    assert err(h2, t) == 0 and h2.responses[t]["member_epoch"] == 1
+    recs = h2.take_records()
+    assert [r.topics for r in regex_records(recs)] == [("orders-eu", "orders-us")] and epochs(recs) == []
