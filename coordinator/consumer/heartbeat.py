@@ -145,12 +145,12 @@ class ConsumerGroups(ShardHandler):
             if req.topic_partitions is None or req.topic_partitions:
                 invalid("TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and getattr(req, "subscribed_topic_regex", None) is None:
-                invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif epoch == STATIC_LEAVE_EPOCH:
             if req.instance_id is None:
                 invalid("InstanceId can't be null.")
         elif epoch < STATIC_LEAVE_EPOCH:
-            invalid(f"MemberEpoch is invalid: {epoch}.")
+            invalid("MemberEpoch is invalid.")
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
