@@ -363,6 +363,8 @@ class ConsumerGroups(ShardHandler):
         if regex and regex in g.regexes and all(m.subscribed_topic_regex != regex for m in rest.values()):
             res.emit(RegularExpressionRecord(gid, regex, tombstone=True))     # its last subscriber
         resolved = {r: v for r, v in g.regexes.items() if any(m.subscribed_topic_regex == r for m in rest.values())}
+        if not resolved:
+            self.regexes.forget(gid)
         res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest, resolved)))
         self._retain_hashes(gid, rest, resolved)
         res.cancel_timer(ConsumerSessionKey(gid, member.member_id))
