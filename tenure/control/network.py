@@ -41,13 +41,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("partition", "loss", "delay", "bandwidth", "reset")
+FAULTS = ("partition", "loss", "delay", "bandwidth", "reset")
 DIRECTIONS = ("in", "out", "both")
 MAX_RULES = 1000
 MAX_DELAY_MS = 2**31 - 1
 MAX_TRACKED = 10000                    # connections a reset or bandwidth rule keeps counts for
 POLL_S = 0.01                          # how often a partitioned connection looks whether it is healed
-SPEC_FIELDS = {"kind", "client_id", "port", "broker", "direction", "ms", "bytes_per_s", "after_bytes", "count"}
+SPEC_FIELDS = {"fault", "client_id", "port", "broker", "direction", "ms", "bytes_per_s", "after_bytes", "count"}
 
 
 class NetworkReset(Exception):
@@ -71,7 +71,7 @@ def _whole(value, name: str, least: int, most: int) -> int:
 @dataclass(eq=False)
 class NetRule:
     id: int
-    kind: str
+    fault: str
     direction: str = "both"
     client_id: str | None = None
     port: int | None = None
@@ -100,12 +100,12 @@ class NetRule:
         return True
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {"id": self.id, "kind": self.kind, "direction": self.direction, "applied": self.applied}
+        d: dict[str, Any] = {"id": self.id, "fault": self.fault, "direction": self.direction, "applied": self.applied}
         for name in ("client_id", "port", "broker"):
             if getattr(self, name) is not None:
                 d[name] = getattr(self, name)
         extra = {"delay": ("ms",), "bandwidth": ("bytes_per_s",), "reset": ("after_bytes", "count")}
-        for name in extra.get(self.kind, ()):
+        for name in extra.get(self.fault, ()):
             d[name] = getattr(self, name)
         return d
 
@@ -131,7 +131,7 @@ class Network:
         self.active = False            # a fast check for every connection's reads and writes
 
     # ------------------------------------------------------------------ the rules
-    def _add(self, kind: str, direction: str, client_id, port, broker, **kw) -> NetRule:
+    def _add(self, fault: str, direction: str, client_id, port, broker, **kw) -> NetRule:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction: want one of {', '.join(DIRECTIONS)}, not {direction!r}")
         if client_id is not None and not isinstance(client_id, str):
@@ -140,7 +140,7 @@ class Network:
             _whole(port, "port", 1, 65535)
         if broker is not None:
             _whole(broker, "broker", 0, 2**31 - 1)
-        rule = NetRule(0, kind, direction, client_id, port, broker, owner=self, **kw)
+        rule = NetRule(0, fault, direction, client_id, port, broker, owner=self, **kw)
         with self._lock:
             if len(self._rules) >= MAX_RULES:
                 raise ValueError(f"{MAX_RULES} network rules are set already; heal some first")
@@ -181,28 +181,28 @@ class Network:
                          after_bytes=_whole(after_bytes, "after_bytes", 0, 2**62), count=count)
 
     def add(self, spec: dict) -> NetRule:
-        """A rule from plain data (the admin endpoint's JSON): {"kind", "client_id"?, "port"?, "broker"?,
+        """A rule from plain data (the admin endpoint's JSON): {"fault", "client_id"?, "port"?, "broker"?,
         "direction"?, "ms" (delay), "bytes_per_s" (bandwidth), "after_bytes" and "count"? (reset)}."""
         unknown = sorted(set(spec) - SPEC_FIELDS)
         if unknown:
             raise ValueError(f"unknown field(s) {', '.join(map(repr, unknown))}; a network rule has "
                              f"{', '.join(sorted(SPEC_FIELDS))}")
-        kind = spec.get("kind")
-        if kind not in KINDS:
-            raise ValueError(f"kind: want one of {', '.join(KINDS)}, not {kind!r}")
+        fault = spec.get("fault")
+        if fault not in FAULTS:
+            raise ValueError(f"fault: want one of {', '.join(FAULTS)}, not {fault!r}")
         own = {"partition": (), "loss": ("direction",), "delay": ("ms", "direction"),
-               "bandwidth": ("bytes_per_s", "direction"), "reset": ("after_bytes", "count", "direction")}[kind]
+               "bandwidth": ("bytes_per_s", "direction"), "reset": ("after_bytes", "count", "direction")}[fault]
         required = {"loss": ("direction",), "delay": ("ms",), "bandwidth": ("bytes_per_s",),
-                    "reset": ("after_bytes",)}.get(kind, ())
+                    "reset": ("after_bytes",)}.get(fault, ())
         for name in required:
             if name not in spec:
-                raise ValueError(f"{name}: required for a {kind} rule")
-        for name in SPEC_FIELDS - {"kind", "client_id", "port", "broker"} - set(own):
+                raise ValueError(f"{name}: required for a {fault} rule")
+        for name in SPEC_FIELDS - {"fault", "client_id", "port", "broker"} - set(own):
             if name in spec:
-                raise ValueError(f"{name}: not a field of a {kind} rule")
+                raise ValueError(f"{name}: not a field of a {fault} rule")
         where: dict[str, Any] = {k: spec.get(k) for k in ("client_id", "port", "broker")}
         args: dict[str, Any] = {k: spec[k] for k in own if k in spec}
-        return getattr(self, kind)(**args, **where)
+        return getattr(self, fault)(**args, **where)
 
     def heal(self, rule: NetRule | int | None = None) -> int:
         """Remove one rule (a NetRule or its id) or every rule; returns how many were removed."""
@@ -224,10 +224,10 @@ class Network:
     async def _hold(self, conn, direction: str) -> None:
         """Wait while a partition separates `conn` from its client."""
         counted = False
-        while any(r.kind == "partition" for r in self._matching(conn, direction)):
+        while any(r.fault == "partition" for r in self._matching(conn, direction)):
             if not counted:
                 for r in self._matching(conn, direction):
-                    if r.kind == "partition":
+                    if r.fault == "partition":
                         r.applied += 1
                 counted = True
             if conn.draining:
@@ -238,10 +238,10 @@ class Network:
         wait = 0.0
         now = time.monotonic()
         for r in rules:
-            if r.kind == "delay" and r.ms:
+            if r.fault == "delay" and r.ms:
                 r.applied += 1
                 wait = max(wait, r.ms / 1000)
-            elif r.kind == "bandwidth":
+            elif r.fault == "bandwidth":
                 r.applied += 1
                 key = (conn.peer.conn_id, direction)
                 if len(r._free_at) > MAX_TRACKED:        # connections long gone: their pacing is over
@@ -256,7 +256,7 @@ class Network:
         """How many of the next `size` bytes pass before a reset rule resets `conn` (None: no reset)."""
         cut = None
         for r in rules:
-            if r.kind != "reset":
+            if r.fault != "reset":
                 continue
             cid = conn.peer.conn_id
             passed = r._passed.get(cid)
@@ -284,7 +284,7 @@ class Network:
         if self._reset_at(conn, rules, size) is not None:
             raise NetworkReset()
         for r in rules:
-            if r.kind == "loss":
+            if r.fault == "loss":
                 r.applied += 1
                 return False
         await self._pace(conn, rules, "in", size)
@@ -300,7 +300,7 @@ class Network:
         if cut is not None:
             raise NetworkReset(frame[:cut])
         for r in rules:
-            if r.kind == "loss":
+            if r.fault == "loss":
                 r.applied += 1
                 return None
         await self._pace(conn, rules, "out", len(frame))

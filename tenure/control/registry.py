@@ -418,8 +418,8 @@ def _reset_fill(args, body: dict) -> None:
         body["count"] = args.count
 
 
-def _net(kind: str, help: str, args: tuple[Arg, ...] = (), direction: bool = True, extra=None, fill=None) -> Cli:
-    return Cli("network", kind, help, {"kind": kind}, args, extra=extra or (lambda p: _where(p, direction)),
+def _net(fault: str, help: str, args: tuple[Arg, ...] = (), direction: bool = True, extra=None, fill=None) -> Cli:
+    return Cli("network", fault, help, {"fault": fault}, args, extra=extra or (lambda p: _where(p, direction)),
                fill=fill or _where_fill)
 
 
@@ -441,16 +441,16 @@ CONTROLS += (
             lambda server: server.network.rules(), respond=lambda server, rules: [r.to_dict() for r in rules],
             thread=False, cli=(Cli("network", "list", "the network fault rules, one JSON object a line",
                                    show=_rule_lines),)),
-    Control("network_add", 'add a network fault: {"kind": "partition"|"loss"|"delay"|"bandwidth"|"reset", '
+    Control("network_add", 'add a network fault: {"fault": "partition"|"loss"|"delay"|"bandwidth"|"reset", '
             '"client_id"?, "port"?, "broker"?, "direction": "in"|"out"|"both", "ms" (delay), "bytes_per_s" '
             '(bandwidth), "after_bytes", "count"? (reset)}', "POST", "/network", _network_add,
-            tuple(Arg(name, required=False) for name in ("kind", "client_id", "port", "broker", "direction", "ms",
+            tuple(Arg(name, required=False) for name in ("fault", "client_id", "port", "broker", "direction", "ms",
                                                          "bytes_per_s", "after_bytes", "count")),
             status=201, respond=lambda server, rule, **spec: rule.to_dict(), thread=False,
             cli=(_net("partition", "no bytes either way between the matched clients and brokers until healed",
                       direction=False),
                  Cli("network", "loss", "one-way loss: the matched requests (in) or answers (out) are dropped",
-                     {"kind": "loss"}, (Arg("direction", help="in or out"),), extra=_where, fill=_where_fill),
+                     {"fault": "loss"}, (Arg("direction", help="in or out"),), extra=_where, fill=_where_fill),
                  _net("delay", "add MS of latency to each matched request and/or answer", (Arg("ms", int),)),
                  _net("bandwidth", "at most BYTES_PER_S bytes a second each way", (Arg("bytes_per_s", int),)),
                  _net("reset", "reset (RST) each matched connection once AFTER_BYTES bytes passed it",

@@ -380,7 +380,7 @@ def test_a_connection_reset_after_n_bytes_and_lost_answers_are_what_kafka_python
         p.send("rs-t", b"healed").get(30)
     finally:
         p.close(5)
-    assert tenure_server.network.rules() == [r for r in tenure_server.network.rules() if r.kind == "reset"]
+    assert tenure_server.network.rules() == [r for r in tenure_server.network.rules() if r.fault == "reset"]
 
 
 # ------------------------------------------------------------------------------------------- admin endpoint
@@ -408,14 +408,14 @@ def test_the_admin_endpoint_serves_the_capture_and_the_network_rules(tenure_serv
         assert _admin(tenure_server, "GET", "/requests?api=Nope")[0] == 400
         assert _admin(tenure_server, "GET", "/requests?broker=x")[0] == 400
         assert _admin(tenure_server, "GET", "/requests?colour=red")[0] == 400
-        status, rule = _admin(tenure_server, "POST", "/network", {"kind": "delay", "ms": 200, "client_id": "adm-p"})
-        assert status == 201 and rule["kind"] == "delay" and rule["ms"] == 200
+        status, rule = _admin(tenure_server, "POST", "/network", {"fault": "delay", "ms": 200, "client_id": "adm-p"})
+        assert status == 201 and rule["fault"] == "delay" and rule["ms"] == 200
         t0 = time.monotonic()
         p.send("adm-t", b"y").get(10)
         assert time.monotonic() - t0 >= 0.4                     # 200 ms each way
-        for bad in ({"kind": "delay"}, {"kind": "flood"}, {"kind": "loss", "direction": "both"},
-                    {"kind": "partition", "ms": 5}, {"kind": "reset", "after_bytes": -1},
-                    {"kind": "partition", "port": 70000}, {"kind": "partition", "colour": 1}):
+        for bad in ({"fault": "delay"}, {"fault": "flood"}, {"fault": "loss", "direction": "both"},
+                    {"fault": "partition", "ms": 5}, {"fault": "reset", "after_bytes": -1},
+                    {"fault": "partition", "port": 70000}, {"fault": "partition", "colour": 1}):
             status, err = _admin(tenure_server, "POST", "/network", bad)
             assert status == 400, (bad, err)
         assert [r["id"] for r in _admin(tenure_server, "GET", "/network")[1]] == [rule["id"]]
@@ -448,7 +448,7 @@ def test_the_network_and_requests_subcommands(tenure_server, capsys):
         capsys.readouterr()
         assert main(["network", "--admin", admin, "list"]) == 0
         rules = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-        assert [(r["kind"], r.get("count"), r.get("ms")) for r in rules] == [("reset", 1, None), ("delay", None, 50)]
+        assert [(r["fault"], r.get("count"), r.get("ms")) for r in rules] == [("reset", 1, None), ("delay", None, 50)]
         p.send("cli-t", b"y").get(30)                   # reset once, then sent again on a new connection
         assert tenure_server.metrics.closed_connections["network_reset"] == 1
         assert main(["network", "--admin", admin, "heal", str(rules[0]["id"])]) == 0

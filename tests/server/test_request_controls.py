@@ -118,15 +118,15 @@ def test_a_draining_connection_behind_a_partition_ends():
 
 def test_network_rules_refuse_bad_values_and_list_themselves():
     net = Network()
-    for bad in ({"kind": "partition", "port": 0}, {"kind": "partition", "broker": -1},
-                {"kind": "partition", "client_id": 5}, {"kind": "delay", "ms": -1}, {"kind": "delay", "ms": True},
-                {"kind": "bandwidth", "bytes_per_s": 0}, {"kind": "reset", "after_bytes": 1, "count": 0},
-                {"kind": "delay", "ms": 1, "direction": "up"}, {"kind": "reset"}, {"kind": None}, {}):
+    for bad in ({"fault": "partition", "port": 0}, {"fault": "partition", "broker": -1},
+                {"fault": "partition", "client_id": 5}, {"fault": "delay", "ms": -1}, {"fault": "delay", "ms": True},
+                {"fault": "bandwidth", "bytes_per_s": 0}, {"fault": "reset", "after_bytes": 1, "count": 0},
+                {"fault": "delay", "ms": 1, "direction": "up"}, {"fault": "reset"}, {"fault": None}, {}):
         with pytest.raises(ValueError):
             net.add(bad)
     assert net.rules() == [] and not net.active
-    r = net.add({"kind": "reset", "after_bytes": 5, "count": 2, "client_id": "c", "port": 1234, "broker": 0})
-    assert r.to_dict() == {"id": r.id, "kind": "reset", "direction": "both", "applied": 0, "client_id": "c",
+    r = net.add({"fault": "reset", "after_bytes": 5, "count": 2, "client_id": "c", "port": 1234, "broker": 0})
+    assert r.to_dict() == {"id": r.id, "fault": "reset", "direction": "both", "applied": 0, "client_id": "c",
                            "port": 1234, "broker": 0, "after_bytes": 5, "count": 2}
     with net.delay(5):
         assert len(net.rules()) == 2
