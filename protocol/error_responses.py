@@ -273,6 +273,12 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     61: _describe_producers, 65: _describe_transactions,
     68: lambda req, R, code: consumer_group_heartbeat_error(code), 69: _consumer_group_describe,
     66: _top_level(unknown_state_filters=[], transaction_states=[]),
+    17: _top_level(mechanisms=[]), 36: _top_level(auth_bytes=b"", session_lifetime_ms=0),
+    50: _top_level(results=[]),
+    51: lambda req, R, code: R(throttle_time_ms=0, results=[_item(R, "results", user=name, error_code=code)
+                                                            for name in dict.fromkeys(
+                                                                [d.name for d in req.body.deletions or []]
+                                                                + [u.name for u in req.body.upsertions or []])]),
 }
 
 
