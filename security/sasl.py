@@ -215,6 +215,7 @@ class SaslAuthenticator:
         self.raw = False                          # handshake v0: the tokens come as raw frames
         self.expires_ms: int | None = None        # the session's end (None: no end)
         self.reauthentications = 0
+        self.completions = 0                      # exchanges completed (the first and each re-authentication)
         self._server: MechanismServer | None = None
         self._previous: tuple[str, str] | None = None      # (mechanism, principal) while re-authenticating
         self._bad_mechanism: str | None = None
@@ -344,5 +345,6 @@ class SaslAuthenticator:
             self.expires_ms = now + lifetime
         if self._previous is not None:
             self.reauthentications += 1
+        self.completions += 1
         self.principal, self.state, self._previous = principal, COMPLETE, None
         return lifetime

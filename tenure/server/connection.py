@@ -91,6 +91,7 @@ class Connection:
         self.reader, self.writer, self.dispatch = reader, writer, dispatch
         self.max_frame_bytes = max_frame_bytes
         self.sasl, self.failed_auth_delay_ms = sasl, failed_auth_delay_ms
+        self._completions = 0                  # the SASL exchanges this connection completed
         self.decoder = FrameDecoder(max_frame_bytes if sasl is None else
                                     min(max_frame_bytes, sasl.settings.max_receive_bytes))
         self.limits, self.budget, self.idle_ms = limits, budget, idle_ms
@@ -149,14 +150,19 @@ class Connection:
             await asyncio.sleep(self.failed_auth_delay_ms / 1000)       # connection.failed.authentication.delay.ms
         if step.frame is not None:
             await self._send(step.frame)
+        if step.failed:
+            self.metrics.authentications[(self.peer.listener, sasl.mechanism or "", "failed")] += 1
         if step.close:
             self.metrics.closed_connections["authentication_failed" if step.failed else "sasl_state"] += 1
             self.ratelog.log("authentication failed", logging.INFO, "connection %d from %s on listener %s: closing: %s",
                              self.peer.conn_id, self.peer.address, self.peer.listener, step.reason)
             return False
-        if sasl.authenticated and sasl.principal is not None and sasl.principal != self.peer.principal:
-            self.peer = dataclasses.replace(self.peer, principal=sasl.principal)
-        if sasl.authenticated:
+        if sasl.authenticated and step.frame is not None and sasl.completions != self._completions:
+            self._completions = sasl.completions           # this step completed an exchange
+            outcome = "reauthenticated" if sasl.reauthentications else "authenticated"
+            self.metrics.authentications[(self.peer.listener, sasl.mechanism or "", outcome)] += 1
+            if sasl.principal is not None and sasl.principal != self.peer.principal:
+                self.peer = dataclasses.replace(self.peer, principal=sasl.principal)
             self.decoder.max_frame_bytes = self.max_frame_bytes
         return True
 

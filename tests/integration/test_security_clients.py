@@ -228,3 +228,52 @@ def test_metadata_advertises_the_listener_the_request_came_in_on(tenure_server):
         md = AdminClient(conf).list_topics(timeout=10)
         (broker,) = md.brokers.values()
         assert f"{broker.host}:{broker.port}" == tenure_server.listeners[listener]
+
+
+@SECURE
+def test_confluent_kafka_over_oauthbearer(tenure_server):
+    """librdkafka's unsecured OAUTHBEARER tokens (enable.sasl.oauthbearer.unsecure.jwt) validate as Kafka's
+    default validator checks them; the principal is the token's subject."""
+    from confluent_kafka import Consumer, Producer
+    conf = tenure_server.client_settings("SASL_SSL", "carol", mechanism="OAUTHBEARER").confluent()
+    p = Producer(conf)
+    p.produce("oauth", b"v0")
+    assert p.flush(15) == 0
+    c = Consumer({**conf, "group.id": "oauth-g", "group.instance.id": "o-1", "auto.offset.reset": "earliest"})
+    c.subscribe(["oauth"])
+    deadline, m = time.time() + 30, None
+    while m is None and time.time() < deadline:
+        m = c.poll(0.5)
+    assert m is not None and m.error() is None and m.value() == b"v0"
+    c.commit(asynchronous=False)
+    assert tenure_server.group("oauth-g").offset("oauth", 0) == 1
+    c.close()
+    assert tenure_server.metrics.authentications[("SASL_SSL", "OAUTHBEARER", "authenticated")] >= 2
+
+
+@pytest.mark.tenure(listeners=["SASL_SSL"], users={"alice": "alice-secret"}, initial_rebalance_delay_ms=0,
+                    connections_max_reauth_ms=2000)
+def test_confluent_kafka_reauthenticates_and_keeps_its_membership(tenure_server):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    conf = tenure_server.client_settings("SASL_SSL", "alice").confluent()
+    p = Producer(conf)
+    p.produce("ra", b"v")
+    assert p.flush(15) == 0
+    c = Consumer({**conf, "group.id": "ra-g", "group.instance.id": "ra-1", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["ra"])
+    got = None
+    deadline = time.time() + 30
+    while got is None and time.time() < deadline:
+        got = c.poll(0.5)
+    assert got is not None and got.error() is None
+    generation = tenure_server.group("ra-g").generation
+    until = time.time() + 6                      # three session lifetimes
+    while time.time() < until:
+        c.poll(0.5)
+        c.commit(offsets=[TopicPartition("ra", 0, got.offset() + 1)], asynchronous=False)
+    g = tenure_server.group("ra-g")
+    c.close()
+    assert g.generation == generation and g.rebalances == 1 and g.member("ra-1") is not None
+    assert tenure_server.metrics.authentications[("SASL_SSL", "SCRAM-SHA-512", "reauthenticated")] >= 2
+    assert tenure_server.metrics.closed_connections["sasl_session_expired"] == 0
