@@ -147,6 +147,31 @@ class Server:
     def specs(self) -> list[ListenerSpec]:
         return list(self.listener_specs)
 
+    # ---- users and connections (the admin endpoint's /users and /connections)
+    def list_users(self) -> list[dict]:
+        """Each SASL user and its SCRAM credentials' mechanisms and iterations (never a secret)."""
+        return [{"name": name, "credentials": [{"mechanism": m, "iterations": i} for m, i in creds]}
+                for name, creds in self._parts().users.describe().items()]
+
+    def add_user(self, name: str, password: str) -> None:
+        """Add (or set the password of) a SASL user: both SCRAM credentials, PLAIN checks against them."""
+        self._parts().users.add(name, password)
+
+    def remove_user(self, name: str) -> bool:
+        """Remove a SASL user (its connections stay; it cannot authenticate again); False if unknown."""
+        return self._parts().users.remove(name)
+
+    def connections(self) -> list[dict]:
+        """The open client connections: id, broker, listener, security protocol, principal, client address."""
+        out = []
+        for b, lst in self.listeners.items():
+            for conn in lst.connections():
+                p = conn.peer
+                address = f"{p.address[0]}:{p.address[1]}" if isinstance(p.address, tuple) else str(p.address)
+                out.append({"id": p.conn_id, "broker": b, "listener": p.listener, "protocol": p.protocol,
+                            "principal": p.principal, "address": address})
+        return sorted(out, key=lambda c: c["id"])
+
     def _unreachable(self, broker_id: int) -> Callable[[], bool]:
         """Whether broker `broker_id` refuses connections now (set_broker_unreachable)."""
         return lambda: self.cluster.brokers[broker_id].unreachable

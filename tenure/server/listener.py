@@ -154,6 +154,10 @@ class Listener:
     def open_connections(self) -> int:
         return len(self._tasks)
 
+    def connections(self) -> list[Connection]:
+        """The connections being served now."""
+        return list(self._conns.values())
+
     def start(self, host: str | None = None, port: int | None = None) -> int:
         """Bind every endpoint and start accepting (on the running loop); `host`/`port` replace the first
         endpoint's. Returns the first endpoint's port; each endpoint keeps the port it bound."""
