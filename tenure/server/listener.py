@@ -306,13 +306,15 @@ class Listener:
             log.exception("connection %d from %s: internal error; closing it", conn_id, peer)
         finally:
             self.metrics.connections_open -= 1
-            self._tasks.pop(conn_id, None)
             self._conns.pop(conn_id, None)
-            if writer is None:
-                conn.close()
-            else:
-                writer.close()
-                try:
-                    await asyncio.wait_for(writer.wait_closed(), 1.0)
-                except (Exception, asyncio.CancelledError):
-                    writer.transport.abort()      # a TLS close waiting for the client's close_notify: dropped
+            try:
+                if writer is None:
+                    conn.close()
+                else:
+                    writer.close()
+                    try:
+                        await asyncio.wait_for(writer.wait_closed(), 1.0)
+                    except (Exception, asyncio.CancelledError):
+                        writer.transport.abort()  # a TLS close waiting for the client's close_notify: dropped
+            finally:
+                self._tasks.pop(conn_id, None)    # only now: a drain waits for the close (TLS's takes a while)
