@@ -277,3 +277,40 @@ def test_confluent_kafka_reauthenticates_and_keeps_its_membership(tenure_server)
     assert g.generation == generation and g.rebalances == 1 and g.member("ra-1") is not None
     assert tenure_server.metrics.authentications[("SASL_SSL", "SCRAM-SHA-512", "reauthenticated")] >= 2
     assert tenure_server.metrics.closed_connections["sasl_session_expired"] == 0
+
+
+def test_confluent_kafka_with_signed_tokens_checked_against_a_jwks_file(tmp_path):
+    """--oauth-jwks-file: a token signed by a key of the JWKS authenticates as its subject; one signed by another
+    key, or expired, fails at once with Kafka's invalid_token answer."""
+    from confluent_kafka import KafkaError, Producer
+    from joserfc import jwt
+    from joserfc.jwk import KeySet, RSAKey
+
+    from tenure.server import ServerThread
+    key = RSAKey.generate_key(2048, parameters={"kid": "k1"})
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "k1"})
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(KeySet([key]).as_dict(private=False)))
+
+    def token_cb(signing_key, lifetime_s: int):
+        def cb(_config):
+            exp = int(time.time()) + lifetime_s
+            tok = jwt.encode({"alg": "RS256", "kid": "k1"}, {"sub": "svc-orders", "exp": exp, "aud": "kafka"},
+                             signing_key)
+            return tok, float(max(exp, time.time() + 60))
+        return cb
+
+    with ServerThread(listeners=("SASL_SSL",), oauth_jwks_file=str(jwks), oauth_audience="kafka") as s:
+        base = {"bootstrap.servers": s.listeners["SASL_SSL"], "security.protocol": "sasl_ssl",
+                "ssl.ca.location": s.ca_file, "sasl.mechanism": "OAUTHBEARER"}
+        good = Producer({**base, "oauth_cb": token_cb(key, 300)})
+        good.produce("jwt", b"x")
+        assert good.flush(15) == 0
+        assert ("SASL_SSL", "User:svc-orders") in {(c["listener"], c["principal"]) for c in s.connections()}
+        for signing_key, lifetime in ((stranger, 300), (key, -60)):
+            errors: list = []
+            bad = Producer({**base, "oauth_cb": token_cb(signing_key, lifetime), "error_cb": errors.append})
+            deadline = time.monotonic() + 10
+            while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+                bad.poll(0.1)
+            assert any(e.code() == KafkaError._AUTHENTICATION and "invalid_token" in e.str() for e in errors), errors

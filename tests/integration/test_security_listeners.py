@@ -96,3 +96,33 @@ def test_tenure_serve_refuses_bad_security_flags_with_a_message(argv, message):
     out = subprocess.run([sys.executable, "-m", "tenure", "serve", "--port", "0", "--no-admin", *argv],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_given_certificate_files_and_client_certificates_of_the_users_ca(tmp_path):
+    """--ssl-cert-file/--ssl-key-file/--ssl-ca-file: the server presents the user's certificate; client
+    certificates signed by the given CA are accepted, with their subject as the principal."""
+    import trustme
+    from confluent_kafka import Producer
+
+    from tenure.security.tls import pkcs8
+    from tenure.server import ServerThread
+    ca = trustme.CA(organization_name="Test Org")
+    server_cert = ca.issue_cert("localhost", "127.0.0.1")
+    cert, key, ca_file = tmp_path / "s.pem", tmp_path / "s-key.pem", tmp_path / "ca.pem"
+    cert.write_bytes(b"".join(b.bytes() for b in server_cert.cert_chain_pems))
+    key.write_bytes(pkcs8(server_cert.private_key_pem.bytes()))
+    ca.cert_pem.write_to_path(str(ca_file))
+    client = ca.issue_cert("client.example", common_name="kim", organization_name="Test Org")
+    ccert, ckey = tmp_path / "c.pem", tmp_path / "c-key.pem"
+    ccert.write_bytes(b"".join(b.bytes() for b in client.cert_chain_pems))
+    client.private_key_pem.write_to_path(str(ckey))
+    with ServerThread(listeners=("SSL",), ssl_cert_file=str(cert), ssl_key_file=str(key), ssl_ca_file=str(ca_file),
+                      ssl_client_auth="required") as s:
+        assert s.ca_file == str(ca_file)
+        p = Producer({"bootstrap.servers": s.listeners["SSL"], "security.protocol": "ssl",
+                      "ssl.ca.location": str(ca_file), "ssl.certificate.location": str(ccert),
+                      "ssl.key.location": str(ckey)})
+        p.produce("f", b"x")
+        assert p.flush(15) == 0
+        (conn,) = [c for c in s.connections() if c["listener"] == "SSL"][:1]
+        assert conn["principal"].startswith("User:CN=kim,OU=") and conn["principal"].endswith(",O=Test Org")
