@@ -158,7 +158,7 @@ def test_kcat_scram_of_librdkafka_2_0_is_refused_as_kafka_refuses_it(tenure_serv
     conf = tenure_server.client_settings("SASL_SSL", "alice", mechanism="SCRAM-SHA-512").confluent()
     bootstrap = conf.pop("bootstrap.servers")
     res = subprocess.run([kcat, "-b", bootstrap, *[a for k, v in conf.items() for a in ("-X", f"{k}={v}")], "-L",
-                          "-m", "5"], capture_output=True, text=True, timeout=60)
+                          "-m", "2"], capture_output=True, text=True, timeout=60)
     if version.startswith("2.0."):
         assert res.returncode != 0
         assert "Authentication failed during authentication due to invalid credentials with SASL mechanism " \
@@ -252,7 +252,7 @@ def test_confluent_kafka_over_oauthbearer(tenure_server):
 
 
 @pytest.mark.tenure(listeners=["SASL_SSL"], users={"alice": "alice-secret"}, initial_rebalance_delay_ms=0,
-                    connections_max_reauth_ms=2000)
+                    connections_max_reauth_ms=1500)
 def test_confluent_kafka_reauthenticates_and_keeps_its_membership(tenure_server):
     from confluent_kafka import Consumer, Producer, TopicPartition
     conf = tenure_server.client_settings("SASL_SSL", "alice").confluent()
@@ -268,7 +268,7 @@ def test_confluent_kafka_reauthenticates_and_keeps_its_membership(tenure_server)
         got = c.poll(0.5)
     assert got is not None and got.error() is None
     generation = tenure_server.group("ra-g").generation
-    until = time.time() + 6                      # three session lifetimes
+    until = time.time() + 4.5                    # three session lifetimes
     while time.time() < until:
         c.poll(0.5)
         c.commit(offsets=[TopicPartition("ra", 0, got.offset() + 1)], asynchronous=False)
