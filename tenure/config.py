@@ -189,6 +189,12 @@ class ServerConfig:
         parse_listeners(self.listeners, self.listener_security_protocol_map, self.host, self.port)   # or ValueError
         for user in self.users or ():
             parse_user(user)
+        from tenure.security.sasl import MECHANISMS
+        mechanisms = [m.strip().upper() for m in self.sasl_mechanisms.split(",") if m.strip()]
+        unknown = [m for m in mechanisms if m not in MECHANISMS]
+        if unknown or not mechanisms:
+            raise ValueError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; tenure serves "
+                             f"{', '.join(MECHANISMS)}")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 

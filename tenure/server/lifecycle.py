@@ -98,6 +98,10 @@ class Server:
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
         self._sasl: SaslSettings | None = None
+        self._validator: TokenValidator | None = None
+        self.sasl_mechanisms = tuple(m.strip().upper() for m in config.sasl_mechanisms.split(",") if m.strip())
+        if any(spec.sasl for spec in self.listener_specs) and "OAUTHBEARER" in self.sasl_mechanisms:
+            self._token_validator()                # a JWKS file that does not load: refused now
 
     def _tls(self) -> ServerTls:
         """The certificate of the TLS listeners: the user's files, or one generated with a throwaway CA in
@@ -288,12 +292,19 @@ class Server:
         """What the SASL listeners authenticate with (made once: the users, the mechanisms, the token validator)."""
         if self._sasl is None:
             c = self.config
-            self._sasl = SaslSettings(self._parts().users,
-                                      tuple(m.strip() for m in c.sasl_mechanisms.split(",") if m.strip()),
-                                      TokenValidator(c.oauth_jwks_file, audience=c.oauth_audience,
-                                                     issuer=c.oauth_issuer),
+            self._sasl = SaslSettings(self._parts().users, self.sasl_mechanisms, self._token_validator(),
                                       c.connections_max_reauth_ms, c.sasl_max_receive_bytes)
         return self._sasl
+
+    def _token_validator(self) -> TokenValidator:
+        """OAUTHBEARER's validator; a JWKS file that does not load is refused at start (ValueError)."""
+        if self._validator is None:
+            c = self.config
+            try:
+                self._validator = TokenValidator(c.oauth_jwks_file, audience=c.oauth_audience, issuer=c.oauth_issuer)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"--oauth-jwks-file {c.oauth_jwks_file}: {exc}") from exc
+        return self._validator
 
     @property
     def buffered_request_bytes(self) -> int:

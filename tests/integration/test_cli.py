@@ -112,7 +112,7 @@ def test_limit_flags_reach_the_config_and_bad_values_are_refused():
 
 
 SAMPLES = {"listeners": ("SASL_SSL://127.0.0.1:9093",), "users": ("alice:secret",),
-           "listener_security_protocol_map": "EXTERNAL:SASL_SSL"}     # (security/: docs/security.md)
+           "listener_security_protocol_map": "EXTERNAL:SASL_SSL", "sasl_mechanisms": "SCRAM-SHA-512"}     # (security/: docs/security.md)
 
 
 def test_every_setting_is_one_field_whose_flag_reaches_the_config():

@@ -91,6 +91,8 @@ def test_tenure_serve_ready_file_names_the_listeners_and_the_ca(tmp_path):
     (["--user", "nopassword"], "expected NAME:PASSWORD"),
     (["--listener", "SSL://:0", "--ssl-key-file", "/nonexistent"], "--ssl-key-file needs --ssl-cert-file"),
     (["--listener", "SSL://:0", "--ssl-cert-file", "/nonexistent.pem"], "No such file"),
+    (["--sasl-mechanisms", "PLAIN,GSSAPI"], "--sasl-mechanisms: GSSAPI"),
+    (["--listener", "SASL_SSL://:0", "--oauth-jwks-file", "/nonexistent.json"], "--oauth-jwks-file /nonexistent.json"),
 ])
 def test_tenure_serve_refuses_bad_security_flags_with_a_message(argv, message):
     out = subprocess.run([sys.executable, "-m", "tenure", "serve", "--port", "0", "--no-admin", *argv],
