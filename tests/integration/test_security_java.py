@@ -84,3 +84,14 @@ def test_java_reauthenticates_past_the_session_lifetime_and_keeps_its_membership
     g = tenure_server.group("reauth-g")
     assert g.generation == done["generation_start"] and g.member("r-1").member_id == done["member_id"]
     assert g.rebalances == 1
+
+
+@SECURE
+def test_java_admin_alters_and_describes_scram_credentials_and_the_user_authenticates(tenure_server):
+    admin = tenure_server.client_settings("SASL_SSL", "alice")
+    lines = run_client(admin, "kai", "kai-secret", "-", count=-2)
+    assert lines[-1] == {"type": "scram", "user": "kai",
+                         "credentials": [{"mechanism": "SCRAM-SHA-512", "iterations": 8192}]}
+    from confluent_kafka.admin import AdminClient
+    conf = tenure_server.client_settings("SASL_SSL", "kai", password="kai-secret").confluent()
+    assert AdminClient(conf).list_topics(timeout=10).brokers

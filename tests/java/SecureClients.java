@@ -1,11 +1,16 @@
 import java.time.Duration;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -26,12 +31,15 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   INSTANCE, commitSync; then for STAY_MS keep polling and committing every 500 ms (traffic on the group
  *   coordinator's connection while SASL sessions expire and re-authenticate).
  *   COUNT = -1: only list the topics with an Admin (an authentication failure shows here).
+ *   COUNT = -2: TOPIC is a user and GROUP its password: Admin.alterUserScramCredentials upserts its SCRAM-SHA-512
+ *   credential (8192 iterations; the client salts the password), then describeUserScramCredentials.
  *
  * Output (stdout, one JSON object per line):
  *   {"type":"assigned","partitions":[..],"generation":..}
  *   {"type":"done","produced":..,"consumed":..,"generation_start":..,"generation_end":..,"assigned":..,
  *    "commits":..,"member_id":..}
  *   {"type":"listed","topics":..}
+ *   {"type":"scram","user":..,"credentials":[{"mechanism":..,"iterations":..},..]}
  *   {"type":"error","exception":..,"message":..,"cause":..} and exit status 1.
  */
 public class SecureClients {
@@ -70,6 +78,17 @@ public class SecureClients {
         int count = Integer.parseInt(args[4]);
         long stayMs = Long.parseLong(args[5]);
         try (Admin admin = Admin.create(base(bootstrap, args))) {
+            if (count == -2) {
+                admin.alterUserScramCredentials(Collections.singletonList(new UserScramCredentialUpsertion(
+                    topic, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), group))).all().get();
+                UserScramCredentialsDescription d = admin.describeUserScramCredentials(
+                    Collections.singletonList(topic)).description(topic).get();
+                List<Object> creds = Json.list();
+                for (ScramCredentialInfo i : d.credentialInfos())
+                    creds.add(Json.obj("mechanism", i.mechanism().mechanismName(), "iterations", i.iterations()));
+                Json.obj("type", "scram", "user", d.name(), "credentials", creds).print();
+                return 0;
+            }
             if (count < 0) {
                 Json.obj("type", "listed", "topics", admin.listTopics().names().get().size()).print();
                 return 0;
