@@ -8,6 +8,7 @@ from typing import Any
 
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
+from tenure.protocol.error_responses import sasl_authenticate_error, sasl_handshake_error
 from tenure.protocol.errors import ErrorCode
 
 from .users import MAX_ITERATIONS, SCRAM_MECHANISMS, ScramCredential, UserStore, mechanism_of_type
@@ -23,13 +24,12 @@ def handlers(users: UserStore) -> dict[int, Any]:
 
 
 async def sasl_handshake(req: Request, ctx: RequestContext) -> Any:
-    return req.spec.response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    return sasl_handshake_error(ErrorCode.ILLEGAL_SASL_STATE)
 
 
 async def sasl_authenticate(req: Request, ctx: RequestContext) -> Any:
-    return req.spec.response(error_code=ErrorCode.ILLEGAL_SASL_STATE,
-                             error_message="SaslAuthenticate request received after successful authentication",
-                             auth_bytes=b"", session_lifetime_ms=0)
+    return sasl_authenticate_error(ErrorCode.ILLEGAL_SASL_STATE,
+                                   "SaslAuthenticate request received after successful authentication")
 
 
 async def describe_scram(req: Request, ctx: RequestContext, users: UserStore) -> Any:

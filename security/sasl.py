@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
-from tenure.protocol.error_responses import can_fail, error_response
+from tenure.protocol.error_responses import can_fail, error_response, sasl_authenticate_error, sasl_handshake_error
 from tenure.protocol.errors import ErrorCode
 
 from .oauth import BadInitialResponse, TokenError, TokenValidator, parse_initial_response
@@ -275,11 +275,10 @@ class SaslAuthenticator:
 
     def _handshake(self, req: Request) -> Step:
         mechanism = req.body.mechanism
-        R = req.spec.response
         enabled = list(self.settings.mechanisms)
         if mechanism not in enabled:
             self.state = FAILED
-            return Step(encode_response(req, R(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)),
+            return Step(encode_response(req, sasl_handshake_error(ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)),
                         close=True, failed=True, reason=f"unsupported SASL mechanism {mechanism!r}")
         self.raw = req.api_version == 0
         self.state, self._rounds = AUTHENTICATE, 0
@@ -291,7 +290,7 @@ class SaslAuthenticator:
             self._bad_mechanism = None
             self.mechanism = mechanism
             self._server = self.settings.server(mechanism)
-        return Step(encode_response(req, R(error_code=0, mechanisms=enabled)))
+        return Step(encode_response(req, sasl_handshake_error(ErrorCode.NONE, enabled)))
 
     # ---- the tokens
     def raw_token(self, payload: bytes) -> Step:
@@ -322,9 +321,7 @@ class SaslAuthenticator:
             self.state = FAILED
             if req is None:                      # raw tokens have no error answer: the connection is closed
                 return Step(close=True, failed=True, reason=message)
-            R = req.spec.response
-            return Step(encode_response(req, R(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message,
-                                               auth_bytes=b"", session_lifetime_ms=0)),
+            return Step(encode_response(req, sasl_authenticate_error(ErrorCode.SASL_AUTHENTICATION_FAILED, message)),
                         close=True, failed=True, reason=message)
         if req is None:
             return Step(len(challenge).to_bytes(4, "big") + challenge)
