@@ -260,7 +260,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
         if m.get("repeat"):
             parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], action="append", default=default,
-                                help=m["help"])
+                                help=m["help"], metavar=flag_of(f).lstrip("-").upper().replace("-", "_"))
             continue
         parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], default=default, help=m["help"],
                             **({"choices": m["choices"]} if m["choices"] else {}))
