@@ -21,6 +21,7 @@ USERS_FILE = "users.json"
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": (1, "sha256", 4096), "SCRAM-SHA-512": (2, "sha512", 4096)}
 MAX_ITERATIONS = 16384                      # Kafka refuses more (AlterUserScramCredentials)
 DEFAULT_ITERATIONS = 4096
+VERIFIED_CACHE = 1024                       # PLAIN verifications remembered (user, keyed digest of the password)
 
 
 def mechanism_of_type(type_id: int) -> str | None:
@@ -94,6 +95,10 @@ class UserStore:
         self.path, self.iterations = path, iterations
         self._lock = threading.Lock()
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        # PLAIN passwords verified since the user last changed, as keyed digests under a secret of this process
+        # (never the password, never written): a client's next connections skip the salting (milliseconds each)
+        self._verified: dict[tuple[str, bytes], None] = {}
+        self._secret = secrets.token_bytes(32)
         if path is not None and path.is_file():
             doc = json.loads(path.read_text())
             for name, creds in doc.get("users", {}).items():
@@ -121,11 +126,13 @@ class UserStore:
         creds = {m: ScramCredential.from_password(m, password, iterations or self.iterations) for m in mechanisms}
         with self._lock:
             self._users.setdefault(name, {}).update(creds)
+            self._forget(name)
             self._save()
 
     def upsert(self, name: str, mechanism: str, credential: ScramCredential) -> None:
         with self._lock:
             self._users.setdefault(name, {})[mechanism] = credential
+            self._forget(name)
             self._save()
 
     def remove(self, name: str, mechanism: str | None = None) -> bool:
@@ -134,6 +141,7 @@ class UserStore:
             creds = self._users.get(name)
             if creds is None or (mechanism is not None and mechanism not in creds):
                 return False
+            self._forget(name)
             if mechanism is None:
                 del self._users[name]
             else:
@@ -145,12 +153,26 @@ class UserStore:
 
     def verify_password(self, name: str, password: str) -> bool:
         """PLAIN: the password salts to the user's stored key (SCRAM-SHA-512's credential first)."""
+        seen = (name, hmac.new(self._secret, password.encode(), "sha256").digest())
         with self._lock:
+            if seen in self._verified:
+                return True
             creds = dict(self._users.get(name, {}))
         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
             if mechanism in creds:
-                return creds[mechanism].matches(mechanism, password)
+                ok = creds[mechanism].matches(mechanism, password)
+                with self._lock:
+                    if ok and self._users.get(name, {}).get(mechanism) == creds[mechanism]:   # not changed since
+                        if len(self._verified) >= VERIFIED_CACHE:
+                            self._verified.pop(next(iter(self._verified)))
+                        self._verified[seen] = None
+                return ok
         return False
+
+    def _forget(self, name: str) -> None:
+        """The user changed: its verified passwords no longer hold (called with the lock held)."""
+        for key in [k for k in self._verified if k[0] == name]:
+            del self._verified[key]
 
     def _save(self) -> None:
         if self.path is None:

@@ -58,6 +58,21 @@ def test_a_user_is_kept_as_salted_credentials_never_the_password(tmp_path):
     assert again.remove("alice") and not again.remove("alice") and UserStore(path).names() == []
 
 
+def test_a_verified_password_is_remembered_until_the_user_changes(monkeypatch):
+    store = UserStore()
+    store.add("alice", "one")
+    salted = []
+    real = ScramCredential.matches
+    monkeypatch.setattr(ScramCredential, "matches", lambda self, m, p: salted.append(p) or real(self, m, p))
+    assert store.verify_password("alice", "one") and salted == ["one"]
+    assert store.verify_password("alice", "one") and salted == ["one"]       # remembered: not salted again
+    assert not store.verify_password("alice", "two")
+    store.add("alice", "two")                                 # a new password: the old one no longer passes
+    assert not store.verify_password("alice", "one") and store.verify_password("alice", "two")
+    store.remove("alice")
+    assert not store.verify_password("alice", "two")
+
+
 def test_a_credential_from_a_salted_password_matches_rfc_7677():
     """RFC 7677's SCRAM-SHA-256 example: user "user", password "pencil", its salt and 4096 iterations."""
     import base64
