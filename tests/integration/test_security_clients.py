@@ -314,3 +314,26 @@ def test_confluent_kafka_with_signed_tokens_checked_against_a_jwks_file(tmp_path
             while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
                 bad.poll(0.1)
             assert any(e.code() == KafkaError._AUTHENTICATION and "invalid_token" in e.str() for e in errors), errors
+
+
+@SECURE
+def test_kafka_python_and_aiokafka_over_oauthbearer(tenure_server):
+    """Their token providers hand over an unsecured token (security/clients.py), validated as Kafka's default
+    validator does; each authenticates as the token's subject."""
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+    settings = tenure_server.client_settings("SASL_SSL", "pat", mechanism="OAUTHBEARER")
+    p = KafkaProducer(**settings.kafka_python())
+    p.send("oauth-kp", b"x").get(15)
+    p.close()
+
+    async def run():
+        ap = AIOKafkaProducer(**settings.aiokafka())
+        await ap.start()
+        try:
+            await ap.send_and_wait("oauth-ak", b"y")
+        finally:
+            await ap.stop()
+    asyncio.run(run())
+    assert tenure_server.metrics.authentications[("SASL_SSL", "OAUTHBEARER", "authenticated")] >= 2
+    assert not any(o == "failed" for *_, o in tenure_server.metrics.authentications)
