@@ -128,3 +128,24 @@ def test_given_certificate_files_and_client_certificates_of_the_users_ca(tmp_pat
         assert p.flush(15) == 0
         (conn,) = [c for c in s.connections() if c["listener"] == "SSL"][:1]
         assert conn["principal"].startswith("User:CN=kim,OU=") and conn["principal"].endswith(",O=Test Org")
+
+
+@pytest.mark.tenure(listeners=["PLAINTEXT", "SASL_PLAINTEXT", "SSL"], users={"alice": "alice-secret"},
+                    ssl_client_auth="requested")
+def test_every_request_context_carries_the_listener_and_the_principal(tenure_server):
+    """What the authorizer reads: RequestContext.listener and .principal of each request (User:ANONYMOUS where no
+    one authenticated: PLAINTEXT, SSL without a client certificate)."""
+    from confluent_kafka.admin import AdminClient
+    seen: list = []
+    real = tenure_server.server.handlers[3]
+
+    async def metadata(req, ctx):
+        seen.append((ctx.listener, ctx.principal))
+        return await real(req, ctx)
+    tenure_server.call(tenure_server.server.handlers.__setitem__, 3, metadata)
+    for listener, user, cert in (("PLAINTEXT", None, None), ("SASL_PLAINTEXT", "alice", None),
+                                 ("SSL", None, "lee"), ("SSL", None, None)):
+        conf = tenure_server.client_settings(listener, user, mechanism="PLAIN", cert=cert).confluent()
+        AdminClient(conf).list_topics(timeout=10)
+    assert set(seen) == {("PLAINTEXT", "User:ANONYMOUS"), ("SASL_PLAINTEXT", "User:alice"),
+                         ("SSL", "User:CN=lee,OU=tenure client,O=tenure"), ("SSL", "User:ANONYMOUS")}
