@@ -81,7 +81,8 @@ class AdminApis(BrokerBase):
         """Broker configs set by tenure's options: the server's (Server.static_configs), then those of the
         broker answering (its id, rack, listener; each broker of a cluster its own)."""
         node = self.cluster.brokers[node_id]
-        address = f"PLAINTEXT://{node.host}:{node.port}"
+        address = (",".join(f"{name}://{h}:{p}" for name, (h, p) in node.endpoints.items()) if node.endpoints
+                   else f"PLAINTEXT://{node.host}:{node.port}")
         own = {"broker.id": str(node.id), "node.id": str(node.id), "process.roles": "broker,controller",
                "listeners": address, "advertised.listeners": address,
                **({"broker.rack": node.rack} if node.rack is not None else {}),

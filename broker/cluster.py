@@ -49,10 +49,18 @@ class BrokerNode:
     up: bool = True
     slow_ms: int = 0                    # set_broker_slow: added before each answer of this broker
     unreachable: bool = False           # set_broker_unreachable: new connections are closed at once
+    # each listener's advertised address, by listener name (none: `host`:`port` for every listener)
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """(host, port) clients on `listener` are told for this broker: that listener's own address, as Kafka's
+        metadata answers a request with the endpoints of the listener it came in on."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
     def to_dict(self) -> dict:
         return {"id": self.id, "host": self.host, "port": self.port, "rack": self.rack, "up": self.up,
-                "slow_ms": self.slow_ms, "unreachable": self.unreachable}
+                "slow_ms": self.slow_ms, "unreachable": self.unreachable,
+                **({"listeners": {n: f"{h}:{p}" for n, (h, p) in self.endpoints.items()}} if self.endpoints else {})}
 
 
 @dataclass

@@ -145,7 +145,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
             out.append(R.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
                                                is_internal=topic.internal, partitions=parts,
                                                authorized_operations=topic_ops))
-        return R(throttle_time_ms=0, brokers=self._brokers(R.MetadataResponseBroker, "node_id"),
+        return R(throttle_time_ms=0, brokers=self._brokers(R.MetadataResponseBroker, "node_id", ctx.listener),
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id, topics=out,
                  authorized_operations=cluster_ops)
 
@@ -155,15 +155,17 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                                        is_internal=False, partitions=[],
                                        authorized_operations=ops)
 
-    def _brokers(self, cls, id_field: str) -> list:
-        """The live brokers, as Kafka's metadata cache lists them (a stopped one is left out)."""
-        return [cls(**{id_field: b.id}, host=b.host, port=b.port, rack=b.rack) for b in self.cluster.up()]
+    def _brokers(self, cls, id_field: str, listener: str) -> list:
+        """The live brokers, as Kafka's metadata cache lists them (a stopped one is left out), each at its address
+        on the request's listener."""
+        return [cls(**{id_field: b.id}, host=b.address(listener)[0], port=b.address(listener)[1], rack=b.rack)
+                for b in self.cluster.up()]
 
     async def describe_cluster(self, req: Request, ctx: RequestContext) -> Any:
         R = resp(60)
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
-                 brokers=self._brokers(R.DescribeClusterBroker, "broker_id"),
+                 brokers=self._brokers(R.DescribeClusterBroker, "broker_id", ctx.listener),
                  authorized_operations=authorized_operations(
                      "cluster", req.body.include_cluster_authorized_operations))
 
@@ -175,13 +177,14 @@ class Broker(TopicApis, ProduceApis, FetchApis):
             self.txn_side.start()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
             code, msg, node = self._coordinator_for(key_type, body.key)
-            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id,
-                     host=node.host, port=node.port)
+            host, port = node.address(ctx.listener)
+            return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id, host=host, port=port)
         coords = []
         for key in body.coordinator_keys:
             code, msg, node = self._coordinator_for(key_type, key)
-            coords.append(R.Coordinator(key=key, node_id=node.id, host=node.host, port=node.port,
-                                        error_code=code, error_message=msg))
+            host, port = node.address(ctx.listener)
+            coords.append(R.Coordinator(key=key, node_id=node.id, host=host, port=port, error_code=code,
+                                        error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
 
     def _coordinator_for(self, key_type: int, key: str) -> tuple[int, str | None, BrokerNode]:

@@ -18,6 +18,10 @@ Environment (all optional):
                         under network_mode: host), else consumer-<hostname>
     SESSION_TIMEOUT_MS  30000
     PRODUCE_INTERVAL_S  1.0           send one record this often (0: do not produce)
+    SECURITY_PROTOCOL   PLAINTEXT     or SSL, SASL_PLAINTEXT, SASL_SSL (docker-compose.sasl.yml)
+    SASL_MECHANISM      PLAIN         with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    SASL_USERNAME, SASL_PASSWORD      with SASL_*
+    SSL_CAFILE                        with SSL / SASL_SSL: the CA certificate to trust (the server's ca.pem)
 """
 from __future__ import annotations
 
@@ -48,10 +52,33 @@ def default_instance_id() -> str:
     return "consumer-" + socket.gethostname()
 
 
+def security() -> dict:
+    """The clients' security settings from the environment (none for PLAINTEXT)."""
+    protocol = os.environ.get("SECURITY_PROTOCOL", "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return {}
+    out: dict = {"security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        out["ssl_cafile"] = os.environ.get("SSL_CAFILE") or None
+    if protocol.startswith("SASL_"):
+        out.update(sasl_mechanism=os.environ.get("SASL_MECHANISM", "PLAIN"),
+                   sasl_plain_username=os.environ.get("SASL_USERNAME"),
+                   sasl_plain_password=os.environ.get("SASL_PASSWORD"))
+    return out
+
+
+def wait_for_file(path: str | None, deadline: float) -> None:
+    """The CA file the server writes at its start (a shared volume): bounded wait."""
+    while path and not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} did not appear")
+        time.sleep(0.5)
+
+
 def ensure_topic(bootstrap: str, topic: str, partitions: int, deadline: float) -> None:
     while True:
         try:
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="demo-consumer-admin")
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="demo-consumer-admin", **security())
             break
         except (KafkaTimeoutError, KafkaConnectionError):     # the server is not up (yet): bounded retry
             if time.monotonic() > deadline:
@@ -79,11 +106,12 @@ def main() -> int:
         signal.signal(sig, lambda *_: stop.append(True))
 
     print(f"instance={instance} starting: group={group} topic={topic} bootstrap={bootstrap}", flush=True)
+    wait_for_file(security().get("ssl_cafile"), time.monotonic() + 60)
     ensure_topic(bootstrap, topic, int(os.environ.get("PARTITIONS", "6")), time.monotonic() + 60)
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=group, group_instance_id=instance, client_id=instance,
         session_timeout_ms=int(os.environ.get("SESSION_TIMEOUT_MS", "30000")), heartbeat_interval_ms=3000,
-        auto_offset_reset="earliest")
+        auto_offset_reset="earliest", **security())
 
     class Log(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
@@ -101,7 +129,8 @@ def main() -> int:
 
     consumer.subscribe([topic], listener=Log())
     consumer.topics()   # fill the metadata snapshot before the first join (kafka-python 3.0.12 rejoin bug)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=instance + "-producer") if interval > 0 else None
+    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=instance + "-producer",
+                             **security()) if interval > 0 else None
 
     consumed, sent, next_send = 0, 0, time.monotonic()
     while not stop:

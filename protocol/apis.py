@@ -52,6 +52,12 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.consumer import (
@@ -96,6 +102,12 @@ from kafka.protocol.producer import (
     ProduceResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from .consumer_group import (
@@ -182,6 +194,13 @@ _TABLE = [
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
     _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
+    # authentication (security/): a SASL listener's connection answers SaslHandshake and SaslAuthenticate while it
+    # authenticates (security/sasl.py); the broker's handlers answer them after it, or on another listener, with
+    # ILLEGAL_SASL_STATE as Kafka's do; the SCRAM users (security/apis.py)
+    _spec(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+    _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+    _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
+    _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
 ]
 
 KAFKA_VERSION = (4, 0)

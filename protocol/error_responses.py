@@ -22,6 +22,7 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
     SyncGroupResponse,
 )
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from .apis import API_VERSIONS_KEY, SUPPORTED
 from .consumer_group import ConsumerGroupHeartbeatResponse
@@ -79,6 +80,17 @@ def sync_group_error(code: int) -> SyncGroupResponse:
 def heartbeat_error(code: int) -> HeartbeatResponse:
     """A Heartbeat answer is its code alone (0 included)."""
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+
+def sasl_handshake_error(code: int, mechanisms: list[str] | None = None) -> SaslHandshakeResponse:
+    """A SaslHandshake answer: its code and the mechanisms the listener enables (UNSUPPORTED_SASL_MECHANISM
+    tells the client which it may use; ILLEGAL_SASL_STATE outside an exchange names none)."""
+    return SaslHandshakeResponse(error_code=code, mechanisms=list(mechanisms or []))
+
+
+def sasl_authenticate_error(code: int, message: str | None = None) -> SaslAuthenticateResponse:
+    """A SaslAuthenticate answer of a failure: its code, Kafka's message, no token, no session."""
+    return SaslAuthenticateResponse(error_code=code, error_message=message, auth_bytes=b"", session_lifetime_ms=0)
 
 
 def leave_group_error(code: int) -> LeaveGroupResponse:
@@ -273,6 +285,12 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     61: _describe_producers, 65: _describe_transactions,
     68: lambda req, R, code: consumer_group_heartbeat_error(code), 69: _consumer_group_describe,
     66: _top_level(unknown_state_filters=[], transaction_states=[]),
+    17: lambda req, R, code: sasl_handshake_error(code), 36: lambda req, R, code: sasl_authenticate_error(code),
+    50: _top_level(results=[]),
+    51: lambda req, R, code: R(throttle_time_ms=0, results=[_item(R, "results", user=name, error_code=code)
+                                                            for name in dict.fromkeys(
+                                                                [d.name for d in req.body.deletions or []]
+                                                                + [u.name for u in req.body.upsertions or []])]),
 }
 
 

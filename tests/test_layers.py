@@ -18,6 +18,7 @@ LAYERS = {                     # folder -> the installed package it is
     "protocol": "tenure.protocol", "storage": "tenure.storage", "broker": "tenure.broker",
     "coordinator": "tenure.coordinator", "audit": "tenure.audit", "catchup": "tenure.catchup",
     "tenure/control": "tenure.control", "tenure/server": "tenure.server", "tenure/tools": "tenure.tools",
+    "security": "tenure.security",
 }
 FORBIDDEN = {                  # a layer -> the packages it must not import
     "protocol": ("tenure.storage", "tenure.broker", "tenure.coordinator", "tenure.control", "tenure.server",
@@ -27,6 +28,8 @@ FORBIDDEN = {                  # a layer -> the packages it must not import
     "coordinator": ("tenure.broker", "tenure.control", "tenure.server", "tenure.tools", "tenure.audit"),
     "broker": ("tenure.coordinator", "tenure.control", "tenure.server", "tenure.tools", "tenure.audit"),
     "tenure/control": ("tenure.coordinator", "tenure.broker", "tenure.tools", "tenure.audit"),
+    "security": ("tenure.storage", "tenure.broker", "tenure.coordinator", "tenure.control", "tenure.server",
+                 "tenure.tools", "tenure.audit"),
 }
 
 

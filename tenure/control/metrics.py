@@ -40,6 +40,9 @@ def render(server) -> bytes:
             yield family(CounterMetricFamily, "tenure_connections_closed_by_server",
                          "Connections the server closed (bad input, limits, idle, injected faults)", ["reason"],
                          keyed(m.closed_connections))
+            yield family(CounterMetricFamily, "tenure_authentications", "SASL authentications ended, by listener, "
+                         "mechanism and outcome (authenticated, reauthenticated, failed)",
+                         ["listener", "mechanism", "outcome"], keyed(m.authentications))
             yield family(CounterMetricFamily, "tenure_accept_errors", "accept() calls that failed for want of "
                          "descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)", [], [((), m.accept_errors)])
             yield family(CounterMetricFamily, "tenure_requests", "Responses sent, by API and the first non-zero "

@@ -21,6 +21,11 @@ Fixtures:
   group g - the group's first rebalance ends as soon as they have joined, with no initial delay
   (`tenure_server.expect_group("g", 4)` says the same from inside a test).
 - `--tenure-data-dir` / ini `tenure_data_dir = true`: every `tenure_server` gets a temporary data dir.
+- `@pytest.mark.tenure(listeners=["PLAINTEXT", "SASL_SSL"], users={"alice": "secret"})`: listeners (a bare
+  name: 127.0.0.1 on a free port; or NAME://HOST:PORT) and SASL users ({name: password}); with
+  `tenure_server.client_settings("SASL_SSL", "alice")` a test gets settings ready for each client
+  (`.confluent()`, `.kafka_python()`, `.aiokafka()`, `.java()`; docs/security.md).
+- `tenure_clients`: `tenure_clients("SASL_SSL", "alice")` is `tenure_server.client_settings(...)`.
 - `tenure_bootstrap`: just the "host:port" string.
 - at the end of each test its request hooks (`on_request`) are removed and its network faults healed; an
   exception a hook raised that the test did not see fails the test.
@@ -52,7 +57,7 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "tenure(**config): run this test's tenure_server with these ServerConfig "
                             "fields (data_dir=True: a fresh temporary data dir; topics={name: partitions}: "
-                            "topics created before the test)")
+                            "topics created before the test; listeners=[...], users={name: password})")
 
 
 def _scope(fixture_name: str, config) -> Literal["function", "session"]:
@@ -78,6 +83,8 @@ def _server_config(overrides: dict, tmp_factory):
                                 + (f" ({'; '.join(hints)})" if hints else "")
                                 + f"; known: {sorted(fields | {'topics'})}")
     kw = {"port": 0, **overrides}
+    if isinstance(kw.get("users"), dict):               # users={"alice": "secret"}
+        kw["users"] = tuple(f"{name}:{password}" for name, password in kw["users"].items())
     if kw.get("data_dir") is True:
         kw["data_dir"] = str(tmp_factory.mktemp("tenure-data"))
     elif kw.get("data_dir") is False:
@@ -140,6 +147,13 @@ def _end_of_test(server) -> None:
 @pytest.fixture
 def tenure_bootstrap(tenure_server) -> str:
     return tenure_server.bootstrap
+
+
+@pytest.fixture
+def tenure_clients(tenure_server):
+    """`tenure_clients(listener, user=None, mechanism=..., cert=...)`: client settings for a listener of
+    tenure_server (tenure.security.clients.ClientSettings)."""
+    return tenure_server.client_settings
 
 
 @pytest.fixture

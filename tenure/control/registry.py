@@ -10,7 +10,7 @@ A new control is one `Control(...)` in CONTROLS below (see docs/README.md, "wher
 
 A control's `run(server, **args)` returns what the ServerThread method returns; `respond` turns that
 into the endpoint's JSON (default: the same value). Refusals: `AdminError` (coordinator/config.py, imported
-from tenure.coordinator; 404 for an unknown group or member, 409 otherwise), `TooManyRules` (409),
+from tenure.coordinator; 404 for an unknown group, member or user, 409 otherwise), `TooManyRules` (409),
 `ValueError` (400). `check` runs before `run` on the endpoint only: where the method answers False, the
 endpoint answers 404.
 """
@@ -74,7 +74,8 @@ def status_of(exc: Exception) -> tuple[int, int]:
     """(HTTP status, Kafka error code) of a control's refusal."""
     from tenure.control.faults import TooManyRules
     if isinstance(exc, AdminError):
-        return (404 if exc.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_MEMBER_ID) else 409), exc.code
+        return (404 if exc.code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_MEMBER_ID,
+                                    ErrorCode.RESOURCE_NOT_FOUND) else 409), exc.code
     if isinstance(exc, TooManyRules):
         return 409, ErrorCode.POLICY_VIOLATION
     return 400, ErrorCode.INVALID_REQUEST
@@ -459,6 +460,40 @@ CONTROLS += (
             (Arg("rule", where="query", required=False),),
             respond=lambda server, removed, rule=None: {"removed": removed}, thread=False,
             cli=(Cli("network", "heal", "remove every network fault rule, or the one RULE (its id)"),)),
+)
+
+
+def _user_lines(users: list[dict]) -> str:
+    return "\n".join(f"{u['name']}\t" + ", ".join(f"{c['mechanism']} ({c['iterations']} iterations)"
+                                                 for c in u["credentials"]) for u in users)
+
+
+def _add_user(server, name: str, password: str) -> None:
+    if not isinstance(name, str) or not name or not isinstance(password, str) or not password:
+        raise ValueError("a user needs a name and a password")
+    server.add_user(name, password)
+
+
+def _remove_user(server, name: str) -> bool:
+    if not server.remove_user(name):
+        raise AdminError(ErrorCode.RESOURCE_NOT_FOUND, f"no user {name!r}")
+    return True
+
+
+CONTROLS += (
+    Control("users", "the SASL users: name, SCRAM mechanisms and iterations (never a secret)", "GET", "/users",
+            lambda server: server.list_users(), cli=(Cli("users", "list", "the SASL users", show=_user_lines),)),
+    Control("add_user", '{"name": N, "password": P}: add a SASL user (or set its password): both SCRAM '
+            "credentials, PLAIN checks against them", "POST", "/users", _add_user,
+            (Arg("name", example='{"name": "alice", "password": "secret"}'),
+             Arg("password", example='{"name": "alice", "password": "secret"}')),
+            status=201, respond=lambda server, _, name, password: {"name": name},
+            cli=(Cli("users", "add", "add a SASL user (or set its password)"),)),
+    Control("remove_user", "remove a SASL user (404 if unknown)", "DELETE", "/users/{name}", _remove_user,
+            (Arg("name", where="path"),), respond=lambda server, _, name: {"removed": name},
+            cli=(Cli("users", "remove", "remove a SASL user"),)),
+    Control("connections", "the open client connections: id, broker, listener, protocol, principal, address",
+            "GET", "/connections", lambda server: server.connections()),
 )
 
 BY_NAME = {c.name: c for c in CONTROLS}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -28,6 +29,8 @@ from tenure.protocol import txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.markers import TxnMarker
+from tenure.security import apis as security_apis
+from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
 from tenure.storage import Log
 from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
@@ -116,6 +119,7 @@ class Parts:
     txn_coordinator: TransactionCoordinatorHandle   # the transaction coordinator, started on first use
     dispatch: Dispatcher
     load_report: LoadReport
+    users: UserStore                        # the SASL users (security/users.py)
 
 
 def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None, TopicRegistry, str | None]:
@@ -136,6 +140,16 @@ def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None,
         data.close()
         raise
     return data, topics, config.cluster_id or data.cluster_id()
+
+
+def open_users(config: ServerConfig, data: DataDir | None) -> UserStore:
+    """The SASL users: those kept in the data dir, then --users-file's and --user's (a flag sets the password)."""
+    users = UserStore(Path(data.path) / USERS_FILE if data is not None else None, config.scram_iterations)
+    given = read_users_file(config.users_file) if config.users_file else []
+    given += [parse_user(u) for u in config.users or ()]
+    for name, password in given:
+        users.add(name, password)
+    return users
 
 
 def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, cluster_id: str | None, *, node: Node,
@@ -172,10 +186,11 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                  OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
         txn.start()
-    handlers = dict(broker.handlers)
+    users = open_users(config, data)
+    handlers = {**broker.handlers, **security_apis.handlers(users)}
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}
     dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster,
                           hooks=hooks, capture=capture)
-    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report)
+    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report, users)

@@ -1,5 +1,7 @@
 """One client connection: read bytes, cut them into frames, decode one request at a time, hand it to the
-dispatcher, write the answers back in request order, close on bad input.
+dispatcher, write the answers back in request order, close on bad input. On a SASL listener the connection
+authenticates first (security/sasl.py: only ApiVersions, SaslHandshake and the mechanism's tokens until then, its
+frames bounded by sasl.server.max.receive.size) and carries the principal it authenticated as in its `Peer`.
 
 A `Connection` knows nothing of sockets or Kafka semantics: it reads from anything with
 `read(n) -> bytes` (an asyncio.StreamReader) and writes to anything with `write(bytes)` and
@@ -9,6 +11,7 @@ its `dispatch` callable to answer each decoded request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import struct
@@ -19,9 +22,11 @@ from typing import Protocol
 from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
+from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.protocol.limits import DecodeLimits
+from tenure.security.sasl import AUTHENTICATE, SaslAuthenticator, Step
 from tenure.server.ratelog import RateLimitedLog
 
 log = logging.getLogger("tenure.server")
@@ -47,12 +52,17 @@ class RequestBudget:
 @dataclass(frozen=True)
 class Peer:
     """Who is at the other end: the server's id for the connection, the socket's peer address, and the
-    client host the coordinator records for members ("/127.0.0.1"), and the broker (node id) whose
-    listener accepted it."""
+    client host the coordinator records for members ("/127.0.0.1"), the broker (node id) whose
+    listener accepted it, that listener's name and security protocol, and the principal the connection is
+    authenticated as (Kafka's "User:NAME"; User:ANONYMOUS until SASL authenticates it, or without a client
+    certificate on SSL)."""
     conn_id: int
     address: object
     client_host: str
     broker_id: int = 0
+    listener: str = PLAINTEXT
+    protocol: str = PLAINTEXT
+    principal: str = ANONYMOUS
 
 
 # dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame
@@ -78,10 +88,15 @@ class Connection:
 
     def __init__(self, peer: Peer, reader: Reader, writer: Writer, dispatch: Dispatch, *,
                  max_frame_bytes: int, limits: DecodeLimits, budget: RequestBudget,
-                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog, network: Network | None = None) -> None:
+                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog, network: Network | None = None,
+                 sasl: SaslAuthenticator | None = None, failed_auth_delay_ms: int = 0) -> None:
         self.peer = peer
         self.reader, self.writer, self.dispatch = reader, writer, dispatch
-        self.decoder = FrameDecoder(max_frame_bytes)
+        self.max_frame_bytes = max_frame_bytes
+        self.sasl, self.failed_auth_delay_ms = sasl, failed_auth_delay_ms
+        self._completions = 0                  # the SASL exchanges this connection completed
+        self.decoder = FrameDecoder(max_frame_bytes if sasl is None else
+                                    min(max_frame_bytes, sasl.settings.max_receive_bytes))
         self.limits, self.budget, self.idle_ms = limits, budget, idle_ms
         self.metrics, self.ratelog = metrics, ratelog
         self.held = 0                          # this connection's share of budget.used
@@ -136,6 +151,30 @@ class Connection:
                              "(connections.max.idle.ms)", self.peer.conn_id, self.peer.address, self.idle_ms)
             return b""
 
+    async def _authenticate(self, step: Step) -> bool:
+        """Carry out the authenticator's step; False if the connection is to be closed."""
+        sasl = self.sasl
+        assert sasl is not None
+        if step.failed and self.failed_auth_delay_ms > 0:
+            await asyncio.sleep(self.failed_auth_delay_ms / 1000)       # connection.failed.authentication.delay.ms
+        if step.frame is not None:
+            await self._send(step.frame)
+        if step.failed:
+            self.metrics.authentications[(self.peer.listener, sasl.mechanism or "", "failed")] += 1
+        if step.close:
+            self.metrics.closed_connections["authentication_failed" if step.failed else "sasl_state"] += 1
+            self.ratelog.log("authentication failed", logging.INFO, "connection %d from %s on listener %s: closing: %s",
+                             self.peer.conn_id, self.peer.address, self.peer.listener, step.reason)
+            return False
+        if sasl.authenticated and step.frame is not None and sasl.completions != self._completions:
+            self._completions = sasl.completions           # this step completed an exchange
+            outcome = "reauthenticated" if sasl.reauthentications else "authenticated"
+            self.metrics.authentications[(self.peer.listener, sasl.mechanism or "", outcome)] += 1
+            if sasl.principal is not None and sasl.principal != self.peer.principal:
+                self.peer = dataclasses.replace(self.peer, principal=sasl.principal)
+            self.decoder.max_frame_bytes = self.max_frame_bytes
+        return True
+
     async def _send(self, frame: bytes) -> None:
         if self.network is not None and self.network.active:
             passed = await self.network.outbound(self, frame)
@@ -172,6 +211,11 @@ class Connection:
             await asyncio.sleep(0)               # one request per loop turn: other connections get theirs
             if self.draining:
                 return False
+            sasl = self.sasl
+            if sasl is not None and sasl.raw and sasl.state == AUTHENTICATE:      # a raw token (handshake v0)
+                if not await self._authenticate(sasl.raw_token(payload)):
+                    return False
+                continue
             req = decode_request(payload, self.limits)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
@@ -182,6 +226,19 @@ class Connection:
             if self.network is not None and self.network.active \
                     and not await self.network.inbound(self, len(payload) + 4):
                 continue                         # lost on its way to the server
+            if sasl is not None:
+                if sasl.wants(req):
+                    step = sasl.handle(req)
+                    if not step.dispatch:
+                        if not await self._authenticate(step):
+                            return False
+                        continue
+                elif sasl.expired():
+                    self.metrics.closed_connections["sasl_session_expired"] += 1
+                    self.ratelog.log("sasl session expired", logging.INFO, "connection %d from %s: closing: its SASL "
+                                     "session expired (connections.max.reauth.ms) and it sent %s instead of "
+                                     "re-authenticating", self.peer.conn_id, self.peer.address, req.name)
+                    return False
             self.serving = True
             try:
                 if not await self.dispatch(req, self.peer, self._send):

@@ -1,5 +1,7 @@
-"""The Kafka listener: bound sockets, the accept loops (--max-connections, accept failures), one
-`Connection` task per client, and the drain that ends them at shutdown.
+"""The Kafka listener of one broker: its endpoints (one per --listener: name, security protocol, address; TLS
+for SSL and SASL_SSL), bound sockets, the accept loops (--max-connections, accept failures), one `Connection` task
+per client (told its listener and, on SSL, the principal of its client certificate), and the drain that ends them
+at shutdown.
 
 Also the descriptor budget: the process's descriptor limit, raised at start, split between client
 connections and partition logs."""
@@ -12,14 +14,19 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from tenure.broker.topics import TopicError
 from tenure.config import ServerConfig, parse_ip_overrides
 from tenure.counters import Metrics
+from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ErrorCode
+from tenure.security.listeners import SSL
+from tenure.security.tls import HANDSHAKE_TIMEOUT_S, peer_principal
 from tenure.server.connection import Connection, Peer
 from tenure.server.ratelog import RateLimitedLog
 
@@ -133,15 +140,27 @@ def listen(host: str, port: int, backlog: int = 1024) -> list[socket.socket]:
 ConnectionFactory = Callable[[Peer, asyncio.StreamReader, asyncio.StreamWriter], Connection]
 
 
+@dataclass
+class Endpoint:
+    """One listener of a broker: its name, security protocol, the address it binds (`port`: asked for, then the
+    one bound, which a restart of the broker binds again) and its TLS context (SSL, SASL_SSL)."""
+    name: str = PLAINTEXT
+    protocol: str = PLAINTEXT
+    host: str = "127.0.0.1"
+    port: int = 0
+    tls: ssl.SSLContext | None = None
+
+
 class Listener:
     """Accept on every socket of `host`:`port` and serve each client with a `Connection` task. In a
     cluster each broker has one (`broker_id`, told to each connection's `Peer`); `refuse()` true closes
     each new connection at once (an unreachable broker); connection ids come from `ids` (shared by the
-    brokers' listeners)."""
+    brokers' listeners). `endpoints`: its listeners (default: one PLAINTEXT listener, bound by `start`)."""
 
     def __init__(self, make_connection: ConnectionFactory, *, max_connections: int, metrics: Metrics,
                  ratelog: RateLimitedLog, broker_id: int = 0, ids: Iterator[int] | None = None,
-                 refuse: Callable[[], bool] = lambda: False, max_per_ip: int | None = None) -> None:
+                 refuse: Callable[[], bool] = lambda: False, max_per_ip: int | None = None,
+                 endpoints: list[Endpoint] | None = None) -> None:
         self.make_connection = make_connection
         self.max_connections = max_connections
         # Kafka's max.connections.per.ip (None: unlimited) and its overrides by address (set by start())
@@ -155,19 +174,47 @@ class Listener:
         self._tasks: dict[int, asyncio.Task] = {}
         self._conns: dict[int, Connection] = {}
         self._ids = ids if ids is not None else itertools.count(1)
+        self.endpoints = endpoints if endpoints else [Endpoint()]
+        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
 
     @property
     def open_connections(self) -> int:
         return len(self._tasks)
 
-    def start(self, host: str, port: int, ip_overrides: dict[str, int] | None = None) -> int:
-        """Bind and start accepting (on the running loop); returns the port bound. `ip_overrides`: the
-        per-address limits by address (resolve_ip_overrides)."""
+    def connections(self) -> list[Connection]:
+        """The connections being served now."""
+        return list(self._conns.values())
+
+    def start(self, host: str | None = None, port: int | None = None,
+              ip_overrides: dict[str, int] | None = None) -> int:
+        """Bind every endpoint and start accepting (on the running loop); `host`/`port` replace the first
+        endpoint's. Returns the first endpoint's port; each endpoint keeps the port it bound. `ip_overrides`:
+        the per-address limits by address (resolve_ip_overrides)."""
         self.ip_overrides = dict(ip_overrides or {})
-        self.sockets = listen(host, port)
         loop = asyncio.get_running_loop()
-        self._accepting = [loop.create_task(self._accept_loop(s)) for s in self.sockets]
-        return self.sockets[0].getsockname()[1]
+        first = self.endpoints[0]
+        if host is not None:
+            first.host = host
+        if port is not None:
+            first.port = port
+        self.sockets, self._accepting = [], []
+        try:
+            for ep in self.endpoints:
+                try:
+                    socks = listen(ep.host, ep.port)
+                except OSError as exc:
+                    exc.endpoint = ep               # type: ignore[attr-defined]  # which one: the caller names it
+                    raise
+                self.sockets += socks
+                ep.port = socks[0].getsockname()[1]
+                self._accepting += [loop.create_task(self._accept_loop(s, ep)) for s in socks]
+        except BaseException:
+            for t in self._accepting:
+                t.cancel()
+            for s in self.sockets:
+                s.close()
+            raise
+        return first.port
 
     async def stop_accepting(self, timeout_s: float) -> None:
         """Stop the accept loops and close the listening sockets (new connections are refused)."""
@@ -210,7 +257,7 @@ class Listener:
             if late:
                 await asyncio.wait(late, timeout=timeout_s)
 
-    async def _accept_loop(self, sock: socket.socket) -> None:
+    async def _accept_loop(self, sock: socket.socket, endpoint: Endpoint) -> None:
         """Accept connections on one listening socket until cancelled. A connection beyond
         --max-connections is closed at once; when accept() fails for want of descriptors or memory
         (EMFILE, ...) the loop waits ACCEPT_RETRY_S and tries again; the first failure and the first success
@@ -262,20 +309,42 @@ class Listener:
                 continue
             conn_id = next(self._ids)
             self._per_ip[address] += 1
-            self._tasks[conn_id] = loop.create_task(self._serve(conn_id, conn, peer, address))
+            self._tasks[conn_id] = loop.create_task(self._serve(conn_id, conn, peer, endpoint, address))
 
     def connections_from(self, address: str) -> int:
         """Connections open now from one client address (as the per-address limit counts them)."""
         return self._per_ip[client_address((address,))]
 
-    async def _serve(self, conn_id: int, conn: socket.socket, peer, address: str) -> None:
+    async def _open(self, conn: socket.socket, endpoint: Endpoint) -> tuple[asyncio.StreamReader,
+                                                                            asyncio.StreamWriter]:
+        """The connection's streams; on a TLS endpoint after the TLS handshake (within handshake_timeout_s)."""
+        if endpoint.tls is None:
+            return await asyncio.open_connection(sock=conn)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn, ssl=endpoint.tls,
+                                                          ssl_handshake_timeout=self.handshake_timeout_s)
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    async def _serve(self, conn_id: int, conn: socket.socket, peer, endpoint: Endpoint, address: str) -> None:
         self.metrics.connections_open += 1
         self.metrics.connections_total += 1
         writer = None
         try:
-            reader, writer = await asyncio.open_connection(sock=conn)
+            try:
+                reader, writer = await self._open(conn, endpoint)
+            except (ssl.SSLError, TimeoutError, ConnectionError, OSError) as exc:
+                self.metrics.closed_connections["tls_handshake_failed"] += 1
+                self.ratelog.log("tls handshake", logging.INFO, "connection %d from %s to listener %s: TLS handshake "
+                                 "failed: %s", conn_id, peer, endpoint.name, exc)
+                return
+            principal = ANONYMOUS
+            if endpoint.protocol == SSL:               # SASL_SSL: SASL's principal
+                principal = peer_principal(writer.get_extra_info("ssl_object")) or ANONYMOUS
             connection = self.make_connection(Peer(conn_id, peer, "/" + (peer[0] if peer else "unknown"),
-                                                   self.broker_id), reader, writer)
+                                                   self.broker_id, endpoint.name, endpoint.protocol, principal),
+                                              reader, writer)
             self._conns[conn_id] = connection
             await connection.run()
         except asyncio.CancelledError:
@@ -289,13 +358,15 @@ class Listener:
             self._per_ip[address] -= 1
             if self._per_ip[address] <= 0:
                 del self._per_ip[address]
-            self._tasks.pop(conn_id, None)
             self._conns.pop(conn_id, None)
-            if writer is None:
-                conn.close()
-            else:
-                writer.close()
-                try:
-                    await asyncio.wait_for(writer.wait_closed(), 1.0)
-                except (Exception, asyncio.CancelledError):
-                    pass
+            try:
+                if writer is None:
+                    conn.close()
+                else:
+                    writer.close()
+                    try:
+                        await asyncio.wait_for(writer.wait_closed(), 1.0)
+                    except (Exception, asyncio.CancelledError):
+                        writer.transport.abort()  # a TLS close waiting for the client's close_notify: dropped
+            finally:
+                self._tasks.pop(conn_id, None)    # only now: a drain waits for the close (TLS's takes a while)

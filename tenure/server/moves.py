@@ -95,7 +95,7 @@ class Moves:
         b = self.cluster.brokers[self.cluster.known_broker(broker_id)]
         if b.up:
             return
-        self.listeners[broker_id].start(self.config.host, b.port)
+        self.listeners[broker_id].start()      # each listener on the port it had
         self.cluster.start(broker_id)
         self.topics.topics_changed()
         log.info("broker %d started", broker_id, extra={"event": "broker_started", "broker": broker_id})

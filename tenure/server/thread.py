@@ -153,6 +153,47 @@ class ServerThread:
         return self.server.bootstrap
 
     @property
+    def listeners(self) -> dict[str, str]:
+        """{listener name: "H:P1,H:P2,..."}: each listener's bootstrap string."""
+        assert self.server is not None
+        return self.server.listener_bootstrap()
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA certificate (PEM) clients of the TLS listeners trust (None: no TLS listener)."""
+        assert self.server is not None
+        return self.server.ca_file
+
+    def issue_client_cert(self, common_name: str, directory: str | None = None):
+        """A client certificate for `common_name` signed by the generated CA (security/tls.py ClientCert)."""
+        assert self.server is not None
+        return self.server.issue_client_cert(common_name, directory)
+
+    def client_settings(self, listener: str = "PLAINTEXT", user: str | None = None, *, mechanism: str | None = None,
+                        password: str | None = None, cert: str | None = None):
+        """Settings for a client of `listener` (security/clients.py ClientSettings: .confluent(), .kafka_python(),
+        .aiokafka(), .java()): its bootstrap, the CA to trust, and as `user` (SASL: `mechanism`, default
+        SCRAM-SHA-512; the password given with --user/the marker unless `password`); `cert`: a client certificate
+        for that common name from the generated CA."""
+        from tenure.security.clients import ClientSettings
+        from tenure.security.users import parse_user
+        assert self.server is not None
+        spec = next((s for s in self.server.listener_specs if s.name == listener.upper()), None)
+        if spec is None:
+            raise KeyError(f"no listener {listener!r}; this server has {[s.name for s in self.server.listener_specs]}")
+        settings = ClientSettings(self.listeners[spec.name], spec.protocol, self.ca_file if spec.tls else None)
+        if user is not None and spec.sasl:
+            known = dict(parse_user(u) for u in self.config.users or ())
+            settings = settings.as_user(user, password if password is not None else known.get(user),
+                                        mechanism or "SCRAM-SHA-512")
+        if cert is not None:
+            issued = self.issue_client_cert(cert)
+            settings = ClientSettings(settings.bootstrap, settings.protocol, settings.ca_file, settings.mechanism,
+                                      settings.username, settings.password, issued.cert_file, issued.key_file,
+                                      issued.keystore_file)
+        return settings
+
+    @property
     def port(self) -> int:
         assert self.server is not None and self.server.port is not None
         return self.server.port

@@ -36,8 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     add_serve_flags(s)                      # one flag per ServerConfig setting (tenure/config.py)
     s.add_argument("--no-admin", action="store_true", help="no admin endpoint (as --admin-port -1; default: on, see --admin-port)")
     s.add_argument("--ready-file", default=None, metavar="PATH",
-                   help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N} here (as JSON, '
-                        "before the ready line; removed at exit; default: none)")
+                   help='when ready, write {"bootstrap": "H:P", "admin": "H:P" or null, "pid": N, "listeners": '
+                        '{"NAME": "H:P,..."}, "ca_file": PATH or null} here (as JSON, before the ready line; removed '
+                        "at exit; default: none)")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR: the least level of the lines "
                    "logged to stderr (default INFO)")
     s.add_argument("--log-format", choices=("text", "json"), default="text",
@@ -236,7 +237,8 @@ def _write_ready_file(path: str, server: Server) -> None:
     """{"bootstrap", "admin", "pid"} as JSON, replaced atomically (a reader never sees half of it)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"bootstrap": server.bootstrap, "admin": server.admin_address, "pid": os.getpid()}, f)
+        json.dump({"bootstrap": server.bootstrap, "admin": server.admin_address, "pid": os.getpid(),
+                   "listeners": server.listener_bootstrap(), "ca_file": server.ca_file}, f)
         f.write("\n")
     os.replace(tmp, path)
 
@@ -245,7 +247,10 @@ async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
     limits = raise_fd_limit()
     if limits is not None and limits[0] != limits[1]:
         log.info("descriptor limit (RLIMIT_NOFILE) raised from %d to %d", *limits)
-    server = Server(config)
+    try:
+        server = Server(config)
+    except (ValueError, OSError) as exc:              # e.g. a certificate file that does not load
+        raise SystemExit(f"tenure: {exc}") from None
     try:
         await server.start()
     except BaseException:
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure apis: {path}: {exc}", file=sys.stderr)
             return 2
         return 0
-    if args.command in commands.HELP:                # groups, fault, broker, coordinator, network, requests
+    if args.command in commands.HELP:                # groups, fault, broker, coordinator, network, requests, users
         return commands.run(args)
     if args.command == "log":
         return logtool.run(args)

@@ -111,6 +111,10 @@ def test_limit_flags_reach_the_config_and_bad_values_are_refused():
     assert str(exc.value) == "tenure: --offsets-partitions must fit --max-partitions-per-topic and --max-partitions"
 
 
+SAMPLES = {"listeners": ("SASL_SSL://127.0.0.1:9093",), "users": ("alice:secret",),
+           "listener_security_protocol_map": "EXTERNAL:SASL_SSL", "sasl_mechanisms": "SCRAM-SHA-512"}     # (security/: docs/security.md)
+
+
 def test_every_setting_is_one_field_whose_flag_reaches_the_config():
     """tenure/config.py's fields carry their flags: each flag given a value (the least allowed, or a choice)
     reaches its field through `tenure serve`'s parsing and _config, and its default is the field's."""
@@ -126,6 +130,9 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
         elif f.metadata["choices"]:
             want = f.metadata["choices"][0]
             argv = [flag_of(f), want]
+        elif f.name in SAMPLES:                          # values the config checks the form of
+            want = SAMPLES[f.name]
+            argv = [flag_of(f), want[0] if isinstance(want, tuple) else want]
         elif f.type == "tuple[str, ...] | None":          # --racks: one per broker, comma-separated
             argv, want = [flag_of(f), "r1"], ("r1",)
         elif f.name == "max_connections_per_ip_overrides":  # HOST:N,...

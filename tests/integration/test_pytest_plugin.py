@@ -309,3 +309,25 @@ def test_next_starts_clean(tenure_server):
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["* exception(s) raised by request hook(s) during the test; first, by broken "
                                  "on Metadata: RuntimeError: oops in the hook*"])
+
+
+def test_marker_listeners_and_users_with_ready_client_settings(pytester):
+    """`@pytest.mark.tenure(listeners=[...], users={...})` and the `tenure_clients` fixture: a project's test gets
+    a secured server and settings its clients take as they are (docs/security.md)."""
+    pytester.makepyfile('''
+import pytest
+from confluent_kafka import Producer
+
+@pytest.mark.tenure(listeners=["PLAINTEXT", "SASL_SSL"], users={"alice": "secret"})
+def test_secured(tenure_server, tenure_clients):
+    conf = tenure_clients("SASL_SSL", "alice").confluent()
+    assert conf["sasl.username"] == "alice" and conf["sasl.password"] == "secret" and conf["ssl.ca.location"]
+    p = Producer(conf)
+    p.produce("t", b"x")
+    assert p.flush(15) == 0
+    assert {c["principal"] for c in tenure_server.connections()} == {"User:alice"}
+    assert tenure_clients("PLAINTEXT").confluent() == {"bootstrap.servers": tenure_server.bootstrap,
+                                                       "security.protocol": "plaintext"}
+''')
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

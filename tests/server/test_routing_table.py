@@ -17,6 +17,8 @@ from tenure.coordinator.transactions import TXN_APIS
 from tenure.protocol.apis import BROKER, GROUP, SUPPORTED, TRANSACTION
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ErrorCode
+from tenure.security import apis as security_apis
+from tenure.security.users import UserStore
 from tenure.server import ServerThread
 from tests.support.wire import WireClient, request_bytes
 
@@ -32,8 +34,12 @@ def test_every_api_has_one_owner_that_serves_it():
     assert owners(GROUP) == set(GROUP_APIS)
     assert owners(TRANSACTION) == set(TXN_APIS) | {INIT_PRODUCER_ID}
     handlers = Broker(Node("127.0.0.1", 0), TopicRegistry(1)).handlers
-    # the broker's own APIs, and InitProducerId without a transactional id (the idempotent producer's id)
-    assert owners(BROKER) | {INIT_PRODUCER_ID} == set(handlers)
+    # the broker's own APIs, and InitProducerId without a transactional id (the idempotent producer's id); the
+    # security APIs' handlers (security/apis.py) join them in the table the server routes to (build.py)
+    security = set(security_apis.handlers(UserStore()))
+    assert owners(BROKER) | {INIT_PRODUCER_ID} == set(handlers) | security and not set(handlers) & security
+    with ServerThread() as st:
+        assert set(st.server.handlers) == owners(BROKER) | {INIT_PRODUCER_ID}
 
 
 def _recording(server: ServerThread, api_key: int) -> list:

@@ -51,7 +51,7 @@ def jar_dir() -> Path:
         if _jar_dir is not None:
             return _jar_dir
         d = Path(os.environ.get("TENURE_JARS") or REPO / ".cache" / "jars")
-        if not (d / KAFKA_JAR).is_file():
+        if not (d / KAFKA_JAR).is_file() or not any(d.glob("jackson-databind-*.jar")):    # OAUTHBEARER needs it
             env = dict(os.environ, PYTHON=sys.executable)
             proc = subprocess.run(["bash", str(FETCH_SCRIPT), str(d)], env=env,
                                   capture_output=True, text=True)
