@@ -149,7 +149,7 @@ class ServerConfig:
                                                       "PLAINTEXT on --host/--port)", flag="--listener", repeat=True)
     listener_security_protocol_map: str | None = setting(None, "security protocol of custom listener names: "
                                                                "NAME:PROTOCOL,... (Kafka's "
-                                                               "listener.security.protocol.map)")
+                                                               "listener.security.protocol.map; default: none)")
     listener_ports: tuple[tuple[int, ...], ...] | None = None   # each listener's port per broker (a restart keeps them)
     ssl_cert_file: str | None = setting(None, "the server certificate (PEM, with its chain) of SSL and SASL_SSL "
                                               "listeners (default: one generated at start, with its CA, in --tls-dir)")
@@ -158,17 +158,17 @@ class ServerConfig:
                                             "the generated CA)")
     ssl_client_auth: str = setting("none", "client certificates on SSL listeners (Kafka's ssl.client.auth): none, "
                                            "requested or required; the principal is User: and the certificate's "
-                                           "subject", choices=("none", "requested", "required"))
+                                           "subject (default none)", choices=("none", "requested", "required"))
     tls_dir: str | None = setting(None, "where the generated CA (ca.pem) and server certificate are written and "
                                         "kept (default: DATA_DIR/tls with --data-dir, else a new temporary dir)")
     sasl_mechanisms: str = setting("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
                                    "SASL mechanisms SASL listeners enable (Kafka's sasl.enabled.mechanisms) "
                                    "(default %(default)s)")
     users: tuple[str, ...] | None = setting(None, "a SASL user NAME:PASSWORD, repeatable (PLAIN and both SCRAM "
-                                                  "credentials; salted, the password is not kept)", flag="--user",
+                                                  "credentials; salted, the password is not kept; default: none)", flag="--user",
                                             repeat=True)
     users_file: str | None = setting(None, "SASL users to add at start: JSON {\"name\": \"password\"} or lines "
-                                           "NAME:PASSWORD")
+                                           "NAME:PASSWORD (default: none)")
     scram_iterations: int = setting(4096, "iterations of the SCRAM credentials made from --user (default 4096, "
                                           "Kafka's least)", least=4096)
     connections_max_reauth_ms: int = setting(0, "a SASL session's lifetime: the client re-authenticates before it "
@@ -182,8 +182,10 @@ class ServerConfig:
                                                   least=0)
     oauth_jwks_file: str | None = setting(None, "OAUTHBEARER: verify signed tokens against this JWKS file (default: "
                                                 "Kafka's unsecured-token validation)")
-    oauth_audience: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the audience tokens must name")
-    oauth_issuer: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the issuer tokens must name")
+    oauth_audience: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the audience tokens must name "
+                                                "(default: any)")
+    oauth_issuer: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the issuer tokens must name "
+                                              "(default: any)")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
