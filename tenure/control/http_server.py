@@ -190,6 +190,28 @@ class MalformedHttpLog(logging.LoggerAdapter):
         super().log(level, msg, *args, exc_info=exc_info, **kwargs)
 
 
+def _answer_malformed_without_echo(runner) -> None:
+    """aiohttp answers a request it cannot parse with 400 and the parser's message, which quotes the bytes sent
+    (a header value, a token); the endpoint's server makes request handlers whose 400 names only the kind of
+    error. (Where aiohttp's server is not built as this expects, it keeps its own handlers.)"""
+    from aiohttp import web_protocol
+
+    class Handler(web_protocol.RequestHandler):
+        def handle_error(self, request, status=500, exc=None, message=None):
+            if _is_malformed_http(exc):
+                message = f"malformed HTTP request ({type(exc).__name__})"
+            return super().handle_error(request, status, exc, message)
+
+    base = type(runner.server)
+
+    def make(server):
+        try:
+            return Handler(server, loop=server._loop, **server._kwargs)
+        except (AttributeError, TypeError):
+            return base.__call__(server)
+    runner.server.__class__ = type("AdminServer", (base,), {"__call__": make})
+
+
 def _is_malformed_http(exc: BaseException | None) -> bool:
     from aiohttp.http_exceptions import HttpProcessingError
     return isinstance(exc, HttpProcessingError)
@@ -398,6 +420,7 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
         app.router.add_route(method, path, handler)
     runner = web.AppRunner(app, access_log=None, logger=MalformedHttpLog(log, ratelog))
     await runner.setup()
+    _answer_malformed_without_echo(runner)
     await web.SockSite(runner, sock).start()
     return runner
 

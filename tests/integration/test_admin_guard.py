@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -301,6 +302,15 @@ def test_malformed_http_is_answered_400_and_logged_in_few_lines_without_tracebac
         statuses = [raw_status(s.admin_port, data) for _ in range(60) for data in MALFORMED.values()]
         took = time.monotonic() - t0
         assert len(statuses) == 300 and set(statuses) == {b"HTTP/1.0 400 Bad Request"}, set(statuses)
+        import socket
+        for name, data in MALFORMED.items():           # the answer names the kind of error, never the bytes sent
+            with socket.create_connection(("127.0.0.1", s.admin_port), timeout=10) as c:
+                c.sendall(data)
+                answer = b""
+                while chunk := c.recv(65536):
+                    answer += chunk
+            body = answer.split(b"\r\n\r\n", 1)[1]
+            assert re.fullmatch(rb"malformed HTTP request \((LineTooLong|BadHttpMessage)\)", body), (name, body)
         # a chunk that breaks once the request is being served: aiohttp waits for the rest of the body (no error,
         # no end); the endpoint's bound on a body's arrival answers it (408 here in 0.5 s; 10 s by default)
         from tenure.control import http_server
