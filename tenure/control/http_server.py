@@ -20,10 +20,10 @@ Every call must send a Host header naming the endpoint itself (localhost, a loop
 browser cannot reach it under a name of its own (DNS rebinding), to change or to read. A state-changing call
 (POST, DELETE) must also send `Content-Type: application/json` (a browser form or a text/plain fetch cannot)
 and no Origin/Referer of another site (CSRF), and without a token come from this machine (a loopback peer):
-an endpoint bound to 0.0.0.0 with no token is read-only for other addresses. With a token (--admin-token / TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants
-`Authorization: Bearer TOKEN`. Every value is checked (JSON numbers must be whole and in range; NaN,
+an endpoint bound to 0.0.0.0 with no token is read-only for other addresses. With a token (--admin-token /
+TENURE_ADMIN_TOKEN) every endpoint but `/` and `/health` wants `Authorization: Bearer TOKEN`. Every value is checked (JSON numbers must be whole and in range; NaN,
 Infinity, unknown fields, deep nesting and bodies over MAX_BODY_BYTES are refused). Errors are one JSON
-object {"error": NAME, "code": kafka code, "message": one line} with 400/401/403/404/405/409/413/415.
+object {"error": NAME, "code": kafka code, "message": one line} with 400/401/403/404/405/408/409/413/415.
 `tenure groups|fault|broker|coordinator ...` are its command-line clients (tenure/control/commands.py,
 calling it through tenure/control/http_client.py). Its routes come from the table of controls
 (tenure/control/registry.py).
@@ -53,6 +53,9 @@ from tenure.server.ratelog import RateLimitedLog
 log = logging.getLogger("tenure.admin")
 
 MAX_BODY_BYTES = 64 * 1024
+# a request's body must arrive within this: a body whose chunked framing breaks once the request is being
+# served leaves aiohttp (3.14) waiting for the rest of it, with no error and no end
+BODY_TIMEOUT_S = 10.0
 MAX_MESSAGE_CHARS = 300
 JSON_TYPE = "application/json"
 OPEN_PATHS = ("/", "/health")                # no token needed: they tell nothing about the server
@@ -187,6 +190,28 @@ class MalformedHttpLog(logging.LoggerAdapter):
         super().log(level, msg, *args, exc_info=exc_info, **kwargs)
 
 
+def _answer_malformed_without_echo(runner) -> None:
+    """aiohttp answers a request it cannot parse with 400 and the parser's message, which quotes the bytes sent
+    (a header value, a token); the endpoint's server makes request handlers whose 400 names only the kind of
+    error. (Where aiohttp's server is not built as this expects, it keeps its own handlers.)"""
+    from aiohttp import web_protocol
+
+    class Handler(web_protocol.RequestHandler):
+        def handle_error(self, request, status=500, exc=None, message=None):
+            if _is_malformed_http(exc):
+                message = f"malformed HTTP request ({type(exc).__name__})"
+            return super().handle_error(request, status, exc, message)
+
+    base = type(runner.server)
+
+    def make(server):
+        try:
+            return Handler(server, loop=server._loop, **server._kwargs)
+        except (AttributeError, TypeError):
+            return base.__call__(server)
+    runner.server.__class__ = type("AdminServer", (base,), {"__call__": make})
+
+
 def _is_malformed_http(exc: BaseException | None) -> bool:
     from aiohttp.http_exceptions import HttpProcessingError
     return isinstance(exc, HttpProcessingError)
@@ -284,6 +309,11 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
             else:
                 message = exc.reason
             return answer(exc.status, ErrorCode.INVALID_REQUEST, message)
+        except ConnectionError:           # the client went away while its request was read or served
+            ratelog.log("admin endpoint: connection lost", logging.INFO,
+                        "admin endpoint: the connection from %s closed before its %s was answered", request.remote,
+                        request.method)
+            return answer(400, ErrorCode.INVALID_REQUEST, "connection lost")      # to nobody
         except Exception as exc:          # a bug here: logged in full, answered in one line
             if _is_malformed_http(exc):    # a body that breaks HTTP's framing (a bad chunk) met while reading it
                 ratelog.log("admin endpoint: malformed HTTP", logging.WARNING,
@@ -303,7 +333,11 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     async def body(request, fields: tuple[str, ...] = (), params: tuple[str, ...] = ()) -> dict:
         """The JSON object sent (empty: {}), holding only `fields`; the query may hold only `params`."""
         query(request, params)
-        raw = await request.read()            # bounded by client_max_size (413 past it)
+        try:                                  # bounded by client_max_size (413 past it) and BODY_TIMEOUT_S
+            raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+        except TimeoutError:
+            raise Refused(408, ErrorCode.INVALID_REQUEST, f"the body did not arrive whole within {BODY_TIMEOUT_S:g} "
+                                                          "s (or its chunked framing broke)") from None
         if not raw.strip():
             return {}
         try:
@@ -386,6 +420,7 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
         app.router.add_route(method, path, handler)
     runner = web.AppRunner(app, access_log=None, logger=MalformedHttpLog(log, ratelog))
     await runner.setup()
+    _answer_malformed_without_echo(runner)
     await web.SockSite(runner, sock).start()
     return runner
 

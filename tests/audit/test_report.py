@@ -176,8 +176,9 @@ def test_query_mode(audited, capsys):
     assert main(["audit", out, "--instance", f"{G}/inst-00", "--at", str(at["m-00-3"] + 1000)]) == 0
     text = capsys.readouterr().out
     assert f"{G}/inst-00 at {report.iso(at['m-00-3'] + 1000)}: held by member id m-00-3" in text
-    assert f"since {report.iso(at['m-00-3'])} (a restart (replaced); generation 1), 1.0 s before" in text
-    assert f"until {report.iso(at['m-00-4'])} (a restart (replaced))" in text
+    assert f"since {report.iso(at['m-00-3'])} (replaced (a restart or a second process); generation 1), 1.0 s " \
+           "before" in text
+    assert f"until {report.iso(at['m-00-4'])} (replaced (a restart or a second process))" in text
     assert "before: member id m-00-2" in text
     # after inst-01 expired nothing holds it: exit 1, what held it before and why it ended
     iso_after = report.iso(at["expired"] + 10).replace("Z", "+00:00")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -269,10 +270,16 @@ MALFORMED = {
 }
 
 
-def raw_status(port: int, data: bytes) -> bytes:
+def raw_status(port: int, data: bytes, then: bytes = b"") -> bytes:
+    """The status line answered to `data` (and `then`, sent a moment later: a body that breaks once the
+    request is being served)."""
     import socket
+    import time
     with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
         c.sendall(data)
+        if then:
+            time.sleep(0.05)
+            c.sendall(then)
         out = b""
         while b"\r\n" not in out:
             chunk = c.recv(4096)
@@ -282,7 +289,8 @@ def raw_status(port: int, data: bytes) -> bytes:
     return out.split(b"\r\n", 1)[0]
 
 
-def test_malformed_http_is_answered_400_and_logged_in_few_lines_without_tracebacks_or_header_values(caplog):
+def test_malformed_http_is_answered_400_and_logged_in_few_lines_without_tracebacks_or_header_values(caplog,
+                                                                                                     monkeypatch):
     """300 malformed requests: each answered 400; the log has at most --log-burst lines of them per window and
     a count of the rest, none with a traceback and none quoting the bytes sent (a token in a bad header)."""
     import logging
@@ -294,6 +302,27 @@ def test_malformed_http_is_answered_400_and_logged_in_few_lines_without_tracebac
         statuses = [raw_status(s.admin_port, data) for _ in range(60) for data in MALFORMED.values()]
         took = time.monotonic() - t0
         assert len(statuses) == 300 and set(statuses) == {b"HTTP/1.0 400 Bad Request"}, set(statuses)
+        import socket
+        for name, data in MALFORMED.items():           # the answer names the kind of error, never the bytes sent
+            with socket.create_connection(("127.0.0.1", s.admin_port), timeout=10) as c:
+                c.sendall(data)
+                answer = b""
+                while chunk := c.recv(65536):
+                    answer += chunk
+            body = answer.split(b"\r\n\r\n", 1)[1]
+            assert re.fullmatch(rb"malformed HTTP request \((LineTooLong|BadHttpMessage)\)", body), (name, body)
+        # a chunk that breaks once the request is being served: aiohttp waits for the rest of the body (no error,
+        # no end); the endpoint's bound on a body's arrival answers it (408 here in 0.5 s; 10 s by default)
+        from tenure.control import http_server
+        monkeypatch.setattr(http_server, "BODY_TIMEOUT_S", 0.5)
+        late = raw_status(s.admin_port, b"POST /faults HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+                                        b"\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}", then=b"\r\nzz\r\njunk\r\n")
+        assert late == b"HTTP/1.1 408 Request Timeout", late
+        import socket
+        with socket.create_connection(("127.0.0.1", s.admin_port), timeout=10) as gone:    # leaves mid-body
+            gone.sendall(b"POST /faults HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"action\"")
+            time.sleep(0.2)
         time.sleep(0.8)                                     # the window ends: one line counts the rest
         assert call(s.admin_port, "GET", "/health")[0] == 200
         c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "bad-http-g", "enable.auto.commit": False})
@@ -311,6 +340,7 @@ def test_malformed_http_is_answered_400_and_logged_in_few_lines_without_tracebac
     assert all(r.levelno == logging.WARNING for r in malformed)
     assert {r.getMessage().rsplit("(", 1)[1] for r in malformed} <= {"LineTooLong)", "BadHttpMessage)"}
     assert any("more line(s) like the above suppressed" in r.getMessage() for r in records), text
+    assert "admin endpoint: the connection from 127.0.0.1 closed before its POST was answered" in text, text
     assert len(records) <= 4 * windows, len(records)
 
 
