@@ -20,8 +20,10 @@ class Ctx:
 
 
 def coordinator() -> TransactionCoordinator:
+    """A coordinator of a server whose `transaction.version` is 1 (these tests are the v1 path's; the v2 path's
+    are in test_transactions_v2.py)."""
     ids = itertools.count(5000)
-    return TransactionCoordinator(lambda: next(ids), {"t": 2}.get)
+    return TransactionCoordinator(lambda: next(ids), {"t": 2}.get, transaction_version=1)
 
 
 def init(c, tid="tx", now=1000, timeout=60000, pid=-1, epoch=-1, version=4):

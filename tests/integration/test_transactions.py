@@ -553,7 +553,13 @@ def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenur
         p.abort_transaction(30)
 
 
-def test_advance_clock_expires_an_open_transaction(tenure_server):
+@pytest.mark.parametrize("aborted_epoch", [
+    pytest.param(1, marks=pytest.mark.tenure(transaction_version=1), id="transaction.version=1"),
+    # Kafka's coordinator ends its own abort as the server's transaction version ends one: at 2 the fencing
+    # epoch is bumped once more
+    pytest.param(2, marks=pytest.mark.tenure(transaction_version=2), id="transaction.version=2"),
+])
+def test_advance_clock_expires_an_open_transaction(tenure_server, aborted_epoch):
     """The transaction timeout runs on the coordinator's clock: advance_clock past it aborts the transaction
     (fencing its producer) and read_committed consumers move on."""
     from confluent_kafka import KafkaException
@@ -561,7 +567,7 @@ def test_advance_clock_expires_an_open_transaction(tenure_server):
     fired = tenure_server.advance_clock(60_000)
     assert "txn_timeout/tx-clock" in fired
     state = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-clock"])
-    assert (state.state_name, state.producer_epoch) == ("CompleteAbort", 1)
+    assert (state.state_name, state.producer_epoch) == ("CompleteAbort", aborted_epoch)
     assert consume_all(tenure_server.bootstrap, "txn-clock", 1, "read_committed", 0, wait=1.0) == []
     with pytest.raises(KafkaException):
         p.commit_transaction(10)
