@@ -5,36 +5,14 @@ by the epoch bump at every commit (each transaction's markers carry the next epo
 batches use) -, and v1 against tenure finalizing 1; exactly-once output in both."""
 from __future__ import annotations
 
-import collections
-import contextlib
-
 import pytest
 
 from tests.integration.test_transactions import consume_all
 from tests.integration.test_transactions_java import committed, seed, transaction_state, transformed
+from tests.integration.test_transactions_v2 import versions, versions_on_the_wire
 from tests.support.clients import create_topic
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(180)]
-
-
-@contextlib.contextmanager
-def versions_on_the_wire(srv):
-    """(API name, version) -> how many requests the server answered at that version while inside: each owner's
-    route wrapped with a recorder."""
-    seen: collections.Counter = collections.Counter()
-    routes = srv.server.dispatch.routes
-    original = dict(routes)
-
-    def recording(route):
-        async def recorded(req, ctx):
-            seen[(req.name, req.api_version)] += 1
-            return await route(req, ctx)
-        return recorded
-    srv.call(lambda: routes.update({owner: recording(route) for owner, route in original.items()}))
-    try:
-        yield seen
-    finally:
-        srv.call(lambda: routes.update(original))
 
 
 def transactional_batches(srv, topic: str) -> list[list[tuple[bool, int, int]]]:
@@ -45,10 +23,6 @@ def transactional_batches(srv, topic: str) -> list[list[tuple[bool, int, int]]]:
         batches = parse_batches(srv.call(lambda log=log: log.read(0, 1 << 22)))
         out.append([(b.is_control, b.producer_id, b.producer_epoch) for b in batches if b.is_transactional])
     return out
-
-
-def versions(seen, api: str) -> set[int]:
-    return {v for (name, v) in seen if name == api}
 
 
 @pytest.mark.parametrize("tv", [
