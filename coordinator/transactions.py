@@ -434,6 +434,11 @@ class TransactionCoordinator:
         retry = retry_on_bump or retry_on_overflow
         same = (t.state, commit) in ((COMPLETE_COMMIT, True), (COMPLETE_ABORT, False))
         if t.state == ONGOING or (not commit and not retry and t.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)):
+            if commit and t.producer_epoch >= SHORT_MAX:
+                # no epoch left to commit under (only a transaction prepared at the last epoch and completed
+                # at a restart, which loses the next producer id Kafka does not write, gets here): Kafka's
+                # transition refuses the overflowing epoch and the request fails; an abort goes through
+                return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
             next_pid = self._allocate() if t.producer_epoch >= MAX_EPOCH else -1
             done = self._prepare_v2(res, t, t, commit, ctx.now_ms, next_pid, TV_2)
             return answer(ErrorCode.NONE, done.producer_id, done.producer_epoch)

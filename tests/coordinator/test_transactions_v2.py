@@ -260,3 +260,24 @@ def test_a_prepared_v2_transaction_loaded_gets_its_markers_again():
     assert r.markers == [TxnMarker("tx", "t", 1, 7, 4, False)]
     done = c.markers_written(r.markers, 101)
     assert [(x.state, x.producer_id, x.producer_epoch) for x in done.records] == [(COMPLETE_ABORT, 7, 4)]
+
+
+def test_a_restart_between_an_overflowing_prepare_and_its_completion():
+    """Kafka does not write nextProducerId, so a transaction prepared at 32767 and loaded completes with its old
+    id at 32767 (the client's retry, naming 32766, is answered that); a commit there has no epoch to go to and
+    fails (Kafka's transition refuses it), an abort goes through and moves to a new producer id at epoch 0."""
+    c = coordinator()
+    c.replay(TransactionRecord("tx", 7, 32766, 60000, ONGOING, frozenset({("t", 0)}), 50, 40, client_version=2))
+    r, _ = end(c, 7, 32766, True)
+    restarted = coordinator()
+    for x in r.records:                                  # the log as a kill -9 before the markers leaves it
+        restarted.replay(txn_records.decode(*txn_records.encode(x)))
+    loaded = restarted.loaded(100)
+    assert loaded.markers == [TxnMarker("tx", "t", 0, 7, 32767, True)]
+    done = restarted.markers_written(loaded.markers, 101)
+    assert [(x.state, x.producer_id, x.producer_epoch) for x in done.records] == [(COMPLETE_COMMIT, 7, 32767)]
+    assert end(restarted, 7, 32766, True)[1] == (E.NONE, 7, 32767)
+    broker_add(restarted, 7, 32767, [0])
+    assert end(restarted, 7, 32767, True)[1][0] == E.UNKNOWN_SERVER_ERROR
+    r, answer = end(restarted, 7, 32767, False)
+    assert answer == (E.NONE, 5000, 0) and r.markers == [TxnMarker("tx", "t", 0, 7, 32767, False)]
