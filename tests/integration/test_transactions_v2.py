@@ -194,3 +194,29 @@ def test_kafka_python_runs_transactions_v1_against_a_v2_server(tenure_server):
     assert (versions(seen, "AddPartitionsToTxn"), versions(seen, "EndTxn")) == ({3}, {3}), seen
     assert describe(tenure_server, "kp-v1").producer_epoch == 0
     assert consume_all(bs, "kp-v1", 1, "read_committed", 1, wait=0.5) == [b"kept"]
+
+
+def test_aiokafka_runs_transactions_v1_against_a_v2_server(tenure_server):
+    import asyncio
+    from aiokafka import AIOKafkaProducer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "aio-v1", 1)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-v1")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait("aio-v1", b"kept", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait("aio-v1", b"dropped", partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+    with versions_on_the_wire(tenure_server) as seen:
+        asyncio.run(run())
+    # aiokafka 0.14 reads no transaction.version feature (it asks ApiVersions v0): v1 with AddPartitionsToTxn v0
+    # and EndTxn v0, its epoch kept
+    assert (versions(seen, "AddPartitionsToTxn"), versions(seen, "EndTxn"), seen[("EndTxn", 0)]) == ({0}, {0}, 2), seen
+    assert describe(tenure_server, "aio-v1").producer_epoch == 0
+    assert consume_all(bs, "aio-v1", 1, "read_committed", 1, wait=0.5) == [b"kept"]
