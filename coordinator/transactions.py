@@ -348,8 +348,10 @@ class TransactionCoordinator:
             else:
                 assert t is not None, "a producer that passes the check has its transaction (_check_producer)"
                 for key in wanted:
-                    codes[key] = (ErrorCode.NONE if not verify_only or (t.state == ONGOING and key in t.partitions)
-                                  else ErrorCode.INVALID_TXN_STATE)
+                    # verify-only (what a broker asks before a v1 append): Kafka's
+                    # handleVerifyPartitionsInTransaction, TRANSACTION_ABORTABLE for a partition not in it
+                    codes[key] = (ErrorCode.NONE if not verify_only or key in t.partitions
+                                  else ErrorCode.TRANSACTION_ABORTABLE)
                 if not verify_only:
                     self._join(res, t, wanted, ctx.now_ms, client_version(ADD_PARTITIONS_TO_TXN, ctx.api_version))
         by_topic: dict[str, list] = {}

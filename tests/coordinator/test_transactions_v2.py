@@ -281,3 +281,25 @@ def test_a_restart_between_an_overflowing_prepare_and_its_completion():
     assert end(restarted, 7, 32767, True)[1][0] == E.UNKNOWN_SERVER_ERROR
     r, answer = end(restarted, 7, 32767, False)
     assert answer == (E.NONE, 5000, 0) and r.markers == [TxnMarker("tx", "t", 0, 7, 32767, False)]
+
+
+def test_a_verify_only_request_answers_as_kafkas_verification():
+    """AddPartitionsToTxn v4+ with verify_only: NONE for a partition in the transaction, TRANSACTION_ABORTABLE
+    for one not in it (also once the transaction ended), PRODUCER_FENCED for another epoch; nothing written."""
+    c = coordinator()
+    init(c)
+    broker_add(c, 5000, 0, [0])
+    A = AddPartitionsToTxnRequest
+
+    def verify(epoch):
+        r = c.handle(24, Ctx(2, 4, 2500), A(transactions=[A.AddPartitionsToTxnTransaction(
+            transactional_id="tx", producer_id=5000, producer_epoch=epoch, verify_only=True,
+            topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])])]))
+        assert r.records == []
+        [res] = r.responses[0][1].results_by_transaction
+        return {p.partition_index: p.partition_error_code for t in res.topic_results for p in t.results_by_partition}
+    assert verify(0) == {0: E.NONE, 1: E.TRANSACTION_ABORTABLE}
+    assert verify(1) == {0: E.PRODUCER_FENCED, 1: E.PRODUCER_FENCED}
+    r, _ = end(c, 5000, 0, True)
+    c.markers_written(r.markers, 3001)
+    assert verify(1) == {0: E.TRANSACTION_ABORTABLE, 1: E.TRANSACTION_ABORTABLE}

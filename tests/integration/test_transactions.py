@@ -204,7 +204,8 @@ def test_wire_transaction_checks(tenure_server, wire):
         {("txn-wire", 0): INVALID_PRODUCER_ID_MAPPING}
     assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [0])]), 3)) == {("txn-wire", 0): NONE}
     assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 0, b"x")) == NONE
-    # v4+: batched by transactional id, with verify_only (what a broker asks before appending)
+    # v4+: batched by transactional id, with verify_only (what a broker asks before appending): a partition not
+    # in the transaction is TRANSACTION_ABORTABLE (120), as Kafka's coordinator answers a verification
     A = AddPartitionsToTxnRequest
     T = A.AddPartitionsToTxnTransaction
     r = wire.call(A(transactions=[
@@ -212,7 +213,7 @@ def test_wire_transaction_checks(tenure_server, wire):
           topics=[A.AddPartitionsToTxnTopic(name="txn-wire", partitions=[0, 1])])]), 4)
     [res] = r.results_by_transaction
     assert {p.partition_index: p.partition_error_code for t in res.topic_results for p in t.results_by_partition} \
-        == {0: NONE, 1: INVALID_TXN_STATE}
+        == {0: NONE, 1: 120}
     # a new producer with the same id fences this one: the old epoch is PRODUCER_FENCED from v2 (AddPartitions,
     # EndTxn), INVALID_PRODUCER_EPOCH before; its batches are INVALID_PRODUCER_EPOCH
     r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000,
