@@ -162,7 +162,7 @@ class TransactionCoordinator:
         the partition, else the coordinator's answer to a verification as Kafka's
         (handleVerifyPartitionsInTransaction): PRODUCER_FENCED for another epoch, CONCURRENT_TRANSACTIONS while
         it ends, TRANSACTION_ABORTABLE for a partition not in it. The broker turns them into what the request's
-        version knows (`produce_error`, `txn_offset_commit_error`)."""
+        version knows (the broker's `produce_txn_error`, `txn_offset_commit_error`)."""
         t = self.transactions.get(transactional_id) if transactional_id is not None else None
         if t is None or t.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING

@@ -236,7 +236,12 @@ def test_wire_transaction_checks(tenure_server, wire):
 
 # ------------------------------------------------------------------------------------------------ Java
 @pytest.mark.java
-def test_java_commit_abort_and_zombie_fencing(tenure_server):
+@pytest.mark.parametrize("tv", [
+    pytest.param(tv, marks=pytest.mark.tenure(transaction_version=tv), id=f"transaction.version={tv}")
+    for tv in (2, 1)])
+def test_java_commit_abort_and_zombie_fencing(tenure_server, tv):
+    """Java runs transactions v2 against transaction.version 2 (the zombie's next Produce v12 is fenced by the
+    coordinator's add) and v1 against 1 (by the verification); the zombie sees the same exceptions."""
     from tests.support.java import run_java
     create_topic(tenure_server.bootstrap, "txn-java", 1)
     fenced, consumed = run_java("TxnProduce", tenure_server.bootstrap, "txn-java", "tx-java", timeout=120)
