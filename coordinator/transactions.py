@@ -213,14 +213,19 @@ class TransactionCoordinator:
         if t.start_ms + t.timeout_ms > now_ms:          # re-armed by a later change
             res.set_timer(key, t.start_ms + t.timeout_ms)
             return res
-        # Kafka: an epoch fence, then the abort as the server's transaction version ends one (v2: bumped again)
+        self._fence_and_abort(res, t, now_ms)
+        return self._done(res)
+
+    def _fence_and_abort(self, res: TxnResult, t: TransactionRecord, now_ms: int) -> None:
+        """The coordinator's own abort of an open transaction (its timeout, or a new producer's InitProducerId),
+        as Kafka's: an epoch fence (the next epoch, 32767 at most), then the abort as the server's transaction
+        version ends one - at 2 bumped once more (none past 32767)."""
         fenced = dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch),
                                      last_producer_epoch=t.producer_epoch)
         if self.transaction_version >= TV_2:
             self._prepare_v2(res, t, fenced, commit=False, now_ms=now_ms, next_pid=-1, version=self.transaction_version)
         else:
             self._prepare(res, t, fenced, commit=False, now_ms=now_ms)
-        return self._done(res)
 
     def markers_written(self, markers: list[TxnMarker], now_ms: int) -> TxnResult:
         """Every marker of these transactions is in the data partitions: they are complete."""
@@ -278,17 +283,13 @@ class TransactionCoordinator:
                 # a retry after a fencing abort (the transaction timed out): the bumped epoch is the answer
                 return answer(ErrorCode.NONE, t.producer_id, t.producer_epoch)
         if t.state == ONGOING:
-            # an open transaction of the previous producer: fence it and abort it under the next epoch of
-            # its producer id (the id its batches carry, which the markers - rewritten from the PrepareAbort
-            # record if the server stops before them - must name)
-            bumped = dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch), timeout_ms=timeout,
-                                         last_producer_epoch=t.producer_epoch)
-            self._prepare(res, t, bumped, commit=False, now_ms=ctx.now_ms)
-            if bumped.producer_epoch > MAX_EPOCH:
-                # that was the last epoch: as Kafka, the producer retries and, once the abort is complete,
-                # gets a new producer id
-                return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
-            return answer(ErrorCode.NONE, bumped.producer_id, bumped.producer_epoch)
+            # an open transaction of the previous producer: as Kafka, fence it and abort it under its
+            # producer id (the one its batches carry, which the markers - rewritten from the PrepareAbort
+            # record if the server stops before them - must name) and tell the new producer to retry
+            # (CONCURRENT_TRANSACTIONS): its retry, once the abort is complete, bumps the epoch once more, or
+            # gets a new producer id when the fencing used the last epochs
+            self._fence_and_abort(res, t, ctx.now_ms)
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         if t.producer_epoch >= MAX_EPOCH:               # epochs exhausted: a new producer id, as Kafka
             pid, epoch = self._allocate(), 0
         else:

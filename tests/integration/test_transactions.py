@@ -21,6 +21,7 @@ INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
 
@@ -183,7 +184,10 @@ def codes_v3(r):
             for p in t.results_by_partition}
 
 
-def test_wire_transaction_checks(tenure_server, wire):
+@pytest.mark.parametrize("tv", [
+    pytest.param(tv, marks=pytest.mark.tenure(transaction_version=tv), id=f"transaction.version={tv}")
+    for tv in (2, 1)])
+def test_wire_transaction_checks(tenure_server, wire, tv):
     create_topic(tenure_server.bootstrap, "txn-wire", 2)
     r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=10**9,
                                         producer_id=-1, producer_epoch=-1), 4)
@@ -216,9 +220,14 @@ def test_wire_transaction_checks(tenure_server, wire):
         == {0: NONE, 1: 120}
     # a new producer with the same id fences this one: the old epoch is PRODUCER_FENCED from v2 (AddPartitions,
     # EndTxn), INVALID_PRODUCER_EPOCH before; its batches are INVALID_PRODUCER_EPOCH
-    r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000,
-                                        producer_id=-1, producer_epoch=-1), 4)
-    assert (r.error_code, r.producer_id, r.producer_epoch) == (NONE, pid, epoch + 1)
+    # as Kafka: the open transaction is fenced and aborted, the new producer retries (CONCURRENT_TRANSACTIONS)
+    # and its retry bumps the epoch once more than the abort's
+    init = InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000, producer_id=-1,
+                                 producer_epoch=-1)
+    assert wire.call(init, 4).error_code == CONCURRENT_TRANSACTIONS
+    aborted = epoch + 1 if tv == 1 else epoch + 2         # the server's transaction version ends its own abort
+    r = wire.call(init, 4)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (NONE, pid, aborted + 1)
     assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 1, b"y")) == INVALID_PRODUCER_EPOCH
     end = dict(transactional_id="tw", producer_id=pid, producer_epoch=epoch, committed=True)
     assert wire.call(EndTxnRequest(**end), 1).error_code == INVALID_PRODUCER_EPOCH
@@ -226,12 +235,13 @@ def test_wire_transaction_checks(tenure_server, wire):
     assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [1])]), 1)) == \
         {("txn-wire", 1): INVALID_PRODUCER_EPOCH}
     assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [1])]), 2)) == {("txn-wire", 1): PRODUCER_FENCED}
-    # the fenced producer's open transaction was aborted with a marker under the new epoch
+    # the fenced producer's open transaction was aborted with a marker under the fencing epoch (at transaction
+    # version 2 bumped once more, as a v2 end is)
     log = tenure_server.call(lambda: tenure_server.server.topics.get("txn-wire").partitions[0])
     from tenure.storage import parse_batches
     batches = parse_batches(tenure_server.call(lambda: log.read(0, 1 << 20)))
     assert [(b.is_transactional, b.is_control, b.producer_epoch) for b in batches] == \
-        [(True, False, epoch), (True, True, epoch + 1)]
+        [(True, False, epoch), (True, True, aborted)]
 
 
 # ------------------------------------------------------------------------------------------------ Java
