@@ -99,9 +99,14 @@ class TransactionCoordinatorHandle:
     # ---- the broker's side of transactions (broker/base.py TransactionSide)
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> int | None:
-        if self.loaded is None:
+        """The coordinator serving now answers (while a move loads it: COORDINATOR_LOAD_IN_PROGRESS, which the
+        broker reports as Kafka's does: a retriable error)."""
+        if self.runtime is None:
             return None
-        return self.loaded.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+        shard = self.runtime.shards.get(0)
+        if shard is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if 0 in self.runtime.loading else ErrorCode.NOT_COORDINATOR
+        return shard.verify(transactional_id, producer_id, producer_epoch, topic, partition)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[tuple[str, int]], ctx: RequestContext) -> dict[tuple[str, int], int]:

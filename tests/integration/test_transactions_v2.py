@@ -220,3 +220,57 @@ def test_aiokafka_runs_transactions_v1_against_a_v2_server(tenure_server):
     assert (versions(seen, "AddPartitionsToTxn"), versions(seen, "EndTxn"), seen[("EndTxn", 0)]) == ({0}, {0}, 2), seen
     assert describe(tenure_server, "aio-v1").producer_epoch == 0
     assert consume_all(bs, "aio-v1", 1, "read_committed", 1, wait=0.5) == [b"kept"]
+
+
+def test_wire_v2_adds_while_the_transaction_coordinator_loads(tenure_server, wire):
+    """While __transaction_state's coordinator is being loaded (a move), the coordinator answers the broker's
+    add COORDINATOR_LOAD_IN_PROGRESS: Produce v12 reports it as Kafka's broker does, NOT_ENOUGH_REPLICAS (19, a
+    retriable error that does not send the producer to refresh its metadata), TxnOffsetCommit v5 as is (14);
+    nothing is appended, and the same requests succeed once it is loaded."""
+    NOT_ENOUGH_REPLICAS, COORDINATOR_LOAD_IN_PROGRESS = 19, 14
+    create_topic(tenure_server.bootstrap, "v2-load", 1)
+    r = wire.call(InitProducerIdRequest(transactional_id="v2-load", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 5)
+    pid = r.producer_id
+    runtime = tenure_server.server.txn_runtime
+    tenure_server.call(lambda: runtime.begin_move(0))
+    try:
+        assert produce_v(wire, "v2-load", "v2-load", 0, txn_batch(pid, 0, 0, b"a"), 12) == NOT_ENOUGH_REPLICAS
+        r = wire.call(txn_offsets("v2-load", pid, 0, "g-v2-load", {("v2-load", 0): 1}), 5)
+        assert [p.error_code for t in r.topics for p in t.partitions] == [COORDINATOR_LOAD_IN_PROGRESS]
+    finally:
+        tenure_server.call(lambda: runtime.finish_move(0))
+    assert consume_all(tenure_server.bootstrap, "v2-load", 1, "read_uncommitted", 0, wait=0.3) == []
+    assert produce_v(wire, "v2-load", "v2-load", 0, txn_batch(pid, 0, 0, b"a"), 12) == NONE
+    r = wire.call(txn_offsets("v2-load", pid, 0, "g-v2-load", {("v2-load", 0): 1}), 5)
+    assert [p.error_code for t in r.topics for p in t.partitions] == [NONE]
+    assert end_v5(wire, "v2-load", pid, 0, True) == (NONE, pid, 1)
+    assert consume_all(tenure_server.bootstrap, "v2-load", 1, "read_committed", 1, wait=0.3) == [b"a"]
+
+
+def test_wire_v1_verification_while_the_transaction_coordinator_loads(tenure_server, wire):
+    """The same for a v1 batch (Produce v11, verified, not added): NOT_ENOUGH_REPLICAS while the coordinator
+    loads, appended once it is loaded (and the verification asks the coordinator loaded by the move)."""
+    from tests.integration.test_transactions import add_v3, codes_v3
+    NOT_ENOUGH_REPLICAS = 19
+    create_topic(tenure_server.bootstrap, "v1-load", 2)
+    r = wire.call(InitProducerIdRequest(transactional_id="v1-load", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    pid = r.producer_id
+    assert codes_v3(wire.call(add_v3("v1-load", pid, 0, [("v1-load", [0])]), 3)) == {("v1-load", 0): NONE}
+    runtime = tenure_server.server.txn_runtime
+    tenure_server.call(lambda: runtime.begin_move(0))
+    try:
+        assert produce_v(wire, "v1-load", "v1-load", 0, txn_batch(pid, 0, 0, b"a"), 11) == NOT_ENOUGH_REPLICAS
+    finally:
+        tenure_server.call(lambda: runtime.finish_move(0))
+    assert produce_v(wire, "v1-load", "v1-load", 0, txn_batch(pid, 0, 0, b"a"), 11) == NONE
+    assert wire.call(EndTxnRequest(transactional_id="v1-load", producer_id=pid, producer_epoch=0, committed=True),
+                     4).error_code == NONE
+    # a transaction begun after the move is verified against the coordinator the move loaded (the one before
+    # it never saw partition 1 added)
+    assert codes_v3(wire.call(add_v3("v1-load", pid, 0, [("v1-load", [1])]), 3)) == {("v1-load", 1): NONE}
+    assert produce_v(wire, "v1-load", "v1-load", 1, txn_batch(pid, 0, 0, b"b"), 11) == NONE
+    assert wire.call(EndTxnRequest(transactional_id="v1-load", producer_id=pid, producer_epoch=0, committed=True),
+                     4).error_code == NONE
+    assert sorted(consume_all(tenure_server.bootstrap, "v1-load", 2, "read_committed", 2, wait=0.3)) == [b"a", b"b"]
