@@ -71,3 +71,37 @@ def test_java_consume_transform_produce_runs_the_transaction_version_tenure_fina
     # exactly once: every input record once in the output, the group's offsets at the end of the input
     assert sorted(consume_all(bs, "v2-out", 2, "read_committed", 6, wait=1.0)) == transformed(6)
     assert committed(bs, "v2-group") == {("v2-in", 0): 3, ("v2-in", 1): 3}
+
+
+@pytest.mark.parametrize("tv", [
+    pytest.param(2, marks=pytest.mark.tenure(transaction_version=2), id="transaction.version=2"),
+    pytest.param(1, marks=pytest.mark.tenure(transaction_version=1), id="transaction.version=1"),
+])
+def test_java_transaction_timed_out_by_the_coordinator(tenure_server, tmp_path, tv):
+    """A Java transaction held open past its timeout (the coordinators' clock moved on): the coordinator aborts
+    it, fencing the producer (v2: the fencing epoch bumped once more), and the producer's commit fails with
+    ProducerFencedException; its output and offsets never count, the next run of the application does."""
+    from tests.integration.test_transactions_java import HeldTransaction
+    bs = tenure_server.bootstrap
+    create_topic(bs, "to-in", 2)
+    create_topic(bs, "to-out", 2)
+    seed(bs, "to-in", 0, 4)
+    args = ["to-in", "to-out", "to-group", "to-static", "to-txn"]
+    held = HeldTransaction(tmp_path, bs, *args, "hold", 4)
+    try:
+        assert held.next_event()["type"] == "sent"
+        assert "txn_timeout/to-txn" in tenure_server.advance_clock(61_000)
+        held.tell("commit")
+        failed = held.next_event()
+    finally:
+        held.close()
+    assert (failed["type"], failed["exception"]) == ("error", "org.apache.kafka.common.errors.ProducerFencedException"), \
+        failed
+    state = transaction_state(bs, "to-txn")
+    assert (state.state.value, state.producer_epoch) == ("CompleteAbort", 2 if tv == 2 else 1)
+    assert consume_all(bs, "to-out", 2, "read_committed", 0, wait=0.5) == []
+    assert committed(bs, "to-group") == {}
+    from tests.support.java import run_java
+    [done] = run_java("TxnTransform", bs, *args, "commit", 4, timeout=120)
+    assert (done["type"], done["consumed"]) == ("done", 4), done
+    assert sorted(consume_all(bs, "to-out", 2, "read_committed", 4, wait=0.5)) == transformed(4)
