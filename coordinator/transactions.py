@@ -163,6 +163,8 @@ class TransactionCoordinator:
         (handleVerifyPartitionsInTransaction): PRODUCER_FENCED for another epoch, CONCURRENT_TRANSACTIONS while
         it ends, TRANSACTION_ABORTABLE for a partition not in it. The broker turns them into what the request's
         version knows (the broker's `produce_txn_error`, `txn_offset_commit_error`)."""
+        if transactional_id == "":
+            return ErrorCode.INVALID_REQUEST
         t = self.transactions.get(transactional_id) if transactional_id is not None else None
         if t is None or t.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -263,6 +265,8 @@ class TransactionCoordinator:
 
         tid, timeout = body.transactional_id, body.transaction_timeout_ms
         expected = (body.producer_id, body.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+        if tid == "":                                   # Kafka: an empty transactional id is no id (null is)
+            return answer(ErrorCode.INVALID_REQUEST)
         if not 0 < timeout <= MAX_TIMEOUT_MS:
             return answer(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         t = self.transactions.get(tid)
@@ -300,6 +304,8 @@ class TransactionCoordinator:
         return answer(ErrorCode.NONE, pid, epoch)
 
     def _check_producer(self, api_key: int, ctx: TxnContext, tid: str, pid: int, epoch: int) -> int:
+        if not tid:
+            return ErrorCode.INVALID_REQUEST             # Kafka: an empty transactional id
         t = self.transactions.get(tid)
         if t is None or t.producer_id != pid:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -392,6 +398,8 @@ class TransactionCoordinator:
             return res
 
         tid, commit = body.transactional_id, body.committed
+        if not tid:
+            return answer(ErrorCode.INVALID_REQUEST)     # Kafka: an empty transactional id, in v1 and v2
         t = self.transactions.get(tid)
         if client_version(END_TXN, ctx.api_version) >= TV_2:
             return self._end_txn_v2(res, ctx, body, t, answer)

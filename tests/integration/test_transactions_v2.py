@@ -274,3 +274,32 @@ def test_wire_v1_verification_while_the_transaction_coordinator_loads(tenure_ser
     assert wire.call(EndTxnRequest(transactional_id="v1-load", producer_id=pid, producer_epoch=0, committed=True),
                      4).error_code == NONE
     assert sorted(consume_all(tenure_server.bootstrap, "v1-load", 2, "read_committed", 2, wait=0.3)) == [b"a", b"b"]
+
+
+def test_wire_an_empty_transactional_id_is_an_invalid_request(tenure_server, wire):
+    """Kafka answers INVALID_REQUEST (42) to an empty transactional id (null means none: an idempotent
+    producer's InitProducerId): InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v4 and v5, the
+    broker's add for a Produce v12 or a TxnOffsetCommit v5, the verification of a Produce v11; nothing is
+    created or appended, and the server serves on."""
+    from kafka.protocol.producer import AddOffsetsToTxnRequest
+    from tests.integration.test_transactions import add_v3, codes_v3
+    INVALID_REQUEST = 42
+    create_topic(tenure_server.bootstrap, "v2-empty", 1)
+    r = wire.call(InitProducerIdRequest(transactional_id="", transaction_timeout_ms=60000, producer_id=-1,
+                                        producer_epoch=-1), 5)
+    assert (r.error_code, r.producer_id) == (INVALID_REQUEST, -1)
+    assert codes_v3(wire.call(add_v3("", 1, 0, [("v2-empty", [0])]), 3)) == {("v2-empty", 0): INVALID_REQUEST}
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id="", producer_id=1, producer_epoch=0, group_id="g"),
+                     3).error_code == INVALID_REQUEST
+    for version in (4, 5):
+        r = wire.call(EndTxnRequest(transactional_id="", producer_id=1, producer_epoch=0, committed=True), version)
+        assert r.error_code == INVALID_REQUEST, version
+    assert produce_v(wire, "", "v2-empty", 0, txn_batch(1, 0, 0, b"x"), 12) == INVALID_REQUEST
+    assert produce_v(wire, "", "v2-empty", 0, txn_batch(1, 0, 0, b"x"), 11) == INVALID_REQUEST
+    r = wire.call(txn_offsets("", 1, 0, "g-empty", {("v2-empty", 0): 1}), 5)
+    assert [p.error_code for t in r.topics for p in t.partitions] == [INVALID_REQUEST]
+    assert "" not in tenure_server.call(lambda: set(tenure_server.server.txn_runtime.shards[0].transactions))
+    assert consume_all(tenure_server.bootstrap, "v2-empty", 1, "read_uncommitted", 0, wait=0.3) == []
+    r = wire.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+                                        producer_epoch=-1), 5)
+    assert (r.error_code, r.producer_epoch) == (NONE, 0)              # null: an idempotent producer's id
