@@ -35,8 +35,8 @@ class BrokerRoute:
 class GroupRoute:
     """The group coordinator's runtime. An OffsetCommit or TxnOffsetCommit first passes the broker's topic check
     (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it. A
-    TxnOffsetCommit first passes the transaction coordinator's check: its producer's open transaction holds the
-    group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
+    TxnOffsetCommit with partitions left then passes the transaction coordinator's check: its producer's open
+    transaction holds the group's offsets partition (AddOffsetsToTxn first; v5+ adds it), as Kafka verifies it."""
 
     def __init__(self, runtime: GroupRuntime, topics: TopicRegistry,
                  txn_runtime: Callable[[], TransactionRuntime]) -> None:
@@ -60,14 +60,17 @@ class GroupRoute:
         return txn_offset_commit_error(code, req.api_version)
 
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:
-        if req.api_key == TXN_OFFSET_COMMIT_KEY:
-            code = await self._txn_check(req, ctx)
-            if code:
-                return error_response(req, code)
         if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
             return await self.runtime.handle(req, ctx)
         order = request_order(req.body)
         kept, refused = split_commit(req.body, self.topics)
+        if req.api_key == TXN_OFFSET_COMMIT_KEY and kept is not None:
+            # as Kafka's broker: only a commit with partitions left reaches the transaction coordinator (a v5
+            # one, all of whose partitions are refused, adds nothing to the transaction)
+            code = await self._txn_check(req, ctx)
+            if code:
+                return error_response(req, code) if not refused else \
+                    merge_commit(order, error_response(req, code), refused, req.spec.response)
         if not refused:
             return await self.runtime.handle(req, ctx)
         answer = await self.runtime.handle(req, ctx) if kept is not None else None

@@ -303,3 +303,23 @@ def test_wire_an_empty_transactional_id_is_an_invalid_request(tenure_server, wir
     r = wire.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
                                         producer_epoch=-1), 5)
     assert (r.error_code, r.producer_epoch) == (NONE, 0)              # null: an idempotent producer's id
+
+
+def test_wire_txn_offset_commit_v5_of_unknown_partitions_only_adds_nothing(tenure_server, wire):
+    """As Kafka's broker: a TxnOffsetCommit whose partitions are all unknown is answered 3 for each and never
+    reaches the transaction coordinator (v5 adds nothing to the transaction); one with a known partition and
+    a fenced epoch is answered 3 for the unknown ones and INVALID_PRODUCER_EPOCH for the others."""
+    UNKNOWN = 3
+    create_topic(tenure_server.bootstrap, "v2-unk", 1)
+    r = wire.call(InitProducerIdRequest(transactional_id="v2-unk", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 5)
+    pid = r.producer_id
+    r = wire.call(txn_offsets("v2-unk", pid, 0, "g-v2-unk", {("nope", 0): 1, ("v2-unk", 4): 2}), 5)
+    assert [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == \
+        [("nope", 0, UNKNOWN), ("v2-unk", 4, UNKNOWN)]
+    t = describe(tenure_server, "v2-unk")
+    assert (t.state_name, t.partitions) == ("Empty", frozenset())
+    r = wire.call(txn_offsets("v2-unk", pid, 7, "g-v2-unk", {("nope", 0): 1, ("v2-unk", 0): 2}), 5)
+    assert [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == \
+        [("nope", 0, UNKNOWN), ("v2-unk", 0, INVALID_PRODUCER_EPOCH)]
+    assert describe(tenure_server, "v2-unk").state_name == "Empty"
