@@ -36,7 +36,8 @@ class TransactionSide(Protocol):
     id creates __transaction_state, as Kafka's), whether a transactional batch's partition is in its producer's
     transaction (None until the coordinator runs: no transaction can be), and the writer of a marker for an
     internal topic's partition (offsets committed in a transaction: the group coordinator's runtime, whose
-    shard replays it; the log written)."""
+    shard replays it; the log written), and (transactions v2, Produce v12+) the coordinator's adding of a
+    batch's partitions to its producer's transaction before it is appended."""
 
     def start(self) -> object: ...
 
@@ -44,6 +45,11 @@ class TransactionSide(Protocol):
                partition: int) -> int | None: ...
 
     def internal_marker(self, marker: TxnMarker, now_ms: int) -> Log: ...
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], ctx: RequestContext) -> dict[tuple[str, int], int]:
+        """Transactions v2: the partitions join the producer's transaction (the coordinator's code for each)."""
+        ...
 
 
 def per_partition(topics: Any, answer: Callable[[str, Any], Any], make_topic: Callable[[str, list], Any],

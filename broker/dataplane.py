@@ -60,7 +60,8 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
-                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None) -> None:
+                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
+                 transaction_version: int = 2) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
@@ -79,6 +80,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         # the coordinators' side of transactions (base.TransactionSide): started on the first transactional
         # FindCoordinator, asked by Produce, writer of an internal partition's markers
         self.txn_side = txn_side
+        self.transaction_version = transaction_version     # the transaction.version feature ApiVersions finalizes
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
@@ -93,7 +95,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
     async def api_versions(self, req: Request, ctx: RequestContext) -> Any:
-        return api_versions_body(req.api_version)
+        return api_versions_body(req.api_version, transaction_version=self.transaction_version)
 
     async def metadata(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version

@@ -22,6 +22,38 @@ MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 
 # a handler's answer meaning "close this connection instead of answering" (the dispatcher closes it)
 CLOSE_CONNECTION = object()
+ADDS_PARTITIONS_SINCE = 12     # Produce v12+ of a transactions v2 producer: its partitions join by the Produce
+# the coordinator's answers a producer retries, which Kafka's broker answers NOT_ENOUGH_REPLICAS (a retriable
+# error that older clients retry without refreshing their metadata)
+_RETRIED_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                             ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
+
+
+def produce_txn_error(code: int, api_version: int) -> int:
+    """The transaction coordinator's answer about a transactional batch's partition as Produce of that version
+    reports it (Kafka's AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH;
+    a partition not in the transaction TRANSACTION_ABORTABLE from v11, INVALID_TXN_STATE before; the retriable
+    coordinator errors NOT_ENOUGH_REPLICAS."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and api_version <= 10:
+        return ErrorCode.INVALID_TXN_STATE
+    if code in _RETRIED_AS_NOT_ENOUGH_REPLICAS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return code
+
+
+def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """The producer id and epoch of a partition's transactional data batch (None: none, or batches the checks
+    below refuse)."""
+    try:
+        headers = parse_batches(records) if records else []
+    except InvalidBatch:
+        return None
+    for h in headers:
+        if h.is_transactional and not h.is_control:
+            return h.producer_id, h.producer_epoch
+    return None
 
 
 class ProduceApis(BrokerBase):
@@ -40,6 +72,7 @@ class ProduceApis(BrokerBase):
         code = ErrorCode.INVALID_REQUIRED_ACKS if body.acks not in (0, 1, -1) else ErrorCode.NONE
         out = []
         written: list[Log] = []
+        added = {} if code else await self._add_to_transaction(body, req.api_version, ctx)
         for td in body.topic_data:
             parts = []
             for pd in td.partition_data:
@@ -47,7 +80,8 @@ class ProduceApis(BrokerBase):
                     parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
                     continue
                 parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written,
-                                                     body.transactional_id, ctx.broker_id))
+                                                     body.transactional_id, ctx.broker_id, req.api_version,
+                                                     added))
             out.append(TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
             # no answer is due; a refused partition closes the connection instead, as Kafka does, so the
@@ -66,8 +100,32 @@ class ProduceApis(BrokerBase):
                             p.error_code, p.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
         return R(responses=out, throttle_time_ms=0)
 
+    async def _add_to_transaction(self, body: Any, api_version: int, ctx: RequestContext
+                                  ) -> dict[tuple[str, int], int]:
+        """Transactions v2 (Produce v12+): the partitions this request's transactional batches go to join their
+        producer's transaction first, as a Kafka 4.x broker asks its transaction coordinator before appending
+        them (the coordinator's code for each; those it refuses are not appended). Only partitions this broker
+        would append to are asked for; the others are answered by the checks that refuse them."""
+        if body.transactional_id is None or api_version < ADDS_PARTITIONS_SINCE or self.txn_side is None:
+            return {}
+        by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for td in body.topic_data:
+            if self.topics.is_internal(td.name):
+                continue
+            for pd in td.partition_data:
+                producer = _transactional_producer(pd.records)
+                if producer is None or self.replicas.get(td.name, pd.index) is None or \
+                        self.cluster.check(td.name, pd.index, broker=ctx.broker_id):
+                    continue
+                by_producer.setdefault(producer, []).append((td.name, pd.index))
+        added: dict[tuple[str, int], int] = {}
+        for (pid, epoch), partitions in by_producer.items():
+            added.update(await self.txn_side.add_partitions(body.transactional_id, pid, epoch, partitions, ctx))
+        return added
+
     def _produce_partition(self, PR: Any, topic: str, index: int, records: bytes | None, written: list[Log],
-                           transactional_id: str | None = None, broker: int | None = None) -> Any:
+                           transactional_id: str | None = None, broker: int | None = None, api_version: int = 9,
+                           added: dict[tuple[str, int], int] | None = None) -> Any:
         try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
             self.topics.refuse_internal(topic, "append to")
         except TopicError as exc:
@@ -93,7 +151,7 @@ class ProduceApis(BrokerBase):
                     raise InvalidBatch("control batches are written by the transaction coordinator only",
                                        ErrorCode.INVALID_REQUEST)
                 if h.is_transactional:
-                    code = self._check_transactional(transactional_id, topic, index, h)
+                    code = self._check_transactional(transactional_id, topic, index, h, api_version, added or {})
                     if code:
                         return PR(index=index, error_code=code, base_offset=-1,
                                   log_start_offset=p.log_start_offset)
@@ -115,14 +173,17 @@ class ProduceApis(BrokerBase):
         return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=-1,
                   log_start_offset=p.log_start_offset, record_errors=[], error_message=None)
 
-    def _check_transactional(self, transactional_id: str | None, topic: str, index: int, h: BatchHeader) -> int:
+    def _check_transactional(self, transactional_id: str | None, topic: str, index: int, h: BatchHeader,
+                             api_version: int, added: dict[tuple[str, int], int]) -> int:
         """A transactional batch is appended only inside its producer's transaction, which holds the
-        partition (AddPartitionsToTxn first), as Kafka verifies it."""
+        partition (AddPartitionsToTxn first; from Produce v12 the coordinator's add, `added`, if it refused
+        it), as Kafka verifies it; the coordinator's answer as this Produce version reports it."""
         if transactional_id is None:
             return ErrorCode.INVALID_REQUEST if h.producer_id < 0 else ErrorCode.INVALID_TXN_STATE
-        verdict = None if self.txn_side is None else self.txn_side.verify(
-            transactional_id, h.producer_id, h.producer_epoch, topic, index)
-        return ErrorCode.INVALID_PRODUCER_ID_MAPPING if verdict is None else verdict
+        refused = added.get((topic, index), ErrorCode.NONE)
+        verdict = refused or (None if self.txn_side is None else self.txn_side.verify(
+            transactional_id, h.producer_id, h.producer_epoch, topic, index))
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING if verdict is None else produce_txn_error(verdict, api_version)
 
     async def describe_producers(self, req: Request, ctx: RequestContext) -> Any:
         """DescribeProducers: the producers each partition knows (idempotent and transactional), with the

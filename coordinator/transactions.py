@@ -12,6 +12,15 @@ markers; once the runtime has written them it calls `markers_written`, which wri
 CompleteAbort). The answer to EndTxn leaves after both, so a read_committed consumer polled after
 commitTransaction() returns sees the records. A transaction found prepared at start-up (the server stopped
 between the two phases) gets its markers again and completes, as Kafka's coordinator does on loading.
+
+Transactions v2 (KIP-890 part 2, Kafka's `transaction.version` 2): a client speaking it (EndTxn v5+) gets its
+epoch bumped at every end of a transaction - the markers carry the bumped epoch, the answer names it (or a new
+producer id at epoch 0 once the epochs are exhausted) -, and its partitions join the transaction implicitly:
+the broker asks `add_partitions` (AddPartitionsToTxn v5, as Kafka's AddPartitionsToTxnManager asks it) before
+appending a Produce v12+ batch or a TxnOffsetCommit v5+. EndTxn v4 and older and AddPartitionsToTxn v3 and
+older are served as in v1. `transaction_version` is the feature level the server finalizes: from 1 the records
+are TransactionLogValue v1 (with the client's transaction version), at 2 the coordinator's own aborts (a
+transaction's timeout) bump the epoch as v2 ends do.
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ from tenure.coordinator.result import Result
 from tenure.coordinator.timers import Timer
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.protocol.markers import TxnMarker
 from tenure.protocol.txn_records import (
     COMPLETE_ABORT,
@@ -42,6 +52,8 @@ DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS})
 MAX_TIMEOUT_MS = 900_000           # Kafka's transaction.max.timeout.ms default
 MAX_EPOCH = 32767 - 1              # an epoch that cannot be bumped once more gets a new producer id
+SHORT_MAX = 32767
+TV_1, TV_2 = 0, 2                  # a request's transaction version (Kafka's TransactionVersion TV_0 / TV_2)
 # the first version of each API that knows PRODUCER_FENCED (90); older ones are answered INVALID_PRODUCER_EPOCH
 _FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
 
@@ -50,6 +62,27 @@ def _fencing_epoch(epoch: int) -> int:
     """The epoch a fencing abort (a new producer, a timeout) is written under: the next one while one is left
     (32767 from 32766, as Kafka; the next InitProducerId then gets a new producer id), else the same."""
     return epoch + 1 if epoch <= MAX_EPOCH else epoch
+
+
+def client_version(api_key: int, api_version: int) -> int:
+    """The transaction version a request speaks (Kafka's TransactionVersion.transactionVersionFor*): EndTxn v5+
+    and AddPartitionsToTxn v4+ (the broker's, for Produce v12+ and TxnOffsetCommit v5+) are v2."""
+    if api_key == END_TXN:
+        return TV_2 if api_version > 4 else TV_1
+    if api_key == ADD_PARTITIONS_TO_TXN:
+        return TV_2 if api_version > 3 else TV_1
+    return TV_1
+
+
+def txn_offset_commit_error(code: int, api_version: int) -> int:
+    """The transaction coordinator's answer about a TxnOffsetCommit's partition as that TxnOffsetCommit version
+    reports it (Kafka's AddPartitionsToTxnManager): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; a partition not in
+    the transaction TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and api_version < 4:
+        return ErrorCode.INVALID_TXN_STATE
+    return code
 
 
 def is_transaction_request(api_key: int, body) -> bool:
@@ -87,12 +120,16 @@ class TxnContext:
 class TransactionCoordinator:
     def __init__(self, allocate_producer_id: Callable[[], int],
                  partitions_of: Callable[[str], int | None],
-                 offsets_partition_of: Callable[[str], tuple[str, int]] = lambda group_id: ("__consumer_offsets", 0)
-                 ) -> None:
+                 offsets_partition_of: Callable[[str], tuple[str, int]] = lambda group_id: ("__consumer_offsets", 0),
+                 *, transaction_version: int, offsets_partitions: Callable[[], int] = lambda: 1) -> None:
         self._allocate = allocate_producer_id          # injected: producer ids shared with idempotent producers
         self._partitions_of = partitions_of            # a topic's partition count (None: no such topic)
         self._offsets_partition_of = offsets_partition_of     # a group's __consumer_offsets partition
+        self._offsets_partitions = offsets_partitions         # how many __consumer_offsets has
         self.transactions: dict[str, TransactionRecord] = {}
+        # the `transaction.version` feature level the server finalizes (0-2): the records' value version (v1
+        # from 1) and how the coordinator's own aborts (timeouts) end a transaction (with an epoch bump at 2)
+        self.transaction_version = transaction_version
 
     # ------------------------------------------------------------------ the one mutator
     def replay(self, record: TransactionRecord) -> None:
@@ -100,6 +137,14 @@ class TransactionCoordinator:
             self.transactions.pop(record.transactional_id, None)
         else:
             self.transactions[record.transactional_id] = record
+
+    def _emit(self, res: TxnResult, before: TransactionRecord | None, after: TransactionRecord) -> TransactionRecord:
+        """Write `after`, the next state of `before`'s transactional id: in the value version the feature level
+        asks, naming the producer id it had before (Kafka's previousProducerId, kept in memory)."""
+        after = dataclasses.replace(after, value_version=1 if self.transaction_version >= 1 else 0,
+                                    previous_producer_id=before.producer_id if before is not None else -1)
+        res.emit(after)
+        return after
 
     def _done(self, res: TxnResult) -> TxnResult:
         """A handler has returned its Result: now, and only now, replay what it produced."""
@@ -113,14 +158,22 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ queries
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> int:
-        """A transactional batch to `topic`-`partition`: NONE if its transaction holds the partition."""
+        """A transactional batch (or v1 TxnOffsetCommit) to `topic`-`partition`: NONE if its transaction holds
+        the partition, else the coordinator's answer to a verification as Kafka's
+        (handleVerifyPartitionsInTransaction): PRODUCER_FENCED for another epoch, CONCURRENT_TRANSACTIONS while
+        it ends, TRANSACTION_ABORTABLE for a partition not in it. The broker turns them into what the request's
+        version knows (the broker's `produce_txn_error`, `txn_offset_commit_error`)."""
+        if transactional_id == "":
+            return ErrorCode.INVALID_REQUEST
         t = self.transactions.get(transactional_id) if transactional_id is not None else None
         if t is None or t.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != t.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if t.state != ONGOING or (topic, partition) not in t.partitions:
-            return ErrorCode.INVALID_TXN_STATE
+            return ErrorCode.PRODUCER_FENCED
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if (topic, partition) not in t.partitions:
+            return ErrorCode.TRANSACTION_ABORTABLE
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ inputs
@@ -162,9 +215,19 @@ class TransactionCoordinator:
         if t.start_ms + t.timeout_ms > now_ms:          # re-armed by a later change
             res.set_timer(key, t.start_ms + t.timeout_ms)
             return res
-        self._prepare(res, dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch),
-                                               last_producer_epoch=t.producer_epoch), commit=False, now_ms=now_ms)
+        self._fence_and_abort(res, t, now_ms)
         return self._done(res)
+
+    def _fence_and_abort(self, res: TxnResult, t: TransactionRecord, now_ms: int) -> None:
+        """The coordinator's own abort of an open transaction (its timeout, or a new producer's InitProducerId),
+        as Kafka's: an epoch fence (the next epoch, 32767 at most), then the abort as the server's transaction
+        version ends one - at 2 bumped once more (none past 32767)."""
+        fenced = dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch),
+                                     last_producer_epoch=t.producer_epoch)
+        if self.transaction_version >= TV_2:
+            self._prepare_v2(res, t, fenced, commit=False, now_ms=now_ms, next_pid=-1, version=self.transaction_version)
+        else:
+            self._prepare(res, t, fenced, commit=False, now_ms=now_ms)
 
     def markers_written(self, markers: list[TxnMarker], now_ms: int) -> TxnResult:
         """Every marker of these transactions is in the data partitions: they are complete."""
@@ -173,9 +236,19 @@ class TransactionCoordinator:
             t = self.transactions.get(tid)
             if t is None or t.state not in (PREPARE_COMMIT, PREPARE_ABORT):
                 continue
-            done = COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT
-            res.emit(dataclasses.replace(t, state=done, partitions=frozenset(), last_update_ms=now_ms))
+            self._emit(res, t, self._completed(t, now_ms))
         return self._done(res)
+
+    @staticmethod
+    def _completed(t: TransactionRecord, now_ms: int) -> TransactionRecord:
+        """A prepared transaction's completion (Kafka's prepareComplete): a v2 one whose epochs are exhausted
+        goes on with its next producer id at epoch 0."""
+        done = COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT
+        pid, epoch = t.producer_id, t.producer_epoch
+        if t.client_version >= TV_2 and t.next_producer_id >= 0:
+            pid, epoch = t.next_producer_id, 0
+        return dataclasses.replace(t, state=done, producer_id=pid, producer_epoch=epoch, next_producer_id=-1,
+                                   partitions=frozenset(), last_update_ms=now_ms)
 
     # ------------------------------------------------------------------ handlers
     @staticmethod
@@ -192,44 +265,47 @@ class TransactionCoordinator:
 
         tid, timeout = body.transactional_id, body.transaction_timeout_ms
         expected = (body.producer_id, body.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+        if tid == "":                                   # Kafka: an empty transactional id is no id (null is)
+            return answer(ErrorCode.INVALID_REQUEST)
         if not 0 < timeout <= MAX_TIMEOUT_MS:
             return answer(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         t = self.transactions.get(tid)
         if t is None:
-            new = TransactionRecord(tid, self._allocate(), 0, timeout, EMPTY, frozenset(), ctx.now_ms, -1)
-            res.emit(new)
+            new = self._emit(res, None, TransactionRecord(tid, self._allocate(), 0, timeout, EMPTY, frozenset(),
+                                                          ctx.now_ms, -1))
             return answer(ErrorCode.NONE, new.producer_id, new.producer_epoch)
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected[0] >= 0:                            # KIP-360: the producer names the id and epoch it has
             known = (t.producer_id, t.producer_epoch)
-            if expected != known and not (expected[0] == t.producer_id and expected[1] == t.last_producer_epoch):
+            # a retry of an InitProducerId whose answer was lost after the epochs ran out names the previous id
+            overflow_retry = expected[0] == t.previous_producer_id and expected[1] >= MAX_EPOCH
+            if expected != known and not overflow_retry and \
+                    not (expected[0] == t.producer_id and expected[1] == t.last_producer_epoch):
                 return answer(self._fenced(INIT_PRODUCER_ID, ctx.api_version))
             if expected[1] == t.last_producer_epoch and expected != known and t.state != ONGOING:
                 # a retry after a fencing abort (the transaction timed out): the bumped epoch is the answer
                 return answer(ErrorCode.NONE, t.producer_id, t.producer_epoch)
         if t.state == ONGOING:
-            # an open transaction of the previous producer: fence it and abort it under the next epoch of
-            # its producer id (the id its batches carry, which the markers - rewritten from the PrepareAbort
-            # record if the server stops before them - must name)
-            bumped = dataclasses.replace(t, producer_epoch=_fencing_epoch(t.producer_epoch), timeout_ms=timeout,
-                                         last_producer_epoch=t.producer_epoch)
-            self._prepare(res, bumped, commit=False, now_ms=ctx.now_ms)
-            if bumped.producer_epoch > MAX_EPOCH:
-                # that was the last epoch: as Kafka, the producer retries and, once the abort is complete,
-                # gets a new producer id
-                return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
-            return answer(ErrorCode.NONE, bumped.producer_id, bumped.producer_epoch)
+            # an open transaction of the previous producer: as Kafka, fence it and abort it under its
+            # producer id (the one its batches carry, which the markers - rewritten from the PrepareAbort
+            # record if the server stops before them - must name) and tell the new producer to retry
+            # (CONCURRENT_TRANSACTIONS): its retry, once the abort is complete, bumps the epoch once more, or
+            # gets a new producer id when the fencing used the last epochs
+            self._fence_and_abort(res, t, ctx.now_ms)
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         if t.producer_epoch >= MAX_EPOCH:               # epochs exhausted: a new producer id, as Kafka
             pid, epoch = self._allocate(), 0
         else:
             pid, epoch = t.producer_id, t.producer_epoch + 1
-        res.emit(dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
-                                            state=EMPTY, partitions=frozenset(), last_update_ms=ctx.now_ms,
-                                            start_ms=-1, last_producer_epoch=t.producer_epoch))
+        self._emit(res, t, dataclasses.replace(t, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout,
+                                               state=EMPTY, partitions=frozenset(), last_update_ms=ctx.now_ms,
+                                               start_ms=-1, last_producer_epoch=t.producer_epoch))
         return answer(ErrorCode.NONE, pid, epoch)
 
     def _check_producer(self, api_key: int, ctx: TxnContext, tid: str, pid: int, epoch: int) -> int:
+        if not tid:
+            return ErrorCode.INVALID_REQUEST             # Kafka: an empty transactional id
         t = self.transactions.get(tid)
         if t is None or t.producer_id != pid:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -262,6 +338,9 @@ class TransactionCoordinator:
         codes: dict[tuple[str, int], int] = {}
         for name, p in wanted:
             count = self._partitions_of(name)
+            if count is None and ctx.api_version >= 4 and name == OFFSETS_TOPIC:
+                # the broker's own request (v4+) for a TxnOffsetCommit v5+: the group's offsets partition
+                count = self._offsets_partitions()
             if count is None or not 0 <= p < count:
                 codes[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if codes:                                       # Kafka: the others are not attempted
@@ -276,23 +355,26 @@ class TransactionCoordinator:
             else:
                 assert t is not None, "a producer that passes the check has its transaction (_check_producer)"
                 for key in wanted:
-                    codes[key] = (ErrorCode.NONE if not verify_only or (t.state == ONGOING and key in t.partitions)
-                                  else ErrorCode.INVALID_TXN_STATE)
+                    # verify-only (what a broker asks before a v1 append): Kafka's
+                    # handleVerifyPartitionsInTransaction, TRANSACTION_ABORTABLE for a partition not in it
+                    codes[key] = (ErrorCode.NONE if not verify_only or key in t.partitions
+                                  else ErrorCode.TRANSACTION_ABORTABLE)
                 if not verify_only:
-                    self._join(res, t, wanted, ctx.now_ms)
+                    self._join(res, t, wanted, ctx.now_ms, client_version(ADD_PARTITIONS_TO_TXN, ctx.api_version))
         by_topic: dict[str, list] = {}
         for (name, p), code in codes.items():
             by_topic.setdefault(name, []).append(PR(partition_index=p, partition_error_code=code))
         return [TR(name=name, results_by_partition=ps) for name, ps in by_topic.items()]
 
-    def _join(self, res: TxnResult, t: TransactionRecord, wanted: list[tuple[str, int]], now_ms: int) -> None:
-        """The partitions join the transaction (which starts, with its timeout, if it was not open)."""
+    def _join(self, res: TxnResult, t: TransactionRecord, wanted: list[tuple[str, int]], now_ms: int,
+              version: int) -> None:
+        """The partitions join the transaction (which starts, with its timeout, if it was not open); the
+        transaction takes the transaction version of the request that adds them (Kafka's prepareAddPartitions)."""
         if t.state == ONGOING and set(wanted) <= t.partitions:
             return
         start = t.start_ms if t.state == ONGOING else now_ms
-        new = dataclasses.replace(t, state=ONGOING, partitions=t.partitions | set(wanted), last_update_ms=now_ms,
-                                  start_ms=start)
-        res.emit(new)
+        new = self._emit(res, t, dataclasses.replace(t, state=ONGOING, partitions=t.partitions | set(wanted),
+                                                     last_update_ms=now_ms, start_ms=start, client_version=version))
         res.set_timer(timeout_key(t.transactional_id), start + new.timeout_ms)
 
     def _add_offsets(self, ctx: TxnContext, body) -> TxnResult:
@@ -303,7 +385,7 @@ class TransactionCoordinator:
                                     body.producer_epoch)
         if not code:
             self._join(res, self.transactions[body.transactional_id], [self._offsets_partition_of(body.group_id)],
-                       ctx.now_ms)
+                       ctx.now_ms, TV_1)
         res.respond(ctx.token, SUPPORTED[ADD_OFFSETS_TO_TXN].response(throttle_time_ms=0, error_code=code))
         return res
 
@@ -311,22 +393,69 @@ class TransactionCoordinator:
         res = TxnResult()
         R = SUPPORTED[END_TXN].response
 
-        def answer(code: int) -> TxnResult:
-            res.respond(ctx.token, R(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1))
+        def answer(code: int, pid: int = -1, epoch: int = -1) -> TxnResult:
+            res.respond(ctx.token, R(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch))
             return res
 
         tid, commit = body.transactional_id, body.committed
+        if not tid:
+            return answer(ErrorCode.INVALID_REQUEST)     # Kafka: an empty transactional id, in v1 and v2
         t = self.transactions.get(tid)
+        if client_version(END_TXN, ctx.api_version) >= TV_2:
+            return self._end_txn_v2(res, ctx, body, t, answer)
         if t is None or t.producer_id != body.producer_id:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if t.producer_epoch != body.producer_epoch:
             return answer(self._fenced(END_TXN, ctx.api_version))
         if t.state == ONGOING:
-            self._prepare(res, t, commit, ctx.now_ms)
+            self._prepare(res, t, t, commit, ctx.now_ms)
             return answer(ErrorCode.NONE)
         if (t.state, commit) in ((COMPLETE_COMMIT, True), (COMPLETE_ABORT, False)):
             return answer(ErrorCode.NONE)               # a retry of the request that ended it
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return answer(ErrorCode.INVALID_TXN_STATE)
+
+    def _end_txn_v2(self, res: TxnResult, ctx: TxnContext, body, t: TransactionRecord | None,
+                    answer: Callable[..., TxnResult]) -> TxnResult:
+        """EndTxn v5+ (transactions v2), as Kafka's coordinator ends one: every end bumps the epoch (the answer
+        names the producer id and epoch to go on with), and a retry is told apart by its epoch - the one before
+        the bump (or the last one of the previous producer id after the epochs ran out), not the same one.
+
+        | state          | abort, retry | abort, current | commit, retry | commit, current |
+        | Empty          | FENCED       | bump           | FENCED        | INVALID_TXN_STATE |
+        | CompleteAbort  | NONE         | bump           | INVALID_TXN_STATE | INVALID_TXN_STATE |
+        | CompleteCommit | INVALID_TXN_STATE | bump      | NONE          | INVALID_TXN_STATE |
+        """
+        commit, pid, epoch = body.committed, body.producer_id, body.producer_epoch
+        if t is None:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        retry_on_overflow = t.previous_producer_id == pid and epoch == MAX_EPOCH and t.producer_epoch == 0
+        retry_on_bump = t.producer_epoch == epoch + 1
+        if t.producer_id != pid and not retry_on_overflow:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            valid = retry_on_bump
+        elif t.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or epoch == t.producer_epoch
+        else:
+            valid = epoch == t.producer_epoch
+        if not valid:
+            return answer(ErrorCode.PRODUCER_FENCED)
+        retry = retry_on_bump or retry_on_overflow
+        same = (t.state, commit) in ((COMPLETE_COMMIT, True), (COMPLETE_ABORT, False))
+        if t.state == ONGOING or (not commit and not retry and t.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)):
+            if commit and t.producer_epoch >= SHORT_MAX:
+                # no epoch left to commit under (only a transaction prepared at the last epoch and completed
+                # at a restart, which loses the next producer id Kafka does not write, gets here): Kafka's
+                # transition refuses the overflowing epoch and the request fails; an abort goes through
+                return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
+            next_pid = self._allocate() if t.producer_epoch >= MAX_EPOCH else -1
+            done = self._prepare_v2(res, t, t, commit, ctx.now_ms, next_pid, TV_2)
+            return answer(ErrorCode.NONE, done.producer_id, done.producer_epoch)
+        if same and retry:
+            return answer(ErrorCode.NONE, t.producer_id, t.producer_epoch)     # a retry of the request that ended it
+        if t.state in (PREPARE_COMMIT, PREPARE_ABORT) and (t.state == PREPARE_COMMIT) == commit:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         return answer(ErrorCode.INVALID_TXN_STATE)
 
@@ -375,11 +504,32 @@ class TransactionCoordinator:
         return res
 
     # ------------------------------------------------------------------ ending a transaction
-    def _prepare(self, res: TxnResult, t: TransactionRecord, commit: bool, now_ms: int) -> None:
-        prepared = dataclasses.replace(t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now_ms)
-        res.emit(prepared)
+    def _prepare(self, res: TxnResult, before: TransactionRecord, t: TransactionRecord, commit: bool,
+                 now_ms: int) -> None:
+        """v1: the transaction `t` (`before` with a fencing epoch, if any) is prepared under its epoch."""
+        prepared = self._emit(res, before, dataclasses.replace(
+            t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now_ms, client_version=TV_1))
         res.cancel_timer(timeout_key(t.transactional_id))
         res.markers += self._markers(prepared, commit)
+
+    def _prepare_v2(self, res: TxnResult, before: TransactionRecord, t: TransactionRecord, commit: bool,
+                    now_ms: int, next_pid: int, version: int) -> TransactionRecord:
+        """v2 (Kafka's prepareAbortOrCommit with an epoch bump): prepared under the next epoch, which its markers
+        carry (an abort already at 32767, a broken state, goes through without one); `next_pid` (>= 0) the
+        producer id it completes with when the epochs are exhausted. A transaction with no partition (an abort
+        in Empty or after an end, which v2 allows) completes at once. What it completes with is returned."""
+        epoch = t.producer_epoch if t.producer_epoch == SHORT_MAX and not commit else t.producer_epoch + 1
+        added = t.state == ONGOING
+        prepared = self._emit(res, before, dataclasses.replace(
+            t, state=PREPARE_COMMIT if commit else PREPARE_ABORT, producer_epoch=epoch,
+            last_producer_epoch=t.producer_epoch, next_producer_id=next_pid, client_version=version,
+            start_ms=t.start_ms if added else now_ms, last_update_ms=now_ms,
+            partitions=t.partitions if added else frozenset()))
+        res.cancel_timer(timeout_key(t.transactional_id))
+        if prepared.partitions:
+            res.markers += self._markers(prepared, commit)
+            return self._completed(prepared, now_ms)
+        return self._emit(res, prepared, self._completed(prepared, now_ms))
 
     @staticmethod
     def _markers(t: TransactionRecord, commit: bool) -> list[TxnMarker]:

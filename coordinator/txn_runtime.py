@@ -1,18 +1,26 @@
 """The transaction coordinator's runtime: the coordinator runtime (runtime.py) over `__transaction_state`,
 whose one shard is a TransactionCoordinator. Its Results carry `markers`: written by `write_markers` (the
 broker's, into the data partitions; a marker for __consumer_offsets goes through the group runtime's
-`write_marker`), then its shard's `markers_written` completes the transactions."""
+`write_marker`), then its shard's `markers_written` completes the transactions. `add_partitions` is the broker's
+way in for transactions v2 (Produce v12+, TxnOffsetCommit v5+)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request
+from tenure.protocol.context import RequestContext
+from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
 
 from .result import Result
 from .routing import partition_for
 from .runtime import CoordinatorRuntime
-from .transactions import TransactionCoordinator, TxnResult
+from .transactions import ADD_PARTITIONS_TO_TXN, TransactionCoordinator, TxnResult
+
+BROKER_ADD_VERSION = 5        # the AddPartitionsToTxn version a Kafka 4.x broker asks its coordinator with
 
 
 class TransactionRuntime(CoordinatorRuntime[TransactionCoordinator]):
@@ -43,3 +51,27 @@ class TransactionRuntime(CoordinatorRuntime[TransactionCoordinator]):
         result.timers += done.timers
         result.records += done.records
 
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[tuple[str, int]], ctx: RequestContext) -> dict[tuple[str, int], int]:
+        """Transactions v2: the partitions a Produce v12+ (or a TxnOffsetCommit v5+) writes to join the
+        producer's transaction before it is appended, as a Kafka broker asks its transaction coordinator
+        (AddPartitionsToTxnManager: AddPartitionsToTxn v5, not verify-only). The coordinator's code for each
+        partition, once its record is durable (a whole-request refusal - 14 while a move loads it - for all)."""
+        wanted = list(dict.fromkeys(partitions))
+        A = SUPPORTED[ADD_PARTITIONS_TO_TXN].request
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in wanted:
+            by_topic.setdefault(topic, []).append(p)
+        body = A(transactions=[A.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=False, topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
+        req = Request(ADD_PARTITIONS_TO_TXN, BROKER_ADD_VERSION, 0, ctx.client_id, body, SUPPORTED[ADD_PARTITIONS_TO_TXN])
+        # the broker asks whichever broker coordinates the transactional id: no hosting check on the way in
+        answer = await self.handle(req, dataclasses.replace(ctx, api_key=ADD_PARTITIONS_TO_TXN,
+                                                            api_version=BROKER_ADD_VERSION, broker_id=None))
+        if answer.error_code:
+            return {key: answer.error_code for key in wanted}
+        codes = {(t.name, r.partition_index): r.partition_error_code
+                 for res in answer.results_by_transaction for t in res.topic_results for r in t.results_by_partition}
+        return {key: codes.get(key, ErrorCode.UNKNOWN_SERVER_ERROR) for key in wanted}

@@ -182,15 +182,16 @@ _TABLE = [
     _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1, GROUP),
     _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1, GROUP),
     # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
-    # bump on every commit), which tenure does not announce, so clients use v4 and below
+    # bump on every commit), which clients use when ApiVersions finalizes transaction.version 2
     # InitProducerId is the transaction coordinator's in Kafka; one without a transactional id gets its producer
     # id from the broker
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5, TRANSACTION),
     _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5, TRANSACTION),
     _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4, TRANSACTION),
-    _spec(EndTxnRequest, EndTxnResponse, 0, 4, TRANSACTION),
-    # offsets committed in a transaction go to the group coordinator; v5 is transactions v2, as EndTxn's
-    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 4, GROUP),
+    _spec(EndTxnRequest, EndTxnResponse, 0, 5, TRANSACTION),
+    # offsets committed in a transaction go to the group coordinator; v5 is transactions v2 (the group's
+    # partition joins the transaction with the commit), as EndTxn's
+    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5, GROUP),
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
     _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)

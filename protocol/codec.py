@@ -125,11 +125,26 @@ def encode_response(request: Request, body: Any) -> bytes:
     return bytes(body.encode(header=True, framed=True))
 
 
-def api_versions_body(version: int, error_code: int = ErrorCode.NONE):
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+MAX_TRANSACTION_VERSION = 2          # KIP-890: 1 flexible __transaction_state records, 2 transactions v2
+
+
+def api_versions_body(version: int, error_code: int = ErrorCode.NONE, transaction_version: int | None = None):
+    """ApiVersions' answer; from v3 with the `transaction.version` feature (supported 0-2, finalized at
+    `transaction_version` when above 0, as Kafka lists a finalized feature; None: no features)."""
     resp_cls = SUPPORTED[API_VERSIONS_KEY].response
     keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, lo, hi in api_version_ranges()]
-    return resp_cls(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    features: dict = {}
+    if transaction_version is not None and version >= 3:
+        features["supported_features"] = [resp_cls.SupportedFeatureKey(
+            name=TRANSACTION_VERSION_FEATURE, min_version=0, max_version=MAX_TRANSACTION_VERSION)]
+        # Java's ApiVersions keeps finalized features only from an epoch above the -1 it starts with
+        features["finalized_features_epoch"] = 0
+        features["finalized_features"] = [resp_cls.FinalizedFeatureKey(
+            name=TRANSACTION_VERSION_FEATURE, max_version_level=transaction_version,
+            min_version_level=transaction_version)] if transaction_version > 0 else []
+    return resp_cls(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0, **features)
 
 
 def encode_api_versions_error(correlation_id: int, code: int) -> bytes:

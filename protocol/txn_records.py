@@ -1,7 +1,9 @@
 """The transaction coordinator's records in Kafka's __transaction_state format.
 
-One record type, keyed by transactional id: TransactionLogKey (key version 0) and TransactionLogValue
-(value version 0 written; 0 and 1 read), the full state of one transactional id after each change
+One record type, keyed by transactional id: TransactionLogKey (key version 0) and TransactionLogValue (0 and 1
+read; written as Kafka writes it: version 0 while the `transaction.version` feature is 0, else version 1 with its
+tagged `clientTransactionVersion` - Kafka's writer sets neither `previousProducerId` nor `nextProducerId`, which
+stay at their default and are not written), the full state of one transactional id after each change
 (a keyed, full-value upsert, so the latest record of each key is the state). A tombstone (value None)
 removes the transactional id. The structs are kafka-python `ApiData` classes built from this package's
 JSON schemas (structs.py), the same codec engine as the group coordinator's records.
@@ -41,6 +43,15 @@ class TransactionRecord:
     # the epoch before the last fencing bump: memory only, as Kafka keeps it (-1 once loaded from the log)
     last_producer_epoch: int = field(default=-1, compare=False)
     tombstone: bool = False
+    # the transaction version (KIP-890) of the client's last request in this transaction: 0 (v1: EndTxn v4-,
+    # AddPartitionsToTxn v3-) or 2 (v2: EndTxn v5+, partitions added by Produce v12+ / TxnOffsetCommit v5+)
+    client_version: int = 0
+    # TransactionLogValue version this record is written with (1 from transaction.version 1)
+    value_version: int = field(default=TRANSACTION_LOG_VALUE_VERSION, compare=False)
+    # the producer id before this change (Kafka's previousProducerId: memory only, its writer does not write it)
+    previous_producer_id: int = field(default=-1, compare=False)
+    # v2: the producer id a prepared transaction whose epochs are exhausted completes with (memory only)
+    next_producer_id: int = field(default=-1, compare=False)
 
     @property
     def state_name(self) -> str:
@@ -71,10 +82,12 @@ def encode(record: TransactionRecord) -> tuple[bytes, bytes | None]:
     value = TransactionLogValue(
         producer_id=record.producer_id, producer_epoch=record.producer_epoch,
         transaction_timeout_ms=record.timeout_ms, transaction_status=record.state,
-        transaction_partitions=[P(topic=t, partition_ids=ps) for t, ps in by_topic.items()],
+        # null for an Empty transaction, as Kafka writes it
+        transaction_partitions=None if record.state == EMPTY else
+        [P(topic=t, partition_ids=ps) for t, ps in by_topic.items()],
         transaction_last_update_timestamp_ms=record.last_update_ms,
-        transaction_start_timestamp_ms=record.start_ms)
-    return key, bytes(value.encode(version=TRANSACTION_LOG_VALUE_VERSION))
+        transaction_start_timestamp_ms=record.start_ms, client_transaction_version=record.client_version)
+    return key, bytes(value.encode(version=record.value_version))
 
 
 class UnknownRecordType(ValueError):
@@ -94,6 +107,11 @@ def decode(key: bytes, value: bytes | None) -> TransactionRecord:
         return TransactionRecord(k.transactional_id, tombstone=True)
     v = TransactionLogValue.decode(bytes(value))
     parts = frozenset((p.topic, i) for p in (v.transaction_partitions or ()) for i in p.partition_ids)
+    flexible = v.version >= 1
     return TransactionRecord(k.transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
                              v.transaction_status, parts, v.transaction_last_update_timestamp_ms,
-                             v.transaction_start_timestamp_ms)
+                             v.transaction_start_timestamp_ms,
+                             client_version=v.client_transaction_version if flexible else 0,
+                             value_version=v.version,
+                             previous_producer_id=v.previous_producer_id if flexible else -1,
+                             next_producer_id=v.next_producer_id if flexible else -1)

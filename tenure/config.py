@@ -127,6 +127,11 @@ class ServerConfig:
     consumer_heartbeat_interval_ms: int = setting(250, "group.consumer.heartbeat.interval.ms: how often consumer "
                                                        "group members are told to heartbeat (default 250; Kafka's "
                                                        "5000)", least=1)
+    # the transaction coordinator (docs/transactions.md)
+    transaction_version: int = setting(2, "the transaction.version feature level finalized in ApiVersions: 2 "
+                                          "(default, as Kafka 4.x): clients run transactions v2 (KIP-890: an epoch "
+                                          "bump at every commit or abort, partitions added by Produce); 1 or 0: "
+                                          "clients run transactions v1", least=0, choices=(0, 1, 2))
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -223,6 +228,9 @@ class ServerConfig:
         if unknown or not mechanisms:
             raise ValueError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; tenure serves "
                              f"{', '.join(MECHANISMS)}")
+        if self.transaction_version not in (0, 1, 2):
+            raise ValueError(f"--transaction-version {self.transaction_version}: Kafka's transaction.version "
+                             "levels are 0, 1 and 2")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 

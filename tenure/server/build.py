@@ -27,6 +27,8 @@ from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol import txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
+from tenure.protocol.context import RequestContext
+from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.markers import TxnMarker
 from tenure.security import apis as security_apis
@@ -51,8 +53,10 @@ class TransactionCoordinatorHandle:
     (broker/base.py TransactionSide)."""
 
     def __init__(self, topics: TopicRegistry, cluster: Cluster, clock: CoordinatorClock, metrics: Metrics,
-                 on_fatal: Callable[[BaseException], None], serving: Callable[[], bool]) -> None:
+                 on_fatal: Callable[[BaseException], None], serving: Callable[[], bool],
+                 transaction_version: int = 2) -> None:
         self.topics, self.cluster, self.clock = topics, cluster, clock
+        self.transaction_version = transaction_version       # the transaction.version feature level finalized
         self.metrics, self.on_fatal, self.serving = metrics, on_fatal, serving
         self.runtime: TransactionRuntime | None = None
         self.loaded: TransactionCoordinator | None = None    # the shard last loaded (a move loads a new one)
@@ -80,7 +84,9 @@ class TransactionCoordinatorHandle:
             return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
 
         def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
-            return TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of)
+            return TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of,
+                                          transaction_version=self.transaction_version,
+                                          offsets_partitions=lambda: groups.partitions)
         runtime = TransactionRuntime(new_coordinator, topic, clock=self.clock, partition_writer=broker.replicas,
                                      on_fatal=self.on_fatal, metrics=self.metrics, codec=txn_records,
                                      write_markers=broker.write_txn_markers, timer_keys=(TxnTimeoutKey,),
@@ -98,9 +104,20 @@ class TransactionCoordinatorHandle:
     # ---- the broker's side of transactions (broker/base.py TransactionSide)
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> int | None:
-        if self.loaded is None:
+        """The coordinator serving now answers (while a move loads it: COORDINATOR_LOAD_IN_PROGRESS, which the
+        broker reports as Kafka's does: a retriable error)."""
+        if self.runtime is None:
             return None
-        return self.loaded.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+        shard = self.runtime.shards.get(0)
+        if shard is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if 0 in self.runtime.loading else ErrorCode.NOT_COORDINATOR
+        return shard.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], ctx: RequestContext) -> dict[tuple[str, int], int]:
+        if self.runtime is None:             # no transaction coordinator yet: no transaction can be
+            return {key: ErrorCode.INVALID_PRODUCER_ID_MAPPING for key in partitions}
+        return await self.runtime.add_partitions(transactional_id, producer_id, producer_epoch, partitions, ctx)
 
     def internal_marker(self, marker: TxnMarker, now_ms: int) -> Log:
         assert self.groups is not None, "built by build()"
@@ -159,9 +176,11 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     """The server's parts over recovered topics; loads __consumer_offsets (and __transaction_state when the
     data dir holds one) into the coordinators."""
     clock = CoordinatorClock()
-    txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving)
+    txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving,
+                                       transaction_version=config.transaction_version)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
-                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn)
+                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
+                    transaction_version=config.transaction_version)
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,

@@ -9,7 +9,7 @@ from typing import Any
 from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.group_runtime import GroupRuntime
-from tenure.coordinator.transactions import is_transaction_request
+from tenure.coordinator.transactions import is_transaction_request, txn_offset_commit_error
 from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
@@ -35,26 +35,42 @@ class BrokerRoute:
 class GroupRoute:
     """The group coordinator's runtime. An OffsetCommit or TxnOffsetCommit first passes the broker's topic check
     (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it. A
-    TxnOffsetCommit first passes the transaction coordinator's check: its producer's open transaction holds the
-    group's offsets partition (AddOffsetsToTxn first), as Kafka verifies it."""
+    TxnOffsetCommit with partitions left then passes the transaction coordinator's check: its producer's open
+    transaction holds the group's offsets partition (AddOffsetsToTxn first; v5+ adds it), as Kafka verifies it."""
 
     def __init__(self, runtime: GroupRuntime, topics: TopicRegistry,
                  txn_runtime: Callable[[], TransactionRuntime]) -> None:
         self.runtime, self.topics, self.txn_runtime = runtime, topics, txn_runtime
 
-    async def __call__(self, req: Request, ctx: RequestContext) -> Any:
-        if req.api_key == TXN_OFFSET_COMMIT_KEY:
-            body = req.body
-            txn = self.txn_runtime().shards.get(0)          # none while a move loads it: retry
+    async def _txn_check(self, req: Request, ctx: RequestContext) -> int:
+        """A TxnOffsetCommit's check by the transaction coordinator: v5+ (transactions v2) adds the group's
+        offsets partition to the producer's transaction, as Kafka's broker asks it to; older versions verify
+        that AddOffsetsToTxn added it. The code as the request's version reports it."""
+        body = req.body
+        txn_runtime = self.txn_runtime()
+        offsets_partition = (OFFSETS_TOPIC, partition_for(body.group_id, self.runtime.partitions))
+        if req.api_version >= 5:
+            codes = await txn_runtime.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                     [offsets_partition], ctx)
+            code = codes[offsets_partition]
+        else:
+            txn = txn_runtime.shards.get(0)          # none while a move loads it: retry
             code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if txn is None else txn.verify(
-                body.transactional_id, body.producer_id, body.producer_epoch, OFFSETS_TOPIC,
-                partition_for(body.group_id, self.runtime.partitions))
-            if code:
-                return error_response(req, code)
+                body.transactional_id, body.producer_id, body.producer_epoch, *offsets_partition)
+        return txn_offset_commit_error(code, req.api_version)
+
+    async def __call__(self, req: Request, ctx: RequestContext) -> Any:
         if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
             return await self.runtime.handle(req, ctx)
         order = request_order(req.body)
         kept, refused = split_commit(req.body, self.topics)
+        if req.api_key == TXN_OFFSET_COMMIT_KEY and kept is not None:
+            # as Kafka's broker: only a commit with partitions left reaches the transaction coordinator (a v5
+            # one, all of whose partitions are refused, adds nothing to the transaction)
+            code = await self._txn_check(req, ctx)
+            if code:
+                return error_response(req, code) if not refused else \
+                    merge_commit(order, error_response(req, code), refused, req.spec.response)
         if not refused:
             return await self.runtime.handle(req, ctx)
         answer = await self.runtime.handle(req, ctx) if kept is not None else None

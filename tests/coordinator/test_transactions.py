@@ -20,8 +20,10 @@ class Ctx:
 
 
 def coordinator() -> TransactionCoordinator:
+    """A coordinator of a server whose `transaction.version` is 1 (these tests are the v1 path's; the v2 path's
+    are in test_transactions_v2.py)."""
     ids = itertools.count(5000)
-    return TransactionCoordinator(lambda: next(ids), {"t": 2}.get)
+    return TransactionCoordinator(lambda: next(ids), {"t": 2}.get, transaction_version=1)
 
 
 def init(c, tid="tx", now=1000, timeout=60000, pid=-1, epoch=-1, version=4):
@@ -80,11 +82,16 @@ def test_a_new_producer_fences_the_old_one_and_aborts_its_transaction():
     init(c)
     add(c, 5000, 0, [0])
     r = init(c)                         # the same transactional id again
-    assert (r.responses[0][1].producer_id, r.responses[0][1].producer_epoch) == (5000, 1)
+    # as Kafka: the open transaction is fenced and aborted, the new producer told to retry (51) ...
+    assert (r.responses[0][1].error_code, r.responses[0][1].producer_epoch) == (51, -1)
     assert [(x.state, x.producer_epoch) for x in r.records] == [(PREPARE_ABORT, 1)]
     assert r.markers == [TxnMarker("tx", "t", 0, 5000, 1, False)]
     c.markers_written(r.markers, 1001)
     assert c.transactions["tx"].state == COMPLETE_ABORT
+    # ... and its retry, the abort complete, bumps the epoch once more
+    r = init(c)
+    assert (r.responses[0][1].error_code, r.responses[0][1].producer_id, r.responses[0][1].producer_epoch) == \
+        (0, 5000, 2)
     assert add(c, 5000, 0, [1]).responses[0][1].results_by_topic_v3_and_below[0].results_by_partition[0] \
         .partition_error_code == 90     # PRODUCER_FENCED (AddPartitionsToTxn knows it from v2)
 

@@ -21,6 +21,7 @@ INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
 PRODUCER_FENCED = 90
 
@@ -183,7 +184,10 @@ def codes_v3(r):
             for p in t.results_by_partition}
 
 
-def test_wire_transaction_checks(tenure_server, wire):
+@pytest.mark.parametrize("tv", [
+    pytest.param(tv, marks=pytest.mark.tenure(transaction_version=tv), id=f"transaction.version={tv}")
+    for tv in (2, 1)])
+def test_wire_transaction_checks(tenure_server, wire, tv):
     create_topic(tenure_server.bootstrap, "txn-wire", 2)
     r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=10**9,
                                         producer_id=-1, producer_epoch=-1), 4)
@@ -204,7 +208,8 @@ def test_wire_transaction_checks(tenure_server, wire):
         {("txn-wire", 0): INVALID_PRODUCER_ID_MAPPING}
     assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [0])]), 3)) == {("txn-wire", 0): NONE}
     assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 0, b"x")) == NONE
-    # v4+: batched by transactional id, with verify_only (what a broker asks before appending)
+    # v4+: batched by transactional id, with verify_only (what a broker asks before appending): a partition not
+    # in the transaction is TRANSACTION_ABORTABLE (120), as Kafka's coordinator answers a verification
     A = AddPartitionsToTxnRequest
     T = A.AddPartitionsToTxnTransaction
     r = wire.call(A(transactions=[
@@ -212,12 +217,17 @@ def test_wire_transaction_checks(tenure_server, wire):
           topics=[A.AddPartitionsToTxnTopic(name="txn-wire", partitions=[0, 1])])]), 4)
     [res] = r.results_by_transaction
     assert {p.partition_index: p.partition_error_code for t in res.topic_results for p in t.results_by_partition} \
-        == {0: NONE, 1: INVALID_TXN_STATE}
+        == {0: NONE, 1: 120}
     # a new producer with the same id fences this one: the old epoch is PRODUCER_FENCED from v2 (AddPartitions,
     # EndTxn), INVALID_PRODUCER_EPOCH before; its batches are INVALID_PRODUCER_EPOCH
-    r = wire.call(InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000,
-                                        producer_id=-1, producer_epoch=-1), 4)
-    assert (r.error_code, r.producer_id, r.producer_epoch) == (NONE, pid, epoch + 1)
+    # as Kafka: the open transaction is fenced and aborted, the new producer retries (CONCURRENT_TRANSACTIONS)
+    # and its retry bumps the epoch once more than the abort's
+    init = InitProducerIdRequest(transactional_id="tw", transaction_timeout_ms=60000, producer_id=-1,
+                                 producer_epoch=-1)
+    assert wire.call(init, 4).error_code == CONCURRENT_TRANSACTIONS
+    aborted = epoch + 1 if tv == 1 else epoch + 2         # the server's transaction version ends its own abort
+    r = wire.call(init, 4)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (NONE, pid, aborted + 1)
     assert produce(wire, "tw", "txn-wire", txn_batch(pid, epoch, 1, b"y")) == INVALID_PRODUCER_EPOCH
     end = dict(transactional_id="tw", producer_id=pid, producer_epoch=epoch, committed=True)
     assert wire.call(EndTxnRequest(**end), 1).error_code == INVALID_PRODUCER_EPOCH
@@ -225,17 +235,23 @@ def test_wire_transaction_checks(tenure_server, wire):
     assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [1])]), 1)) == \
         {("txn-wire", 1): INVALID_PRODUCER_EPOCH}
     assert codes_v3(wire.call(add_v3("tw", pid, epoch, [("txn-wire", [1])]), 2)) == {("txn-wire", 1): PRODUCER_FENCED}
-    # the fenced producer's open transaction was aborted with a marker under the new epoch
+    # the fenced producer's open transaction was aborted with a marker under the fencing epoch (at transaction
+    # version 2 bumped once more, as a v2 end is)
     log = tenure_server.call(lambda: tenure_server.server.topics.get("txn-wire").partitions[0])
     from tenure.storage import parse_batches
     batches = parse_batches(tenure_server.call(lambda: log.read(0, 1 << 20)))
     assert [(b.is_transactional, b.is_control, b.producer_epoch) for b in batches] == \
-        [(True, False, epoch), (True, True, epoch + 1)]
+        [(True, False, epoch), (True, True, aborted)]
 
 
 # ------------------------------------------------------------------------------------------------ Java
 @pytest.mark.java
-def test_java_commit_abort_and_zombie_fencing(tenure_server):
+@pytest.mark.parametrize("tv", [
+    pytest.param(tv, marks=pytest.mark.tenure(transaction_version=tv), id=f"transaction.version={tv}")
+    for tv in (2, 1)])
+def test_java_commit_abort_and_zombie_fencing(tenure_server, tv):
+    """Java runs transactions v2 against transaction.version 2 (the zombie's next Produce v12 is fenced by the
+    coordinator's add) and v1 against 1 (by the verification); the zombie sees the same exceptions."""
     from tests.support.java import run_java
     create_topic(tenure_server.bootstrap, "txn-java", 1)
     fenced, consumed = run_java("TxnProduce", tenure_server.bootstrap, "txn-java", "tx-java", timeout=120)
@@ -553,7 +569,13 @@ def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenur
         p.abort_transaction(30)
 
 
-def test_advance_clock_expires_an_open_transaction(tenure_server):
+@pytest.mark.parametrize("aborted_epoch", [
+    pytest.param(1, marks=pytest.mark.tenure(transaction_version=1), id="transaction.version=1"),
+    # Kafka's coordinator ends its own abort as the server's transaction version ends one: at 2 the fencing
+    # epoch is bumped once more
+    pytest.param(2, marks=pytest.mark.tenure(transaction_version=2), id="transaction.version=2"),
+])
+def test_advance_clock_expires_an_open_transaction(tenure_server, aborted_epoch):
     """The transaction timeout runs on the coordinator's clock: advance_clock past it aborts the transaction
     (fencing its producer) and read_committed consumers move on."""
     from confluent_kafka import KafkaException
@@ -561,7 +583,7 @@ def test_advance_clock_expires_an_open_transaction(tenure_server):
     fired = tenure_server.advance_clock(60_000)
     assert "txn_timeout/tx-clock" in fired
     state = tenure_server.call(lambda: tenure_server.server.txn_runtime.shards[0].transactions["tx-clock"])
-    assert (state.state_name, state.producer_epoch) == ("CompleteAbort", 1)
+    assert (state.state_name, state.producer_epoch) == ("CompleteAbort", aborted_epoch)
     assert consume_all(tenure_server.bootstrap, "txn-clock", 1, "read_committed", 0, wait=1.0) == []
     with pytest.raises(KafkaException):
         p.commit_transaction(10)

@@ -141,11 +141,12 @@ def transaction_state(bs: str, tid: str):
 
 
 @contextlib.contextmanager
-def server_process(tmp_path, prefix: str):
+def server_process(tmp_path, prefix: str, transaction_version: int = 2):
     """`tenure serve` on a data dir in its own process (to be SIGKILLed), with topics <prefix>-in and
-    <prefix>-out of 2 partitions."""
+    <prefix>-out of 2 partitions, finalizing `transaction_version` (2: Java runs transactions v2)."""
     from tests.support.procs import TenureProcess
-    with TenureProcess(tmp_path / "data", fsync="batch") as srv:
+    with TenureProcess(tmp_path / "data", fsync="batch",
+                       extra=("--transaction-version", str(transaction_version))) as srv:
         srv.start()
         for topic in ("in", "out"):
             create_topic(srv.bootstrap, f"{prefix}-{topic}", 2)
@@ -162,19 +163,25 @@ def advance_clock(srv, ms: int) -> list[str]:
         return json.loads(r.read())["fired"]
 
 
-def test_java_sigkill_before_and_after_commit(tmp_path):
+# Java 4.3 runs transactions v2 against a server finalizing transaction.version 2 (tenure's default), v1 against 1
+TRANSACTION_VERSIONS = pytest.mark.parametrize("tv", [2, 1], ids=["transaction.version=2", "transaction.version=1"])
+
+
+@TRANSACTION_VERSIONS
+def test_java_sigkill_before_and_after_commit(tmp_path, tv):
     """A consume-transform-produce loop (static consumer, sendOffsetsToTransaction) and a server SIGKILLed
     (b) after commitTransaction returned: its output and offsets are all there after the restart; (a) with
     a transaction open, its output and offsets sent: after the restart the transaction is still open, none
     of it is seen by read_committed consumers and the group's committed offsets are the old ones; the
     application restarted with the same transactional id fences it (InitProducerId aborts it), resumes from
     the old offsets and commits: every record is in the output exactly once. Once more with nobody coming
-    back: the transaction's timeout aborts it after the restart, its offsets with it."""
+    back: the transaction's timeout aborts it after the restart, its offsets with it. Under transactions v2 the
+    commit bumped the epoch, and the open transaction found after the restart is the v2 one it was."""
     from tests.integration.test_transactions import stable_fetch
     from tests.support.java import run_java
     UNSTABLE_OFFSET_COMMIT = 88
     args = ["ktx-in", "ktx-out", "ktx-group", "ktx-static", "ktx-txn"]
-    with server_process(tmp_path, "ktx") as srv:
+    with server_process(tmp_path, "ktx", tv) as srv:
         bs = srv.bootstrap
         # (b) committed, then killed
         seed(bs, "ktx-in", 0, 6)
@@ -184,16 +191,23 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
         srv.start()
         bs = srv.bootstrap
         first = transformed(6)
+        # InitProducerId gave epoch 0; a v2 commit bumped it
+        assert transaction_state(bs, "ktx-txn").producer_epoch == (1 if tv == 2 else 0)
         assert committed(bs, "ktx-group") == {("ktx-in", 0): 3, ("ktx-in", 1): 3}
         assert sorted(consume_all(bs, "ktx-out", 2, "read_committed", 6, wait=0.5)) == first
 
         # (a) open, with its output and offsets sent, then killed (the application with it)
         seed(bs, "ktx-in", 6, 10)
         kill_mid_transaction(srv, tmp_path, args, 4)
+        # in the dead server's log: the open transaction, a v2 one (its partitions added by Produce and
+        # TxnOffsetCommit) or a v1 one, in TransactionLogValue v1 (transaction.version 1 and up)
+        record = last_record(srv.data_dir, "ktx-txn")
+        assert (record.state, record.client_version, record.value_version) == (1, 2 if tv == 2 else 0, 1), record
         srv.start()
         bs = srv.bootstrap
         state = transaction_state(bs, "ktx-txn")
         assert state.state.value == "Ongoing", state
+        assert state.producer_epoch == (2 if tv == 2 else 1), state        # the new application's InitProducerId
         assert {tp.topic for tp in state.topic_partitions} == {"ktx-out", "__consumer_offsets"}, state
         assert sorted(consume_all(bs, "ktx-out", 2, "read_committed", 6, wait=1.0)) == first
         assert len(consume_all(bs, "ktx-out", 2, "read_uncommitted", 10, wait=0.5)) == 10   # it is in the log
@@ -223,10 +237,25 @@ def test_java_sigkill_before_and_after_commit(tmp_path):
         assert sorted(consume_all(bs, "ktx-out", 2, "read_committed", 10, wait=1.0)) == sorted(out)
 
 
-def prepare_commit_offline(data_dir, tid: str) -> None:
+def last_record(data_dir, tid: str):
+    """The last __transaction_state record of `tid` in a stopped server's data dir, decoded."""
+    from kafka.record.default_records import DefaultRecordBatch
+    from tenure.protocol import txn_records
+    from tenure.protocol.internal_topics import TRANSACTION_TOPIC
+    from tenure.storage.segments import LogConfig, SegmentLog
+    log = SegmentLog(data_dir / f"{TRANSACTION_TOPIC}-0", LogConfig())
+    try:
+        states = [txn_records.decode(r.key, r.value) for _, raw in log.batches(0) for r in DefaultRecordBatch(raw)]
+    finally:
+        log.close()
+    return [s for s in states if s.transactional_id == tid][-1]
+
+
+def prepare_commit_offline(data_dir, tid: str) -> int:
     """Append what EndTxn(commit) writes first - the transactional id's PrepareCommit record - to the dead
     server's __transaction_state log with the project's codec and its one coordinator writer: the server as
-    if SIGKILLed between that record and the commit markers (a window a client cannot aim at)."""
+    if SIGKILLed between that record and the commit markers (a window a client cannot aim at). A v2
+    transaction is prepared under the next epoch, as EndTxn v5 prepares it. The epoch it is prepared under."""
     import dataclasses
     from types import SimpleNamespace
     from kafka.record.default_records import DefaultRecordBatch
@@ -241,12 +270,15 @@ def prepare_commit_offline(data_dir, tid: str) -> None:
         assert last.state == txn_records.ONGOING, last
         writer = CoordinatorWriter(SimpleNamespace(name=TRANSACTION_TOPIC, partitions=[log]),
                                    lambda: last.last_update_ms + 1, codec=txn_records)
-        writer.write([dataclasses.replace(last, state=txn_records.PREPARE_COMMIT)])
+        epoch = last.producer_epoch + 1 if last.client_version >= 2 else last.producer_epoch
+        writer.write([dataclasses.replace(last, state=txn_records.PREPARE_COMMIT, producer_epoch=epoch)])
     finally:
         log.close()
+    return epoch
 
 
-def test_java_transaction_completes_across_a_sigkill(tmp_path):
+@TRANSACTION_VERSIONS
+def test_java_transaction_completes_across_a_sigkill(tmp_path, tv):
     """The transaction is decided, not lost: (c) the server is SIGKILLed while a live producer's
     transaction is open with its output and offsets sent; the producer commits once the server is back (on
     its port), and everything of it is committed; (p) the server dies right after writing PrepareCommit
@@ -254,7 +286,7 @@ def test_java_transaction_completes_across_a_sigkill(tmp_path):
     the output partitions and the group's __consumer_offsets partition - and completes the commit, as
     Kafka's coordinator completes a prepared transaction it loads."""
     args = ["ptx-in", "ptx-out", "ptx-group", "ptx-static", "ptx-txn"]
-    with server_process(tmp_path, "ptx") as srv:
+    with server_process(tmp_path, "ptx", tv) as srv:
         bs = srv.bootstrap
         # (c) the producer outlives the server's crash and commits after its restart
         seed(bs, "ptx-in", 0, 4)
@@ -270,12 +302,15 @@ def test_java_transaction_completes_across_a_sigkill(tmp_path):
             held.close()
         assert committed(bs, "ptx-group") == {("ptx-in", 0): 2, ("ptx-in", 1): 2}
         assert sorted(consume_all(bs, "ptx-out", 2, "read_committed", 4, wait=1.0)) == transformed(4)
+        # the commit after the restart ended the recovered transaction as its version ends one
+        assert transaction_state(bs, "ptx-txn").producer_epoch == (1 if tv == 2 else 0)
         # (p) a PrepareCommit in the log, no marker written: the restart completes the commit
         seed(bs, "ptx-in", 4, 8)
         kill_mid_transaction(srv, tmp_path, args, 4)
-        prepare_commit_offline(srv.data_dir, "ptx-txn")
+        epoch = prepare_commit_offline(srv.data_dir, "ptx-txn")
         srv.start()
         bs = srv.bootstrap
-        assert transaction_state(bs, "ptx-txn").state.value == "CompleteCommit"
+        state = transaction_state(bs, "ptx-txn")
+        assert (state.state.value, state.producer_epoch) == ("CompleteCommit", epoch)
         assert committed(bs, "ptx-group") == {("ptx-in", 0): 4, ("ptx-in", 1): 4}
         assert sorted(consume_all(bs, "ptx-out", 2, "read_committed", 8, wait=1.0)) == transformed(8)
