@@ -45,7 +45,7 @@ def closed(sock: socket.socket, timeout: float = 5.0) -> bool:
                 return True
     except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
         return True
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return False
 
 
