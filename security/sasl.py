@@ -216,6 +216,7 @@ class SaslAuthenticator:
         self.expires_ms: int | None = None        # the session's end (None: no end)
         self.reauthentications = 0
         self.completions = 0                      # exchanges completed (the first and each re-authentication)
+        self.client_reauthenticates = False       # a SaslAuthenticate v1+ came: the client re-authenticates
         self._server: MechanismServer | None = None
         self._previous: tuple[str, str] | None = None      # (mechanism, principal) while re-authenticating
         self._bad_mechanism: str | None = None
@@ -234,8 +235,9 @@ class SaslAuthenticator:
 
     def wants(self, req: Request) -> bool:
         """Whether this request is the authenticator's (the connection is not authenticated, or it starts a
-        re-authentication)."""
-        return self.state != COMPLETE or req.api_key == SASL_HANDSHAKE
+        re-authentication: a SaslHandshake from a client that authenticated with SaslAuthenticate v1+, as Kafka's
+        connectedClientSupportsReauthentication; another goes to the broker, which answers ILLEGAL_SASL_STATE)."""
+        return self.state != COMPLETE or (req.api_key == SASL_HANDSHAKE and self.client_reauthenticates)
 
     def expired(self) -> bool:
         return self.state == COMPLETE and self.expires_ms is not None and self.now_ms() >= self.expires_ms
@@ -263,6 +265,7 @@ class SaslAuthenticator:
                     return Step(close=True, failed=True, reason=reason)
                 return Step(encode_response(req, error_response(req, ErrorCode.ILLEGAL_SASL_STATE)), close=True,
                             failed=True, reason=reason)
+            self.client_reauthenticates = self.client_reauthenticates or req.api_version > 0
             return self._token(req.body.auth_bytes, req)
         if req.api_key == API_VERSIONS and self.state == INITIAL:
             self.state = HANDSHAKE

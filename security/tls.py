@@ -10,9 +10,10 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+if TYPE_CHECKING:                      # cryptography is imported when TLS is used, not with the server
+    from cryptography import x509
 
 log = logging.getLogger("tenure.security")
 CLIENT_AUTH = ("none", "requested", "required")      # Kafka's ssl.client.auth values
@@ -22,6 +23,7 @@ HANDSHAKE_TIMEOUT_S = 10.0
 
 def pkcs8(key_pem: bytes) -> bytes:
     """A PEM private key as unencrypted PKCS#8 (what Java's PEM key stores read)."""
+    from cryptography.hazmat.primitives import serialization
     key = serialization.load_pem_private_key(key_pem, password=None)
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
@@ -124,6 +126,7 @@ class ServerTls:
         _write(cert_file, chain)
         _write(key_file, key, private=True)
         _write(store, key + chain, private=True)
+        from cryptography import x509
         return ClientCert(str(cert_file), str(key_file), str(store),
                           principal_of_cert(x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes())))
 
@@ -140,4 +143,5 @@ def peer_principal(ssl_object) -> str | None:
     der = ssl_object.getpeercert(binary_form=True)
     if not der:
         return None
+    from cryptography import x509
     return principal_of_cert(x509.load_der_x509_certificate(der))

@@ -33,17 +33,15 @@ from tenure.coordinator.loader import LoadReport
 from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.security.listeners import SSL, ListenerSpec, parse_listeners
-from tenure.security.oauth import TokenValidator
-from tenure.security.sasl import SaslAuthenticator, SaslSettings
-from tenure.security.tls import ClientCert, ServerTls
+from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
-from tenure.server.listener import Endpoint, Listener, effective_max_connections, fd_limit, resolve_ip_overrides
+from tenure.server.listener import Listener, effective_max_connections, fd_limit, resolve_ip_overrides
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
+from tenure.server.security import ServerSecurity
 from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
@@ -109,14 +107,12 @@ class Server:
         self.budget = RequestBudget(config.max_buffered_request_bytes)   # partial requests of all connections
         self.ratelog = RateLimitedLog(log, config.log_window_ms / 1000, config.log_burst)
         ids = itertools.count(1)                   # connection ids, unique across the brokers' listeners
-        # the listeners every broker has (security/listeners.py), their TLS (security/tls.py)
-        self.listener_specs = parse_listeners(config.listeners, config.listener_security_protocol_map, config.host,
-                                              config.port)
-        self.tls = self._tls() if any(spec.tls for spec in self.listener_specs) else None
+        self.security = ServerSecurity(config)     # the listeners every broker has, TLS, SASL (security.py)
+        self.listener_specs = self.security.specs
         self.listeners = {b: Listener(self._connection, max_connections=self.max_connections, metrics=self.metrics,
                                       ratelog=self.ratelog, broker_id=b, ids=ids,
                                       refuse=self._unreachable(b), max_per_ip=config.max_connections_per_ip,
-                                      endpoints=self._endpoints(b))
+                                      endpoints=self.security.endpoints(b))
                           for b in self.cluster.brokers}
         self.port: int | None = None
         self._loop_handler: tuple[asyncio.AbstractEventLoop, Any] | None = None   # the loop's handler before start()
@@ -125,61 +121,21 @@ class Server:
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
         self.admin_port: int | None = None
-        self._sasl: SaslSettings | None = None
-        self._validator: TokenValidator | None = None
-        self.sasl_mechanisms = tuple(m.strip().upper() for m in config.sasl_mechanisms.split(",") if m.strip())
-        if any(spec.sasl for spec in self.listener_specs) and "OAUTHBEARER" in self.sasl_mechanisms:
-            self._token_validator()                # a JWKS file that does not load: refused now
 
-    def _tls(self) -> ServerTls:
-        """The certificate of the TLS listeners: the user's files, or one generated with a throwaway CA in
-        --tls-dir (default DATA_DIR/tls, else a new temporary dir)."""
-        c = self.config
-        if c.ssl_cert_file:
-            return ServerTls.from_files(c.ssl_cert_file, c.ssl_key_file, c.ssl_ca_file)
-        if c.ssl_key_file:
-            raise ValueError("--ssl-key-file needs --ssl-cert-file")
-        directory = c.tls_dir or (str(Path(c.data_dir) / "tls") if c.data_dir else None)
-        hosts = [c.advertised_host or "", c.host, *(spec.host for spec in self.listener_specs)]
-        return ServerTls.generate(directory, hosts)
-
-    def _endpoints(self, broker_id: int) -> list[Endpoint]:
-        """Broker `broker_id`'s listeners: each spec's port + the broker's index (0: a free one), or the ports a
-        restart keeps; the first listener's port is the broker's (--port, broker_ports)."""
-        c, out = self.config, []
-        for i, spec in enumerate(self.listener_specs):
-            port = spec.port + broker_id if spec.port else 0
-            if c.listener_ports is not None:
-                port = c.listener_ports[broker_id][i]
-            elif i == 0 and not c.listeners:
-                port = c.ports()[broker_id]
-            tls = None
-            if spec.tls:
-                assert self.tls is not None
-                tls = self.tls.context(c.ssl_client_auth if spec.protocol == SSL else "none")
-            out.append(Endpoint(spec.name, spec.protocol, spec.host, port, tls))
-        return out
-
+    # ---- listeners, TLS, users, connections (security.py; the admin endpoint's /users and /connections)
     def listener_bootstrap(self) -> dict[str, str]:
         """{listener name: "H:P1,H:P2,..."}: every broker's address on each listener."""
-        return {spec.name: ",".join(f"{h}:{p}" for h, p in (b.address(spec.name) for b in self.cluster.brokers.values()))
-                for spec in self.listener_specs}
+        return self.security.bootstrap(list(self.cluster.brokers.values()))
 
     @property
     def ca_file(self) -> str | None:
         """The CA certificate (PEM) clients of the TLS listeners trust (None: no TLS listener)."""
-        return self.tls.ca_file if self.tls is not None else None
+        return self.security.ca_file
 
     def issue_client_cert(self, common_name: str, directory: str | None = None) -> ClientCert:
         """A client certificate for `common_name` from the generated CA (SSL listeners with client auth)."""
-        if self.tls is None:
-            raise RuntimeError("this server has no TLS listener")
-        return self.tls.issue_client_cert(common_name, directory)
+        return self.security.issue_client_cert(common_name, directory)
 
-    def specs(self) -> list[ListenerSpec]:
-        return list(self.listener_specs)
-
-    # ---- users and connections (the admin endpoint's /users and /connections)
     def list_users(self) -> list[dict]:
         """Each SASL user and its SCRAM credentials' mechanisms and iterations (never a secret)."""
         return [{"name": name, "credentials": [{"mechanism": m, "iterations": i} for m, i in creds]}
@@ -259,9 +215,7 @@ class Server:
         broker adds those it knows itself)."""
         c = self.config
         offsets = self.topics.get(OFFSETS_TOPIC)
-        first = self.listeners[0].endpoints if 0 in self.listeners else []
-        return {"listeners": ",".join(f"{ep.name}://{ep.host}:{ep.port}" for ep in first),
-                "listener.security.protocol.map": ",".join(f"{s.name}:{s.protocol}" for s in self.listener_specs),
+        return {**self.security.static_configs(self.listeners[0].endpoints),
                 "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else
                                                     c.offsets_partition_count),
                 "socket.request.max.bytes": str(c.max_frame_bytes),
@@ -330,30 +284,11 @@ class Server:
     def _connection(self, peer: Peer, reader, writer) -> Connection:
         """The Listener's factory: a Connection served by this server's dispatcher."""
         c = self.config
-        sasl = SaslAuthenticator(self._sasl_settings(), now_ms=self.clock.now_ms) if peer.protocol.startswith("SASL_") \
-            else None
+        sasl = self.security.authenticator(peer.protocol, lambda: self._parts().users, self.clock.now_ms)
         return Connection(peer, reader, writer, self.dispatch, max_frame_bytes=c.max_frame_bytes,
                           limits=c.decode_limits(), budget=self.budget, idle_ms=c.connections_max_idle_ms,
                           metrics=self.metrics, ratelog=self.ratelog, network=self.network, sasl=sasl,
                           failed_auth_delay_ms=c.failed_authentication_delay_ms)
-
-    def _sasl_settings(self) -> SaslSettings:
-        """What the SASL listeners authenticate with (made once: the users, the mechanisms, the token validator)."""
-        if self._sasl is None:
-            c = self.config
-            self._sasl = SaslSettings(self._parts().users, self.sasl_mechanisms, self._token_validator(),
-                                      c.connections_max_reauth_ms, c.sasl_max_receive_bytes)
-        return self._sasl
-
-    def _token_validator(self) -> TokenValidator:
-        """OAUTHBEARER's validator; a JWKS file that does not load is refused at start (ValueError)."""
-        if self._validator is None:
-            c = self.config
-            try:
-                self._validator = TokenValidator(c.oauth_jwks_file, audience=c.oauth_audience, issuer=c.oauth_issuer)
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"--oauth-jwks-file {c.oauth_jwks_file}: {exc}") from exc
-        return self._validator
 
     @property
     def buffered_request_bytes(self) -> int:
@@ -555,8 +490,8 @@ async def reopen(server: Server, *, wipe: bool = False, metrics: Metrics | None 
                                  listener_ports=tuple(tuple(ep.port for ep in server.listeners[b].endpoints)
                                                       for b in server.cluster.brokers) if server.port
                                  else server.config.listener_ports,
-                                 tls_dir=str(server.tls.directory) if server.tls is not None and server.tls.directory
-                                 else server.config.tls_dir,
+                                 tls_dir=str(server.security.tls.directory) if server.security.tls is not None
+                                 and server.security.tls.directory else server.config.tls_dir,
                                  admin_port=server.admin_port if server.config.admin_port is not None else None)
     faults, metrics = server.faults, metrics or server.metrics
     await server.close()

@@ -7,8 +7,7 @@ import os
 import uuid
 
 from tenure.server import ServerThread
-from tests.docker.test_docker_files import (Consumer, env_of, load_compose, merge, partitions,  # noqa: F401
-                                            wait_until)
+from tests.docker.test_docker_files import Consumer, env_of, load_compose, merge, partitions, wait_until  # noqa: F401
 
 
 def compose() -> dict:

@@ -45,7 +45,7 @@ def closed(sock: socket.socket, timeout: float = 5.0) -> bool:
                 return True
     except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
         return True
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return False
 
 
@@ -241,4 +241,27 @@ def test_bad_or_expired_tokens_get_the_error_challenge_then_58(tenure_server, to
     assert (r.error_code, r.error_message) == (58, '{"status":"invalid_token"}')
     assert closed(c.sock)
     c.close()
+    healthy(tenure_server)
+
+
+@LISTENERS
+def test_a_tls_client_on_a_plaintext_listener_is_closed(tenure_server, no_tracebacks):
+    """Its ClientHello reads as a frame of hundreds of MB: refused on the size prefix, nothing buffered."""
+    ctx = ssl.create_default_context(cafile=tenure_server.ca_file)
+    raw = socket.create_connection(address(tenure_server, "PLAINTEXT"))
+    raw.settimeout(5)
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    raw.close()
+    eventually(lambda: tenure_server.metrics.closed_connections["frame_too_large"] >= 1)
+    healthy(tenure_server)
+
+
+@LISTENERS
+def test_a_client_without_sasl_on_a_sasl_listener_gets_api_versions_then_is_closed(tenure_server, no_tracebacks):
+    with WireClient(*address(tenure_server, "SASL_PLAINTEXT")) as c:
+        assert c.call(ApiVersionsRequest(), 0).error_code == 0
+        from tests.support.wire import request_bytes
+        c.send_raw(request_bytes(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9, 2))
+        assert closed(c.sock)
     healthy(tenure_server)

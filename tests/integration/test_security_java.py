@@ -5,8 +5,6 @@ once; past the session lifetime (connections.max.reauth.ms) Java re-authenticate
 membership."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.support.java import run_java
@@ -57,14 +55,13 @@ def test_java_produces_consumes_in_a_static_group_and_commits(tenure_server, lis
 @SECURE
 def test_java_wrong_password_is_a_sasl_authentication_exception_at_once(tenure_server):
     wrong = tenure_server.client_settings("SASL_SSL", "alice", password="wrong")
-    t0 = time.monotonic()
     lines = run_client(wrong, "t", "g", "i", count=-1, check=False)
-    elapsed = time.monotonic() - t0
     (err,) = [ln for ln in lines if ln["type"] == "error"]
     assert err["exception"] == "org.apache.kafka.common.errors.SaslAuthenticationException"
     assert err["message"] == ("Authentication failed during authentication due to invalid credentials with SASL "
                               "mechanism SCRAM-SHA-512")
-    assert elapsed < 10, f"{elapsed:.1f}s (the JVM's start included)"
+    # at once: not after the Admin's 15 s default.api.timeout.ms (Java does not retry an authentication error)
+    assert err["elapsed_ms"] < 5000, err
     # the server goes on: the right password works
     from confluent_kafka.admin import AdminClient
     assert AdminClient(tenure_server.client_settings("SASL_SSL", "alice").confluent()).list_topics(timeout=10)

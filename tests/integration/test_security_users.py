@@ -32,8 +32,13 @@ def can_authenticate(server, user: str, password: str, mechanism: str = "SCRAM-S
 
 @SASL
 def test_confluent_admin_alters_and_describes_scram_credentials(tenure_server):
-    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
-                                       UserScramCredentialUpsertion)
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
     admin = AdminClient(tenure_server.client_settings("SASL_PLAINTEXT", "admin").confluent())
     upsert = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"erin-pw")
     for fut in admin.alter_user_scram_credentials([upsert]).values():

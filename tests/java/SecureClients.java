@@ -40,12 +40,15 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *    "commits":..,"member_id":..}
  *   {"type":"listed","topics":..}
  *   {"type":"scram","user":..,"credentials":[{"mechanism":..,"iterations":..},..]}
- *   {"type":"error","exception":..,"message":..,"cause":..} and exit status 1.
+ *   {"type":"error","exception":..,"message":..,"root_exception":..,"root_message":..,"elapsed_ms":..} (time since
+ *   the program started, the JVM's own start not included) and exit status 1.
  */
 public class SecureClients {
     static final int TIMEOUT_MS = 15000;
+    static long started;
 
     public static void main(String[] args) {
+        started = System.currentTimeMillis();
         try {
             System.exit(run(args));
         } catch (Throwable t) {
@@ -53,8 +56,8 @@ public class SecureClients {
             Throwable root = top;
             while (root.getCause() != null && root.getCause() != root) root = root.getCause();
             Json.obj("type", "error", "exception", top.getClass().getName(), "message", String.valueOf(top.getMessage()),
-                     "root_exception", root.getClass().getName(), "root_message", String.valueOf(root.getMessage()))
-                .print();
+                     "root_exception", root.getClass().getName(), "root_message", String.valueOf(root.getMessage()),
+                     "elapsed_ms", System.currentTimeMillis() - started).print();
             t.printStackTrace();
             System.exit(1);
         }

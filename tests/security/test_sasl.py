@@ -269,3 +269,13 @@ def test_reauthentication_with_another_mechanism_fails(users):
     step, out = scram(sasl, "SCRAM-SHA-256", "alice", "alice-secret")
     assert out.error_code == 58 and out.error_message == ("SASL mechanism 'SCRAM-SHA-256' requested by client is not "
                                                           "supported for re-authentication of mechanism 'PLAIN'")
+
+
+def test_a_client_that_authenticated_with_saslauthenticate_v0_does_not_re_authenticate(users):
+    """Kafka re-authenticates only a client that sent SaslAuthenticate v1+ (it knows session lifetimes); another's
+    SaslHandshake after authentication goes to the broker (ILLEGAL_SASL_STATE)."""
+    sasl = make(users)
+    sasl.handle(handshake("PLAIN"))
+    req = authenticate(b"\0alice\0alice-secret", version=0)
+    assert response(sasl.handle(req).frame, req).error_code == 0 and sasl.authenticated
+    assert not sasl.wants(handshake("PLAIN"))
