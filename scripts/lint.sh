@@ -13,7 +13,7 @@ mkdir -p "$view"
 for entry in tenure/*; do
   [ "$(basename "$entry")" = __pycache__ ] || ln -s "$REPO/$entry" "$view/"
 done
-for layer in protocol storage broker coordinator audit catchup; do
+for layer in protocol storage broker coordinator audit catchup security; do
   ln -s "$REPO/$layer" "$view/$layer"
 done
 MYPYPATH=.cache/typecheck .venv/bin/mypy -p tenure

@@ -122,11 +122,35 @@ class ServerConfig:
     # bearer token every admin call but / and /health must send
     admin_token: str | None = setting(None, f"bearer token every admin call but / and /health must send (default "
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
+    # ACLs (security/, docs/security.md#acls)
+    authorizer: bool = setting(False, "check every request against the ACLs with Kafka's StandardAuthorizer rules "
+                                      "(default off: everything is allowed and the ACL APIs answer "
+                                      "SECURITY_DISABLED)")
+    super_users: tuple[str, ...] = setting((), "with --authorizer: a principal (User:NAME, or NAME) allowed "
+                                               "everything (Kafka's super.users); repeatable", flag="--super-user")
+    allow_everyone_if_no_acl: bool = setting(False, "with --authorizer: a resource no ACL names is open to "
+                                                    "everyone (Kafka's allow.everyone.if.no.acl.found; default: "
+                                                    "refused)")
+    acls: tuple[str, ...] = setting((), "with --authorizer: an ACL created at start, 'allow|deny PRINCIPAL "
+                                        "OPERATION TYPE:[prefixed:]NAME [from HOST]' (e.g. 'allow User:* read "
+                                        "topic:prefixed:logs-'); repeatable", flag="--acl")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("super_users", "acls"):        # a list (the CLI's appended flags, a marker's list) or None
+            value = getattr(self, name)
+            object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
+        if (self.acls or self.super_users or self.allow_everyone_if_no_acl) and not self.authorizer:
+            raise ValueError("--acl, --super-user and --allow-everyone-if-no-acl need --authorizer")
+        if self.acls:
+            from tenure.security.acls import AclError, parse_acl
+            for spec in self.acls:
+                try:
+                    parse_acl(spec)
+                except AclError as exc:
+                    raise ValueError(f"--acl {spec!r}: {exc}") from None
         racks = self.racks
         if isinstance(racks, str):                  # the CLI's and the pytest marker's "r1,r2,r3"
             racks = tuple(r.strip() for r in racks.split(","))
@@ -173,7 +197,8 @@ class ServerConfig:
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type
 _TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,
-          "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig)
+          "tuple[str, ...] | None": str,     # racks: "r1,r2,..." (split by ServerConfig)
+          "tuple[str, ...]": str}            # a repeatable flag (--super-user, --acl): one value each time
 
 
 def flag_settings() -> list[dataclasses.Field]:
@@ -195,6 +220,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         if f.type == "bool":
             parser.add_argument(flag_of(f), dest=f.name, action="store_false" if f.default else "store_true",
                                 help=m["help"])
+            continue
+        if str(f.type) == "tuple[str, ...]":
+            parser.add_argument(flag_of(f), dest=f.name, action="append", default=None, help=m["help"])
             continue
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
         parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], default=default, help=m["help"],

@@ -2,7 +2,7 @@
 that crosses a layer fails here whatever it runs.
 
 protocol/ and storage/ are the bottom (protocol: the wire, the records, the internal topics' names and hash, the
-request context; storage: the log engine); the coordinator and the broker sit on them and never import each
+request context; storage: the log engine); security/ (the authorizer) sits on them only; the coordinator and the broker sit on them and never import each
 other or the control surface; tenure/control/ reads a running server through its public operations and never
 imports the coordinator or the broker; tenure/server/ is where they meet (the one place that builds the server).
 """
@@ -18,6 +18,7 @@ LAYERS = {                     # folder -> the installed package it is
     "protocol": "tenure.protocol", "storage": "tenure.storage", "broker": "tenure.broker",
     "coordinator": "tenure.coordinator", "audit": "tenure.audit", "catchup": "tenure.catchup",
     "tenure/control": "tenure.control", "tenure/server": "tenure.server", "tenure/tools": "tenure.tools",
+    "security": "tenure.security",
 }
 FORBIDDEN = {                  # a layer -> the packages it must not import
     "protocol": ("tenure.storage", "tenure.broker", "tenure.coordinator", "tenure.control", "tenure.server",
@@ -27,6 +28,9 @@ FORBIDDEN = {                  # a layer -> the packages it must not import
     "coordinator": ("tenure.broker", "tenure.control", "tenure.server", "tenure.tools", "tenure.audit"),
     "broker": ("tenure.coordinator", "tenure.control", "tenure.server", "tenure.tools", "tenure.audit"),
     "tenure/control": ("tenure.coordinator", "tenure.broker", "tenure.tools", "tenure.audit"),
+    # who may do what: over the wire and the log engine's files only, asked by the handlers through the context
+    "security": ("tenure.broker", "tenure.coordinator", "tenure.control", "tenure.server", "tenure.tools",
+                 "tenure.audit"),
 }
 
 

@@ -26,6 +26,10 @@ from tenure.protocol import txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.markers import TxnMarker
+from tenure.security.access import acl_access
+from tenure.security.acl_apis import AclApis
+from tenure.security.acls import parse_acl
+from tenure.security.authorizer import Authorizer
 from tenure.storage import Log
 from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
@@ -114,6 +118,7 @@ class Parts:
     txn_coordinator: TransactionCoordinatorHandle   # the transaction coordinator, started on first use
     dispatch: Dispatcher
     load_report: LoadReport
+    authorizer: Authorizer | None = None    # the ACLs (--authorizer); None: everything is allowed
 
 
 def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None, TopicRegistry, str | None]:
@@ -168,9 +173,15 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                  OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
         txn.start()
-    handlers = dict(broker.handlers)
+    authorizer = None
+    if config.authorizer:                            # the ACLs, kept in the data dir (docs/security.md#acls)
+        authorizer = Authorizer(super_users=config.super_users, allow_if_no_acl=config.allow_everyone_if_no_acl,
+                                data_dir=data.path if data is not None else None,
+                                initial=[parse_acl(a) for a in config.acls])
+    handlers = {**broker.handlers, **AclApis(authorizer).handlers()}
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}
-    dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster)
-    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report)
+    dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster,
+                          access=acl_access, authorizer=authorizer)
+    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report, authorizer)

@@ -1,6 +1,7 @@
 """One decoded request to its answer: the request's context built, then the two hooks every request passes -
-the fault rules (tenure/control/faults.py), then the access hook (who may do what; every request is allowed
-until authentication and ACLs plug in here) -, then one lookup in the routing table (the owner column of
+the fault rules (tenure/control/faults.py), then the access hook (who may do what: with --authorizer the
+whole-request ACL checks of security/access.py; the context carries the authorizer to the handlers, which
+check the parts of a request) -, then one lookup in the routing table (the owner column of
 protocol/apis.py: routes.py) to its owner; the answer encoded and sent, and counted in the metrics."""
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import CLOSE_CONNECTION
 from tenure.control.faults import Faults, error_name
 from tenure.counters import Metrics
+from tenure.protocol.acl import Authorization
 from tenure.protocol.apis import API_VERSIONS_KEY, SUPPORTED
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
 from tenure.protocol.context import RequestContext
@@ -53,10 +55,12 @@ class Dispatcher:
     routing table (protocol/apis.py) and its route; `clock_ms`: the server's clock, read into each context."""
 
     def __init__(self, *, faults: Faults, metrics: Metrics, routes: dict[str, Route], clock_ms: Callable[[], int],
-                 cluster: Cluster | None = None, access: Access = allow_all) -> None:
+                 cluster: Cluster | None = None, access: Access = allow_all,
+                 authorizer: Authorization | None = None) -> None:
         self.faults, self.metrics = faults, metrics
         self.routes, self.clock_ms, self.access = routes, clock_ms, access
         self.cluster = cluster
+        self.authorizer = authorizer            # the ACLs (--authorizer), handed to every request's context
 
     def context(self, req: Request, peer: Peer) -> RequestContext:
         """The request's context, built once and handed to its owner."""
@@ -64,7 +68,7 @@ class Dispatcher:
         where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
         return RequestContext(0, req.api_version, req.client_id or "", peer.client_host, self.clock_ms(),
                               api_key=req.api_key, connection_id=peer.conn_id, peer=where,
-                              broker_id=peer.broker_id)
+                              broker_id=peer.broker_id, authorizer=self.authorizer)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
         t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from tenure.coordinator.transactions import TXN_APIS
 from tenure.protocol.apis import BROKER, GROUP, SUPPORTED, TRANSACTION
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ErrorCode
+from tenure.security.acl_apis import AclApis
 from tenure.server import ServerThread
 from tests.support.wire import WireClient, request_bytes
 
@@ -32,8 +33,12 @@ def test_every_api_has_one_owner_that_serves_it():
     assert owners(GROUP) == set(GROUP_APIS)
     assert owners(TRANSACTION) == set(TXN_APIS) | {INIT_PRODUCER_ID}
     handlers = Broker(Node("127.0.0.1", 0), TopicRegistry(1)).handlers
+    acl_handlers = AclApis(None).handlers()          # the ACL APIs, over the authorizer, in the broker's route
+    assert not set(handlers) & set(acl_handlers)
     # the broker's own APIs, and InitProducerId without a transactional id (the idempotent producer's id)
-    assert owners(BROKER) | {INIT_PRODUCER_ID} == set(handlers)
+    assert owners(BROKER) | {INIT_PRODUCER_ID} == set(handlers) | set(acl_handlers)
+    with ServerThread() as st:                       # the server's table: both
+        assert set(st.server.handlers) == set(handlers) | set(acl_handlers)
 
 
 def _recording(server: ServerThread, api_key: int) -> list:
