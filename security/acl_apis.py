@@ -22,6 +22,8 @@ log = logging.getLogger("tenure.security")
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+TOO_MUCH = ("this DeleteAcls' filters together look at or match too many ACLs; nothing was "
+            "deleted for this filter")
 
 
 def _filter(item: Any, version: int, names: tuple[str, ...]) -> AclFilter:
@@ -106,10 +108,11 @@ class AclApis:
             return R(throttle_time_ms=0, filter_results=[
                 F(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"cannot keep the ACLs: {exc}",
                   matching_acls=[]) for _ in filters])
-        for b in {b for matched in removed for b in matched}:
+        for b in {b for matched in removed if matched is not None for b in matched}:
             log.info("ACL deleted by %s: %s", ctx.principal, b.text())
         return R(throttle_time_ms=0, filter_results=[
-            F(error_code=0, error_message=None, matching_acls=[
+            F(error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_MUCH, matching_acls=[]) if matched is None
+            else F(error_code=0, error_message=None, matching_acls=[
                 M(error_code=0, error_message=None, resource_type=b.resource_type, resource_name=b.name,
                   pattern_type=b.pattern_type, principal=b.principal, host=b.host, operation=b.operation,
                   permission_type=b.permission) for b in matched]) for matched in removed])

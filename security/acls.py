@@ -41,6 +41,10 @@ class AclError(ValueError):
     """A binding or filter Kafka refuses: INVALID_REQUEST with this message."""
 
 
+class AclFileError(ValueError):
+    """The data dir's acls.json cannot be read back: the server does not start."""
+
+
 @dataclass(frozen=True, order=True)
 class AclBinding:
     resource_type: int
@@ -171,12 +175,15 @@ def load(path: Path) -> list[AclBinding]:
     file = path / ACLS_FILE
     if not file.exists():
         return []
-    data = json.loads(file.read_text(encoding="utf-8"))
-    out = []
-    for item in data.get("acls", []):
-        b = AclBinding(**item)
-        check_binding(b)
-        out.append(b)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        out = []
+        for item in data["acls"]:
+            b = AclBinding(**item)
+            check_binding(b)
+            out.append(b)
+    except (ValueError, KeyError, TypeError) as exc:     # refuse to start rather than drop ACLs silently
+        raise AclFileError(f"{file}: not an ACL file tenure wrote ({exc}); fix or remove it") from None
     return out
 
 

@@ -25,12 +25,14 @@ from pathlib import Path
 from tenure.protocol.acl import ALL, ALTER, ALTER_CONFIGS, DELETE, DESCRIBE, DESCRIBE_CONFIGS, READ, SUPPORTED, WRITE
 
 from . import acls
-from .acls import ALLOW, DENY, LITERAL, MAX_ACLS, PREFIXED, WILDCARD, WILDCARD_PRINCIPAL, AclBinding, AclFilter
+from .acls import ALLOW, DENY, LITERAL, MATCH, MAX_ACLS, PREFIXED, WILDCARD, WILDCARD_PRINCIPAL, AclBinding, AclFilter
 
 log = logging.getLogger("tenure.security")
 
 IMPLIES_DESCRIBE = frozenset({DESCRIBE, READ, WRITE, DELETE, ALTER})
 IMPLIES_DESCRIBE_CONFIGS = frozenset({DESCRIBE_CONFIGS, ALTER_CONFIGS})
+MAX_WORK = 2_000_000         # bindings one DeleteAcls may look at (its filters together)
+MAX_LISTED = 200_000         # bindings one DeleteAcls may list as deleted (its filters together)
 
 
 def principal_name(name: str) -> str:
@@ -69,6 +71,7 @@ class Authorizer:
         # by resource type: literal name -> bindings, prefix -> bindings
         self._literal: dict[int, dict[str, list[AclBinding]]] = defaultdict(lambda: defaultdict(list))
         self._prefixed: dict[int, dict[str, list[AclBinding]]] = defaultdict(lambda: defaultdict(list))
+        self._by_name: dict[str, list[AclBinding]] = defaultdict(list)
         self._index()
         fresh = [b for b in initial if b not in self._acls]
         if fresh:
@@ -158,14 +161,38 @@ class Authorizer:
             self._change(add=fresh)
         return out
 
-    def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
+    def delete(self, filters: list[AclFilter]) -> list[list[AclBinding] | None]:
         """Remove what each filter matches; per filter the bindings it removed (a binding two filters match is
-        listed under both, as Kafka lists it). Raises OSError if the data dir cannot keep it (nothing changed)."""
-        out = [[b for b in sorted(self._acls) if f.matches(b)] for f in filters]
-        gone = {b for matched in out for b in matched}
+        listed under both, as Kafka lists it), or None for a filter past the request's work bound (MAX_WORK
+        bindings looked at, MAX_LISTED listed: nothing removed for it). Raises OSError if the data dir cannot
+        keep it (nothing changed)."""
+        out: list[list[AclBinding] | None] = []
+        seen: dict[AclFilter, list[AclBinding]] = {}
+        work = listed = 0
+        for f in filters:
+            if f not in seen:
+                candidates = self._candidates(f)
+                work += len(candidates)
+                if work > MAX_WORK:
+                    out.append(None)
+                    continue
+                seen[f] = sorted(b for b in candidates if f.matches(b))
+            listed += len(seen[f])
+            out.append(seen[f] if listed <= MAX_LISTED else None)
+        gone = {b for matched in out if matched is not None for b in matched}
         if gone:
             self._change(remove=gone)
         return out
+
+    def _candidates(self, f: AclFilter) -> list[AclBinding]:
+        """The bindings a filter can match: by name where it names one (with MATCH: the name, "*" and its
+        prefixes), else all."""
+        if f.name is None:
+            return list(self._acls)
+        names = [f.name]
+        if f.pattern_type == MATCH:
+            names += [WILDCARD] + [f.name[:i] for i in range(1, len(f.name))]
+        return [b for n in dict.fromkeys(names) for b in self._by_name.get(n, ())]
 
     def __len__(self) -> int:
         return len(self._acls)
@@ -180,7 +207,9 @@ class Authorizer:
     def _index(self) -> None:
         self._literal.clear()
         self._prefixed.clear()
+        self._by_name = defaultdict(list)
         for b in self._acls:
+            self._by_name[b.name].append(b)
             table = self._literal if b.pattern_type == LITERAL else self._prefixed
             if b.pattern_type in (LITERAL, PREFIXED):
                 table[b.resource_type][b.name].append(b)

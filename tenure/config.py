@@ -124,14 +124,15 @@ class ServerConfig:
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
     # ACLs (security/, docs/security.md#acls)
     authorizer: bool = setting(False, "check every request against the ACLs with Kafka's StandardAuthorizer rules "
-                                      "(default off: everything is allowed and the ACL APIs answer "
-                                      "SECURITY_DISABLED)")
-    super_users: tuple[str, ...] = setting((), "with --authorizer: a principal (User:NAME, or NAME) allowed "
+                                      "(default off, unless --acl, --super-user or "
+                                      "--allow-everyone-if-no-acl is given: everything is allowed and the ACL APIs "
+                                      "answer SECURITY_DISABLED)")
+    super_users: tuple[str, ...] = setting((), "a principal (User:NAME, or NAME) allowed "
                                                "everything (Kafka's super.users); repeatable", flag="--super-user")
-    allow_everyone_if_no_acl: bool = setting(False, "with --authorizer: a resource no ACL names is open to "
+    allow_everyone_if_no_acl: bool = setting(False, "a resource no ACL names is open to "
                                                     "everyone (Kafka's allow.everyone.if.no.acl.found; default: "
                                                     "refused)")
-    acls: tuple[str, ...] = setting((), "with --authorizer: an ACL created at start, 'allow|deny PRINCIPAL "
+    acls: tuple[str, ...] = setting((), "an ACL created at start, 'allow|deny PRINCIPAL "
                                         "OPERATION TYPE:[prefixed:]NAME [from HOST]' (e.g. 'allow User:* read "
                                         "topic:prefixed:logs-'); repeatable", flag="--acl")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
@@ -142,8 +143,6 @@ class ServerConfig:
         for name in ("super_users", "acls"):        # a list (the CLI's appended flags, a marker's list) or None
             value = getattr(self, name)
             object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
-        if (self.acls or self.super_users or self.allow_everyone_if_no_acl) and not self.authorizer:
-            raise ValueError("--acl, --super-user and --allow-everyone-if-no-acl need --authorizer")
         if self.acls:
             from tenure.security.acls import AclError, parse_acl
             for spec in self.acls:
@@ -160,6 +159,12 @@ class ServerConfig:
                              "non-empty rack per broker")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
+
+    @property
+    def acls_checked(self) -> bool:
+        """Whether requests are checked against ACLs: --authorizer, or any of --acl, --super-user and
+        --allow-everyone-if-no-acl given (they mean nothing without it)."""
+        return self.authorizer or bool(self.acls or self.super_users or self.allow_everyone_if_no_acl)
 
     @property
     def offsets_partition_count(self) -> int:

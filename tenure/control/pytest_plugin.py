@@ -18,7 +18,7 @@ Fixtures:
   (`data_dir=True`: a fresh temporary data dir, kept across `restart()`; e.g.
   `@pytest.mark.tenure(data_dir=True, static_registration_timeout_ms=60000)`), and `topics={"t": 12}`:
   topics created before the test starts ({name: partitions}); `acls=["allow User:* read topic:t", ...]`: the
-  server checks ACLs (`authorizer=True` implied) with these created at start (docs/security.md#acls).
+  server checks ACLs with these created at start (docs/security.md#acls).
 - `--tenure-data-dir` / ini `tenure_data_dir = true`: every `tenure_server` gets a temporary data dir.
 - `tenure_bootstrap`: just the "host:port" string.
 - `tenure_server_async`: the same server for async tests (aiokafka): a `tenure.server.AsyncServerThread`
@@ -99,8 +99,6 @@ def tenure_server(request, tmp_path_factory):
         topics = overrides.pop("topics", {})
         if not isinstance(topics, dict):
             raise pytest.UsageError("@pytest.mark.tenure(topics=...) takes {topic name: partitions}")
-        if overrides.get("acls") and "authorizer" not in overrides:     # ACLs given: they are checked
-            overrides["authorizer"] = True
         if "data_dir" not in overrides and _want_data_dir(request.config):
             overrides["data_dir"] = True
         with ServerThread(_server_config(overrides, tmp_path_factory)) as server:

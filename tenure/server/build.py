@@ -174,7 +174,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
         txn.start()
     authorizer = None
-    if config.authorizer:                            # the ACLs, kept in the data dir (docs/security.md#acls)
+    if config.acls_checked:                          # the ACLs, kept in the data dir (docs/security.md#acls)
         authorizer = Authorizer(super_users=config.super_users, allow_if_no_acl=config.allow_everyone_if_no_acl,
                                 data_dir=data.path if data is not None else None,
                                 initial=[parse_acl(a) for a in config.acls])

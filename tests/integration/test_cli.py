@@ -128,6 +128,10 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
             argv = [flag_of(f), want]
         elif f.type == "tuple[str, ...] | None":          # --racks: one per broker, comma-separated
             argv, want = [flag_of(f), "r1"], ("r1",)
+        elif f.type == "tuple[str, ...]":                 # a repeatable flag: each value kept, in order
+            want = {"acls": ("allow User:a read topic:t", "deny User:* all group:g"),
+                    "super_users": ("User:a", "User:b")}[f.name]
+            argv = [x for value in want for x in (flag_of(f), value)]
         elif f.type in ("str", "str | None"):
             want = "/tmp/x" if f.name == "data_dir" else "h.example"
             argv = [flag_of(f), want]
