@@ -31,7 +31,8 @@ def _address(text: str) -> str:
 HELP = {"groups": "inspect groups or force a rebalance through a server's admin endpoint",
         "fault": "inject faults into a running server through its admin endpoint",
         "broker": "list, stop, start or slow the brokers of a cluster (--brokers N) through its admin endpoint",
-        "coordinator": "move a group's coordinator to another broker through the admin endpoint"}
+        "coordinator": "move a group's coordinator to another broker through the admin endpoint",
+        "acl": "list, add or remove ACLs (--authorizer) through the admin endpoint"}
 
 
 def _cli_commands() -> dict[str, list[tuple[Cli, Control]]]:

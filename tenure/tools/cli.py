@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure apis: {path}: {exc}", file=sys.stderr)
             return 2
         return 0
-    if args.command in ("groups", "fault", "broker", "coordinator"):
+    if args.command in ("groups", "fault", "broker", "coordinator", "acl"):
         return commands.run(args)
     if args.command == "log":
         return logtool.run(args)
