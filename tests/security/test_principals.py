@@ -207,3 +207,24 @@ def metadata_host(st, principal, host):
     return {t.name for t in call(st, principal, MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                                                 include_topic_authorized_operations=False),
                                  12, host).topics}
+
+
+def test_transaction_admin_and_add_partitions(server):
+    from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+    from kafka.protocol.producer import AddPartitionsToTxnRequest
+    init = InitProducerIdRequest(transactional_id="a-tx", transaction_timeout_ms=60000, producer_id=-1,
+                                 producer_epoch=-1)
+    r = call(server, "User:alice", init, 4)
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    add = AddPartitionsToTxnRequest(v3_and_below_transactional_id="a-tx", v3_and_below_producer_id=r.producer_id,
+                                    v3_and_below_producer_epoch=r.producer_epoch,
+                                    v3_and_below_topics=[T(name="a-1", partitions=[0]), T(name="b-1", partitions=[0])])
+    got = call(server, "User:alice", add, 3)
+    assert {t.name: t.results_by_partition[0].partition_error_code for t in got.results_by_topic_v3_and_below} == {
+        "a-1": E.OPERATION_NOT_ATTEMPTED, "b-1": E.TOPIC_AUTHORIZATION_FAILED}
+    d = call(server, "User:alice", DescribeTransactionsRequest(transactional_ids=["a-tx", "b-tx"]), 0)
+    assert [(s.transactional_id, s.error_code) for s in d.transaction_states] == [
+        ("a-tx", 0), ("b-tx", E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+    listing = ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1)
+    assert [s.transactional_id for s in call(server, "User:alice", listing, 1).transaction_states] == ["a-tx"]
+    assert call(server, "User:bob", listing, 1).transaction_states == []
