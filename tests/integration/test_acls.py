@@ -181,3 +181,12 @@ def test_java_admin_creates_describes_and_deletes_acls(tenure_server):
 def test_java_admin_with_no_authorizer_gets_security_disabled(tenure_server):
     [err] = run_java("AclOps", tenure_server.bootstrap, "describe")
     assert (err["type"], err["exception"]) == ("error", "SecurityDisabledException")
+
+
+@pytest.mark.java
+@pytest.mark.tenure(acls=[*APP, "allow User:ANONYMOUS write transactional_id:prefixed:app-"], topics={"app-in": 1})
+def test_java_transactional_producer_needs_write_on_its_transactional_id(tenure_server):
+    b = tenure_server.bootstrap
+    assert run_java("AclOps", b, "transact", "app-tx", "app-in") == [{"type": "committed"}]
+    [refused] = run_java("AclOps", b, "transact", "other-tx", "app-in")
+    assert (refused["type"], refused["exception"]) == ("error", "TransactionalIdAuthorizationException")

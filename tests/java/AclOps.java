@@ -34,6 +34,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   delete TYPE NAME PATTERN                                   -> {"type":"deleted","binding":...} per binding, {"type":"deleted_count",...}
  *   consume GROUP TOPIC                                        -> {"type":"consumed","count":n} or {"type":"error","exception":...}
  *   produce TOPIC                                              -> {"type":"produced","offset":o} or {"type":"error","exception":...}
+ *   transact TRANSACTIONAL_ID TOPIC                            -> {"type":"committed"} or {"type":"error","exception":...}
  * TYPE, PATTERN, OPERATION, PERMISSION are the Java enums' names (TOPIC, PREFIXED, READ, DENY, ...).
  */
 public final class AclOps {
@@ -47,6 +48,7 @@ public final class AclOps {
                 case "delete": delete(bootstrap, args); break;
                 case "consume": consume(bootstrap, args[2], args[3]); break;
                 case "produce": produce(bootstrap, args[2]); break;
+                case "transact": transact(bootstrap, args[2], args[3]); break;
                 default: throw new IllegalArgumentException("unknown command " + command);
             }
         } catch (Exception e) {
@@ -135,6 +137,22 @@ public final class AclOps {
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             long offset = producer.send(new ProducerRecord<>(topic, "k", "v")).get().offset();
             Json.obj("type", "produced", "offset", offset).print();
+        }
+    }
+
+    static void transact(String bootstrap, String transactionalId, String topic) throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "k", "v"));
+            producer.commitTransaction();
+            Json.obj("type", "committed").print();
         }
     }
 }
