@@ -190,3 +190,24 @@ def test_java_transactional_producer_needs_write_on_its_transactional_id(tenure_
     assert run_java("AclOps", b, "transact", "app-tx", "app-in") == [{"type": "committed"}]
     [refused] = run_java("AclOps", b, "transact", "other-tx", "app-in")
     assert (refused["type"], refused["exception"]) == ("error", "TransactionalIdAuthorizationException")
+
+
+# ---------------------------------------------------------------- kcat
+@pytest.mark.kcat
+@pytest.mark.tenure(acls=[*APP, "allow User:ANONYMOUS read topic:readonly"],
+                    topics={"app-in": 1, "readonly": 1, "hidden": 1})
+def test_kcat_lists_only_describable_topics_and_cannot_produce_without_write(tenure_server):
+    import json
+    import shutil
+    import subprocess
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is not installed (apt-get install kcat)"
+    b = tenure_server.bootstrap
+    meta = subprocess.run([kcat, "-b", b, "-L", "-J"], capture_output=True, timeout=30)
+    assert meta.returncode == 0, meta.stderr
+    assert sorted(t["topic"] for t in json.loads(meta.stdout)["topics"]) == ["app-in", "readonly"]   # not hidden
+    ok = subprocess.run([kcat, "-b", b, "-P", "-t", "app-in", "-v", "-v"], input=b"v", capture_output=True, timeout=30)
+    assert ok.returncode == 0 and b"Message delivered" in ok.stderr, ok.stderr
+    refused = subprocess.run([kcat, "-b", b, "-P", "-t", "readonly", "-X", "message.timeout.ms=5000"], input=b"v",
+                             capture_output=True, timeout=30)
+    assert b"Broker: Topic authorization failed" in refused.stderr, refused.stderr
