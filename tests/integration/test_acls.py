@@ -6,7 +6,7 @@ across a restart; with no authorizer the ACL APIs answer SECURITY_DISABLED, as K
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -211,3 +211,20 @@ def test_kcat_lists_only_describable_topics_and_cannot_produce_without_write(ten
     refused = subprocess.run([kcat, "-b", b, "-P", "-t", "readonly", "-X", "message.timeout.ms=5000"], input=b"v",
                              capture_output=True, timeout=30)
     assert b"Broker: Topic authorization failed" in refused.stderr, refused.stderr
+
+
+@pytest.mark.tenure(acls=["allow User:ANONYMOUS read topic:ops-t", "allow User:ANONYMOUS alter cluster:kafka-cluster",
+                          "allow User:ANONYMOUS all group:ops-g", "deny User:ANONYMOUS delete group:ops-g"],
+                    topics={"ops-t": 1})
+def test_confluent_authorized_operations_come_from_the_acls(tenure_server):
+    admin = AdminClient({"bootstrap.servers": tenure_server.bootstrap})
+    names = lambda ops: {op.name for op in ops}  # noqa: E731
+    topic = admin.describe_topics(TopicCollection(["ops-t"]), include_authorized_operations=True)["ops-t"].result(10)
+    assert names(topic.authorized_operations) == {"READ", "DESCRIBE"}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert names(cluster.authorized_operations) == {"ALTER", "DESCRIBE"}
+    consumer = Consumer({"bootstrap.servers": tenure_server.bootstrap, "group.id": "ops-g"})
+    consumer.commit(offsets=[TopicPartition("ops-t", 0, 1)], asynchronous=False)
+    consumer.close()
+    group = admin.describe_consumer_groups(["ops-g"], include_authorized_operations=True)["ops-g"].result(10)
+    assert names(group.authorized_operations) == {"READ", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
