@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.protocol.acl import DESCRIBE, READ, TOPIC
+from tenure.protocol.acl import CLUSTER_ACTION, DESCRIBE, READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -42,10 +42,15 @@ class FetchApis(BrokerBase):
         had_error = False
         read: list[Partition] = []
         topics_out = []
+        state = body.replica_state if v >= 15 else None
+        replica = (state.replica_id if state is not None else -1) if v >= 15 else body.replica_id
+        follower_allowed = replica < 0 or ctx.allows_cluster(CLUSTER_ACTION)   # a follower's fetch: CLUSTER_ACTION
         for t in body.topics:
             topic, name = self._resolve_fetch_topic(t, v)
-            # as Kafka: an id that names no topic is UNKNOWN_TOPIC_ID; else READ on the topic, then whether it is
-            allowed = (v >= 13 and topic is None) or ctx.allows(READ, TOPIC, name or "")
+            # as Kafka: an id that names no topic is UNKNOWN_TOPIC_ID; else READ on the topic (a follower:
+            # CLUSTER_ACTION on the cluster), then whether it is
+            allowed = (v >= 13 and topic is None) or (
+                ctx.allows(READ, TOPIC, name or "") if replica < 0 else follower_allowed)
             parts = []
             for fp in t.partitions:
                 pd = PD(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,

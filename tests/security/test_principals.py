@@ -31,7 +31,7 @@ ACLS = [
     "allow User:alice read topic:shared", "allow User:bob write topic:shared",
     "deny User:alice describe topic:a-secret",
     "allow User:alice write transactional_id:a-tx",
-    "allow User:admin alter cluster:kafka-cluster",
+    "allow User:admin alter cluster:kafka-cluster", "allow User:broker cluster_action cluster:kafka-cluster",
 ]
 TOPICS = {"a-1": 2, "a-secret": 1, "shared": 1, "b-1": 1}
 
@@ -228,3 +228,12 @@ def test_transaction_admin_and_add_partitions(server):
     listing = ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1)
     assert [s.transactional_id for s in call(server, "User:alice", listing, 1).transaction_states] == ["a-tx"]
     assert call(server, "User:bob", listing, 1).transaction_states == []
+
+
+def test_a_followers_fetch_needs_cluster_action_instead_of_read(server):
+    T = FetchRequest.FetchTopic
+    body = FetchRequest(replica_id=1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                        topics=[T(topic="a-1", partitions=[T.FetchPartition(partition=0, fetch_offset=0,
+                                                                            partition_max_bytes=1 << 20)])])
+    assert call(server, "User:alice", body, 12).responses[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+    assert call(server, "User:broker", body, 12).responses[0].partitions[0].error_code == 0
