@@ -144,7 +144,7 @@ class Authorizer:
         """Add bindings (an existing one is kept as it is); per binding: None, or why it is refused (AclError's
         message). Raises OSError if the data dir cannot keep them (nothing changed)."""
         out: list[str | None] = []
-        fresh: list[AclBinding] = []
+        fresh: dict[AclBinding, None] = {}          # ordered, and a set
         for b in bindings:
             try:
                 acls.check_binding(b)
@@ -155,7 +155,7 @@ class Authorizer:
                 if len(self._acls) + len(fresh) >= MAX_ACLS:
                     out.append(f"tenure keeps at most {MAX_ACLS} ACLs")
                     continue
-                fresh.append(b)
+                fresh[b] = None
             out.append(None)
         if fresh:
             self._change(add=fresh)
