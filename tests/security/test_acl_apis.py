@@ -14,7 +14,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from tenure.config import ServerConfig
 from tenure.protocol.errors import ErrorCode as E
 from tenure.security import authorizer as authorizer_module
-from tenure.security.acls import ACLS_FILE, AclFilter, parse_acl
+from tenure.security.acls import ACLS_FILE, AclBinding, AclFilter, parse_acl
 from tenure.security.authorizer import Authorizer
 from tenure.server import ServerThread
 from tests.support.wire import WireClient
@@ -140,7 +140,7 @@ def test_the_table_has_a_bound(monkeypatch):
 def test_one_big_creation_is_linear():
     """50,000 bindings (each twice) in one CreateAcls: seconds, not the minutes of a quadratic duplicate check."""
     import time as _time
-    many = [parse_acl(f"allow User:a read topic:t{i}") for i in range(50_000)] * 2
+    many = [AclBinding(TOPIC, f"t{i}", LITERAL, "User:a", "*", READ, ALLOW) for i in range(50_000)] * 2
     t0 = _time.monotonic()
     a = Authorizer()
     assert a.create(many) == [None] * 100_000
