@@ -115,8 +115,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
             wanted = list(dict.fromkeys((t.name, t.topic_id) for t in body.topics))
         auto = body.allow_auto_topic_creation if v >= 4 else True
         asked = v >= 8 and body.include_topic_authorized_operations
-        cluster_ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME,
-                                            8 <= v <= 10 and body.include_cluster_authorized_operations)
+        cluster_ops = self._cluster_ops(ctx, 8 <= v <= 10 and body.include_cluster_authorized_operations)
         out = []
         for name, topic_id in wanted:
             if name is None and topic_id is not None:
@@ -186,8 +185,14 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
                  brokers=self._brokers(R.DescribeClusterBroker, "broker_id"),
-                 authorized_operations=authorized_operations(
-                     ctx, CLUSTER, CLUSTER_NAME, req.body.include_cluster_authorized_operations))
+                 authorized_operations=self._cluster_ops(ctx, req.body.include_cluster_authorized_operations))
+
+    @staticmethod
+    def _cluster_ops(ctx: RequestContext, asked: bool) -> frozenset[int] | None:
+        """The cluster's authorized operations, as Kafka: none at all without DESCRIBE on the cluster."""
+        if asked and not ctx.allows_cluster(DESCRIBE):
+            return frozenset()
+        return authorized_operations(ctx, CLUSTER, CLUSTER_NAME, asked)
 
     async def find_coordinator(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version

@@ -237,3 +237,12 @@ def test_a_followers_fetch_needs_cluster_action_instead_of_read(server):
                                                                             partition_max_bytes=1 << 20)])])
     assert call(server, "User:alice", body, 12).responses[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
     assert call(server, "User:broker", body, 12).responses[0].partitions[0].error_code == 0
+
+
+def test_cluster_operations_are_none_without_describe_on_the_cluster(server):
+    from kafka.protocol.admin import DescribeClusterRequest
+    body = DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=1,
+                                  include_fenced_brokers=False)
+    assert call(server, "User:admin", body, 1).authorized_operations == {7, 8}           # ALTER implies DESCRIBE
+    assert call(server, "User:broker", body, 1).authorized_operations == set()          # CLUSTER_ACTION only
+    assert call(server, "User:root", body, 1).authorized_operations == {5, 7, 8, 9, 10, 11, 12}
