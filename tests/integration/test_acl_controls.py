@@ -68,3 +68,14 @@ def test_without_an_authorizer_the_controls_say_so(capsys):
         assert status == 409 and body["error"] == "SECURITY_DISABLED"
         assert main(["acl", "list", "--admin", s.server.admin_address]) == 1
         assert "SECURITY_DISABLED" in capsys.readouterr().err
+
+
+def test_reset_keeps_only_the_configured_acls(tmp_path):
+    """The pytest plugin's session scope resets the server between tests: ACLs a test added go, the ones the
+    configuration names are created again."""
+    with ServerThread(ServerConfig(port=0, data_dir=str(tmp_path), acls=("allow User:* read topic:base",))) as s:
+        s.add_acl("deny User:eve read topic:base")
+        s.restart()
+        assert s.acls() == ["allow User:* read topic:base", "deny User:eve read topic:base"]
+        s.reset()
+        assert s.acls() == ["allow User:* read topic:base"]
