@@ -72,6 +72,7 @@ class Authorizer:
         self._literal: dict[int, dict[str, list[AclBinding]]] = defaultdict(lambda: defaultdict(list))
         self._prefixed: dict[int, dict[str, list[AclBinding]]] = defaultdict(lambda: defaultdict(list))
         self._by_name: dict[str, list[AclBinding]] = defaultdict(list)
+        self._prefix_lengths: dict[int, set[int]] = defaultdict(set)     # by resource type
         self._index()
         fresh = [b for b in initial if b not in self._acls]
         if fresh:
@@ -88,8 +89,9 @@ class Authorizer:
         if literal:
             candidates += [literal.get(name, []), literal.get(WILDCARD, [])] if name != WILDCARD \
                 else [literal.get(name, [])]
-        if prefixed:
-            candidates += [prefixed[name[:i]] for i in range(1, len(name) + 1) if name[:i] in prefixed]
+        if prefixed:     # only the lengths some prefix has: a long name costs no more than the table's prefixes
+            candidates += [prefixed[name[:n]] for n in self._prefix_lengths[resource_type]
+                           if n <= len(name) and name[:n] in prefixed]
         for group in candidates:
             for b in group:
                 found = True
@@ -190,8 +192,9 @@ class Authorizer:
         if f.name is None:
             return list(self._acls)
         names = [f.name]
-        if f.pattern_type == MATCH:
-            names += [WILDCARD] + [f.name[:i] for i in range(1, len(f.name))]
+        if f.pattern_type == MATCH:          # the literal "*" and the prefixes the table has
+            lengths = set().union(*self._prefix_lengths.values())
+            names += [WILDCARD] + [f.name[:n] for n in lengths if n < len(f.name)]
         return [b for n in dict.fromkeys(names) for b in self._by_name.get(n, ())]
 
     def __len__(self) -> int:
@@ -207,9 +210,12 @@ class Authorizer:
     def _index(self) -> None:
         self._literal.clear()
         self._prefixed.clear()
+        self._prefix_lengths.clear()
         self._by_name = defaultdict(list)
         for b in self._acls:
             self._by_name[b.name].append(b)
+            if b.pattern_type == PREFIXED:
+                self._prefix_lengths[b.resource_type].add(len(b.name))
             table = self._literal if b.pattern_type == LITERAL else self._prefixed
             if b.pattern_type in (LITERAL, PREFIXED):
                 table[b.resource_type][b.name].append(b)
