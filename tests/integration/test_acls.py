@@ -37,10 +37,10 @@ def produce(bootstrap: str, topic: str) -> KafkaError | None:
     return errors[0]
 
 
-def consume_error(bootstrap: str, group: str, topic: str, timeout: float = 20) -> int | None:
-    """A consumer of the group subscribed to the topic: the first error code it sees (None: it got a record)."""
+def consume_error(bootstrap: str, group: str, topic: str, timeout: float = 20, **conf) -> KafkaError | None:
+    """A consumer of the group subscribed to the topic: the first error it sees (None: it got a record)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "session.timeout.ms": 6000})
+                  **({"session.timeout.ms": 6000} if not conf else {}), **conf})
     try:
         c.subscribe([topic])
         import time
@@ -50,7 +50,7 @@ def consume_error(bootstrap: str, group: str, topic: str, timeout: float = 20) -
             if msg is None:
                 continue
             if msg.error():
-                return msg.error().code()
+                return msg.error()
             return None
         raise AssertionError("neither a record nor an error")
     finally:
@@ -60,9 +60,24 @@ def consume_error(bootstrap: str, group: str, topic: str, timeout: float = 20) -
 @pytest.mark.tenure(acls=[*APP, "deny User:ANONYMOUS read group:locked"], topics={"app-in": 1})
 def test_confluent_group_without_read_is_refused_on_join(tenure_server):
     assert produce(tenure_server.bootstrap, "app-in") is None
-    assert consume_error(tenure_server.bootstrap, "locked", "app-in") == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert consume_error(tenure_server.bootstrap, "locked", "app-in").code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     assert consume_error(tenure_server.bootstrap, "open", "app-in") is None     # the same topic, another group
     assert tenure_server.group("locked") is None                                # never joined
+
+
+@pytest.mark.tenure(acls=[*APP, "allow User:ANONYMOUS describe group:locked", "deny User:ANONYMOUS read group:locked"],
+                    topics={"app-in": 1, "hidden": 1})
+def test_confluent_consumer_protocol_group_checks(tenure_server):
+    """KIP-848 (group.protocol=consumer): ConsumerGroupHeartbeat needs READ on the group and DESCRIBE on every
+    topic subscribed to."""
+    b = tenure_server.bootstrap
+    assert produce(b, "app-in") is None
+    kip848 = {"group.protocol": "consumer"}
+    err = consume_error(b, "locked", "app-in", **kip848)      # librdkafka makes it a fatal error of the consumer
+    assert err.code() == KafkaError._FATAL and "Group authorization failed" in err.str()
+    assert consume_error(b, "open-848", "app-in", **kip848) is None
+    err = consume_error(b, "open-848-b", "hidden", **kip848)     # a topic it may not describe
+    assert err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
 
 
 @pytest.mark.tenure(acls=[*APP, "allow User:ANONYMOUS read topic:readonly"], topics={"readonly": 1})
