@@ -144,10 +144,11 @@ class FetchApis(BrokerBase):
     async def offset_for_leader_epoch(self, req: Request, ctx: RequestContext) -> Any:
         R = resp(23)
         TR, E = R.OffsetForLeaderTopicResult, R.OffsetForLeaderTopicResult.EpochEndOffset
+        cluster_action = ctx.allows_cluster(CLUSTER_ACTION)     # as Kafka: every topic; else DESCRIBE per topic
 
         def answer(topic: str, ep: Any) -> Any:
             e = E(error_code=0, partition=ep.partition, leader_epoch=-1, end_offset=-1)
-            if not ctx.allows(DESCRIBE, TOPIC, topic):
+            if not (cluster_action or ctx.allows(DESCRIBE, TOPIC, topic)):
                 e.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 return e
             p, e.error_code = self.served_partition(topic, ep.partition, ctx, ep.current_leader_epoch)

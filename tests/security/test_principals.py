@@ -246,3 +246,13 @@ def test_cluster_operations_are_none_without_describe_on_the_cluster(server):
     assert call(server, "User:admin", body, 1).authorized_operations == {7, 8}           # ALTER implies DESCRIBE
     assert call(server, "User:broker", body, 1).authorized_operations == set()          # CLUSTER_ACTION only
     assert call(server, "User:root", body, 1).authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+
+
+def test_offset_for_leader_epoch_needs_cluster_action_or_describe(server):
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest as O
+    T = O.OffsetForLeaderTopic
+    body = lambda replica: O(replica_id=replica, topics=[T(topic="a-1", partitions=[  # noqa: E731
+        T.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+    assert call(server, "User:broker", body(1), 4).topics[0].partitions[0].error_code == 0      # CLUSTER_ACTION
+    assert call(server, "User:alice", body(-1), 4).topics[0].partitions[0].error_code == 0      # DESCRIBE on a-1
+    assert call(server, "User:bob", body(-1), 4).topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
