@@ -79,3 +79,11 @@ def test_reset_keeps_only_the_configured_acls(tmp_path):
         assert s.acls() == ["allow User:* read topic:base", "deny User:eve read topic:base"]
         s.reset()
         assert s.acls() == ["allow User:* read topic:base"]
+
+
+def test_tenure_serve_refuses_a_bad_acl_flag_naming_it():
+    from tenure.tools.cli import _config, _parser
+    with pytest.raises(SystemExit, match=r"tenure: --acl 'allow x fly topic:t': unknown operation 'fly'"):
+        _config(_parser().parse_args(["serve", "--no-admin", "--acl", "allow x fly topic:t"]))
+    got = _config(_parser().parse_args(["serve", "--no-admin", "--super-user", "ops", "--acl", "deny User:* read group:g"]))
+    assert (got.acls_checked, got.super_users, got.acls) == (True, ("ops",), ("deny User:* read group:g",))
