@@ -70,7 +70,7 @@ def test_no_ambient_request_state():
     """The request context carries the broker a request came in on and everything else a handler needs: no
     context variable holds request state behind the handlers' backs."""
     found = [f"{path.relative_to(ROOT)}: an ambient context variable"
-             for folder in ("protocol", "storage", "broker", "coordinator", "tenure", "audit", "catchup")
+             for folder in ("protocol", "storage", "broker", "coordinator", "tenure", "audit", "catchup", "security")
              for path in product_files(folder)
              if "CURRENT_" + "BROKER" in path.read_text() or "ContextVar(" in path.read_text()]
     assert found == []
