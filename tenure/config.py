@@ -227,7 +227,8 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
                                 help=m["help"])
             continue
         if str(f.type) == "tuple[str, ...]":
-            parser.add_argument(flag_of(f), dest=f.name, action="append", default=None, help=m["help"])
+            parser.add_argument(flag_of(f), dest=f.name, action="append", default=None, help=m["help"],
+                                metavar=flag_of(f).lstrip("-").replace("-", "_").upper())
             continue
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
         parser.add_argument(flag_of(f), dest=f.name, type=_TYPES[str(f.type)], default=default, help=m["help"],
