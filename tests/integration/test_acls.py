@@ -166,6 +166,8 @@ def test_with_no_authorizer_the_acl_apis_answer_security_disabled(tenure_server,
                     topics={"app-in": 1, "readonly": 1})
 def test_java_consumer_and_producer_see_the_authorization_exceptions(tenure_server):
     b = tenure_server.bootstrap
+    tenure_server.create_topics({"hidden": 1})
+    assert run_java("AclOps", b, "topics") == [{"type": "topics", "names": ["app-in", "readonly"]}]  # no hidden
     assert run_java("AclOps", b, "produce", "app-in") == [{"type": "produced", "offset": 0}]
     [locked] = run_java("AclOps", b, "consume", "locked", "app-in")
     assert (locked["type"], locked["exception"]) == ("error", "GroupAuthorizationException")

@@ -34,6 +34,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   delete TYPE NAME PATTERN                                   -> {"type":"deleted","binding":...} per binding, {"type":"deleted_count",...}
  *   consume GROUP TOPIC                                        -> {"type":"consumed","count":n} or {"type":"error","exception":...}
  *   produce TOPIC                                              -> {"type":"produced","offset":o} or {"type":"error","exception":...}
+ *   topics                                                     -> {"type":"topics","names":[...]} (Admin listTopics)
  *   transact TRANSACTIONAL_ID TOPIC                            -> {"type":"committed"} or {"type":"error","exception":...}
  * TYPE, PATTERN, OPERATION, PERMISSION are the Java enums' names (TOPIC, PREFIXED, READ, DENY, ...).
  */
@@ -49,6 +50,7 @@ public final class AclOps {
                 case "consume": consume(bootstrap, args[2], args[3]); break;
                 case "produce": produce(bootstrap, args[2]); break;
                 case "transact": transact(bootstrap, args[2], args[3]); break;
+                case "topics": topics(bootstrap); break;
                 default: throw new IllegalArgumentException("unknown command " + command);
             }
         } catch (Exception e) {
@@ -153,6 +155,14 @@ public final class AclOps {
             producer.send(new ProducerRecord<>(topic, "k", "v"));
             producer.commitTransaction();
             Json.obj("type", "committed").print();
+        }
+    }
+
+    static void topics(String bootstrap) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            List<String> names = new ArrayList<>(admin.listTopics().names().get());
+            Collections.sort(names);
+            Json.obj("type", "topics", "names", names).print();
         }
     }
 }
