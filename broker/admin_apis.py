@@ -13,7 +13,16 @@ import os
 import shutil
 import uuid
 
-from tenure.protocol.acl import authorized_operations
+from tenure.protocol.acl import (
+    ALTER_CONFIGS,
+    DELETE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    TOPIC,
+    authorized_operations,
+    bits,
+)
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
@@ -184,6 +193,18 @@ class AdminApis(BrokerBase):
             return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
         return None
 
+    @staticmethod
+    def _config_auth_error(ctx: RequestContext, resource_type: int, name: str,
+                           operation: int) -> tuple[ErrorCode, str] | None:
+        """As Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group or (a broker) the cluster."""
+        if resource_type == RESOURCE_TOPIC and not ctx.allows(operation, TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if resource_type == RESOURCE_GROUP and not ctx.allows(operation, GROUP, name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Authorization failed."
+        if resource_type == RESOURCE_BROKER and not ctx.allows_cluster(operation):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+        return None
+
     async def describe_configs(self, req: Request, ctx: RequestContext):
         body, v = req.body, req.api_version
         R = _resp(32)
@@ -196,7 +217,8 @@ class AdminApis(BrokerBase):
             entry = R.DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
                                             resource_name=res.resource_name, configs=[])
             results.append(entry)
-            err = self._config_resource_error(res.resource_type, res.resource_name, self.answering(ctx))
+            err = (self._config_auth_error(ctx, res.resource_type, res.resource_name, DESCRIBE_CONFIGS)
+                   or self._config_resource_error(res.resource_type, res.resource_name, self.answering(ctx)))
             if err is not None:
                 entry.error_code, entry.error_message = err
                 continue
@@ -216,14 +238,15 @@ class AdminApis(BrokerBase):
                 for e in items if keys is None or e.name in keys]
         return R(throttle_time_ms=0, results=results)
 
-    def _alter(self, R, body, changes_of, me: int) -> list:
+    def _alter(self, R, body, changes_of, me: int, ctx: RequestContext) -> list:
         out = []
         for res in body.resources:
             r = R.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=res.resource_type,
                                                resource_name=res.resource_name)
             out.append(r)
             try:
-                err = self._config_resource_error(res.resource_type, res.resource_name, me)
+                err = (self._config_auth_error(ctx, res.resource_type, res.resource_name, ALTER_CONFIGS)
+                       or self._config_resource_error(res.resource_type, res.resource_name, me))
                 if err is not None:
                     raise TopicError(*err)
                 names = [c.name for c in res.configs]
@@ -250,7 +273,7 @@ class AdminApis(BrokerBase):
                 if c.value is None:
                     raise ConfigError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)
             return {c.name: c.value for c in res.configs}
-        return R(throttle_time_ms=0, responses=self._alter(R, req.body, replace_all, self.answering(ctx)))
+        return R(throttle_time_ms=0, responses=self._alter(R, req.body, replace_all, self.answering(ctx), ctx))
 
     async def incremental_alter_configs(self, req: Request, ctx: RequestContext):
         """IncrementalAlterConfigs: SET, DELETE, APPEND (LIST configs) and SUBTRACT on the current overrides."""
@@ -259,7 +282,7 @@ class AdminApis(BrokerBase):
         def apply(res, current):
             return incremental(self.configs.defs_for(res.resource_type), current,
                                [(c.name, c.config_operation, c.value) for c in res.configs])
-        return R(throttle_time_ms=0, responses=self._alter(R, req.body, apply, self.answering(ctx)))
+        return R(throttle_time_ms=0, responses=self._alter(R, req.body, apply, self.answering(ctx), ctx))
 
     # ---------------------------------------------------------------- records and log dirs
     async def delete_records(self, req: Request, ctx: RequestContext):
@@ -275,6 +298,9 @@ class AdminApis(BrokerBase):
                 pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
                 parts.append(pr)
                 part = self.replicas.get(t.name, p.partition_index)
+                if not ctx.allows(DELETE, TOPIC, t.name):
+                    pr.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
                     pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                     continue
@@ -331,15 +357,21 @@ class AdminApis(BrokerBase):
         R = _resp(75)
         T = R.DescribeTopicPartitionsResponseTopic
         P = T.DescribeTopicPartitionsResponsePartition
-        names = sorted({t.name for t in body.topics}) if body.topics else sorted(t.name for t in self.topics.all())
+        names = sorted({t.name for t in body.topics}) if body.topics else sorted(
+            t.name for t in self.topics.all() if ctx.allows(DESCRIBE, TOPIC, t.name))   # all: the describable
         cursor = body.cursor
         if cursor is not None:
             names = [n for n in names if n >= cursor.topic_name]
         budget = max(1, min(body.response_partition_limit, DESCRIBE_TOPIC_PARTITIONS_LIMIT))
         # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits themselves
-        ops = sum(1 << op for op in authorized_operations("topic", True) or ())
         out, next_cursor = [], None
         for name in names:
+            # a plain int32 in this response's schema (kafka-python reads the others as a set): the bits
+            ops = bits(authorized_operations(ctx, TOPIC, name, True))
+            if not ctx.allows(DESCRIBE, TOPIC, name):
+                out.append(T(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=uuid.UUID(int=0),
+                             is_internal=False, partitions=[], topic_authorized_operations=-(2**31)))
+                continue
             topic = self.topics.get(name)
             if topic is None:
                 out.append(T(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),

@@ -18,7 +18,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tenure.protocol.acl import authorized_operations
+from tenure.protocol.acl import (
+    CLUSTER,
+    CLUSTER_NAME,
+    CREATE,
+    DESCRIBE,
+    GROUP,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    authorized_operations,
+)
 from tenure.protocol.codec import Request, api_versions_body
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -100,14 +109,15 @@ class Broker(TopicApis, ProduceApis, FetchApis):
     async def metadata(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version
         R = resp(3)
-        if body.topics is None or (v == 0 and not body.topics):
-            wanted = [(t.name, None) for t in self.topics.all()]
+        every = body.topics is None or (v == 0 and not body.topics)
+        if every:          # all topics: those the principal may not describe are left out, as Kafka does
+            wanted = [(t.name, None) for t in self.topics.all() if ctx.allows(DESCRIBE, TOPIC, t.name)]
         else:
             # a set, as Kafka reads it: a name asked for twice is answered once (in first-asked order)
             wanted = list(dict.fromkeys((t.name, t.topic_id) for t in body.topics))
         auto = body.allow_auto_topic_creation if v >= 4 else True
-        topic_ops = authorized_operations("topic", v >= 8 and body.include_topic_authorized_operations)
-        cluster_ops = authorized_operations("cluster", 8 <= v <= 10 and body.include_cluster_authorized_operations)
+        asked = v >= 8 and body.include_topic_authorized_operations
+        cluster_ops = self._cluster_ops(ctx, 8 <= v <= 10 and body.include_cluster_authorized_operations)
         out = []
         for name, topic_id in wanted:
             # asked by topic id (v10+): a non-zero id with no name - Java sends "" (its default), not null
@@ -116,15 +126,27 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                 if topic is None:
                     out.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                                        topic_id=topic_id, partitions=[],
-                                                       authorized_operations=topic_ops))
+                                                       authorized_operations=authorized_operations(
+                                                           ctx, TOPIC, "", asked)))
                     continue
                 name = topic.name
+            if not every and not ctx.allows(DESCRIBE, TOPIC, name or ""):
+                # a topic named: its error, as Kafka answers (by id: the id, which is not secret; else the name)
+                out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if topic_id else name,
+                    topic_id=topic_id or uuid.UUID(int=0), is_internal=False, partitions=[]))
+                continue
+            topic_ops = authorized_operations(ctx, TOPIC, name or "", asked)
             topic = self.topics.get(name)
             if topic is None:
                 try:
                     validate_topic_name(name)
                 except TopicError as exc:
                     out.append(self._missing_topic(R, name, exc.code, topic_ops))
+                    continue
+                if auto and self.auto_create_topics and not (ctx.allows_cluster(CREATE)
+                                                             or ctx.allows(CREATE, TOPIC, name)):
+                    out.append(self._missing_topic(R, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_ops))
                     continue
                 if auto and self.auto_create_topics:
                     try:                     # a cap or a storage failure answers that topic, as CreateTopics does
@@ -168,8 +190,14 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
                  brokers=self._brokers(R.DescribeClusterBroker, "broker_id", ctx.listener),
-                 authorized_operations=authorized_operations(
-                     "cluster", req.body.include_cluster_authorized_operations))
+                 authorized_operations=self._cluster_ops(ctx, req.body.include_cluster_authorized_operations))
+
+    @staticmethod
+    def _cluster_ops(ctx: RequestContext, asked: bool) -> frozenset[int] | None:
+        """The cluster's authorized operations, as Kafka: none at all without DESCRIBE on the cluster."""
+        if asked and not ctx.allows_cluster(DESCRIBE):
+            return frozenset()
+        return authorized_operations(ctx, CLUSTER, CLUSTER_NAME, asked)
 
     async def find_coordinator(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version
@@ -178,24 +206,29 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         if key_type == KEY_TRANSACTION and self.txn_side is not None:
             self.txn_side.start()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
-            code, msg, node = self._coordinator_for(key_type, body.key)
+            code, msg, node = self._coordinator_for(key_type, body.key, ctx)
             host, port = node.address(ctx.listener)
             return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id, host=host, port=port)
         coords = []
         for key in body.coordinator_keys:
-            code, msg, node = self._coordinator_for(key_type, key)
+            code, msg, node = self._coordinator_for(key_type, key, ctx)
             host, port = node.address(ctx.listener)
             coords.append(R.Coordinator(key=key, node_id=node.id, host=host, port=port, error_code=code,
                                         error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
 
-    def _coordinator_for(self, key_type: int, key: str) -> tuple[int, str | None, BrokerNode]:
+    def _coordinator_for(self, key_type: int, key: str, ctx: RequestContext) -> tuple[int, str | None, BrokerNode]:
         """(error, message, node) of a FindCoordinator key: the leader of the key's partition of
-        __consumer_offsets (a group) or __transaction_state (a transactional id), as Kafka answers."""
+        __consumer_offsets (a group) or __transaction_state (a transactional id), as Kafka answers; a key the
+        principal may not describe: GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
         none = BrokerNode(-1, "", -1)
         if key_type not in (KEY_GROUP, KEY_TRANSACTION):
             kind = {2: "share group"}.get(key_type, f"key type {key_type}")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator", none
+        if key_type == KEY_GROUP and not ctx.allows(DESCRIBE, GROUP, key or ""):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, none
+        if key_type == KEY_TRANSACTION and not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, key or ""):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, none
         topic = self.topics.get(OFFSETS_TOPIC if key_type == KEY_GROUP else TRANSACTION_TOPIC)
         if topic is None:                      # not created yet (a Broker without a coordinator, in tests)
             return ErrorCode.NONE, None, self.cluster.brokers[0]

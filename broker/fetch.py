@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure.protocol.acl import CLUSTER_ACTION, DESCRIBE, READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -27,13 +28,13 @@ class FetchApis(BrokerBase):
         body, v = req.body, req.api_version
         deadline = self.clock() + max(body.max_wait_ms, 0) / 1000.0
         while True:
-            response, total, had_error, partitions = self._fetch_once(body, v, ctx.broker_id)
+            response, total, had_error, partitions = self._fetch_once(body, v, ctx)
             remaining = deadline - self.clock()
             if total >= body.min_bytes or had_error or remaining <= 0 or not partitions or self.replicas.stopping:
                 return response
             await self.replicas.wait_for_append(partitions, remaining)
 
-    def _fetch_once(self, body: Any, v: int, broker: int | None) -> tuple[Any, int, bool, list[Partition]]:
+    def _fetch_once(self, body: Any, v: int, ctx: RequestContext) -> tuple[Any, int, bool, list[Partition]]:
         R = resp(1)
         TR, PD = R.FetchableTopicResponse, R.FetchableTopicResponse.PartitionData
         budget = body.max_bytes if v >= 3 else 2**31 - 1
@@ -41,13 +42,24 @@ class FetchApis(BrokerBase):
         had_error = False
         read: list[Partition] = []
         topics_out = []
+        state = body.replica_state if v >= 15 else None
+        replica = (state.replica_id if state is not None else -1) if v >= 15 else body.replica_id
+        follower_allowed = replica < 0 or ctx.allows_cluster(CLUSTER_ACTION)   # a follower's fetch: CLUSTER_ACTION
         for t in body.topics:
             topic, name = self._resolve_fetch_topic(t, v)
+            # as Kafka: an id that names no topic is UNKNOWN_TOPIC_ID; else READ on the topic (a follower:
+            # CLUSTER_ACTION on the cluster), then whether it is
+            allowed = (v >= 13 and topic is None) or (
+                ctx.allows(READ, TOPIC, name or "") if replica < 0 else follower_allowed)
             parts = []
             for fp in t.partitions:
                 pd = PD(partition_index=fp.partition, error_code=0, high_watermark=-1, last_stable_offset=-1,
                         log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
                 parts.append(pd)
+                if not allowed:
+                    pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    had_error = True
+                    continue
                 p = self.replicas.get(name, fp.partition) if topic is not None and name is not None else None
                 if p is None:
                     pd.error_code = (ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 and topic is None
@@ -56,7 +68,7 @@ class FetchApis(BrokerBase):
                     continue
                 # a consumer's Fetch v11+ carries client metadata (KIP-392): as Kafka, a follower serves it too
                 code = self.cluster.check(p.topic, p.index, fp.current_leader_epoch if v >= 9 else -1,
-                                          broker=broker, require_leader=v < 11)
+                                          broker=ctx.broker_id, require_leader=v < 11)
                 if code:
                     pd.error_code = code
                     had_error = True
@@ -101,6 +113,9 @@ class FetchApis(BrokerBase):
         def answer(topic: str, lp: Any) -> Any:
             # leader_epoch stays -1 (as Kafka answers) unless an offset is found
             pr = PR(partition_index=lp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1)
+            if not ctx.allows(DESCRIBE, TOPIC, topic):
+                pr.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                return pr
             p, pr.error_code = self.served_partition(topic, lp.partition_index, ctx,
                                                      lp.current_leader_epoch if v >= 4 else -1)
             if p is None or pr.error_code:
@@ -129,9 +144,13 @@ class FetchApis(BrokerBase):
     async def offset_for_leader_epoch(self, req: Request, ctx: RequestContext) -> Any:
         R = resp(23)
         TR, E = R.OffsetForLeaderTopicResult, R.OffsetForLeaderTopicResult.EpochEndOffset
+        cluster_action = ctx.allows_cluster(CLUSTER_ACTION)     # as Kafka: every topic; else DESCRIBE per topic
 
         def answer(topic: str, ep: Any) -> Any:
             e = E(error_code=0, partition=ep.partition, leader_epoch=-1, end_offset=-1)
+            if not (cluster_action or ctx.allows(DESCRIBE, TOPIC, topic)):
+                e.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                return e
             p, e.error_code = self.served_partition(topic, ep.partition, ctx, ep.current_leader_epoch)
             if not e.error_code and p is not None:
                 # the epoch cache: the latest epoch ends at the log end; an older one where the next began;

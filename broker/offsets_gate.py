@@ -2,11 +2,14 @@
 
 Kafka's request handler (`KafkaApis.handleOffsetCommitRequest`, and its TxnOffsetCommit twin) answers UNKNOWN_TOPIC_OR_PARTITION (3) for every
 partition of a topic that does not exist, and for every partition index the topic does not have, and passes
-only the rest to the coordinator; when nothing is left it answers at once, so a commit for unknown partitions
+only the rest to the coordinator (with an authorizer, a topic the principal may not READ is answered
+TOPIC_AUTHORIZATION_FAILED (29) first); when nothing is left it answers at once, so a commit for unknown partitions
 alone neither stores an offset nor creates a group. `split_commit` does that split; `merge_commit` puts the
 refused partitions back into the coordinator's answer, in the request's order.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
@@ -15,11 +18,17 @@ from tenure.protocol.errors import ErrorCode
 from .topics import TopicRegistry
 
 
-def split_commit(body, topics: TopicRegistry) -> tuple[object | None, dict[tuple[str, int], int]]:
-    """(the request with only existing partitions, or None when none is left; {(topic, partition): 3})."""
+def split_commit(body, topics: TopicRegistry, readable: Callable[[str], bool] = lambda name: True
+                 ) -> tuple[object | None, dict[tuple[str, int], int]]:
+    """(the request with only existing partitions of topics the principal may READ, or None when none is left;
+    {(topic, partition): 29 or 3})."""
     refused: dict[tuple[str, int], int] = {}
     kept_topics = []
     for t in body.topics:
+        if not readable(t.name):            # as Kafka: TOPIC_AUTHORIZATION_FAILED before whether it exists
+            for p in t.partitions:
+                refused[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         topic = topics.get(t.name)
         count = len(topic.partitions) if topic is not None else 0
         kept = [p for p in t.partitions if 0 <= p.partition_index < count]

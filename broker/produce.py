@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from tenure.protocol.acl import READ, TOPIC, WRITE
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -75,9 +76,11 @@ class ProduceApis(BrokerBase):
         added = {} if code else await self._add_to_transaction(body, req.api_version, ctx)
         for td in body.topic_data:
             parts = []
+            allowed = ctx.allows(WRITE, TOPIC, td.name)    # as Kafka: before whether the topic exists
             for pd in td.partition_data:
-                if code:
-                    parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
+                if code or not allowed:
+                    parts.append(PR(index=pd.index, error_code=code or ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    base_offset=-1))
                     continue
                 parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written,
                                                      body.transactional_id, ctx.broker_id, req.api_version,
@@ -192,6 +195,9 @@ class ProduceApis(BrokerBase):
         T, P = R.TopicResponse, R.TopicResponse.PartitionResponse
 
         def answer(topic: str, i: int) -> Any:
+            if not ctx.allows(READ, TOPIC, topic):
+                return P(partition_index=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None,
+                         active_producers=[])
             p, code = self.served_partition(topic, i, ctx, require_leader=False)   # any replica answers
             if p is None or code:
                 unknown = f"unknown topic-partition {topic}-{i}" if p is None else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from tenure.protocol.acl import ALTER, CREATE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -35,6 +36,8 @@ class TopicApis(AdminApis):
                 if too_many:                 # Kafka's rule: the whole request is refused, before anything else
                     raise TopicError(ErrorCode.POLICY_VIOLATION,
                                      "Excessively large number of partitions per request.")
+                if not (ctx.allows_cluster(CREATE) or ctx.allows(CREATE, TOPIC, t.name)):
+                    raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 partitions, factor = t.num_partitions, t.replication_factor
                 if t.assignments:
                     partitions, factor = self.check_assignment(t)
@@ -50,7 +53,9 @@ class TopicApis(AdminApis):
                     res.num_partitions = len(topic.partitions)
                     res.replication_factor = self.cluster.factor_of(t.name)
                     log.info("created topic %s with %d partitions", t.name, len(topic.partitions))
-                if v >= 5:       # what DescribeConfigs will say of the topic
+                if v >= 5 and not ctx.allows(DESCRIBE_CONFIGS, TOPIC, t.name):
+                    res.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif v >= 5:       # what DescribeConfigs will say of the topic
                     res.configs = [R.CreatableTopicResult.CreatableTopicConfigs(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                         is_sensitive=False) for e in self.configs.topic_entries(configs, self.answering(ctx))]
@@ -85,6 +90,11 @@ class TopicApis(AdminApis):
                     if topic is None:
                         raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {topic_id}")
                     name = res.name = topic.name
+                # as Kafka: DESCRIBE first (a topic the principal may not see is not told apart from a missing
+                # one), then DELETE on one that exists
+                if not ctx.allows(DESCRIBE, TOPIC, name) or (self.topics.get(name) is not None
+                                                             and not ctx.allows(DELETE, TOPIC, name)):
+                    raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 # the catalog and the logs; the partition table drops the topic's partitions with it (and
                 # wakes their long-polling fetches); the cluster table forgets its placement
                 topic = self.topics.delete(name)
@@ -103,6 +113,8 @@ class TopicApis(AdminApis):
         for t in body.topics:
             res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
             try:
+                if not ctx.allows(ALTER, TOPIC, t.name):
+                    raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 existing = self.topics.get(t.name)
                 before = len(existing.partitions) if existing is not None else 0
                 if t.assignments:

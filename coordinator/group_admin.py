@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse, ListGroupsResponse
 
+from tenure.protocol.acl import DELETE, DESCRIBE, GROUP
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import OffsetCommitRecord, StaticMemberEventRecord
 
@@ -22,10 +23,12 @@ class GroupAdmin(ShardHandler):
         states = {s.lower() for s in (req.states_filter or [])} if v >= 4 else set()
         types = {t.lower() for t in (req.types_filter or [])} if v >= 5 else set()
         L = ListGroupsResponse.ListedGroup
+        every = ctx.allows_cluster(DESCRIBE)     # as Kafka: DESCRIBE on the cluster, else the describable groups
         out = [L(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state,
                  group_type=g.kind)
                for g in self.groups.values()
-               if (not states or g.state.lower() in states) and (not types or g.kind in types)]
+               if (not states or g.state.lower() in states) and (not types or g.kind in types)
+               and (every or ctx.allows(DESCRIBE, GROUP, g.group_id))]
         res.respond(ctx.token, ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=out))
         return res
 
@@ -35,6 +38,9 @@ class GroupAdmin(ShardHandler):
         out = []
         deleted: set[str] = set()            # replay comes after the handler: a repeated id finds it gone
         for gid in req.groups_names:
+            if not ctx.allows(DELETE, GROUP, gid):
+                out.append(D(group_id=gid, error_code=E.GROUP_AUTHORIZATION_FAILED))
+                continue
             g = None if gid in deleted else self.groups.get(gid)
             if g is None or g.state == DEAD:
                 out.append(D(group_id=gid, error_code=E.GROUP_ID_NOT_FOUND))

@@ -20,6 +20,7 @@ from __future__ import annotations
 from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
 from tenure.protocol.error_responses import offset_commit_error, offset_delete_error
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
@@ -129,14 +130,17 @@ class Offsets(ShardHandler):
                            for i, q in enumerate(req.groups)}.values())
             groups = []
             for q in wanted:
+                if not ctx.allows(DESCRIBE, GROUP, q.group_id):    # each group of the batch on its own
+                    groups.append(G(group_id=q.group_id, error_code=E.GROUP_AUTHORIZATION_FAILED, topics=[]))
+                    continue
                 code = self._fetch_member_error(q) if v >= 9 else E.NONE
                 groups.append(G(group_id=q.group_id, error_code=code, topics=[] if code else
-                                self._fetch_offsets(q.group_id, q.topics, T, P, req.require_stable)))
+                                self._fetch_offsets(q.group_id, q.topics, T, P, req.require_stable, ctx)))
             res.respond(ctx.token, R(throttle_time_ms=0, groups=groups))
         else:
             T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
             res.respond(ctx.token, R(throttle_time_ms=0, error_code=0, topics=self._fetch_offsets(
-                req.group_id, req.topics, T, P, v >= 7 and req.require_stable)))
+                req.group_id, req.topics, T, P, v >= 7 and req.require_stable, ctx)))
         return res
 
     def _fetch_member_error(self, q) -> int:
@@ -145,9 +149,13 @@ class Offsets(ShardHandler):
         g = self.groups.get(q.group_id)
         return E.NONE if g is None else self.shard.kind_of(g).validate_fetch(g, q.member_id, q.member_epoch)
 
-    def _fetch_offsets(self, gid: str, topics, T, P, require_stable: bool = False) -> list:
+    def _fetch_offsets(self, gid: str, topics, T, P, require_stable: bool = False,
+                       ctx: RequestContext | None = None) -> list:
         """require_stable (v7+, a read_committed consumer): a partition whose offset an open transaction
-        holds is answered UNSTABLE_OFFSET_COMMIT (88) until the transaction ends (the client retries)."""
+        holds is answered UNSTABLE_OFFSET_COMMIT (88) until the transaction ends (the client retries). A topic
+        the principal may not DESCRIBE: left out of "all offsets", TOPIC_AUTHORIZATION_FAILED when named."""
+        def visible(topic: str) -> bool:
+            return ctx is None or ctx.allows(DESCRIBE, TOPIC, topic)
         have = self.offsets.get(gid, {})
         stable = not (require_stable and self.shard.has_pending_offsets(gid))
 
@@ -160,7 +168,8 @@ class Offsets(ShardHandler):
         if topics is None:                                                 # all committed offsets
             by_topic: dict[str, list] = {}
             for (topic, _part), rec in sorted(have.items()):
-                by_topic.setdefault(topic, []).append(rec)
+                if visible(topic):
+                    by_topic.setdefault(topic, []).append(rec)
             return [T(name=topic, partitions=[unstable(topic, r.partition) or
                                               P(partition_index=r.partition, committed_offset=r.offset,
                                                 committed_leader_epoch=r.leader_epoch, metadata=r.metadata,
@@ -170,6 +179,10 @@ class Offsets(ShardHandler):
         for t in topics:                                                   # O6
             parts = []
             for idx in t.partition_indexes:
+                if not visible(t.name):
+                    parts.append(P(partition_index=idx, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                   error_code=E.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 held = unstable(t.name, idx)
                 if held is not None:
                     parts.append(held)
@@ -203,7 +216,11 @@ class Offsets(ShardHandler):
         topics = []
         for t in req.topics:
             parts = []
+            readable = ctx.allows(READ, TOPIC, t.name)
             for p in t.partitions:
+                if not readable:                       # as Kafka: the topic's error, nothing deleted
+                    parts.append(P(partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 if subscribed is None or t.name in subscribed:
                     parts.append(P(partition_index=p.partition_index, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue

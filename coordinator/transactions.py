@@ -31,6 +31,7 @@ from typing import ClassVar
 
 from tenure.coordinator.result import Result
 from tenure.coordinator.timers import Timer
+from tenure.protocol.acl import DESCRIBE, TOPIC, TRANSACTIONAL_ID, WRITE
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
@@ -110,11 +111,16 @@ class TxnResult(Result):
     markers: list[TxnMarker] = field(default_factory=list)
 
 
+def _allow_all(operation: int, resource_type: int, name: str) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class TxnContext:
     token: int
     api_version: int
     now_ms: int
+    allows: Callable[[int, int, str], bool] = _allow_all     # the request context's ACL check
 
 
 class TransactionCoordinator:
@@ -178,7 +184,7 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ inputs
     def handle(self, api_key: int, ctx, body) -> TxnResult:
-        ctx = TxnContext(ctx.token, ctx.api_version, ctx.now_ms)
+        ctx = TxnContext(ctx.token, ctx.api_version, ctx.now_ms, getattr(ctx, "allows", _allow_all))
         handler = {INIT_PRODUCER_ID: self._init_producer_id, ADD_PARTITIONS_TO_TXN: self._add_partitions,
                    END_TXN: self._end_txn, ADD_OFFSETS_TO_TXN: self._add_offsets,
                    DESCRIBE_TRANSACTIONS: self._describe, LIST_TRANSACTIONS: self._list}.get(api_key)
@@ -338,10 +344,14 @@ class TransactionCoordinator:
         codes: dict[tuple[str, int], int] = {}
         for name, p in wanted:
             count = self._partitions_of(name)
-            if count is None and ctx.api_version >= 4 and name == OFFSETS_TOPIC:
-                # the broker's own request (v4+) for a TxnOffsetCommit v5+: the group's offsets partition
+            internal = ctx.api_version >= 4 and name == OFFSETS_TOPIC
+            if count is None and internal:
+                # the broker's own request (v4+) for a TxnOffsetCommit v5+: the group's offsets partition (the
+                # TxnOffsetCommit itself was authorized: the group, the transactional id)
                 count = self._offsets_partitions()
-            if count is None or not 0 <= p < count:
+            if not internal and not ctx.allows(WRITE, TOPIC, name):   # as Kafka: WRITE first, then existence
+                codes[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif count is None or not 0 <= p < count:
                 codes[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if codes:                                       # Kafka: the others are not attempted
             for key in wanted:
@@ -467,6 +477,11 @@ class TransactionCoordinator:
         out = []
         for tid in body.transactional_ids:
             t = self.transactions.get(tid)
+            if not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, tid):
+                out.append(S(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=tid,
+                             transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                             producer_id=-1, producer_epoch=-1, topics=[]))
+                continue
             if t is None:
                 out.append(S(error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=tid,
                              transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
@@ -474,7 +489,8 @@ class TransactionCoordinator:
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, p in sorted(t.partitions):
-                by_topic.setdefault(topic, []).append(p)
+                if ctx.allows(DESCRIBE, TOPIC, topic):         # as Kafka: the topics it may describe
+                    by_topic.setdefault(topic, []).append(p)
             out.append(S(error_code=0, transactional_id=tid, transaction_state=t.state_name,
                          transaction_timeout_ms=t.timeout_ms, transaction_start_time_ms=t.start_ms,
                          producer_id=t.producer_id, producer_epoch=t.producer_epoch,
@@ -496,6 +512,8 @@ class TransactionCoordinator:
             if t.state == DEAD or (states and t.state_name not in states) or (pids and t.producer_id not in pids):
                 continue
             if duration >= 0 and ctx.now_ms - t.start_ms < duration:
+                continue
+            if not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, tid):
                 continue
             out.append(R.TransactionState(transactional_id=tid, producer_id=t.producer_id,
                                           transaction_state=t.state_name))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .acl import CLUSTER, CLUSTER_NAME, Authorization
+
 ANONYMOUS = "User:ANONYMOUS"          # Kafka's principal of an unauthenticated connection
 PLAINTEXT = "PLAINTEXT"               # the listener name (and security protocol) of today's listeners
 
@@ -26,3 +28,24 @@ class RequestContext:
     broker_id: int | None = None      # the broker whose listener took the request; None: no broker checks
     listener: str = PLAINTEXT
     principal: str = ANONYMOUS
+    authorizer: Authorization | None = None     # the server's (--authorizer); None: every request is allowed
+
+    @property
+    def host(self) -> str:
+        """The client's address as an ACL names hosts ("127.0.0.1")."""
+        return self.client_host.removeprefix("/")
+
+    def allows(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether this request's principal, from its host, may perform `operation` on the resource
+        (protocol/acl.py codes); always with no authorizer."""
+        return self.authorizer is None or self.authorizer.authorize(self.principal, self.host, operation,
+                                                                    resource_type, name)
+
+    def allows_cluster(self, operation: int) -> bool:
+        return self.allows(operation, CLUSTER, CLUSTER_NAME)
+
+    def allows_any(self, operation: int, resource_type: int) -> bool:
+        """Whether some resource of the type would allow `operation` (Kafka's authorizeByResourceType: an
+        idempotent producer may write to some topic)."""
+        return self.authorizer is None or self.authorizer.authorize_any(self.principal, self.host, operation,
+                                                                        resource_type)

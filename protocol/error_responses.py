@@ -240,6 +240,17 @@ def _describe_topic_partitions(req, R, code):
     return R(topics=[T(name=t.name, error_code=code, partitions=[]) for t in req.body.topics or []])
 
 
+def _create_acls(req, R, code):
+    C = R.fields["results"].data_class
+    return R(throttle_time_ms=0, results=[C(error_code=code, error_message=None) for _ in req.body.creations or []])
+
+
+def _delete_acls(req, R, code):
+    F = R.fields["filter_results"].data_class
+    return R(throttle_time_ms=0, filter_results=[F(error_code=code, error_message=None, matching_acls=[])
+                                                 for _ in req.body.filters or []])
+
+
 def _api_versions(req, R, code):
     """NB: goes on the wire as v0 (codec.encode_api_versions_error), the form clients parse an error in."""
     from .codec import api_versions_body
@@ -291,6 +302,7 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
                                                             for name in dict.fromkeys(
                                                                 [d.name for d in req.body.deletions or []]
                                                                 + [u.name for u in req.body.upsertions or []])]),
+    29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
 }
 
 

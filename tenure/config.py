@@ -191,11 +191,34 @@ class ServerConfig:
                                                 "(default: any)")
     oauth_issuer: str | None = setting(None, "OAUTHBEARER with --oauth-jwks-file: the issuer tokens must name "
                                               "(default: any)")
+    # ACLs (security/, docs/security.md#acls)
+    authorizer: bool = setting(False, "check every request against the ACLs with Kafka's StandardAuthorizer rules "
+                                      "(default off, unless --acl, --super-user or "
+                                      "--allow-everyone-if-no-acl is given: everything is allowed and the ACL APIs "
+                                      "answer SECURITY_DISABLED)")
+    super_users: tuple[str, ...] = setting((), "a principal (User:NAME, or NAME) allowed "
+                                               "everything (Kafka's super.users); repeatable", flag="--super-user")
+    allow_everyone_if_no_acl: bool = setting(False, "a resource no ACL names is open to "
+                                                    "everyone (Kafka's allow.everyone.if.no.acl.found; default: "
+                                                    "refused)")
+    acls: tuple[str, ...] = setting((), "an ACL created at start, 'allow|deny PRINCIPAL "
+                                        "OPERATION TYPE:[prefixed:]NAME [from HOST]' (e.g. 'allow User:* read "
+                                        "topic:prefixed:logs-'); repeatable", flag="--acl")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("super_users", "acls"):        # a list (the CLI's appended flags, a marker's list) or None
+            value = getattr(self, name)
+            object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
+        if self.acls:
+            from tenure.security.acls import AclError, parse_acl
+            for spec in self.acls:
+                try:
+                    parse_acl(spec)
+                except AclError as exc:
+                    raise ValueError(f"--acl {spec!r}: {exc}") from None
         racks = self.racks
         if isinstance(racks, str):                  # the CLI's and the pytest marker's "r1,r2,r3"
             racks = tuple(r.strip() for r in racks.split(","))
@@ -233,6 +256,12 @@ class ServerConfig:
                              "levels are 0, 1 and 2")
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
+
+    @property
+    def acls_checked(self) -> bool:
+        """Whether requests are checked against ACLs: --authorizer, or any of --acl, --super-user and
+        --allow-everyone-if-no-acl given (they mean nothing without it)."""
+        return self.authorizer or bool(self.acls or self.super_users or self.allow_everyone_if_no_acl)
 
     @property
     def offsets_partition_count(self) -> int:
@@ -285,7 +314,8 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type
 _TYPES = {"int": int, "int | None": int, "str": str, "str | None": str, "float": float,
-          "tuple[str, ...] | None": str}     # racks: "r1,r2,..." (split by ServerConfig); repeated flags
+          "tuple[str, ...] | None": str,     # racks: "r1,r2,..." (split by ServerConfig); repeated flags
+          "tuple[str, ...]": str}            # a repeatable flag (--super-user, --acl): one value each time
 
 
 def flag_settings() -> list[dataclasses.Field]:
@@ -307,6 +337,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         if f.type == "bool":
             parser.add_argument(flag_of(f), dest=f.name, action="store_false" if f.default else "store_true",
                                 help=m["help"])
+            continue
+        if str(f.type) == "tuple[str, ...]":
+            parser.add_argument(flag_of(f), dest=f.name, action="append", default=None, help=m["help"],
+                                metavar=flag_of(f).lstrip("-").replace("-", "_").upper())
             continue
         default = f.default if m["cli_default"] is dataclasses.MISSING else m["cli_default"]
         if m.get("repeat"):

@@ -7,7 +7,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-SOURCE_DIRS = ("tenure", "protocol", "broker", "storage", "coordinator", "audit", "tests", "bench", "docker")
+SOURCE_DIRS = ("tenure", "protocol", "broker", "storage", "coordinator", "audit", "security", "tests", "bench",
+               "docker")
 LABEL = re.compile(r"\*\*([GJSHTLOARK]\d+)\b")
 
 

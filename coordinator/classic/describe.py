@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin.groups import DescribeGroupsResponse
 
-from tenure.protocol.acl import authorized_operations
+from tenure.protocol.acl import DESCRIBE, GROUP, authorized_operations
+from tenure.protocol.errors import ErrorCode
 
 from ..result import RequestContext, Result
 from .group import DEAD, STABLE
@@ -21,12 +22,18 @@ class DescribeRequests:
         res = Result()
         D = DescribeGroupsResponse.DescribedGroup
         M = D.DescribedGroupMember
-        ops = authorized_operations("group", ctx.api_version >= 3 and req.include_authorized_operations)
+        asked = ctx.api_version >= 3 and req.include_authorized_operations
         out = []
         # Each group once, in first-asked order. Kafka answers a repeated id again, but one 50 KB request
         # naming a group of 10 KB members 10,000 times then makes a 190 MiB answer; no client repeats an
         # id (librdkafka refuses "Duplicate groups not allowed", Java keys its requests by group id).
         for gid in dict.fromkeys(req.groups):
+            if not ctx.allows(DESCRIBE, GROUP, gid):     # as Kafka: the group's error, nothing about it
+                out.append(D(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=gid,
+                             group_state="", protocol_type="", protocol_data="", members=[],
+                             authorized_operations=None))
+                continue
+            ops = authorized_operations(ctx, GROUP, gid, asked)
             g = self.rebalance.group(gid)        # a consumer group is described by ConsumerGroupDescribe
             if g is None:
                 out.append(D(error_code=0, error_message=None, group_id=gid, group_state=DEAD, protocol_type="",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.inspection import GroupInfo, MemberInfo
+from tenure.protocol.acl import DESCRIBE, GROUP, authorized_operations, bits
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse
 from tenure.protocol.errors import ErrorCode as E
 
@@ -25,7 +26,12 @@ def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
     and targets by topic id and name, and the assignor most of its members ask for."""
     res = Result()
     out = []
+    asked = req.include_authorized_operations
     for gid in dict.fromkeys(req.group_ids):
+        if not ctx.allows(DESCRIBE, GROUP, gid):
+            out.append(DG(error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=gid,
+                          group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
         g = kind.groups.get(gid)
         if not isinstance(g, ConsumerGroup):
             msg = f"Group {gid} not found." if g is None else f"Group {gid} is not a consumer group."
@@ -43,7 +49,8 @@ def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
                                   assignment=_described(kind, m.assigned),
                                   target_assignment=_described(kind, g.targets.get(m.member_id, {})),
                                   member_type=1)
-                               for m in g.members.values()]))
+                               for m in g.members.values()],
+                      authorized_operations=bits(authorized_operations(ctx, GROUP, gid, asked))))
     res.respond(ctx.token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))
     return res
 

@@ -35,7 +35,8 @@ HELP = {"groups": "inspect groups or force a rebalance through a server's admin 
         "network": "partition, slow, limit or reset the network between clients and brokers through the admin "
                    "endpoint",
         "requests": "the requests a server served (its request capture) through the admin endpoint",
-        "users": "list, add or remove the SASL users of a running server through its admin endpoint"}
+        "users": "list, add or remove the SASL users of a running server through its admin endpoint",
+        "acl": "list, add or remove ACLs (--authorizer) through the admin endpoint"}
 
 
 def _cli_commands() -> dict[str, list[tuple[Cli, Control]]]:

@@ -19,7 +19,8 @@ Fixtures:
   `@pytest.mark.tenure(data_dir=True, static_registration_timeout_ms=60000)`), and `topics={"t": 12}`:
   topics created before the test starts ({name: partitions}); `groups={"g": 4}`: the test starts 4 members of
   group g - the group's first rebalance ends as soon as they have joined, with no initial delay
-  (`tenure_server.expect_group("g", 4)` says the same from inside a test).
+  (`tenure_server.expect_group("g", 4)` says the same from inside a test); `acls=["allow User:* read topic:t",
+  ...]`: the server checks ACLs with these created at start (docs/security.md#acls).
 - `--tenure-data-dir` / ini `tenure_data_dir = true`: every `tenure_server` gets a temporary data dir.
 - `@pytest.mark.tenure(listeners=["PLAINTEXT", "SASL_SSL"], users={"alice": "secret"})`: listeners (a bare
   name: 127.0.0.1 on a free port; or NAME://HOST:PORT) and SASL users ({name: password}); with

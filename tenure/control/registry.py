@@ -23,6 +23,7 @@ from typing import Any
 
 from tenure.control.faults import MAX_DELAY_MS
 from tenure.protocol.errors import AdminError, ErrorCode
+from tenure.security.acls import AclBinding, AclFilter, parse_acl
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Cli:
     """One subcommand calling a control: `tenure GROUP COMMAND ARGS`. `fixed` adds JSON fields of its own
     (e.g. the fault action); `args` (default: the control's, minus the fixed ones) become positionals,
     the optional ones `nargs="?"`; `extra(parser)` adds options and `fill(args, body)` reads them."""
-    group: str                        # "groups" | "fault" | "broker" | "coordinator"
+    group: str                        # "groups" | "fault" | "broker" | "coordinator" | "acl"
     command: str
     help: str
     fixed: dict = field(default_factory=dict)
@@ -264,6 +265,40 @@ def _to(parser) -> None:
                                                            "endpoint refuses a move naming none)")
 
 
+def _authorizer(server):
+    if server.authorizer is None:
+        raise AdminError(ErrorCode.SECURITY_DISABLED, "no authorizer: start the server with --authorizer")
+    return server.authorizer
+
+
+def _acls_list(server) -> list[str]:
+    return [b.text() for b in _authorizer(server).bindings()]
+
+
+def _acl_of(acl) -> AclBinding:
+    if not isinstance(acl, str):
+        raise ValueError(f"want an ACL as text, not {acl!r}")
+    return parse_acl(acl)               # AclError is a ValueError: 400 with its message
+
+
+def _acls_add(server, acl) -> str:
+    binding = _acl_of(acl)
+    [why] = _authorizer(server).create([binding])
+    if why is not None:
+        raise AdminError(ErrorCode.POLICY_VIOLATION, why)
+    return binding.text()
+
+
+def _acls_remove(server, acl) -> list[str]:
+    """Remove the one binding the text names (its exact resource, principal, host, operation, permission)."""
+    b = _acl_of(acl)
+    f = AclFilter(b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation, b.permission)
+    [gone] = _authorizer(server).delete([f])
+    return [x.text() for x in gone or []]
+
+
+_ACL = Arg("acl", help="'allow|deny PRINCIPAL OPERATION TYPE:[prefixed:]NAME [from HOST]' (one argument: quote it)",
+           example='{"acl": "allow User:alice read topic:orders"}')
 _API = Arg("api", help="API name (JoinGroup, OffsetCommit, ...) or key, or '*' for every API")
 _GROUP = Arg("group", where="path")
 _ONCE, _UNTIL_CLEARED = _counted(False), _counted(True)     # a rule's --count default: 1, or until cleared
@@ -315,6 +350,14 @@ CONTROLS: tuple[Control, ...] = (
             "POST", "/clock/advance", _advance_clock, (Arg("ms", int, example='{"ms": 30000}'),),
             respond=_advanced, error_prefix="ms: ",
             cli=(Cli("fault", "advance-clock", "move the coordinator's clock ahead; due timers fire now"),)),
+    Control("acls", "the ACLs (--authorizer), one text line each", "GET", "/acls", _acls_list,
+            cli=(Cli("acl", "list", "the ACLs, one per line", show="\n".join),)),
+    Control("add_acl", '{"acl": "allow User:alice read topic:orders"}: create an ACL (kept in the data dir)',
+            "POST", "/acls", _acls_add, (_ACL,), status=201, respond=lambda server, text, acl: {"acl": text},
+            cli=(Cli("acl", "add", "create an ACL"),)),
+    Control("remove_acl", '{"acl": "..."}: remove the ACL the text names', "POST", "/acls/remove", _acls_remove,
+            (_ACL,), respond=lambda server, removed, acl: {"removed": removed},
+            cli=(Cli("acl", "remove", "remove the ACL the text names"),)),
     Control("restart", "restart on the same data dir and ports", "POST", "/restart", _restart, status=202,
             respond=lambda server, _: {"restarting": True, "port": server.port}, thread=False,
             cli=(Cli("fault", "restart", "restart the server on its data dir and ports"),)),

@@ -32,6 +32,10 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.markers import TxnMarker
 from tenure.security import apis as security_apis
+from tenure.security.access import acl_access
+from tenure.security.acl_apis import AclApis
+from tenure.security.acls import parse_acl
+from tenure.security.authorizer import Authorizer
 from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
 from tenure.storage import Log
 from tenure.storage.datadir import DataDir
@@ -137,6 +141,7 @@ class Parts:
     dispatch: Dispatcher
     load_report: LoadReport
     users: UserStore                        # the SASL users (security/users.py)
+    authorizer: Authorizer | None = None    # the ACLs (--authorizer); None: everything is allowed
 
 
 def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None, TopicRegistry, str | None]:
@@ -206,10 +211,15 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
         txn.start()
     users = open_users(config, data)
-    handlers = {**broker.handlers, **security_apis.handlers(users)}
+    authorizer = None
+    if config.acls_checked:                          # the ACLs, kept in the data dir (docs/security.md#acls)
+        authorizer = Authorizer(super_users=config.super_users, allow_if_no_acl=config.allow_everyone_if_no_acl,
+                                data_dir=data.path if data is not None else None,
+                                initial=[parse_acl(a) for a in config.acls])
+    handlers = {**broker.handlers, **security_apis.handlers(users), **AclApis(authorizer).handlers()}
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}
     dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster,
-                          hooks=hooks, capture=capture)
-    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report, users)
+                          hooks=hooks, capture=capture, access=acl_access, authorizer=authorizer)
+    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report, users, authorizer)

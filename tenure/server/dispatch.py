@@ -1,9 +1,10 @@
 """One decoded request to its answer: the request's context built, then what every request passes - the fault
 rules (tenure/control/faults.py), then a test's request hooks (tenure/control/hooks.py; both give a `Decision`
 applied here: delay, close, an answer of their own, the answer rewritten), then the access hook (who may do
-what; every request is allowed until authentication and ACLs plug in here) -, then one lookup in the routing
-table (the owner column of protocol/apis.py: routes.py) to its owner; the answer encoded and sent, counted in
-the metrics and kept in the request capture (tenure/control/capture.py)."""
+what: with --authorizer the whole-request ACL checks of security/access.py; the context carries the principal
+and the authorizer to the handlers, which check the parts of a request) -, then one lookup in the routing table
+(the owner column of protocol/apis.py: routes.py) to its owner; the answer encoded and sent, counted in the
+metrics and kept in the request capture (tenure/control/capture.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -17,6 +18,7 @@ from tenure.control.capture import Capture
 from tenure.control.faults import NO_FAULT, Decision, Faults, error_name
 from tenure.control.hooks import Hooks
 from tenure.counters import Metrics
+from tenure.protocol.acl import Authorization
 from tenure.protocol.apis import API_VERSIONS_KEY, SUPPORTED
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
 from tenure.protocol.context import RequestContext
@@ -58,12 +60,13 @@ class Dispatcher:
 
     def __init__(self, *, faults: Faults, metrics: Metrics, routes: dict[str, Route], clock_ms: Callable[[], int],
                  cluster: Cluster | None = None, access: Access = allow_all, hooks: Hooks | None = None,
-                 capture: Capture | None = None) -> None:
+                 capture: Capture | None = None, authorizer: Authorization | None = None) -> None:
         self.faults, self.metrics = faults, metrics
         self.hooks = hooks if hooks is not None else Hooks()           # request hooks (control/hooks.py)
         self.capture = capture if capture is not None else Capture(0)  # request capture (control/capture.py)
         self.routes, self.clock_ms, self.access = routes, clock_ms, access
         self.cluster = cluster
+        self.authorizer = authorizer            # the ACLs (--authorizer), handed to every request's context
 
     def context(self, req: Request, peer: Peer) -> RequestContext:
         """The request's context, built once and handed to its owner."""
@@ -71,7 +74,8 @@ class Dispatcher:
         where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
         return RequestContext(0, req.api_version, req.client_id or "", peer.client_host, self.clock_ms(),
                               api_key=req.api_key, connection_id=peer.conn_id, peer=where,
-                              broker_id=peer.broker_id, listener=peer.listener, principal=peer.principal)
+                              broker_id=peer.broker_id, listener=peer.listener, principal=peer.principal,
+                              authorizer=self.authorizer)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
         t0 = time.perf_counter()

@@ -33,6 +33,7 @@ from tenure.coordinator.loader import LoadReport
 from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
+from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner
@@ -204,6 +205,7 @@ class Server:
     dispatch = _Built[Dispatcher]("dispatch")
     clock = _Built[CoordinatorClock]("clock")
     load_report = _Built[LoadReport]("load_report")
+    authorizer = _Built[Authorizer | None]("authorizer")    # the ACLs (--authorizer); None: no authorizer
 
     @property
     def txn_runtime(self) -> TransactionRuntime | None:

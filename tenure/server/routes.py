@@ -11,6 +11,7 @@ from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.transactions import is_transaction_request, txn_offset_commit_error
 from tenure.coordinator.txn_runtime import TransactionRuntime
+from tenure.protocol.acl import READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import error_response
@@ -63,7 +64,7 @@ class GroupRoute:
         if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
             return await self.runtime.handle(req, ctx)
         order = request_order(req.body)
-        kept, refused = split_commit(req.body, self.topics)
+        kept, refused = split_commit(req.body, self.topics, lambda name: ctx.allows(READ, TOPIC, name))
         if req.api_key == TXN_OFFSET_COMMIT_KEY and kept is not None:
             # as Kafka's broker: only a commit with partitions left reaches the transaction coordinator (a v5
             # one, all of whose partitions are refused, adds nothing to the transaction)

@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure apis: {path}: {exc}", file=sys.stderr)
             return 2
         return 0
-    if args.command in commands.HELP:                # groups, fault, broker, coordinator, network, requests, users
+    if args.command in commands.HELP:                # groups, fault, broker, coordinator, network, requests, users, acl
         return commands.run(args)
     if args.command == "log":
         return logtool.run(args)

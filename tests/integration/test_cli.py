@@ -138,6 +138,10 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
         elif f.name == "max_connections_per_ip_overrides":  # HOST:N,...
             want = "h.example:3"
             argv = [flag_of(f), want]
+        elif f.type == "tuple[str, ...]":                 # a repeatable flag: each value kept, in order
+            want = {"acls": ("allow User:a read topic:t", "deny User:* all group:g"),
+                    "super_users": ("User:a", "User:b")}[f.name]
+            argv = [x for value in want for x in (flag_of(f), value)]
         elif f.type in ("str", "str | None"):
             want = "/tmp/x" if f.name == "data_dir" else "h.example"
             argv = [flag_of(f), want]

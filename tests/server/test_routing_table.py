@@ -19,6 +19,7 @@ from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ErrorCode
 from tenure.security import apis as security_apis
 from tenure.security.users import UserStore
+from tenure.security.acl_apis import AclApis
 from tenure.server import ServerThread
 from tests.support.wire import WireClient, request_bytes
 
@@ -35,11 +36,14 @@ def test_every_api_has_one_owner_that_serves_it():
     assert owners(TRANSACTION) == set(TXN_APIS) | {INIT_PRODUCER_ID}
     handlers = Broker(Node("127.0.0.1", 0), TopicRegistry(1)).handlers
     # the broker's own APIs, and InitProducerId without a transactional id (the idempotent producer's id); the
-    # security APIs' handlers (security/apis.py) join them in the table the server routes to (build.py)
+    # security APIs' handlers (security/apis.py: SCRAM users) and the ACL APIs (over the authorizer) join them in
+    # the table the server routes to (build.py)
     security = set(security_apis.handlers(UserStore()))
-    assert owners(BROKER) | {INIT_PRODUCER_ID} == set(handlers) | security and not set(handlers) & security
-    with ServerThread() as st:
-        assert set(st.server.handlers) == owners(BROKER) | {INIT_PRODUCER_ID}
+    acl_handlers = set(AclApis(None).handlers())
+    assert not set(handlers) & (security | acl_handlers) and not security & acl_handlers
+    assert owners(BROKER) | {INIT_PRODUCER_ID} == set(handlers) | security | acl_handlers
+    with ServerThread() as st:                       # the server's table: all of them
+        assert set(st.server.handlers) == set(handlers) | security | acl_handlers
 
 
 def _recording(server: ServerThread, api_key: int) -> list:
