@@ -197,13 +197,14 @@ class ServerConfig:
                                       "--allow-everyone-if-no-acl is given: everything is allowed and the ACL APIs "
                                       "answer SECURITY_DISABLED)")
     super_users: tuple[str, ...] = setting((), "a principal (User:NAME, or NAME) allowed "
-                                               "everything (Kafka's super.users); repeatable", flag="--super-user")
+                                               "everything (Kafka's super.users); repeatable (default: none)",
+                                           flag="--super-user")
     allow_everyone_if_no_acl: bool = setting(False, "a resource no ACL names is open to "
                                                     "everyone (Kafka's allow.everyone.if.no.acl.found; default: "
                                                     "refused)")
     acls: tuple[str, ...] = setting((), "an ACL created at start, 'allow|deny PRINCIPAL "
                                         "OPERATION TYPE:[prefixed:]NAME [from HOST]' (e.g. 'allow User:* read "
-                                        "topic:prefixed:logs-'); repeatable", flag="--acl")
+                                        "topic:prefixed:logs-'); repeatable (default: none)", flag="--acl")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
