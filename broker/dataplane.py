@@ -93,7 +93,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
     async def api_versions(self, req: Request, ctx: RequestContext) -> Any:
-        return api_versions_body(req.api_version)
+        return api_versions_body(req.api_version, served=req.served)
 
     async def metadata(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version

@@ -3,14 +3,17 @@
 An API appears here only once its handler is real. Request/response classes are kafka-python 3's
 schema-driven `ApiMessage` codecs.
 
-tenure presents itself as Kafka 4.0 (`KAFKA_VERSION`): no served API goes beyond the version Kafka 4.0 serves
-(checked against kafka-python's table of broker versions at import), and the ones clients infer a broker's
-version from are served up to 4.0's: ListOffsets v10 (kafka-python's test for 4.0), Fetch v17, Produce v12.
-Older versions stay served (tenure keeps answering clients that Kafka 4.0 no longer does).
+By default tenure presents itself as Kafka 4.0 (`DEFAULT_SERVED`): its whole table, whose versions clients infer
+a broker's version from are 4.0's: ListOffsets v10 (kafka-python's test for 4.0), Fetch v17, Produce v12; older
+versions stay served (tenure keeps answering clients that Kafka 4.0 no longer does). No served API goes beyond
+the newest release tenure knows (checked at import). `served_apis("3.9")` is the table a server started with
+`--kafka-version 3.9` presents: each API cut to that release's range (protocol/releases.py), the APIs the release
+does not have left out - a request outside it is refused as that release refuses it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from kafka.protocol.admin import (
     AlterConfigsRequest,
@@ -53,7 +56,6 @@ from kafka.protocol.admin import (
     ListTransactionsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -104,6 +106,7 @@ from .consumer_group import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from .releases import DEFAULT_RELEASE, NEWEST, RELEASES, Release, release
 
 # Who answers an API (the routing table's owner column): the broker that took the request (the data plane and
 # the admin APIs), the group coordinator, or the transaction coordinator. The dispatcher does one lookup.
@@ -184,13 +187,54 @@ _TABLE = [
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
 ]
 
-KAFKA_VERSION = (4, 0)
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
-for _s in _TABLE:   # never claim more than the Kafka version presented serves
-    assert _s.max_version <= BROKER_API_VERSIONS[KAFKA_VERSION][_s.key][1], (_s.name, _s.max_version)
+for _s in _TABLE:   # never claim more than the newest Kafka release tenure knows serves
+    assert _s.max_version <= NEWEST.api_versions[_s.key][1], (_s.name, _s.max_version)
 API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
 
 
+@dataclass(frozen=True)
+class ServedApis:
+    """What one server presents: the APIs and versions it serves (`specs`, by key) and the Kafka release whose
+    features it announces. `explicit`: a release asked for (--kafka-version), whose ranges cut the table."""
+    release: Release
+    specs: Mapping[int, ApiSpec]
+    explicit: bool = False
+
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(api_key, min, max) for every served API, sorted by key."""
+        return [(k, s.min_version, s.max_version) for k, s in sorted(self.specs.items())]
+
+    @property
+    def name(self) -> str:
+        return self.release.name
+
+
+def _cut(r: Release) -> dict[int, ApiSpec]:
+    """tenure's table cut to a release's ranges; an API the release lacks, or whose range misses tenure's, goes."""
+    out = {}
+    for s in _TABLE:
+        if s.key not in r.api_versions:
+            continue
+        lo, hi = r.api_versions[s.key]
+        lo, hi = max(lo, s.min_version), min(hi, s.max_version)
+        if lo <= hi:
+            out[s.key] = replace(s, min_version=lo, max_version=hi)
+    return out
+
+
+DEFAULT_SERVED = ServedApis(RELEASES[DEFAULT_RELEASE], SUPPORTED)
+
+
+def served_apis(kafka_version: str | None = None) -> ServedApis:
+    """The table a server presents: tenure's whole table (as Kafka 4.0) when no release is asked for, else the
+    named release's cut of it. ValueError for a release tenure does not know (listing the known ones)."""
+    if kafka_version is None:
+        return DEFAULT_SERVED
+    r = release(kafka_version)
+    return ServedApis(r, _cut(r), explicit=True)
+
+
 def api_version_ranges() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for every served API, sorted by key."""
-    return [(s.key, s.min_version, s.max_version) for s in sorted(_TABLE, key=lambda s: s.key)]
+    """(api_key, min, max) for every API of tenure's table, sorted by key."""
+    return DEFAULT_SERVED.ranges()

@@ -231,7 +231,7 @@ def _describe_topic_partitions(req, R, code):
 def _api_versions(req, R, code):
     """NB: goes on the wire as v0 (codec.encode_api_versions_error), the form clients parse an error in."""
     from .codec import api_versions_body
-    return api_versions_body(0, code)
+    return api_versions_body(0, code, req.served)
 
 
 def _join_group(req, R, code):

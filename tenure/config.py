@@ -10,8 +10,10 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
+from tenure.protocol.apis import ServedApis, served_apis
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
+from tenure.protocol.releases import Release, release
 
 DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
@@ -122,6 +124,11 @@ class ServerConfig:
     # bearer token every admin call but / and /health must send
     admin_token: str | None = setting(None, f"bearer token every admin call but / and /health must send (default "
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
+    # the Kafka release presented (protocol/releases.py); None: tenure's whole table, as Kafka 4.0
+    kafka_version: str | None = setting(None, "present this Kafka release (X.Y, 2.8 to 4.3): the API versions, "
+                                              "features and behaviour of that release's brokers, as clients "
+                                              "negotiate with them (default: tenure's whole table, announced as "
+                                              "Kafka 4.0 with the older versions 4.0 dropped still served)")
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
@@ -134,6 +141,8 @@ class ServerConfig:
         if racks is not None and (len(racks) != self.brokers or not all(racks)):
             raise ValueError(f"--racks names {len(racks)} rack(s) for {self.brokers} broker(s): give one "
                              "non-empty rack per broker")
+        if self.kafka_version is not None:
+            release(self.kafka_version)             # an unknown release: ValueError listing the known ones
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 
@@ -155,6 +164,21 @@ class ServerConfig:
         if self.broker_ports is not None:
             return self.broker_ports
         return tuple(0 if self.port == 0 else self.port + i for i in range(self.brokers))
+
+    def served_apis(self) -> ServedApis:
+        """The APIs, versions and features this server presents (protocol/apis.py ServedApis)."""
+        return served_apis(self.kafka_version)
+
+    @property
+    def release(self) -> Release:
+        """The Kafka release presented (protocol/releases.py Release): --kafka-version, else 4.0."""
+        return self.served_apis().release
+
+    @property
+    def transaction_version(self) -> int:
+        """The `transaction.version` feature level announced (1: transactions v1; 2: KIP-890's v2): the
+        release's, at most what tenure serves (protocol/releases.py TRANSACTION_VERSION_SERVED)."""
+        return self.release.transaction_version
 
     def decode_limits(self) -> DecodeLimits:
         return DecodeLimits(max_request_elements=self.max_request_elements)

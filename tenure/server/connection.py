@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tenure.counters import Metrics
+from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
@@ -75,12 +76,14 @@ class Connection:
 
     def __init__(self, peer: Peer, reader: Reader, writer: Writer, dispatch: Dispatch, *,
                  max_frame_bytes: int, limits: DecodeLimits, budget: RequestBudget,
-                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog) -> None:
+                 idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog,
+                 served: ServedApis = DEFAULT_SERVED) -> None:
         self.peer = peer
         self.reader, self.writer, self.dispatch = reader, writer, dispatch
         self.decoder = FrameDecoder(max_frame_bytes)
         self.limits, self.budget, self.idle_ms = limits, budget, idle_ms
         self.metrics, self.ratelog = metrics, ratelog
+        self.served = served                   # the APIs and versions the server presents (--kafka-version)
         self.held = 0                          # this connection's share of budget.used
         self.serving = False
         self.draining = False                  # the server is stopping: no request after the current one
@@ -137,7 +140,7 @@ class Connection:
             await asyncio.sleep(0)               # one request per loop turn: other connections get theirs
             if self.draining:
                 return False
-            req = decode_request(payload, self.limits)
+            req = decode_request(payload, self.limits, self.served)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
                                  "served; answering v0 with error 35", self.peer.conn_id, req.api_version)

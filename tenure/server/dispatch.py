@@ -91,7 +91,7 @@ class Dispatcher:
                 return False
         if body is not None:
             if answered_error and req.api_key == API_VERSIONS_KEY:
-                await send(encode_api_versions_error(req.correlation_id, refused))
+                await send(encode_api_versions_error(req.correlation_id, refused, req.served))
             else:
                 await send(encode_response(req, body))
         code = response_error(body) if body is not None else 0

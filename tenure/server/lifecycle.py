@@ -61,6 +61,7 @@ class Server:
         self.node = Node(config.advertised_host or config.host, config.port)       # broker 0
         # the brokers and every partition's replicas, leader and epoch (broker/cluster.py)
         self.cluster = Cluster(config.brokers, self.node.host, config.racks, config.replicas)
+        self.served = config.served_apis()        # the APIs, versions and features presented (--kafka-version)
         self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
         self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
         self.durability = Durability(config.fsync if config.data_dir else "never",
@@ -192,7 +193,7 @@ class Server:
         c = self.config
         return Connection(peer, reader, writer, self.dispatch, max_frame_bytes=c.max_frame_bytes,
                           limits=c.decode_limits(), budget=self.budget, idle_ms=c.connections_max_idle_ms,
-                          metrics=self.metrics, ratelog=self.ratelog)
+                          metrics=self.metrics, ratelog=self.ratelog, served=self.served)
 
     @property
     def buffered_request_bytes(self) -> int:
