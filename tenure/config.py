@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tenure.protocol.apis import ServedApis, served_apis
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
-from tenure.protocol.releases import Release, release
+from tenure.protocol.releases import RELEASES, Release, release
 
 DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
@@ -128,7 +128,8 @@ class ServerConfig:
     kafka_version: str | None = setting(None, "present this Kafka release (X.Y, 2.8 to 4.3): the API versions, "
                                               "features and behaviour of that release's brokers, as clients "
                                               "negotiate with them (default: tenure's whole table, announced as "
-                                              "Kafka 4.0 with the older versions 4.0 dropped still served)")
+                                              "Kafka 4.0 with the older versions 4.0 dropped still served)",
+                                      choices=tuple(RELEASES))
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None

@@ -1,0 +1,184 @@
+"""tenure presenting an older (or newer) Kafka release (`--kafka-version`, `@pytest.mark.tenure(kafka_version=...)`),
+with real clients: kafka-python's own version inference names the release; a request above the release's version
+is refused as that release refuses it (ApiVersions: v0 with error 35 and the release's ranges; any other API: the
+connection closed) while the server keeps serving; confluent-kafka and Java 4.3 negotiate down and work (a static
+classic group, a rolling restart, admin); the consumer protocol (KIP-848) is absent before 4.0, as on a real 3.9
+broker: Java's `group.protocol=consumer` consumer fails with UnsupportedVersionException, librdkafka's never joins
+(it marks the coordinator dead: "ConsumerGroupHeartbeatRequest not supported by broker"), and both work with
+classic."""
+from __future__ import annotations
+
+import logging
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from tenure.config import ServerConfig
+from tenure.protocol.apis import served_apis
+from tenure.server import ServerThread
+from tests.support.clients import confluent_round_trip
+from tests.support.wire import WireClient, request_bytes
+
+MATRIX = ["2.8", "3.7", "3.9", "4.0"]
+
+
+def kafka_python_infers(bootstrap: str) -> tuple[int, ...]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        return admin._client.check_version()
+    finally:
+        admin.close()
+
+
+def test_kafka_python_infers_the_release_presented():
+    for name in MATRIX:
+        with ServerThread(ServerConfig(port=0, kafka_version=name)) as s:
+            assert kafka_python_infers(s.bootstrap) == tuple(map(int, name.split("."))), name
+    with ServerThread(ServerConfig(port=0)) as s:              # no release asked for: tenure's table, as 4.0
+        assert kafka_python_infers(s.bootstrap) == (4, 0)
+
+
+@pytest.mark.tenure(kafka_version="3.7")
+def test_the_pytest_marker_presents_a_release(tenure_server):
+    assert tenure_server.server.config.release.name == "3.7"
+    assert kafka_python_infers(tenure_server.bootstrap) == (3, 7)
+
+
+def test_unknown_release_is_refused_at_start_with_the_known_ones():
+    proc = subprocess.run([sys.executable, "-m", "tenure", "serve", "--port", "0", "--kafka-version", "2.7"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert ("argument --kafka-version: invalid choice: '2.7' (choose from '2.8', '3.0', '3.1', '3.2', '3.3', "
+            "'3.4', '3.5', '3.6', '3.7', '3.8', '3.9', '4.0', '4.1', '4.2', '4.3')") in proc.stderr
+
+
+@pytest.mark.tenure(kafka_version="3.7")
+def test_a_version_above_the_release_is_refused_as_that_release_refuses_it(tenure_server, caplog):
+    caplog.set_level(logging.INFO, logger="tenure.server")
+    with WireClient.to(tenure_server.bootstrap) as c:
+        # ApiVersions v4 is 3.7's newest: answered, with 3.7's ranges and metadata.version 3.7-IV4 (19)
+        ok = c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+        assert [(k.api_key, k.min_version, k.max_version) for k in ok.api_keys] == served_apis("3.7").ranges()
+        assert [(f.name, f.max_version_level) for f in ok.finalized_features] == [("metadata.version", 19)]
+        # ApiVersions v5 (beyond any release): v0 answer with error 35 and the ranges, the connection stays
+        b = bytearray(request_bytes(ApiVersionsRequest(), 3, correlation_id=9))
+        struct.pack_into(">h", b, 6, 5)
+        c.send_raw(bytes(b))
+        payload = c.read_frame()
+        resp = ApiVersionsResponse.decode(struct.pack(">i", len(payload)) + payload, version=0, header=True,
+                                          framed=True)
+        assert (resp.header.correlation_id, resp.error_code) == (9, 35)
+        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == served_apis("3.7").ranges()
+        assert c.call(ApiVersionsRequest(), 0).error_code == 0
+    with WireClient.to(tenure_server.bootstrap) as bad:          # Fetch v17 is 3.9's: 3.7 closes the connection
+        bad.send_raw(request_bytes(FetchRequest(), 17))
+        assert bad.is_closed_by_peer(timeout=5)
+    assert any("api_key=1 api_version=17: Fetch is served at versions 4-16" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    produced, consumed = confluent_round_trip(tenure_server.bootstrap, "after-fetch17", n=6)   # still serving
+    assert len(consumed) == 6
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_confluent_kafka_negotiates_down_and_works(name):
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    with ServerThread(ServerConfig(port=0, kafka_version=name, initial_rebalance_delay_ms=0)) as s:
+        produced, consumed = confluent_round_trip(s.bootstrap, "rt", n=12)
+        assert sorted((p, o) for p, o, _ in produced) == sorted((p, o) for p, o, *_ in consumed)
+        s.create_topics({"static": 4})
+        members = {}
+        for i in ("a", "b"):
+            members[i] = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "g", "group.instance.id": i,
+                                   "session.timeout.ms": 10000, "enable.auto.commit": False,
+                                   "partition.assignment.strategy": "range"})
+            members[i].subscribe(["static"])
+        before = _settle(members)
+        generation = s.group("g").generation
+        for i in ("a", "b"):                                     # a rolling restart: no rebalance
+            members[i].close()
+            members[i] = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "g", "group.instance.id": i,
+                                   "session.timeout.ms": 10000, "enable.auto.commit": False,
+                                   "partition.assignment.strategy": "range"})
+            members[i].subscribe(["static"])
+            assert _settle(members) == before
+        assert s.group("g").generation == generation, name
+        for c in members.values():
+            c.close()
+        admin = AdminClient({"bootstrap.servers": s.bootstrap})
+        res = admin.describe_configs([ConfigResource("topic", "static")])
+        entries = list(res.values())[0].result(15)
+        assert "cleanup.policy" in entries, name
+        assert {g.group_id for g in admin.list_consumer_groups().result(15).valid} == {"g"}
+
+
+def _settle(members, timeout: float = 30) -> dict[str, list[int]]:
+    owned: dict[str, list[int]] = {}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for c in members.values():
+            c.poll(0.1)
+        owned = {i: sorted(tp.partition for tp in c.assignment()) for i, c in members.items()}
+        if sorted(p for ps in owned.values() for p in ps) == [0, 1, 2, 3] and all(owned.values()):
+            return owned
+    raise AssertionError(f"group did not settle: {owned}")
+
+
+@pytest.mark.tenure(kafka_version="3.9", topics={"t": 2})
+def test_confluent_consumer_protocol_against_3_9_never_joins_and_classic_does(tenure_server):
+    from confluent_kafka import Consumer
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    rk = logging.getLogger("tenure-test-rdkafka")
+    rk.addHandler(Capture())
+    rk.setLevel(logging.DEBUG)
+    c = Consumer({"bootstrap.servers": tenure_server.bootstrap, "group.id": "g848", "group.protocol": "consumer",
+                  "debug": "cgrp", "logger": rk})
+    c.subscribe(["t"])
+    deadline = time.time() + 6
+    while time.time() < deadline:
+        assert c.poll(0.2) is None                   # no record, no error: it keeps looking for a coordinator
+    assert c.assignment() == []
+    assert any("ConsumerGroupHeartbeatRequest not supported by broker" in m for m in lines), lines[-20:]
+    assert tenure_server.group("g848") is None
+    c.close()
+    classic = Consumer({"bootstrap.servers": tenure_server.bootstrap, "group.id": "gclassic",
+                        "group.protocol": "classic"})
+    classic.subscribe(["t"])
+    deadline = time.time() + 30
+    while not classic.assignment() and time.time() < deadline:
+        classic.poll(0.2)
+    assert sorted(tp.partition for tp in classic.assignment()) == [0, 1]
+    classic.close()
+
+
+@pytest.mark.java
+@pytest.mark.timeout(180)
+@pytest.mark.tenure(kafka_version="3.9", topics={"t": 2}, initial_rebalance_delay_ms=0)
+def test_java_consumer_protocol_against_3_9_fails_as_against_3_9_and_classic_works(tenure_server):
+    from tests.integration.test_static_java import JavaMember
+    m = JavaMember("j848", tenure_server.bootstrap, "g848", "t", None, group_protocol="consumer")
+    try:
+        e = m.wait_type("error", 60)
+        assert e["root_exception"] == "org.apache.kafka.common.errors.UnsupportedVersionException", e
+        assert "does not support the new CONSUMER group protocol" in e["message"], e
+        assert tenure_server.group("g848") is None
+    finally:
+        m.terminate()
+    m = JavaMember("jclassic", tenure_server.bootstrap, "gclassic", "t", "i0")
+    try:
+        ev = m.wait_type("assigned", 60)
+        assert sorted(ev["partitions"]) == [0, 1]
+    finally:
+        m.terminate()
