@@ -146,7 +146,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                                                authorized_operations=topic_ops))
         return R(throttle_time_ms=0, brokers=self._brokers(R.MetadataResponseBroker, "node_id"),
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id, topics=out,
-                 authorized_operations=cluster_ops)
+                 authorized_operations=cluster_ops, error_code=0)     # v13's top-level code (KIP-1102)
 
     @staticmethod
     def _missing_topic(R: Any, name: str | None, code: int, ops: frozenset[int] | None) -> Any:
@@ -159,10 +159,16 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         return [cls(**{id_field: b.id}, host=b.host, port=b.port, rack=b.rack) for b in self.cluster.up()]
 
     async def describe_cluster(self, req: Request, ctx: RequestContext) -> Any:
+        """DescribeCluster: the live brokers; from v2 with include_fenced_brokers (KIP-1073) the stopped ones too,
+        fenced (a stopped broker keeps its registration, fenced, as a Kafka broker that shut down)."""
         R = resp(60)
+        B = R.DescribeClusterBroker
+        brokers = [B(broker_id=b.id, host=b.host, port=b.port, rack=b.rack, is_fenced=not b.up)
+                   for b in self.cluster.brokers.values() if b.up or (req.api_version >= 2
+                                                                     and req.body.include_fenced_brokers)]
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
-                 brokers=self._brokers(R.DescribeClusterBroker, "broker_id"),
+                 brokers=sorted(brokers, key=lambda b: b.broker_id),
                  authorized_operations=authorized_operations(
                      "cluster", req.body.include_cluster_authorized_operations))
 

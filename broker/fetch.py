@@ -97,6 +97,7 @@ class FetchApis(BrokerBase):
         v = req.api_version
         R = resp(2)
         TR, PR = R.ListOffsetsTopicResponse, R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+        committed = v >= 2 and req.body.isolation_level == READ_COMMITTED
 
         def answer(topic: str, lp: Any) -> Any:
             # leader_epoch stays -1 (as Kafka answers) unless an offset is found
@@ -107,14 +108,14 @@ class FetchApis(BrokerBase):
                 return pr
             ts = lp.timestamp
             found: tuple[int, int] | None = None
-            if ts == -1:            # LATEST: the high watermark
-                found = p.high_watermark, -1
+            if ts == -1:            # LATEST: the high watermark; to READ_COMMITTED the last stable offset
+                found = (p.last_stable_offset if committed else p.high_watermark), -1
             elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
                 found = p.log_start_offset, -1
             elif ts == -3:          # MAX_TIMESTAMP
                 found = p.log.max_timestamp()
-            elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
-                pass
+            elif (ts == -5 and v >= 9) or (ts == -6 and v >= 11):
+                pass    # LATEST_TIERED (KIP-1005), EARLIEST_PENDING_UPLOAD (KIP-1023): no tiered storage, -1 as Kafka
             elif ts < 0:
                 pr.error_code = ErrorCode.INVALID_REQUEST
             else:

@@ -40,15 +40,19 @@ class ProduceApis(BrokerBase):
         code = ErrorCode.INVALID_REQUIRED_ACKS if body.acks not in (0, 1, -1) else ErrorCode.NONE
         out = []
         written: list[Log] = []
+        by_id = req.api_version >= 13               # KIP-516: topics named by id from Produce v13
         for td in body.topic_data:
             parts = []
+            topic = self.topics.by_id(td.topic_id) if by_id else None
+            name = (topic.name if topic is not None else None) if by_id else td.name
             for pd in td.partition_data:
-                if code:
-                    parts.append(PR(index=pd.index, error_code=code, base_offset=-1))
+                if code or name is None:
+                    parts.append(PR(index=pd.index, error_code=code or ErrorCode.UNKNOWN_TOPIC_ID, base_offset=-1))
                     continue
-                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written,
+                parts.append(self._produce_partition(PR, name, pd.index, pd.records, written,
                                                      body.transactional_id, ctx.broker_id))
-            out.append(TR(name=td.name, partition_responses=parts))
+            out.append(TR(topic_id=td.topic_id, partition_responses=parts) if by_id
+                       else TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
             # no answer is due; a refused partition closes the connection instead, as Kafka does, so the
             # producer refreshes its metadata (e.g. finds a moved leader) rather than keep sending there

@@ -3,9 +3,9 @@
 An API appears here only once its handler is real. Request/response classes are kafka-python 3's
 schema-driven `ApiMessage` codecs.
 
-By default tenure presents itself as Kafka 4.0 (`DEFAULT_SERVED`): its whole table, whose versions clients infer
-a broker's version from are 4.0's: ListOffsets v10 (kafka-python's test for 4.0), Fetch v17, Produce v12; older
-versions stay served (tenure keeps answering clients that Kafka 4.0 no longer does). No served API goes beyond
+By default tenure presents itself as Kafka 4.3 (`DEFAULT_SERVED`): its whole table, whose versions clients infer
+a broker's version from are 4.3's (kafka-python: DescribeLogDirs v5 for 4.3, ListOffsets v11 for 4.2, Produce v13
+for 4.1); older versions stay served (tenure keeps answering clients that Kafka 4.0 no longer does). No served API goes beyond
 the newest release tenure knows (checked at import). `served_apis("3.9")` is the table a server started with
 `--kafka-version 3.9` presents: each API cut to that release's range (protocol/releases.py), the APIs the release
 does not have left out - a request outside it is refused as that release refuses it.
@@ -137,10 +137,10 @@ def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
 
 
 _TABLE = [
-    _spec(ProduceRequest, ProduceResponse, 3, 12),
-    _spec(FetchRequest, FetchResponse, 4, 17),
-    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 10),
-    _spec(MetadataRequest, MetadataResponse, 0, 12),
+    _spec(ProduceRequest, ProduceResponse, 3, 13),
+    _spec(FetchRequest, FetchResponse, 4, 18),
+    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 11),
+    _spec(MetadataRequest, MetadataResponse, 0, 13),
     _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
     _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
@@ -148,11 +148,11 @@ _TABLE = [
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-    _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+    _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     # admin (broker/admin_apis.py)
     _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
-    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),
+    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
     _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
     _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
     _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 0),
@@ -165,7 +165,7 @@ _TABLE = [
     _spec(HeartbeatRequest, HeartbeatResponse, 0, 4, GROUP),
     _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5, GROUP),
     _spec(SyncGroupRequest, SyncGroupResponse, 0, 5, GROUP),
-    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5, GROUP),
+    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6, GROUP),
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5, GROUP),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2, GROUP),
     _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, GROUP),
@@ -227,7 +227,7 @@ DEFAULT_SERVED = ServedApis(RELEASES[DEFAULT_RELEASE], SUPPORTED)
 
 
 def served_apis(kafka_version: str | None = None) -> ServedApis:
-    """The table a server presents: tenure's whole table (as Kafka 4.0) when no release is asked for, else the
+    """The table a server presents: tenure's whole table (as Kafka 4.3) when no release is asked for, else the
     named release's cut of it. ValueError for a release tenure does not know (listing the known ones)."""
     if kafka_version is None:
         return DEFAULT_SERVED

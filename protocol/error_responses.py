@@ -40,7 +40,8 @@ def _per_partition(R, field: str, topics, topic_kw, parts_of, parts_field: str, 
 
 
 def _produce(req, R, code):
-    return R(**_per_partition(R, "responses", req.body.topic_data, lambda t: {"name": t.name},
+    topic = ((lambda t: {"topic_id": t.topic_id}) if req.api_version >= 13 else (lambda t: {"name": t.name}))
+    return R(**_per_partition(R, "responses", req.body.topic_data, topic,
                               lambda t: t.partition_data, "partition_responses",
                               lambda p: {"index": p.index, "error_code": code, "base_offset": -1,
                                          "log_start_offset": -1}))

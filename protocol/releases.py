@@ -97,7 +97,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in map(_release, [
     (2, 8), (3, 0), (3, 1), (3, 2), (3, 3), (3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9),
     (4, 0), (4, 1), (4, 2), (4, 3)])}
 NEWEST = RELEASES["4.3"]
-DEFAULT_RELEASE = "4.0"
+DEFAULT_RELEASE = "4.3"
 
 
 def release(name: str) -> Release:

@@ -124,11 +124,11 @@ class ServerConfig:
     # bearer token every admin call but / and /health must send
     admin_token: str | None = setting(None, f"bearer token every admin call but / and /health must send (default "
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
-    # the Kafka release presented (protocol/releases.py); None: tenure's whole table, as Kafka 4.0
+    # the Kafka release presented (protocol/releases.py); None: tenure's whole table, as Kafka 4.3
     kafka_version: str | None = setting(None, "present this Kafka release (X.Y, 2.8 to 4.3): the API versions, "
                                               "features and behaviour of that release's brokers, as clients "
                                               "negotiate with them (default: tenure's whole table, announced as "
-                                              "Kafka 4.0 with the older versions 4.0 dropped still served)",
+                                              "Kafka 4.3 with the older versions 4.0 dropped still served)",
                                       choices=tuple(RELEASES))
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
@@ -172,7 +172,7 @@ class ServerConfig:
 
     @property
     def release(self) -> Release:
-        """The Kafka release presented (protocol/releases.py Release): --kafka-version, else 4.0."""
+        """The Kafka release presented (protocol/releases.py Release): --kafka-version, else 4.3."""
         return self.served_apis().release
 
     @property

@@ -51,7 +51,7 @@ def test_unknown_release_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown Kafka version '2.7'"):
         ServerConfig(kafka_version="2.7")
     assert ServerConfig(kafka_version="3.9").release.version == (3, 9)
-    assert ServerConfig().served_apis() is DEFAULT_SERVED and ServerConfig().release.name == "4.0"
+    assert ServerConfig().served_apis() is DEFAULT_SERVED and ServerConfig().release.name == "4.3"
 
 
 def test_transaction_version_is_the_releases_cut_to_what_tenure_serves():
