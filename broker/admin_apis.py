@@ -399,8 +399,10 @@ class AdminApis(BrokerBase):
     async def alter_partition_reassignments(self, req: Request, ctx: RequestContext):
         """AlterPartitionReassignments on the cluster table (Cluster.reassign): done at once when every target
         broker is up, ongoing until the stopped ones start; null replicas cancel an ongoing one (none:
-        NO_REASSIGNMENT_IN_PROGRESS, 85)."""
+        NO_REASSIGNMENT_IN_PROGRESS, 85). From v1 (KIP-860) a request that does not allow a replication factor
+        change refuses one with INVALID_REPLICATION_FACTOR (38)."""
         R = _resp(45)
+        allow_rf_change = req.api_version < 1 or req.body.allow_replication_factor_change
         T, P = R.ReassignableTopicResponse, R.ReassignableTopicResponse.ReassignablePartitionResponse
         out = []
         for t in req.body.topics:
@@ -417,6 +419,11 @@ class AdminApis(BrokerBase):
                                              "No ongoing reassignment for this partition.")
                     else:
                         check_replicas(p.replicas, self.cluster.brokers)
+                        st = self.cluster.state(t.name, p.partition_index)
+                        rf = len(st.target or st.replicas)
+                        if not allow_rf_change and len(p.replicas) != rf:
+                            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                             f"The replication factor is changed from {rf} to {len(p.replicas)}")
                     self.cluster.reassign(t.name, p.partition_index,
                                           None if p.replicas is None else list(p.replicas))
                     st = self.cluster.state(t.name, p.partition_index)   # kept: where it ends up

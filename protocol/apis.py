@@ -155,7 +155,7 @@ _TABLE = [
     _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
     _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
     _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
-    _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 0),
+    _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
     _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
     _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     # the classic group coordinator
@@ -186,6 +186,17 @@ _TABLE = [
     _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
 ]
+
+# where tenure's newest version is below Kafka 4.3's, why (`tenure apis` and docs/apis.md print it; a test holds
+# it to the table: every API short of 4.3 has its reason, and no other)
+SHORT_OF_NEWEST: dict[int, str] = {
+    8: "v10 names topics by id (KIP-848 follow-up); tenure's offset store is keyed by name and does not serve it "
+       "yet: clients use v9",
+    9: "v10 names topics by id, as OffsetCommit v10: not served yet, clients use v9",
+    26: "v5 is transactions v2 (KIP-890), which tenure does not announce yet (`transaction.version` 1)",
+    28: "v5 is transactions v2 (KIP-890), as EndTxn v5",
+    66: "v2 adds a transactional id pattern filter (KIP-1152); not served yet",
+}
 
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
 for _s in _TABLE:   # never claim more than the newest Kafka release tenure knows serves

@@ -182,3 +182,34 @@ def test_java_consumer_protocol_against_3_9_fails_as_against_3_9_and_classic_wor
         assert sorted(ev["partitions"]) == [0, 1]
     finally:
         m.terminate()
+
+
+def test_the_images_entrypoint_takes_the_release_from_the_environment(tmp_path):
+    """docker/Dockerfile's ENTRYPOINT, run as it is (the data dir and ports swapped, as
+    tests/docker/test_docker_files.py runs it): TENURE_KAFKA_VERSION=3.7 presents 3.7; unset, tenure's own."""
+    import os
+    import shlex
+    import signal
+
+    from tests.docker.test_docker_files import dockerfile_stages, exec_form, free_port, last
+    _, stages = dockerfile_stages()
+    ep = exec_form(last(stages, "server", "ENTRYPOINT"))
+    for release, inferred in (("3.7", (3, 7)), ("", (4, 3))):
+        data = tmp_path / f"data{release}"
+        data.mkdir()
+        cmd = [*ep[:2], ep[2].replace("--data-dir /data", f"--data-dir {shlex.quote(str(data))}"), *ep[3:]]
+        port = free_port()
+        env = dict(os.environ, TENURE_HOST="127.0.0.1", TENURE_PORT=str(port), TENURE_ADVERTISED_HOST="127.0.0.1",
+                   TENURE_ADMIN_HOST="127.0.0.1", TENURE_ADMIN_PORT="-1", TENURE_KAFKA_VERSION=release,
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+        try:
+            assert proc.stdout.readline().strip() == f"tenure listening on 127.0.0.1:{port}"
+            assert kafka_python_infers(f"127.0.0.1:{port}") == inferred, release
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)

@@ -109,3 +109,11 @@ def test_a_request_above_the_release_is_refused_as_that_release_refuses_it():
     resp = ApiVersionsResponse.decode(out, version=0, header=True, framed=True)
     assert resp.error_code == 35
     assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == served_apis("2.8").ranges()
+
+
+def test_every_api_short_of_the_newest_release_says_why():
+    from tenure.protocol.apis import SHORT_OF_NEWEST
+    from tenure.protocol.releases import NEWEST
+    short = {k for k, s in SUPPORTED.items() if s.max_version < NEWEST.api_versions[k][1]}
+    assert short == set(SHORT_OF_NEWEST), "protocol/apis.py SHORT_OF_NEWEST must name exactly the APIs short of 4.3"
+    assert all(len(why) > 20 for why in SHORT_OF_NEWEST.values())
