@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka.record.default_records import DefaultRecordBatch
+
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -22,6 +24,28 @@ MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 
 # a handler's answer meaning "close this connection instead of answering" (the dispatcher closes it)
 CLOSE_CONNECTION = object()
+
+
+def keyless_records(records: bytes, h: BatchHeader, partition: str) -> list[tuple[int, str]]:
+    """The records of a batch bound for a compacted topic that have no key, with Kafka's per-record message
+    (KIP-467: the index in the batch): a compacted topic cannot keep a record it could never compact."""
+    try:
+        decoded = list(DefaultRecordBatch(bytes(records[h.position:h.position + h.size])))
+    except Exception as exc:      # a codec not installed, or records that do not parse under a valid CRC
+        raise InvalidBatch(f"the records of the batch at byte {h.position} do not decode: {exc}") from exc
+    return [(i, f"Compacted topic cannot accept message without key in topic partition {partition}")
+            for i, r in enumerate(decoded) if r.key is None]
+
+
+def refused_records(PR: Any, index: int, errors: list[tuple[int, str]]) -> Any:
+    """A partition's answer refusing its batch for these records (Kafka's RecordValidationException):
+    INVALID_RECORD (87), each record's error, and the summary naming at most the first three."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    E = PR.fields["record_errors"].data_class
+    return PR(index=index, error_code=ErrorCode.INVALID_RECORD, base_offset=-1,
+              record_errors=[E(batch_index=i, batch_index_error_message=m) for i, m in errors],
+              error_message=f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                            f"and only showing the first three errors at most: [{shown}]")
 
 
 class ProduceApis(BrokerBase):
@@ -85,13 +109,17 @@ class ProduceApis(BrokerBase):
         if code:
             return PR(index=index, error_code=code, base_offset=-1,
                       error_message=f"this broker does not lead {topic}-{index}")
+        topic_of = self.topics.get(topic)
+        max_bytes = int(topic_of.config("max.message.bytes") or MAX_BATCH_BYTES) if topic_of else MAX_BATCH_BYTES
+        compacted = topic_of is not None and "compact" in (topic_of.config("cleanup.policy") or "")
         try:
             if not records:
                 raise InvalidBatch("produce request carries no record batch")
             headers = parse_batches(records)
             for h in headers:
-                if h.size > MAX_BATCH_BYTES:
-                    raise InvalidBatch(f"batch of {h.size} bytes exceeds max.message.bytes {MAX_BATCH_BYTES}",
+                if h.size > max_bytes:      # the topic's max.message.bytes, as Kafka's append checks it
+                    raise InvalidBatch(f"The record batch size in the append to {topic}-{index} is {h.size} bytes "
+                                       f"which exceeds the maximum configured value of {max_bytes}.",
                                        ErrorCode.MESSAGE_TOO_LARGE)
                 if h.is_control:
                     raise InvalidBatch("control batches are written by the transaction coordinator only",
@@ -101,6 +129,10 @@ class ProduceApis(BrokerBase):
                     if code:
                         return PR(index=index, error_code=code, base_offset=-1,
                                   log_start_offset=p.log_start_offset)
+                if compacted:
+                    refused = keyless_records(records, h, f"{topic}-{index}")
+                    if refused:
+                        return refused_records(PR, index, refused)
         except InvalidBatch as exc:
             log.info("rejected produce to %s-%d: %s", topic, index, exc)
             return PR(index=index, error_code=exc.error_code, base_offset=-1, error_message=str(exc))

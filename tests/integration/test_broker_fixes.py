@@ -9,6 +9,7 @@ import pytest
 from kafka.protocol.producer import InitProducerIdRequest
 
 from tests.support.clients import create_topic
+from tests.support.wire import build_batch, produce_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,3 +54,48 @@ def test_init_producer_id_with_an_empty_transactional_id_is_invalid(tenure_serve
     assert r.error_code == 0 and r.producer_id >= 0
     r = wire.call(InitProducerIdRequest(transactional_id="t", transaction_timeout_ms=60000), 4)
     assert r.error_code == 0 and r.producer_id >= 0
+
+
+def test_a_compacted_topic_refuses_keyless_records_with_their_errors(tenure_server, wire):
+    """librdkafka 0011 record_fail: every record of a batch holding a keyless one fails with INVALID_RECORD; on the
+    wire Kafka names the keyless records (KIP-467: batch index and message) and sums them up."""
+    from confluent_kafka import KafkaError, Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "compacted", 1, {"cleanup.policy": "compact"})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 200, "batch.num.messages": 100, "enable.idempotence": False,
+                  "retries": 0})
+    results: list = []
+    p.produce("compacted", key=b"k0", value=b"v0", partition=0, on_delivery=lambda e, m: results.append((0, e)))
+    p.produce("compacted", value=b"keyless", partition=0, on_delivery=lambda e, m: results.append((1, e)))
+    p.produce("compacted", key=b"k2", value=b"v2", partition=0, on_delivery=lambda e, m: results.append((2, e)))
+    assert p.flush(15) == 0
+    errors = dict(results)
+    assert all(e is not None and e.code() == KafkaError.INVALID_RECORD for e in errors.values()), errors
+    # confluent-kafka's delivery report carries the code only: the per-record errors, on the wire (Produce v9)
+    batch = build_batch([(b"a", b"1"), (None, b"2"), (b"c", b"3"), (None, b"4")])
+    r = wire.call(produce_request("compacted", 0, batch), 9).responses[0].partition_responses[0]
+    msg = "Compacted topic cannot accept message without key in topic partition compacted-0"
+    assert (r.error_code, r.base_offset) == (87, -1)
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(1, msg), (3, msg)]
+    assert r.error_message == ("One or more records have been rejected due to 2 record errors in total, and only "
+                               f"showing the first three errors at most: [RecordError(batchIndex=1, message='{msg}'), "
+                               f"RecordError(batchIndex=3, message='{msg}')]")
+    # keyed records go in; nothing of the refused batch was written
+    p.produce("compacted", key=b"k", value=b"v", partition=0, on_delivery=lambda e, m: results.append((3, e)))
+    assert p.flush(15) == 0 and dict(results)[3] is None
+    end = tenure_server.call(lambda: tenure_server.server.topics.partition("compacted", 0).log_end_offset)
+    assert end == 1
+
+
+def test_a_topics_max_message_bytes_refuses_a_larger_batch(tenure_server):
+    from confluent_kafka import KafkaError, Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "small", 1, {"max.message.bytes": "2000"})
+    p = Producer({"bootstrap.servers": bs, "compression.type": "none", "retries": 0})
+    results: list = []
+    p.produce("small", value=b"x" * 3000, partition=0, on_delivery=lambda e, m: results.append(e))
+    assert p.flush(15) == 0                                            # a batch of its own
+    p.produce("small", value=b"y" * 100, partition=0, on_delivery=lambda e, m: results.append(e))
+    assert p.flush(15) == 0
+    assert results[0] is not None and results[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, results
+    assert results[1] is None, results
