@@ -9,7 +9,6 @@ broker that is a one-node cluster: node 0 leads every partition and is every par
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import uuid
 
@@ -19,8 +18,8 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
-from .base import BrokerBase
 from .configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, ConfigError, ConfigStore, incremental
+from .quorum_apis import ClusterMetadataApis
 from .topics import TopicError
 
 log = logging.getLogger("tenure.broker")
@@ -61,7 +60,7 @@ def check_replicas(replicas, brokers, want: int | None = None) -> None:
                          f"but this is not consistent with previous partitions, which have {want} replica(s).")
 
 
-class AdminApis(BrokerBase):
+class AdminApis(ClusterMetadataApis):
     """Admin handlers, mixed into the `Broker` (its state: base.py)."""
 
     def _admin_handlers(self) -> dict:
@@ -71,7 +70,7 @@ class AdminApis(BrokerBase):
         return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
                 35: self.describe_log_dirs, 43: self.elect_leaders, 44: self.incremental_alter_configs,
                 45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
-                75: self.describe_topic_partitions}
+                75: self.describe_topic_partitions, **self._metadata_handlers()}
 
     def answering(self, ctx: RequestContext) -> int:
         """The broker answering a request: the one it came in on, else (a handler called directly) this node."""
@@ -91,10 +90,6 @@ class AdminApis(BrokerBase):
                "offsets.topic.replication.factor": str(self.cluster.replication_factor),
                "log.dirs": self._log_dir()}
         return {**(self.server_configs() if self.server_configs is not None else {}), **own}
-
-    def _log_dir(self) -> str | None:
-        catalog = self.topics.catalog
-        return None if catalog is None else os.path.dirname(os.path.abspath(catalog))
 
     # ---------------------------------------------------------------- manual replica assignment
     def _check_live(self, index: int, replicas) -> None:

@@ -253,6 +253,17 @@ def _consumer_group_describe(req, R, code):
           assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids)])
 
 
+def _alter_replica_log_dirs(req, R, code):
+    by_topic: dict[str, list[int]] = {}
+    for d in req.body.dirs or []:
+        for t in d.topics or []:
+            by_topic.setdefault(t.name, []).extend(t.partitions or [])
+    T = R.fields["results"].data_class
+    P = T.fields["partitions"].data_class
+    return R(throttle_time_ms=0, results=[T(topic_name=n, partitions=[P(partition_index=i, error_code=code)
+                                                                      for i in ps]) for n, ps in by_topic.items()])
+
+
 def _top_level(**extra) -> Callable:
     """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
     def build(req, R, code):
@@ -274,6 +285,8 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     61: _describe_producers, 65: _describe_transactions,
     68: lambda req, R, code: consumer_group_heartbeat_error(code), 69: _consumer_group_describe,
     66: _top_level(unknown_state_filters=[], transaction_states=[]),
+    34: _alter_replica_log_dirs, 55: _top_level(error_message=None, topics=[], nodes=[]),
+    74: _top_level(config_resources=[]),
 }
 
 
