@@ -13,7 +13,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
-from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches
+from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches, stamp_log_append_time
 
 from .base import BrokerBase, per_partition, resp
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
@@ -74,7 +74,7 @@ class ProduceApis(BrokerBase):
                     parts.append(PR(index=pd.index, error_code=code or ErrorCode.UNKNOWN_TOPIC_ID, base_offset=-1))
                     continue
                 parts.append(self._produce_partition(PR, name, pd.index, pd.records, written,
-                                                     body.transactional_id, ctx.broker_id))
+                                                     body.transactional_id, ctx.broker_id, ctx.now_ms))
             out.append(TR(topic_id=td.topic_id, partition_responses=parts) if by_id
                        else TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
@@ -95,7 +95,8 @@ class ProduceApis(BrokerBase):
         return R(responses=out, throttle_time_ms=0)
 
     def _produce_partition(self, PR: Any, topic: str, index: int, records: bytes | None, written: list[Log],
-                           transactional_id: str | None = None, broker: int | None = None) -> Any:
+                           transactional_id: str | None = None, broker: int | None = None,
+                           now_ms: int = -1) -> Any:
         try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
             self.topics.refuse_internal(topic, "append to")
         except TopicError as exc:
@@ -112,6 +113,7 @@ class ProduceApis(BrokerBase):
         topic_of = self.topics.get(topic)
         max_bytes = int(topic_of.config("max.message.bytes") or MAX_BATCH_BYTES) if topic_of else MAX_BATCH_BYTES
         compacted = topic_of is not None and "compact" in (topic_of.config("cleanup.policy") or "")
+        append_time = topic_of is not None and topic_of.config("message.timestamp.type") == "LogAppendTime"
         try:
             if not records:
                 raise InvalidBatch("produce request carries no record batch")
@@ -136,6 +138,13 @@ class ProduceApis(BrokerBase):
         except InvalidBatch as exc:
             log.info("rejected produce to %s-%d: %s", topic, index, exc)
             return PR(index=index, error_code=exc.error_code, base_offset=-1, error_message=str(exc))
+        append_time_ms = -1
+        if append_time:                        # the broker's clock is every record's timestamp (KIP-32)
+            append_time_ms = now_ms
+            stamped = bytearray(records)
+            for h in headers:
+                stamp_log_append_time(stamped, h, now_ms)
+            records, headers = bytes(stamped), parse_batches(stamped)
         try:
             done = self.replicas.append_records(p, bytes(records), headers)
         except OSError as exc:
@@ -148,7 +157,7 @@ class ProduceApis(BrokerBase):
             return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=-1,
                       log_start_offset=p.log_start_offset)
         written.append(p.log)
-        return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=-1,
+        return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=append_time_ms,
                   log_start_offset=p.log_start_offset, record_errors=[], error_message=None)
 
     def _check_transactional(self, transactional_id: str | None, topic: str, index: int, h: BatchHeader) -> int:

@@ -99,3 +99,47 @@ def test_a_topics_max_message_bytes_refuses_a_larger_batch(tenure_server):
     assert p.flush(15) == 0
     assert results[0] is not None and results[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, results
     assert results[1] is None, results
+
+
+def test_log_append_time_topic_stamps_the_brokers_time(tenure_server):
+    """message.timestamp.type=LogAppendTime: the broker's clock replaces the producer's timestamps (the batch is
+    marked LogAppendTime, its max timestamp the append time), which Produce answers and consumers read."""
+    import time
+
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
+    bs = tenure_server.bootstrap
+    create_topic(bs, "appended", 1, {"message.timestamp.type": "LogAppendTime"})
+    create_topic(bs, "created", 1)
+    p = Producer({"bootstrap.servers": bs})
+    before = int(time.time() * 1000)
+    for topic in ("appended", "created"):
+        for i in range(3):
+            p.produce(topic, value=b"v%d" % i, partition=0, timestamp=1_000_000 + i)
+    assert p.flush(15) == 0
+    after = int(time.time() * 1000)
+    seen = {}
+    for topic in ("appended", "created"):
+        c = Consumer({"bootstrap.servers": bs, "group.id": f"ts-{topic}", "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, 0)])
+        msgs = []
+        deadline = time.time() + 15
+        while len(msgs) < 3 and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                msgs.append(m.timestamp())
+        c.close()
+        seen[topic] = msgs
+    assert {kind for kind, _ in seen["appended"]} == {TIMESTAMP_LOG_APPEND_TIME}
+    assert all(before <= ts <= after for _, ts in seen["appended"]), (before, seen["appended"], after)
+    assert seen["created"] == [(TIMESTAMP_CREATE_TIME, 1_000_000 + i) for i in range(3)]
+
+
+def test_produce_answers_the_log_append_time(tenure_server, wire):
+    tenure_server.call(lambda: tenure_server.server.topics.create("appended-wire", 1,
+                                                                  configs={"message.timestamp.type": "LogAppendTime"}))
+    now = tenure_server.call(lambda: tenure_server.server.runtime.clock_ms())
+    r = wire.call(produce_request("appended-wire", 0, build_batch([(b"k", b"v")], base_timestamp=5)), 9)
+    p = r.responses[0].partition_responses[0]
+    assert p.error_code == 0 and now <= p.log_append_time_ms <= now + 10_000
+    r = wire.call(produce_request("appended-wire", 0, build_batch([(b"k", b"v")])), 9)    # each append: its time
+    assert r.responses[0].partition_responses[0].log_append_time_ms >= p.log_append_time_ms
