@@ -60,8 +60,10 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
-                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None) -> None:
+                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
+                 replica_selector: str | None = None) -> None:
         self.node = node
+        self.replica_selector = replica_selector   # replica.selector.class (None: the leader serves every fetch)
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
             self.cluster.brokers[0] = _NodeBroker(node)

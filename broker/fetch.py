@@ -14,6 +14,7 @@ from .partition import Partition
 from .topics import Topic
 
 READ_COMMITTED = 1      # Fetch isolation level
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 class FetchApis(BrokerBase):
@@ -33,8 +34,26 @@ class FetchApis(BrokerBase):
                 return response
             await self.replicas.wait_for_append(partitions, remaining)
 
+    def _preferred_replica(self, topic: str, index: int, rack: str | None, broker: int | None) -> int:
+        """Kafka's RackAwareReplicaSelector (replica.selector.class) for a consumer's fetch on the leader: a live
+        in-sync replica in the client's rack (the lowest id: all are caught up here, one storage), unless the
+        leader is in that rack or none is; -1 (the leader serves it) otherwise."""
+        if self.replica_selector != RACK_AWARE_SELECTOR or not rack:
+            return -1
+        st = self.cluster.state(topic, index)
+        if broker is not None and broker != st.leader:
+            return -1                                  # only the leader redirects
+        same = [b for b in st.replicas if b in st.isr and self.cluster.brokers[b].up
+                and self.cluster.brokers[b].rack == rack]
+        if not same or st.leader in same:
+            return -1
+        return min(same)
+
     def _fetch_once(self, body: Any, v: int, broker: int | None) -> tuple[Any, int, bool, list[Partition]]:
         R = resp(1)
+        state = body.replica_state if v >= 15 else None            # a tagged field: absent for consumers
+        consumer = (state.replica_id if state is not None else -1 if v >= 15 else body.replica_id) < 0
+        rack = body.rack_id if v >= 11 and consumer else None
         TR, PD = R.FetchableTopicResponse, R.FetchableTopicResponse.PartitionData
         budget = body.max_bytes if v >= 3 else 2**31 - 1
         total = 0
@@ -64,6 +83,9 @@ class FetchApis(BrokerBase):
                 pd.high_watermark = p.high_watermark
                 pd.last_stable_offset = p.last_stable_offset
                 pd.log_start_offset = p.log_start_offset
+                pd.preferred_read_replica = self._preferred_replica(p.topic, p.index, rack, broker)
+                if pd.preferred_read_replica >= 0:
+                    continue                    # as Kafka: no records, the client fetches from that replica
                 if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
                     pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     had_error = True

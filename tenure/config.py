@@ -88,6 +88,11 @@ class ServerConfig:
                                                    "Kafka places them (metadata only: one storage) (default "
                                                    "min(3, --brokers); at most --brokers)", least=1)
     broker_ports: tuple[int, ...] | None = None     # each broker's port (a restart keeps them); None: from `port`
+    replica_selector_class: str | None = setting(None, "replica.selector.class: with org.apache.kafka.common."
+                                                       "replica.RackAwareReplicaSelector a consumer with client.rack "
+                                                       "is sent to a replica in its rack (preferred_read_replica, "
+                                                       "KIP-392) (default none: the leader serves every fetch)",
+                                                 choices=("org.apache.kafka.common.replica.RackAwareReplicaSelector",))
     # the group coordinator (Kafka's group.* broker settings)
     # Kafka's group.initial.rebalance.delay.ms is 3000; 1000 is the smallest delay at which every measured
     # group of 2-50 real-client consumers started in a loop formed in one generation (bench/initial_delay.py,

@@ -145,7 +145,8 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     clock = CoordinatorClock()
     txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
-                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn)
+                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
+                    replica_selector=config.replica_selector_class)
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,

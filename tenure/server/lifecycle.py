@@ -152,6 +152,7 @@ class Server:
                 "group.max.session.timeout.ms": str(c.max_session_timeout_ms),
                 "group.max.size": str(c.max_group_size if c.max_group_size is not None else 2**31 - 1),
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
+                **({"replica.selector.class": c.replica_selector_class} if c.replica_selector_class else {}),
                 **({"log.segment.bytes": str(c.segment_bytes)} if c.data_dir else {})}
 
     @property

@@ -143,3 +143,56 @@ def test_produce_answers_the_log_append_time(tenure_server, wire):
     assert p.error_code == 0 and now <= p.log_append_time_ms <= now + 10_000
     r = wire.call(produce_request("appended-wire", 0, build_batch([(b"k", b"v")])), 9)    # each append: its time
     assert r.responses[0].partition_responses[0].log_append_time_ms >= p.log_append_time_ms
+
+
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+@pytest.mark.parametrize("selector", [RACK_AWARE, None])
+def test_rack_aware_replica_selector_sends_a_consumer_to_its_racks_replica(selector):
+    """replica.selector.class=RackAwareReplicaSelector (KIP-392): the leader answers a consumer with client.rack
+    whose rack holds another in-sync replica with preferred_read_replica and no records; librdkafka moves its
+    fetches there and consumes everything. Without the selector the leader serves it."""
+    import logging
+    import time
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from tenure.config import ServerConfig
+    from tenure.server import ServerThread
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    rk = logging.getLogger(f"tenure-test-rack-{selector}")
+    rk.addHandler(Capture())
+    rk.setLevel(logging.DEBUG)
+    with ServerThread(ServerConfig(port=0, brokers=3, racks=("r0", "r1", "r2"),
+                                   replica_selector_class=selector)) as s:
+        s.create_topics({"racked": 1})
+        st = s.call(lambda: s.server.cluster.state("racked", 0))
+        other = next(b for b in st.replicas if b != st.leader)         # a follower, in rack r<id>
+        p = Producer({"bootstrap.servers": s.bootstrap})
+        for i in range(5):
+            p.produce("racked", value=b"r%d" % i, partition=0)
+        assert p.flush(10) == 0
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "g", "client.rack": f"r{other}",
+                      "debug": "fetch", "logger": rk})
+        c.assign([TopicPartition("racked", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.time() + 20
+        while len(got) < 5 and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        c.close()
+        assert got == [b"r%d" % i for i in range(5)]
+        moved = [m for m in lines if "preferred replica updated" in m]
+        if selector:
+            assert f"migrating from broker {st.leader} to {other}" in moved[0], moved
+            configs = s.call(lambda: s.server.static_configs())
+            assert configs["replica.selector.class"] == RACK_AWARE
+        else:
+            assert moved == []
