@@ -25,7 +25,7 @@ from tenure.server import ServerThread
 from tests.support.clients import confluent_round_trip
 from tests.support.wire import WireClient, request_bytes
 
-MATRIX = ["2.8", "3.7", "3.9", "4.0"]
+MATRIX = ["2.8", "3.7", "3.9", "4.0"]         # and 4.3, tenure's default
 
 
 def kafka_python_infers(bootstrap: str) -> tuple[int, ...]:
@@ -37,7 +37,7 @@ def kafka_python_infers(bootstrap: str) -> tuple[int, ...]:
 
 
 def test_kafka_python_infers_the_release_presented():
-    for name in MATRIX:
+    for name in [*MATRIX, "4.3"]:
         with ServerThread(ServerConfig(port=0, kafka_version=name)) as s:
             assert kafka_python_infers(s.bootstrap) == tuple(map(int, name.split("."))), name
     with ServerThread(ServerConfig(port=0)) as s:              # no release asked for: tenure's table, as 4.3
@@ -85,7 +85,7 @@ def test_a_version_above_the_release_is_refused_as_that_release_refuses_it(tenur
     assert len(consumed) == 6
 
 
-@pytest.mark.parametrize("name", MATRIX)
+@pytest.mark.parametrize("name", [*MATRIX, "4.3"])
 def test_confluent_kafka_negotiates_down_and_works(name):
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient, ConfigResource
@@ -213,3 +213,35 @@ def test_the_images_entrypoint_takes_the_release_from_the_environment(tmp_path):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+
+
+@pytest.mark.java
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", [*MATRIX, "4.3"])
+def test_java_negotiates_down_and_works(name):
+    """Java 4.3 against tenure as each release: Admin creates a topic, produces and describes the group; a static
+    classic member restarted with its instance id gets its partitions back with no rebalance (same generation)."""
+    from tests.integration.test_static_java import JavaMember
+    from tests.support.java import run_java
+    with ServerThread(ServerConfig(port=0, kafka_version=name, initial_rebalance_delay_ms=0)) as s:
+        out = run_java("AdminOps", s.bootstrap, "create-topic", "jt", "2", "--", "produce", "jt", "2", "3",
+                       timeout=120)
+        assert out[0] == {"type": "topic_created", "topic": "jt", "partitions": 2}, out
+        assert sorted((o["partition"], o["count"]) for o in out[1:]) == [(0, 3), (1, 3)], out
+        m = JavaMember(f"j-{name}", s.bootstrap, "gj", "jt", "i0")
+        try:
+            first = m.wait_type("assigned", 60)
+            generation = s.group("gj").generation
+            assert sorted(first["partitions"]) == [0, 1]
+            assert m.close() == 0
+        finally:
+            m.terminate()
+        m = JavaMember(f"j-{name}-again", s.bootstrap, "gj", "jt", "i0")
+        try:
+            again = m.wait_type("assigned", 60)
+            assert sorted(again["partitions"]) == [0, 1] and s.group("gj").generation == generation, name
+            described = run_java("AdminOps", s.bootstrap, "describe", "gj", "--", "list-groups", timeout=120)
+            assert described[0]["state"] == "Stable" and [x["instance_id"] for x in described[0]["members"]] == ["i0"]
+            assert [g["group"] for g in described[1]["groups"]] == ["gj"]
+        finally:
+            m.terminate()
