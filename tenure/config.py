@@ -88,6 +88,10 @@ class ServerConfig:
                                                    "Kafka places them (metadata only: one storage) (default "
                                                    "min(3, --brokers); at most --brokers)", least=1)
     broker_ports: tuple[int, ...] | None = None     # each broker's port (a restart keeps them); None: from `port`
+    retention_check_interval_ms: int = setting(300000, "log.retention.check.interval.ms: how often the segments of "
+                                                       "cleanup.policy=delete topics past their retention.ms or "
+                                                       "retention.bytes are removed (default 300000; 0: never)",
+                                               least=0)
     replica_selector_class: str | None = setting(None, "replica.selector.class: with org.apache.kafka.common."
                                                        "replica.RackAwareReplicaSelector a consumer with client.rack "
                                                        "is sent to a replica in its rack (preferred_read_replica, "

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
+from tenure.broker.retention import enforce_retention
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.faults import Faults
@@ -30,7 +31,7 @@ from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
-from tenure.server.cleaner import LogCleaner
+from tenure.server.cleaner import LogCleaner, RetentionChecker
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
 from tenure.server.listener import Listener, effective_max_connections, fd_limit
@@ -72,6 +73,7 @@ class Server:
         self.moves: Moves | None = None           # leadership moves (moves.py), once built
         self._serving = False
         self.cleaner: LogCleaner | None = None
+        self.retention: RetentionChecker | None = None
         self.stop_requested = asyncio.Event()
         self.restart_requested = asyncio.Event()  # the admin endpoint's POST /restart (see reopen())
         self.fatal_error: BaseException | None = None
@@ -152,6 +154,7 @@ class Server:
                 "group.max.session.timeout.ms": str(c.max_session_timeout_ms),
                 "group.max.size": str(c.max_group_size if c.max_group_size is not None else 2**31 - 1),
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
+                "log.retention.check.interval.ms": str(c.retention_check_interval_ms),
                 **({"replica.selector.class": c.replica_selector_class} if c.replica_selector_class else {}),
                 **({"log.segment.bytes": str(c.segment_bytes)} if c.data_dir else {})}
 
@@ -186,6 +189,10 @@ class Server:
                                   pass_bytes=self.config.cleaner_pass_bytes)
         if self.data is not None:
             self.cleaner.start()
+        broker = self.broker
+        self.retention = RetentionChecker(lambda now: enforce_retention(broker.topics, broker.replicas, now),
+                                          self.runtime.clock_ms, self.config.retention_check_interval_ms)
+        self.retention.start()
         if self.config.admin_port is not None:
             await self._start_admin()
 
@@ -342,6 +349,8 @@ class Server:
             self.clock.close()
         if self.cleaner is not None:                   # stop the log cleaner before its logs close
             await self.cleaner.stop(bound)
+        if self.retention is not None:
+            await self.retention.stop(bound)
         self.ratelog.close()
         if self._loop_handler is not None:
             loop, previous = self._loop_handler

@@ -196,3 +196,76 @@ def test_rack_aware_replica_selector_sends_a_consumer_to_its_racks_replica(selec
             assert configs["replica.selector.class"] == RACK_AWARE
         else:
             assert moved == []
+
+
+def _low_high(bs: str, topic: str) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bs, "group.id": "wm"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        c.close()
+
+
+def _wait_low(bs: str, topic: str, low: int, timeout: float = 10) -> tuple[int, int]:
+    import time
+    deadline = time.time() + timeout
+    got = _low_high(bs, topic)
+    while got[0] != low and time.time() < deadline:
+        time.sleep(0.1)
+        got = _low_high(bs, topic)
+    return got
+
+
+@pytest.mark.tenure(retention_check_interval_ms=100)
+def test_retention_ms_removes_what_is_older_and_earliest_follows(tenure_server):
+    """cleanup.policy=delete with retention.ms: the records older than it go at the next check (in memory the log
+    is one segment: it goes when its newest record is that old), the log start offset moves and ListOffsets'
+    earliest follows; newer records stay. A topic without the config keeps everything (7 days)."""
+    import time
+
+    from confluent_kafka import Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "short", 1, {"retention.ms": "60000"})
+    create_topic(bs, "kept", 1)
+    p = Producer({"bootstrap.servers": bs})
+    old = int(time.time() * 1000) - 3_600_000               # an hour ago
+    for topic in ("short", "kept"):
+        for i in range(5):
+            p.produce(topic, value=b"old%d" % i, partition=0, timestamp=old + i)
+    assert p.flush(10) == 0
+    assert _wait_low(bs, "short", 5) == (5, 5)
+    p.produce("short", value=b"new", partition=0)
+    assert p.flush(10) == 0
+    time.sleep(0.5)                                           # several checks: the new record stays
+    assert _low_high(bs, "short") == (5, 6) and _low_high(bs, "kept") == (0, 5)
+
+
+@pytest.mark.tenure(retention_check_interval_ms=100, data_dir=True, segment_bytes=1024)
+def test_retention_bytes_removes_the_oldest_segments(tenure_server):
+    """retention.bytes on disk: the oldest segments go while the log stays at least that big without them; their
+    files are removed and the log start offset moves to the first segment kept."""
+    from confluent_kafka import Producer
+    bs = tenure_server.bootstrap
+    create_topic(bs, "sized", 1, {"retention.bytes": "2000"})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0, "compression.type": "none"})
+    for i in range(12):
+        p.produce("sized", value=b"%03d" % i + b"x" * 400, partition=0)
+        assert p.flush(10) == 0                               # one batch each: ~2 per 1 KiB segment
+    import os
+    import time
+
+    log = tenure_server.call(lambda: tenure_server.server.topics.partition("sized", 0))
+
+    def spans():
+        return tenure_server.call(log.segment_spans)
+    deadline = time.time() + 10
+    while sum(s[2] for s in spans()) - 2000 >= spans()[0][2] and time.time() < deadline:
+        time.sleep(0.1)
+    kept = spans()
+    total = sum(s[2] for s in kept)
+    assert 2000 <= total and total - 2000 < kept[0][2], kept     # Kafka's rule: no segment more could go
+    files = sorted(f for f in os.listdir(log.dir) if f.endswith(".log"))
+    assert files[0] == f"{kept[0][0]:020d}.log" and len(files) == len(kept), (files, kept)
+    low, high = _low_high(bs, "sized")
+    assert high == 12 and low == kept[0][0] > 0, (low, kept)
