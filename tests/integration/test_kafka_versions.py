@@ -245,3 +245,21 @@ def test_java_negotiates_down_and_works(name):
             assert [g["group"] for g in described[1]["groups"]] == ["gj"]
         finally:
             m.terminate()
+
+
+def test_the_admin_endpoint_and_the_command_say_which_release(capsys):
+    """`GET /kafka-version`, `ServerThread.kafka_version()` and `tenure broker kafka-version` alike."""
+    import json
+
+    from tenure.tools.cli import main
+    from tests.integration.test_admin_guard import call
+    with ServerThread(ServerConfig(port=0, admin_port=0, kafka_version="3.9")) as s:
+        status, over_http = call(s.admin_port, "GET", "/kafka-version")
+        assert status == 200 and over_http == s.kafka_version()
+        assert over_http["kafka_version"] == "3.9" and over_http["explicit"] is True
+        assert over_http["transaction_version"] == 0
+        assert over_http["features"] == {"supported": {"metadata.version": [1, 21]},
+                                         "finalized": {"metadata.version": 21}}
+        assert over_http["apis"]["Fetch"] == [4, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
+        assert main(["broker", "kafka-version", "--admin", s.server.admin_address]) == 0
+        assert json.loads(capsys.readouterr().out) == over_http
