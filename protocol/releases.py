@@ -13,7 +13,8 @@ Sources (facts read, nothing copied):
   4.3-IV0 30), TransactionVersion (`transaction.version` 2: KIP-890, finalized by a cluster formatted at 4.0+)
   and GroupVersion (`group.version` 1: KIP-848, finalized from 4.0). A 2.8-3.2 broker (ZooKeeper) finalizes no
   feature. A finalized level 0 is not listed (Kafka leaves it out of FinalizedFeatures).
-- KIP-1101 (the consumer group's metadata hash replacing the subscription metadata records): Kafka 4.1.
+- Not here yet: KIP-1101 (4.1: the consumer group's metadata hash replacing its subscription metadata records;
+  tenure's consumer groups use the hash whatever the release) and the defaults that changed between releases.
 """
 from __future__ import annotations
 
@@ -46,7 +47,6 @@ class Release:
     api_versions: Mapping[int, tuple[int, int]]      # api key -> (min, max), as the release's brokers announce
     features: Mapping[str, Feature] = field(default_factory=dict)
     consumer_group_protocol: bool = False            # KIP-848 (ConsumerGroupHeartbeat): 4.0+
-    metadata_hash: bool = False                      # KIP-1101: 4.1+
 
     @property
     def transaction_version(self) -> int:
@@ -89,8 +89,7 @@ def _release(version: tuple[int, int]) -> Release:
     consumer = version >= (4, 0)
     ranges = {k: v for k, v in BROKER_API_VERSIONS[version].items() if consumer or k not in CONSUMER_GROUP_APIS}
     return Release(name=f"{version[0]}.{version[1]}", version=version, api_versions=MappingProxyType(ranges),
-                   features=MappingProxyType(_features(version)), consumer_group_protocol=consumer,
-                   metadata_hash=version >= (4, 1))
+                   features=MappingProxyType(_features(version)), consumer_group_protocol=consumer)
 
 
 RELEASES: dict[str, Release] = {r.name: r for r in map(_release, [

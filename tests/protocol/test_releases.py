@@ -42,7 +42,6 @@ def test_the_consumer_protocol_only_from_4_0():
         assert has == (r.version >= (4, 0)) == r.consumer_group_protocol, name
     # kafka-python recorded 3.7-3.9 brokers with KIP-848 enabled (preview); a default 3.x broker has it off
     assert 68 in BROKER_API_VERSIONS[(3, 9)] and 68 not in RELEASES["3.9"].api_versions
-    assert [n for n, r in RELEASES.items() if r.metadata_hash] == ["4.1", "4.2", "4.3"]
 
 
 def test_unknown_release_lists_the_known_ones():
