@@ -103,8 +103,8 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
     api_key, api_version, correlation_id = peek_prefix(payload)
     spec = served.specs.get(api_key)
     if spec is None:
-        raise UnsupportedApi(api_key, api_version, "API not served by tenure" if served.specs is DEFAULT_SERVED.specs
-                             else f"API not served by Kafka {served.name}")
+        raise UnsupportedApi(api_key, api_version, f"API not served by Kafka {served.name}"
+                             if api_key in DEFAULT_SERVED.specs else "API not served by tenure")
     if not spec.supports(api_version):
         if api_key == API_VERSIONS_KEY and api_version > spec.max_version:
             return UnsupportedApiVersions(correlation_id, api_version, served)
