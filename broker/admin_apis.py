@@ -9,7 +9,6 @@ broker that is a one-node cluster: node 0 leads every partition and is every par
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import uuid
 
@@ -28,8 +27,8 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
-from .base import BrokerBase
 from .configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, ConfigError, ConfigStore, incremental
+from .quorum_apis import ClusterMetadataApis
 from .topics import TopicError
 
 log = logging.getLogger("tenure.broker")
@@ -70,7 +69,7 @@ def check_replicas(replicas, brokers, want: int | None = None) -> None:
                          f"but this is not consistent with previous partitions, which have {want} replica(s).")
 
 
-class AdminApis(BrokerBase):
+class AdminApis(ClusterMetadataApis):
     """Admin handlers, mixed into the `Broker` (its state: base.py)."""
 
     def _admin_handlers(self) -> dict:
@@ -80,7 +79,7 @@ class AdminApis(BrokerBase):
         return {21: self.delete_records, 32: self.describe_configs, 33: self.alter_configs,
                 35: self.describe_log_dirs, 43: self.elect_leaders, 44: self.incremental_alter_configs,
                 45: self.alter_partition_reassignments, 46: self.list_partition_reassignments,
-                75: self.describe_topic_partitions}
+                75: self.describe_topic_partitions, **self._metadata_handlers()}
 
     def answering(self, ctx: RequestContext) -> int:
         """The broker answering a request: the one it came in on, else (a handler called directly) this node."""
@@ -101,10 +100,6 @@ class AdminApis(BrokerBase):
                "offsets.topic.replication.factor": str(self.cluster.replication_factor),
                "log.dirs": self._log_dir()}
         return {**(self.server_configs() if self.server_configs is not None else {}), **own}
-
-    def _log_dir(self) -> str | None:
-        catalog = self.topics.catalog
-        return None if catalog is None else os.path.dirname(os.path.abspath(catalog))
 
     # ---------------------------------------------------------------- manual replica assignment
     def _check_live(self, index: int, replicas) -> None:
@@ -432,8 +427,10 @@ class AdminApis(BrokerBase):
     async def alter_partition_reassignments(self, req: Request, ctx: RequestContext):
         """AlterPartitionReassignments on the cluster table (Cluster.reassign): done at once when every target
         broker is up, ongoing until the stopped ones start; null replicas cancel an ongoing one (none:
-        NO_REASSIGNMENT_IN_PROGRESS, 85)."""
+        NO_REASSIGNMENT_IN_PROGRESS, 85). From v1 (KIP-860) a request that does not allow a replication factor
+        change refuses one with INVALID_REPLICATION_FACTOR (38)."""
         R = _resp(45)
+        allow_rf_change = req.api_version < 1 or req.body.allow_replication_factor_change
         T, P = R.ReassignableTopicResponse, R.ReassignableTopicResponse.ReassignablePartitionResponse
         out = []
         for t in req.body.topics:
@@ -450,6 +447,11 @@ class AdminApis(BrokerBase):
                                              "No ongoing reassignment for this partition.")
                     else:
                         check_replicas(p.replicas, self.cluster.brokers)
+                        st = self.cluster.state(t.name, p.partition_index)
+                        rf = len(st.target or st.replicas)
+                        if not allow_rf_change and len(p.replicas) != rf:
+                            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                             f"The replication factor is changed from {rf} to {len(p.replicas)}")
                     self.cluster.reassign(t.name, p.partition_index,
                                           None if p.replicas is None else list(p.replicas))
                     st = self.cluster.state(t.name, p.partition_index)   # kept: where it ends up

@@ -76,6 +76,7 @@ class BrokerBase:
     server_configs: Callable[[], dict[str, str | None]] | None
     txn_side: TransactionSide | None           # None: a broker without coordinators (tests, tools)
     clock: Callable[[], float]
+    replica_selector: str | None               # replica.selector.class: RACK_AWARE_SELECTOR or None
 
     def served_partition(self, topic: str, index: int, ctx: RequestContext, current_leader_epoch: int = -1,
                          require_leader: bool = True) -> tuple[Partition | None, int]:

@@ -191,6 +191,12 @@ class Cluster:
         self.stored_replicas: Callable[[str, int], list[int] | None] = lambda topic, partition: None
         # called after each leader change (the server moves coordinators with it)
         self.on_leader_change: list[Callable[[LeaderChange, str], None]] = []
+        # the controller quorum presented (DescribeQuorum): every broker a combined broker+controller voter, the
+        # controller its leader; its epoch moves when the controller does, and its log gains one record per change
+        # of this table (a broker up or down, a partition placed, a leader or its replicas changed), as a KRaft
+        # cluster's metadata log does
+        self.quorum_epoch = 1
+        self.metadata_records = 0
 
     # ------------------------------------------------------------------ queries
     def up(self) -> list[BrokerNode]:
@@ -213,6 +219,7 @@ class Cluster:
             epoch = self.storage.last_epoch(topic, partition)
             st = self.parts[key] = PartitionState(replicas, isr, isr[0] if isr else NO_LEADER, epoch,
                                                   [(epoch, self.storage.log_end_offset(topic, partition))])
+            self.metadata_records += 1
         return st
 
     def set_factor(self, topic: str, factor: int) -> None:
@@ -278,10 +285,17 @@ class Cluster:
         old = st.leader
         st.leader = new
         st.new_epoch(self.storage.log_end_offset(topic, partition))
+        self.metadata_records += 1
         change = LeaderChange(topic, partition, old, new, st.leader_epoch)
         for listener in self.on_leader_change:
             listener(change, cause)
         return change
+
+    def _registration_changed(self, controller_before: int) -> None:
+        """A broker went up or down: a record in the metadata log, and a new quorum epoch if the controller moved."""
+        self.metadata_records += 1
+        if self.controller_id != controller_before:
+            self.quorum_epoch += 1
 
     def _known(self, broker_id: int) -> BrokerNode:
         b = self.brokers.get(broker_id)
@@ -295,7 +309,9 @@ class Cluster:
         b = self._known(broker_id)
         if not b.up:
             return []
+        controller = self.controller_id
         b.up = False
+        self._registration_changed(controller)
         changes = []
         for (topic, partition), st in list(self.parts.items()):
             if broker_id in st.isr and len(st.isr) > 1:
@@ -311,7 +327,9 @@ class Cluster:
         b = self._known(broker_id)
         if b.up:
             return []
+        controller = self.controller_id
         b.up = True
+        self._registration_changed(controller)
         changes = []
         for (topic, partition), st in list(self.parts.items()):
             if broker_id not in st.replicas:
@@ -370,6 +388,7 @@ class Cluster:
                       cause: str) -> list[LeaderChange]:
         removed = [b for b in st.replicas if b not in replicas]
         st.replicas = list(replicas)
+        self.metadata_records += 1
         st.isr = [b for b in st.isr if b in replicas] or [b for b in replicas if self.brokers[b].up]
         if st.leader in replicas and st.leader != NO_LEADER:
             if removed:                     # as Kafka's PartitionChangeBuilder: the removed replicas are fenced

@@ -70,8 +70,9 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
                  cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
-                 transaction_version: int = 2) -> None:
+                 transaction_version: int = 2, replica_selector: str | None = None) -> None:
         self.node = node
+        self.replica_selector = replica_selector   # replica.selector.class (None: the leader serves every fetch)
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
             self.cluster.brokers[0] = _NodeBroker(node)
@@ -104,7 +105,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
     async def api_versions(self, req: Request, ctx: RequestContext) -> Any:
-        return api_versions_body(req.api_version, transaction_version=self.transaction_version)
+        return api_versions_body(req.api_version, served=req.served, transaction_version=self.transaction_version)
 
     async def metadata(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version
@@ -171,7 +172,7 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                                                authorized_operations=topic_ops))
         return R(throttle_time_ms=0, brokers=self._brokers(R.MetadataResponseBroker, "node_id", ctx.listener),
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id, topics=out,
-                 authorized_operations=cluster_ops)
+                 authorized_operations=cluster_ops, error_code=0)     # v13's top-level code (KIP-1102)
 
     @staticmethod
     def _missing_topic(R: Any, name: str | None, code: int, ops: frozenset[int] | None) -> Any:
@@ -186,10 +187,17 @@ class Broker(TopicApis, ProduceApis, FetchApis):
                 for b in self.cluster.up()]
 
     async def describe_cluster(self, req: Request, ctx: RequestContext) -> Any:
+        """DescribeCluster: the live brokers; from v2 with include_fenced_brokers (KIP-1073) the stopped ones too,
+        fenced (a stopped broker keeps its registration, fenced, as a Kafka broker that shut down)."""
         R = resp(60)
+        B = R.DescribeClusterBroker
+        brokers = [B(broker_id=b.id, host=b.address(ctx.listener)[0], port=b.address(ctx.listener)[1], rack=b.rack,
+                     is_fenced=not b.up)
+                   for b in self.cluster.brokers.values() if b.up or (req.api_version >= 2
+                                                                     and req.body.include_fenced_brokers)]
         return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                  cluster_id=self.cluster_id, controller_id=self.cluster.controller_id,
-                 brokers=self._brokers(R.DescribeClusterBroker, "broker_id", ctx.listener),
+                 brokers=sorted(brokers, key=lambda b: b.broker_id),
                  authorized_operations=self._cluster_ops(ctx, req.body.include_cluster_authorized_operations))
 
     @staticmethod

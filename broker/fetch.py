@@ -15,6 +15,7 @@ from .partition import Partition
 from .topics import Topic
 
 READ_COMMITTED = 1      # Fetch isolation level
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 class FetchApis(BrokerBase):
@@ -34,16 +35,32 @@ class FetchApis(BrokerBase):
                 return response
             await self.replicas.wait_for_append(partitions, remaining)
 
+    def _preferred_replica(self, topic: str, index: int, rack: str | None, broker: int | None) -> int:
+        """Kafka's RackAwareReplicaSelector (replica.selector.class) for a consumer's fetch on the leader: a live
+        in-sync replica in the client's rack (the lowest id: all are caught up here, one storage), unless the
+        leader is in that rack or none is; -1 (the leader serves it) otherwise."""
+        if self.replica_selector != RACK_AWARE_SELECTOR or not rack:
+            return -1
+        st = self.cluster.state(topic, index)
+        if broker is not None and broker != st.leader:
+            return -1                                  # only the leader redirects
+        same = [b for b in st.replicas if b in st.isr and self.cluster.brokers[b].up
+                and self.cluster.brokers[b].rack == rack]
+        if not same or st.leader in same:
+            return -1
+        return min(same)
+
     def _fetch_once(self, body: Any, v: int, ctx: RequestContext) -> tuple[Any, int, bool, list[Partition]]:
         R = resp(1)
+        state = body.replica_state if v >= 15 else None            # a tagged field: absent for consumers
+        replica = (state.replica_id if state is not None else -1) if v >= 15 else body.replica_id
+        rack = body.rack_id if v >= 11 and replica < 0 else None   # a consumer's rack (KIP-392)
         TR, PD = R.FetchableTopicResponse, R.FetchableTopicResponse.PartitionData
         budget = body.max_bytes if v >= 3 else 2**31 - 1
         total = 0
         had_error = False
         read: list[Partition] = []
         topics_out = []
-        state = body.replica_state if v >= 15 else None
-        replica = (state.replica_id if state is not None else -1) if v >= 15 else body.replica_id
         follower_allowed = replica < 0 or ctx.allows_cluster(CLUSTER_ACTION)   # a follower's fetch: CLUSTER_ACTION
         for t in body.topics:
             topic, name = self._resolve_fetch_topic(t, v)
@@ -76,6 +93,9 @@ class FetchApis(BrokerBase):
                 pd.high_watermark = p.high_watermark
                 pd.last_stable_offset = p.last_stable_offset
                 pd.log_start_offset = p.log_start_offset
+                pd.preferred_read_replica = self._preferred_replica(p.topic, p.index, rack, ctx.broker_id)
+                if pd.preferred_read_replica >= 0:
+                    continue                    # as Kafka: no records, the client fetches from that replica
                 if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
                     pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     had_error = True
@@ -109,6 +129,7 @@ class FetchApis(BrokerBase):
         v = req.api_version
         R = resp(2)
         TR, PR = R.ListOffsetsTopicResponse, R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+        committed = v >= 2 and req.body.isolation_level == READ_COMMITTED
 
         def answer(topic: str, lp: Any) -> Any:
             # leader_epoch stays -1 (as Kafka answers) unless an offset is found
@@ -122,14 +143,14 @@ class FetchApis(BrokerBase):
                 return pr
             ts = lp.timestamp
             found: tuple[int, int] | None = None
-            if ts == -1:            # LATEST: the high watermark
-                found = p.high_watermark, -1
+            if ts == -1:            # LATEST: the high watermark; to READ_COMMITTED the last stable offset
+                found = (p.last_stable_offset if committed else p.high_watermark), -1
             elif ts in (-2, -4):    # EARLIEST, EARLIEST_LOCAL
                 found = p.log_start_offset, -1
             elif ts == -3:          # MAX_TIMESTAMP
                 found = p.log.max_timestamp()
-            elif ts == -5 and v >= 9:   # LATEST_TIERED: no tiered storage, -1 as Kafka answers then
-                pass
+            elif (ts == -5 and v >= 9) or (ts == -6 and v >= 11):
+                pass    # LATEST_TIERED (KIP-1005), EARLIEST_PENDING_UPLOAD (KIP-1023): no tiered storage, -1 as Kafka
             elif ts < 0:
                 pr.error_code = ErrorCode.INVALID_REQUEST
             else:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafka.record.default_records import DefaultRecordBatch
+
 from tenure.protocol.acl import READ, TOPIC, WRITE
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
-from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches
+from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches, stamp_log_append_time
 
 from .base import BrokerBase, per_partition, resp
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
@@ -57,6 +59,28 @@ def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
     return None
 
 
+def keyless_records(records: bytes, h: BatchHeader, partition: str) -> list[tuple[int, str]]:
+    """The records of a batch bound for a compacted topic that have no key, with Kafka's per-record message
+    (KIP-467: the index in the batch): a compacted topic cannot keep a record it could never compact."""
+    try:
+        decoded = list(DefaultRecordBatch(bytes(records[h.position:h.position + h.size])))
+    except Exception as exc:      # a codec not installed, or records that do not parse under a valid CRC
+        raise InvalidBatch(f"the records of the batch at byte {h.position} do not decode: {exc}") from exc
+    return [(i, f"Compacted topic cannot accept message without key in topic partition {partition}")
+            for i, r in enumerate(decoded) if r.key is None]
+
+
+def refused_records(PR: Any, index: int, errors: list[tuple[int, str]]) -> Any:
+    """A partition's answer refusing its batch for these records (Kafka's RecordValidationException):
+    INVALID_RECORD (87), each record's error, and the summary naming at most the first three."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    E = PR.fields["record_errors"].data_class
+    return PR(index=index, error_code=ErrorCode.INVALID_RECORD, base_offset=-1,
+              record_errors=[E(batch_index=i, batch_index_error_message=m) for i, m in errors],
+              error_message=f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                            f"and only showing the first three errors at most: [{shown}]")
+
+
 class ProduceApis(BrokerBase):
     async def init_producer_id(self, req: Request, ctx: RequestContext) -> Any:
         """An idempotent producer's id (one with a transactional id goes to the transaction coordinator)."""
@@ -73,19 +97,24 @@ class ProduceApis(BrokerBase):
         code = ErrorCode.INVALID_REQUIRED_ACKS if body.acks not in (0, 1, -1) else ErrorCode.NONE
         out = []
         written: list[Log] = []
-        added = {} if code else await self._add_to_transaction(body, req.api_version, ctx)
-        for td in body.topic_data:
+        by_id = req.api_version >= 13               # KIP-516: topics named by id from Produce v13
+        names = [self._topic_name(td, by_id) for td in body.topic_data]     # None: an unknown topic id
+        added = {} if code else await self._add_to_transaction(body, names, req.api_version, ctx)
+        for td, name in zip(body.topic_data, names, strict=True):
             parts = []
-            allowed = ctx.allows(WRITE, TOPIC, td.name)    # as Kafka: before whether the topic exists
+            # as Kafka: WRITE before whether the topic exists (an unknown id has no name to authorize)
+            allowed = name is not None and ctx.allows(WRITE, TOPIC, name)
             for pd in td.partition_data:
                 if code or not allowed:
-                    parts.append(PR(index=pd.index, error_code=code or ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                    base_offset=-1))
+                    error = code or (ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    parts.append(PR(index=pd.index, error_code=error, base_offset=-1))
                     continue
-                parts.append(self._produce_partition(PR, td.name, pd.index, pd.records, written,
+                assert name is not None
+                parts.append(self._produce_partition(PR, name, pd.index, pd.records, written,
                                                      body.transactional_id, ctx.broker_id, req.api_version,
-                                                     added))
-            out.append(TR(name=td.name, partition_responses=parts))
+                                                     added, ctx.now_ms))
+            out.append(TR(topic_id=td.topic_id, partition_responses=parts) if by_id
+                       else TR(name=td.name, partition_responses=parts))
         if body.acks == 0:
             # no answer is due; a refused partition closes the connection instead, as Kafka does, so the
             # producer refreshes its metadata (e.g. finds a moved leader) rather than keep sending there
@@ -103,7 +132,14 @@ class ProduceApis(BrokerBase):
                             p.error_code, p.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
         return R(responses=out, throttle_time_ms=0)
 
-    async def _add_to_transaction(self, body: Any, api_version: int, ctx: RequestContext
+    def _topic_name(self, td: Any, by_id: bool) -> str | None:
+        """A produced topic's name: as sent, or from Produce v13 its topic id's (None: no such topic)."""
+        if not by_id:
+            return td.name
+        topic = self.topics.by_id(td.topic_id)
+        return topic.name if topic is not None else None
+
+    async def _add_to_transaction(self, body: Any, names: list[str | None], api_version: int, ctx: RequestContext
                                   ) -> dict[tuple[str, int], int]:
         """Transactions v2 (Produce v12+): the partitions this request's transactional batches go to join their
         producer's transaction first, as a Kafka 4.x broker asks its transaction coordinator before appending
@@ -112,15 +148,15 @@ class ProduceApis(BrokerBase):
         if body.transactional_id is None or api_version < ADDS_PARTITIONS_SINCE or self.txn_side is None:
             return {}
         by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-        for td in body.topic_data:
-            if self.topics.is_internal(td.name):
+        for td, name in zip(body.topic_data, names, strict=True):
+            if name is None or self.topics.is_internal(name) or not ctx.allows(WRITE, TOPIC, name):
                 continue
             for pd in td.partition_data:
                 producer = _transactional_producer(pd.records)
-                if producer is None or self.replicas.get(td.name, pd.index) is None or \
-                        self.cluster.check(td.name, pd.index, broker=ctx.broker_id):
+                if producer is None or self.replicas.get(name, pd.index) is None or \
+                        self.cluster.check(name, pd.index, broker=ctx.broker_id):
                     continue
-                by_producer.setdefault(producer, []).append((td.name, pd.index))
+                by_producer.setdefault(producer, []).append((name, pd.index))
         added: dict[tuple[str, int], int] = {}
         for (pid, epoch), partitions in by_producer.items():
             added.update(await self.txn_side.add_partitions(body.transactional_id, pid, epoch, partitions, ctx))
@@ -128,7 +164,7 @@ class ProduceApis(BrokerBase):
 
     def _produce_partition(self, PR: Any, topic: str, index: int, records: bytes | None, written: list[Log],
                            transactional_id: str | None = None, broker: int | None = None, api_version: int = 9,
-                           added: dict[tuple[str, int], int] | None = None) -> Any:
+                           added: dict[tuple[str, int], int] | None = None, now_ms: int = -1) -> Any:
         try:                                   # first, as Kafka's ReplicaManager: any partition, existing or not
             self.topics.refuse_internal(topic, "append to")
         except TopicError as exc:
@@ -142,13 +178,18 @@ class ProduceApis(BrokerBase):
         if code:
             return PR(index=index, error_code=code, base_offset=-1,
                       error_message=f"this broker does not lead {topic}-{index}")
+        topic_of = self.topics.get(topic)
+        max_bytes = int(topic_of.config("max.message.bytes") or MAX_BATCH_BYTES) if topic_of else MAX_BATCH_BYTES
+        compacted = topic_of is not None and "compact" in (topic_of.config("cleanup.policy") or "")
+        append_time = topic_of is not None and topic_of.config("message.timestamp.type") == "LogAppendTime"
         try:
             if not records:
                 raise InvalidBatch("produce request carries no record batch")
             headers = parse_batches(records)
             for h in headers:
-                if h.size > MAX_BATCH_BYTES:
-                    raise InvalidBatch(f"batch of {h.size} bytes exceeds max.message.bytes {MAX_BATCH_BYTES}",
+                if h.size > max_bytes:      # the topic's max.message.bytes, as Kafka's append checks it
+                    raise InvalidBatch(f"The record batch size in the append to {topic}-{index} is {h.size} bytes "
+                                       f"which exceeds the maximum configured value of {max_bytes}.",
                                        ErrorCode.MESSAGE_TOO_LARGE)
                 if h.is_control:
                     raise InvalidBatch("control batches are written by the transaction coordinator only",
@@ -158,9 +199,20 @@ class ProduceApis(BrokerBase):
                     if code:
                         return PR(index=index, error_code=code, base_offset=-1,
                                   log_start_offset=p.log_start_offset)
+                if compacted:
+                    refused = keyless_records(records, h, f"{topic}-{index}")
+                    if refused:
+                        return refused_records(PR, index, refused)
         except InvalidBatch as exc:
             log.info("rejected produce to %s-%d: %s", topic, index, exc)
             return PR(index=index, error_code=exc.error_code, base_offset=-1, error_message=str(exc))
+        append_time_ms = -1
+        if append_time:                        # the broker's clock is every record's timestamp (KIP-32)
+            append_time_ms = now_ms
+            stamped = bytearray(records)
+            for h in headers:
+                stamp_log_append_time(stamped, h, now_ms)
+            records, headers = bytes(stamped), parse_batches(stamped)
         try:
             done = self.replicas.append_records(p, bytes(records), headers)
         except OSError as exc:
@@ -173,7 +225,7 @@ class ProduceApis(BrokerBase):
             return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=-1,
                       log_start_offset=p.log_start_offset)
         written.append(p.log)
-        return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=-1,
+        return PR(index=index, error_code=0, base_offset=done.base_offset, log_append_time_ms=append_time_ms,
                   log_start_offset=p.log_start_offset, record_errors=[], error_message=None)
 
     def _check_transactional(self, transactional_id: str | None, topic: str, index: int, h: BatchHeader,

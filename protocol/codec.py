@@ -16,7 +16,7 @@ from typing import Any
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.schemas.fields.struct import StructField
 
-from .apis import API_VERSIONS_KEY, SUPPORTED, ApiSpec, api_version_ranges
+from .apis import API_VERSIONS_KEY, DEFAULT_SERVED, ApiSpec, ServedApis
 from .errors import ErrorCode, MalformedRequest, UnsupportedApi
 from .framing import frame
 from .limits import DecodeLimits, check_body
@@ -73,6 +73,7 @@ class Request:
     client_id: str | None
     body: Any
     spec: ApiSpec
+    served: ServedApis = DEFAULT_SERVED      # what the server it came to presents (its ApiVersions answer)
 
     @property
     def name(self) -> str:
@@ -85,6 +86,7 @@ class UnsupportedApiVersions:
 
     correlation_id: int
     api_version: int
+    served: ServedApis = DEFAULT_SERVED
 
 
 def peek_prefix(payload: bytes) -> tuple[int, int, int]:
@@ -93,14 +95,19 @@ def peek_prefix(payload: bytes) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(payload, 0)
 
 
-def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS) -> Request | UnsupportedApiVersions:
+def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
+                   served: ServedApis = DEFAULT_SERVED) -> Request | UnsupportedApiVersions:
+    """`served`: the APIs and versions the server presents (tenure's table, or a Kafka release's cut of it); a
+    request outside them raises UnsupportedApi (the connection is closed, as Kafka closes it), but for an
+    ApiVersions request above the served versions, answered v0 with error 35 (`UnsupportedApiVersions`)."""
     api_key, api_version, correlation_id = peek_prefix(payload)
-    spec = SUPPORTED.get(api_key)
+    spec = served.specs.get(api_key)
     if spec is None:
-        raise UnsupportedApi(api_key, api_version, "API not served by tenure")
+        raise UnsupportedApi(api_key, api_version, f"API not served by Kafka {served.name}"
+                             if api_key in DEFAULT_SERVED.specs else "API not served by tenure")
     if not spec.supports(api_version):
         if api_key == API_VERSIONS_KEY and api_version > spec.max_version:
-            return UnsupportedApiVersions(correlation_id, api_version)
+            return UnsupportedApiVersions(correlation_id, api_version, served)
         raise UnsupportedApi(api_key, api_version,
                              f"{spec.name} is served at versions {spec.min_version}-{spec.max_version}")
     flexible = spec.flexible(api_version)
@@ -116,7 +123,7 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS) -> Re
         body = spec.request.decode(data, version=api_version)
     except Exception as exc:  # e.g. invalid UTF-8 in a string
         raise MalformedRequest(f"{what}: undecodable body: {exc!r}") from exc
-    return Request(api_key, api_version, correlation_id, header.client_id, body, spec)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, spec, served)
 
 
 def encode_response(request: Request, body: Any) -> bytes:
@@ -125,32 +132,31 @@ def encode_response(request: Request, body: Any) -> bytes:
     return bytes(body.encode(header=True, framed=True))
 
 
-TRANSACTION_VERSION_FEATURE = "transaction.version"
-MAX_TRANSACTION_VERSION = 2          # KIP-890: 1 flexible __transaction_state records, 2 transactions v2
+def api_versions_body(version: int, error_code: int = ErrorCode.NONE, served: ServedApis = DEFAULT_SERVED,
+                      transaction_version: int | None = None):
+    """The ApiVersions answer of a server presenting `served`: its API ranges and, from v3, the features its
+    release announces (v3 leaves out supported features whose least level is 0, as Kafka does for the clients
+    that could not parse them; finalized ones at level 0 are never listed); `transaction_version`: the
+    `transaction.version` level the server finalizes (--transaction-version; None: the release's)."""
+    resp_cls = DEFAULT_SERVED.specs[API_VERSIONS_KEY].response
+    keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in served.ranges()]
+    body = resp_cls(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    if version >= 3 and error_code == ErrorCode.NONE:
+        supported, finalized = served.release.announced_features(transaction_version)
+        S = resp_cls.fields["supported_features"].data_class
+        F = resp_cls.fields["finalized_features"].data_class
+        body.supported_features = [S(name=n, min_version=lo, max_version=hi) for n, (lo, hi) in supported.items()
+                                   if version >= 4 or lo > 0]
+        body.finalized_features = [F(name=n, max_version_level=hi, min_version_level=lo)
+                                   for n, (lo, hi) in finalized.items()]
+        body.finalized_features_epoch = 1 if finalized else -1
+    return body
 
 
-def api_versions_body(version: int, error_code: int = ErrorCode.NONE, transaction_version: int | None = None):
-    """ApiVersions' answer; from v3 with the `transaction.version` feature (supported 0-2, finalized at
-    `transaction_version` when above 0, as Kafka lists a finalized feature; None: no features)."""
-    resp_cls = SUPPORTED[API_VERSIONS_KEY].response
-    keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in api_version_ranges()]
-    features: dict = {}
-    if transaction_version is not None and version >= 3:
-        features["supported_features"] = [resp_cls.SupportedFeatureKey(
-            name=TRANSACTION_VERSION_FEATURE, min_version=0, max_version=MAX_TRANSACTION_VERSION)]
-        # Java's ApiVersions keeps finalized features only from an epoch above the -1 it starts with
-        features["finalized_features_epoch"] = 0
-        features["finalized_features"] = [resp_cls.FinalizedFeatureKey(
-            name=TRANSACTION_VERSION_FEATURE, max_version_level=transaction_version,
-            min_version_level=transaction_version)] if transaction_version > 0 else []
-    return resp_cls(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0, **features)
-
-
-def encode_api_versions_error(correlation_id: int, code: int) -> bytes:
+def encode_api_versions_error(correlation_id: int, code: int, served: ServedApis = DEFAULT_SERVED) -> bytes:
     """An ApiVersions error answer: a v0 body (header v0) with the code and the supported ranges. Clients
     parse an erroneous ApiVersions answer as v0 (kafka-python always, Java after trying its version)."""
-    body = api_versions_body(0, code)
+    body = api_versions_body(0, code, served)
     body.with_header(correlation_id=correlation_id)
     return bytes(body.encode(header=True, framed=True))
 
@@ -158,7 +164,7 @@ def encode_api_versions_error(correlation_id: int, code: int) -> bytes:
 def encode_unsupported_api_versions(req: UnsupportedApiVersions) -> bytes:
     """Kafka answers an unknown ApiVersions version with a v0 body (header v0) carrying error 35
     and the supported ranges, so the client can retry at a version both sides know."""
-    return encode_api_versions_error(req.correlation_id, ErrorCode.UNSUPPORTED_VERSION)
+    return encode_api_versions_error(req.correlation_id, ErrorCode.UNSUPPORTED_VERSION, req.served)
 
 
 __all__ = ["Request", "UnsupportedApiVersions", "decode_request", "encode_response",

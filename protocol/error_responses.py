@@ -41,7 +41,8 @@ def _per_partition(R, field: str, topics, topic_kw, parts_of, parts_field: str, 
 
 
 def _produce(req, R, code):
-    return R(**_per_partition(R, "responses", req.body.topic_data, lambda t: {"name": t.name},
+    topic = ((lambda t: {"topic_id": t.topic_id}) if req.api_version >= 13 else (lambda t: {"name": t.name}))
+    return R(**_per_partition(R, "responses", req.body.topic_data, topic,
                               lambda t: t.partition_data, "partition_responses",
                               lambda p: {"index": p.index, "error_code": code, "base_offset": -1,
                                          "log_start_offset": -1}))
@@ -254,7 +255,7 @@ def _delete_acls(req, R, code):
 def _api_versions(req, R, code):
     """NB: goes on the wire as v0 (codec.encode_api_versions_error), the form clients parse an error in."""
     from .codec import api_versions_body
-    return api_versions_body(0, code)
+    return api_versions_body(0, code, req.served)
 
 
 def _join_group(req, R, code):
@@ -273,6 +274,17 @@ def _consumer_group_describe(req, R, code):
     return R(throttle_time_ms=0, groups=[
         D(error_code=code, error_message=None, group_id=gid, group_state="", group_epoch=-1, assignment_epoch=-1,
           assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids)])
+
+
+def _alter_replica_log_dirs(req, R, code):
+    by_topic: dict[str, list[int]] = {}
+    for d in req.body.dirs or []:
+        for t in d.topics or []:
+            by_topic.setdefault(t.name, []).extend(t.partitions or [])
+    T = R.fields["results"].data_class
+    P = T.fields["partitions"].data_class
+    return R(throttle_time_ms=0, results=[T(topic_name=n, partitions=[P(partition_index=i, error_code=code)
+                                                                      for i in ps]) for n, ps in by_topic.items()])
 
 
 def _top_level(**extra) -> Callable:
@@ -303,6 +315,8 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
                                                                 [d.name for d in req.body.deletions or []]
                                                                 + [u.name for u in req.body.upsertions or []])]),
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
+    34: _alter_replica_log_dirs, 55: _top_level(error_message=None, topics=[], nodes=[]),
+    74: _top_level(config_resources=[]),
 }
 
 

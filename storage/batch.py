@@ -119,6 +119,23 @@ def restamp(batch: bytearray, position: int, base_offset: int, leader_epoch: int
     _EPOCH.pack_into(batch, position + LOG_OVERHEAD, leader_epoch)
 
 
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+MAX_TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + 2 + 4 + 8       # after attributes, lastOffsetDelta, baseTimestamp
+LOG_APPEND_TIME_FLAG = DefaultRecordBase.TIMESTAMP_TYPE_MASK
+
+
+def stamp_log_append_time(batch: bytearray, h: BatchHeader, now_ms: int) -> None:
+    """Mark the batch at h.position as LogAppendTime with `now_ms` as its max timestamp (every record's timestamp
+    to a reader), as a broker does for a topic with message.timestamp.type=LogAppendTime; the CRC is computed
+    again (it covers both)."""
+    pos = h.position
+    _ATTRIBUTES.pack_into(batch, pos + ATTRIBUTES_OFFSET, h.attributes | LOG_APPEND_TIME_FLAG)
+    _TIMESTAMP.pack_into(batch, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    _CRC.pack_into(batch, pos + CRC_OFFSET, crc32c.crc32c(memoryview(batch)[pos + ATTRIBUTES_OFFSET:pos + h.size]))
+
+
 def first_record_at_or_after(batch: bytes, timestamp: int, min_offset: int = 0) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record in `batch` at offset >= `min_offset` whose timestamp >=
     `timestamp`.

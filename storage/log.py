@@ -52,6 +52,11 @@ class Log(Protocol):
 
     def max_timestamp(self) -> tuple[int, int] | None: ...
 
+    def segment_spans(self) -> list[tuple[int, int, int, int]]:
+        """(base offset, next offset, bytes, max timestamp (-1: none)) of each segment, oldest first: what
+        retention decides on (a log in memory is one segment)."""
+        ...
+
     def advance_start(self, offset: int) -> int:
         """DeleteRecords: make `offset` (<= the log end offset) the log start offset if it is higher; records
         below it are no longer readable (whole batches below it are dropped). Returns the log start offset."""
@@ -142,6 +147,11 @@ class MemoryLog:
                 if found is not None:
                     return found
         return None
+
+    def segment_spans(self) -> list[tuple[int, int, int, int]]:
+        if not self._headers:
+            return []
+        return [(self._headers[0].base_offset, self._end, self.size_bytes, max(h.max_timestamp for h in self._headers))]
 
     def advance_start(self, offset: int) -> int:
         if offset > self._start:

@@ -126,6 +126,9 @@ class SegmentLog:
     def log_start_offset(self) -> int:
         return max(self.segments[0].base_offset, min(self.start_floor, self.log_end_offset))
 
+    def segment_spans(self) -> list[tuple[int, int, int, int]]:
+        return [(s.base_offset, s.next_offset, s.size, s.max_timestamp) for s in self.segments if s.size]
+
     def advance_start(self, offset: int) -> int:
         """DeleteRecords (see storage.Log): raise the start floor; delete the segments wholly below it (never
         the active one). The floor is written to the data dir's log-start-offset-checkpoint first."""

@@ -10,8 +10,10 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
+from tenure.protocol.apis import ServedApis, served_apis
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
+from tenure.protocol.releases import RELEASES, Release, release
 
 DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
@@ -99,6 +101,15 @@ class ServerConfig:
                                                    "Kafka places them (metadata only: one storage) (default "
                                                    "min(3, --brokers); at most --brokers)", least=1)
     broker_ports: tuple[int, ...] | None = None     # each broker's port (a restart keeps them); None: from `port`
+    retention_check_interval_ms: int = setting(300000, "log.retention.check.interval.ms: how often the segments of "
+                                                       "cleanup.policy=delete topics past their retention.ms or "
+                                                       "retention.bytes are removed (default 300000; 0: never)",
+                                               least=0)
+    replica_selector_class: str | None = setting(None, "replica.selector.class: with org.apache.kafka.common."
+                                                       "replica.RackAwareReplicaSelector a consumer with client.rack "
+                                                       "is sent to a replica in its rack (preferred_read_replica, "
+                                                       "KIP-392) (default none: the leader serves every fetch)",
+                                                 choices=("org.apache.kafka.common.replica.RackAwareReplicaSelector",))
     # the group coordinator (Kafka's group.* broker settings)
     # Kafka's group.initial.rebalance.delay.ms is 3000; 1000 is the smallest delay at which every measured
     # group of 2-50 real-client consumers started in a loop formed in one generation (bench/initial_delay.py,
@@ -205,6 +216,12 @@ class ServerConfig:
     acls: tuple[str, ...] = setting((), "an ACL created at start, 'allow|deny PRINCIPAL "
                                         "OPERATION TYPE:[prefixed:]NAME [from HOST]' (e.g. 'allow User:* read "
                                         "topic:prefixed:logs-'); repeatable (default: none)", flag="--acl")
+    # the Kafka release presented (protocol/releases.py); None: tenure's whole table, as Kafka 4.3
+    kafka_version: str | None = setting(None, "present this Kafka release (X.Y, 2.8 to 4.3): the API versions, "
+                                              "features and behaviour of that release's brokers, as clients "
+                                              "negotiate with them (default: tenure's whole table, announced as "
+                                              "Kafka 4.3 with the older versions 4.0 dropped still served)",
+                                      choices=tuple(RELEASES))
     admin_port_fallback: bool = False       # admin_port in use: take a free one (tenure serve's default)
     shutdown_timeout_s: float = 5.0         # a stop's bound: connections drained, tasks awaited, for at most this
     cluster_id: str | None = None
@@ -255,6 +272,8 @@ class ServerConfig:
         if self.transaction_version not in (0, 1, 2):
             raise ValueError(f"--transaction-version {self.transaction_version}: Kafka's transaction.version "
                              "levels are 0, 1 and 2")
+        if self.kafka_version is not None:
+            release(self.kafka_version)             # an unknown release: ValueError listing the known ones
         if self.broker_ports is not None and len(self.broker_ports) != self.brokers:
             raise ValueError(f"broker_ports names {len(self.broker_ports)} port(s) for {self.brokers} broker(s)")
 
@@ -282,6 +301,21 @@ class ServerConfig:
         if self.broker_ports is not None:
             return self.broker_ports
         return tuple(0 if self.port == 0 else self.port + i for i in range(self.brokers))
+
+    def served_apis(self) -> ServedApis:
+        """The APIs, versions and features this server presents (protocol/apis.py ServedApis)."""
+        return served_apis(self.kafka_version)
+
+    @property
+    def release(self) -> Release:
+        """The Kafka release presented (protocol/releases.py Release): --kafka-version, else 4.3."""
+        return self.served_apis().release
+
+    @property
+    def finalized_transaction_version(self) -> int:
+        """The `transaction.version` level the server finalizes and its transaction coordinator follows:
+        --transaction-version, at most what the release presented finalizes (none before 4.0: transactions v1)."""
+        return min(self.transaction_version, self.release.transaction_version)
 
     def decode_limits(self) -> DecodeLimits:
         return DecodeLimits(max_request_elements=self.max_request_elements)

@@ -1,5 +1,6 @@
 """DescribeGroups (A1): the classic protocol's description of its groups. A group of another kind (a KIP-848
-consumer group, described by ConsumerGroupDescribe) or an unknown one is answered as a Dead group.
+consumer group, described by ConsumerGroupDescribe) or an unknown one is answered as a Dead group; from v6 with
+GROUP_ID_NOT_FOUND and Kafka's message (KIP-1043).
 
 `DescribeRequests` is one part of the classic group kind, over the rebalance machinery (its group lookup)."""
 from __future__ import annotations
@@ -36,8 +37,13 @@ class DescribeRequests:
             ops = authorized_operations(ctx, GROUP, gid, asked)
             g = self.rebalance.group(gid)        # a consumer group is described by ConsumerGroupDescribe
             if g is None:
-                out.append(D(error_code=0, error_message=None, group_id=gid, group_state=DEAD, protocol_type="",
-                             protocol_data="", members=[], authorized_operations=ops))
+                code, message = 0, None
+                if ctx.api_version >= 6:            # KIP-1043: the reason, where older versions say only Dead
+                    code = ErrorCode.GROUP_ID_NOT_FOUND
+                    message = (f"Group {gid} not found." if gid not in self.rebalance.groups
+                               else f"Group {gid} is not a classic group.")
+                out.append(D(error_code=code, error_message=message, group_id=gid, group_state=DEAD,
+                             protocol_type="", protocol_data="", members=[], authorized_operations=ops))
                 continue
             stable = g.state == STABLE
             out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,

@@ -212,6 +212,17 @@ def _brokers(server) -> list[dict]:
     return [b.to_dict() for b in server.cluster.brokers.values()]
 
 
+def _kafka_version(server) -> dict:
+    """The Kafka release the server presents (--kafka-version), its features and the API versions it serves."""
+    served = server.served
+    supported, finalized = served.release.announced_features()
+    return {"kafka_version": served.name, "explicit": served.explicit,
+            "transaction_version": served.release.transaction_version,
+            "features": {"supported": {k: list(v) for k, v in supported.items()},
+                         "finalized": {k: v[1] for k, v in finalized.items()}},
+            "apis": {s.name: [s.min_version, s.max_version] for _, s in sorted(served.specs.items())}}
+
+
 def _broker(server, broker) -> int:
     return server.cluster.known_broker(_int("broker", broker))
 
@@ -368,6 +379,9 @@ _TO = Arg("broker", int, "the broker id to move to", example='{"broker": 1}')
 CONTROLS += (
     Control("brokers", "the cluster's brokers: id, host, port, rack, up, slow_ms, unreachable", "GET", "/brokers",
             _brokers, cli=(Cli("broker", "list", "the brokers (id, address, rack, up)"),)),
+    Control("kafka_version", "the Kafka release presented (--kafka-version), its features and API versions",
+            "GET", "/kafka-version", _kafka_version,
+            cli=(Cli("broker", "kafka-version", "the Kafka release presented, its features and API versions"),)),
     Control("stop_broker", "stop a broker: its listener closes, its connections drop, its leaderships and "
             "coordinators move to another in-sync replica", "POST", "/brokers/{broker}/stop", _stop_broker,
             (_BROKER,), respond=_broker_state, cli=(Cli("broker", "stop", "stop a broker"),)),

@@ -182,10 +182,11 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     data dir holds one) into the coordinators."""
     clock = CoordinatorClock()
     txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving,
-                                       transaction_version=config.transaction_version)
+                                       transaction_version=config.finalized_transaction_version)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
-                    transaction_version=config.transaction_version)
+                    transaction_version=config.finalized_transaction_version,
+                    replica_selector=config.replica_selector_class)
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,

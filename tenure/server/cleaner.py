@@ -92,3 +92,30 @@ class LogCleaner:
             total += st
             if not st.did_work:
                 return total
+
+
+class RetentionChecker:
+    """Kafka's log.retention.check.interval.ms: every interval_ms, one retention pass (broker/retention.py) over
+    the `cleanup.policy=delete` topics, in memory or on disk (0: never)."""
+
+    def __init__(self, run_pass: Callable[[int], int], clock_ms: Callable[[], int], interval_ms: int) -> None:
+        self.run_pass, self.clock_ms, self.interval_ms = run_pass, clock_ms, interval_ms
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self.interval_ms > 0:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self, timeout_s: float) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=timeout_s)
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_ms / 1000)
+            try:
+                self.run_pass(self.clock_ms())
+            except OSError:
+                log.exception("retention pass failed; the next one runs in %d ms", self.interval_ms)

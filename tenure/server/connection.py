@@ -21,6 +21,7 @@ from typing import Protocol
 
 from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
+from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
@@ -89,7 +90,8 @@ class Connection:
     def __init__(self, peer: Peer, reader: Reader, writer: Writer, dispatch: Dispatch, *,
                  max_frame_bytes: int, limits: DecodeLimits, budget: RequestBudget,
                  idle_ms: int, metrics: Metrics, ratelog: RateLimitedLog, network: Network | None = None,
-                 sasl: SaslAuthenticator | None = None, failed_auth_delay_ms: int = 0) -> None:
+                 sasl: SaslAuthenticator | None = None, failed_auth_delay_ms: int = 0,
+                 served: ServedApis = DEFAULT_SERVED) -> None:
         self.peer = peer
         self.reader, self.writer, self.dispatch = reader, writer, dispatch
         self.max_frame_bytes = max_frame_bytes
@@ -99,6 +101,7 @@ class Connection:
                                     min(max_frame_bytes, sasl.settings.max_receive_bytes))
         self.limits, self.budget, self.idle_ms = limits, budget, idle_ms
         self.metrics, self.ratelog = metrics, ratelog
+        self.served = served                   # the APIs and versions the server presents (--kafka-version)
         self.held = 0                          # this connection's share of budget.used
         self.serving = False
         self.draining = False                  # the server is stopping: no request after the current one
@@ -216,7 +219,7 @@ class Connection:
                 if not await self._authenticate(sasl.raw_token(payload)):
                     return False
                 continue
-            req = decode_request(payload, self.limits)
+            req = decode_request(payload, self.limits, self.served)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
                                  "served; answering v0 with error 35", self.peer.conn_id, req.api_version)

@@ -119,7 +119,7 @@ class Dispatcher:
             if self.capture.active else None
         if body is not None:
             if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
-                await send(encode_api_versions_error(req.correlation_id, refused or code))   # as v0, as Kafka
+                await send(encode_api_versions_error(req.correlation_id, refused or code, req.served))  # as v0, as Kafka
             else:
                 await send(encode_response(req, body))
         took = time.perf_counter() - t0

@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
+from tenure.broker.retention import enforce_retention
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.control.capture import Capture
@@ -36,7 +37,7 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
-from tenure.server.cleaner import LogCleaner
+from tenure.server.cleaner import LogCleaner, RetentionChecker
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
 from tenure.server.listener import Listener, effective_max_connections, fd_limit, resolve_ip_overrides
@@ -88,6 +89,7 @@ class Server:
         self.node = Node(config.advertised_host or config.host, config.port)       # broker 0
         # the brokers and every partition's replicas, leader and epoch (broker/cluster.py)
         self.cluster = Cluster(config.brokers, self.node.host, config.racks, config.replicas)
+        self.served = config.served_apis()        # the APIs, versions and features presented (--kafka-version)
         self.faults = faults or Faults()          # request-level fault injection (tenure/control/faults.py)
         self.metrics = metrics or Metrics()       # counters for /metrics and inspection (tenure/control/metrics.py)
         self.hooks = hooks or Hooks()             # a test's request hooks (tenure/control/hooks.py)
@@ -101,6 +103,7 @@ class Server:
         self.moves: Moves | None = None           # leadership moves (moves.py), once built
         self._serving = False
         self.cleaner: LogCleaner | None = None
+        self.retention: RetentionChecker | None = None
         self.stop_requested = asyncio.Event()
         self.restart_requested = asyncio.Event()  # the admin endpoint's POST /restart (see reopen())
         self.fatal_error: BaseException | None = None
@@ -228,6 +231,8 @@ class Server:
                 "group.consumer.session.timeout.ms": str(c.consumer_session_timeout_ms),
                 "group.consumer.heartbeat.interval.ms": str(c.consumer_heartbeat_interval_ms),
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
+                "log.retention.check.interval.ms": str(c.retention_check_interval_ms),
+                **({"replica.selector.class": c.replica_selector_class} if c.replica_selector_class else {}),
                 **({"log.segment.bytes": str(c.segment_bytes)} if c.data_dir else {})}
 
     @property
@@ -280,6 +285,10 @@ class Server:
                                   pass_bytes=self.config.cleaner_pass_bytes)
         if self.data is not None:
             self.cleaner.start()
+        broker = self.broker
+        self.retention = RetentionChecker(lambda now: enforce_retention(broker.topics, broker.replicas, now),
+                                          self.runtime.clock_ms, self.config.retention_check_interval_ms)
+        self.retention.start()
         if self.config.admin_port is not None:
             await self._start_admin()
 
@@ -290,7 +299,7 @@ class Server:
         return Connection(peer, reader, writer, self.dispatch, max_frame_bytes=c.max_frame_bytes,
                           limits=c.decode_limits(), budget=self.budget, idle_ms=c.connections_max_idle_ms,
                           metrics=self.metrics, ratelog=self.ratelog, network=self.network, sasl=sasl,
-                          failed_auth_delay_ms=c.failed_authentication_delay_ms)
+                          failed_auth_delay_ms=c.failed_authentication_delay_ms, served=self.served)
 
     @property
     def buffered_request_bytes(self) -> int:
@@ -439,6 +448,8 @@ class Server:
             self.clock.close()
         if self.cleaner is not None:                   # stop the log cleaner before its logs close
             await self.cleaner.stop(bound)
+        if self.retention is not None:
+            await self.retention.stop(bound)
         self.ratelog.close()
         if self._loop_handler is not None:
             loop, previous = self._loop_handler

@@ -21,6 +21,7 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
 Route = Callable[[Request, RequestContext], Awaitable[Any]]
 OFFSET_COMMIT_KEY = 8
 TXN_OFFSET_COMMIT_KEY = 28
+INIT_PRODUCER_ID_KEY = 22
 
 
 class BrokerRoute:
@@ -81,7 +82,8 @@ class GroupRoute:
 class TransactionRoute:
     """The transaction coordinator's runtime, started on the first request that needs it (`start`), as Kafka
     creates __transaction_state on the first lookup of a transaction coordinator. An InitProducerId without a
-    transactional id needs none: the broker hands out the idempotent producer's id."""
+    transactional id needs none: the broker hands out the idempotent producer's id; one with an empty
+    transactional id is refused with INVALID_REQUEST, as Kafka's transaction coordinator refuses it first."""
 
     def __init__(self, start: Callable[[], TransactionRuntime], broker: BrokerRoute) -> None:
         self.start, self.broker = start, broker
@@ -89,4 +91,6 @@ class TransactionRoute:
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:
         if not is_transaction_request(req.api_key, req.body):
             return await self.broker(req, ctx)
+        if req.api_key == INIT_PRODUCER_ID_KEY and req.body.transactional_id == "":
+            return error_response(req, ErrorCode.INVALID_REQUEST)
         return await self.start().handle(req, ctx)

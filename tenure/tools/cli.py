@@ -186,12 +186,25 @@ def _audit_query(args: argparse.Namespace) -> int:
 
 
 def api_table_markdown() -> str:
-    from tenure.protocol.apis import SUPPORTED
-    lines = ["| key | API | versions | flexible from |", "|---:|---|---|---|"]
+    """The served table (each API's versions, Kafka 4.3's, the first flexible one, why tenure stops short of 4.3
+    where it does), then the newest version tenure serves presenting each Kafka release (`--kafka-version`)."""
+    from tenure.protocol.apis import SHORT_OF_NEWEST, SUPPORTED, served_apis
+    from tenure.protocol.releases import NEWEST, RELEASES
+    lines = [f"| key | API | versions | Kafka {NEWEST.name} | flexible from | short of {NEWEST.name} because |",
+             "|---:|---|---|---|---|---|"]
     for key in sorted(SUPPORTED):
         s = SUPPORTED[key]
         flex = next((v for v in range(s.min_version, s.max_version + 1) if s.flexible(v)), None)
-        lines.append(f"| {key} | {s.name} | {s.min_version}-{s.max_version} | {'-' if flex is None else flex} |")
+        lo, hi = NEWEST.api_versions[key]
+        lines.append(f"| {key} | {s.name} | {s.min_version}-{s.max_version} | {lo}-{hi} | "
+                     f"{'-' if flex is None else flex} | {SHORT_OF_NEWEST.get(key, '')} |")
+    names = list(RELEASES)
+    served = {n: served_apis(n).specs for n in names}
+    lines += ["", "The newest version served with `--kafka-version` (- : the API is not served as that release):", "",
+              "| API | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for key in sorted(SUPPORTED):
+        cells = [str(served[n][key].max_version) if key in served[n] else "-" for n in names]
+        lines.append(f"| {SUPPORTED[key].name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -30,7 +30,7 @@ def _frames(case):
     if case == "unserved-api-key":
         b = bytearray(good); struct.pack_into(">h", b, 4, 57); return bytes(b)  # UpdateFeatures
     if case == "unsupported-version":
-        b = bytearray(good); struct.pack_into(">h", b, 6, 13); return bytes(b)  # Metadata v13 not served
+        b = bytearray(good); struct.pack_into(">h", b, 6, 14); return bytes(b)  # Metadata v14 not served
     if case == "undecodable-body":
         return struct.pack(">i", 14) + struct.pack(">hhi", 3, 12, 1) + b"\x00\x05ab\xff\xff"
     if case == "header-too-short":
@@ -47,7 +47,7 @@ LOGGED = {
     "negative-frame-size": re.escape("negative frame size -1"),
     "unknown-api-key": re.escape("api_key=9999 api_version=12: API not served by tenure"),
     "unserved-api-key": re.escape("api_key=57 api_version=12: API not served by tenure"),
-    "unsupported-version": re.escape("api_key=3 api_version=13: Metadata is served at versions 0-12"),
+    "unsupported-version": re.escape("api_key=3 api_version=14: Metadata is served at versions 0-13"),
     "undecodable-body": re.escape("Metadata v12: undecodable request header: ") + r".+",
     "header-too-short": re.escape("request of 3 bytes is shorter than a request header"),
 }

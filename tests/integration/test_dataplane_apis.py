@@ -336,7 +336,8 @@ def test_describe_cluster_with_real_clients():
                 "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
                 "DESCRIBE"}
             assert d == {"cluster_id": "tenure-test-cluster", "controller_id": 0,
-                         "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None}]}
+                         "brokers": [{"broker_id": 0, "host": "127.0.0.1", "port": s.port, "rack": None,
+                                      "is_fenced": False}]}      # DescribeCluster v2 (KIP-1073)
         finally:
             a.close()
 

@@ -11,28 +11,27 @@ from tenure.protocol.codec import Request, encode_response
 from tenure.protocol.error_responses import can_fail, error_response
 
 
-def _request(key: int, version: int) -> Request:
-    """A request of API `key` naming two topics of two partitions, or two groups, where it can."""
-    spec = SUPPORTED[key]
-    cls = spec.request
+def _filled(cls, version: int, depth: int = 0) -> dict:
+    """Two elements in every array field of `cls` at `version`, at every depth (struct arrays hold such structs)."""
     fields = {}
     for name, field in cls.fields.items():
         if not field.is_array() or not field.for_version_q(version):
             continue
         if field.is_struct_array():
             item = field.data_class
-            sub = {}
-            for n2, f2 in item.fields.items():
-                if not f2.for_version_q(version):
-                    continue
-                if f2.is_struct_array():
-                    sub[n2] = [f2.data_class() for _ in range(2)]
-                elif f2.is_array():
-                    sub[n2] = [0, 1]
-            fields[name] = [item(**sub) for _ in range(2)]
+            fields[name] = [item(**_filled(item, version, depth + 1)) for _ in range(2)]
+        elif depth:
+            fields[name] = [0, 1]
         else:
             fields[name] = ["g1", "g2"] if "group" in name else ["t1", "t2"]
-    return Request(key, version, 7, "c", cls(**fields), spec)
+    return fields
+
+
+def _request(key: int, version: int) -> Request:
+    """A request of API `key` naming two topics of two partitions, or two groups, where it can (AlterReplicaLogDirs:
+    two dirs of two topics of two partitions)."""
+    spec = SUPPORTED[key]
+    return Request(key, version, 7, "c", spec.request(**_filled(spec.request, version)), spec)
 
 
 CASES = [(k, v) for k, s in sorted(SUPPORTED.items()) for v in range(s.min_version, s.max_version + 1)

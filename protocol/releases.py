@@ -1,0 +1,110 @@
+"""The one table of what changes by Kafka release: the Kafka releases tenure can present (`--kafka-version`), the
+API versions each one's brokers announce, the features each one finalizes, and the behaviour that follows.
+
+Sources (facts read, nothing copied):
+- API version ranges: kafka-python 3's `BROKER_API_VERSIONS`, the ApiVersions answers it recorded from real
+  brokers of each release (kafka.protocol.broker_version_data) - used as the library's table, not re-typed here.
+  One correction: it recorded 3.7-3.9 brokers announcing ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe
+  (69), which a 3.x broker only serves with `group.coordinator.rebalance.protocols` including `consumer`
+  (KIP-848 was early access in 3.7, preview in 3.8-3.9); with the default (`classic`) it does not, so the
+  consumer protocol is absent before 4.0 (KIP-848 general availability: `group.version` 1).
+- Feature levels: Kafka's MetadataVersion (server-common: `metadata.version` level of each release - 3.3-IV3 7,
+  3.4-IV0 8, 3.5-IV2 11, 3.6-IV2 14, 3.7-IV4 19, 3.8-IV0 20, 3.9-IV0 21, 4.0-IV3 25, 4.1-IV1 27, 4.2-IV1 29,
+  4.3-IV0 30), TransactionVersion (`transaction.version` 2: KIP-890, finalized by a cluster formatted at 4.0+)
+  and GroupVersion (`group.version` 1: KIP-848, finalized from 4.0). A 2.8-3.2 broker (ZooKeeper) finalizes no
+  feature. A finalized level 0 is not listed (Kafka leaves it out of FinalizedFeatures).
+- Not here yet: KIP-1101 (4.1: the consumer group's metadata hash replacing its subscription metadata records;
+  tenure's consumer groups use the hash whatever the release) and the defaults that changed between releases.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+CONSUMER_GROUP_APIS = (68, 69)          # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
+
+# transactions tenure serves: 1 is transactions v1 (KIP-98 with KIP-360's epoch bumps); 2 is KIP-890's
+# transactions v2 (EndTxn v5, TxnOffsetCommit v5, implicit AddPartitionsToTxn by Produce). The level announced
+# is the release's, capped by this.
+TRANSACTION_VERSION_SERVED = 2
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature as a broker announces it in ApiVersions v3+: the levels it supports and the finalized one."""
+    min_level: int
+    max_level: int
+    finalized: int
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str                                        # "3.9"
+    version: tuple[int, int]
+    api_versions: Mapping[int, tuple[int, int]]      # api key -> (min, max), as the release's brokers announce
+    features: Mapping[str, Feature] = field(default_factory=dict)
+    consumer_group_protocol: bool = False            # KIP-848 (ConsumerGroupHeartbeat): 4.0+
+
+    @property
+    def transaction_version(self) -> int:
+        """The `transaction.version` level announced: the release's finalized one, at most what tenure serves."""
+        f = self.features.get("transaction.version")
+        return min(f.finalized, TRANSACTION_VERSION_SERVED) if f is not None else 0
+
+    def announced_features(self, transaction_version: int | None = None
+                           ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
+        """(supported, finalized): name -> (min, max) level, as ApiVersions v3+ carries them; transaction.version
+        is cut to what tenure serves, and finalized at most at `transaction_version` (--transaction-version)."""
+        supported, finalized = {}, {}
+        for name, f in sorted(self.features.items()):
+            top, level = f.max_level, f.finalized
+            if name == "transaction.version":
+                top, level = min(top, TRANSACTION_VERSION_SERVED), self.transaction_version
+                if transaction_version is not None:
+                    level = min(level, transaction_version)
+            supported[name] = (f.min_level, top)
+            if level > 0:
+                finalized[name] = (level, level)
+        return supported, finalized
+
+
+# metadata.version level of each release (MetadataVersion's last production version of the release)
+_METADATA_LEVEL = {(3, 3): 7, (3, 4): 8, (3, 5): 11, (3, 6): 14, (3, 7): 19, (3, 8): 20, (3, 9): 21,
+                   (4, 0): 25, (4, 1): 27, (4, 2): 29, (4, 3): 30}
+_MIN_METADATA_LEVEL = {3: 1, 4: 7}                  # 3.x: 3.0-IV1; 4.x: 3.3-IV3 (MINIMUM_VERSION)
+
+
+def _features(version: tuple[int, int]) -> dict[str, Feature]:
+    level = _METADATA_LEVEL.get(version)
+    if level is None:
+        return {}
+    out = {"metadata.version": Feature(_MIN_METADATA_LEVEL[version[0]], level, level)}
+    if version >= (4, 0):
+        out["group.version"] = Feature(0, 1, 1)
+        out["transaction.version"] = Feature(0, 2, 2)
+    return out
+
+
+def _release(version: tuple[int, int]) -> Release:
+    consumer = version >= (4, 0)
+    ranges = {k: v for k, v in BROKER_API_VERSIONS[version].items() if consumer or k not in CONSUMER_GROUP_APIS}
+    return Release(name=f"{version[0]}.{version[1]}", version=version, api_versions=MappingProxyType(ranges),
+                   features=MappingProxyType(_features(version)), consumer_group_protocol=consumer)
+
+
+RELEASES: dict[str, Release] = {r.name: r for r in map(_release, [
+    (2, 8), (3, 0), (3, 1), (3, 2), (3, 3), (3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9),
+    (4, 0), (4, 1), (4, 2), (4, 3)])}
+NEWEST = RELEASES["4.3"]
+DEFAULT_RELEASE = "4.3"
+
+
+def release(name: str) -> Release:
+    """The release named "X.Y"; ValueError listing the known ones otherwise."""
+    r = RELEASES.get(name.strip())
+    if r is None:
+        raise ValueError(f"unknown Kafka version {name!r}; known: {', '.join(RELEASES)}")
+    return r

@@ -1,0 +1,119 @@
+"""The Kafka releases tenure presents (protocol/releases.py) and the served table cut to each (protocol/apis.py):
+ranges within both the release's and tenure's, the consumer protocol only from 4.0, the features of each release
+in ApiVersions v3/v4, a request above the release refused as that release refuses it."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from tenure.config import ServerConfig
+from tenure.protocol.apis import DEFAULT_SERVED, SUPPORTED, served_apis
+from tenure.protocol.codec import (
+    Request, UnsupportedApiVersions, api_versions_body, decode_request, encode_unsupported_api_versions,
+)
+from tenure.protocol.errors import UnsupportedApi
+from tenure.protocol.releases import RELEASES, TRANSACTION_VERSION_SERVED, release
+from tests.support.wire import request_bytes
+
+
+@pytest.mark.parametrize("name", list(RELEASES))
+def test_each_release_serves_within_its_own_ranges_and_tenures(name):
+    served = served_apis(name)
+    recorded = served.release.api_versions
+    assert served.name == name and served.explicit
+    # kafka-python's recording of that release's brokers, but for the consumer protocol before 4.0
+    assert {k: v for k, v in BROKER_API_VERSIONS[served.release.version].items() if k in recorded} == recorded
+    for key, lo, hi in served.ranges():
+        assert recorded[key][0] <= lo <= hi <= recorded[key][1], (name, key)
+        assert SUPPORTED[key].min_version <= lo and hi <= SUPPORTED[key].max_version, (name, key)
+    # every API tenure serves that the release has, at a version both have, is served
+    for key, spec in SUPPORTED.items():
+        if key in recorded and max(spec.min_version, recorded[key][0]) <= min(spec.max_version, recorded[key][1]):
+            assert key in served.specs, (name, spec.name)
+
+
+def test_the_consumer_protocol_only_from_4_0():
+    for name, r in RELEASES.items():
+        has = 68 in served_apis(name).specs and 69 in served_apis(name).specs
+        assert has == (r.version >= (4, 0)) == r.consumer_group_protocol, name
+    # kafka-python recorded 3.7-3.9 brokers with KIP-848 enabled (preview); a default 3.x broker has it off
+    assert 68 in BROKER_API_VERSIONS[(3, 9)] and 68 not in RELEASES["3.9"].api_versions
+
+
+def test_unknown_release_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown Kafka version '5\.0'; known: 2\.8, 3\.0, .*, 4\.3$"):
+        release("5.0")
+    with pytest.raises(ValueError, match="unknown Kafka version '2.7'"):
+        ServerConfig(kafka_version="2.7")
+    assert ServerConfig(kafka_version="3.9").release.version == (3, 9)
+    assert ServerConfig().served_apis() is DEFAULT_SERVED and ServerConfig().release.name == "4.3"
+
+
+def test_transaction_version_is_the_releases_cut_to_what_tenure_serves():
+    assert ServerConfig(kafka_version="3.9").finalized_transaction_version == 0
+    assert ServerConfig(kafka_version="4.3").finalized_transaction_version == min(2, TRANSACTION_VERSION_SERVED)
+    assert ServerConfig().finalized_transaction_version == min(2, TRANSACTION_VERSION_SERVED)
+    assert ServerConfig(transaction_version=1).finalized_transaction_version == 1
+
+
+def _features(body):
+    return ({f.name: (f.min_version, f.max_version) for f in body.supported_features or []},
+            {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features or []},
+            body.finalized_features_epoch)
+
+
+def test_api_versions_announces_each_releases_features():
+    # 2.8 (ZooKeeper): no feature; 3.9: metadata.version 3.9-IV0 (21)
+    assert _features(api_versions_body(4, served=served_apis("2.8"))) == ({}, {}, -1)
+    assert _features(api_versions_body(4, served=served_apis("3.9"))) == (
+        {"metadata.version": (1, 21)}, {"metadata.version": (21, 21)}, 1)
+    tv = TRANSACTION_VERSION_SERVED
+    sup, fin, epoch = _features(api_versions_body(4, served=served_apis("4.3")))
+    assert sup == {"group.version": (0, 1), "metadata.version": (7, 30), "transaction.version": (0, tv)}
+    assert fin == {"group.version": (1, 1), "metadata.version": (30, 30), "transaction.version": (tv, tv)}
+    # v3 leaves out the supported features whose least level is 0 (older clients cannot parse them)
+    sup3, fin3, _ = _features(api_versions_body(3, served=served_apis("4.3")))
+    assert sup3 == {"metadata.version": (7, 30)} and fin3 == fin
+    # the whole body goes on the wire and comes back (v3 and v4 tagged fields)
+    for v in (3, 4):
+        body = api_versions_body(v, served=served_apis("4.0"))
+        wire = bytes(body.encode(version=v))
+        assert _features(ApiVersionsResponse.decode(wire, version=v)) == _features(body)
+
+
+def _payload(req, version: int) -> bytes:
+    return request_bytes(req, version)[4:]
+
+
+def test_a_request_above_the_release_is_refused_as_that_release_refuses_it():
+    fetch17 = _payload(FetchRequest(), 17)
+    assert isinstance(decode_request(fetch17), Request)                    # tenure's table: Fetch v17
+    assert isinstance(decode_request(fetch17, served=served_apis("3.9")), Request)
+    with pytest.raises(UnsupportedApi, match="Fetch is served at versions 4-16"):
+        decode_request(fetch17, served=served_apis("3.7"))                 # 3.7 serves Fetch up to v16
+    # an API the release lacks: ConsumerGroupHeartbeat before 4.0
+    cgh = bytearray(_payload(ApiVersionsRequest(), 0))
+    struct.pack_into(">h", cgh, 0, 68)
+    with pytest.raises(UnsupportedApi, match="API not served by Kafka 3.9"):
+        decode_request(bytes(cgh), served=served_apis("3.9"))
+    # ApiVersions above the release's: answered in v0 with error 35 and that release's ranges
+    av = bytearray(_payload(ApiVersionsRequest(), 3))
+    struct.pack_into(">h", av, 2, 4)                                       # v4: 2.8 serves ApiVersions 0-3
+    got = decode_request(bytes(av), served=served_apis("2.8"))
+    assert isinstance(got, UnsupportedApiVersions) and got.api_version == 4
+    out = encode_unsupported_api_versions(got)
+    resp = ApiVersionsResponse.decode(out, version=0, header=True, framed=True)
+    assert resp.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == served_apis("2.8").ranges()
+
+
+def test_every_api_short_of_the_newest_release_says_why():
+    from tenure.protocol.apis import SHORT_OF_NEWEST
+    from tenure.protocol.releases import NEWEST
+    short = {k for k, s in SUPPORTED.items() if s.max_version < NEWEST.api_versions[k][1]}
+    assert short == set(SHORT_OF_NEWEST), "protocol/apis.py SHORT_OF_NEWEST must name exactly the APIs short of 4.3"
+    assert all(len(why) > 20 for why in SHORT_OF_NEWEST.values())
