@@ -233,8 +233,6 @@ SHORT_OF_NEWEST: dict[int, str] = {
     8: "v10 names topics by id (KIP-848 follow-up); tenure's offset store is keyed by name and does not serve it "
        "yet: clients use v9",
     9: "v10 names topics by id, as OffsetCommit v10: not served yet, clients use v9",
-    26: "v5 is transactions v2 (KIP-890), which tenure does not announce yet (`transaction.version` 1)",
-    28: "v5 is transactions v2 (KIP-890), as EndTxn v5",
     66: "v2 adds a transactional id pattern filter (KIP-1152); not served yet",
 }
 
