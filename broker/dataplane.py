@@ -31,6 +31,8 @@ from .fetch import READ_COMMITTED, FetchApis
 from .produce import CLOSE_CONNECTION, MAX_BATCH_BYTES, ProduceApis
 from .producers import ProducerIds
 from .replica_manager import ReplicaManager
+from .share import ShareState
+from .share_apis import ShareApis
 from .topic_apis import MAX_PARTITIONS_PER_REQUEST, TopicApis
 from .topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry, validate_topic_name
 
@@ -55,12 +57,14 @@ class _NodeBroker(BrokerNode):
     port = property(lambda self: self._node.port, lambda self, v: None)
 
 
-class Broker(TopicApis, ProduceApis, FetchApis):
+class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
-                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None) -> None:
+                 cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
+                 share_clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                 share_group_kind: Callable[[str], str | None] = lambda group_id: None) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
@@ -79,11 +83,17 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         # the coordinators' side of transactions (base.TransactionSide): started on the first transactional
         # FindCoordinator, asked by Produce, writer of an internal partition's markers
         self.txn_side = txn_side
+        # share groups (KIP-932, share.py): the share partitions and sessions; their acquisition locks run on
+        # the coordinators' clock, and a group of another kind is asked of the group coordinator (build.py)
+        self.shares = ShareState()
+        self.share_clock = share_clock
+        self.share_group_kind = share_group_kind
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
             37: self.create_partitions, 60: self.describe_cluster, 61: self.describe_producers,
+            78: self.share_fetch, 79: self.share_acknowledge,
             **self._admin_handlers(),
         }
 

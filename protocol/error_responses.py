@@ -25,6 +25,7 @@ from kafka.protocol.consumer.group import (
 
 from .apis import API_VERSIONS_KEY, SUPPORTED
 from .consumer_group import ConsumerGroupHeartbeatResponse
+from .share_group import ShareGroupHeartbeatResponse
 
 
 def _item(cls, field: str, **kw):
@@ -252,6 +253,19 @@ def _consumer_group_describe(req, R, code):
           assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids)])
 
 
+def share_group_heartbeat_error(code: int, message: str | None = None) -> ShareGroupHeartbeatResponse:
+    return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                                       member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+
+def _share_group_describe(req, R, code):
+    """ShareGroupDescribe: each group asked for answers the code."""
+    D = R.DescribedGroup
+    return R(throttle_time_ms=0, groups=[
+        D(error_code=code, error_message=None, group_id=gid, group_state="", group_epoch=-1, assignment_epoch=-1,
+          assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids or [])])
+
+
 def _top_level(**extra) -> Callable:
     """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
     def build(req, R, code):
@@ -273,6 +287,10 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     61: _describe_producers, 65: _describe_transactions,
     68: lambda req, R, code: consumer_group_heartbeat_error(code), 69: _consumer_group_describe,
     66: _top_level(unknown_state_filters=[], transaction_states=[]),
+    # share groups (KIP-932): ShareFetch and ShareAcknowledge answer a whole-request error at the top level
+    76: lambda req, R, code: share_group_heartbeat_error(code), 77: _share_group_describe,
+    78: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
+    79: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
 }
 
 

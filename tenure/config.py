@@ -110,6 +110,11 @@ class ServerConfig:
                                                       "with no heartbeat this long is fenced", least=1)
     consumer_heartbeat_interval_ms: int = setting(5000, "group.consumer.heartbeat.interval.ms: how often consumer "
                                                         "group members are told to heartbeat", least=1)
+    # KIP-932 share groups
+    share_session_timeout_ms: int = setting(45000, "group.share.session.timeout.ms: a share group member with no "
+                                                   "heartbeat this long is removed", least=1)
+    share_heartbeat_interval_ms: int = setting(5000, "group.share.heartbeat.interval.ms: how often share group "
+                                                     "members are told to heartbeat", least=1)
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -168,7 +173,9 @@ class ServerConfig:
                                  static_expansion_timeout_ms=self.static_expansion_timeout_ms,
                                  static_registration_timeout_ms=self.static_registration_timeout_ms,
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms,
-                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
+                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                                 share_session_timeout_ms=self.share_session_timeout_ms,
+                                 share_heartbeat_interval_ms=self.share_heartbeat_interval_ms)
 
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type

@@ -1,7 +1,8 @@
 """The one place that builds the server's parts (the composition root): the data dir and its recovered logs, the
 topics, the broker with its partitions, the coordinators over one clock, the routes and the dispatcher. Every
-part is made with what it needs; nothing is set on a part after it is made, but for the one cycle closed here
-(the broker asks the transaction coordinator, which writes through the broker). Runs on recovery's worker
+part is made with what it needs; nothing is set on a part after it is made, but for the cycles closed here
+(the broker asks the transaction coordinator, and the group coordinator of a ShareFetch's group, both of which
+write through the broker). Runs on recovery's worker
 thread.
 """
 from __future__ import annotations
@@ -144,8 +145,14 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     data dir holds one) into the coordinators."""
     clock = CoordinatorClock()
     txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving)
+    groups_of: list[GroupRuntime] = []          # the group runtime, made below over the broker's partitions
+
+    def group_kind(group_id: str) -> str | None:     # a ShareFetch's group, as the group coordinator holds it
+        g = groups_of[0].group(group_id) if groups_of else None
+        return None if g is None else g.kind
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
-                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn)
+                    durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
+                    share_clock=clock.now_ms, share_group_kind=group_kind)
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
@@ -159,6 +166,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                           clock=clock, on_fatal=on_fatal, metrics=metrics,
                           hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas)
     txn.broker, txn.groups = broker, groups
+    groups_of.append(groups)
     load_report = groups.load()
     for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
         cluster.state(OFFSETS_TOPIC, part)

@@ -1,0 +1,27 @@
+"""The KIP-932 share group APIs kafka-python 3.0 has no classes for: ShareGroupHeartbeat (76), ShareGroupDescribe
+(77), ShareFetch (78) and ShareAcknowledge (79). Their JSON schemas live in protocol/schemas at the versions Kafka
+4.3 serves (the heartbeat and describe v1, fetch and acknowledge v1-2; v0 was Kafka 4.0's early access, removed
+in 4.1), and the classes are kafka-python `ApiMessage`s built from them (structs.py), so requests and responses
+go through the one codec engine."""
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+
+from .structs import schema_class
+
+ShareGroupHeartbeatRequest = schema_class("ShareGroupHeartbeatRequest", __name__, ApiMessage)
+ShareGroupHeartbeatResponse = schema_class("ShareGroupHeartbeatResponse", __name__, ApiMessage)
+ShareGroupDescribeRequest = schema_class("ShareGroupDescribeRequest", __name__, ApiMessage)
+ShareGroupDescribeResponse = schema_class("ShareGroupDescribeResponse", __name__, ApiMessage)
+ShareFetchRequest = schema_class("ShareFetchRequest", __name__, ApiMessage)
+ShareFetchResponse = schema_class("ShareFetchResponse", __name__, ApiMessage)
+ShareAcknowledgeRequest = schema_class("ShareAcknowledgeRequest", __name__, ApiMessage)
+ShareAcknowledgeResponse = schema_class("ShareAcknowledgeResponse", __name__, ApiMessage)
+
+# the acknowledge types of ShareFetch/ShareAcknowledge's AcknowledgementBatches (KIP-932; renew: KIP-1222, v2)
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+ACK_TYPES = {GAP: "gap", ACCEPT: "accept", RELEASE: "release", REJECT: "reject", RENEW: "renew"}
+
+__all__ = ["ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "ShareGroupDescribeRequest",
+           "ShareGroupDescribeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareAcknowledgeRequest",
+           "ShareAcknowledgeResponse", "GAP", "ACCEPT", "RELEASE", "REJECT", "RENEW", "ACK_TYPES"]

@@ -1,0 +1,217 @@
+"""Share groups (KIP-932) with confluent-kafka 2.16's ShareConsumer (librdkafka's share consumer): more
+consumers than partitions all receive and every record is accepted once (implicit mode); a released record
+comes back with a higher delivery count and a rejected one never does (explicit mode); a record released at
+every delivery is archived at the delivery limit; a consumer holding records that stops acknowledging loses
+them when the locks expire - the clock advanced through the control, never slept - and another consumer gets
+them with delivery count 2; a share group and a consumer group read one topic side by side. The share
+partition's state is read back through the test control (`share_partition`). The Java KafkaShareConsumer does
+the same in test_share_groups_java.py."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from tenure.config import ServerConfig
+from tenure.server import ServerThread
+
+pytestmark = pytest.mark.timeout(120)
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3       # confluent_kafka.AcknowledgeType's values (Kafka's acknowledge types)
+
+
+@pytest.fixture
+def server():
+    with ServerThread(ServerConfig(port=0, share_heartbeat_interval_ms=200, initial_rebalance_delay_ms=0)) as s:
+        yield s
+
+
+def setup(st: ServerThread, topic: str, group: str, partitions: int = 1, reset: str = "earliest") -> None:
+    """The topic, and the group's share.auto.offset.reset through IncrementalAlterConfigs on the GROUP resource."""
+    admin = AdminClient({"bootstrap.servers": st.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", reset, incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+
+
+def produce(st: ServerThread, topic: str, values, partition: int = 0) -> None:
+    p = Producer({"bootstrap.servers": st.bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, value=str(v).encode(), partition=partition)
+    assert p.flush(10) == 0
+
+
+class Sharer:
+    """One ShareConsumer polling on its own thread. `decide(message)` gives the acknowledge type of each record
+    (explicit mode); None: implicit mode. Every record is kept as (partition, offset, delivery count, value)."""
+
+    def __init__(self, st: ServerThread, group: str, topic: str, name: str,
+                 decide: Callable | None = None, stop_after: int | None = None) -> None:
+        conf = {"bootstrap.servers": st.bootstrap, "group.id": group, "client.id": name}
+        if decide is not None:
+            conf["share.acknowledgement.mode"] = "explicit"
+        self.consumer = ShareConsumer(conf)
+        self.consumer.subscribe([topic])
+        self.decide, self.stop_after = decide, stop_after
+        self.records: list[tuple[int, int, int, str]] = []
+        self.errors: list = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"share-{name}")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.stop_after is not None and len(self.records) >= self.stop_after:
+                time.sleep(0.05)          # holds what it has: no poll, no acknowledgement
+                continue
+            for m in self.consumer.poll(0.2):
+                if m.error():
+                    self.errors.append(m.error())
+                    continue
+                with self._lock:
+                    self.records.append((m.partition(), m.offset(), m.delivery_count(), m.value().decode()))
+                if self.decide is not None:
+                    self.consumer.acknowledge(m, self.decide(m))
+            if self.decide is not None and (self.stop_after is None or len(self.records) < self.stop_after):
+                self.consumer.commit_async()
+
+    def got(self) -> list[tuple[int, int, int, str]]:
+        with self._lock:
+            return list(self.records)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def wait_for(cond, timeout: float = 30, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def done(st: ServerThread, group: str, topic: str, end: int) -> bool:
+    """Every record of the share partition below `end` acknowledged or archived: its start is there."""
+    view = st.share_partition(group, topic, 0)
+    return view is not None and view["start_offset"] >= end and not view["records"]
+
+
+def test_more_consumers_than_partitions_all_receive_each_record_accepted_once(server):
+    st, topic, group = server, "sq", "sq-g"
+    setup(st, topic, group)
+    sharers = [Sharer(st, group, topic, f"c{i}") for i in range(4)]
+    try:
+        wait_for(lambda: (v := st.group(group)) is not None and len(v.members) == 4, what="four members")
+        total = 0
+        for _ in range(60):                # in rounds, so every consumer's fetch finds records to acquire
+            produce(st, topic, range(total, total + 5))
+            total += 5
+            time.sleep(0.03)
+        wait_for(lambda: sum(len(s.got()) for s in sharers) >= total, what="every record delivered")
+        wait_for(lambda: done(st, group, topic, total), what="every record acknowledged")
+    finally:
+        for s in sharers:
+            s.close()
+    offsets = [r[1] for s in sharers for r in s.got()]
+    assert sorted(offsets) == list(range(total))          # each delivered once, accepted (never redelivered)
+    assert all(r[2] == 1 for s in sharers for r in s.got())
+    assert all(s.got() for s in sharers), [len(s.got()) for s in sharers]      # every consumer received
+    assert not any(s.errors for s in sharers)
+    v = st.group(group)
+    assert v is None or v.kind == "share"
+
+
+def test_release_redelivers_with_a_higher_count_and_reject_never_returns(server):
+    st, topic, group = server, "rr", "rr-g"
+    setup(st, topic, group)
+    seen: dict[int, int] = {}
+
+    def decide(m) -> int:
+        seen[m.offset()] = seen.get(m.offset(), 0) + 1
+        if m.offset() == 0 and m.delivery_count() < 3:
+            return RELEASE
+        return REJECT if m.offset() == 1 else ACCEPT
+    produce(st, topic, ["a", "b", "c"])
+    s = Sharer(st, group, topic, "x", decide)
+    try:
+        wait_for(lambda: done(st, group, topic, 3), what="every record done")
+        time.sleep(0.5)                    # nothing comes back after that
+    finally:
+        s.close()
+    got = s.got()
+    assert [(o, n) for _, o, n, _ in got if o == 0] == [(0, 1), (0, 2), (0, 3)]
+    assert [(o, n) for _, o, n, _ in got if o == 1] == [(1, 1)]
+    assert [(o, n) for _, o, n, _ in got if o == 2] == [(2, 1)]
+
+
+def test_a_record_released_every_time_is_archived_at_the_delivery_limit(server):
+    st, topic, group = server, "poison", "poison-g"
+    setup(st, topic, group)
+    produce(st, topic, ["poison", "fine"])
+    s = Sharer(st, group, topic, "x", lambda m: RELEASE if m.offset() == 0 else ACCEPT)
+    try:
+        wait_for(lambda: done(st, group, topic, 2), what="the poison record archived")
+        time.sleep(0.5)
+    finally:
+        s.close()
+    assert [n for _, o, n, _ in s.got() if o == 0] == [1, 2, 3, 4, 5]       # Kafka's default limit: 5
+    assert [n for _, o, n, _ in s.got() if o == 1] == [1]
+
+
+def test_held_records_go_to_another_consumer_when_the_locks_expire(server):
+    st, topic, group = server, "lock", "lock-g"
+    setup(st, topic, group)
+    produce(st, topic, range(5))
+    holder = Sharer(st, group, topic, "holder", lambda m: ACCEPT, stop_after=1)
+    try:
+        wait_for(lambda: holder.got(), what="the holder's records")
+        view = st.share_partition(group, topic, 0)
+        held = [r["offset"] for r in view["records"] if r["state"] == "acquired"]
+        assert held == [r[1] for r in holder.got()] and all(r["delivery_count"] == 1 for r in view["records"]
+                                                            if r["state"] == "acquired")
+        other = Sharer(st, group, topic, "other", lambda m: ACCEPT)
+        try:
+            time.sleep(1.0)
+            assert other.got() == []                       # held: nobody else gets them
+            st.advance_clock(30_001)                       # share.record.lock.duration.ms (30 s) passes
+            wait_for(lambda: len(other.got()) == len(held), what="the expired records redelivered")
+            assert [(o, n) for _, o, n, _ in other.got()] == [(o, 2) for o in held]
+            wait_for(lambda: done(st, group, topic, 5), what="every record accepted")
+        finally:
+            other.close()
+    finally:
+        holder.close()
+
+
+def test_a_share_group_and_a_consumer_group_read_one_topic_side_by_side(server):
+    st, topic = server, "both"
+    setup(st, topic, "both-share")
+    produce(st, topic, range(20))
+    s = Sharer(st, "both-share", topic, "s")
+    c = Consumer({"bootstrap.servers": st.bootstrap, "group.id": "both-consumer", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    read = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(read) < 20 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                read.append(m.offset())
+        wait_for(lambda: done(st, "both-share", topic, 20), what="the share group done")
+    finally:
+        c.close()
+        s.close()
+    assert sorted(read) == list(range(20))
+    assert sorted(r[1] for r in s.got()) == list(range(20))
+    assert {st.group("both-share").kind, st.group("both-consumer").kind} == {"share", "consumer"}
