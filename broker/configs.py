@@ -159,6 +159,9 @@ GROUP_CONFIGS = _defs(
     ConfigDef("share.auto.offset.reset", STRING, "latest",
               "Where a share group starts reading a partition it has no offset for.",
               choices=("latest", "earliest")),
+    ConfigDef("share.isolation.level", STRING, "read_uncommitted",
+              "Whether a share group's members get the records of open and aborted transactions.",
+              choices=("read_uncommitted", "read_committed")),
 )
 
 

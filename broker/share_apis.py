@@ -315,6 +315,7 @@ class ShareApis(BrokerBase):
         held is released (archived at the delivery limit). Returns how many records were held."""
         now, limit, held = self.share_clock(), self.delivery_limit(group_id), 0
         for sp in self.shares.of_group(group_id):
+            sp.expire(now, limit)                  # the locks that have passed already are not counted
             for r in sp.records.values():
                 if r.state == ACQUIRED:
                     r.deadline_ms = now
