@@ -25,6 +25,8 @@ import org.apache.kafka.clients.consumer.KafkaShareConsumer;
  *       polls on, keeping its records acquired until the process is killed)
  *     release.until=N  with ack=accept: release a record while its delivery count is below N, then
  *       accept it
+ *     reject.offsets=O,O  with ack=accept: reject the records at these offsets
+ *     release.offsets=O,O  with ack=accept: release the records at these offsets at every delivery
  *
  * stdin commands (one per line; EOF = close): close -> consumer.close(), {"type":"closed"}, exit 0.
  *
@@ -44,10 +46,13 @@ public final class ShareConsume {
         props.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
         String ack = "implicit";
         int releaseUntil = 0;
+        Set<Long> rejectOffsets = new HashSet<>(), releaseOffsets = new HashSet<>();
         for (int i = 3; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
             if (kv[0].equals("ack")) ack = kv[1];
             else if (kv[0].equals("release.until")) releaseUntil = Integer.parseInt(kv[1]);
+            else if (kv[0].equals("reject.offsets")) for (String o : kv[1].split(",")) rejectOffsets.add(Long.parseLong(o));
+            else if (kv[0].equals("release.offsets")) for (String o : kv[1].split(",")) releaseOffsets.add(Long.parseLong(o));
             else props.put(kv[0], kv[1]);
         }
         boolean explicit = !ack.equals("implicit");
@@ -78,7 +83,11 @@ public final class ShareConsume {
                 for (ConsumerRecord<String, String> r : records) {
                     int count = r.deliveryCount().map(Short::intValue).orElse(-1);
                     String what = ack;
-                    if (ack.equals("accept") && count < releaseUntil) what = "release";
+                    if (ack.equals("accept") && (count < releaseUntil || releaseOffsets.contains(r.offset()))) {
+                        what = "release";
+                    } else if (ack.equals("accept") && rejectOffsets.contains(r.offset())) {
+                        what = "reject";
+                    }
                     Json.obj("type", "record", "partition", r.partition(), "offset", r.offset(),
                              "delivery_count", count, "value", r.value(), "ack", what).print();
                     if (what.equals("accept")) consumer.acknowledge(r, AcknowledgeType.ACCEPT);
