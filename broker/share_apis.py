@@ -300,15 +300,17 @@ class ShareApis(BrokerBase):
 
     # ---------------------------------------------------------------- test controls (tenure/control/registry.py)
     def share_partition_view(self, group_id: str, topic: str, index: int) -> dict | None:
-        """One share partition as the test controls show it: its start and end offsets and every in-flight
-        record (offset, state, delivery count, holder, lock deadline), its expired locks released first. None
-        if the group has never fetched from it."""
+        """One share partition as the test controls show it: its start and end offsets, the members whose share
+        sessions fetch it, and every in-flight record (offset, state, delivery count, holder, lock deadline),
+        its expired locks released first. None if the group has never fetched from it."""
         p = self.replicas.get(topic, index)
         if p is None or self.shares.partition(group_id, topic, index) is None:
             return None
         sp = self.share_partition(group_id, p)
+        fetching = sorted({m for (_, g, m), session in self.shares.sessions.items()
+                           if g == group_id and (topic, index) in session.partitions.values()})
         return {"group": group_id, "topic": topic, "partition": index, "start_offset": sp.start,
-                "end_offset": sp.end, "records": [vars(r) for r in sp.view()]}
+                "end_offset": sp.end, "fetching": fetching, "records": [vars(r) for r in sp.view()]}
 
     def expire_share_locks(self, group_id: str) -> int:
         """Expire every acquisition lock of the group now, as if each lock's duration had passed: each record

@@ -111,9 +111,10 @@ def test_more_consumers_than_partitions_all_receive_each_record_accepted_once(se
     setup(st, topic, group)
     sharers = [Sharer(st, group, topic, f"c{i}") for i in range(4)]
     try:
-        wait_for(lambda: (v := st.group(group)) is not None and len(v.members) == 4, what="four members")
+        wait_for(lambda: (v := st.share_partition(group, topic, 0)) is not None and len(v["fetching"]) == 4,
+                 what="four members fetching")
         total = 0
-        for _ in range(60):                # in rounds, so every consumer's fetch finds records to acquire
+        for _ in range(80):                # in rounds, so every consumer's fetch finds records to acquire
             produce(st, topic, range(total, total + 5))
             total += 5
             time.sleep(0.03)

@@ -96,7 +96,8 @@ def test_java_share_consumers_outnumbering_partitions_all_receive_each_record_ac
     st, topic, group = server, "jq", "jq-g"
     setup(st, topic, group)
     members = [jvms(st, group, topic, f"j{i}") for i in range(3)]
-    wait_for(lambda: (v := st.group(group)) is not None and len(v.members) == 3, timeout=90, what="3 members")
+    wait_for(lambda: (v := st.share_partition(group, topic, 0)) is not None and len(v["fetching"]) == 3,
+             timeout=90, what="3 members fetching")
     total = 0
     for _ in range(40):
         produce(st, topic, range(total, total + 5))
