@@ -216,3 +216,69 @@ def test_a_share_group_and_a_consumer_group_read_one_topic_side_by_side(server):
     assert sorted(read) == list(range(20))
     assert sorted(r[1] for r in s.got()) == list(range(20))
     assert {st.group("both-share").kind, st.group("both-consumer").kind} == {"share", "consumer"}
+
+
+def test_the_group_survives_a_restart_on_its_data_dir(tmp_path):
+    """The group is Kafka's records in __consumer_offsets: a restart replays it (members, epochs, assignment),
+    the member heartbeats on and reads what is produced after."""
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path), share_heartbeat_interval_ms=200, initial_rebalance_delay_ms=0)
+    with ServerThread(cfg) as st:
+        setup(st, "rs", "rs-g", reset="latest")
+        s = Sharer(st, "rs-g", "rs", "x")
+        try:
+            wait_for(lambda: (v := st.share_partition("rs-g", "rs", 0)) is not None and v["fetching"],
+                     what="the member fetching")
+            before = st.group("rs-g")
+            st.restart()
+            after = st.group("rs-g")
+            assert (after.kind, after.state, after.generation) == ("share", "Stable", before.generation)
+            assert [(m.member_id, m.member_epoch, m.assignment) for m in after.members] == \
+                [(m.member_id, m.member_epoch, m.assignment) for m in before.members]
+            wait_for(lambda: st.share_partition("rs-g", "rs", 0) is not None, what="fetching again")
+            produce(st, "rs", ["after"])
+            wait_for(lambda: any(r[3] == "after" for r in s.got()), what="the record produced after the restart")
+            assert st.group("rs-g").generation == before.generation       # the same member, no new epoch
+        finally:
+            s.close()
+
+
+@pytest.mark.parametrize("surface", ["http", "cli"])
+def test_the_share_controls_through_the_admin_endpoint_and_the_cli(surface):
+    """share_partition and expire_share_locks out of process: GET/POST on the admin endpoint and `tenure groups
+    share-partition` / `tenure fault expire-share-locks`, on a record a consumer holds."""
+    import contextlib
+    import io
+    import json
+
+    from tenure.tools.cli import main
+    from tests.integration.test_admin_guard import call
+
+    def run(*args: str):
+        if surface == "http":
+            path, method = (f"/groups/{args[1]}/share-partitions/{args[2]}/{args[3]}", "GET") \
+                if args[0] == "share-partition" else (f"/groups/{args[1]}/share-locks/expire", "POST")
+            status, body = call(st.admin_port, method, path, headers={"Content-Type": "application/json"})
+            assert status == 200, (status, body)
+            return body
+        out, err = io.StringIO(), io.StringIO()
+        cmd = ["groups", *args] if args[0] == "share-partition" else ["fault", *args]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            assert main([*cmd, "--admin", st.server.admin_address]) == 0, err.getvalue()
+        return json.loads(out.getvalue())
+
+    with ServerThread(ServerConfig(port=0, admin_port=0, share_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as st:
+        setup(st, "ctl", "ctl-g")
+        produce(st, "ctl", ["x"])
+        s = Sharer(st, "ctl-g", "ctl", "h", lambda m: ACCEPT, stop_after=1)
+        try:
+            wait_for(lambda: s.got(), what="the record held")
+            view = run("share-partition", "ctl-g", "ctl", "0")
+            assert [(r["offset"], r["state"], r["delivery_count"]) for r in view["records"]] == [(0, "acquired", 1)]
+            assert run("expire-share-locks", "ctl-g") == {"group": "ctl-g", "released": 1}
+            assert run("share-partition", "ctl-g", "ctl", "0")["records"][0]["state"] == "available"
+        finally:
+            s.close()
+        if surface == "http":
+            status, body = call(st.admin_port, "GET", "/groups/nope/share-partitions/ctl/0")
+            assert status == 404, (status, body)

@@ -277,3 +277,19 @@ def test_unknown_topic_ids_and_partitions():
     assert part(s.fetch("a"))["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
     s2 = Share()
     assert part(s2.fetch("a", index=7))["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_huge_and_negative_counts_are_bounded():
+    s = Share()
+    s.produce(3)
+    F = ShareFetchRequest.FetchTopic
+    body = ShareFetchRequest(
+        group_id="g", member_id="a", share_session_epoch=0, max_wait_ms=-1, min_bytes=-7, max_bytes=-5,
+        max_records=2**31 - 1, batch_size=-1, share_acquire_mode=-3, is_renew_ack=False,
+        topics=[F(topic_id=s.tid, partitions=[F.FetchPartition(partition_index=0, acknowledgement_batches=[])])],
+        forgotten_topics_data=[])
+    r = s._run(78, body, 2)
+    assert r["error_code"] == 0 and acquired(r) == [(0, 2, 1)]
+    body.share_session_epoch, body.max_records = 1, 0          # 0: the default (500)
+    s.produce(2)
+    assert acquired(s._run(78, body, 2)) == [(3, 4, 1)]
