@@ -31,7 +31,7 @@ from .fetch import READ_COMMITTED, FetchApis
 from .produce import CLOSE_CONNECTION, MAX_BATCH_BYTES, ProduceApis
 from .producers import ProducerIds
 from .replica_manager import ReplicaManager
-from .share import ShareState
+from .share import ShareState, ShareStateSide
 from .share_apis import ShareApis
 from .topic_apis import MAX_PARTITIONS_PER_REQUEST, TopicApis
 from .topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry, validate_topic_name
@@ -64,7 +64,8 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
                  cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
                  share_clock: Callable[[], int] = lambda: int(time.time() * 1000),
-                 share_group_kind: Callable[[str], str | None] = lambda group_id: None) -> None:
+                 share_group_kind: Callable[[str], str | None] = lambda group_id: None,
+                 share_state: ShareStateSide | None = None) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
         if cluster is None:                    # one broker: node 0 at the node's own (late bound) port
@@ -88,6 +89,7 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
         self.shares = ShareState()
         self.share_clock = share_clock
         self.share_group_kind = share_group_kind
+        self.share_state = share_state            # the share coordinator (None: share partitions in memory only)
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.share_group import ACCEPT, GAP, REJECT, RELEASE, RENEW
@@ -72,6 +73,32 @@ class SharePartition:
     start: int
     end: int
     records: dict[int, InFlight] = field(default_factory=dict)
+    persisted: tuple | None = None      # the (start, batches) last written to the share coordinator
+
+    # ------------------------------------------------------------------ persisted state
+    def restore(self, start: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        """The state read back from the share coordinator: the start offset and each batch's records with their
+        delivery state and count (a record that was acquired when it was written comes back available)."""
+        self.start = self.end = start
+        for first, last, state, count in batches:
+            for off in range(max(first, start), last + 1):
+                self.records[off] = InFlight(state if state in (ACKNOWLEDGED, ARCHIVED) else AVAILABLE, count)
+                self.end = max(self.end, off + 1)
+        self._advance()
+        self.persisted = self.persistable()
+
+    def persistable(self) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+        """(start, batches) as the share coordinator keeps them: runs of consecutive offsets with one delivery
+        state and count; an acquired record is written available (after a crash it is delivered again)."""
+        out: list[tuple[int, int, int, int]] = []
+        for off in sorted(self.records):
+            r = self.records[off]
+            state = AVAILABLE if r.state == ACQUIRED else r.state
+            if out and out[-1][1] == off - 1 and out[-1][2:] == (state, r.delivery_count):
+                out[-1] = (out[-1][0], off, state, r.delivery_count)
+            else:
+                out.append((off, off, state, r.delivery_count))
+        return self.start, tuple(out)
 
     # ------------------------------------------------------------------ the lock clock
     def expire(self, now_ms: int, limit: int) -> bool:
@@ -271,6 +298,18 @@ class ShareSession:
 
     def bump(self) -> None:
         self.epoch = 1 if self.epoch >= 2**31 - 1 else self.epoch + 1
+
+
+class ShareStateSide(Protocol):
+    """Where share partitions' state is persisted (the share coordinator over __share_group_state, wired in by
+    tenure/server/build.py): `read` a share partition's (start offset, batches) or None, `write` them and wait
+    until durable (False: the writer failed). A batch is (first, last, state - 0 available, 2 acknowledged,
+    4 archived -, delivery count)."""
+
+    def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, tuple] | None: ...
+
+    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int,
+                    batches: tuple) -> bool: ...
 
 
 class ShareState:

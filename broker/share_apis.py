@@ -12,6 +12,7 @@ acknowledgement result, long-polling up to `max_wait_ms` while nothing can be ac
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,7 @@ from .share import (
     SharePartition,
     ShareSession,
     ShareState,
+    ShareStateSide,
     check_batches,
 )
 
@@ -45,6 +47,7 @@ class ShareApis(BrokerBase):
     shares: ShareState
     share_clock: Callable[[], int]                     # the coordinators' clock (ms): acquisition locks
     share_group_kind: Callable[[str], str | None]       # the kind of the group a group id names (None: no group)
+    share_state: ShareStateSide | None                  # where share partitions' state is persisted
 
     # ---------------------------------------------------------------- group configs
     def _group_config(self, group_id: str, name: str, default: str) -> str:
@@ -61,12 +64,33 @@ class ShareApis(BrokerBase):
         high watermark; earliest: the log start); its expired locks released and its start past the log's."""
         sp = self.shares.partition(group_id, p.topic, p.index)
         if sp is None:
-            latest = self._group_config(group_id, "share.auto.offset.reset", "latest") == "latest"
-            sp = self.shares.open(group_id, p.topic, p.index, p.high_watermark if latest else p.log_start_offset)
+            topic = self.topics.get(p.topic)
+            saved = None if self.share_state is None or topic is None else self.share_state.read(
+                group_id, topic.topic_id, p.index)
+            if saved is not None:
+                sp = self.shares.open(group_id, p.topic, p.index, saved[0])
+                sp.restore(*saved)
+            else:
+                latest = self._group_config(group_id, "share.auto.offset.reset", "latest") == "latest"
+                sp = self.shares.open(group_id, p.topic, p.index,
+                                      p.high_watermark if latest else p.log_start_offset)
         sp.cut(p.log_start_offset)
         if sp.expire(self.share_clock(), self.delivery_limit(group_id)):
             p.wake()
         return sp
+
+    async def persist_share_state(self, group_id: str) -> None:
+        """Write every share partition of the group whose state changed since it was last written to the share
+        coordinator, and wait until durable (a request's answer leaves after its state is persisted)."""
+        if self.share_state is None:
+            return
+        for sp in self.shares.of_group(group_id):
+            state = sp.persistable()
+            topic = self.topics.get(sp.topic)
+            if state == sp.persisted or topic is None:
+                continue
+            sp.persisted = state
+            await self.share_state.write(group_id, topic.topic_id, sp.index, *state)
 
     def _read_committed(self, group_id: str) -> bool:
         return self._group_config(group_id, "share.isolation.level", "read_uncommitted") == "read_committed"
@@ -181,9 +205,9 @@ class ShareApis(BrokerBase):
                 session.partitions.pop((ft.topic_id, index), None)
         if epoch == FINAL_EPOCH:
             self._close(ctx, gid, mid)
-            return self._fetch_response(R, out, lock_ms)
-        if not renew_only:
+        elif not renew_only:
             await self._acquire_into(ctx, body, v, gid, mid, session, out)
+        await self.persist_share_state(gid)
         return self._fetch_response(R, out, lock_ms)
 
     async def _acquire_into(self, ctx: RequestContext, body: Any, v: int, gid: str, mid: str, session: ShareSession,
@@ -295,6 +319,7 @@ class ShareApis(BrokerBase):
             topics.append(TR(topic_id=t.topic_id, partitions=parts))
         if epoch == FINAL_EPOCH:
             self._close(ctx, gid, mid)
+        await self.persist_share_state(gid)
         return R(throttle_time_ms=0, error_code=0, error_message=None,
                  acquisition_lock_timeout_ms=self.lock_duration_ms(gid), responses=topics, node_endpoints=[])
 
@@ -302,9 +327,13 @@ class ShareApis(BrokerBase):
     def share_partition_view(self, group_id: str, topic: str, index: int) -> dict | None:
         """One share partition as the test controls show it: its start and end offsets, the members whose share
         sessions fetch it, and every in-flight record (offset, state, delivery count, holder, lock deadline),
-        its expired locks released first. None if the group has never fetched from it."""
-        p = self.replicas.get(topic, index)
-        if p is None or self.shares.partition(group_id, topic, index) is None:
+        its expired locks released first. None if the group has never fetched from it (nor has its state from
+        before a restart)."""
+        p, t = self.replicas.get(topic, index), self.topics.get(topic)
+        if p is None or t is None:
+            return None
+        if self.shares.partition(group_id, topic, index) is None and (
+                self.share_state is None or self.share_state.read(group_id, t.topic_id, index) is None):
             return None
         sp = self.share_partition(group_id, p)
         fetching = sorted({m for (_, g, m), session in self.shares.sessions.items()
@@ -325,4 +354,6 @@ class ShareApis(BrokerBase):
             p = self.replicas.get(sp.topic, sp.index)
             if sp.expire(now, limit) and p is not None:
                 p.wake()
+        if held and self.share_state is not None:     # archived at the limit: written without waiting
+            asyncio.get_running_loop().create_task(self.persist_share_state(group_id))
         return held

@@ -20,12 +20,13 @@ from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport, iter_batches
+from tenure.coordinator.share_state import ShareStateRuntime, ShareStateShard
 from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
 from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
-from tenure.protocol import txn_records
+from tenure.protocol import share_state_records, txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.markers import TxnMarker
 from tenure.storage import Log
 from tenure.storage.datadir import DataDir
@@ -103,6 +104,41 @@ class TransactionCoordinatorHandle:
         return self.groups.write_marker(marker, now_ms)
 
 
+class ShareStateHandle:
+    """The share coordinator (coordinator/share_state/), started once: on the first share partition a share
+    group uses, or at start-up when the data dir holds __share_group_state. Its own runtime over the shared
+    clock, writing through the broker's replica manager; it is the broker's side of share state
+    (broker/share.py ShareStateSide)."""
+
+    def __init__(self, topics: TopicRegistry, clock: CoordinatorClock, metrics: Metrics,
+                 on_fatal: Callable[[BaseException], None]) -> None:
+        self.topics, self.clock, self.metrics, self.on_fatal = topics, clock, metrics, on_fatal
+        self.runtime: ShareStateRuntime | None = None
+        self.broker: Broker | None = None                     # made by build(), which wires it
+
+    def start(self) -> ShareStateRuntime:
+        if self.runtime is not None:
+            return self.runtime
+        assert self.broker is not None, "built by build()"
+        topic = self.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            topic = self.topics.create(SHARE_STATE_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+        runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
+                                    on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
+                                    timer_keys=())
+        report = runtime.load()
+        log.info("loaded %s: %d record(s) in %.3fs", SHARE_STATE_TOPIC, report.records, report.seconds)
+        self.runtime = runtime
+        return runtime
+
+    # ---- the broker's side of share state (broker/share.py ShareStateSide)
+    def read(self, group_id: str, topic_id, partition: int):
+        return self.start().read((group_id, topic_id, partition))
+
+    async def write(self, group_id: str, topic_id, partition: int, start_offset: int, batches) -> bool:
+        return await self.start().write((group_id, topic_id, partition), start_offset, batches)
+
+
 @dataclass
 class Parts:
     """What recovery builds: everything a server serves with."""
@@ -150,9 +186,11 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     def group_kind(group_id: str) -> str | None:     # a ShareFetch's group, as the group coordinator holds it
         g = groups_of[0].group(group_id) if groups_of else None
         return None if g is None else g.kind
+    share_state = ShareStateHandle(topics, clock, metrics, on_fatal)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
-                    share_clock=clock.now_ms, share_group_kind=group_kind)
+                    share_clock=clock.now_ms, share_group_kind=group_kind, share_state=share_state)
+    share_state.broker = broker
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
@@ -176,6 +214,8 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                  OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
         txn.start()
+    if topics.get(SHARE_STATE_TOPIC) is not None:   # share partitions' state from a previous run
+        share_state.start()
     handlers = dict(broker.handlers)
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),

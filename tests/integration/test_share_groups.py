@@ -282,3 +282,42 @@ def test_the_share_controls_through_the_admin_endpoint_and_the_cli(surface):
         if surface == "http":
             status, body = call(st.admin_port, "GET", "/groups/nope/share-partitions/ctl/0")
             assert status == 404, (status, body)
+
+
+def test_share_partition_state_survives_a_restart_and_held_records_come_back(tmp_path):
+    """The share partitions' state is the share coordinator's records in __share_group_state: after a restart
+    on the data dir every record keeps its state and delivery count, and records acquired at the restart are
+    available again (their delivery counted)."""
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path), share_heartbeat_interval_ms=200, initial_rebalance_delay_ms=0)
+    with ServerThread(cfg) as st:
+        setup(st, "ps", "ps-g")
+        produce(st, "ps", ["again", "a", "b", "c"])
+        a = Sharer(st, "ps-g", "ps", "a", lambda m: RELEASE if m.offset() == 0 else ACCEPT, stop_after=4)
+        try:
+            wait_for(lambda: len(a.got()) == 4, what="the four records")
+        finally:
+            a.close()                              # its acknowledgements go with the close
+        wait_for(lambda: [(r["state"], r["delivery_count"]) for r in st.share_partition("ps-g", "ps", 0)["records"]]
+                 == [("available", 1)] + [("acknowledged", 1)] * 3, what="offset 0 released, 1-3 accepted")
+        produce(st, "ps", ["held-1", "held-2"])
+        holder = Sharer(st, "ps-g", "ps", "h", lambda m: ACCEPT, stop_after=1)
+        try:
+            wait_for(lambda: holder.got(), what="the holder's records")
+            assert [(r[1], r[2]) for r in holder.got()] == [(0, 2), (4, 1), (5, 1)], holder.got()
+            before = {r["offset"]: (r["state"], r["delivery_count"]) for r in
+                      st.share_partition("ps-g", "ps", 0)["records"]}
+            st.restart()
+            view = st.share_partition("ps-g", "ps", 0)
+            assert view is not None and view["start_offset"] == 0
+            after = {r["offset"]: (r["state"], r["delivery_count"]) for r in view["records"]}
+            assert after == {o: ("available" if s == "acquired" else s, n) for o, (s, n) in before.items()}
+        finally:
+            holder.close()
+        b = Sharer(st, "ps-g", "ps", "b", lambda m: ACCEPT)
+        try:
+            wait_for(lambda: done(st, "ps-g", "ps", 6), what="every record accepted after the restart")
+        finally:
+            b.close()
+        assert before == {0: ("acquired", 2), 1: ("acknowledged", 1), 2: ("acknowledged", 1),
+                          3: ("acknowledged", 1), 4: ("acquired", 1), 5: ("acquired", 1)}
+        assert sorted((o, n) for _, o, n, _ in b.got()) == [(0, 3), (4, 2), (5, 2)]
