@@ -293,3 +293,41 @@ def test_huge_and_negative_counts_are_bounded():
     body.share_session_epoch, body.max_records = 1, 0          # 0: the default (500)
     s.produce(2)
     assert acquired(s._run(78, body, 2)) == [(3, 4, 1)]
+
+
+class Persisted:
+    """A ShareStateSide keeping what the broker writes (the share coordinator's part, tested in
+    tests/coordinator/test_share_state.py)."""
+
+    def __init__(self) -> None:
+        self.saved: dict = {}
+        self.writes = 0
+
+    def read(self, group_id, topic_id, partition):
+        return self.saved.get((group_id, topic_id, partition))
+
+    async def write(self, group_id, topic_id, partition, start_offset, batches) -> bool:
+        self.saved[(group_id, topic_id, partition)] = (start_offset, batches)
+        self.writes += 1
+        return True
+
+
+def test_state_is_written_before_the_answer_and_read_back_by_a_new_broker():
+    s = Share()
+    store = s.b.share_state = Persisted()
+    s.produce(4)
+    s.fetch("a")
+    assert store.saved[("g", s.tid, 0)] == (0, ((0, 3, 0, 1),))        # acquired: written available, counted
+    s.ack("a", [(0, 3, [RELEASE, ACCEPT, REJECT, RELEASE])])
+    assert store.saved[("g", s.tid, 0)] == (0, ((0, 0, 0, 1), (1, 1, 2, 1), (2, 2, 4, 1), (3, 3, 0, 1)))
+    writes = store.writes
+    s.fetch("a", max_records=1, mode=1)                                  # takes 0 again: count 2
+    assert store.writes == writes + 1
+    # a restart: a new broker over the same log and the same share coordinator
+    s2 = Share()
+    s2.b = s.b.__class__(s.b.node, s.b.topics, share_clock=s.clock, share_group_kind=lambda gid: "share",
+                         share_state=store)
+    s2.tid = s.tid
+    assert [(r["offset"], r["state"], r["delivery_count"]) for r in s2.state()["records"]] == [
+        (0, "available", 2), (1, "acknowledged", 1), (2, "archived", 1), (3, "available", 1)]
+    assert acquired(s2.fetch("b")) == [(0, 0, 3), (3, 3, 2)]
