@@ -64,7 +64,7 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
                  cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
                  share_clock: Callable[[], int] = lambda: int(time.time() * 1000),
-                 share_group_kind: Callable[[str], str | None] = lambda group_id: None,
+                 share_group: Callable[[str], tuple[str, bool] | None] = lambda group_id: None,
                  share_state: ShareStateSide | None = None) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
@@ -88,14 +88,15 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
         # the coordinators' clock, and a group of another kind is asked of the group coordinator (build.py)
         self.shares = ShareState()
         self.share_clock = share_clock
-        self.share_group_kind = share_group_kind
+        self.share_group = share_group
         self.share_state = share_state            # the share coordinator (None: share partitions in memory only)
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
             37: self.create_partitions, 60: self.describe_cluster, 61: self.describe_producers,
-            78: self.share_fetch, 79: self.share_acknowledge,
+            78: self.share_fetch, 79: self.share_acknowledge, 90: self.describe_share_group_offsets,
+            91: self.alter_share_group_offsets, 92: self.delete_share_group_offsets,
             **self._admin_handlers(),
         }
 

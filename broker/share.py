@@ -303,13 +303,17 @@ class ShareSession:
 class ShareStateSide(Protocol):
     """Where share partitions' state is persisted (the share coordinator over __share_group_state, wired in by
     tenure/server/build.py): `read` a share partition's (start offset, batches) or None, `write` them and wait
-    until durable (False: the writer failed). A batch is (first, last, state - 0 available, 2 acknowledged,
+    until durable (False: the writer failed), `delete` them. A batch is (first, last, state - 0 available, 2 acknowledged,
     4 archived -, delivery count)."""
 
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, tuple] | None: ...
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int,
                     batches: tuple) -> bool: ...
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool: ...
+
+    def partitions_of(self, group_id: str) -> list[tuple[uuid.UUID, int]]: ...
 
 
 class ShareState:
@@ -331,6 +335,9 @@ class ShareState:
 
     def of_group(self, group_id: str) -> list[SharePartition]:
         return [sp for (g, _, _), sp in sorted(self.partitions.items()) if g == group_id]
+
+    def drop(self, group_id: str, topic: str, index: int) -> None:
+        self.partitions.pop((group_id, topic, index), None)
 
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[1] == topic]:

@@ -24,7 +24,9 @@ from tenure.protocol.errors import ErrorCode
 from .base import BrokerBase, resp
 from .partition import Partition
 from .share import (
+    ACKNOWLEDGED,
     ACQUIRED,
+    ARCHIVED,
     DELIVERY_COUNT_LIMIT,
     INVALID_SHARE_SESSION_EPOCH,
     MAX_SESSIONS,
@@ -46,7 +48,7 @@ DEFAULT_MAX_RECORDS = 500
 class ShareApis(BrokerBase):
     shares: ShareState
     share_clock: Callable[[], int]                     # the coordinators' clock (ms): acquisition locks
-    share_group_kind: Callable[[str], str | None]       # the kind of the group a group id names (None: no group)
+    share_group: Callable[[str], tuple[str, bool] | None]   # a group id's group: (its kind, empty?); None: none
     share_state: ShareStateSide | None                  # where share partitions' state is persisted
 
     # ---------------------------------------------------------------- group configs
@@ -130,8 +132,8 @@ class ShareApis(BrokerBase):
         """A request's group and member before any session: both named, the group not of another kind."""
         if not group_id or not member_id:
             return ErrorCode.INVALID_REQUEST, "A share request names its group and member."
-        kind = self.share_group_kind(group_id)
-        if kind is not None and kind != "share":
+        g = self.share_group(group_id)
+        if g is not None and g[0] != "share":
             return ErrorCode.INVALID_REQUEST, f"Group {group_id} is not a share group."
         return None
 
@@ -357,3 +359,125 @@ class ShareApis(BrokerBase):
         if held and self.share_state is not None:     # archived at the limit: written without waiting
             asyncio.get_running_loop().create_task(self.persist_share_state(group_id))
         return held
+
+    # ---------------------------------------------------------------- the share group offset admin APIs
+    def _share_partitions_of(self, group_id: str) -> list[tuple[str, int]]:
+        """(topic name, partition) of every share partition of the group: in memory, or with persisted state."""
+        out = {(sp.topic, sp.index) for sp in self.shares.of_group(group_id)}
+        if self.share_state is not None:
+            for tid, index in self.share_state.partitions_of(group_id):
+                topic = self.topics.by_id(tid)
+                if topic is not None:
+                    out.add((topic.name, index))
+        return sorted(out)
+
+    def _admin_group_error(self, group_id: str, need_empty: bool) -> tuple[int, str | None]:
+        g = self.share_group(group_id)
+        if g is None or g[0] != "share":
+            return ErrorCode.GROUP_ID_NOT_FOUND, (f"Group {group_id} not found." if g is None else
+                                                  f"Group {group_id} is not a share group.")
+        if need_empty and not g[1]:
+            return ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} has members: it must be empty."
+        return 0, None
+
+    def _share_lag(self, sp: SharePartition, p: Partition, group_id: str) -> int:
+        """The records from the start up to the end of what can be read that are not yet acknowledged or
+        archived (KIP-1226's lag)."""
+        done = sum(1 for o, r in sp.records.items() if r.state in (ACKNOWLEDGED, ARCHIVED))
+        return max(self.replicas.read_end(p, self._read_committed(group_id)) - sp.start - done, 0)
+
+    async def describe_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
+        """DescribeShareGroupOffsets (90): each share partition's start offset (and, v1, its lag); a partition
+        the group has no state for -1; a group unknown or of another kind GROUP_ID_NOT_FOUND."""
+        R = resp(90)
+        G = R.DescribeShareGroupOffsetsResponseGroup
+        T = G.DescribeShareGroupOffsetsResponseTopic
+        P = T.DescribeShareGroupOffsetsResponsePartition
+        groups = []
+        for q in req.body.groups or []:
+            code, message = self._admin_group_error(q.group_id, False)
+            if code:
+                groups.append(G(group_id=q.group_id, topics=[], error_code=code, error_message=message))
+                continue
+            if q.topics is None:
+                wanted: dict[str, list[int]] = {}
+                for name, index in self._share_partitions_of(q.group_id):
+                    wanted.setdefault(name, []).append(index)
+            else:
+                wanted = {t.topic_name: list(t.partitions or []) for t in q.topics}
+            topics = []
+            for name, indexes in wanted.items():
+                topic = self.topics.get(name)
+                parts = []
+                for index in indexes:
+                    p = self.replicas.get(name, index) if topic is not None else None
+                    if p is None:
+                        parts.append(P(partition_index=index, start_offset=-1, leader_epoch=-1, lag=-1,
+                                       error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))
+                        continue
+                    view = self.share_partition_view(q.group_id, name, index)
+                    sp = self.shares.partition(q.group_id, name, index)
+                    start, lag = (-1, -1) if view is None or sp is None else (sp.start, self._share_lag(sp, p, q.group_id))
+                    parts.append(P(partition_index=index, start_offset=start, leader_epoch=p.leader_epoch, lag=lag,
+                                   error_code=0, error_message=None))
+                topics.append(T(topic_name=name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0),
+                                partitions=parts))
+            groups.append(G(group_id=q.group_id, topics=topics, error_code=0, error_message=None))
+        return R(throttle_time_ms=0, groups=groups)
+
+    async def alter_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
+        """AlterShareGroupOffsets (91), on an empty share group: each named share partition starts again at
+        the given offset (nothing in flight), persisted before the answer."""
+        R = resp(91)
+        T = R.AlterShareGroupOffsetsResponseTopic
+        P = T.AlterShareGroupOffsetsResponsePartition
+        gid = req.body.group_id
+        code, message = self._admin_group_error(gid, True)
+        if code:
+            return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
+        out = []
+        for t in req.body.topics or []:
+            topic = self.topics.get(t.topic_name)
+            parts = []
+            for q in t.partitions or []:
+                p = self.replicas.get(t.topic_name, q.partition_index) if topic is not None else None
+                if p is None:
+                    parts.append(P(partition_index=q.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   error_message=None))
+                    continue
+                if q.start_offset < 0:
+                    parts.append(P(partition_index=q.partition_index, error_code=ErrorCode.INVALID_REQUEST,
+                                   error_message=f"Invalid start offset {q.start_offset}."))
+                    continue
+                self.shares.drop(gid, p.topic, p.index)
+                sp = self.shares.open(gid, p.topic, p.index, max(q.start_offset, p.log_start_offset))
+                sp.persisted = None
+                parts.append(P(partition_index=q.partition_index, error_code=0, error_message=None))
+            out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0),
+                         partitions=parts))
+        await self.persist_share_state(gid)
+        return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
+
+    async def delete_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
+        """DeleteShareGroupOffsets (92), on an empty share group: the named topics' share partitions are
+        forgotten (their state deleted; the next fetch starts at share.auto.offset.reset)."""
+        R = resp(92)
+        T = R.DeleteShareGroupOffsetsResponseTopic
+        gid = req.body.group_id
+        code, message = self._admin_group_error(gid, True)
+        if code:
+            return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
+        out = []
+        for t in req.body.topics or []:
+            topic = self.topics.get(t.topic_name)
+            if topic is None:
+                out.append(T(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
+                             error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))
+                continue
+            for name, index in self._share_partitions_of(gid):
+                if name == t.topic_name:
+                    self.shares.drop(gid, name, index)
+                    if self.share_state is not None:
+                        await self.share_state.delete(gid, topic.topic_id, index)
+            out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=0, error_message=None))
+        return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)

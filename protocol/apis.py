@@ -105,6 +105,12 @@ from .consumer_group import (
     ConsumerGroupHeartbeatResponse,
 )
 from .share_group import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
     ShareFetchRequest,
@@ -199,9 +205,13 @@ _TABLE = [
     _spec(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1, GROUP),
     _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),
     _spec(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2),
+    # the share group offset admin APIs (Kafka 4.1+): the broker answers them from its share partitions
+    _spec(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1),
+    _spec(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0),
+    _spec(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0),
 ]
 # the share group APIs are beyond the Kafka 4.0 presented (see above): the version check below skips them
-_SHARE_GROUP_APIS = frozenset({76, 77, 78, 79})
+_SHARE_GROUP_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})
 
 KAFKA_VERSION = (4, 0)
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}

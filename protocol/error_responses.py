@@ -266,6 +266,13 @@ def _share_group_describe(req, R, code):
           assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids or [])])
 
 
+def _describe_share_group_offsets(req, R, code):
+    """DescribeShareGroupOffsets: each group asked for answers the code."""
+    G = R.DescribeShareGroupOffsetsResponseGroup
+    return R(throttle_time_ms=0, groups=[G(group_id=q.group_id, topics=[], error_code=code, error_message=None)
+                                         for q in req.body.groups or []])
+
+
 def _top_level(**extra) -> Callable:
     """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
     def build(req, R, code):
@@ -291,6 +298,7 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     76: lambda req, R, code: share_group_heartbeat_error(code), 77: _share_group_describe,
     78: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
     79: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
+    90: _describe_share_group_offsets, 91: _top_level(responses=[]), 92: _top_level(responses=[]),
 }
 
 

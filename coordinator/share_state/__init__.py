@@ -127,6 +127,21 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
     def read(self, key: Key) -> tuple[int, tuple[StateBatch, ...]] | None:
         return self._shard_of(key).read(key)
 
+    def keys(self, group_id: str) -> list[Key]:
+        """The share partitions of a group that have state."""
+        return sorted(k for shard in self.shards.values() for k in shard.states if k[0] == group_id)
+
+    async def delete(self, key: Key) -> bool:
+        """Forget a share partition's state: tombstones for its snapshot and update keys."""
+        if self.failed is not None:
+            return False
+        shard = self._shard_of(key)
+        records = [ShareStateRecord(*key, snapshot, tombstone=True) for snapshot in (True, False)]
+        logs = self.writer.write(records)
+        for r in records:
+            shard.replay(r)
+        return await self.writer.sync(logs)
+
     async def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...]) -> bool:
         """Persist a share partition's state: its record written through the one writer and replayed, then
         waited for until durable. False if the writer has failed (fail-stop)."""

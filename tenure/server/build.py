@@ -138,6 +138,13 @@ class ShareStateHandle:
     async def write(self, group_id: str, topic_id, partition: int, start_offset: int, batches) -> bool:
         return await self.start().write((group_id, topic_id, partition), start_offset, batches)
 
+    async def delete(self, group_id: str, topic_id, partition: int) -> bool:
+        return await self.start().delete((group_id, topic_id, partition))
+
+    def partitions_of(self, group_id: str) -> list:
+        """(topic id, partition) of every share partition of the group with state."""
+        return [(t, p) for _, t, p in self.start().keys(group_id)]
+
 
 @dataclass
 class Parts:
@@ -183,13 +190,13 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving)
     groups_of: list[GroupRuntime] = []          # the group runtime, made below over the broker's partitions
 
-    def group_kind(group_id: str) -> str | None:     # a ShareFetch's group, as the group coordinator holds it
-        g = groups_of[0].group(group_id) if groups_of else None
-        return None if g is None else g.kind
+    def share_group(group_id: str) -> tuple[str, bool] | None:    # a share request's group, as the group
+        g = groups_of[0].group(group_id) if groups_of else None    # coordinator holds it: (kind, empty?)
+        return None if g is None else (g.kind, g.is_empty())
     share_state = ShareStateHandle(topics, clock, metrics, on_fatal)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
-                    share_clock=clock.now_ms, share_group_kind=group_kind, share_state=share_state)
+                    share_clock=clock.now_ms, share_group=share_group, share_state=share_state)
     share_state.broker = broker
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:

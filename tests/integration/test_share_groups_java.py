@@ -155,3 +155,35 @@ def test_java_killed_holders_records_go_to_another_consumer_after_the_lock_expir
     wait_for(lambda: done(st, group, topic, 6), timeout=60, what="the records accepted by the other")
     other.close()
     assert sorted((o, n) for _, o, n, _ in other.records()) == [(o, 2) for o in held]
+
+
+def test_java_admin_describes_lists_alters_and_deletes_share_group_offsets(server, jvms):
+    """Admin.describeShareGroups (ShareGroupDescribe), listShareGroupOffsets (DescribeShareGroupOffsets v1: start
+    offset and lag), alterShareGroupOffsets and deleteShareGroupOffsets (only on an empty group)."""
+    from tests.support.java import run_java
+    st, topic, group = server, "ja", "ja-g"
+    setup(st, topic, group, partitions=2)
+    produce(st, topic, range(6), partition=0)
+    produce(st, topic, range(4), partition=1)
+    m = jvms(st, group, topic, "m")
+    wait_for(lambda: done(st, group, topic, 6) and (v := st.share_partition(group, topic, 1)) is not None
+             and v["start_offset"] == 4, timeout=90, what="every record accepted")
+
+    def admin(*args):
+        (out,) = run_java("ShareAdmin", st.bootstrap, *args)
+        return out
+    d = admin("describe", group)
+    assert (d["state"], len(d["members"])) == ("Stable", 1) and d["group_epoch"] == d["assignment_epoch"] >= 1
+    assert d["members"][0]["client_id"] == "m" and d["members"][0]["partitions"] == ["ja-0", "ja-1"]
+    assert admin("offsets", group)["partitions"] == [
+        {"topic": "ja", "partition": 0, "start_offset": 6, "lag": 0},
+        {"topic": "ja", "partition": 1, "start_offset": 4, "lag": 0}]
+    refused = admin("alter", group, topic, 0, 2)
+    assert refused["type"] == "error" and refused["exception"].endswith("GroupNotEmptyException"), refused
+    m.close()
+    wait_for(lambda: st.group(group).state == "Empty", what="the member gone")
+    assert admin("alter", group, topic, 0, 2) == {"type": "altered"}
+    assert admin("offsets", group)["partitions"][0] == {"topic": "ja", "partition": 0, "start_offset": 2, "lag": 4}
+    assert admin("delete-offsets", group, topic) == {"type": "deleted"}
+    assert admin("offsets", group)["partitions"] == []
+    assert admin("describe", "nope")["type"] == "error"

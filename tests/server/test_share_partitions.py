@@ -41,7 +41,7 @@ class Share:
         self.b = broker("t", partitions=partitions)
         self.clock = Clock()
         self.b.share_clock = self.clock
-        self.b.share_group_kind = lambda gid: kind if gid == "g" else None
+        self.b.share_group = lambda gid: (kind, True) if gid == "g" and kind is not None else None
         self.tid = self.b.topics.get("t").topic_id
         self.b.topics.dynamic_configs["group"] = {"g": {"share.auto.offset.reset": "earliest"}}
         self.epochs: dict[str, int] = {}
@@ -325,7 +325,7 @@ def test_state_is_written_before_the_answer_and_read_back_by_a_new_broker():
     assert store.writes == writes + 1
     # a restart: a new broker over the same log and the same share coordinator
     s2 = Share()
-    s2.b = s.b.__class__(s.b.node, s.b.topics, share_clock=s.clock, share_group_kind=lambda gid: "share",
+    s2.b = s.b.__class__(s.b.node, s.b.topics, share_clock=s.clock, share_group=lambda gid: ("share", True),
                          share_state=store)
     s2.tid = s.tid
     assert [(r["offset"], r["state"], r["delivery_count"]) for r in s2.state()["records"]] == [
