@@ -64,7 +64,7 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
                  cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
                  share_clock: Callable[[], int] = lambda: int(time.time() * 1000),
-                 share_group: Callable[[str], tuple[str, bool] | None] = lambda group_id: None,
+                 share_group: Callable[[str], tuple[str, frozenset[str]] | None] = lambda group_id: None,
                  share_state: ShareStateSide | None = None) -> None:
         self.node = node
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)

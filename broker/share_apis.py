@@ -48,7 +48,7 @@ DEFAULT_MAX_RECORDS = 500
 class ShareApis(BrokerBase):
     shares: ShareState
     share_clock: Callable[[], int]                     # the coordinators' clock (ms): acquisition locks
-    share_group: Callable[[str], tuple[str, bool] | None]   # a group id's group: (its kind, empty?); None: none
+    share_group: Callable[[str], tuple[str, frozenset[str]] | None]   # a group id's group: (kind, member ids)
     share_state: ShareStateSide | None                  # where share partitions' state is persisted
 
     # ---------------------------------------------------------------- group configs
@@ -62,8 +62,10 @@ class ShareApis(BrokerBase):
         return DELIVERY_COUNT_LIMIT
 
     def share_partition(self, group_id: str, p: Partition) -> SharePartition:
-        """The group's share partition of `p`, made on first use at `share.auto.offset.reset` (latest: the
-        high watermark; earliest: the log start); its expired locks released and its start past the log's."""
+        """The group's share partition of `p`, made on first use from the share coordinator's state or else at
+        `share.auto.offset.reset` (latest: the high watermark; earliest: the log start); its start past the
+        log's, its expired locks released, and the records of members the group no longer has (left, or their
+        session expired) released."""
         sp = self.shares.partition(group_id, p.topic, p.index)
         if sp is None:
             topic = self.topics.get(p.topic)
@@ -77,7 +79,13 @@ class ShareApis(BrokerBase):
                 sp = self.shares.open(group_id, p.topic, p.index,
                                       p.high_watermark if latest else p.log_start_offset)
         sp.cut(p.log_start_offset)
-        if sp.expire(self.share_clock(), self.delivery_limit(group_id)):
+        freed = sp.expire(self.share_clock(), self.delivery_limit(group_id))
+        g = self.share_group(group_id)
+        if g is not None and g[0] == "share":       # records of members the group no longer has: released
+            held = {r.member_id for r in sp.records.values() if r.state == ACQUIRED and r.member_id is not None}
+            for holder in held - g[1]:
+                freed |= sp.release_member(holder, self.delivery_limit(group_id))
+        if freed:
             p.wake()
         return sp
 
@@ -376,7 +384,7 @@ class ShareApis(BrokerBase):
         if g is None or g[0] != "share":
             return ErrorCode.GROUP_ID_NOT_FOUND, (f"Group {group_id} not found." if g is None else
                                                   f"Group {group_id} is not a share group.")
-        if need_empty and not g[1]:
+        if need_empty and g[1]:
             return ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} has members: it must be empty."
         return 0, None
 

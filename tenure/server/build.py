@@ -190,9 +190,9 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving)
     groups_of: list[GroupRuntime] = []          # the group runtime, made below over the broker's partitions
 
-    def share_group(group_id: str) -> tuple[str, bool] | None:    # a share request's group, as the group
-        g = groups_of[0].group(group_id) if groups_of else None    # coordinator holds it: (kind, empty?)
-        return None if g is None else (g.kind, g.is_empty())
+    def share_group(group_id: str) -> tuple[str, frozenset[str]] | None:   # a share request's group, as the
+        g = groups_of[0].group_info(group_id) if groups_of else None       # group coordinator holds it: its
+        return None if g is None else (g.kind, frozenset(m.member_id for m in g.members))   # kind, members
     share_state = ShareStateHandle(topics, clock, metrics, on_fatal)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,

@@ -41,7 +41,9 @@ class Share:
         self.b = broker("t", partitions=partitions)
         self.clock = Clock()
         self.b.share_clock = self.clock
-        self.b.share_group = lambda gid: (kind, True) if gid == "g" and kind is not None else None
+        self.members: frozenset[str] | None = None          # None: every member the tests name is one
+        self.b.share_group = lambda gid: None if gid != "g" or kind is None else (
+            kind, self.members if self.members is not None else frozenset(self.epochs) | {"a", "b", "c"})
         self.tid = self.b.topics.get("t").topic_id
         self.b.topics.dynamic_configs["group"] = {"g": {"share.auto.offset.reset": "earliest"}}
         self.epochs: dict[str, int] = {}
@@ -325,9 +327,19 @@ def test_state_is_written_before_the_answer_and_read_back_by_a_new_broker():
     assert store.writes == writes + 1
     # a restart: a new broker over the same log and the same share coordinator
     s2 = Share()
-    s2.b = s.b.__class__(s.b.node, s.b.topics, share_clock=s.clock, share_group=lambda gid: ("share", True),
+    s2.b = s.b.__class__(s.b.node, s.b.topics, share_clock=s.clock, share_group=lambda gid: ("share", frozenset({"a", "b"})),
                          share_state=store)
     s2.tid = s.tid
     assert [(r["offset"], r["state"], r["delivery_count"]) for r in s2.state()["records"]] == [
         (0, "available", 2), (1, "acknowledged", 1), (2, "archived", 1), (3, "available", 1)]
     assert acquired(s2.fetch("b")) == [(0, 0, 3), (3, 3, 2)]
+
+
+def test_records_of_a_member_the_group_no_longer_has_are_released():
+    s = Share()
+    s.produce(2)
+    s.fetch("a", max_records=1, mode=1)
+    s.fetch("b", max_records=1, mode=1)
+    s.members = frozenset({"b"})                # a left the group (or its session expired)
+    assert s.states() == {0: ("available", 1, None), 1: ("acquired", 1, "b")}
+    assert acquired(s.fetch("b")) == [(0, 0, 2)]
