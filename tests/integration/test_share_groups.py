@@ -321,3 +321,31 @@ def test_share_partition_state_survives_a_restart_and_held_records_come_back(tmp
         assert before == {0: ("acquired", 2), 1: ("acknowledged", 1), 2: ("acknowledged", 1),
                           3: ("acknowledged", 1), 4: ("acquired", 1), 5: ("acquired", 1)}
         assert sorted((o, n) for _, o, n, _ in b.got()) == [(0, 3), (4, 2), (5, 2)]
+
+
+def test_a_coordinator_move_in_a_three_broker_cluster_loses_no_record_state():
+    """Three brokers: the share group's coordinator moves to another broker while two consumers read; the group
+    is loaded there from its records, the members heartbeat on, and every record is still accepted exactly
+    once."""
+    with ServerThread(ServerConfig(port=0, brokers=3, share_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as st:
+        setup(st, "mv", "mv-g")
+        sharers = [Sharer(st, "mv-g", "mv", f"c{i}") for i in range(2)]
+        try:
+            wait_for(lambda: (v := st.share_partition("mv-g", "mv", 0)) is not None and len(v["fetching"]) == 2,
+                     what="two members fetching")
+            produce(st, "mv", range(0, 50))
+            wait_for(lambda: sum(len(s.got()) for s in sharers) >= 50, what="the first 50")
+            before = st.group("mv-g")
+            start = st.coordinator_of("mv-g")
+            st.move_coordinator("mv-g", (start + 1) % 3)
+            assert st.coordinator_of("mv-g") == (start + 1) % 3
+            produce(st, "mv", range(50, 100))
+            wait_for(lambda: done(st, "mv-g", "mv", 100), what="every record accepted")
+            after = st.group("mv-g")
+            assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
+        finally:
+            for s in sharers:
+                s.close()
+    assert sorted(r[1] for s in sharers for r in s.got()) == list(range(100))
+    assert all(r[2] == 1 for s in sharers for r in s.got())
