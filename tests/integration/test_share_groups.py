@@ -349,3 +349,20 @@ def test_a_coordinator_move_in_a_three_broker_cluster_loses_no_record_state():
                 s.close()
     assert sorted(r[1] for s in sharers for r in s.got()) == list(range(100))
     assert all(r[2] == 1 for s in sharers for r in s.got())
+
+
+def test_fault_rules_on_the_share_apis(server):
+    """Fault injection names the new APIs like any other: ShareFetch answered with a top-level error twice and a
+    ShareGroupHeartbeat closed once; the consumer retries and every record is accepted once."""
+    st = server
+    setup(st, "flt", "flt-g")
+    produce(st, "flt", range(10))
+    fetch_rule = st.faults.fail("ShareFetch", "UNKNOWN_SERVER_ERROR", count=2)
+    hb_rule = st.faults.close("ShareGroupHeartbeat", count=1)
+    s = Sharer(st, "flt-g", "flt", "x")
+    try:
+        wait_for(lambda: done(st, "flt-g", "flt", 10), what="every record accepted")
+    finally:
+        s.close()
+    assert st.faults.rules() == [] and (fetch_rule.applied, hb_rule.applied) == (2, 1)
+    assert sorted(r[1] for r in s.got()) == list(range(10))
