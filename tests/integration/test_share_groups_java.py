@@ -169,21 +169,23 @@ def test_java_admin_describes_lists_alters_and_deletes_share_group_offsets(serve
     wait_for(lambda: done(st, group, topic, 6) and (v := st.share_partition(group, topic, 1)) is not None
              and v["start_offset"] == 4, timeout=90, what="every record accepted")
 
-    def admin(*args):
-        (out,) = run_java("ShareAdmin", st.bootstrap, *args)
-        return out
-    d = admin("describe", group)
+    def admin(*commands):
+        """Each command's answer, the commands run in order by one JVM."""
+        args = [x for c in commands for x in ("+", *map(str, c))][1:]
+        return run_java("ShareAdmin", st.bootstrap, *args)
+    d, offsets, refused = admin(("describe", group), ("offsets", group), ("alter", group, topic, 0, 2))
     assert (d["state"], len(d["members"])) == ("Stable", 1) and d["group_epoch"] == d["assignment_epoch"] >= 1
     assert d["members"][0]["client_id"] == "m" and d["members"][0]["partitions"] == ["ja-0", "ja-1"]
-    assert admin("offsets", group)["partitions"] == [
+    assert offsets["partitions"] == [
         {"topic": "ja", "partition": 0, "start_offset": 6, "lag": 0},
         {"topic": "ja", "partition": 1, "start_offset": 4, "lag": 0}]
-    refused = admin("alter", group, topic, 0, 2)
     assert refused["type"] == "error" and refused["exception"].endswith("GroupNotEmptyException"), refused
     m.close()
     wait_for(lambda: st.group(group).state == "Empty", what="the member gone")
-    assert admin("alter", group, topic, 0, 2) == {"type": "altered"}
-    assert admin("offsets", group)["partitions"][0] == {"topic": "ja", "partition": 0, "start_offset": 2, "lag": 4}
-    assert admin("delete-offsets", group, topic) == {"type": "deleted"}
-    assert admin("offsets", group)["partitions"] == []
-    assert admin("describe", "nope")["type"] == "error"
+    altered, offsets, deleted, after, unknown = admin(
+        ("alter", group, topic, 0, 2), ("offsets", group), ("delete-offsets", group, topic), ("offsets", group),
+        ("describe", "nope"))
+    assert altered == {"type": "altered"} and deleted == {"type": "deleted"}
+    assert offsets["partitions"][0] == {"topic": "ja", "partition": 0, "start_offset": 2, "lag": 4}
+    assert after["partitions"] == []
+    assert unknown["type"] == "error"

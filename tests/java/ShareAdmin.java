@@ -15,7 +15,7 @@ import org.apache.kafka.common.TopicPartition;
 /**
  * The Java Admin client's share group operations (KIP-932), one per run, for the share group tests.
  *
- * Usage: ShareAdmin BOOTSTRAP COMMAND ARGS...
+ * Usage: ShareAdmin BOOTSTRAP COMMAND ARGS... [+ COMMAND ARGS...]...  (one line per command, in order)
  *   describe GROUP                  -> {"type":"described","state":..,"group_epoch":..,"assignment_epoch":..,
  *                                       "members":[{"member_id":..,"client_id":..,"partitions":[..]}]}
  *   offsets GROUP                   -> {"type":"offsets","partitions":[{"topic":..,"partition":..,"start_offset":..,
@@ -29,12 +29,22 @@ public final class ShareAdmin {
         Properties props = new Properties();
         props.put("bootstrap.servers", args[0]);
         try (Admin admin = Admin.create(props)) {
-            try {
-                run(admin, args);
-            } catch (java.util.concurrent.ExecutionException e) {
-                Throwable c = e.getCause();
-                Json.obj("type", "error", "exception", c.getClass().getName(), "message", String.valueOf(c.getMessage()))
-                    .print();
+            List<String> command = new ArrayList<>();
+            command.add(args[0]);
+            for (int i = 1; i <= args.length; i++) {
+                if (i < args.length && !args[i].equals("+")) {
+                    command.add(args[i]);
+                    continue;
+                }
+                try {
+                    run(admin, command.toArray(new String[0]));
+                } catch (java.util.concurrent.ExecutionException e) {
+                    Throwable c = e.getCause();
+                    Json.obj("type", "error", "exception", c.getClass().getName(),
+                             "message", String.valueOf(c.getMessage())).print();
+                }
+                command = new ArrayList<>();
+                command.add(args[0]);
             }
         }
     }
