@@ -366,3 +366,32 @@ def test_fault_rules_on_the_share_apis(server):
         s.close()
     assert st.faults.rules() == [] and (fetch_rule.applied, hb_rule.applied) == (2, 1)
     assert sorted(r[1] for r in s.got()) == list(range(10))
+
+
+def test_read_committed_share_group_never_gets_aborted_records(server):
+    """A share group whose share.isolation.level is read_committed (IncrementalAlterConfigs on the GROUP
+    resource): a transactional producer's aborted records are never delivered, its committed ones are."""
+    st = server
+    setup(st, "rc", "rc-g")
+    admin = AdminClient({"bootstrap.servers": st.bootstrap})
+    res = ConfigResource(ResourceType.GROUP, "rc-g", incremental_configs=[
+        ConfigEntry("share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+    p = Producer({"bootstrap.servers": st.bootstrap, "transactional.id": "rc-tx"})
+    p.init_transactions(10)
+    for commit, values in ((False, ["aborted-1", "aborted-2"]), (True, ["committed-1", "committed-2"])):
+        p.begin_transaction()
+        for v in values:
+            p.produce("rc", value=v.encode(), partition=0)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(10)
+    produce(st, "rc", ["plain"])
+    s = Sharer(st, "rc-g", "rc", "x")
+    try:
+        wait_for(lambda: len(s.got()) >= 3, what="the committed records")
+        end = st.share_partition("rc-g", "rc", 0)["end_offset"]
+        wait_for(lambda: done(st, "rc-g", "rc", end), what="every record done")
+        time.sleep(0.3)
+    finally:
+        s.close()
+    assert [r[3] for r in s.got()] == ["committed-1", "committed-2", "plain"]
