@@ -322,6 +322,7 @@ class ShareState:
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions: dict[tuple[int, str, str], ShareSession] = {}      # (broker, group, member) -> session
+        self.writing: set = set()        # writes of share state no answer waits for (tasks kept until done)
 
     def partition(self, group_id: str, topic: str, index: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, index))

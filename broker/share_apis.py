@@ -333,6 +333,30 @@ class ShareApis(BrokerBase):
         return R(throttle_time_ms=0, error_code=0, error_message=None,
                  acquisition_lock_timeout_ms=self.lock_duration_ms(gid), responses=topics, node_endpoints=[])
 
+    def _background(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self.shares.writing.add(task)
+        task.add_done_callback(self.shares.writing.discard)
+
+    def forget_share_group(self, group_id: str) -> None:
+        """A group was deleted: its share partitions and sessions go, and so does its persisted state (its
+        tombstones written without waiting), as Kafka deletes a share group's state with the group."""
+        for key in [k for k in self.shares.sessions if k[1] == group_id]:
+            del self.shares.sessions[key]
+        gone = [(sp.topic, sp.index) for sp in self.shares.of_group(group_id)]
+        for topic, index in gone:
+            self.shares.drop(group_id, topic, index)
+        if self.share_state is not None:
+            keys = set(self.share_state.partitions_of(group_id))
+            keys |= {(t.topic_id, i) for name, i in gone if (t := self.topics.get(name)) is not None}
+            if keys:
+                state = self.share_state
+
+                async def delete() -> None:
+                    for tid, index in sorted(keys):
+                        await state.delete(group_id, tid, index)
+                self._background(delete())
+
     # ---------------------------------------------------------------- test controls (tenure/control/registry.py)
     def share_partition_view(self, group_id: str, topic: str, index: int) -> dict | None:
         """One share partition as the test controls show it: its start and end offsets, the members whose share
@@ -365,7 +389,7 @@ class ShareApis(BrokerBase):
             if sp.expire(now, limit) and p is not None:
                 p.wake()
         if held and self.share_state is not None:     # archived at the limit: written without waiting
-            asyncio.get_running_loop().create_task(self.persist_share_state(group_id))
+            self._background(self.persist_share_state(group_id))
         return held
 
     # ---------------------------------------------------------------- the share group offset admin APIs

@@ -142,7 +142,10 @@ class ShareStateHandle:
         return await self.start().delete((group_id, topic_id, partition))
 
     def partitions_of(self, group_id: str) -> list:
-        """(topic id, partition) of every share partition of the group with state."""
+        """(topic id, partition) of every share partition of the group with state (none before the share
+        coordinator has started: asking does not start it)."""
+        if self.runtime is None and self.topics.get(SHARE_STATE_TOPIC) is None:
+            return []
         return [(t, p) for _, t, p in self.start().keys(group_id)]
 
 
@@ -209,7 +212,8 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     coordinator_config = config.coordinator_config()
     groups = GroupRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics), offsets,
                           clock=clock, on_fatal=on_fatal, metrics=metrics,
-                          hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas)
+                          hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas,
+                          on_group_deleted=broker.forget_share_group)
     txn.broker, txn.groups = broker, groups
     groups_of.append(groups)
     load_report = groups.load()

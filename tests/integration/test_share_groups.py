@@ -395,3 +395,24 @@ def test_read_committed_share_group_never_gets_aborted_records(server):
     finally:
         s.close()
     assert [r[3] for r in s.got()] == ["committed-1", "committed-2", "plain"]
+
+
+def test_deleting_a_share_group_deletes_its_share_partitions(tmp_path):
+    """DeleteGroups of an empty share group: its records tombstoned in __consumer_offsets and its share
+    partitions' state in __share_group_state; a new group of that id starts afresh, after a restart too."""
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path), share_heartbeat_interval_ms=200, initial_rebalance_delay_ms=0)
+    with ServerThread(cfg) as st:
+        setup(st, "del", "del-g")
+        produce(st, "del", range(3))
+        s = Sharer(st, "del-g", "del", "x")
+        try:
+            wait_for(lambda: done(st, "del-g", "del", 3), what="every record accepted")
+        finally:
+            s.close()
+        wait_for(lambda: st.group("del-g").state == "Empty", what="the group empty")
+        admin = AdminClient({"bootstrap.servers": st.bootstrap})
+        admin.delete_consumer_groups(["del-g"])["del-g"].result(10)
+        assert st.group("del-g") is None
+        wait_for(lambda: st.share_partition("del-g", "del", 0) is None, what="the share partition gone")
+        st.restart()
+        assert st.group("del-g") is None and st.share_partition("del-g", "del", 0) is None
