@@ -158,7 +158,8 @@ def test_java_killed_holders_records_go_to_another_consumer_after_the_lock_expir
 
 
 def test_java_admin_describes_lists_alters_and_deletes_share_group_offsets(server, jvms):
-    """Admin.describeShareGroups (ShareGroupDescribe), listShareGroupOffsets (DescribeShareGroupOffsets v1: start
+    """Admin.listGroups for share groups (ListGroups v5, type share), describeShareGroups (ShareGroupDescribe),
+    listShareGroupOffsets (DescribeShareGroupOffsets v1: start
     offset and lag), alterShareGroupOffsets and deleteShareGroupOffsets (only on an empty group)."""
     from tests.support.java import run_java
     st, topic, group = server, "ja", "ja-g"
@@ -173,7 +174,9 @@ def test_java_admin_describes_lists_alters_and_deletes_share_group_offsets(serve
         """Each command's answer, the commands run in order by one JVM."""
         args = [x for c in commands for x in ("+", *map(str, c))][1:]
         return run_java("ShareAdmin", st.bootstrap, *args)
-    d, offsets, refused = admin(("describe", group), ("offsets", group), ("alter", group, topic, 0, 2))
+    d, offsets, refused, listed = admin(("describe", group), ("offsets", group), ("alter", group, topic, 0, 2),
+                                        ("list-share-groups", "-"))
+    assert listed["groups"] == [{"group": group, "type": "Share", "protocol": "share", "state": "Stable"}]
     assert (d["state"], len(d["members"])) == ("Stable", 1) and d["group_epoch"] == d["assignment_epoch"] >= 1
     assert d["members"][0]["client_id"] == "m" and d["members"][0]["partitions"] == ["ja-0", "ja-1"]
     assert offsets["partitions"] == [

@@ -6,6 +6,8 @@ import java.util.Properties;
 import java.util.TreeMap;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.ShareMemberDescription;
@@ -22,6 +24,8 @@ import org.apache.kafka.common.TopicPartition;
  *                                       "lag":..}]}   (listShareGroupOffsets: every share partition of the group)
  *   alter GROUP TOPIC PARTITION OFFSET -> {"type":"altered"}
  *   delete-offsets GROUP TOPIC      -> {"type":"deleted"}
+ *   list-share-groups -             -> {"type":"listed","groups":[{"group":..,"type":..,"protocol":..,"state":..}]}
+ *                                      (Admin.listGroups(ListGroupsOptions.forShareGroups()))
  * A failure prints {"type":"error","exception":..,"message":..} (the cause of an ExecutionException) and exits 0.
  */
 public final class ShareAdmin {
@@ -92,6 +96,16 @@ public final class ShareAdmin {
             case "delete-offsets": {
                 admin.deleteShareGroupOffsets(group, Collections.singleton(args[3])).all().get();
                 Json.obj("type", "deleted").print();
+                break;
+            }
+            case "list-share-groups": {
+                List<Object> groups = new ArrayList<>();
+                for (GroupListing g : admin.listGroups(ListGroupsOptions.forShareGroups()).all().get()) {
+                    groups.add(Json.obj("group", g.groupId(), "type", g.type().map(Object::toString).orElse(null),
+                                        "protocol", g.protocol(),
+                                        "state", g.groupState().map(Object::toString).orElse(null)));
+                }
+                Json.obj("type", "listed", "groups", groups).print();
                 break;
             }
             default:
