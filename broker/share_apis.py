@@ -114,6 +114,8 @@ class ShareApis(BrokerBase):
             if old is not None:
                 self._release_session(group_id, member_id, old)
             if len(self.shares.sessions) >= MAX_SESSIONS:
+                self._evict_sessions()
+            if len(self.shares.sessions) >= MAX_SESSIONS:
                 return None, SHARE_SESSION_LIMIT_REACHED, "The limit of share sessions is reached."
             s = self.shares.sessions[key] = ShareSession()
             return s, 0, None
@@ -123,6 +125,15 @@ class ShareApis(BrokerBase):
         if epoch != FINAL_EPOCH and epoch != found.epoch:
             return None, INVALID_SHARE_SESSION_EPOCH, f"Share session epoch {epoch}, expected {found.epoch}."
         return found, 0, None
+
+    def _evict_sessions(self) -> None:
+        """At the limit: the sessions of members their group no longer has (killed clients never close theirs)
+        go, their records released."""
+        for key, session in list(self.shares.sessions.items()):
+            g = self.share_group(key[1])
+            if g is None or key[2] not in g[1]:
+                del self.shares.sessions[key]
+                self._release_session(key[1], key[2], session)
 
     def _release_session(self, group_id: str, member_id: str, s: ShareSession) -> None:
         for name, index in s.partitions.values():

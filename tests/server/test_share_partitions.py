@@ -343,3 +343,17 @@ def test_records_of_a_member_the_group_no_longer_has_are_released():
     s.members = frozenset({"b"})                # a left the group (or its session expired)
     assert s.states() == {0: ("available", 1, None), 1: ("acquired", 1, "b")}
     assert acquired(s.fetch("b")) == [(0, 0, 2)]
+
+
+def test_at_the_session_limit_sessions_of_members_gone_are_evicted(monkeypatch):
+    import tenure.broker.share_apis as apis
+    monkeypatch.setattr(apis, "MAX_SESSIONS", 2)
+    s = Share()
+    s.produce(1)
+    s.members = frozenset({"a", "b", "c"})
+    s.fetch("a")
+    s.fetch("b")
+    assert s.fetch("c")["error_code"] == 133                  # SHARE_SESSION_LIMIT_REACHED
+    s.members = frozenset({"b", "c"})                          # a's client died and its session expired
+    assert acquired(s.fetch("c")) == [(0, 0, 2)]              # a's session evicted, its record released
+    assert s.fetch("a", epoch=1)["error_code"] == SESSION_NOT_FOUND
