@@ -192,3 +192,25 @@ def test_java_admin_describes_lists_alters_and_deletes_share_group_offsets(serve
     assert offsets["partitions"][0] == {"topic": "ja", "partition": 0, "start_offset": 2, "lag": 4}
     assert after["partitions"] == []
     assert unknown["type"] == "error"
+
+
+def test_java_consumer_across_a_restart_gets_no_accepted_record_again(tmp_path, jvms):
+    """A restart on the data dir while a KafkaShareConsumer runs: the share partition's state comes back from
+    __share_group_state (start offset past the accepted records), so the consumer - reconnecting, opening a new
+    share session - gets only what is produced after, each record once."""
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path), share_heartbeat_interval_ms=300, initial_rebalance_delay_ms=0)
+    with ServerThread(cfg) as st:
+        setup(st, "jrs", "jrs-g")
+        produce(st, "jrs", range(10))
+        m = jvms(st, "jrs-g", "jrs", "m")
+        wait_for(lambda: done(st, "jrs-g", "jrs", 10), timeout=90, what="the first ten accepted")
+        st.restart()
+        assert st.share_partition("jrs-g", "jrs", 0)["start_offset"] == 10
+        produce(st, "jrs", range(10, 20))
+        try:
+            wait_for(lambda: done(st, "jrs-g", "jrs", 20), timeout=90, what="the next ten accepted")
+        except AssertionError:
+            raise AssertionError(m.dump()) from None
+        m.close()
+    got = [(o, n) for _, o, n, _ in m.records()]
+    assert sorted(got) == [(o, 1) for o in range(20)]
