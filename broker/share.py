@@ -31,7 +31,7 @@ from tenure.storage.batch import BatchHeader, InvalidBatch, parse_batches
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}
 
-# Kafka's broker defaults
+# Kafka's broker defaults (a group's own: its share.delivery.count.limit, share.partition.max.record.locks)
 DELIVERY_COUNT_LIMIT = 5            # group.share.delivery.count.limit
 MAX_IN_FLIGHT = 2000                # group.share.partition.max.record.locks
 MAX_SESSIONS = 2000                 # group.share.max.share.sessions
@@ -126,9 +126,10 @@ class SharePartition:
         return min((o for o, r in self.records.items() if r.state == AVAILABLE), default=self.end)
 
     def acquire(self, member_id: str, data: bytes, aborted: list[tuple[int, int]] | None, max_records: int,
-                strict: bool, now_ms: int, lock_ms: int) -> tuple[list[tuple[int, int, int]], bytes]:
+                strict: bool, now_ms: int, lock_ms: int,
+                max_in_flight: int = MAX_IN_FLIGHT) -> tuple[list[tuple[int, int, int]], bytes]:
         """Acquire records of the batches `data` (whole batches from the read path) for `member_id`: up to
-        `max_records` (a whole batch may go past it unless `strict`), never past MAX_IN_FLIGHT from the start.
+        `max_records` (a whole batch may go past it unless `strict`), never past `max_in_flight` from the start.
         Control batches and, read_committed (`aborted` not None), aborted transactions' batches are archived,
         never delivered. Returns the acquired ranges (first, last, delivery count) and the batches holding
         them."""
@@ -147,7 +148,7 @@ class SharePartition:
             if len(acquired) >= max_records:
                 break
             if h.base_offset >= self.end:
-                if self.end - self.start >= MAX_IN_FLIGHT:
+                if self.end - self.start >= max_in_flight:
                     break                          # no room for more records in flight
                 self.end = h.base_offset           # offsets the log does not hold (compacted away) are skipped
             while pending and pending[0][1] <= h.base_offset:
@@ -155,22 +156,22 @@ class SharePartition:
             if h.is_control or (aborted is not None and h.is_transactional and h.producer_id in aborting):
                 if h.is_control:
                     aborting.discard(h.producer_id)
-                self._skip(h)
+                self._skip(h, max_in_flight)
                 continue
-            if self._acquire_batch(h, member_id, acquired, max_records, strict, now_ms, lock_ms):
+            if self._acquire_batch(h, member_id, acquired, max_records, strict, now_ms, lock_ms, max_in_flight):
                 chunks.append(bytes(view[h.position:h.position + h.size]))
         self._advance()
         return _ranges(acquired), b"".join(chunks)
 
     def _acquire_batch(self, h: BatchHeader, member_id: str, acquired: list[tuple[int, int]], max_records: int,
-                       strict: bool, now_ms: int, lock_ms: int) -> bool:
+                       strict: bool, now_ms: int, lock_ms: int, max_in_flight: int) -> bool:
         took = False
         for off in range(max(h.base_offset, self.start), h.last_offset + 1):
             if strict and len(acquired) >= max_records:
                 break
             r = self.records.get(off)
             if off >= self.end:
-                if off - self.start >= MAX_IN_FLIGHT:
+                if off - self.start >= max_in_flight:
                     break
                 r = self.records[off] = InFlight(AVAILABLE)
                 self.end = off + 1
@@ -182,11 +183,11 @@ class SharePartition:
             took = True
         return took
 
-    def _skip(self, h: BatchHeader) -> None:
+    def _skip(self, h: BatchHeader, max_in_flight: int) -> None:
         """A batch no consumer gets (a transaction marker, an aborted transaction's records): done."""
         for off in range(max(h.base_offset, self.start), h.last_offset + 1):
             if off >= self.end:
-                if off - self.start >= MAX_IN_FLIGHT:
+                if off - self.start >= max_in_flight:
                     return
                 self.records[off] = InFlight(ARCHIVED)
                 self.end = off + 1

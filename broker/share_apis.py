@@ -29,6 +29,7 @@ from .share import (
     ARCHIVED,
     DELIVERY_COUNT_LIMIT,
     INVALID_SHARE_SESSION_EPOCH,
+    MAX_IN_FLIGHT,
     MAX_SESSIONS,
     SHARE_SESSION_LIMIT_REACHED,
     SHARE_SESSION_NOT_FOUND,
@@ -59,7 +60,10 @@ class ShareApis(BrokerBase):
         return int(self._group_config(group_id, "share.record.lock.duration.ms", "30000"))
 
     def delivery_limit(self, group_id: str) -> int:
-        return DELIVERY_COUNT_LIMIT
+        return int(self._group_config(group_id, "share.delivery.count.limit", str(DELIVERY_COUNT_LIMIT)))
+
+    def max_in_flight(self, group_id: str) -> int:
+        return int(self._group_config(group_id, "share.partition.max.record.locks", str(MAX_IN_FLIGHT)))
 
     def share_partition(self, group_id: str, p: Partition) -> SharePartition:
         """The group's share partition of `p`, made on first use from the share coordinator's state or else at
@@ -255,7 +259,7 @@ class ShareApis(BrokerBase):
                     continue
                 read = self.replicas.read(p, start, budget, committed)
                 ranges, data = sp.acquire(mid, read.records, read.aborted, max_records - got, strict,
-                                          self.share_clock(), self.lock_duration_ms(gid))
+                                          self.share_clock(), self.lock_duration_ms(gid), self.max_in_flight(gid))
                 if ranges:
                     entry["acquired"], entry["records"] = ranges, data
                     got += sum(last - first + 1 for first, last, _ in ranges)

@@ -357,3 +357,16 @@ def test_at_the_session_limit_sessions_of_members_gone_are_evicted(monkeypatch):
     s.members = frozenset({"b", "c"})                          # a's client died and its session expired
     assert acquired(s.fetch("c")) == [(0, 0, 2)]              # a's session evicted, its record released
     assert s.fetch("a", epoch=1)["error_code"] == SESSION_NOT_FOUND
+
+
+def test_the_groups_own_delivery_limit_and_in_flight_limit():
+    s = Share()
+    s.b.topics.dynamic_configs["group"]["g"].update({"share.delivery.count.limit": "2",
+                                                     "share.partition.max.record.locks": "100"})
+    s.produce(150)
+    assert acquired(s.fetch("a", max_records=1000)) == [(0, 99, 1)]
+    s.ack("a", [(0, 99, [RELEASE])])
+    assert acquired(s.fetch("a", max_records=1000)) == [(0, 99, 2)]
+    s.ack("a", [(0, 99, [RELEASE])])                        # the second delivery was the last: archived
+    assert s.state()["start_offset"] == 100
+    assert acquired(s.fetch("a", max_records=1000)) == [(100, 149, 1)]
