@@ -74,6 +74,7 @@ class SharePartition:
     end: int
     records: dict[int, InFlight] = field(default_factory=dict)
     persisted: tuple | None = None      # the (start, batches) last written to the share coordinator
+    topic_id: uuid.UUID | None = None   # the topic's id when made (a topic deleted and made again is another)
 
     # ------------------------------------------------------------------ persisted state
     def restore(self, start: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
@@ -328,11 +329,12 @@ class ShareState:
     def partition(self, group_id: str, topic: str, index: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, index))
 
-    def open(self, group_id: str, topic: str, index: int, start: int) -> SharePartition:
+    def open(self, group_id: str, topic: str, index: int, start: int,
+             topic_id: uuid.UUID | None = None) -> SharePartition:
         key = (group_id, topic, index)
         sp = self.partitions.get(key)
         if sp is None:
-            sp = self.partitions[key] = SharePartition(group_id, topic, index, start, start)
+            sp = self.partitions[key] = SharePartition(group_id, topic, index, start, start, topic_id=topic_id)
         return sp
 
     def of_group(self, group_id: str) -> list[SharePartition]:

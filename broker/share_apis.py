@@ -71,17 +71,21 @@ class ShareApis(BrokerBase):
         log's, its expired locks released, and the records of members the group no longer has (left, or their
         session expired) released."""
         sp = self.shares.partition(group_id, p.topic, p.index)
+        topic = self.topics.get(p.topic)
+        if sp is not None and topic is not None and sp.topic_id not in (None, topic.topic_id):
+            self.shares.drop(group_id, p.topic, p.index)        # the topic was deleted and made again
+            sp = None
         if sp is None:
-            topic = self.topics.get(p.topic)
             saved = None if self.share_state is None or topic is None else self.share_state.read(
                 group_id, topic.topic_id, p.index)
+            tid = None if topic is None else topic.topic_id
             if saved is not None:
-                sp = self.shares.open(group_id, p.topic, p.index, saved[0])
+                sp = self.shares.open(group_id, p.topic, p.index, saved[0], tid)
                 sp.restore(*saved)
             else:
                 latest = self._group_config(group_id, "share.auto.offset.reset", "latest") == "latest"
                 sp = self.shares.open(group_id, p.topic, p.index,
-                                      p.high_watermark if latest else p.log_start_offset)
+                                      p.high_watermark if latest else p.log_start_offset, tid)
         sp.cut(p.log_start_offset)
         freed = sp.expire(self.share_clock(), self.delivery_limit(group_id))
         g = self.share_group(group_id)

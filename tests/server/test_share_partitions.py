@@ -370,3 +370,14 @@ def test_the_groups_own_delivery_limit_and_in_flight_limit():
     s.ack("a", [(0, 99, [RELEASE])])                        # the second delivery was the last: archived
     assert s.state()["start_offset"] == 100
     assert acquired(s.fetch("a", max_records=1000)) == [(100, 149, 1)]
+
+
+def test_a_topic_deleted_and_made_again_starts_a_new_share_partition():
+    s = Share()
+    s.produce(3)
+    s.fetch("a")
+    s.b.topics.delete("t")
+    s.b.topics.create("t")
+    s.tid = s.b.topics.get("t").topic_id
+    s.produce(1)
+    assert acquired(s.fetch("a")) == [(0, 0, 1)]            # the new topic's record, not the old state
