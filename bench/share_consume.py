@@ -11,6 +11,10 @@ delivery latency (a record's consume time minus its produce timestamp, which inc
 of the poll before it). First, the share coordinator's replay time per in-flight record.
 
     .venv/bin/python bench/share_consume.py [--records 20000] [--consumers 1,4,16] [--targets tenure,mock]
+                                            [--explicit]
+
+With --explicit each poll's records are acknowledged (accept) and sent with commit_sync, whose round trip is the
+acknowledgement latency printed (p50/p99).
 
 tenure runs as `tenure serve` in its own process (--share-heartbeat-interval-ms 200); the mock runs inside
 this process (librdkafka's `test.mock.num.brokers=1`).
@@ -35,21 +39,32 @@ TIMEOUT_S = 90
 
 
 class Sharer(threading.Thread):
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, explicit: bool = False) -> None:
         super().__init__(daemon=True, name=name)
         from confluent_kafka import ShareConsumer
-        self.c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
-                                "log_level": 3})
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "log_level": 3}
+        if explicit:
+            conf["share.acknowledgement.mode"] = "explicit"
+        self.c = ShareConsumer(conf)
         self.c.subscribe([topic])
+        self.explicit = explicit
         self.got: list[tuple[int, float]] = []        # (offset, latency s)
+        self.acks: list[float] = []                   # explicit: each commit_sync's round trip (s)
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            for m in self.c.poll(0.1):
+            msgs = self.c.poll(0.1)
+            for m in msgs:
                 if m.error() is None:
                     now = time.time()
                     self.got.append((m.offset(), now - m.timestamp()[1] / 1000.0))
+                    if self.explicit:
+                        self.c.acknowledge(m)
+            if self.explicit and len(msgs):
+                t0 = time.perf_counter()
+                self.c.commit_sync()
+                self.acks.append(time.perf_counter() - t0)
 
     def close(self) -> None:
         self.stop.set()
@@ -73,7 +88,7 @@ def create_topic(bootstrap: str, topic: str) -> None:
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
 
 
-def run(bootstrap: str, label: str, consumers: int, records: int) -> dict:
+def run(bootstrap: str, label: str, consumers: int, records: int, explicit: bool = False) -> dict:
     topic, group = f"sq-{label}-{consumers}-{time.monotonic_ns()}", f"g-{label}-{consumers}-{time.monotonic_ns()}"
     if label == "mock":                   # the mock creates a topic on first use (one partition)
         produce(bootstrap, topic, 0)
@@ -81,7 +96,7 @@ def run(bootstrap: str, label: str, consumers: int, records: int) -> dict:
         Producer({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(topic, timeout=10)
     else:
         create_topic(bootstrap, topic)
-    sharers = [Sharer(bootstrap, group, topic, f"c{i}") for i in range(consumers)]
+    sharers = [Sharer(bootstrap, group, topic, f"c{i}", explicit) for i in range(consumers)]
     for s in sharers:
         s.start()
     try:
@@ -109,7 +124,9 @@ def run(bootstrap: str, label: str, consumers: int, records: int) -> dict:
         got = [(o, lat) for s in sharers for o, lat in s.got[base[id(s)]:] if o in wanted]
         lat = sorted(x for _, x in got)
         per = sorted((sum(1 for o, _ in s.got[base[id(s)]:] if o in wanted) for s in sharers), reverse=True)
-        return {"rate": len({o for o, _ in got}) / seconds, "seconds": seconds, "complete": wanted <= delivered(),
+        acks = sorted(a for s in sharers for a in s.acks)
+        return {"ack_p50": statistics.median(acks) * 1000 if acks else float("nan"),
+                "ack_p99": acks[max(int(len(acks) * 0.99) - 1, 0)] * 1000 if acks else float("nan"),"rate": len({o for o, _ in got}) / seconds, "seconds": seconds, "complete": wanted <= delivered(),
                 "redelivered": len(got) - len({o for o, _ in got}), "per": per,
                 "p50": statistics.median(lat) * 1000 if lat else float("nan"),
                 "p99": lat[int(len(lat) * 0.99) - 1] * 1000 if lat else float("nan")}
@@ -146,6 +163,9 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--consumers", default="1,4,16")
     ap.add_argument("--targets", default="tenure,mock")
+    ap.add_argument("--explicit", action="store_true",
+                    help="explicit acknowledgement: each poll's records accepted by commit_sync, whose round trip "
+                         "is measured (p50/p99)")
     args = ap.parse_args()
     counts = [int(x) for x in args.consumers.split(",")]
     print(f"share_consume: {args.records:,} records of 100 B, consumers {counts}; python {sys.version.split()[0]}, "
@@ -167,13 +187,15 @@ def main() -> int:
                 bootstrap = f"{b.host}:{b.port}"
             for n in counts:
                 try:
-                    r = run(bootstrap, target, n, args.records)
+                    r = run(bootstrap, target, n, args.records, args.explicit)
                 except Exception as exc:       # a target that does not serve share groups says so
                     print(f"{target:<7} {n:>2} consumer(s): failed: {type(exc).__name__}: {exc}", flush=True)
                     continue
                 print(f"{target:<7} {n:>2} consumer(s): {r['rate']:>9,.0f} rec/s ({r['seconds']:.2f} s"
                       f"{'' if r['complete'] else ', INCOMPLETE'}), redelivered {r['redelivered']}, "
-                      f"latency p50 {r['p50']:.0f} ms p99 {r['p99']:.0f} ms, per consumer {r['per']}", flush=True)
+                      f"latency p50 {r['p50']:.0f} ms p99 {r['p99']:.0f} ms, "
+                      + (f"commit_sync p50 {r['ack_p50']:.1f} ms p99 {r['ack_p99']:.1f} ms, " if args.explicit else "")
+                      + f"per consumer {r['per']}", flush=True)
             if server is not None:
                 server.terminate()
                 server.wait(10)
