@@ -214,3 +214,19 @@ def test_java_consumer_across_a_restart_gets_no_accepted_record_again(tmp_path, 
         m.close()
     got = [(o, n) for _, o, n, _ in m.records()]
     assert sorted(got) == [(o, 1) for o in range(20)]
+
+
+def test_java_renew_keeps_records_acquired_and_they_are_accepted_after(server, jvms):
+    """AcknowledgeType.RENEW (KIP-1222, ShareAcknowledge/ShareFetch v2): the consumer renews each record's lock,
+    gets the same records back with the same delivery count (never redelivered), then accepts them."""
+    st, topic, group = server, "jn", "jn-g"
+    setup(st, topic, group)
+    produce(st, topic, range(3))
+    m = jvms(st, group, topic, "r", ack="renew")
+    try:
+        wait_for(lambda: done(st, group, topic, 3), timeout=90, what="every record accepted after its renewal")
+    except AssertionError:
+        raise AssertionError(m.dump()) from None
+    m.close()
+    seen = sorted((o, n, ack) for _, o, n, ack in m.records())
+    assert seen == [(o, 1, ack) for o in range(3) for ack in ("accept-renewed", "renew")]

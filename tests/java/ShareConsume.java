@@ -27,6 +27,7 @@ import org.apache.kafka.clients.consumer.KafkaShareConsumer;
  *       accept it
  *     reject.offsets=O,O  with ack=accept: reject the records at these offsets
  *     release.offsets=O,O  with ack=accept: release the records at these offsets at every delivery
+ *   ack=renew: renew each record's lock the first time it is seen, accept it the next
  *
  * stdin commands (one per line; EOF = close): close -> consumer.close(), {"type":"closed"}, exit 0.
  *
@@ -46,7 +47,7 @@ public final class ShareConsume {
         props.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
         String ack = "implicit";
         int releaseUntil = 0;
-        Set<Long> rejectOffsets = new HashSet<>(), releaseOffsets = new HashSet<>();
+        Set<Long> rejectOffsets = new HashSet<>(), releaseOffsets = new HashSet<>(), renewed = new HashSet<>();
         for (int i = 3; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
             if (kv[0].equals("ack")) ack = kv[1];
@@ -88,8 +89,16 @@ public final class ShareConsume {
                     } else if (ack.equals("accept") && rejectOffsets.contains(r.offset())) {
                         what = "reject";
                     }
+                    if (what.equals("renew") && renewed.contains(r.offset())) what = "accept-renewed";
                     Json.obj("type", "record", "partition", r.partition(), "offset", r.offset(),
                              "delivery_count", count, "value", r.value(), "ack", what).print();
+                    if (what.equals("renew") || what.equals("accept-renewed")) {
+                        if (renewed.add(r.offset())) {
+                            consumer.acknowledge(r, AcknowledgeType.RENEW);
+                        } else {
+                            consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                        }
+                    }
                     if (what.equals("accept")) consumer.acknowledge(r, AcknowledgeType.ACCEPT);
                     else if (what.equals("release")) consumer.acknowledge(r, AcknowledgeType.RELEASE);
                     else if (what.equals("reject")) consumer.acknowledge(r, AcknowledgeType.REJECT);
