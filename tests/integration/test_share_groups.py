@@ -39,8 +39,9 @@ def setup(st: ServerThread, topic: str, group: str, partitions: int = 1, reset: 
     admin.incremental_alter_configs([res])[res].result(10)
 
 
-def produce(st: ServerThread, topic: str, values, partition: int = 0) -> None:
-    p = Producer({"bootstrap.servers": st.bootstrap, "linger.ms": 0})
+def produce(st: ServerThread, topic: str, values, partition: int = 0, linger_ms: int = 0) -> None:
+    """`linger_ms` > 0: the values go in one batch (a consumer's fetch acquires them together)."""
+    p = Producer({"bootstrap.servers": st.bootstrap, "linger.ms": linger_ms})
     for v in values:
         p.produce(topic, value=str(v).encode(), partition=partition)
     assert p.flush(10) == 0
@@ -51,13 +52,16 @@ class Sharer:
     (explicit mode); None: implicit mode. Every record is kept as (partition, offset, delivery count, value)."""
 
     def __init__(self, st: ServerThread, group: str, topic: str, name: str,
-                 decide: Callable | None = None, stop_after: int | None = None) -> None:
+                 decide: Callable | None = None, stop_after: int | None = None, commit_at_stop: bool = False) -> None:
+        """`stop_after`: once it has that many records it polls no more and holds them, its acknowledgements
+        sent first if `commit_at_stop` (commit_sync), else never (a consumer that died)."""
         conf = {"bootstrap.servers": st.bootstrap, "group.id": group, "client.id": name}
         if decide is not None:
             conf["share.acknowledgement.mode"] = "explicit"
         self.consumer = ShareConsumer(conf)
         self.consumer.subscribe([topic])
-        self.decide, self.stop_after = decide, stop_after
+        self.decide, self.stop_after, self.commit_at_stop = decide, stop_after, commit_at_stop
+        self.committed = threading.Event()
         self.records: list[tuple[int, int, int, str]] = []
         self.errors: list = []
         self._stop = threading.Event()
@@ -68,7 +72,10 @@ class Sharer:
     def _run(self) -> None:
         while not self._stop.is_set():
             if self.stop_after is not None and len(self.records) >= self.stop_after:
-                time.sleep(0.05)          # holds what it has: no poll, no acknowledgement
+                if self.commit_at_stop and not self.committed.is_set():
+                    self.consumer.commit_sync()
+                    self.committed.set()
+                time.sleep(0.05)          # holds what it has: no poll (and, unless committed, no acknowledgement)
                 continue
             for m in self.consumer.poll(0.2):
                 if m.error():
@@ -291,15 +298,19 @@ def test_share_partition_state_survives_a_restart_and_held_records_come_back(tmp
     cfg = ServerConfig(port=0, data_dir=str(tmp_path), share_heartbeat_interval_ms=200, initial_rebalance_delay_ms=0)
     with ServerThread(cfg) as st:
         setup(st, "ps", "ps-g")
-        produce(st, "ps", ["again", "a", "b", "c"])
-        a = Sharer(st, "ps-g", "ps", "a", lambda m: RELEASE if m.offset() == 0 else ACCEPT, stop_after=4)
+        produce(st, "ps", ["again", "a", "b", "c"], linger_ms=200)      # one batch: one fetch takes all four
+        a = Sharer(st, "ps-g", "ps", "a", lambda m: RELEASE if m.offset() == 0 else ACCEPT, stop_after=4,
+                   commit_at_stop=True)
         try:
-            wait_for(lambda: len(a.got()) == 4, what="the four records")
+            wait_for(a.committed.is_set, what="the four records acknowledged")
         finally:
-            a.close()                              # its acknowledgements go with the close
-        wait_for(lambda: [(r["state"], r["delivery_count"]) for r in st.share_partition("ps-g", "ps", 0)["records"]]
-                 == [("available", 1)] + [("acknowledged", 1)] * 3, what="offset 0 released, 1-3 accepted")
-        produce(st, "ps", ["held-1", "held-2"])
+            a.close()
+        try:
+            wait_for(lambda: [(r["state"], r["delivery_count"]) for r in st.share_partition("ps-g", "ps", 0)["records"]]
+                     == [("available", 1)] + [("acknowledged", 1)] * 3, what="offset 0 released, 1-3 accepted")
+        except AssertionError:
+            raise AssertionError((st.share_partition("ps-g", "ps", 0), a.got())) from None
+        produce(st, "ps", ["held-1", "held-2"], linger_ms=200)
         holder = Sharer(st, "ps-g", "ps", "h", lambda m: ACCEPT, stop_after=1)
         try:
             wait_for(lambda: holder.got(), what="the holder's records")
