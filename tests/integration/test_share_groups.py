@@ -427,3 +427,59 @@ def test_deleting_a_share_group_deletes_its_share_partitions(tmp_path):
         wait_for(lambda: st.share_partition("del-g", "del", 0) is None, what="the share partition gone")
         st.restart()
         assert st.group("del-g") is None and st.share_partition("del-g", "del", 0) is None
+
+
+def test_bad_share_requests_on_the_wire_get_kafkas_errors_and_the_server_serves_on(server):
+    """Over a socket: a ShareFetch naming a consumer group, a stale share session epoch, overlapping and
+    not-acquired acknowledgements, a ShareAcknowledge opening a session - each answered with its error, nothing
+    changed, and the server (and the connection) serve on."""
+    from confluent_kafka import Consumer as PlainConsumer
+
+    from tenure.protocol.share_group import ShareAcknowledgeRequest, ShareFetchRequest
+    from tests.support.wire import WireClient, metadata_request
+
+    st = server
+    setup(st, "w", "w-g")
+    produce(st, "w", range(3))
+    tid = st.call(lambda: st.server.broker.topics.get("w").topic_id)
+    c = PlainConsumer({"bootstrap.servers": st.bootstrap, "group.id": "w-consumer", "group.protocol": "consumer"})
+    c.subscribe(["w"])
+    c.poll(0.5)
+    wait_for(lambda: st.group("w-consumer") is not None, what="the consumer group")
+    F, A = ShareFetchRequest.FetchTopic, ShareAcknowledgeRequest.AcknowledgeTopic
+
+    def fetch(group, member, epoch, acks=()):
+        P = F.FetchPartition
+        return ShareFetchRequest(
+            group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0, min_bytes=1,
+            max_bytes=1 << 20, max_records=100, batch_size=100, share_acquire_mode=0, is_renew_ack=False,
+            topics=[F(topic_id=tid, partitions=[P(partition_index=0, acknowledgement_batches=[
+                P.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t]) for f, last, t in acks])])],
+            forgotten_topics_data=[])
+
+    def ack(member, epoch, acks):
+        P = A.AcknowledgePartition
+        return ShareAcknowledgeRequest(group_id="w-g", member_id=member, share_session_epoch=epoch, is_renew_ack=False,
+                                       topics=[A(topic_id=tid, partitions=[P(partition_index=0, acknowledgement_batches=[
+                                           P.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t])
+                                           for f, last, t in acks])])])
+    try:
+        with WireClient.to(st.bootstrap) as w:
+            r = w.call(fetch("w-consumer", "m", 0), 2)
+            assert r.error_code == 42 and "not a share group" in r.error_message
+            r = w.call(fetch("w-g", "m", 0), 2)
+            assert r.error_code == 0 and [(a.first_offset, a.last_offset, a.delivery_count)
+                                          for a in r.responses[0].partitions[0].acquired_records] == [(0, 2, 1)]
+            assert w.call(fetch("w-g", "m", 7), 2).error_code == 123             # INVALID_SHARE_SESSION_EPOCH
+            assert w.call(fetch("w-g", "other", 3), 2).error_code == 122         # SHARE_SESSION_NOT_FOUND
+            assert w.call(ack("m", 0, [(0, 0, ACCEPT)]), 2).error_code == 123     # an ack cannot open a session
+            p = w.call(ack("m", 1, [(0, 1, ACCEPT), (1, 2, ACCEPT)]), 2).responses[0].partitions[0]
+            assert p.error_code == 42                                             # overlapping batches
+            p = w.call(ack("m", 2, [(0, 9, ACCEPT)]), 2).responses[0].partitions[0]
+            assert p.error_code == 121                                            # 3-9 were never acquired
+            assert [r["state"] for r in st.share_partition("w-g", "w", 0)["records"]] == ["acquired"] * 3
+            p = w.call(ack("m", 3, [(0, 2, ACCEPT)]), 2).responses[0].partitions[0]
+            assert p.error_code == 0 and done(st, "w-g", "w", 3)
+            assert w.call(metadata_request("w"), 12).topics[0].error_code == 0   # the connection serves on
+    finally:
+        c.close()
