@@ -39,6 +39,7 @@ from tenure.protocol import records as rec
 from tenure.protocol import txn_records
 from tenure.protocol.consumer_group_records import CONSUMER_GROUP_RECORDS
 from tenure.protocol.markers import COMMIT, marker_type
+from tenure.protocol.share_group_records import SHARE_GROUP_RECORDS
 from tenure.storage.reader import BadBatch, SegmentReader
 
 from .listing import CHANGED, OK, OPEN_FAILED, Unit, file_id, list_partitions, same_file, split  # noqa: F401 (list_partitions, split: imported from here too, by bench/)
@@ -324,5 +325,8 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
         elif isinstance(record, CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
                          f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
+        elif isinstance(record, SHARE_GROUP_RECORDS):       # KIP-932 share groups: not audited yet
+            yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
+                         f"share group record (key version {rec.key_version(r.key)}) is not audited")
         else:
             yield ("R", _record_row(part, r.offset, r.timestamp, record, producer))

@@ -166,6 +166,16 @@ def group_defs(consumer_session: int = 45000, consumer_interval: int = 5000) -> 
         ConfigDef("share.auto.offset.reset", STRING, "latest",
                   "Where a share group starts reading a partition it has no offset for.",
                   choices=("latest", "earliest")),
+        ConfigDef("share.delivery.count.limit", INT, "5",
+                  "How many times a share group delivers a record before it archives it.",
+                  within=("group.share.min.delivery.count.limit", 2, "group.share.max.delivery.count.limit", 10)),
+        ConfigDef("share.partition.max.record.locks", INT, "2000",
+                  "How many records a share group holds in flight per partition.",
+                  within=("group.share.min.partition.max.record.locks", 100,
+                          "group.share.max.partition.max.record.locks", 4000)),
+        ConfigDef("share.isolation.level", STRING, "read_uncommitted",
+                  "Whether a share group's members get the records of open and aborted transactions.",
+                  choices=("read_uncommitted", "read_committed")),
     )
 
 

@@ -40,6 +40,8 @@ from .fetch import READ_COMMITTED, FetchApis
 from .produce import CLOSE_CONNECTION, MAX_BATCH_BYTES, ProduceApis
 from .producers import ProducerIds
 from .replica_manager import ReplicaManager
+from .share import ShareState, ShareStateSide
+from .share_apis import ShareApis
 from .topic_apis import MAX_PARTITIONS_PER_REQUEST, TopicApis
 from .topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry, validate_topic_name
 
@@ -64,13 +66,16 @@ class _NodeBroker(BrokerNode):
     port = property(lambda self: self._node.port, lambda self, v: None)
 
 
-class Broker(TopicApis, ProduceApis, FetchApis):
+class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
     def __init__(self, node: Node, topics: TopicRegistry, cluster_id: str | None = None,
                  auto_create_topics: bool = True,
                  clock: Callable[[], float] = time.monotonic, durability: Durability | None = None,
                  server_configs: Callable[[], dict[str, str | None]] | None = None,
                  cluster: Cluster | None = None, txn_side: TransactionSide | None = None,
-                 transaction_version: int = 2, replica_selector: str | None = None) -> None:
+                 transaction_version: int = 2, replica_selector: str | None = None,
+                 share_clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                 share_group: Callable[[str], tuple[str, frozenset[str]] | None] = lambda group_id: None,
+                 share_state: ShareStateSide | None = None) -> None:
         self.node = node
         self.replica_selector = replica_selector   # replica.selector.class (None: the leader serves every fetch)
         self.cluster = cluster if cluster is not None else Cluster(1, node.host)
@@ -91,11 +96,19 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         # FindCoordinator, asked by Produce, writer of an internal partition's markers
         self.txn_side = txn_side
         self.transaction_version = transaction_version     # the transaction.version feature ApiVersions finalizes
+        # share groups (KIP-932, share.py): the share partitions and sessions; their acquisition locks run on
+        # the coordinators' clock, and a group of another kind is asked of the group coordinator (build.py)
+        self.shares = ShareState()
+        self.share_clock = share_clock
+        self.share_group = share_group
+        self.share_state = share_state            # the share coordinator (None: share partitions in memory only)
         self.handlers: dict[int, Callable[[Request, RequestContext], Any]] = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
             20: self.delete_topics, 22: self.init_producer_id, 23: self.offset_for_leader_epoch,
             37: self.create_partitions, 60: self.describe_cluster, 61: self.describe_producers,
+            78: self.share_fetch, 79: self.share_acknowledge, 90: self.describe_share_group_offsets,
+            91: self.alter_share_group_offsets, 92: self.delete_share_group_offsets,
             **self._admin_handlers(),
         }
 

@@ -31,7 +31,10 @@ class Partition:
         self.high_watermark = log.log_end_offset
         self.producers = ProducerState()
         self.txns = TxnIndex()
-        self.waiters: set[asyncio.Future[None]] = set()   # long-polling fetches of this partition
+        # long-polling fetches of this partition, in the order they began waiting: woken in that order, so the
+        # fetch that waited longest reads first (a share partition hands its records to it, as Kafka's purgatory
+        # completes the oldest waiting share fetch first)
+        self.waiters: dict[asyncio.Future[None], None] = {}
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index}, hw={self.high_watermark})"
@@ -82,7 +85,7 @@ class Partition:
 
     def wake(self) -> None:
         """Wake the fetches long-polling this partition (after an append, a delete, a stop)."""
-        waiters, self.waiters = self.waiters, set()
+        waiters, self.waiters = self.waiters, {}
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

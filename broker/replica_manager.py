@@ -176,14 +176,14 @@ class ReplicaManager:
         at most `timeout` seconds."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for p in partitions:
-            p.waiters.add(fut)
+            p.waiters[fut] = None
         try:
             await asyncio.wait_for(fut, timeout)
         except TimeoutError:
             pass
         finally:
             for p in partitions:
-                p.waiters.discard(fut)
+                p.waiters.pop(fut, None)
 
     def waiting(self) -> list[Partition]:
         """The partitions a fetch is long-polling."""

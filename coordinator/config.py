@@ -26,6 +26,9 @@ class CoordinatorConfig:
     # KIP-848 consumer groups (Kafka's group.consumer.* defaults)
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
+    # KIP-932 share groups (Kafka's group.share.* defaults)
+    share_session_timeout_ms: int = 45000
+    share_heartbeat_interval_ms: int = 5000
 
 
 def default_member_id(prefix: str) -> str:

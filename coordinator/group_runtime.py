@@ -3,6 +3,8 @@ shards are GroupShards, with the queries and operations the controls and the ser
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
@@ -11,7 +13,7 @@ from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
 from .kinds import Group
-from .result import Result
+from .result import GroupSnapshot, Result
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
 
@@ -19,11 +21,15 @@ log = logging.getLogger("tenure.coordinator")
 
 
 class GroupRuntime(CoordinatorRuntime[GroupShard]):
-    def __init__(self, *args, expectations: dict[str, int] | None = None, **kwargs) -> None:
+    def __init__(self, *args: Any, expectations: dict[str, int] | None = None,
+                 on_group_deleted: Callable[[str], None] | None = None, **kwargs: Any) -> None:
         """`expectations`: the table of `expect_group`, the same dict the shards are made with (their
-        factory's), so that a shard made by a later move reads it too."""
+        factory's), so that a shard made by a later move reads it too. `on_group_deleted(group_id)`: told after a
+        group is deleted (DeleteGroups), so what lives outside the coordinator for it goes too (a share group's
+        share partitions: the broker's)."""
         self.expectations: dict[str, int] = expectations if expectations is not None else {}
         super().__init__(*args, **kwargs)
+        self.on_group_deleted = on_group_deleted
 
     # ------------------------------------------------------------------ queries
     def group_ids(self) -> list[str]:
@@ -107,8 +113,13 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         return plog
 
     def _observe(self, result: Result) -> None:
-        """A Result's static-member events and rebalances: counted and logged; a group that rebalanced and is
-        Stable again (or Empty, or gone) says so, with how long that took on the coordinator's clock."""
+        """A Result's static-member events and rebalances: counted and logged; its deleted groups told; a group
+        that rebalanced and is Stable again (or Empty, or gone) says so, with how long that took on the
+        coordinator's clock."""
+        if self.on_group_deleted is not None:
+            for e in result.events:
+                if isinstance(e, GroupSnapshot) and e.group is None and self.group(e.group_id) is None:
+                    self.on_group_deleted(e.group_id)
         for r in result.records:
             if isinstance(r, rec.StaticMemberEventRecord) and not r.tombstone:
                 self.metrics.static_event(r.group_id, r.cause)

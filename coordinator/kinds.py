@@ -17,6 +17,7 @@ from tenure.inspection import GroupInfo
 from .classic import ClassicGroups
 from .consumer.heartbeat import ConsumerGroups
 from .result import RequestContext, Result
+from .share.heartbeat import ShareGroups
 from .timers import TimerKey
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class Group(Protocol):
 
 
 class GroupKind(Protocol):
-    name: ClassVar[str]                            # ListGroups' group type ("classic", "consumer")
+    name: ClassVar[str]                            # ListGroups' group type ("classic", "consumer", "share")
     group_type: ClassVar[type]                     # the value of one of its groups
     apis: ClassVar[frozenset[int]]                 # the API keys it answers
     record_types: ClassVar[tuple[type, ...]]       # the __consumer_offsets records it replays
@@ -79,7 +80,7 @@ class GroupKind(Protocol):
 
 
 # The kinds, in the order the shard asks them. One line per kind.
-KINDS: tuple[type[GroupKind], ...] = (ClassicGroups, ConsumerGroups)
+KINDS: tuple[type[GroupKind], ...] = (ClassicGroups, ConsumerGroups, ShareGroups)
 
 
 class ShardKinds:

@@ -17,6 +17,7 @@ from typing import Any
 from tenure.protocol.internal_topics import java_string_hash, partition_for  # noqa: F401 - re-exported
 
 OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 9, 15, 16, 42, 69
+SHARE_GROUP_DESCRIBE = 77
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,14 @@ _MULTI = {
     DESCRIBE_GROUPS: _MultiGroup("groups", lambda gid: gid, "groups", lambda i, gid: gid),
     DELETE_GROUPS: _MultiGroup("groups_names", lambda gid: gid, "results", None),
     CONSUMER_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", lambda i, gid: gid),
+    SHARE_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", lambda i, gid: gid),
     OFFSET_FETCH: _MultiGroup("groups", lambda q: q.group_id, "groups",
                               lambda i, q: (q.group_id, None) if q.topics is None else (q.group_id, i)),
 }
 
 
 def names_several_groups(api_key: int, api_version: int) -> bool:
-    return api_key in (DESCRIBE_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE) or (api_key == OFFSET_FETCH and api_version >= 8)
+    return api_key in (DESCRIBE_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE) or (api_key == OFFSET_FETCH and api_version >= 8)
 
 
 def split(api_key: int, body, partitions: int) -> tuple[list[tuple[int, object]], list[int]]:

@@ -100,9 +100,15 @@ class ConsumerRebalanceKey(_MemberTimer):
     kind: ClassVar[str] = "consumer-rebalance"
 
 
+@dataclass(frozen=True)
+class ShareSessionKey(_MemberTimer):
+    """A share group (KIP-932) member's session: no heartbeat before it fires removes the member."""
+    kind: ClassVar[str] = "share-session"
+
+
 KEY_TYPES: dict[str, type[TimerKey]] = {
     cls.kind: cls for cls in (HeartbeatKey, PendingKey, JoinKey, SyncKey, ExpansionKey, RegistrationKey,
-                              ConsumerSessionKey, ConsumerRebalanceKey)}
+                              ConsumerSessionKey, ConsumerRebalanceKey, ShareSessionKey)}
 
 
 class TimerWheel:

@@ -131,6 +131,22 @@ from .consumer_group import (
     ConsumerGroupHeartbeatResponse,
 )
 from .releases import DEFAULT_RELEASE, NEWEST, RELEASES, Release, release
+from .share_group import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 
 # Who answers an API (the routing table's owner column): the broker that took the request (the data plane and
 # the admin APIs), the group coordinator, or the transaction coordinator. The dispatcher does one lookup.
@@ -225,6 +241,17 @@ _TABLE = [
     _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
     _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
     _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
+    # KIP-932 share groups (coordinator/share/, broker/share.py): kafka-python has no classes,
+    # protocol/share_group.py. Kafka 4.0 served only their early-access v0, which 4.1 removed; served at the
+    # versions Kafka 4.3 serves and its clients send (the Java 4.3 KafkaShareConsumer, librdkafka 2.16)
+    _spec(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1, GROUP),
+    _spec(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1, GROUP),
+    _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),
+    _spec(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2),
+    # the share group offset admin APIs (Kafka 4.1+): the broker answers them from its share partitions
+    _spec(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1),
+    _spec(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0),
+    _spec(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0),
 ]
 
 # where tenure's newest version is below Kafka 4.3's, why (`tenure apis` and docs/apis.md print it; a test holds

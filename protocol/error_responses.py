@@ -26,6 +26,7 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from .apis import API_VERSIONS_KEY, SUPPORTED
 from .consumer_group import ConsumerGroupHeartbeatResponse
+from .share_group import ShareGroupHeartbeatResponse
 
 
 def _item(cls, field: str, **kw):
@@ -285,6 +286,24 @@ def _alter_replica_log_dirs(req, R, code):
     P = T.fields["partitions"].data_class
     return R(throttle_time_ms=0, results=[T(topic_name=n, partitions=[P(partition_index=i, error_code=code)
                                                                       for i in ps]) for n, ps in by_topic.items()])
+def share_group_heartbeat_error(code: int, message: str | None = None) -> ShareGroupHeartbeatResponse:
+    return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                                       member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+
+def _share_group_describe(req, R, code):
+    """ShareGroupDescribe: each group asked for answers the code."""
+    D = R.DescribedGroup
+    return R(throttle_time_ms=0, groups=[
+        D(error_code=code, error_message=None, group_id=gid, group_state="", group_epoch=-1, assignment_epoch=-1,
+          assignor_name="", members=[]) for gid in dict.fromkeys(req.body.group_ids or [])])
+
+
+def _describe_share_group_offsets(req, R, code):
+    """DescribeShareGroupOffsets: each group asked for answers the code."""
+    G = R.DescribeShareGroupOffsetsResponseGroup
+    return R(throttle_time_ms=0, groups=[G(group_id=q.group_id, topics=[], error_code=code, error_message=None)
+                                         for q in req.body.groups or []])
 
 
 def _top_level(**extra) -> Callable:
@@ -317,6 +336,11 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     34: _alter_replica_log_dirs, 55: _top_level(error_message=None, topics=[], nodes=[]),
     74: _top_level(config_resources=[]),
+    # share groups (KIP-932): ShareFetch and ShareAcknowledge answer a whole-request error at the top level
+    76: lambda req, R, code: share_group_heartbeat_error(code), 77: _share_group_describe,
+    78: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
+    79: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
+    90: _describe_share_group_offsets, 91: _top_level(responses=[]), 92: _top_level(responses=[]),
 }
 
 

@@ -6,7 +6,7 @@ struct, or None for a tombstone). The key version names the record type: 0/1 off
 KIP-1101 metadata hash, 4 partition metadata - replaced by the hash, read and ignored -, 5 member metadata,
 6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member; values
 v0, flexible; their structs and record classes are in consumer_group_records.py, and `encode`/`decode` here
-read and write them with the others), 345 static-member event and 346 coordinator load (this project's own,
+read and write them with the others), 9-15 KIP-932 share groups (Kafka's own: share_group_records.py), 345 static-member event and 346 coordinator load (this project's own,
 see below). The structs are kafka-python `ApiData` classes built from this package's JSON schemas
 (structs.py), so there is one codec engine for requests and records alike.
 
@@ -53,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import consumer_group_records as cg
+from . import share_group_records as sg
 from .structs import DECODERS, compiled_decoder, decode_struct, key_version, schema_pair
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -176,7 +177,8 @@ class TransactionEnd:
 Record = (GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord
           | cg.ConsumerGroupMetadataRecord | cg.ConsumerGroupPartitionMetadataRecord | cg.ConsumerMemberRecord
           | cg.TargetAssignmentMetadataRecord | cg.TargetAssignmentMemberRecord | cg.CurrentAssignmentRecord
-          | cg.RegularExpressionRecord)
+          | cg.RegularExpressionRecord
+          | sg.ShareGroupRecord)
 
 
 class UnknownRecordType(ValueError):
@@ -236,6 +238,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
         return key, bytes(value.encode(version=COORDINATOR_LOAD_VALUE_VERSION))
     if isinstance(record, cg.CONSUMER_GROUP_RECORDS):
         return cg.encode_consumer_record(record)
+    if isinstance(record, sg.SHARE_GROUP_RECORDS):
+        return sg.encode_share_record(record)
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -304,6 +308,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
     if cg.CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= cg.CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION \
             or kv == cg.CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION:
         return cg.decode_consumer_record(kv, key, value)
+    if sg.FIRST_KEY_VERSION <= kv <= sg.LAST_KEY_VERSION:
+        return sg.decode_share_record(kv, key, value)
     raise UnknownRecordType(kv)
 
 

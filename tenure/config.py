@@ -143,6 +143,11 @@ class ServerConfig:
                                           "(default, as Kafka 4.x): clients run transactions v2 (KIP-890: an epoch "
                                           "bump at every commit or abort, partitions added by Produce); 1 or 0: "
                                           "clients run transactions v1", least=0, choices=(0, 1, 2))
+    # KIP-932 share groups
+    share_session_timeout_ms: int = setting(45000, "group.share.session.timeout.ms: a share group member with no "
+                                                   "heartbeat this long is removed (default 45000)", least=1)
+    share_heartbeat_interval_ms: int = setting(5000, "group.share.heartbeat.interval.ms: how often share group "
+                                                     "members are told to heartbeat (default 5000)", least=1)
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -329,7 +334,9 @@ class ServerConfig:
                                  static_expansion_timeout_ms=self.static_expansion_timeout_ms,
                                  static_registration_timeout_ms=self.static_registration_timeout_ms,
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms,
-                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
+                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                                 share_session_timeout_ms=self.share_session_timeout_ms,
+                                 share_heartbeat_interval_ms=self.share_heartbeat_interval_ms)
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:

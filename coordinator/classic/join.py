@@ -44,7 +44,8 @@ class JoinRequests:
         live = rb.group(gid)
         if other is not None and live is None:
             # a group of another kind (a KIP-848 consumer group): asked through its kind's interface
-            if not other.is_empty():                                       # a mixed group is refused
+            if not other.is_empty() or other.kind == "share":              # a mixed group is refused; a share
+                                                                           # group is never converted
                 return error(E.INCONSISTENT_GROUP_PROTOCOL)
             for r in rb.shard.kind_of(other).delete_records(other):         # an empty one is converted
                 res.emit(r)

@@ -161,6 +161,8 @@ class ConsumerGroups(ShardHandler):
         g = self.groups.get(gid)
         if isinstance(g, ConsumerGroup):
             return g, ()
+        if g is not None and g.kind != "classic":        # a share group is never converted
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
         if g is not None and not g.is_empty():
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
                                  f"Group {gid} is a classic group with members: it cannot be converted to a "

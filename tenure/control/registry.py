@@ -374,6 +374,31 @@ CONTROLS: tuple[Control, ...] = (
             cli=(Cli("fault", "restart", "restart the server on its data dir and ports"),)),
 )
 
+def _share_partition(server, group: str, topic: str, partition) -> dict | None:
+    return server.broker.share_partition_view(group, topic, _int("partition", partition))
+
+
+def _known_share_partition(server, group: str, topic: str, partition) -> None:
+    if _share_partition(server, group, topic, partition) is None:
+        raise AdminError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group!r} has no share partition {topic}-{partition}")
+
+
+def _expire_share_locks(server, group: str) -> int:
+    return server.broker.expire_share_locks(group)
+
+
+CONTROLS += (
+    Control("share_partition", "a share group's share partition: start and end offsets, every in-flight record "
+            "(offset, state, delivery count, holder, lock deadline)", "GET",
+            "/groups/{group}/share-partitions/{topic}/{partition}", _share_partition,
+            (_GROUP, Arg("topic", where="path"), Arg("partition", where="path")), check=_known_share_partition,
+            cli=(Cli("groups", "share-partition", "a share partition's in-flight records as JSON"),)),
+    Control("expire_share_locks", "expire every acquisition lock of a share group now (its records are "
+            "released, archived at the delivery limit)", "POST", "/groups/{group}/share-locks/expire",
+            _expire_share_locks, (_GROUP,), respond=lambda server, held, group: {"group": group, "released": held},
+            cli=(Cli("fault", "expire-share-locks", "expire a share group's acquisition locks now"),)),
+)
+
 _BROKER = Arg("broker", where="path", help="broker (node) id")
 _TO = Arg("broker", int, "the broker id to move to", example='{"broker": 1}')
 CONTROLS += (

@@ -1,7 +1,8 @@
 """The one place that builds the server's parts (the composition root): the data dir and its recovered logs, the
 topics, the broker with its partitions, the coordinators over one clock, the routes and the dispatcher. Every
-part is made with what it needs; nothing is set on a part after it is made, but for the one cycle closed here
-(the broker asks the transaction coordinator, which writes through the broker). Runs on recovery's worker
+part is made with what it needs; nothing is set on a part after it is made, but for the cycles closed here
+(the broker asks the transaction coordinator, and the group coordinator of a ShareFetch's group, both of which
+write through the broker). Runs on recovery's worker
 thread.
 """
 from __future__ import annotations
@@ -22,14 +23,15 @@ from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport, iter_batches
+from tenure.coordinator.share_state import ShareStateRuntime, ShareStateShard
 from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
 from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
-from tenure.protocol import txn_records
+from tenure.protocol import share_state_records, txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC, partition_for
 from tenure.protocol.markers import TxnMarker
 from tenure.security import apis as security_apis
 from tenure.security.access import acl_access
@@ -128,6 +130,51 @@ class TransactionCoordinatorHandle:
         return self.groups.write_marker(marker, now_ms)
 
 
+class ShareStateHandle:
+    """The share coordinator (coordinator/share_state/), started once: on the first share partition a share
+    group uses, or at start-up when the data dir holds __share_group_state. Its own runtime over the shared
+    clock, writing through the broker's replica manager; it is the broker's side of share state
+    (broker/share.py ShareStateSide)."""
+
+    def __init__(self, topics: TopicRegistry, clock: CoordinatorClock, metrics: Metrics,
+                 on_fatal: Callable[[BaseException], None]) -> None:
+        self.topics, self.clock, self.metrics, self.on_fatal = topics, clock, metrics, on_fatal
+        self.runtime: ShareStateRuntime | None = None
+        self.broker: Broker | None = None                     # made by build(), which wires it
+
+    def start(self) -> ShareStateRuntime:
+        if self.runtime is not None:
+            return self.runtime
+        assert self.broker is not None, "built by build()"
+        topic = self.topics.get(SHARE_STATE_TOPIC)
+        if topic is None:
+            topic = self.topics.create(SHARE_STATE_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+        runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
+                                    on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
+                                    timer_keys=())
+        report = runtime.load()
+        log.info("loaded %s: %d record(s) in %.3fs", SHARE_STATE_TOPIC, report.records, report.seconds)
+        self.runtime = runtime
+        return runtime
+
+    # ---- the broker's side of share state (broker/share.py ShareStateSide)
+    def read(self, group_id: str, topic_id, partition: int):
+        return self.start().read((group_id, topic_id, partition))
+
+    async def write(self, group_id: str, topic_id, partition: int, start_offset: int, batches) -> bool:
+        return await self.start().write((group_id, topic_id, partition), start_offset, batches)
+
+    async def delete(self, group_id: str, topic_id, partition: int) -> bool:
+        return await self.start().delete((group_id, topic_id, partition))
+
+    def partitions_of(self, group_id: str) -> list:
+        """(topic id, partition) of every share partition of the group with state (none before the share
+        coordinator has started: asking does not start it)."""
+        if self.runtime is None and self.topics.get(SHARE_STATE_TOPIC) is None:
+            return []
+        return [(t, p) for _, t, p in self.start().keys(group_id)]
+
+
 @dataclass
 class Parts:
     """What recovery builds: everything a server serves with."""
@@ -183,10 +230,18 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     clock = CoordinatorClock()
     txn = TransactionCoordinatorHandle(topics, cluster, clock, metrics, on_fatal, serving,
                                        transaction_version=config.finalized_transaction_version)
+    groups_of: list[GroupRuntime] = []          # the group runtime, made below over the broker's partitions
+
+    def share_group(group_id: str) -> tuple[str, frozenset[str]] | None:   # a share request's group, as the
+        g = groups_of[0].group_info(group_id) if groups_of else None       # group coordinator holds it: its
+        return None if g is None else (g.kind, frozenset(m.member_id for m in g.members))   # kind, members
+    share_state = ShareStateHandle(topics, clock, metrics, on_fatal)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
                     transaction_version=config.finalized_transaction_version,
-                    replica_selector=config.replica_selector_class)
+                    replica_selector=config.replica_selector_class,
+                    share_clock=clock.now_ms, share_group=share_group, share_state=share_state)
+    share_state.broker = broker
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,
@@ -200,8 +255,10 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     groups = GroupRuntime(lambda p: GroupShard(coordinator_config, partition=p, topics=topics,
                                                expectations=expectations), offsets,
                           expectations=expectations, clock=clock, on_fatal=on_fatal, metrics=metrics,
-                          hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas)
+                          hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas,
+                          on_group_deleted=broker.forget_share_group)
     txn.broker, txn.groups = broker, groups
+    groups_of.append(groups)
     load_report = groups.load()
     for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
         cluster.state(OFFSETS_TOPIC, part)
@@ -211,6 +268,8 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                  OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)
     if topics.get(TRANSACTION_TOPIC) is not None:   # transactions from a previous run: load them
         txn.start()
+    if topics.get(SHARE_STATE_TOPIC) is not None:   # share partitions' state from a previous run
+        share_state.start()
     users = open_users(config, data)
     authorizer = None
     if config.acls_checked:                          # the ACLs, kept in the data dir (docs/security.md#acls)

@@ -41,6 +41,7 @@ from kafka.protocol.consumer.group import (
 
 from tenure.coordinator import CoordinatorConfig, GroupShard, RequestContext
 from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.protocol.share_group import ShareGroupDescribeResponse, ShareGroupHeartbeatResponse
 from tenure.coordinator import EMPTY, STABLE, GroupSnapshot
 from tenure.coordinator import KEY_TYPES, TimerKey, TimerWheel
 from tenure.protocol import records as wire_records
@@ -54,6 +55,7 @@ REMOVAL_CAUSES = (EXPIRED, REGISTRATION_EXPIRED, SYNC_EXPIRED, GROUP_FULL, LEFT,
 JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, DESCRIBE, LIST, DELETE, OFFSET_DELETE = (
     11, 14, 12, 13, 8, 9, 15, 16, 42, 47)
 CONSUMER_HEARTBEAT, CONSUMER_DESCRIBE = 68, 69
+SHARE_HEARTBEAT, SHARE_DESCRIBE = 76, 77
 
 RESPONSE_CLASS = {
     JOIN: JoinGroupResponse, SYNC: SyncGroupResponse, HEARTBEAT: HeartbeatResponse,
@@ -61,6 +63,7 @@ RESPONSE_CLASS = {
     DESCRIBE: DescribeGroupsResponse, LIST: ListGroupsResponse, DELETE: DeleteGroupsResponse,
     OFFSET_DELETE: OffsetDeleteResponse,
     CONSUMER_HEARTBEAT: ConsumerGroupHeartbeatResponse, CONSUMER_DESCRIBE: ConsumerGroupDescribeResponse,
+    SHARE_HEARTBEAT: ShareGroupHeartbeatResponse, SHARE_DESCRIBE: ShareGroupDescribeResponse,
 }
 
 SESSION = 10000        # default session timeout of the members in these tests
@@ -619,8 +622,8 @@ class Harness:
 
 
 def _durable_view(g) -> dict:
-    if g.kind == "consumer":                   # a consumer group is all records: all of it must come back
-        return {"consumer": dataclasses.asdict(g)}
+    if g.kind in ("consumer", "share"):        # consumer and share groups are all records: all must come back
+        return {g.kind: dataclasses.asdict(g)}
     return {
         "state": g.state,
         "generation": g.generation,

@@ -107,7 +107,7 @@ def test_one_routing_table_serves_every_group_api():
     from tenure.coordinator import GROUP_APIS, ROUTES
     from tenure.coordinator.kinds import KINDS
     c = GroupShard()
-    assert GROUP_APIS == frozenset(c.routes) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69}
+    assert GROUP_APIS == frozenset(c.routes) == {8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47, 68, 69, 76, 77}
     owned = [set(ROUTES)] + [set(kind.apis) for kind in KINDS]
     assert sum(len(o) for o in owned) == len(GROUP_APIS)              # each API has one owner
     assert all(callable(handler) for handler in c.routes.values())

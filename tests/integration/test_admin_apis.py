@@ -106,7 +106,10 @@ def test_describe_configs_types_synonyms_docs_and_read_only_with_java(tenure_ser
         "share.session.timeout.ms": ("45000", "DEFAULT_CONFIG", "INT"),
         "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG", "INT"),
         "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG", "INT"),
-        "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG", "STRING")}
+        "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG", "STRING"),
+        "share.delivery.count.limit": ("5", "DEFAULT_CONFIG", "INT"),
+        "share.partition.max.record.locks": ("2000", "DEFAULT_CONFIG", "INT"),
+        "share.isolation.level": ("read_uncommitted", "DEFAULT_CONFIG", "STRING")}
 
 
 def test_describe_broker_configs_report_the_servers_settings(tmp_path):
