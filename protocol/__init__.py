@@ -58,7 +58,8 @@ def _defer_kafka_package() -> None:
 
 
 # kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
-# txn_records.py, consumer_group.py, whose classes structs.py builds) at import time with
+# txn_records.py, consumer_group.py, the share groups' share_group*.py and share_state_records.py, whose classes
+# structs.py builds) at import time with
 # importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports them here, once, with that one
 # warning silenced, so a user's suite run with `filterwarnings = error` does not fail on tenure's imports. Every
 # layer that uses kafka-python imports this package first (their __init__).
@@ -74,7 +75,7 @@ def _import_codecs() -> None:
     import kafka.protocol.producer  # noqa: F401
     import kafka.protocol.sasl  # noqa: F401
 
-    from . import consumer_group, records, txn_records  # noqa: F401
+    from . import consumer_group, records, share_group, share_state_records, txn_records  # noqa: F401
 
 
 _quietly(_import_codecs)

@@ -72,7 +72,7 @@ def test_a_cause_written_by_a_newer_version_decodes_as_it_is():
     assert decode(key, value) == StaticMemberEventRecord("g", "i", "from_the_future", "a", "b", 1, 2, "c", "h")
 
 
-@pytest.mark.parametrize("kv", [16, 20, 344, 347, -1, 32767])   # 3-8: KIP-848, 9-15: KIP-932; 345, 346: tenure's own
+@pytest.mark.parametrize("kv", [17, 20, 344, 347, -1, 32767])   # 3-8, 16: KIP-848, 9-15: KIP-932; 345, 346: tenure's own
 def test_other_unknown_key_versions_still_raise_unknown_record_type(kv):
     key = struct.pack(">h", kv) + _str("g") + _str("i")
     with pytest.raises(UnknownRecordType) as exc:
