@@ -10,8 +10,10 @@ What the values mean to tenure: topic configs are kept and reported (tenure enfo
 at its default and `cleanup.policy=compact` on `__consumer_offsets`; retention is not enforced). A broker
 config that is dynamic in Kafka (the `log.*` defaults behind topic configs) may be altered for the node
 (`"0"`) or cluster-wide (`""`), and a topic without its own override then reports that value. Group configs
-(Kafka 3.8+/4: the KIP-848 and share-group timeouts) are kept and reported per group; the classic protocol
-tenure serves does not read them, as Kafka's classic groups do not.
+(Kafka 3.8+/4: the KIP-848 and share-group timeouts) are kept and reported per group; a KIP-848 consumer
+group's coordinator reads its `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`
+(coordinator/consumer/group_config.py), whose defaults are the server's group.consumer.* values; the classic
+protocol does not read them, as Kafka's classic groups do not.
 """
 from __future__ import annotations
 
@@ -138,28 +140,36 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
 }
 
-def _member_timeouts(kind: str, who: str) -> tuple[ConfigDef, ConfigDef]:
-    """A group's session timeout and heartbeat interval for `kind` ("consumer", "share") members, bounded by
-    the broker's group.<kind>.min/max.* settings (Kafka's defaults)."""
-    def bounded(what: str, lo: int, hi: int) -> tuple[str, int, str, int]:
-        return f"group.{kind}.min.{what}", lo, f"group.{kind}.max.{what}", hi
-    return (ConfigDef(f"{kind}.session.timeout.ms", INT, "45000", f"The session timeout of {who}.",
-                      within=bounded("session.timeout.ms", 45000, 60000)),
-            ConfigDef(f"{kind}.heartbeat.interval.ms", INT, "5000", f"The heartbeat interval of {who}.",
-                      within=bounded("heartbeat.interval.ms", 5000, 15000)))
+def _member_timeouts(kind: str, who: str, session: int = 45000, interval: int = 5000) -> tuple[ConfigDef, ConfigDef]:
+    """A group's session timeout and heartbeat interval for `kind` ("consumer", "share") members, defaulting to
+    the broker's (`session`, `interval`) and bounded by the broker's group.<kind>.min/max.* settings: Kafka's
+    defaults (45000-60000, 5000-15000), widened to take in the broker's own value (tenure's may be below
+    Kafka's least, for tests)."""
+    def bounded(what: str, lo: int, hi: int, own: int) -> tuple[str, int, str, int]:
+        return f"group.{kind}.min.{what}", min(lo, own), f"group.{kind}.max.{what}", max(hi, own)
+    return (ConfigDef(f"{kind}.session.timeout.ms", INT, str(session), f"The session timeout of {who}.",
+                      within=bounded("session.timeout.ms", 45000, 60000, session)),
+            ConfigDef(f"{kind}.heartbeat.interval.ms", INT, str(interval), f"The heartbeat interval of {who}.",
+                      within=bounded("heartbeat.interval.ms", 5000, 15000, interval)))
 
 
-GROUP_CONFIGS = _defs(
-    *_member_timeouts("consumer", "the group's consumer-protocol (KIP-848) members"),
-    *_member_timeouts("share", "a share group's members"),
-    ConfigDef("share.record.lock.duration.ms", INT, "30000",
-              "How long a share group's member holds an acquired record.",
-              within=("group.share.min.record.lock.duration.ms", 15000, "group.share.max.record.lock.duration.ms",
-                      60000)),
-    ConfigDef("share.auto.offset.reset", STRING, "latest",
-              "Where a share group starts reading a partition it has no offset for.",
-              choices=("latest", "earliest")),
-)
+def group_defs(consumer_session: int = 45000, consumer_interval: int = 5000) -> dict[str, ConfigDef]:
+    """The GROUP resource's configs, the consumer ones after the broker's group.consumer.* values."""
+    return _defs(
+        *_member_timeouts("consumer", "the group's consumer-protocol (KIP-848) members", consumer_session,
+                          consumer_interval),
+        *_member_timeouts("share", "a share group's members"),
+        ConfigDef("share.record.lock.duration.ms", INT, "30000",
+                  "How long a share group's member holds an acquired record.",
+                  within=("group.share.min.record.lock.duration.ms", 15000,
+                          "group.share.max.record.lock.duration.ms", 60000)),
+        ConfigDef("share.auto.offset.reset", STRING, "latest",
+                  "Where a share group starts reading a partition it has no offset for.",
+                  choices=("latest", "earliest")),
+    )
+
+
+GROUP_CONFIGS = group_defs()          # with Kafka's broker defaults; a ConfigStore uses the server's
 
 
 def _broker_defs() -> dict[str, ConfigDef]:
@@ -194,6 +204,12 @@ def _broker_defs() -> dict[str, ConfigDef]:
         ConfigDef("group.max.session.timeout.ms", INT, "1800000",
                   "The largest session timeout a member may ask for.", dynamic=False),
         ConfigDef("group.max.size", INT, "2147483647", "The most members a group may have.", dynamic=False),
+        ConfigDef("group.consumer.session.timeout.ms", INT, "45000",
+                  "A consumer group (KIP-848) member's session timeout, unless its group sets its own.",
+                  dynamic=False),
+        ConfigDef("group.consumer.heartbeat.interval.ms", INT, "5000",
+                  "How often consumer group (KIP-848) members heartbeat, unless their group sets its own.",
+                  dynamic=False),
         ConfigDef("log.cleaner.backoff.ms", LONG, "15000",
                   "The pause between log cleaner passes over compacted partitions.", dynamic=False),
         # the dynamic defaults behind topic configs
@@ -243,6 +259,17 @@ class ConfigStore:
         self.registry = registry
         self._static = static                  # node id -> that broker's static configs
         self.broker_defs = _broker_defs()
+        self._group_defs: dict[str, ConfigDef] | None = None
+
+    @property
+    def group_defs(self) -> dict[str, ConfigDef]:
+        """The GROUP resource's configs after the server's group.consumer.* values (read once: they are
+        static)."""
+        if self._group_defs is None:
+            static = self._static(0)
+            self._group_defs = group_defs(int(static.get("group.consumer.session.timeout.ms") or 45000),
+                                          int(static.get("group.consumer.heartbeat.interval.ms") or 5000))
+        return self._group_defs
 
     # ------------------------------------------------------------------ describing
     def _broker_layers(self, name: str, node_id: int) -> list[tuple[int, str | None]]:
@@ -303,7 +330,7 @@ class ConfigStore:
     def group_entries(self, group: str) -> list[Entry]:
         overrides = self.registry.dynamic_configs.get("group", {}).get(group, {})
         out = []
-        for d in GROUP_CONFIGS.values():
+        for d in self.group_defs.values():
             synonyms = [(d.name, d.default, SOURCE_DEFAULT)]
             if d.name in overrides:
                 synonyms.insert(0, (d.name, overrides[d.name], SOURCE_GROUP))
@@ -314,7 +341,7 @@ class ConfigStore:
     # ------------------------------------------------------------------ altering
     def defs_for(self, resource_type: int) -> dict[str, ConfigDef]:
         return {RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_BROKER: self.broker_defs,
-                RESOURCE_GROUP: GROUP_CONFIGS}[resource_type]
+                RESOURCE_GROUP: self.group_defs}[resource_type]
 
     def current_overrides(self, resource_type: int, name: str) -> dict[str, str]:
         if resource_type == RESOURCE_TOPIC:
@@ -336,6 +363,12 @@ class ConfigStore:
         for k in names:
             if k in new:
                 defs[k].check(new[k])
+        if resource_type == RESOURCE_GROUP:              # Kafka's GroupConfig: over the whole group's values
+            for kind in ("consumer", "share"):
+                session, interval = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+                if int(new.get(session, defs[session].default or 0)) <= int(new.get(interval,
+                                                                                    defs[interval].default or 0)):
+                    raise ConfigError(f"{session} must be greater than {interval}")
 
     def replace(self, resource_type: int, name: str, new: dict[str, str]) -> None:
         """Make `new` the whole set of overrides of the resource (checked by the caller) and persist it."""

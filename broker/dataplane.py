@@ -108,7 +108,8 @@ class Broker(TopicApis, ProduceApis, FetchApis):
         cluster_ops = authorized_operations("cluster", 8 <= v <= 10 and body.include_cluster_authorized_operations)
         out = []
         for name, topic_id in wanted:
-            if name is None and topic_id is not None:
+            # asked by topic id (v10+): a non-zero id with no name - Java sends "" (its default), not null
+            if not name and topic_id is not None and topic_id.int != 0:
                 topic = self.topics.by_id(topic_id)
                 if topic is None:
                     out.append(R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,

@@ -1,8 +1,8 @@
 """The KIP-848 consumer groups' records in Kafka's __consumer_offsets format (records.py reads and writes
 them with the others): Kafka's own key versions 3-8, each the record type - 3 group metadata with the
 KIP-1101 metadata hash, 4 partition metadata (replaced by the hash: read and ignored), 5 member metadata,
-6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member -, values
-v0, flexible. The structs are kafka-python `ApiData` classes built from this package's JSON schemas
+6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member, 16 a
+subscribed regular expression's resolution -, values v0, flexible. The structs are kafka-python `ApiData` classes built from this package's JSON schemas
 (structs.py)."""
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue
     schema_pair("ConsumerGroupTargetAssignmentMember", __name__)
 ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue = \
     schema_pair("ConsumerGroupCurrentMemberAssignment", __name__)
+ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue = \
+    schema_pair("ConsumerGroupRegularExpression", __name__)
 
 # KIP-848 consumer group records: Kafka's own key versions (the record type) and value version 0
 CONSUMER_GROUP_METADATA_KEY_VERSION = 3
@@ -28,6 +30,7 @@ CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
 CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION = 6
 CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION = 7
 CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION = 16
 
 # an assignment as records carry it: ((topic id, (partition, ...)), ...), both sorted
 Assignment = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
@@ -97,11 +100,26 @@ class CurrentAssignmentRecord:
     tombstone: bool = False
 
 
+@dataclass(frozen=True)
+class RegularExpressionRecord:
+    """ConsumerGroupRegularExpressionKey/Value (type 16): what a regular expression some members of the group
+    subscribe to resolved to - the topic names it matched, the version of the topic table it was resolved
+    against, and when."""
+    group_id: str
+    regex: str
+    topics: tuple[str, ...] = ()
+    version: int = 0
+    timestamp: int = 0
+    tombstone: bool = False
+
+
 CONSUMER_GROUP_RECORDS = (ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord, ConsumerMemberRecord,
-                          TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord, CurrentAssignmentRecord)
+                          TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord, CurrentAssignmentRecord,
+                          RegularExpressionRecord)
 
 ConsumerGroupRecord = (ConsumerGroupMetadataRecord | ConsumerGroupPartitionMetadataRecord | ConsumerMemberRecord
-                       | TargetAssignmentMetadataRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord)
+                       | TargetAssignmentMetadataRecord | TargetAssignmentMemberRecord | CurrentAssignmentRecord
+                       | RegularExpressionRecord)
 
 
 def _topic_partitions(cls, assignment: Assignment) -> list:
@@ -130,6 +148,11 @@ def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]
         key = ConsumerGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
             version=CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION)
         value = None if r.tombstone else ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
+    elif isinstance(r, RegularExpressionRecord):
+        key = ConsumerGroupRegularExpressionKey(group_id=r.group_id, regular_expression=r.regex).encode(
+            version=CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION)
+        # positional: the field named Version would be taken for the struct's own version keyword
+        value = None if r.tombstone else ConsumerGroupRegularExpressionValue(list(r.topics), r.version, r.timestamp)
     elif isinstance(r, TargetAssignmentMemberRecord):
         key = ConsumerGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION)
@@ -149,7 +172,14 @@ def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]
 
 
 def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> ConsumerGroupRecord:
-    """The record of key version `kv` (3-8), from its key and value (None: a tombstone)."""
+    """The record of key version `kv` (3-8, 16), from its key and value (None: a tombstone)."""
+    if kv == CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION:
+        rk = decode_struct(ConsumerGroupRegularExpressionKey, key)
+        if value is None:
+            return RegularExpressionRecord(rk.group_id, rk.regular_expression, tombstone=True)
+        rv = decode_struct(ConsumerGroupRegularExpressionValue, value)
+        return RegularExpressionRecord(rk.group_id, rk.regular_expression, tuple(rv.topics), rv.version,
+                                       rv.timestamp)
     if kv == CONSUMER_GROUP_METADATA_KEY_VERSION:
         k = decode_struct(ConsumerGroupMetadataKey, key)
         if value is None:

@@ -175,7 +175,8 @@ class TransactionEnd:
 
 Record = (GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord
           | cg.ConsumerGroupMetadataRecord | cg.ConsumerGroupPartitionMetadataRecord | cg.ConsumerMemberRecord
-          | cg.TargetAssignmentMetadataRecord | cg.TargetAssignmentMemberRecord | cg.CurrentAssignmentRecord)
+          | cg.TargetAssignmentMetadataRecord | cg.TargetAssignmentMemberRecord | cg.CurrentAssignmentRecord
+          | cg.RegularExpressionRecord)
 
 
 class UnknownRecordType(ValueError):
@@ -300,7 +301,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
         val = decode_struct(CoordinatorLoadValue, value)
         return CoordinatorLoadRecord(k.partition, val.broker, val.previous_broker, val.cause, val.leader_epoch,
                                      val.timestamp)
-    if cg.CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= cg.CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION:
+    if cg.CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= cg.CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION \
+            or kv == cg.CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION:
         return cg.decode_consumer_record(kv, key, value)
     raise UnknownRecordType(kv)
 

@@ -12,6 +12,7 @@ from ..handler import ShardHandler
 from ..result import RequestContext, Result
 from .assignors import DEFAULT_ASSIGNOR
 from .group import ConsumerGroup, Partitions, freeze
+from .group_config import consumer_timeouts
 
 DG = ConsumerGroupDescribeResponse.DescribedGroup
 DM = DG.Member
@@ -56,14 +57,14 @@ def _described(kind: ShardHandler, assignment: Partitions) -> Any:
 
 def group_info(kind: ShardHandler, g: ConsumerGroup) -> GroupInfo:
     """Assignments by topic name (a topic the table does not know by its id); every member's session is
-    the shard's consumer session timeout; no protocol, no leader."""
+    the group's consumer session timeout (its own config, else the server's); no protocol, no leader."""
     def by_name(assigned: Partitions) -> dict[str, list[int]]:
         out = {}
         for tid, parts in assigned.items():
             t = kind.shard.topics.by_id(tid)
             out[t.name if t is not None else str(tid)] = sorted(parts)
         return dict(sorted(out.items()))
-    session = kind.config.consumer_session_timeout_ms
+    session, _ = consumer_timeouts(kind.shard.topics, kind.config, g.group_id)
     members = tuple(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host, session,
                                m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
                     for m in g.members.values())

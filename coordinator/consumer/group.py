@@ -46,6 +46,15 @@ def from_pairs(items) -> Partitions:
     return {tid: frozenset(ps) for tid, ps in out.items()}
 
 
+@dataclass(frozen=True)
+class ResolvedRegex:
+    """What a subscribed regular expression resolved to (record type 16): topic names, the topic table's
+    version then, and when (regex.py)."""
+    topics: frozenset[str]
+    version: int = 0
+    timestamp: int = 0
+
+
 # the fields a member metadata record (type 5) carries, under the same names in the record and the member
 METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
                    "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
@@ -97,6 +106,8 @@ class ConsumerGroup:
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     targets: dict[str, Partitions] = field(default_factory=dict)
+    # the subscribed regular expressions' resolutions (record type 16), by expression
+    regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     # derived while replaying: instance id -> member id; partition -> the member owning it (assigned or
     # pending revocation), so no partition is ever given to two members
     static_members: dict[str, str] = field(default_factory=dict)
@@ -129,11 +140,18 @@ class ConsumerGroup:
         return member_id in self.members
 
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+        """The topics its members subscribe to: by name, and what their regular expressions resolved to."""
+        out = {t for m in self.members.values() for t in m.subscribed_topic_names}
+        for m in self.members.values():
+            r = self.regexes.get(m.subscribed_topic_regex) if m.subscribed_topic_regex else None
+            if r is not None:
+                out |= r.topics
+        return out
 
     def copy(self) -> ConsumerGroup:
         return dataclasses.replace(self, members=dict(self.members), targets=dict(self.targets),
-                                   static_members=dict(self.static_members), owners=dict(self.owners))
+                                   regexes=dict(self.regexes), static_members=dict(self.static_members),
+                                   owners=dict(self.owners))
 
     # ---- used by replay only
     def put_member(self, m: ConsumerMember) -> None:

@@ -26,6 +26,7 @@ from tenure.protocol.consumer_group_records import (
     ConsumerGroupPartitionMetadataRecord,
     ConsumerMemberRecord,
     CurrentAssignmentRecord,
+    RegularExpressionRecord,
     TargetAssignmentMemberRecord,
     TargetAssignmentMetadataRecord,
 )
@@ -54,10 +55,13 @@ from .group import (
     ConsumerGroup,
     ConsumerMember,
     Partitions,
+    ResolvedRegex,
     freeze,
     pairs,
 )
+from .group_config import consumer_timeouts
 from .reconcile import reconcile
+from .regex import InvalidRegex, TopicRegexes, member_topics
 from .replay import replay_consumer_record
 
 HB = ConsumerGroupHeartbeatResponse
@@ -82,8 +86,14 @@ class ConsumerGroups(ShardHandler):
     apis: ClassVar[frozenset[int]] = frozenset({68, 69})
     record_types: ClassVar[tuple[type, ...]] = (
         ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
-        CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord)
+        CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord, RegularExpressionRecord)
     timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey)
+
+    def __init__(self, shard) -> None:
+        super().__init__(shard)
+        # the shard's regular-expression resolver (regex.py): like the topic-hash cache, a cache over the topic
+        # table, not group state
+        self.regexes = TopicRegexes(shard.topics)
 
     def replay(self, record) -> None:
         if isinstance(record, ConsumerGroupPartitionMetadataRecord):
@@ -135,14 +145,12 @@ class ConsumerGroups(ShardHandler):
             if req.topic_partitions is None or req.topic_partitions:
                 invalid("TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and getattr(req, "subscribed_topic_regex", None) is None:
-                invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif epoch == STATIC_LEAVE_EPOCH:
             if req.instance_id is None:
                 invalid("InstanceId can't be null.")
         elif epoch < STATIC_LEAVE_EPOCH:
-            invalid(f"MemberEpoch is invalid: {epoch}.")
-        if getattr(req, "subscribed_topic_regex", None):      # librdkafka sends "" for "no regex"
-            invalid("SubscribedTopicRegex is not supported by tenure: subscribe to topic names.")
+            invalid("MemberEpoch is invalid.")
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
@@ -177,8 +185,8 @@ class ConsumerGroups(ShardHandler):
                 if holder.member_epoch != STATIC_LEAVE_EPOCH:          # live, even under the same member id
                     raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
                                          f"Static member {mid or '(new)'} with instance id {iid} cannot join "
-                                         f"the group because the instance id is owned by member "
-                                         f"{holder.member_id}.")
+                                         f"the group because the instance id is owned by {holder.member_id} "
+                                         f"member.")
                 if holder.member_id == mid:                            # back under its own member id
                     member = holder.replace(member_epoch=0, previous_member_epoch=0)
                 else:                                                  # takes over the member at -2
@@ -186,7 +194,9 @@ class ConsumerGroups(ShardHandler):
                     member = holder.replace(member_id=mid or self.shard.new_member_id(ctx.client_id or "consumer"),
                                             member_epoch=0, previous_member_epoch=0)
             elif not _blank(mid) and mid in g.members:
-                member = g.members[mid]                                # accept 0 and reconcile from there
+                # a known member id rejoining (fenced, or its join's answer lost): Kafka (KAFKA-19233) accepts epoch
+                # 0 and reconciles from where the member is - owning nothing now, what it had to revoke is revoked
+                member = g.members[mid]
             if member is None:
                 if self.config.max_group_size is not None and len(g.members) >= self.config.max_group_size:
                     raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
@@ -198,6 +208,7 @@ class ConsumerGroups(ShardHandler):
             self._check_epoch(member, epoch, req.topic_partitions)
         is_new = member.member_id not in g.members and replaced is None
         old = member
+        regex = getattr(req, "subscribed_topic_regex", None)     # v1+; "" is none (librdkafka sends it with names)
 
         # merge what the request changed (null / -1: unchanged)
         member = member.replace(
@@ -208,6 +219,7 @@ class ConsumerGroups(ShardHandler):
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
             subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
             client_id=ctx.client_id, client_host=ctx.client_host)
         members = dict(g.members)
         targets = dict(g.targets)
@@ -221,25 +233,37 @@ class ConsumerGroups(ShardHandler):
         elif is_new and member.instance_id is not None:
             res.emit(self._event(g, member.instance_id, JOINED, None, member.member_id, ctx))
         members[member.member_id] = member
+        # the regular expressions (regex.py): a new one is checked (128) and resolved, all are refreshed when due
+        brought = member.subscribed_topic_regex if member.subscribed_topic_regex != old.subscribed_topic_regex \
+            or is_new else None
+        try:
+            regexes = self.regexes.update(g, members, now, brought)
+        except InvalidRegex as exc:
+            raise HeartbeatError(E.INVALID_REGULAR_EXPRESSION, exc.message) from None
         if is_new or replaced is not None or not member.same_metadata(old):
             res.emit(self._member_record(gid, member))
+        for r in regexes.records:
+            res.emit(r)
 
-        # the group epoch: bumped for a new group, a changed subscription or a changed metadata hash
-        subscription_changed = is_new or member.subscribed_topic_names != old.subscribed_topic_names
+        # the group epoch: bumped for a new group, a changed subscription, a regular expression resolved to other
+        # topics or a changed metadata hash - once, whatever the number of reasons
+        subscription_changed = is_new or (member.subscribed_topic_names, member.subscribed_topic_regex) != (
+            old.subscribed_topic_names, old.subscribed_topic_regex)
         group_epoch, metadata_hash = g.group_epoch, g.metadata_hash
-        new_hash = self._metadata_hash(members)
-        if g.group_epoch == 0 or subscription_changed or new_hash != g.metadata_hash:
+        new_hash = self._metadata_hash(members, regexes.resolved)
+        if g.group_epoch == 0 or subscription_changed or regexes.changed or new_hash != g.metadata_hash:
             group_epoch, metadata_hash = g.group_epoch + 1, new_hash
             res.emit(ConsumerGroupMetadataRecord(gid, group_epoch, metadata_hash))
             res.rebalances.append((gid, "consumer member joined" if is_new else "consumer subscription changed"
-                                   if subscription_changed else "consumer metadata changed"))
-            if subscription_changed:
-                self._retain_hashes(gid, members)
+                                   if subscription_changed else "consumer regex resolution changed"
+                                   if regexes.changed else "consumer metadata changed"))
+            if subscription_changed or regexes.changed:
+                self._retain_hashes(gid, members, regexes.resolved)
 
         # the target assignment, when the group epoch is ahead of it
         assignment_epoch = g.assignment_epoch
         if group_epoch > assignment_epoch:
-            new_targets = self._assign(members, targets)
+            new_targets = self._assign(members, targets, regexes.resolved)
             for tmid in sorted(new_targets):
                 if new_targets[tmid] != targets.get(tmid, {}) or tmid == member.member_id and replaced is not None:
                     res.emit(TargetAssignmentMemberRecord(gid, tmid, freeze(new_targets[tmid])))
@@ -266,14 +290,15 @@ class ConsumerGroups(ShardHandler):
                 res.set_timer(rebalance_key, now + max(updated.rebalance_timeout_ms, 0))
         elif old.state == UNREVOKED_PARTITIONS:
             res.cancel_timer(rebalance_key)
-        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + self.config.consumer_session_timeout_ms)
+        session_ms, interval_ms = consumer_timeouts(self.shard.topics, self.config, gid)    # the group's own configs
+        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + session_ms)
 
         full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                               and req.topic_partitions is not None)
         send = full or updated.assigned != old.assigned
         res.respond(ctx.token, HB(
             throttle_time_ms=0, error_code=0, error_message=None, member_id=updated.member_id,
-            member_epoch=updated.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
             assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
 
@@ -298,7 +323,8 @@ class ConsumerGroups(ShardHandler):
         if epoch > member.member_epoch:
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a greater member epoch ({epoch}) than the one "
-                                 f"known by the group coordinator ({member.member_epoch}).")
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                                 f"partitions and rejoin.")
         if epoch < member.member_epoch:
             # a lost response: the previous epoch is accepted if the member owns nothing it was not given
             if epoch == member.previous_member_epoch and owned_topics is not None and {
@@ -306,7 +332,8 @@ class ConsumerGroups(ShardHandler):
                 return
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a smaller member epoch ({epoch}) than the one "
-                                 f"known by the group coordinator ({member.member_epoch}).")
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                                 f"partitions and rejoin.")
 
     # ---------------------------------------------------------------- leaving
     def _leave(self, res: Result, ctx: RequestContext, req) -> None:
@@ -332,8 +359,14 @@ class ConsumerGroups(ShardHandler):
         gid = g.group_id
         self._tombstones(res, gid, member.member_id)
         rest = {k: v for k, v in g.members.items() if k != member.member_id}
-        res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest)))
-        self._retain_hashes(gid, rest)
+        regex = member.subscribed_topic_regex
+        if regex and regex in g.regexes and all(m.subscribed_topic_regex != regex for m in rest.values()):
+            res.emit(RegularExpressionRecord(gid, regex, tombstone=True))     # its last subscriber
+        resolved = {r: v for r, v in g.regexes.items() if any(m.subscribed_topic_regex == r for m in rest.values())}
+        if not resolved:
+            self.regexes.forget(gid)
+        res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest, resolved)))
+        self._retain_hashes(gid, rest, resolved)
         res.cancel_timer(ConsumerSessionKey(gid, member.member_id))
         res.cancel_timer(ConsumerRebalanceKey(gid, member.member_id))
         if member.instance_id is not None:
@@ -363,20 +396,22 @@ class ConsumerGroups(ShardHandler):
 
     def loaded(self, res: Result, g: ConsumerGroup, now_ms: int) -> None:
         """After a load: every member's session restarts (a static member at -2 keeps its place that long)."""
+        session_ms, _ = consumer_timeouts(self.shard.topics, self.config, g.group_id)
         for m in g.members.values():
-            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + self.config.consumer_session_timeout_ms)
+            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + session_ms)
             if m.state == UNREVOKED_PARTITIONS:
                 res.set_timer(ConsumerRebalanceKey(g.group_id, m.member_id), now_ms + max(m.rebalance_timeout_ms, 0))
 
     # ---------------------------------------------------------------- helpers
-    def _metadata_hash(self, members: dict[str, ConsumerMember]) -> int:
-        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+    def _metadata_hash(self, members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> int:
+        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
         return self.shard.topic_hashes.group_hash(subscribed)
 
-    def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember]) -> None:
+    def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember],
+                       resolved: dict[str, ResolvedRegex]) -> None:
         """After a group's subscriptions changed (an epoch bump): the shard's topic-hash cache keeps only the
         topics some consumer group of the shard still subscribes to."""
-        subscribed = {t for m in members.values() for t in m.subscribed_topic_names}
+        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
         for other in self.groups.values():
             if isinstance(other, ConsumerGroup) and other.group_id != gid:
                 subscribed |= other.subscribed_topics()
@@ -390,12 +425,13 @@ class ConsumerGroups(ShardHandler):
                 out[name] = TopicInfo(t.topic_id, len(t.partitions))
         return out
 
-    def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions]) -> dict[str, Partitions]:
-        topics = self._topics({t for m in members.values() for t in m.subscribed_topic_names})
+    def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
+                resolved: dict[str, ResolvedRegex]) -> dict[str, Partitions]:
+        subscribed = {mid: member_topics(m, resolved) for mid, m in members.items()}
+        topics = self._topics({t for ts in subscribed.values() for t in ts})
         wanted = [m.server_assignor for m in members.values() if m.server_assignor is not None]
         name = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
-        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id,
-                                              frozenset(t for t in m.subscribed_topic_names if t in topics),
+        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id, frozenset(subscribed[mid] & topics.keys()),
                                               targets.get(mid, {})) for mid, m in sorted(members.items())], topics)
         return {mid: out.get(mid, {}) for mid in members}
 
@@ -464,6 +500,7 @@ class ConsumerGroups(ShardHandler):
             out += [CurrentAssignmentRecord(g.group_id, mid, tombstone=True),
                     TargetAssignmentMemberRecord(g.group_id, mid, tombstone=True),
                     ConsumerMemberRecord(g.group_id, mid, tombstone=True)]
+        out += [RegularExpressionRecord(g.group_id, r, tombstone=True) for r in sorted(g.regexes)]
         return out + [TargetAssignmentMetadataRecord(g.group_id, tombstone=True),
                       ConsumerGroupMetadataRecord(g.group_id, tombstone=True)]
 

@@ -1,5 +1,5 @@
 """What replaying a KIP-848 consumer group record does: full-value upserts of the group's epoch and hash, a
-member's subscription, its target, its current assignment; a tombstone removes what its key names (the group's
+member's subscription, its target, its current assignment, a regular expression's resolution; a tombstone removes what its key names (the group's
 metadata tombstone the group itself, leaving an offsets-only group if it has offsets)."""
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from collections.abc import Callable
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
     ConsumerMemberRecord,
+    RegularExpressionRecord,
     TargetAssignmentMemberRecord,
     TargetAssignmentMetadataRecord,
 )
 
-from .group import METADATA_FIELDS, ConsumerGroup, ConsumerMember, thaw
+from .group import METADATA_FIELDS, ConsumerGroup, ConsumerMember, ResolvedRegex, thaw
 
 
 def replay_consumer_record(groups: dict, offsets: dict, event, offsets_only_group: Callable[[str], object]) -> None:
@@ -30,6 +31,11 @@ def replay_consumer_record(groups: dict, offsets: dict, event, offsets_only_grou
                 del groups[gid]
         else:
             g.group_epoch, g.metadata_hash = event.epoch, event.metadata_hash
+    elif isinstance(event, RegularExpressionRecord):
+        if event.tombstone:
+            g.regexes.pop(event.regex, None)
+        else:
+            g.regexes[event.regex] = ResolvedRegex(frozenset(event.topics), event.version, event.timestamp)
     elif isinstance(event, TargetAssignmentMetadataRecord):
         g.assignment_epoch = 0 if event.tombstone else event.assignment_epoch
     elif isinstance(event, TargetAssignmentMemberRecord):

@@ -55,12 +55,14 @@ def render(server) -> bytes:
                          "group and cause", ["group", "cause"], keyed(m.static_events))
             yield family(CounterMetricFamily, "tenure_fenced_instances", "Requests answered FENCED_INSTANCE_ID "
                          "(82) or parked requests of a replaced static member, by group", ["group"], keyed(m.fenced))
-            groups = {gid: server.runtime.group(gid) for gid in server.runtime.group_ids()}
+            # each group as its kind describes it (tenure/inspection.py GroupInfo), whatever the kind
+            infos = [server.runtime.group_info(gid) for gid in server.runtime.group_ids()]
+            groups = {i.group_id: i for i in infos if i is not None}
             yield family(GaugeMetricFamily, "tenure_groups", "Groups by state", ["state"],
                          keyed(Counter(g.state for g in groups.values())))
             members = []
             for gid, grp in sorted(groups.items()):
-                static = sum(1 for mem in grp.members.values() if mem.group_instance_id is not None)
+                static = sum(1 for mem in grp.members if mem.is_static)
                 members += [((gid, "static"), static), ((gid, "dynamic"), len(grp.members) - static)]
             yield family(GaugeMetricFamily, "tenure_group_members", "Members of each group", ["group", "kind"],
                          members)

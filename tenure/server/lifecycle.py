@@ -157,6 +157,8 @@ class Server:
                 "group.min.session.timeout.ms": str(c.min_session_timeout_ms),
                 "group.max.session.timeout.ms": str(c.max_session_timeout_ms),
                 "group.max.size": str(c.max_group_size if c.max_group_size is not None else 2**31 - 1),
+                "group.consumer.session.timeout.ms": str(c.consumer_session_timeout_ms),
+                "group.consumer.heartbeat.interval.ms": str(c.consumer_heartbeat_interval_ms),
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
                 **({"log.segment.bytes": str(c.segment_bytes)} if c.data_dir else {})}
 

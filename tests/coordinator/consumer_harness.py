@@ -21,21 +21,39 @@ class FakeTopic:
 
 
 class Topics:
-    """A topic table: `get(name)`, `by_id(id)`; ids are derived from names so runs are reproducible."""
+    """A topic table: `get(name)`, `by_id(id)`, `all()`; ids are derived from names so runs are reproducible;
+    its watchers (`watch`) are told of every change, as the broker's table tells them."""
 
     def __init__(self, **counts: int) -> None:
         self._by_name: dict[str, FakeTopic] = {}
+        self._watchers: list = []
         for name, n in counts.items():
             self.create(name, n)
+
+    def watch(self, watcher) -> None:
+        self._watchers.append(watcher)
+
+    def _changed(self, name: str) -> None:
+        for w in self._watchers:
+            w.topics_changed([name])
 
     def create(self, name: str, n: int) -> FakeTopic:
         t = FakeTopic(name, uuid.uuid5(uuid.NAMESPACE_OID, name), list(range(n)))
         self._by_name[name] = t
+        self._changed(name)
         return t
+
+    def delete(self, name: str) -> None:
+        del self._by_name[name]
+        self._changed(name)
+
+    def all(self) -> list[FakeTopic]:
+        return list(self._by_name.values())
 
     def add_partitions(self, name: str, total: int) -> None:
         t = self._by_name[name]
         t.partitions = list(range(total))
+        self._changed(name)
 
     def get(self, name: str):
         return self._by_name.get(name)
@@ -44,7 +62,8 @@ class Topics:
         return next((t for t in self._by_name.values() if t.topic_id == topic_id), None)
 
     def tid(self, name: str) -> uuid.UUID:
-        return self._by_name[name].topic_id
+        """The topic's id (derived from its name, so a deleted topic's is still known)."""
+        return uuid.uuid5(uuid.NAMESPACE_OID, name)
 
 
 class ConsumerHarness(Harness):

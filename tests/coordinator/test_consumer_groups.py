@@ -34,9 +34,7 @@ def two_members(h: ConsumerHarness, a_iid=None, b_iid=None) -> None:
     (dict(member_id="m", epoch=0, rack=" "), "RackId can't be empty."),
     (dict(member_id="m", epoch=0, owned={"t": [0]}), "TopicPartitions must be empty when (re-)joining."),
     (dict(member_id="m", epoch=-2), "InstanceId can't be null."),
-    (dict(member_id="m", epoch=-3), "MemberEpoch is invalid: -3."),
-    (dict(member_id="m", epoch=0, regex="t.*"), "SubscribedTopicRegex is not supported by tenure: subscribe to "
-                                                "topic names."),
+    (dict(member_id="m", epoch=-3), "MemberEpoch is invalid."),                   # Kafka 4.x's words
 ])
 def test_invalid_requests_answer_42_with_a_message(kw, message):
     h = ConsumerHarness()
@@ -53,7 +51,12 @@ def test_first_request_needs_rebalance_timeout_and_subscription():
              subscribed_topic_names=["t"], subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
     assert err(h, h.send(68, 1, body)) == E.INVALID_REQUEST
     body.rebalance_timeout_ms, body.subscribed_topic_names = 1000, None
-    assert err(h, h.send(68, 1, body)) == E.INVALID_REQUEST
+    t = h.send(68, 1, body)
+    assert (err(h, t), h.responses[t]["error_message"]) == (
+        E.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+    # an empty list of names (or an empty regex) is a member subscribed to nothing yet: accepted, as Kafka's
+    body.subscribed_topic_names = []
+    assert err(h, h.send(68, 1, body)) == 0
 
 
 def test_v0_lets_the_coordinator_make_the_member_id():
@@ -134,13 +137,58 @@ def test_member_epoch_checks():
     assert err(h, h.hb("zz", 2)) == E.UNKNOWN_MEMBER_ID
 
 
-def test_epoch_zero_for_a_known_member_id_reconciles_from_its_state():
+def test_epoch_zero_from_a_known_member_id_rejoins_from_its_state():
+    """Issue 28 item 3, settled by Kafka's source: since KAFKA-19233 (apache/kafka#21305, January 2026) Kafka's
+    getOrMaybeSubscribeDynamicConsumerGroupMember accepts epoch 0 from a member it knows - a fenced member
+    rejoins under its member id, as Java 4.x and librdkafka do - and reconciles it from where it is: a Stable
+    member gets its epoch and partitions back with no epoch bump and nothing written (Kafka's
+    testMemberCanRejoinWithEpochZeroInStableState). Before that change Kafka answered 110 here."""
     h = ConsumerHarness()
     two_members(h)
-    before = h.epoch()
+    before, a = h.epoch(), h.group["g"].members["a"]
+    assert (a.member_epoch, a.previous_member_epoch) == (2, 1)
+    h.take_records()
     t = h.hb("a", 0)
     assert err(h, t) == 0 and h.responses[t]["member_epoch"] == 2 and h.assignment_of(t) == h.owned("a")
-    assert h.epoch() == before
+    assert h.epoch() == before and h.take_records() == [] and h.group["g"].members["a"] == a
+
+
+def test_epoch_zero_while_revoking_counts_as_revoked():
+    """Kafka's testMemberCanRejoinWithEpochZeroInUnrevokedPartitionsState: a member with partitions pending
+    revocation rejoins owning nothing, so they are revoked and it moves to the target epoch with its target."""
+    h = ConsumerHarness()
+    h.cjoin("a")
+    h.hb("b", 0)
+    t = h.hb("a", 1, owned={"t": [0, 1, 2, 3, 4, 5]})
+    assert h.group["g"].members["a"].state == UNREVOKED_PARTITIONS and h.responses[t]["member_epoch"] == 1
+    t = h.hb("a", 0)
+    assert err(h, t) == 0 and h.responses[t]["member_epoch"] == 2 and h.assignment_of(t) == {"t": [0, 1, 2]}
+    assert h.group["g"].members["a"].state == STABLE_MEMBER and h.timer("consumer-rebalance", "g", "a") is None
+    # b is given the revoked partitions at its next heartbeat: never two owners
+    assert h.assignment_of(h.hb("b", 2, owned={})) == {"t": [3, 4, 5]}
+
+
+def test_epoch_zero_again_after_a_lost_join_response_is_accepted():
+    """The lost-response case: the member's epoch-0 answer (epoch 1) was lost and it sends epoch 0 again: it is
+    answered its epoch and partitions with no epoch bump and nothing written."""
+    h = ConsumerHarness()
+    t = h.hb("a", 0)
+    assert h.responses[t]["member_epoch"] == 1
+    h.take_records()
+    t = h.hb("a", 0)
+    assert err(h, t) == 0 and h.responses[t]["member_epoch"] == 1
+    assert h.assignment_of(t) == {"t": [0, 1, 2, 3, 4, 5]} and h.epoch() == 1 and h.take_records() == []
+
+
+def test_a_fenced_epoch_says_what_kafka_says():
+    """FENCED_MEMBER_EPOCH (110) carries Kafka's message, ending with what the member must do."""
+    h = ConsumerHarness()
+    two_members(h)
+    for epoch, word in ((3, "greater"), (1, "smaller")):
+        t = h.hb("a", epoch)
+        assert (err(h, t), h.responses[t]["error_message"]) == (
+            E.FENCED_MEMBER_EPOCH, f"The consumer group member has a {word} member epoch ({epoch}) than the one "
+            f"known by the group coordinator (2). The member must abandon all its partitions and rejoin.")
 
 
 # ------------------------------------------------------------------ leaving, session, rebalance timeout
@@ -281,3 +329,21 @@ def test_a_full_group_refuses_a_new_member_with_81():
     t = h.hb("b", 0)
     assert h.responses[t]["error_code"] == E.GROUP_MAX_SIZE_REACHED and "b" not in h.group["g"].members
     assert h.responses[h.hb("a", 0)]["error_code"] == 0           # a known member is not new
+
+
+def test_a_groups_own_configs_set_its_members_interval_and_session():
+    """Issue 28 item 6: the GROUP config resource's consumer.session.timeout.ms and
+    consumer.heartbeat.interval.ms (kept by the topic table, checked by the broker) over the server's."""
+    h = ConsumerHarness()
+    h.topics.dynamic_configs = {"group": {"g": {"consumer.session.timeout.ms": "50000",
+                                                "consumer.heartbeat.interval.ms": "6000"}}}
+    t = h.hb("a", 0)
+    assert h.responses[t]["heartbeat_interval_ms"] == 6000
+    assert h.timer("consumer-session", "g", "a") == h.now_ms + 50000
+    t = h.hb("b", 0, group_id="other")
+    assert h.responses[t]["heartbeat_interval_ms"] == 5000
+    assert h.timer("consumer-session", "other", "b") == h.now_ms + SESSION
+    # a change applies from the next heartbeat
+    h.topics.dynamic_configs["group"]["g"]["consumer.heartbeat.interval.ms"] = "7000"
+    t = h.hb("a", 1)
+    assert h.responses[t]["heartbeat_interval_ms"] == 7000

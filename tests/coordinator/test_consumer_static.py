@@ -177,3 +177,7 @@ def test_epoch_zero_from_the_live_holder_itself_is_111_too():
     h = formed()
     t = h.hb("a1", 0, instance_id="ia")
     assert h.responses[t]["error_code"] == E.UNRELEASED_INSTANCE_ID and h.take_records() == []
+    # Kafka's message, word for word (throwIfInstanceIdIsUnreleased); a static member fenced by 110 that
+    # rejoins this way is refused on Kafka too (KAFKA-19233 changed the dynamic members' rule only)
+    assert h.responses[t]["error_message"] == ("Static member a1 with instance id ia cannot join the group "
+                                               "because the instance id is owned by a1 member.")

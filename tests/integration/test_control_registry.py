@@ -40,13 +40,58 @@ def test_every_control_is_a_method_a_route_and_a_subcommand(server):
                                                                     ("GET", "/metrics")}
 
 
-def test_a_control_answers_alike_as_method_route_and_subcommand(server, capsys):
-    with WireClient.to(server.bootstrap) as c:
-        assert join(c, "reg-g", "", "i-1", "t", session_ms=30000).error_code == 0
-    server.wait_for_group("reg-g", state=None, members=1)
-    method = server.group("reg-g").to_dict()
-    assert main(["groups", "describe", "reg-g", "--admin", server.server.admin_address]) == 0
-    assert json.loads(capsys.readouterr().out) == method == server.group("reg-g").to_dict()
-    assert main(["fault", "expire", "reg-g", "nobody", "--admin", server.server.admin_address]) == 1
+@pytest.mark.parametrize("kind", ("classic", "consumer"))
+def test_a_control_answers_alike_as_method_route_and_subcommand(server, capsys, kind):
+    gid = f"reg-{kind}"
+    if kind == "classic":
+        with WireClient.to(server.bootstrap) as c:
+            assert join(c, gid, "", "i-1", "t", session_ms=30000).error_code == 0
+    else:
+        from tests.integration.test_consumer_protocol import raw_join
+        raw_join(server.bootstrap, gid, "t", "i-1")
+    server.wait_for_group(gid, state=None, members=1)
+    method = server.group(gid).to_dict()
+    assert method["kind"] == kind and list(method["static_members"]) == ["i-1"]
+    assert main(["groups", "describe", gid, "--admin", server.server.admin_address]) == 0
+    assert json.loads(capsys.readouterr().out) == method == server.group(gid).to_dict()
+    assert main(["fault", "expire", gid, "nobody", "--admin", server.server.admin_address]) == 1
     assert "UNKNOWN_MEMBER_ID" in capsys.readouterr().err
-    assert server.expire_session("reg-g", "nobody") is False
+    assert server.expire_session(gid, "nobody") is False
+
+
+@pytest.mark.parametrize("kind", ("classic", "consumer"))
+def test_force_rebalance_and_coordinator_of_on_either_kind(server, capsys, kind):
+    """force_rebalance starts one rebalance of a classic group; a consumer group's assignment follows its
+    members, so it is refused with INVALID_REQUEST (42) and a message saying so, on every surface, and the
+    group is left as it was. coordinator_of answers alike for both kinds."""
+    from tenure.protocol.errors import AdminError
+    from tests.integration.test_admin_guard import call
+    gid = f"fr-{kind}"
+    if kind == "classic":
+        from tests.support.groupwire import sync
+        with WireClient.to(server.bootstrap) as c:
+            j = join(c, gid, "", "i-1", "t", session_ms=30000)
+            assert j.error_code == 0
+            assert sync(c, gid, j.member_id, j.generation_id, "i-1", assignments={}).error_code == 0
+    else:
+        from tests.integration.test_consumer_protocol import raw_join
+        raw_join(server.bootstrap, gid, "t", "i-1")
+    server.wait_for_group(gid, state=None, members=1)
+    before = server.group(gid)
+    admin = server.server.admin_address
+    status, body = call(server.admin_port, "GET", f"/coordinators/{gid}")
+    assert status == 200 and body["group"] == gid and body["broker"] == 0
+    if kind == "classic":
+        assert main(["groups", "force-rebalance", gid, "--admin", admin]) == 0
+        assert json.loads(capsys.readouterr().out)["state"] == "PreparingRebalance"
+        return
+    with pytest.raises(AdminError) as exc:
+        server.force_rebalance(gid)
+    assert exc.value.code == 42 and "consumer group" in str(exc.value)
+    status, body = call(server.admin_port, "POST", f"/groups/{gid}/force-rebalance",
+                        headers={"Content-Type": "application/json"})
+    assert status == 409 and (body["error"], body["code"]) == ("INVALID_REQUEST", 42), body
+    assert main(["groups", "force-rebalance", gid, "--admin", admin]) == 1
+    assert "INVALID_REQUEST (42)" in capsys.readouterr().err
+    after = server.group(gid)
+    assert (after.generation, after.state, after.rebalances) == (before.generation, before.state, before.rebalances)

@@ -40,31 +40,44 @@ def metrics(url: str) -> dict:
     return out
 
 
+KINDS = ("classic", "consumer")
+# what each group kind counts for one static member joining, then its session expiring: the rebalance causes
+# and the session the member has (a consumer group member's is the server's group.consumer.session.timeout.ms)
+JOINED = {"classic": "member_joined", "consumer": "consumer member joined"}
+EXPIRED = {"classic": "session_expired", "consumer": "consumer member expired"}
+SESSION_MS = {"classic": 30000, "consumer": 45000}
+
+
 @pytest.fixture
 def proc(tmp_path):
     p = TenureProcess(tmp_path / "data", extra=("--admin-port", "0", "--min-session-timeout-ms", "1000",
-                                               "--log-format", "json"))
+                                               "--consumer-heartbeat-interval-ms", "250", "--log-format", "json"))
     with p:
         p.start()
         yield p
         assert p.terminate() == 0
 
 
-def consume_static(bootstrap: str, group: str, topic: str, instance: str) -> Consumer:
-    """One record produced to `topic`, then a static consumer subscribed until it has an assignment."""
+def consume_static(bootstrap: str, group: str, topic: str, instance: str, kind: str = "classic") -> Consumer:
+    """One record produced to `topic`, then a static consumer of a group of that kind (classic, or KIP-848
+    consumer: group.protocol=consumer, whose session is the server's) subscribed until it has an assignment."""
     p = Producer({"bootstrap.servers": bootstrap})
     p.produce(topic, b"v")
     assert p.flush(10) == 0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 30000})
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    conf.update({"session.timeout.ms": SESSION_MS[kind]} if kind == "classic" else {"group.protocol": "consumer"})
+    c = Consumer(conf)
     c.subscribe([topic])
     wait_for(lambda: (c.poll(0.2), c.assignment())[1], 30, "an assignment")
     return c
 
 
-def test_faults_inspection_and_metrics_over_http_and_the_cli(proc, capsys):
+@pytest.mark.parametrize("kind", KINDS)
+def test_faults_inspection_and_metrics_over_http_and_the_cli(proc, capsys, kind):
+    """Every group kind alike (issue 28: GET /metrics answered 500 once a consumer group had members)."""
     admin = proc.admin_url.removeprefix("http://")
-    c = consume_static(proc.bootstrap, "cs-g", "cs-t", "i-1")
+    c = consume_static(proc.bootstrap, "cs-g", "cs-t", "i-1", kind)
     closed = False
     try:
         # a fault through the CLI: the next OffsetCommit is answered NOT_COORDINATOR (16) ...
@@ -82,7 +95,7 @@ def test_faults_inspection_and_metrics_over_http_and_the_cli(proc, capsys):
         assert m[("tenure_faults_injected_total", (("action", "fail"), ("api", "OffsetCommit")))] == 1
         assert m[("tenure_requests_total", (("api", "OffsetCommit"), ("error", "NOT_COORDINATOR")))] == 1
         assert m[("tenure_requests_total", (("api", "OffsetCommit"), ("error", "NONE")))] >= 1
-        assert m[("tenure_rebalances_total", (("cause", "member_joined"), ("group", "cs-g")))] == 1
+        assert m[("tenure_rebalances_total", (("cause", JOINED[kind]), ("group", "cs-g")))] == 1
         assert m[("tenure_static_member_events_total", (("cause", "joined"), ("group", "cs-g")))] == 1
         assert m[("tenure_group_members", (("group", "cs-g"), ("kind", "static")))] == 1
         assert m[("tenure_groups", (("state", "Stable"),))] >= 1
@@ -100,16 +113,25 @@ def test_faults_inspection_and_metrics_over_http_and_the_cli(proc, capsys):
         # groups through the CLI
         assert main(["groups", "--admin", admin, "describe", "cs-g"]) == 0
         g = json.loads(capsys.readouterr().out)
-        assert g["static_members"].keys() == {"i-1"} and g["offsets"][0]["offset"] == 1
+        assert g["kind"] == kind and g["static_members"].keys() == {"i-1"} and g["offsets"][0]["offset"] == 1
+        assert [(mem["group_instance_id"], mem["session_timeout_ms"], mem["assignment"]) for mem in g["members"]] \
+            == [("i-1", SESSION_MS[kind], {"cs-t": [0]})]
+        assert main(["groups", "--admin", admin, "list"]) == 0
+        assert capsys.readouterr().out.split("\t")[:2] == ["cs-g", "Stable"]
 
-        # advance the clock past the 30 s session of a member that stopped heartbeating: it goes now
-        c.close()                                               # static: no LeaveGroup
+        # advance the clock past the session of a member that stopped heartbeating: it goes now
+        c.close()                                               # static: no LeaveGroup (consumer: epoch -2)
         closed = True
-        assert main(["fault", "--admin", admin, "advance-clock", "31000"]) == 0
+        advance = SESSION_MS[kind] + 1000
+        assert main(["fault", "--admin", admin, "advance-clock", str(advance)]) == 0
         out = json.loads(capsys.readouterr().out)
-        assert out["advanced_ms"] == 31000 and any(k.startswith("heartbeat") for k in out["fired"])
+        timer = "heartbeat" if kind == "classic" else "consumer-session"
+        assert out["advanced_ms"] == advance and any(k.startswith(timer) for k in out["fired"]), out
         assert proc.admin("/groups/cs-g")["members"] == []
-        assert proc.admin("/groups/cs-g")["rebalance_causes"] == {"member_joined": 1, "session_expired": 1}
+        assert proc.admin("/groups/cs-g")["rebalance_causes"] == {JOINED[kind]: 1, EXPIRED[kind]: 1}
+        m = metrics(proc.admin_url)
+        assert m[("tenure_group_members", (("group", "cs-g"), ("kind", "static")))] == 0
+        assert m[("tenure_rebalances_total", (("cause", EXPIRED[kind]), ("group", "cs-g")))] == 1
     finally:
         if not closed:
             c.close()
@@ -138,9 +160,10 @@ def test_expire_errors_and_bad_requests(proc, capsys):
     assert p.flush(10) == 0
 
 
-def test_restart_through_the_endpoint_keeps_port_state_and_the_ready_line(proc, capsys):
+@pytest.mark.parametrize("kind", KINDS)
+def test_restart_through_the_endpoint_keeps_port_state_and_the_ready_line(proc, capsys, kind):
     admin = proc.admin_url.removeprefix("http://")
-    c = consume_static(proc.bootstrap, "rt-g", "rt-t", "i-1")
+    c = consume_static(proc.bootstrap, "rt-g", "rt-t", "i-1", kind)
     try:
         c.commit(offsets=[TopicPartition("rt-t", 0, 1)], asynchronous=False)
         gen = proc.admin("/groups/rt-g")["generation"]

@@ -13,8 +13,9 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 
 /**
- * N classic-protocol consumers of one group in ONE JVM, started one after another in a loop the way a
- * test starts them (each on its own polling thread), for the initial-rebalance-delay benchmark.
+ * N consumers of one group in ONE JVM, started one after another in a loop the way a test starts them (each
+ * on its own polling thread), for the initial-rebalance-delay and settle-time benchmarks (classic protocol
+ * unless group.protocol=consumer is given).
  *
  * Usage: GroupStart BOOTSTRAP GROUP TOPIC N [CONF...]
  *   CONF is a consumer key=value applied to every member, e.g. session.timeout.ms=10000.
@@ -23,6 +24,7 @@ import org.apache.kafka.common.TopicPartition;
  * stdout (one JSON object per line, "ts" = epoch millis):
  *   {"type":"started","n":N}            once every member's thread has been started
  *   {"type":"assigned","member":i,"generation":..,"partitions":[..]}
+ *   {"type":"revoked","member":i,"partitions":[..]}
  *   {"type":"error","member":i,...}     a member's poll() threw; that member stops
  *   {"type":"closed"}                   after stdin reaches EOF and every member has closed
  */
@@ -70,6 +72,10 @@ public class GroupStart {
             consumer.subscribe(Collections.singletonList(topic), new ConsumerRebalanceListener() {
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+                    List<Object> ps = new ArrayList<>();
+                    for (TopicPartition tp : tps) ps.add(tp.partition());
+                    emit(Json.obj("type", "revoked", "member", member, "partitions", ps,
+                                  "ts", System.currentTimeMillis()));
                 }
 
                 @Override

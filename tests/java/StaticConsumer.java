@@ -18,6 +18,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 
 /**
@@ -25,6 +26,9 @@ import org.apache.kafka.common.TopicPartition;
  * for the static-membership (KIP-345) tests.
  *
  * Usage: StaticConsumer BOOTSTRAP GROUP TOPIC [CONF...]
+ *   TOPIC "re2:PATTERN" subscribes with a SubscriptionPattern (KIP-848: the coordinator resolves the RE2/J
+ *   expression; group.protocol=consumer only), "pattern:PATTERN" with a java.util.regex.Pattern (resolved by
+ *   the client); anything else is one topic name.
  *   CONF is a consumer key=value, e.g. group.instance.id=m0 session.timeout.ms=10000.
  *   Defaults: group.protocol=classic, enable.auto.commit=false, auto.offset.reset=earliest,
  *   heartbeat.interval.ms=1000 (not with group.protocol=consumer: the coordinator sets it).
@@ -42,7 +46,8 @@ import org.apache.kafka.common.TopicPartition;
  *
  * stdout (one JSON object per line; every line carries "instance", "ts" = epoch millis):
  *   {"type":"started"}
- *   {"type":"assigned"|"revoked"|"lost","partitions":[..],"generation":..,"member_id":..}
+ *   {"type":"assigned"|"revoked"|"lost","partitions":[..],"topic_partitions":[{"topic":..,"partition":..},..],
+ *    "generation":..,"member_id":..}
  *   {"type":"record","partition":..,"offset":..,"key":..,"value":..}
  *   {"type":"committed","offsets":[..],"generation":..,"member_id":..,"auto":true} for commit.each.poll
  *   {"type":"error",...} when poll() throws (e.g. FencedInstanceIdException); the consumer is then
@@ -84,6 +89,19 @@ public class StaticConsumer {
             .put("exception", t.getClass().getName())
             .put("message", String.valueOf(t.getMessage()))
             .put("root_exception", root.getClass().getName());
+    }
+
+    static List<Object> topicPartitions(Collection<TopicPartition> tps) {
+        List<TopicPartition> sorted = new ArrayList<>(tps);
+        sorted.sort((a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition())
+                                                          : a.topic().compareTo(b.topic()));
+        List<Object> out = Json.list();
+        for (TopicPartition tp : sorted) out.add(Json.obj("topic", tp.topic(), "partition", tp.partition()));
+        return out;
+    }
+
+    static Json callback(String type, Collection<TopicPartition> tps) {
+        return withGroup(line(type).put("partitions", partitions(tps)).put("topic_partitions", topicPartitions(tps)));
     }
 
     static List<Object> partitions(Collection<TopicPartition> tps) {
@@ -150,22 +168,29 @@ public class StaticConsumer {
         reader.start();
 
         consumer = new KafkaConsumer<>(p);
-        consumer.subscribe(Collections.singletonList(topic), new ConsumerRebalanceListener() {
+        ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> tps) {
-                emit(withGroup(line("revoked").put("partitions", partitions(tps))));
+                emit(callback("revoked", tps));
             }
 
             @Override
             public void onPartitionsAssigned(Collection<TopicPartition> tps) {
-                emit(withGroup(line("assigned").put("partitions", partitions(tps))));
+                emit(callback("assigned", tps));
             }
 
             @Override
             public void onPartitionsLost(Collection<TopicPartition> tps) {
-                emit(withGroup(line("lost").put("partitions", partitions(tps))));
+                emit(callback("lost", tps));
             }
-        });
+        };
+        if (topic.startsWith("re2:")) {
+            consumer.subscribe(new SubscriptionPattern(topic.substring(4)), listener);
+        } else if (topic.startsWith("pattern:")) {
+            consumer.subscribe(java.util.regex.Pattern.compile(topic.substring(8)), listener);
+        } else {
+            consumer.subscribe(Collections.singletonList(topic), listener);
+        }
         emit(line("started"));
 
         while (true) {

@@ -169,3 +169,15 @@ def test_consumer_group_records_round_trip_with_kafkas_key_types():
     assert decode(key4, None) == ConsumerGroupPartitionMetadataRecord("g", tombstone=True)
     with pytest.raises(TypeError):
         encode(ConsumerGroupPartitionMetadataRecord("g"))
+
+
+def test_the_regular_expression_record_is_kafkas_type_16():
+    """ConsumerGroupRegularExpressionKey (version 16: group id, expression) and Value v0 (flexible: compact
+    topic names, version, timestamp), byte for byte."""
+    from tenure.protocol.consumer_group_records import RegularExpressionRecord
+    record = RegularExpressionRecord("g", "t.*", ("t1", "t2"), 7, 123)
+    key, value = encode(record)
+    assert key == struct.pack(">h", 16) + _str("g") + _str("t.*")
+    assert value == (struct.pack(">h", 0) + b"\x03" + b"\x03t1" + b"\x03t2" + struct.pack(">qq", 7, 123) + b"\x00")
+    assert decode(key, value) == record
+    assert decode(key, None) == RegularExpressionRecord("g", "t.*", tombstone=True)
