@@ -114,6 +114,11 @@ class ServerConfig:
     consumer_heartbeat_interval_ms: int = setting(250, "group.consumer.heartbeat.interval.ms: how often consumer "
                                                        "group members are told to heartbeat (default %(default)s; "
                                                        "Kafka's 5000)", least=1)
+    consumer_migration_policy: str = setting("bidirectional", "group.consumer.migration.policy: online conversion "
+                                                            "of a live group between the classic and the consumer "
+                                                            "protocol: bidirectional (default, as Kafka 4.x), "
+                                                            "upgrade, downgrade or disabled",
+                                             choices=("bidirectional", "upgrade", "downgrade", "disabled"))
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -174,7 +179,8 @@ class ServerConfig:
                                  static_expansion_timeout_ms=self.static_expansion_timeout_ms,
                                  static_registration_timeout_ms=self.static_registration_timeout_ms,
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms,
-                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms)
+                                 consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
+                                 consumer_migration_policy=self.consumer_migration_policy)
 
 
 # a field's type as written (this module's annotations are strings) -> the flag's argparse type

@@ -44,8 +44,8 @@ class JoinRequests:
         live = rb.group(gid)
         if other is not None and live is None:
             # a group of another kind (a KIP-848 consumer group): asked through its kind's interface
-            if not other.is_empty():                                       # a mixed group is refused
-                return error(E.INCONSISTENT_GROUP_PROTOCOL)
+            if not other.is_empty():                  # its kind serves classic members (online migration)
+                return rb.shard.kind_of(other).classic_request(11, ctx, req)
             for r in rb.shard.kind_of(other).delete_records(other):         # an empty one is converted
                 res.emit(r)
         if live is None:

@@ -12,7 +12,8 @@ def test_keys_are_values_of_their_kind():
     assert HeartbeatKey("g", "m") != PendingKey("g", "m")         # same ids, other kind
     assert JoinKey("g") != SyncKey("g") != ExpansionKey("g") != RegistrationKey("g")
     assert {cls.kind for cls in KEY_TYPES.values()} == set(KEY_TYPES) == {
-        "heartbeat", "pending", "join", "sync", "expansion", "registration", "consumer-session", "consumer-rebalance"}
+        "heartbeat", "pending", "join", "sync", "expansion", "registration", "consumer-session", "consumer-rebalance",
+        "consumer-join", "consumer-sync"}
     assert PendingKey("g", "m").name == "pending/g/m" and SyncKey("g").name == "sync/g"
     assert ExpansionKey("g").name == "expansion/g"
     # names are for display: two keys may render alike and stay apart
