@@ -521,6 +521,8 @@ class ConsumerGroups(ShardHandler):
         member = g.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID, None
+        if member.classic is not None:       # a classic member (online migration): any version, its generation
+            return (E.ILLEGAL_GENERATION, None) if epoch != member.member_epoch else (E.NONE, member)
         if not transactional and ctx.api_version < 9:
             return E.UNSUPPORTED_VERSION, None
         if epoch != member.member_epoch:
