@@ -344,3 +344,18 @@ def test_the_policy_flag_is_kafkas():
     assert ServerConfig().coordinator_config().consumer_migration_policy == "bidirectional"
     assert ServerConfig(consumer_migration_policy="disabled").coordinator_config().consumer_migration_policy == \
         "disabled"
+
+
+def test_a_classic_member_commits_with_its_generation_at_any_version():
+    """Kafka's ConsumerGroup.validateOffsetCommit: a classic member commits at any OffsetCommit version with its
+    generation (= its member epoch; another is ILLEGAL_GENERATION); a consumer-protocol member needs v9+."""
+    h = ConsumerHarness()
+    (a, b), _ = upgraded(h)
+
+    def codes(t):
+        return [p["error_code"] for x in h.resp(t)["topics"] for p in x["partitions"]]
+    assert codes(h.commit("g", a, 1, "i1", {"t": [(0, 5)]}, version=8)) == [0]
+    assert h.coordinator.committed_offsets("g")[("t", 0)].offset == 5
+    assert codes(h.commit("g", a, 2, "i1", {"t": [(0, 6)]}, version=8)) == [E.ILLEGAL_GENERATION]
+    assert codes(h.commit("g", "c", 2, "i3", {"t": [(3, 1)]}, version=8)) == [E.UNSUPPORTED_VERSION]
+    assert codes(h.commit("g", "c", 2, "i3", {"t": [(3, 1)]}, version=9)) == [0]
