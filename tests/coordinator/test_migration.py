@@ -359,3 +359,15 @@ def test_a_classic_member_commits_with_its_generation_at_any_version():
     assert codes(h.commit("g", a, 2, "i1", {"t": [(0, 6)]}, version=8)) == [E.ILLEGAL_GENERATION]
     assert codes(h.commit("g", "c", 2, "i3", {"t": [(3, 1)]}, version=8)) == [E.UNSUPPORTED_VERSION]
     assert codes(h.commit("g", "c", 2, "i3", {"t": [(3, 1)]}, version=9)) == [0]
+
+
+def test_describe_shows_classic_members_as_classic():
+    """ConsumerGroupDescribe v1's MemberType (KIP-1099): 0 for a classic-protocol member, 1 for a consumer one;
+    the inspection read model gives a classic member its own session timeout."""
+    h = ConsumerHarness()
+    (a, b), _ = upgraded(h)
+    h.join("g", a, "i1", protocols=protocols(), session=SESSION_MS)
+    (d,) = h.resp(h.describe_consumer("g"))["groups"]
+    assert {m["member_id"]: m["member_type"] for m in d["members"]} == {a: 0, b: 0, "c": 1}
+    info = h.coordinator.group_info("g")
+    assert {m.member_id: m.session_timeout_ms for m in info.members} == {a: SESSION_MS, b: 10000, "c": 45000}
