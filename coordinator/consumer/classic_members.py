@@ -157,10 +157,6 @@ class ClassicMembers:
             return error(E.INCONSISTENT_GROUP_PROTOCOL)
         if not mid and iid is None and v >= 4:             # a dynamic member asks for its id first (KIP-394)
             return error(E.MEMBER_ID_REQUIRED, new_id)
-        try:
-            sub = classic_subscription(protocols)
-        except ValueError:
-            return error(E.INCONSISTENT_GROUP_PROTOCOL)
         replaced: ConsumerMember | None = None
         member: ConsumerMember
         if iid is None:
@@ -177,6 +173,10 @@ class ClassicMembers:
             if found is None:
                 return error(code)
             member = found
+        try:
+            sub = classic_subscription(protocols)
+        except ValueError:         # Kafka's deserializeSubscription throws IllegalStateException: unknown error
+            return error(E.UNKNOWN_SERVER_ERROR)
         is_new = member.member_id not in g.members and replaced is None
         rack = getattr(sub, "rack_id", None)
         updated_in = member.replace(
