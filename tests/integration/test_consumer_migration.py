@@ -30,11 +30,13 @@ class Member:
     """One confluent-kafka consumer of either protocol polling on its own thread, committing every record it
     handles (synchronously); its assignment tracked from its callbacks."""
 
-    def __init__(self, bootstrap: str, protocol: str, instance: str, name: str) -> None:
+    def __init__(self, bootstrap: str, protocol: str, instance: str | None, name: str) -> None:
         self.name, self.instance, self.protocol = name, instance, protocol
         self.conf = {"bootstrap.servers": bootstrap, "group.id": "g", "group.protocol": protocol,
-                     "group.instance.id": instance, "client.id": name, "enable.auto.commit": False,
+                     "client.id": name, "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "error_cb": self._error}
+        if instance is not None:
+            self.conf["group.instance.id"] = instance
         if protocol == "classic":
             self.conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
         self.assignment: set[int] = set()
@@ -180,3 +182,45 @@ def test_a_migrated_group_is_replayed_on_restart(tmp_path):
         finally:
             for m in members:
                 m.close()
+
+
+def settled_dynamic(st: ServerThread, members: list[Member], kind: str, timeout: float = 60) -> int:
+    """As `settled`, for members without instance ids: the clients' assignments are the server's."""
+    deadline = time.monotonic() + timeout
+    v = None
+    while time.monotonic() < deadline:
+        v = st.group("g")
+        if v is not None and v.kind == kind and v.state == "Stable" and len(v.members) == len(members):
+            mine = sorted(m.owned() for m in members)
+            served = sorted((a or {}).get("t", []) for a in v.assignments.values())
+            if mine == served and sorted(p for ps in mine for p in ps) == list(range(PARTITIONS)):
+                return v.generation
+        time.sleep(0.2)
+    raise AssertionError(f"group not settled as {kind}: {v}; clients: {[(m.name, m.owned(), m.errors) for m in members]}")
+
+
+def test_dynamic_classic_members_in_a_consumer_group_rejoin_when_told_and_the_last_consumer_leaving_downgrades(
+        server):
+    """Classic members without instance ids join a consumer group (MEMBER_ID_REQUIRED, then JoinGroup and
+    SyncGroup), are told to rejoin (Heartbeat: REBALANCE_IN_PROGRESS) whenever the group epoch moves, and
+    get their share; when the last consumer-protocol member leaves, the group becomes a classic group and
+    rebalances once. The rebalances counted are Kafka's: one epoch bump per join and per leave, then the
+    downgrade's classic rebalance."""
+    server.call(server.server.topics.create, "t", PARTITIONS)
+    cons = [Member(server.bootstrap, "consumer", None, f"con{n}") for n in range(2)]
+    cla: list[Member] = []
+    try:
+        settled_dynamic(server, cons, "consumer")
+        cla = [Member(server.bootstrap, "classic", None, f"cla{n}") for n in range(2)]
+        assert settled_dynamic(server, cons + cla, "consumer") == 4         # four joins, four epochs
+        cons[0].close()
+        assert settled_dynamic(server, cons[1:] + cla, "consumer") == 5     # a leave, one bump
+        cons[1].close()
+        gen = settled_dynamic(server, cla, "classic")                        # downgraded, then one rebalance
+        assert gen == 6
+        causes = server.group("g").rebalance_causes
+        assert causes == {"consumer member joined": 4, "consumer member left": 1, "downgraded_to_classic": 1}, causes
+        assert [m.name for m in cons + cla if m.crash is not None or m.commit_errors] == []
+    finally:
+        for m in cons + cla:
+            m.close()
