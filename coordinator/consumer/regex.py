@@ -147,12 +147,18 @@ class TopicRegexes:
         self.version = 0
         self.seen: dict[str, int] = {}
         self.resolutions = 0           # resolutions made (each one scans the topic table once), for tests
+        self._names_then = frozenset(self._names())
         watch = getattr(topics, "watch", None)
         if watch is not None:
             watch(self)
 
     def topics_changed(self, names: Iterable[str] | None = None) -> None:
-        self.version += 1
+        """A topic was created or deleted (the version moves), or only its partitions or replicas changed, or a
+        broker stopped or started (nothing an expression matches changed: the version stays)."""
+        now = frozenset(self._names())
+        if now != self._names_then:
+            self._names_then = now
+            self.version += 1
 
     def _names(self) -> list[str]:
         listing = getattr(self.topics, "all", None)

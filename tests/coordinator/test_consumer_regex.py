@@ -287,3 +287,18 @@ def test_a_failover_reloads_the_resolutions_and_resolves_again_at_the_first_chan
     assert err(h2, t) == 0 and h2.responses[t]["member_epoch"] == 1
     recs = h2.take_records()
     assert [r.topics for r in regex_records(recs)] == [("orders-eu", "orders-us")] and epochs(recs) == []
+
+
+def test_added_partitions_bump_through_the_hash_and_resolve_nothing_again():
+    """Only a created or deleted topic can change what an expression matches: partitions added to a matching
+    topic make the metadata hash's one bump, with no new resolution."""
+    h = harness()
+    h.cjoin("a", topics=[], regex="orders-.*")
+    h.advance(REFRESH_MIN_INTERVAL_MS + 1)
+    h.take_records()
+    n = regexes(h).resolutions
+    h.topics.add_partitions("orders-eu", 4)
+    t = h.hb("a", 1, owned=h.owned("a"))
+    recs = h.take_records()
+    assert regex_records(recs) == [] and epochs(recs) == [2] and regexes(h).resolutions == n
+    assert h.assignment_of(t)["orders-eu"] == [0, 1, 2, 3]

@@ -206,3 +206,28 @@ def test_a_moved_coordinator_loads_the_resolutions_and_carries_on():
         finally:
             for m in members:
                 m.stop()
+
+
+def test_confluent_mixes_names_and_expressions_like_librdkafkas_0033(server):
+    """librdkafka's 0033 subscribes to expressions and a literal name together: it sends the name and its
+    expressions joined into one, and the member subscribes to both (Kafka refuses neither); subscribing again
+    to the name alone drops the expression (its resolution tombstoned)."""
+    from confluent_kafka import Consumer
+    for name in ("rga-1", "rgb-1", "lit", "other"):
+        server.call(server.server.topics.create, name, 1)
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "mix", "group.protocol": "consumer",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe(["^rga-.*", "lit", "^rgb-.*"])
+        wait_for(lambda: (c.poll(0.05), {tp.topic for tp in c.assignment()} == {"rga-1", "rgb-1", "lit"})[1], 30,
+                 "the three topics")
+        member = server.call(lambda: next(iter(server.server.runtime.group("mix").members.values())))
+        assert member.subscribed_topic_names == ("lit",)
+        assert member.subscribed_topic_regex == "(^rga-.*)|(^rgb-.*)"
+        c.subscribe(["lit"])
+        wait_for(lambda: (c.poll(0.05), {tp.topic for tp in c.assignment()} == {"lit"})[1], 30, "lit alone")
+        wait_for(lambda: server.call(lambda: server.server.runtime.group("mix").regexes) == {}, 10,
+                 "the resolution tombstoned")
+        assert {m.member_id for m in server.group("mix").members} == {member.member_id}
+    finally:
+        c.close()
