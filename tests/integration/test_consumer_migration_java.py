@@ -142,3 +142,56 @@ def test_java_static_group_rolls_to_the_consumer_protocol_and_back_without_a_reb
     errors = [(m.name, e) for m in everyone for e in m.events if e["type"] == "commit_error"]
     assert errors == []                     # every commit of every member accepted, classic or consumer protocol
     assert {p: v.offset("t", p) for p in range(PARTITIONS)} == ends
+
+
+def settled_dynamic(st: ServerThread, gid: str, members, kind: str, timeout: float = 60) -> int:
+    """As `settled`, for members without instance ids (matched by their partitions)."""
+    deadline = time.monotonic() + timeout
+    v = None
+    while time.monotonic() < deadline:
+        v = st.group(gid)
+        if v is not None and v.kind == kind and v.state == "Stable" and len(v.members) == len(members):
+            mine = sorted(owned(m) for m in members)
+            served = sorted((a or {}).get("t", []) for a in v.assignments.values())
+            if mine == served and sorted(p for ps in mine for p in ps) == list(range(PARTITIONS)):
+                return v.generation
+        time.sleep(0.2)
+    raise AssertionError(f"group {gid} not settled as {kind}: {v}\n{dump_all(members)}")
+
+
+def test_java_cooperative_classic_members_inside_a_consumer_group_give_up_only_what_moves(server, java_members):
+    """Classic Java members with the cooperative-sticky assignor inside a consumer group: they report what they
+    own in their subscription, so when a consumer-protocol member joins they are told to rejoin (Heartbeat:
+    REBALANCE_IN_PROGRESS), revoke only the partitions that move (never all), and rejoin for the rest; the last
+    consumer-protocol member leaving downgrades the group to a classic one, which rebalances once."""
+    server.call(server.server.topics.create, "t", PARTITIONS)
+    coop = {"partition_assignment_strategy": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+            "session_timeout_ms": 10000}
+    first = java_members("k0", server.bootstrap, "g", "t", None, **CONSUMER)
+    settled_dynamic(server, "g", [first], "consumer")
+    classic = [java_members(f"c{n}", server.bootstrap, "g", "t", None, **coop) for n in range(2)]
+    members = [first, *classic]
+    settled_dynamic(server, "g", members, "consumer")
+    marks = [m.mark() for m in classic]
+    held = [set(owned(m)) for m in classic]
+    second = java_members("k1", server.bootstrap, "g", "t", None, **CONSUMER)
+    members.append(second)
+    settled_dynamic(server, "g", members, "consumer")
+    gave: list[set[int]] = []
+    for m, mark, had in zip(classic, marks, held, strict=True):
+        revoked = [set(e["partitions"]) for e in m.callbacks(mark) if e["type"] in ("revoked", "lost")]
+        assert all(r < had for r in revoked if r), m.dump()          # never everything it had
+        assert set(owned(m)) & had, m.dump()                          # sticky: it kept some of its own
+        gave += [r for r in revoked if r]
+    assert gave, "8 partitions over 3 members then 4: a classic member holding 3 must have given one up"
+    # the consumer-protocol members leave (a dynamic member's close() is a leave, -1): the last one downgrades
+    assert first.close() == 0
+    settled_dynamic(server, "g", [*classic, second], "consumer")
+    causes = dict(server.group("g").rebalance_causes)
+    assert second.close() == 0
+    settled_dynamic(server, "g", classic, "classic")
+    after = server.group("g").rebalance_causes
+    new = {c: n - causes.get(c, 0) for c, n in after.items() if n != causes.get(c, 0)}
+    # the downgrade starts one classic rebalance; no consumer group epoch moved for the leave; the classic
+    # cooperative protocol may follow with its own second rebalance (a member that revoked rejoins)
+    assert new.get("downgraded_to_classic") == 1 and not [c for c in new if c.startswith("consumer")], new
