@@ -2,17 +2,20 @@
 offsets and admin parts of a shard.
 
 A heartbeat, in order: validation (42, 112); find or create the group (69 for an unknown group unless the
-epoch is 0; a classic group with members is refused - an empty one is converted); find the member (static
+epoch is 0; an empty classic group is replaced, one with members upgraded when the migration policy allows -
+classic_members.py, coordinator/migration.py); find the member (static
 membership below) and check its epoch (110); merge what the request changed; bump the group epoch when the
 group is new, a subscription changed or the KIP-1101 metadata hash of the subscribed topics changed; when the
 group epoch is ahead of the target assignment's, run the assignor; reconcile the member; answer.
 
 Static members: epoch 0 with an instance id whose member is at -2 takes that member over under the new member
-id with its partitions and target, with no epoch bump (unless its subscription or the hash changed); a live
-owner (any other epoch) answers UNRELEASED_INSTANCE_ID (111); a non-zero epoch naming an instance another
+id with its partitions and target, with no epoch bump (unless its subscription or the hash changed); so does
+one whose member speaks the classic protocol, at any epoch (a classic member sends no leave); a live
+consumer-protocol owner (any other epoch) answers UNRELEASED_INSTANCE_ID (111); a non-zero epoch naming an instance another
 member id holds answers FENCED_INSTANCE_ID (82). Epoch -2 keeps the member and its partitions, its session
 timer running from its last heartbeat: not back in time, it is fenced like any member (tombstones and one
-epoch bump).
+epoch bump). A member leaving or fenced that was the last one speaking the consumer protocol, with classic
+members left, turns the group into a classic group instead (the downgrade).
 """
 from __future__ import annotations
 
