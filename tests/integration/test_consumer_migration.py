@@ -224,3 +224,35 @@ def test_dynamic_classic_members_in_a_consumer_group_rejoin_when_told_and_the_la
     finally:
         for m in cons + cla:
             m.close()
+
+
+def test_bad_classic_requests_to_a_consumer_group_get_kafkas_errors_and_change_nothing(server):
+    """Over the raw wire, classic requests a consumer group cannot take: an unreadable subscription (Kafka:
+    UNKNOWN_SERVER_ERROR), another protocol type (INCONSISTENT_GROUP_PROTOCOL), an unknown member's Heartbeat
+    and SyncGroup (UNKNOWN_MEMBER_ID); the connection keeps serving, the group and its member are untouched."""
+    from kafka.protocol.consumer.group import HeartbeatRequest
+
+    from tests.support.groupwire import join_request, sync
+    from tests.support.wire import WireClient
+    server.call(server.server.topics.create, "t", PARTITIONS)
+    member = Member(server.bootstrap, "consumer", None, "con")
+    try:
+        gen = settled_dynamic(server, [member], "consumer")
+        before = server.group("g")
+        with WireClient.to(server.bootstrap) as c:
+            req, v = join_request("g", "m-1", None, "t", session_ms=10000)
+            req.protocols[0].metadata = b"\xff\xff\x00garbage"
+            assert c.call(req, v).error_code == -1
+            req, v = join_request("g", "m-1", None, "t", session_ms=10000)
+            req.protocol_type = "connect"
+            assert c.call(req, v).error_code == 23
+            hb = HeartbeatRequest(version=4, group_id="g", generation_id=gen, member_id="m-1", group_instance_id=None)
+            assert c.call(hb, 4).error_code == 25
+            assert sync(c, "g", "m-1", gen, None).error_code == 25
+            assert c.call(hb, 4).error_code == 25                 # still serving
+        after = server.group("g")
+        assert (after.kind, after.generation, [m.member_id for m in after.members]) == (
+            "consumer", before.generation, [m.member_id for m in before.members])
+        assert settled_dynamic(server, [member], "consumer") == gen
+    finally:
+        member.close()
