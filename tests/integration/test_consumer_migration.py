@@ -256,3 +256,42 @@ def test_bad_classic_requests_to_a_consumer_group_get_kafkas_errors_and_change_n
         assert settled_dynamic(server, [member], "consumer") == gen
     finally:
         member.close()
+
+
+def test_kafka_python_classic_member_is_served_inside_a_consumer_group(server):
+    """kafka-python 3's classic consumer (JoinGroup v4+: MEMBER_ID_REQUIRED first) joining a consumer group
+    beside a confluent-kafka consumer-protocol member: both get their share, the kafka-python member's
+    commits (its generation = its member epoch) are taken; when the consumer-protocol member leaves, the group
+    becomes a classic group and kafka-python holds every partition."""
+    from kafka import KafkaConsumer
+    server.call(server.server.topics.create, "t", PARTITIONS)
+    con = Member(server.bootstrap, "consumer", None, "con")
+    kp = None
+    try:
+        settled_dynamic(server, [con], "consumer")
+        kp = KafkaConsumer("t", bootstrap_servers=server.bootstrap, group_id="g", client_id="kp",
+                           enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
+                           heartbeat_interval_ms=300)
+
+        def served(kind: str, n: int, timeout: float = 60):
+            deadline = time.monotonic() + timeout
+            v = None
+            while time.monotonic() < deadline:
+                kp.poll(100)
+                v = server.group("g")
+                if v is not None and v.kind == kind and v.state == "Stable" and len(v.members) == n:
+                    mine = sorted(tp.partition for tp in kp.assignment())
+                    if mine in [(a or {}).get("t", []) for a in v.assignments.values()] and mine:
+                        return v, mine
+            raise AssertionError(f"kafka-python not served as {kind}: {v}, {kp.assignment()}")
+
+        v, mine = served("consumer", 2)
+        assert sorted(mine + con.owned()) == list(range(PARTITIONS))
+        kp.commit()                                      # OffsetCommit with its generation: accepted
+        con.close()
+        v, mine = served("classic", 1)
+        assert mine == list(range(PARTITIONS)) and v.rebalance_causes.get("downgraded_to_classic") == 1
+    finally:
+        if kp is not None:
+            kp.close()
+        con.close()
