@@ -295,3 +295,45 @@ def test_kafka_python_classic_member_is_served_inside_a_consumer_group(server):
         if kp is not None:
             kp.close()
         con.close()
+
+
+def test_aiokafka_classic_member_is_served_inside_a_consumer_group(server):
+    """aiokafka 0.14's classic consumer joining a consumer group beside a confluent-kafka consumer-protocol
+    member: both get their share; the downgrade leaves it every partition."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    server.call(server.server.topics.create, "t", PARTITIONS)
+    con = Member(server.bootstrap, "consumer", None, "con")
+
+    async def run() -> tuple[list[int], list[int], dict]:
+        settled_dynamic(server, [con], "consumer")
+        c = AIOKafkaConsumer("t", bootstrap_servers=server.bootstrap, group_id="g", client_id="aio",
+                             enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
+                             heartbeat_interval_ms=300)
+        await c.start()
+        try:
+            async def served(kind: str, n: int) -> list[int]:
+                deadline = time.monotonic() + 60
+                v = None
+                while time.monotonic() < deadline:
+                    await c.getmany(timeout_ms=100)
+                    v = server.group("g")
+                    if v is not None and v.kind == kind and v.state == "Stable" and len(v.members) == n:
+                        mine = sorted(tp.partition for tp in c.assignment())
+                        if mine and mine in [(a or {}).get("t", []) for a in v.assignments.values()]:
+                            return mine
+                raise AssertionError(f"aiokafka not served as {kind}: {v}, {c.assignment()}")
+            first = await served("consumer", 2)
+            others = con.owned()
+            await c.commit()
+            con.close()
+            return first, others, {"all": await served("classic", 1)}
+        finally:
+            await c.stop()
+
+    try:
+        first, others, last = asyncio.run(asyncio.wait_for(run(), 120))
+        assert sorted(first + others) == list(range(PARTITIONS)) and last["all"] == list(range(PARTITIONS))
+    finally:
+        con.close()
