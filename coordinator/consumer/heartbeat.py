@@ -180,7 +180,7 @@ class ConsumerGroups(ShardHandler):
         if g is not None and not g.is_empty():
             assert isinstance(g, ClassicGroup), "a group of a third kind"
             if not create or self.classic_members.upgrade_refusal(g) is not None:
-                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
             try:
                 return self.classic_members.upgrade(res, ctx, g)
             except ValueError:
