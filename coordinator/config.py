@@ -29,6 +29,9 @@ class CoordinatorConfig:
     # KIP-932 share groups (Kafka's group.share.* defaults)
     share_session_timeout_ms: int = 45000
     share_heartbeat_interval_ms: int = 5000
+    # group.consumer.migration.policy: which online conversions between the classic and the consumer protocol run
+    # (bidirectional, upgrade, downgrade, disabled; Kafka 4.x's default bidirectional) - coordinator/migration.py
+    consumer_migration_policy: str = "bidirectional"
 
 
 def default_member_id(prefix: str) -> str:

@@ -106,9 +106,24 @@ class ShareSessionKey(_MemberTimer):
     kind: ClassVar[str] = "share-session"
 
 
+@dataclass(frozen=True)
+class ConsumerJoinKey(_MemberTimer):
+    """A classic member of a consumer group told to rejoin (REBALANCE_IN_PROGRESS): no JoinGroup within its
+    rebalance timeout, it is fenced (coordinator/consumer/classic_members.py)."""
+    kind: ClassVar[str] = "consumer-join"
+
+
+@dataclass(frozen=True)
+class ConsumerSyncKey(_MemberTimer):
+    """A classic member of a consumer group answered its JoinGroup: no SyncGroup within its rebalance timeout,
+    it is fenced."""
+    kind: ClassVar[str] = "consumer-sync"
+
+
 KEY_TYPES: dict[str, type[TimerKey]] = {
     cls.kind: cls for cls in (HeartbeatKey, PendingKey, JoinKey, SyncKey, ExpansionKey, RegistrationKey,
-                              ConsumerSessionKey, ConsumerRebalanceKey, ShareSessionKey)}
+                              ConsumerSessionKey, ConsumerRebalanceKey, ShareSessionKey, ConsumerJoinKey,
+                              ConsumerSyncKey)}
 
 
 class TimerWheel:

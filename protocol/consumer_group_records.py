@@ -10,7 +10,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from .structs import decode_struct, schema_pair
+from .structs import decode_struct, key_version, schema_pair
 
 ConsumerGroupMetadataKey, ConsumerGroupMetadataValue = schema_pair("ConsumerGroupMetadata", __name__)
 ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue = schema_pair("ConsumerGroupMemberMetadata", __name__)
@@ -66,7 +66,18 @@ class ConsumerMemberRecord:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    # ClassicMemberMetadata (tagged field 0): a member served through the classic protocol inside a consumer
+    # group (online migration): its session timeout and its JoinGroup protocols ((name, metadata), ...)
+    classic: ClassicMemberMetadata | None = None
     tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a consumer group keeps of a member that speaks the classic protocol: its session timeout and the
+    protocols of its JoinGroup, in the member's order of preference."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,15 @@ def _assignment(items) -> Assignment:
     return tuple(sorted((t.topic_id, tuple(sorted(t.partitions))) for t in items))
 
 
+def _classic_value(c: ClassicMemberMetadata | None):
+    if c is None:
+        return None
+    C = ConsumerGroupMemberMetadataValue.fields["classic_member_metadata"].data_class
+    P = C.fields["supported_protocols"].data_class
+    return C(session_timeout_ms=c.session_timeout_ms,
+             supported_protocols=[P(name=n, metadata=m) for n, m in c.protocols])
+
+
 def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
     """The key (its record type as version) and value (v0, flexible) of a KIP-848 record."""
     if isinstance(r, ConsumerGroupMetadataRecord):
@@ -143,7 +163,8 @@ def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]
         value = None if r.tombstone else ConsumerGroupMemberMetadataValue(
             instance_id=r.instance_id, rack_id=r.rack_id, client_id=r.client_id, client_host=r.client_host,
             subscribed_topic_names=list(r.subscribed_topic_names), subscribed_topic_regex=r.subscribed_topic_regex,
-            rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor)
+            rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor,
+            classic_member_metadata=_classic_value(r.classic))
     elif isinstance(r, TargetAssignmentMetadataRecord):
         key = ConsumerGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
             version=CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION)
@@ -200,10 +221,15 @@ def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> Consumer
         k = decode_struct(ConsumerGroupMemberMetadataKey, key)
         if value is None:
             return ConsumerMemberRecord(k.group_id, k.member_id, tombstone=True)
-        v = decode_struct(ConsumerGroupMemberMetadataValue, value)
+        # kafka-python's compiled decoder misreads the tagged nullable struct (ClassicMemberMetadata): this
+        # value is read by its field-by-field decoder
+        v = ConsumerGroupMemberMetadataValue.decode(bytes(value), version=key_version(value))
+        c = v.classic_member_metadata
+        classic = None if c is None else ClassicMemberMetadata(
+            c.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in c.supported_protocols))
         return ConsumerMemberRecord(k.group_id, k.member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
                                     tuple(v.subscribed_topic_names), v.subscribed_topic_regex,
-                                    v.rebalance_timeout_ms, v.server_assignor)
+                                    v.rebalance_timeout_ms, v.server_assignor, classic)
     if kv == CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION:
         k = decode_struct(ConsumerGroupTargetAssignmentMemberKey, key)
         if value is None:

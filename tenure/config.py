@@ -148,6 +148,11 @@ class ServerConfig:
                                                    "heartbeat this long is removed (default 45000)", least=1)
     share_heartbeat_interval_ms: int = setting(5000, "group.share.heartbeat.interval.ms: how often share group "
                                                      "members are told to heartbeat (default 5000)", least=1)
+    consumer_migration_policy: str = setting("bidirectional", "group.consumer.migration.policy: online conversion "
+                                                            "of a live group between the classic and the consumer "
+                                                            "protocol: bidirectional (default, as Kafka 4.x), "
+                                                            "upgrade, downgrade or disabled",
+                                             choices=("bidirectional", "upgrade", "downgrade", "disabled"))
     # HTTP admin endpoint (tenure/control/http_server.py); None = off, 0 = any
     admin_port: int | None = setting(None, "port of the HTTP admin endpoint (groups, faults, clock, restart, "
                                            "/metrics; what `tenure groups/fault` talk to): default "
@@ -336,7 +341,8 @@ class ServerConfig:
                                  consumer_session_timeout_ms=self.consumer_session_timeout_ms,
                                  consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
                                  share_session_timeout_ms=self.share_session_timeout_ms,
-                                 share_heartbeat_interval_ms=self.share_heartbeat_interval_ms)
+                                 share_heartbeat_interval_ms=self.share_heartbeat_interval_ms,
+                                 consumer_migration_policy=self.consumer_migration_policy)
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:

@@ -123,6 +123,9 @@ class ClassicGroups(ShardHandler):
     def session_key(group_id: str, member_id: str) -> TimerKey:
         return HeartbeatKey(group_id, member_id)
 
+    def classic_request(self, api_key: int, ctx: RequestContext, req) -> Result:
+        return self.handlers()[api_key](ctx, req)
+
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         expire = _ON_TIMER.get(type(key))
         if expire is None:

@@ -44,9 +44,10 @@ class JoinRequests:
         live = rb.group(gid)
         if other is not None and live is None:
             # a group of another kind (a KIP-848 consumer group): asked through its kind's interface
-            if not other.is_empty() or other.kind == "share":              # a mixed group is refused; a share
-                                                                           # group is never converted
+            if other.kind == "share":                 # a share group is never converted
                 return error(E.INCONSISTENT_GROUP_PROTOCOL)
+            if not other.is_empty():                  # its kind serves classic members (online migration)
+                return rb.shard.kind_of(other).classic_request(11, ctx, req)
             for r in rb.shard.kind_of(other).delete_records(other):         # an empty one is converted
                 res.emit(r)
         if live is None:

@@ -15,7 +15,7 @@ from tenure.protocol.errors import ErrorCode as E
 
 from ..result import RequestContext, Result
 from ..timers import PendingKey, SyncKey
-from .group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Parked, request_ids
+from .group import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Parked, request_ids
 from .options import DraftOptions
 from .rebalance import Rebalance
 from .static import fenced
@@ -26,6 +26,14 @@ class MemberRequests:
     """SyncGroup, Heartbeat, LeaveGroup and the session timer, over the rebalance machinery and the options."""
     rebalance: Rebalance
     options: DraftOptions
+
+    def _other_kind(self, api_key: int, ctx: RequestContext, req) -> Result | None:
+        """A request naming a group of another kind (a KIP-848 consumer group serving classic members during
+        an online migration): its kind's answer; None for a classic group or an unknown one."""
+        other = self.rebalance.groups.get(req.group_id)
+        if other is None or isinstance(other, ClassicGroup):
+            return None
+        return self.rebalance.shard.kind_of(other).classic_request(api_key, ctx, req)
 
     def sync_group(self, ctx: RequestContext, req) -> Result:
         res = Result()
@@ -38,6 +46,8 @@ class MemberRequests:
 
         if not gid:
             return error(E.INVALID_GROUP_ID)
+        if (served := self._other_kind(14, ctx, req)) is not None:
+            return served
         live = rb.group(gid)
         if live is None:
             return error(E.UNKNOWN_MEMBER_ID)
@@ -81,6 +91,8 @@ class MemberRequests:
         res = Result()
         rb = self.rebalance
         v, gid, mid, iid = request_ids(ctx, req, 3)
+        if gid and (served := self._other_kind(12, ctx, req)) is not None:
+            return served
         g = rb.group(gid)
         code: int
         if not gid:
@@ -127,6 +139,8 @@ class MemberRequests:
 
         if not gid:
             return answer(E.INVALID_GROUP_ID, [])
+        if (served := self._other_kind(13, ctx, req)) is not None:
+            return served
         live = rb.group(gid)
         if live is None:                                                   # L1
             return answer(0, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in identities])

@@ -48,7 +48,7 @@ def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
                                   subscribed_topic_regex=m.subscribed_topic_regex,
                                   assignment=_described(kind, m.assigned),
                                   target_assignment=_described(kind, g.targets.get(m.member_id, {})),
-                                  member_type=1)
+                                  member_type=0 if m.classic is not None else 1)   # 0: classic protocol
                                for m in g.members.values()],
                       authorized_operations=bits(authorized_operations(ctx, GROUP, gid, asked))))
     res.respond(ctx.token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))
@@ -64,7 +64,8 @@ def _described(kind: ShardHandler, assignment: Partitions) -> Any:
 
 def group_info(kind: ShardHandler, g: ConsumerGroup) -> GroupInfo:
     """Assignments by topic name (a topic the table does not know by its id); every member's session is
-    the group's consumer session timeout (its own config, else the server's); no protocol, no leader."""
+    the group's consumer session timeout (its own config, else the server's) - a classic-protocol member's its
+    own; no protocol, no leader."""
     def by_name(assigned: Partitions) -> dict[str, list[int]]:
         out = {}
         for tid, parts in assigned.items():
@@ -72,7 +73,8 @@ def group_info(kind: ShardHandler, g: ConsumerGroup) -> GroupInfo:
             out[t.name if t is not None else str(tid)] = sorted(parts)
         return dict(sorted(out.items()))
     session, _ = consumer_timeouts(kind.shard.topics, kind.config, g.group_id)
-    members = tuple(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host, session,
+    members = tuple(MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host,
+                               m.classic.session_timeout_ms if m.classic is not None else session,
                                m.rebalance_timeout_ms, by_name(m.assigned), 0, m.member_epoch)
                     for m in g.members.values())
     return GroupInfo(g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members,

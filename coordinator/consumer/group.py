@@ -11,6 +11,8 @@ import dataclasses
 import uuid
 from dataclasses import dataclass, field
 
+from tenure.protocol.consumer_group_records import ClassicMemberMetadata
+
 # a member's reconciliation state (Kafka's MemberState byte)
 STABLE_MEMBER, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 0, 1, 2
 MEMBER_STATES = {STABLE_MEMBER: "stable", UNREVOKED_PARTITIONS: "unrevoked_partitions",
@@ -57,7 +59,7 @@ class ResolvedRegex:
 
 # the fields a member metadata record (type 5) carries, under the same names in the record and the member
 METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
-                   "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+                   "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class ConsumerMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    # a member speaking the classic protocol inside the group (online migration): its session timeout and JoinGroup
+    # protocols (None: it speaks the consumer protocol)
+    classic: ClassicMemberMetadata | None = None
     # the current assignment (record type 8)
     member_epoch: int = 0
     previous_member_epoch: int = 0
@@ -84,6 +89,10 @@ class ConsumerMember:
     @property
     def is_static(self) -> bool:
         return self.instance_id is not None
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     def metadata(self) -> dict:
         """What the member metadata record (type 5) holds of it."""
@@ -133,6 +142,11 @@ class ConsumerGroup:
 
     def is_empty(self) -> bool:
         return not self.members
+
+    def all_classic_except(self, member_ids) -> bool:
+        """Whether every member but those named speaks the classic protocol (Kafka's
+        allMembersUseClassicProtocolExcept): the condition of a downgrade."""
+        return all(m.uses_classic for mid, m in self.members.items() if mid not in member_ids)
 
     def in_session(self, member_id: str) -> bool:
         """A member whose session has not expired: one of the group (a member whose session expires is

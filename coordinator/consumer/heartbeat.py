@@ -2,17 +2,20 @@
 offsets and admin parts of a shard.
 
 A heartbeat, in order: validation (42, 112); find or create the group (69 for an unknown group unless the
-epoch is 0; a classic group with members is refused - an empty one is converted); find the member (static
+epoch is 0; an empty classic group is replaced, one with members upgraded when the migration policy allows -
+classic_members.py, coordinator/migration.py); find the member (static
 membership below) and check its epoch (110); merge what the request changed; bump the group epoch when the
 group is new, a subscription changed or the KIP-1101 metadata hash of the subscribed topics changed; when the
 group epoch is ahead of the target assignment's, run the assignor; reconcile the member; answer.
 
 Static members: epoch 0 with an instance id whose member is at -2 takes that member over under the new member
-id with its partitions and target, with no epoch bump (unless its subscription or the hash changed); a live
-owner (any other epoch) answers UNRELEASED_INSTANCE_ID (111); a non-zero epoch naming an instance another
+id with its partitions and target, with no epoch bump (unless its subscription or the hash changed); so does
+one whose member speaks the classic protocol, at any epoch (a classic member sends no leave); a live
+consumer-protocol owner (any other epoch) answers UNRELEASED_INSTANCE_ID (111); a non-zero epoch naming an instance another
 member id holds answers FENCED_INSTANCE_ID (82). Epoch -2 keeps the member and its partitions, its session
 timer running from its last heartbeat: not back in time, it is fenced like any member (tombstones and one
-epoch bump).
+epoch bump). A member leaving or fenced that was the last one speaking the consumer protocol, with classic
+members left, turns the group into a classic group instead (the downgrade).
 """
 from __future__ import annotations
 
@@ -43,10 +46,12 @@ from tenure.protocol.records import (
     StaticMemberEventRecord,
 )
 
+from ..classic.group import ClassicGroup
 from ..handler import ShardHandler
 from ..result import RequestContext, Result
-from ..timers import ConsumerRebalanceKey, ConsumerSessionKey, TimerKey
+from ..timers import ConsumerJoinKey, ConsumerRebalanceKey, ConsumerSessionKey, ConsumerSyncKey, TimerKey
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
+from .classic_members import ClassicMembers
 from .describe import describe_groups, group_info
 from .group import (
     LEAVE_EPOCH,
@@ -87,13 +92,20 @@ class ConsumerGroups(ShardHandler):
     record_types: ClassVar[tuple[type, ...]] = (
         ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
         CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord, RegularExpressionRecord)
-    timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey)
+    timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey, ConsumerJoinKey,
+                                               ConsumerSyncKey)
 
     def __init__(self, shard) -> None:
         super().__init__(shard)
         # the shard's regular-expression resolver (regex.py): like the topic-hash cache, a cache over the topic
         # table, not group state
         self.regexes = TopicRegexes(shard.topics)
+        # classic-protocol members served inside its groups, and the conversions (online migration)
+        self.classic_members = ClassicMembers(self)
+
+    def classic_request(self, api_key: int, ctx: RequestContext, req) -> Result:
+        """A classic-protocol request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) to one of its groups."""
+        return self.classic_members.handle(api_key, ctx, req)
 
     def replay(self, record) -> None:
         if isinstance(record, ConsumerGroupPartitionMetadataRecord):
@@ -156,35 +168,42 @@ class ConsumerGroups(ShardHandler):
                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
                                  f"{', '.join(sorted(ASSIGNORS))}.")
 
-    def _consumer_group(self, gid: str, create: bool) -> tuple[ConsumerGroup, tuple]:
-        """The consumer group `gid` and the records converting an empty classic group into it."""
+    def _consumer_group(self, res: Result, ctx: RequestContext, gid: str, create: bool) -> ConsumerGroup:
+        """The consumer group `gid`: a new one (an empty classic group with a metadata record is replaced, its
+        record tombstoned), or a classic group with members upgraded (classic_members.py) when the policy
+        and Kafka's conditions allow it - its records emitted to `res`."""
         g = self.groups.get(gid)
         if isinstance(g, ConsumerGroup):
-            return g, ()
-        if g is not None and g.kind != "classic":        # a share group is never converted
+            return g
+        if g is not None and g.kind == "share":          # a share group is never converted
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-        if g is not None and not g.is_empty():
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
-                                 f"Group {gid} is a classic group with members: it cannot be converted to a "
-                                 f"consumer group until it is empty.")
-        if not create:
+        if g is None and not create:
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+        if g is not None and not g.is_empty():
+            assert isinstance(g, ClassicGroup), "a group of a third kind"
+            if not create or self.classic_members.upgrade_refusal(g) is not None:
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
+            try:
+                return self.classic_members.upgrade(res, ctx, g)
+            except ValueError:
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
+                                     f"Cannot upgrade the classic group {gid} to consumer group because the embedded "
+                                     f"consumer protocol is malformed.") from None
         # a new group; an empty classic group with a metadata record is converted (its record tombstoned)
-        converting = g is not None and (g.generation > 0 or g.protocol_type)
-        return ConsumerGroup(gid), (GroupMetadataRecord(gid, tombstone=True),) if converting else ()
+        if g is not None and (g.generation > 0 or g.protocol_type):
+            res.emit(GroupMetadataRecord(gid, tombstone=True))
+        return ConsumerGroup(gid)
 
     def _join_or_heartbeat(self, res: Result, ctx: RequestContext, req) -> None:
         gid, epoch, mid, iid = req.group_id, req.member_epoch, req.member_id, req.instance_id
-        now = ctx.now_ms
-        g, conversion = self._consumer_group(gid, create=epoch == 0)
-        for r in conversion:
-            res.emit(r)
+        g = self._consumer_group(res, ctx, gid, create=epoch == 0)
         replaced: ConsumerMember | None = None
         member: ConsumerMember | None = None
         if epoch == 0:
             if iid is not None and iid in g.static_members:
                 holder = g.members[g.static_members[iid]]
-                if holder.member_epoch != STATIC_LEAVE_EPOCH:          # live, even under the same member id
+                # live, even under the same member id; a classic holder is replaced at once (it sends no leave)
+                if holder.member_epoch != STATIC_LEAVE_EPOCH and holder.classic is None:
                     raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
                                          f"Static member {mid or '(new)'} with instance id {iid} cannot join "
                                          f"the group because the instance id is owned by {holder.member_id} "
@@ -222,18 +241,39 @@ class ConsumerGroups(ShardHandler):
             subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
             subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
-            client_id=ctx.client_id, client_host=ctx.client_host)
+            client_id=ctx.client_id, client_host=ctx.client_host, classic=None)
+        owned = None if req.topic_partitions is None else {
+            (t.topic_id, p) for t in req.topic_partitions for p in t.partitions}
+        updated, interval_ms = self.update_member(res, ctx, g, member, old, is_new, replaced, owned)
+
+        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                              and req.topic_partitions is not None)
+        send = full or updated.assigned != old.assigned
+        res.respond(ctx.token, HB(
+            throttle_time_ms=0, error_code=0, error_message=None, member_id=updated.member_id,
+            member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
+            assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
+                                                     for tid, ps in freeze(updated.assigned)]) if send else None))
+
+    def update_member(self, res: Result, ctx: RequestContext, g: ConsumerGroup, member: ConsumerMember,
+                      old: ConsumerMember, is_new: bool, replaced: ConsumerMember | None,
+                      owned: set | None) -> tuple[ConsumerMember, int]:
+        """The steps every member's join or heartbeat shares, whatever protocol it speaks: its subscription
+        record, the group epoch, the target assignment, its reconciliation (`owned`: the partitions it says it
+        holds, None if it did not say) and its timers. (The reconciled member, the heartbeat interval.)"""
+        gid, now = g.group_id, ctx.now_ms
+        iid = member.instance_id
         members = dict(g.members)
         targets = dict(g.targets)
         if replaced is not None:
             del members[replaced.member_id]
             targets[member.member_id] = targets.pop(replaced.member_id, {})
             self._tombstones(res, gid, replaced.member_id)
-            res.cancel_timer(ConsumerSessionKey(gid, replaced.member_id))
-            res.cancel_timer(ConsumerRebalanceKey(gid, replaced.member_id))
-            res.emit(self._event(g, iid, REPLACED, replaced.member_id, member.member_id, ctx))
+            self.cancel_member_timers(res, gid, replaced.member_id)
+            assert iid is not None, "only a static member is replaced"
+            res.emit(self.member_event(g, iid, REPLACED, replaced.member_id, member.member_id, ctx))
         elif is_new and member.instance_id is not None:
-            res.emit(self._event(g, member.instance_id, JOINED, None, member.member_id, ctx))
+            res.emit(self.member_event(g, member.instance_id, JOINED, None, member.member_id, ctx))
         members[member.member_id] = member
         # the regular expressions (regex.py): a new one is checked (128) and resolved, all are refreshed when due
         brought = member.subscribed_topic_regex if member.subscribed_topic_regex != old.subscribed_topic_regex \
@@ -275,8 +315,6 @@ class ConsumerGroups(ShardHandler):
             res.emit(TargetAssignmentMemberRecord(gid, member.member_id, freeze(targets[member.member_id])))
 
         # reconcile this member
-        owned = None if req.topic_partitions is None else {
-            (t.topic_id, p) for t in req.topic_partitions for p in t.partitions}
         ignore = {member.member_id} | ({replaced.member_id} if replaced is not None else set())
 
         def owned_elsewhere(tp) -> bool:
@@ -287,22 +325,22 @@ class ConsumerGroups(ShardHandler):
         if is_new or replaced is not None or not updated.same_assignment(old):
             res.emit(self._assignment_record(gid, updated))
         rebalance_key = ConsumerRebalanceKey(gid, updated.member_id)
-        if updated.state == UNREVOKED_PARTITIONS:
+        if updated.classic is not None:         # a classic member has join and sync timers instead (Kafka)
+            res.cancel_timer(rebalance_key)
+        elif updated.state == UNREVOKED_PARTITIONS:
             if old.state != UNREVOKED_PARTITIONS or old.member_epoch != updated.member_epoch or is_new:
                 res.set_timer(rebalance_key, now + max(updated.rebalance_timeout_ms, 0))
         elif old.state == UNREVOKED_PARTITIONS:
             res.cancel_timer(rebalance_key)
-        session_ms, interval_ms = consumer_timeouts(self.shard.topics, self.config, gid)    # the group's own configs
-        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + session_ms)
+        _, interval_ms = consumer_timeouts(self.shard.topics, self.config, gid)    # the group's own configs
+        res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + self.session_ms(gid, updated))
+        return updated, interval_ms
 
-        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                              and req.topic_partitions is not None)
-        send = full or updated.assigned != old.assigned
-        res.respond(ctx.token, HB(
-            throttle_time_ms=0, error_code=0, error_message=None, member_id=updated.member_id,
-            member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
-            assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
-                                                     for tid, ps in freeze(updated.assigned)]) if send else None))
+    def session_ms(self, gid: str, m: ConsumerMember) -> int:
+        """A member's session timeout: a classic member's own (its JoinGroup's), else the group's."""
+        if m.classic is not None:
+            return m.classic.session_timeout_ms
+        return consumer_timeouts(self.shard.topics, self.config, gid)[0]
 
     def _member(self, g: ConsumerGroup, mid: str, iid: str | None, ctx: RequestContext) -> ConsumerMember:
         """The member a non-zero epoch names: its instance id must be held by that member id (82, with a
@@ -314,7 +352,7 @@ class ConsumerGroups(ShardHandler):
             if holder_id != mid:
                 raise HeartbeatError(E.FENCED_INSTANCE_ID,
                                      f"Static member {mid} with instance id {iid} was fenced by member {holder_id}.",
-                                     (self._event(g, iid, FENCED, mid, holder_id, ctx),))
+                                     (self.member_event(g, iid, FENCED, mid, holder_id, ctx),))
         member = g.members.get(mid)
         if member is None:
             raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {g.group_id}.")
@@ -340,7 +378,7 @@ class ConsumerGroups(ShardHandler):
     # ---------------------------------------------------------------- leaving
     def _leave(self, res: Result, ctx: RequestContext, req) -> None:
         gid, mid, iid, epoch = req.group_id, req.member_id, req.instance_id, req.member_epoch
-        g, _ = self._consumer_group(gid, create=False)
+        g = self._consumer_group(res, ctx, gid, create=False)
         member = self._member(g, mid, iid, ctx)
         if epoch == STATIC_LEAVE_EPOCH:
             # will rejoin: keeps its partitions (owned, nobody else gets them) and the group epoch; its session
@@ -356,25 +394,42 @@ class ConsumerGroups(ShardHandler):
 
     def _remove(self, res: Result, g: ConsumerGroup, member: ConsumerMember, cause: str, client_id: str,
                 client_host: str, now_ms: int) -> None:
-        """Fence or remove a member: tombstones for its assignment, target and subscription, and one group
-        epoch bump (the next heartbeat computes the new target assignment)."""
+        self.remove_members(res, g, [member], cause, client_id, client_host, now_ms)
+
+    def remove_members(self, res: Result, g: ConsumerGroup, leaving: list[ConsumerMember], cause: str,
+                       client_id: str, client_host: str, now_ms: int) -> None:
+        """Fence or remove members: tombstones for their assignment, target and subscription, and one group
+        epoch bump (the next heartbeat computes the new target assignment) - or, when they are the last
+        members speaking the consumer protocol and the others speak the classic one, the downgrade of the
+        group to a classic group (coordinator/migration.py), as Kafka's consumerGroupFenceMember does."""
         gid = g.group_id
-        self._tombstones(res, gid, member.member_id)
-        rest = {k: v for k, v in g.members.items() if k != member.member_id}
-        regex = member.subscribed_topic_regex
-        if regex and regex in g.regexes and all(m.subscribed_topic_regex != regex for m in rest.values()):
-            res.emit(RegularExpressionRecord(gid, regex, tombstone=True))     # its last subscriber
+        gone = {m.member_id for m in leaving}
+        for member in leaving:
+            self.cancel_member_timers(res, gid, member.member_id)
+            if member.instance_id is not None:
+                res.emit(StaticMemberEventRecord(gid, member.instance_id, cause, member.member_id, None,
+                                                 g.group_epoch, now_ms, client_id, client_host))
+        if self.classic_members.may_downgrade(g, gone):
+            self.classic_members.downgrade(res, g, gone, now_ms)
+            return
+        for member in leaving:
+            self._tombstones(res, gid, member.member_id)
+        rest = {k: v for k, v in g.members.items() if k not in gone}
+        for regex in sorted({m.subscribed_topic_regex for m in leaving if m.subscribed_topic_regex}):
+            if regex in g.regexes and all(m.subscribed_topic_regex != regex for m in rest.values()):
+                res.emit(RegularExpressionRecord(gid, regex, tombstone=True))     # its last subscriber
         resolved = {r: v for r, v in g.regexes.items() if any(m.subscribed_topic_regex == r for m in rest.values())}
         if not resolved:
             self.regexes.forget(gid)
         res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest, resolved)))
         self._retain_hashes(gid, rest, resolved)
-        res.cancel_timer(ConsumerSessionKey(gid, member.member_id))
-        res.cancel_timer(ConsumerRebalanceKey(gid, member.member_id))
-        if member.instance_id is not None:
-            res.emit(StaticMemberEventRecord(gid, member.instance_id, cause, member.member_id, None, g.group_epoch,
-                                             now_ms, client_id, client_host))
         res.rebalances.append((gid, f"consumer member {cause}"))
+
+    @staticmethod
+    def cancel_member_timers(res: Result, gid: str, mid: str) -> None:
+        """Every timer a member of a consumer group may have (Kafka's cancelTimers)."""
+        for key in (ConsumerSessionKey, ConsumerRebalanceKey, ConsumerJoinKey, ConsumerSyncKey):
+            res.cancel_timer(key(gid, mid))
 
     @staticmethod
     def _tombstones(res: Result, gid: str, mid: str) -> None:
@@ -386,22 +441,23 @@ class ConsumerGroups(ShardHandler):
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         res = Result()
         g = self.groups.get(key.group_id)
-        if not isinstance(g, ConsumerGroup) or not isinstance(key, (ConsumerSessionKey, ConsumerRebalanceKey)):
+        if not isinstance(g, ConsumerGroup) or not isinstance(
+                key, (ConsumerSessionKey, ConsumerRebalanceKey, ConsumerJoinKey, ConsumerSyncKey)):
             return res
         member = g.members.get(key.member_id)
         if member is None:
             return res
         if isinstance(key, ConsumerRebalanceKey) and member.state != UNREVOKED_PARTITIONS:
             return res
+        # a classic member that did not rejoin (ConsumerJoinKey) or sync (ConsumerSyncKey) in time is fenced
         self._remove(res, g, member, EXPIRED, member.client_id, member.client_host, now_ms)
         return res
 
     def loaded(self, res: Result, g: ConsumerGroup, now_ms: int) -> None:
         """After a load: every member's session restarts (a static member at -2 keeps its place that long)."""
-        session_ms, _ = consumer_timeouts(self.shard.topics, self.config, g.group_id)
         for m in g.members.values():
-            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + session_ms)
-            if m.state == UNREVOKED_PARTITIONS:
+            res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + self.session_ms(g.group_id, m))
+            if m.state == UNREVOKED_PARTITIONS and m.classic is None:
                 res.set_timer(ConsumerRebalanceKey(g.group_id, m.member_id), now_ms + max(m.rebalance_timeout_ms, 0))
 
     # ---------------------------------------------------------------- helpers
@@ -447,7 +503,7 @@ class ConsumerGroups(ShardHandler):
                                        freeze(m.assigned), freeze(m.pending_revocation))
 
     @staticmethod
-    def _event(g: ConsumerGroup, iid: str, cause: str, old: str | None, new: str | None,
+    def member_event(g: ConsumerGroup, iid: str, cause: str, old: str | None, new: str | None,
                ctx: RequestContext) -> StaticMemberEventRecord:
         return StaticMemberEventRecord(g.group_id, iid, cause, old, new, g.group_epoch, ctx.now_ms, ctx.client_id,
                                        ctx.client_host)
@@ -470,6 +526,8 @@ class ConsumerGroups(ShardHandler):
         member = g.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID, None
+        if member.classic is not None:       # a classic member (online migration): any version, its generation
+            return (E.ILLEGAL_GENERATION, None) if epoch != member.member_epoch else (E.NONE, member)
         if not transactional and ctx.api_version < 9:
             return E.UNSUPPORTED_VERSION, None
         if epoch != member.member_epoch:

@@ -17,7 +17,13 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from tenure.inspection import GroupInfo
-from tenure.protocol.error_responses import share_group_heartbeat_error
+from tenure.protocol.error_responses import (
+    heartbeat_error,
+    join_group_error,
+    leave_group_error,
+    share_group_heartbeat_error,
+    sync_group_error,
+)
 from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.share_group import ShareGroupHeartbeatResponse
@@ -74,6 +80,18 @@ class ShareGroups(ShardHandler):
 
     def handlers(self) -> dict[int, Callable[[RequestContext, Any], Result]]:
         return {76: self.heartbeat, 77: self.describe}
+
+    def classic_request(self, api_key: int, ctx: RequestContext, req) -> Result:
+        """A classic-protocol request naming a share group, which never serves classic members: JoinGroup
+        INCONSISTENT_GROUP_PROTOCOL (23), SyncGroup, Heartbeat and LeaveGroup UNKNOWN_MEMBER_ID (25), as Kafka's
+        coordinator answers a group of another type."""
+        res = Result()
+        if api_key == 11:
+            res.respond(ctx.token, join_group_error(ctx.api_version, E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+        else:
+            error = {12: heartbeat_error, 13: leave_group_error, 14: sync_group_error}[api_key]
+            res.respond(ctx.token, error(E.UNKNOWN_MEMBER_ID))
+        return res
 
     # ================================================================ ShareGroupHeartbeat
     def heartbeat(self, ctx: RequestContext, req) -> Result:

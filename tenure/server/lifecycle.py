@@ -230,6 +230,7 @@ class Server:
                 "group.max.size": str(c.max_group_size if c.max_group_size is not None else 2**31 - 1),
                 "group.consumer.session.timeout.ms": str(c.consumer_session_timeout_ms),
                 "group.consumer.heartbeat.interval.ms": str(c.consumer_heartbeat_interval_ms),
+                "group.consumer.migration.policy": c.consumer_migration_policy,
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
                 "log.retention.check.interval.ms": str(c.retention_check_interval_ms),
                 **({"replica.selector.class": c.replica_selector_class} if c.replica_selector_class else {}),

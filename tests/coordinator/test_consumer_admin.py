@@ -108,22 +108,28 @@ def test_delete_groups_and_offset_delete_on_a_consumer_group():
     assert "g" not in h.group and h.durable_state().groups == {}
 
 
-def test_an_empty_classic_group_converts_a_mixed_one_is_refused():
+def test_an_empty_classic_group_converts_a_malformed_one_is_refused():
+    """A classic group with members whose embedded protocol is not the consumer protocol's (b"sub") is not
+    upgraded, as Kafka's convertToConsumerGroup refuses it (the upgrade itself: test_migration.py)."""
     h = ConsumerHarness()
     mid = h.form_group(["ic"], group_id="c")[0]
     t = h.hb("x", 0, group_id="c")
     assert h.responses[t]["error_code"] == E.GROUP_ID_NOT_FOUND
-    assert "classic group with members" in h.responses[t]["error_message"]
+    assert h.responses[t]["error_message"] == ("Cannot upgrade the classic group c to consumer group because the "
+                                               "embedded consumer protocol is malformed.")
+    assert h.group["c"].kind == "classic" and mid in h.group["c"].members
     h.leave("c", [(mid, "ic")])
     assert h.group["c"].state == "Empty"
     h.take_records()
     t = h.hb("x", 0, group_id="c")
     assert h.responses[t]["error_code"] == 0 and h.group["c"].kind == "consumer"
     assert h.take_records()[0] == GroupMetadataRecord("c", tombstone=True)
-    # back: a classic JoinGroup to a consumer group with members is refused; once empty it converts
+    # back: a classic JoinGroup to a consumer group with members is served there (a new dynamic member is asked
+    # for its member id, as Kafka's classicGroupJoinToConsumerGroup); once empty the group converts
     from tenure.protocol.errors import ErrorCode
     j = h.join("c", "", None)
-    assert h.responses[j]["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert h.responses[j]["error_code"] == ErrorCode.MEMBER_ID_REQUIRED and h.responses[j]["member_id"]
+    assert h.group["c"].kind == "consumer" and len(h.group["c"].members) == 1
     h.hb("x", -1, group_id="c")
     mid2 = h.form_group(["ic"], group_id="c")[0]
     assert h.group["c"].kind == "classic" and mid2 in h.group["c"].members
