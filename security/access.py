@@ -16,6 +16,7 @@ from tenure.protocol.acl import (
     CLUSTER_ACTION,
     DELETE,
     DESCRIBE,
+    DESCRIBE_CONFIGS,
     GROUP,
     IDEMPOTENT_WRITE,
     READ,
@@ -119,7 +120,19 @@ CHECKS: dict[int, Callable[[Request, RequestContext], int]] = {
     45: _cluster(ALTER),             # AlterPartitionReassignments
     46: _cluster(DESCRIBE),          # ListPartitionReassignments
     47: _group(DELETE),              # OffsetDelete; its topics: coordinator/offsets.py
+    34: _cluster(ALTER),             # AlterReplicaLogDirs
+    50: _cluster(DESCRIBE),          # DescribeUserScramCredentials
+    51: _cluster(ALTER),             # AlterUserScramCredentials
+    55: _cluster(DESCRIBE),          # DescribeQuorum
     68: _consumer_group_heartbeat,
+    74: _cluster(DESCRIBE_CONFIGS),  # ListConfigResources
+    # share groups (KIP-932): READ on the group (DELETE to delete its offsets); the topics of ShareFetch,
+    # ShareAcknowledge and the offset admin APIs are not checked one by one yet (docs/security.md)
+    76: _group(READ),                # ShareGroupHeartbeat
+    78: _group(READ),                # ShareFetch
+    79: _group(READ),                # ShareAcknowledge
+    91: _group(READ),                # AlterShareGroupOffsets
+    92: _group(DELETE),              # DeleteShareGroupOffsets
 }
 
 

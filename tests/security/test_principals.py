@@ -256,3 +256,27 @@ def test_offset_for_leader_epoch_needs_cluster_action_or_describe(server):
     assert call(server, "User:broker", body(1), 4).topics[0].partitions[0].error_code == 0      # CLUSTER_ACTION
     assert call(server, "User:alice", body(-1), 4).topics[0].partitions[0].error_code == 0      # DESCRIBE on a-1
     assert call(server, "User:bob", body(-1), 4).topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_the_user_and_quorum_apis_need_the_cluster_and_share_groups_their_group(server):
+    """DescribeUserScramCredentials and DescribeQuorum need DESCRIBE on the cluster, AlterUserScramCredentials
+    ALTER (KafkaApis: CLUSTER_AUTHORIZATION_FAILED); a share group member needs READ on its group
+    (GROUP_AUTHORIZATION_FAILED)."""
+    from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
+
+    from tenure.protocol.share_group import ShareGroupHeartbeatRequest
+
+    describe = DescribeUserScramCredentialsRequest(users=None)
+    U = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+    alter = AlterUserScramCredentialsRequest(deletions=[], upsertions=[U(
+        name="carol", mechanism=2, iterations=4096, salt=b"s" * 16, salted_password=b"p" * 64)])
+    assert call(server, "User:alice", describe, 0).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert call(server, "User:admin", describe, 0).error_code == E.NONE           # ALTER implies DESCRIBE
+    assert [(r.user, r.error_code) for r in call(server, "User:alice", alter, 0).results] \
+        == [("carol", E.CLUSTER_AUTHORIZATION_FAILED)]
+    assert [(r.user, r.error_code) for r in call(server, "User:admin", alter, 0).results] == [("carol", E.NONE)]
+    heartbeat = ShareGroupHeartbeatRequest(group_id="a-share", member_id="m", member_epoch=0, rack_id=None,
+                                           subscribed_topic_names=["a-1"])
+    assert call(server, "User:bob", heartbeat, 1).error_code == E.GROUP_AUTHORIZATION_FAILED
+    ok = call(server, "User:alice", heartbeat, 1)
+    assert ok.error_code == E.NONE and ok.member_epoch == 1
