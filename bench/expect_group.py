@@ -25,10 +25,8 @@ import json
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -38,66 +36,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchcommon import tree_version  # noqa: E402
+from initial_delay import HEARTBEAT_MS, REBALANCE_MS, SESSION_MS, JavaGroup, PythonGroup  # noqa: E402  (its members)
 
-SESSION_MS, HEARTBEAT_MS, REBALANCE_MS = 10000, 1000, 30000
 POLL_S = 0.02
-
-
-class JavaGroup:
-    """N Java consumers in one JVM; their assignments read from GroupStart's JSON lines."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, n: int) -> None:
-        from tests.support.java import _tool, compile_java
-        self.assignment: dict[int, frozenset[int]] = {}
-        self.proc = subprocess.Popen(
-            [_tool("java"), "-cp", compile_java(), "GroupStart", bootstrap, group, topic, str(n),
-             f"session.timeout.ms={SESSION_MS}", f"heartbeat.interval.ms={HEARTBEAT_MS}",
-             f"max.poll.interval.ms={REBALANCE_MS}"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if ev.get("type") == "assigned":
-                self.assignment[ev["member"]] = frozenset(ev["partitions"])
-
-    def assignments(self) -> list[frozenset[int] | None]:
-        return list(self.assignment.values())
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-class PythonGroup:
-    def __init__(self, client: str, bootstrap: str, group: str, topic: str, n: int) -> None:
-        from tests.support.groups import GroupMember
-        self.members = [GroupMember(client, bootstrap, group, topic, name=f"{client}-{i}",
-                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
-                                    rebalance_timeout_ms=REBALANCE_MS).start() for i in range(n)]
-
-    def assignments(self) -> list[frozenset[int] | None]:
-        """Each member's partitions after its latest callback; None until its latest callback is an assignment."""
-        out: list[frozenset[int] | None] = []
-        for m in self.members:
-            events = m.events_copy()
-            out.append(events[-1][1] if events and events[-1][0] == "assign" else None)
-        return out
-
-    def stop(self) -> None:
-        import concurrent.futures
-        with concurrent.futures.ThreadPoolExecutor(len(self.members)) as ex:
-            list(ex.map(lambda m: m.stop(60), self.members))
 
 
 def formed(assignments: list[frozenset[int] | None], n: int, partitions: int) -> bool:

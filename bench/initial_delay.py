@@ -32,6 +32,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -48,17 +49,35 @@ POLL_S = 0.05
 
 
 class JavaGroup:
-    """N Java consumers in one JVM (tests/java/GroupStart.java); closing stdin closes them."""
+    """N Java consumers in one JVM (tests/java/GroupStart.java); closing stdin closes them. Their assignments are
+    read from GroupStart's JSON lines (`assignments()`, bench/expect_group.py)."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, n: int) -> None:
         from tests.support.java import _tool, compile_java
+        self.assignment: dict[int, frozenset[int]] = {}
         self.proc = subprocess.Popen(
             [_tool("java"), "-cp", compile_java(), "GroupStart", bootstrap, group, topic, str(n),
              f"session.timeout.ms={SESSION_MS}", f"heartbeat.interval.ms={HEARTBEAT_MS}",
              f"max.poll.interval.ms={REBALANCE_MS}"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("type") == "assigned":
+                self.assignment[ev["member"]] = frozenset(ev["partitions"])
+
+    def assignments(self) -> list[frozenset[int] | None]:
+        """Each member's partitions after its latest assignment (members not assigned yet are not listed)."""
+        return list(self.assignment.values())
 
     def stop(self) -> None:
+        assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
             self.proc.wait(60)
@@ -75,6 +94,14 @@ class PythonGroup:
         self.members = [GroupMember(client, bootstrap, group, topic, name=f"{client}-{i}",
                                     session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                                     rebalance_timeout_ms=REBALANCE_MS).start() for i in range(n)]
+
+    def assignments(self) -> list[frozenset[int] | None]:
+        """Each member's partitions after its latest callback; None until its latest callback is an assignment."""
+        out: list[frozenset[int] | None] = []
+        for m in self.members:
+            events = m.events_copy()
+            out.append(events[-1][1] if events and events[-1][0] == "assign" else None)
+        return out
 
     def stop(self) -> None:
         with concurrent.futures.ThreadPoolExecutor(len(self.members)) as ex:     # all close at once
