@@ -483,3 +483,47 @@ def test_bad_share_requests_on_the_wire_get_kafkas_errors_and_the_server_serves_
             assert w.call(metadata_request("w"), 12).topics[0].error_code == 0   # the connection serves on
     finally:
         c.close()
+
+
+def test_every_group_control_view_and_metric_serves_a_share_group():
+    """The controls, views and metrics every group kind goes through, on a share group with a live member:
+    GET /groups and /groups/G, `tenure groups list|describe`, GET /metrics (Prometheus), expire_session (its
+    member removed), force_rebalance (refused: classic groups only, as for a consumer group), coordinator_of."""
+    import contextlib
+    import io
+    import json
+
+    from tenure.tools.cli import main
+    from tests.integration.test_admin_guard import call
+
+    with ServerThread(ServerConfig(port=0, admin_port=0, share_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as st:
+        setup(st, "sv", "sv-g")
+        produce(st, "sv", ["x"])
+        s = Sharer(st, "sv-g", "sv", "m", lambda m: ACCEPT)
+        try:
+            wait_for(lambda: s.got(), what="a record delivered")
+            status, groups = call(st.admin_port, "GET", "/groups")
+            assert status == 200 and [(g["group_id"], g["kind"]) for g in groups if g["group_id"] == "sv-g"] \
+                == [("sv-g", "share")]
+            status, view = call(st.admin_port, "GET", "/groups/sv-g")
+            assert status == 200 and view["kind"] == "share" and len(view["members"]) == 1
+            member = view["members"][0]["member_id"]
+            status, metrics = call(st.admin_port, "GET", "/metrics")
+            assert status == 200 and 'group="sv-g"' in metrics, metrics[:500]
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert main(["groups", "list", "--admin", st.server.admin_address]) == 0
+                assert main(["groups", "describe", "sv-g", "--admin", st.server.admin_address]) == 0
+            text = out.getvalue()
+            assert any(line.split()[:2] == ["sv-g", "share"] for line in text.splitlines()), text
+            assert json.loads(text[text.index("{"):])["kind"] == "share"
+            assert st.coordinator_of("sv-g") == 0
+            from tenure.protocol.errors import AdminError, ErrorCode
+            with pytest.raises(AdminError, match="is a share group: only classic groups rebalance") as refused:
+                st.force_rebalance("sv-g")
+            assert refused.value.code == ErrorCode.INVALID_REQUEST
+            assert st.expire_session("sv-g", member) is True              # its session expired now: removed
+            assert member not in {m.member_id for m in st.group("sv-g").members}
+        finally:
+            s.close()
