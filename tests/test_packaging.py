@@ -37,3 +37,20 @@ def test_building_the_wheel_prints_no_setuptools_warning(tmp_path):
     assert [w.name for w in out.iterdir()] == ["tenure-0.1.0-py3-none-any.whl"]
     out = p.stdout + p.stderr
     assert "SetuptoolsDeprecationWarning" not in out and "project.license" not in out, out[-3000:]
+
+
+def test_every_package_folder_is_in_the_wheel():
+    """Each folder of the product with an __init__.py is a package setuptools is told of (packages and
+    package-dir): a new one left out installs a tenure that fails at import (the Docker image showed it)."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, dirs = set(data["packages"]), data["package-dir"]
+    layers = {name: ROOT / folder for name, folder in dirs.items() if name.count(".") <= 1}   # tenure, tenure.X
+    found = set()
+    for name, folder in layers.items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder).parts
+            if "__pycache__" in rel or (name == "tenure" and rel and f"tenure.{rel[0]}" in layers):
+                continue
+            found.add(".".join([name, *rel]))
+    assert found - listed == set(), f"not in [tool.setuptools] packages: {sorted(found - listed)}"
+    assert listed - found == set(), f"listed but not a package folder: {sorted(listed - found)}"

@@ -110,12 +110,23 @@ def tables_line(report_dir: Path) -> str:
 
 
 def _story(base: Path, members: int, partitions: int, records: int, audit: bool, out) -> int:
+    """The demo's story, with kafka-python's own log lines (its reconnect chatter) silenced while it runs and its
+    logger's level put back afterwards (a test may run the demo in its own process, beside other tests)."""
+    kafka_log = logging.getLogger("kafka")
+    level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
+    try:
+        return _tell(base, members, partitions, records, audit, out)
+    finally:
+        kafka_log.setLevel(level)
+
+
+def _tell(base: Path, members: int, partitions: int, records: int, audit: bool, out) -> int:
     from kafka import KafkaProducer
 
     from tenure.config import ServerConfig
     from tenure.server import ServerThread
 
-    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     t_start = time.monotonic()
     data, report_dir = base / "data", base / "audit"
     failures: list[str] = []
