@@ -15,7 +15,27 @@ from tenure.storage.segments import SegmentLog
 log = logging.getLogger("tenure.server")
 
 
-class LogCleaner:
+class _Periodic:
+    """A pass every interval_ms on the running loop (0: never): `start`, and `stop` before the logs close. A
+    subclass sets interval_ms and writes `_loop`."""
+    interval_ms: int
+    _task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self.interval_ms > 0:
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self, timeout_s: float) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=timeout_s)
+            self._task = None
+
+    async def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class LogCleaner(_Periodic):
     def __init__(self, topics, clock_ms: Callable[[], int], *, interval_ms: int, pass_bytes: int) -> None:
         self.topics = topics
         self.clock_ms = clock_ms
@@ -57,18 +77,6 @@ class LogCleaner:
         self.stats += total
         return total
 
-    def start(self) -> None:
-        """Run a pass every interval_ms on the running loop (0: never)."""
-        if self.interval_ms > 0:
-            self._task = asyncio.get_running_loop().create_task(self._loop())
-
-    async def stop(self, timeout_s: float) -> None:
-        """Stop the schedule (before the logs close)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=timeout_s)
-            self._task = None
-
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.interval_ms / 1000)
@@ -94,23 +102,13 @@ class LogCleaner:
                 return total
 
 
-class RetentionChecker:
+class RetentionChecker(_Periodic):
     """Kafka's log.retention.check.interval.ms: every interval_ms, one retention pass (broker/retention.py) over
     the `cleanup.policy=delete` topics, in memory or on disk (0: never)."""
 
     def __init__(self, run_pass: Callable[[int], int], clock_ms: Callable[[], int], interval_ms: int) -> None:
         self.run_pass, self.clock_ms, self.interval_ms = run_pass, clock_ms, interval_ms
         self._task: asyncio.Task | None = None
-
-    def start(self) -> None:
-        if self.interval_ms > 0:
-            self._task = asyncio.get_running_loop().create_task(self._loop())
-
-    async def stop(self, timeout_s: float) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task], timeout=timeout_s)
-            self._task = None
 
     async def _loop(self) -> None:
         while True:
