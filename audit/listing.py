@@ -11,10 +11,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tenure.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from tenure.protocol.internal_topics import SHARE_STATE_TOPIC
 from tenure.storage.checkpoints import read_checkpoint
 from tenure.storage.files import MERGING, SUFFIX, SWAP
 
-_PART_DIRS = {topic: re.compile(rf"^{topic}-(\d+)$") for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)}
+_PART_DIRS = {topic: re.compile(rf"^{topic}-(\d+)$") for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC,
+                                                                     SHARE_STATE_TOPIC)}
 _SWAP_MARKERS = (SUFFIX + SWAP, SUFFIX + MERGING)    # a swap past its first step and not finished
 
 # "I" row status
@@ -46,7 +48,7 @@ class Unit:
     end: int | None = None        # None: to the end of the file
     piece: int = 0                # this piece's index among the file's `pieces`
     pieces: int = 1
-    topic: str = OFFSETS_TOPIC    # __consumer_offsets, or __transaction_state (its records decoded as such)
+    topic: str = OFFSETS_TOPIC    # __consumer_offsets, __transaction_state or __share_group_state (decoded as such)
 
 
 def split(unit: Unit, split_bytes: int | None) -> list[Unit]:

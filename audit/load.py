@@ -184,7 +184,8 @@ def load(spark: SparkSession, opts: Options,
     if sink_root is not None:
         shutil.rmtree(sink_root, ignore_errors=True)     # the part files of reads found inconsistent
     raw_all = spark.createDataFrame([], ROW_SCHEMA)
-    for df in [*kept, *_transaction_state(spark, opts)]:
+    for df in [*kept, *_other_topic(spark, opts, read.TRANSACTION_STATE_TOPIC),
+               *_other_topic(spark, opts, read.SHARE_STATE_TOPIC)]:
         raw_all = raw_all.unionByName(df)
     # what the later stages read - the records that are rows and the errors, a few percent of the log - sits in
     # one cached partition per piece (83 at 10M records), so every later job would run a task per piece. What
@@ -206,12 +207,14 @@ def load(spark: SparkSession, opts: Options,
                   decoded, error_rows + len(unstable_rows), len(rereads), group_records, direct, types)
 
 
-def _transaction_state(spark: SparkSession, opts: Options) -> list[DataFrame]:
-    """The records (and errors) of `__transaction_state`, read as `__consumer_offsets` is (its own
-    codec): they name the transactional id of each producer id. A small topic, read once: without the
-    re-read of partitions a compaction swap changed (a swap during the read can only leave a producer
-    id's transactional id unknown, never wrong: it removes superseded states)."""
-    listings, _ = listing.list_partitions(opts.data_dir, topic=read.TRANSACTION_STATE_TOPIC)
+def _other_topic(spark: SparkSession, opts: Options, topic: str) -> list[DataFrame]:
+    """The records (and errors) of `__transaction_state` or `__share_group_state`, read as
+    `__consumer_offsets` is (each with its own codec): the first names the transactional id of each producer
+    id, the second holds the share partitions' delivery states. Small topics, read once: without the re-read
+    of partitions a compaction swap changed (a swap during that read can only leave a producer id's
+    transactional id unknown, or a share partition's state at an earlier write, never wrong: compaction
+    removes superseded states)."""
+    listings, _ = listing.list_partitions(opts.data_dir, topic=topic)
     units = [u for p in sorted(listings) for u in listings[p].units()]
     if not units:
         return []

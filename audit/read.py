@@ -29,17 +29,20 @@ checkpoint); the driver collects those (one per file, gaps are rare) for the che
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from tenure.protocol import consumer_group_records as cg
 from tenure.protocol import records as rec
+from tenure.protocol import share_group_records as sg
+from tenure.protocol import share_state_records as ss
 from tenure.protocol import txn_records
-from tenure.protocol.consumer_group_records import CONSUMER_GROUP_RECORDS
+from tenure.protocol.internal_topics import SHARE_STATE_TOPIC
 from tenure.protocol.markers import COMMIT, marker_type
-from tenure.protocol.share_group_records import SHARE_GROUP_RECORDS
 from tenure.storage.reader import BadBatch, SegmentReader
 
 from .listing import CHANGED, OK, OPEN_FAILED, Unit, file_id, list_partitions, same_file, split  # noqa: F401 (list_partitions, split: imported from here too, by bench/)
@@ -125,8 +128,97 @@ def _txn_state_row(part, offset, timestamp, record) -> tuple:
             None if record.tombstone else record.state_name, record.transactional_id)
 
 
+# the `records` schema's columns, in order (`tenure.audit.schemas.RECORD_SCHEMA` gives their types)
+RECORD_FIELDS = (
+    "partition", "offset", "timestamp", "type", "group", "tombstone",
+    "instance_id", "cause", "old_member_id", "new_member_id", "event_generation", "event_time", "client_id",
+    "client_host", "generation", "protocol_type", "protocol", "leader", "state_timestamp", "members",
+    "topic", "topic_partition", "committed_offset", "commit_time", "metadata",
+    "producer_id", "producer_epoch", "marker", "transactional_id")
+_FIELD = {n: i for i, n in enumerate(RECORD_FIELDS)}
+
+
+def _row(part, offset, timestamp, type_: str, group, tombstone: bool, **cols) -> tuple:
+    """A record row with the named columns set, the others null."""
+    row: list = [part, offset, timestamp, type_, group, tombstone, *(None,) * (len(RECORD_FIELDS) - 6)]
+    for name, v in cols.items():
+        row[_FIELD[name]] = v
+    return tuple(row)
+
+
+def _assignment(a) -> str:
+    """An assignment ((topic id, (partition, ...)), ...) as JSON: {"topic id": [partition, ...]}."""
+    return json.dumps({str(t): list(ps) for t, ps in a})
+
+
+# the KIP-848 and KIP-932 group records as rows: the record type's row type and which group kind it is of
+_KIND_TYPES = {
+    cg.ConsumerGroupMetadataRecord: ("consumer_group_metadata", "consumer"),
+    cg.ConsumerGroupPartitionMetadataRecord: ("consumer_partition_metadata", "consumer"),
+    cg.ConsumerMemberRecord: ("consumer_member", "consumer"),
+    cg.TargetAssignmentMetadataRecord: ("consumer_target", "consumer"),
+    cg.TargetAssignmentMemberRecord: ("consumer_target", "consumer"),
+    cg.CurrentAssignmentRecord: ("consumer_assignment", "consumer"),
+    cg.RegularExpressionRecord: ("consumer_regex", "consumer"),
+    sg.ShareGroupMetadataRecord: ("share_group_metadata", "share"),
+    sg.ShareMemberRecord: ("share_member", "share"),
+    sg.ShareTargetMetadataRecord: ("share_target", "share"),
+    sg.ShareTargetMemberRecord: ("share_target", "share"),
+    sg.ShareAssignmentRecord: ("share_assignment", "share"),
+    sg.ShareIgnoredRecord: ("share_ignored", "share"),
+}
+KIND_RECORDS = tuple(_KIND_TYPES)
+
+
+def _kind_row(part, offset, timestamp, r) -> tuple:
+    """A KIP-848 consumer group's or a KIP-932 share group's record (docs/audit.md, "the group kinds' records")
+    as a record row: its group kind in `protocol_type`; a member's id in `new_member_id` (with its instance id,
+    client id and host; the protocol a consumer group's member speaks, `consumer` or `classic`, in `protocol`),
+    an epoch in `generation` (the group's, the target assignment's, or a member's current one, its previous one
+    in `event_generation`), partitions and subscriptions as JSON in `metadata`."""
+    type_, kind = _KIND_TYPES[type(r)]
+    row = functools.partial(_row, part, offset, timestamp, type_, r.group_id, r.tombstone, protocol_type=kind)
+    if r.tombstone:
+        return row(new_member_id=getattr(r, "member_id", None),
+                   metadata=json.dumps({"regex": r.regex}) if isinstance(r, cg.RegularExpressionRecord) else None)
+    if isinstance(r, (cg.ConsumerGroupMetadataRecord, sg.ShareGroupMetadataRecord)):
+        return row(generation=r.epoch)
+    if isinstance(r, (cg.TargetAssignmentMetadataRecord, sg.ShareTargetMetadataRecord)):
+        return row(generation=r.assignment_epoch)
+    if isinstance(r, (cg.TargetAssignmentMemberRecord, sg.ShareTargetMemberRecord)):
+        return row(new_member_id=r.member_id, metadata=_assignment(r.partitions))
+    if isinstance(r, (cg.CurrentAssignmentRecord, sg.ShareAssignmentRecord)):
+        pending = r.pending_revocation if isinstance(r, cg.CurrentAssignmentRecord) else ()
+        return row(new_member_id=r.member_id, generation=r.member_epoch, event_generation=r.previous_member_epoch,
+                   metadata=json.dumps({"state": r.state, "assigned": json.loads(_assignment(r.assigned)),
+                                        "pending_revocation": json.loads(_assignment(pending))}))
+    if isinstance(r, cg.ConsumerMemberRecord):
+        return row(new_member_id=r.member_id, instance_id=r.instance_id, client_id=r.client_id,
+                   client_host=r.client_host, protocol="consumer" if r.classic is None else "classic",
+                   metadata=json.dumps({"topics": list(r.subscribed_topic_names),
+                                        "regex": r.subscribed_topic_regex}))
+    if isinstance(r, sg.ShareMemberRecord):
+        return row(new_member_id=r.member_id, client_id=r.client_id, client_host=r.client_host,
+                   metadata=json.dumps({"topics": list(r.subscribed_topic_names)}))
+    if isinstance(r, cg.RegularExpressionRecord):
+        return row(generation=r.version, event_time=r.timestamp,
+                   metadata=json.dumps({"regex": r.regex, "topics": list(r.topics)}))
+    return row()        # a record type the server reads and ignores (4, 9, 15)
+
+
+def _share_state_row(part, offset, timestamp, r: ss.ShareStateRecord) -> tuple:
+    """A __share_group_state record (a share partition's ShareSnapshot or ShareUpdate) as a record row: the share
+    partition in `topic` (its topic id) and `topic_partition`, `snapshot`/`update` in `protocol_type`, the
+    snapshot epoch in `generation`, the start offset in `committed_offset` (-1 in an update: unchanged) and
+    the state batches as JSON in `metadata` ([[first, last, delivery state, delivery count], ...])."""
+    return _row(part, offset, timestamp, "share_state", r.group_id, r.tombstone, topic=str(r.topic_id),
+                topic_partition=r.partition, protocol_type="snapshot" if r.snapshot else "update",
+                **({} if r.tombstone else dict(generation=r.snapshot_epoch, committed_offset=r.start_offset,
+                                               metadata=json.dumps([list(b) for b in r.batches]))))
+
+
 ERROR_FIELDS = ("file", "log_partition", "position", "offset", "kind", "reason")
-RECORD_COLUMNS = 29                # len(_record_row(...)): the `records` schema, partition first
+RECORD_COLUMNS = len(RECORD_FIELDS)        # len(_record_row(...)): the `records` schema, partition first
 assert 6 + len(_BLANK) + len(_NO_TXN) == RECORD_COLUMNS
 
 
@@ -288,6 +380,7 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
                      f"the batch's records do not decode ({type(exc).__name__}: {exc})")
         return
     txn_state = unit.topic == TRANSACTION_STATE_TOPIC
+    share_state = unit.topic == SHARE_STATE_TOPIC
     producer = (h.producer_id, h.producer_epoch) if h.is_transactional else None
     part = unit.partition
     keys = _COMMIT_KEYS
@@ -299,6 +392,9 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
                 raise ValueError("record without a key")
             if txn_state:
                 yield ("R", _txn_state_row(part, r.offset, r.timestamp, txn_records.decode(key, r.value)))
+                continue
+            if share_state:
+                yield ("R", _share_state_row(part, r.offset, r.timestamp, ss.decode(key, r.value)))
                 continue
             # offset commits (most of the log) repeat a few keys: each distinct key is decoded once, and
             # the value straight into its fields (the same decoders rec.decode uses)
@@ -312,7 +408,7 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
                 v = None if value is None else rec.offset_commit_value(value)
             else:
                 record = rec.decode(key, r.value)
-        except (rec.UnknownRecordType, txn_records.UnknownRecordType) as exc:
+        except (rec.UnknownRecordType, txn_records.UnknownRecordType, ss.UnknownRecordType) as exc:
             yield _error(unit, h.position, r.offset, UNKNOWN_TYPE, str(exc))
             continue
         except Exception as exc:
@@ -322,11 +418,7 @@ def _records(unit: Unit, h, data: bytes, out: OffsetsWriter | None = None):
         if k is not None:        # a failure to write the part file is the task's, not a record's error
             if take is None or not take(k, r.offset, r.timestamp, v):
                 yield ("R", _commit_row(part, r.offset, r.timestamp, k[0], k[1], k[2], v, producer))
-        elif isinstance(record, CONSUMER_GROUP_RECORDS):    # KIP-848 groups: their static events are read
-            yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
-                         f"consumer group record (key version {rec.key_version(r.key)}) is not audited")
-        elif isinstance(record, SHARE_GROUP_RECORDS):       # KIP-932 share groups: not audited yet
-            yield _error(unit, h.position, r.offset, UNKNOWN_TYPE,
-                         f"share group record (key version {rec.key_version(r.key)}) is not audited")
+        elif isinstance(record, KIND_RECORDS):             # KIP-848 consumer groups', KIP-932 share groups'
+            yield ("R", _kind_row(part, r.offset, r.timestamp, record))
         else:
             yield ("R", _record_row(part, r.offset, r.timestamp, record, producer))

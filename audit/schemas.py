@@ -32,7 +32,7 @@ ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.St
 ERROR_SCHEMA = T.StructType([T.StructField("file", S), T.StructField("log_partition", I),
                              T.StructField("position", L), T.StructField("offset", L),
                              T.StructField("kind", S), T.StructField("reason", S)])
-assert len(RECORD_SCHEMA.fields) == read.RECORD_COLUMNS and tuple(ERROR_SCHEMA.names) == read.ERROR_FIELDS
+assert tuple(RECORD_SCHEMA.names) == read.RECORD_FIELDS and tuple(ERROR_SCHEMA.names) == read.ERROR_FIELDS
 OFFSETS_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "topic": S, "partition": I, "metadata": S, "deleted": B, "log_partition": I, "transactional_id": S,
     "producer_epoch": I, "outcome": S}.get(n, L)) for n in OFFSETS_FIELDS])
