@@ -61,8 +61,18 @@ HISTORY_FIELDS = (
     "group", "instance_id", "member_id", "log_partition",
     "valid_from_offset", "valid_from_time", "valid_to_offset", "valid_to_time",
     "start_cause", "end_cause", "from_generation", "to_generation",
-    "snapshot_from_offset", "snapshot_to_offset", "last_seen_offset", "from_broker", "to_broker",
+    "snapshot_from_offset", "snapshot_to_offset", "last_seen_offset", "from_broker", "to_broker", "group_type",
 )
+
+
+# the group kinds (`group_type`), and the record types of each: its group metadata (the epoch or generation) and
+# its members
+CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"
+KIND_OF = {"group_metadata": CLASSIC, "consumer_group_metadata": CONSUMER, "consumer_member": CONSUMER,
+           "share_group_metadata": SHARE, "share_member": SHARE}
+METADATA_TYPES = frozenset({"group_metadata", "consumer_group_metadata", "share_group_metadata"})
+MEMBER_TYPES = frozenset({"consumer_member", "share_member"})
+CONVERTED = "converted"             # a history row: the group changed kind (online migration), to_<kind> its end
 
 
 class _GroupFold:
@@ -72,18 +82,27 @@ class _GroupFold:
         self.open: dict[tuple[str, str], dict] = {}          # (instance id, member id) -> open interval
         self.start_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
         self.end_ev: dict[tuple[str, str], tuple[str, int, int]] = {}
-        self.generation: int | None = None                    # of the latest snapshot
+        self.generation: int | None = None                    # of the latest snapshot, or the group epoch
+        self.kind: str | None = None                          # the group's kind (classic, consumer, share)
+        # intervals a tombstone ended, unless the same write re-lists them (a conversion between kinds):
+        # (instance id, member id) -> (offset, time, generation, cause when no end event)
+        self.pending: dict[tuple[str, str], tuple[int, int, int | None, str]] = {}
+        # a group tombstone not yet settled: its offset and time, the group's kind and generation before it
+        self.converting: tuple[int, int, str, int | None] | None = None
+
+    def _row(self, **cols) -> tuple:
+        return tuple(cols.get(f) for f in HISTORY_FIELDS)
 
     def moved(self, r) -> tuple:
         """A coordinator move's row (a coordinator_load record: brokers in old/new_member_id, see
         tenure.audit.read)."""
         time = r.event_time if r.event_time is not None and r.event_time >= 0 else r.timestamp
-        row = dict(group=self.group, instance_id=None, member_id=None, log_partition=self.partition,
-                   valid_from_offset=r.offset, valid_from_time=time, valid_to_offset=r.offset, valid_to_time=time,
-                   start_cause=COORDINATOR_MOVED, end_cause=r.cause, from_generation=self.generation,
-                   to_generation=self.generation, snapshot_from_offset=None, snapshot_to_offset=None,
-                   last_seen_offset=r.offset, from_broker=int(r.old_member_id), to_broker=int(r.new_member_id))
-        return tuple(row[f] for f in HISTORY_FIELDS)
+        return self._row(group=self.group, instance_id=None, member_id=None, log_partition=self.partition,
+                         valid_from_offset=r.offset, valid_from_time=time, valid_to_offset=r.offset, valid_to_time=time,
+                         start_cause=COORDINATOR_MOVED, end_cause=r.cause, from_generation=self.generation,
+                         to_generation=self.generation, snapshot_from_offset=None, snapshot_to_offset=None,
+                         last_seen_offset=r.offset, from_broker=int(r.old_member_id), to_broker=int(r.new_member_id),
+                         group_type=self.kind)
 
     def event(self, r) -> None:
         if r.tombstone or r.instance_id is None:
@@ -101,42 +120,110 @@ class _GroupFold:
                    snapshot_to_offset=offset)
         return tuple(row[f] for f in HISTORY_FIELDS)
 
-    def snapshot(self, r) -> list[tuple]:
-        out = []
-        self.generation = None if r.tombstone else r.generation
+    def _open(self, key: tuple[str, str], r, generation) -> None:
+        iid, mid = key
+        cause, eoff, etime = self.start_ev.pop(key, (UNKNOWN, r.offset, r.timestamp))
+        self.open[key] = dict(group=self.group, instance_id=iid, member_id=mid, log_partition=self.partition,
+                              valid_from_offset=eoff, valid_from_time=etime, valid_to_offset=None,
+                              valid_to_time=None, start_cause=cause, end_cause=None,
+                              from_generation=generation, to_generation=None,
+                              snapshot_from_offset=r.offset, snapshot_to_offset=None,
+                              last_seen_offset=r.offset, from_broker=None, to_broker=None,
+                              group_type=KIND_OF.get(r.type, self.kind))
+
+    def _listed(self, key: tuple[str, str], r, generation) -> None:
+        """A record showing (instance, member id) mapped: its open interval goes on (also one a tombstone of the
+        same write ended: a conversion), else one opens."""
+        self.pending.pop(key, None)
+        if key in self.open:
+            self.open[key]["last_seen_offset"] = r.offset
+        else:
+            self._open(key, r, generation)
+
+    def settle(self, r=None) -> list[tuple]:
+        """What the tombstones before `r` (a group metadata record, a coordinator move, or the end of the group's
+        rows: None) ended and nothing re-listed: their intervals close where the tombstone was; a group
+        tombstone followed by the other kind's records is a conversion (a history row)."""
+        out = [self._close(key, *self.pending.pop(key)) for key in sorted(self.pending) if key in self.open]
+        self.pending.clear()
+        if self.converting is not None:
+            offset, time, was, generation = self.converting
+            self.converting = None
+            now = None if r is None else KIND_OF.get(r.type)
+            if now is not None and now != was and not r.tombstone:
+                out.append(self._row(group=self.group, log_partition=self.partition, valid_from_offset=offset,
+                                     valid_from_time=time, valid_to_offset=r.offset, valid_to_time=r.timestamp,
+                                     start_cause=CONVERTED, end_cause=f"to_{now}", from_generation=generation,
+                                     to_generation=r.generation, last_seen_offset=r.offset, group_type=now))
+            else:               # a deletion: the events before it were the deleted group's
+                self.start_ev = {k: v for k, v in self.start_ev.items() if v[1] > offset}
+                self.end_ev = {k: v for k, v in self.end_ev.items() if v[1] > offset}
+        return out
+
+    def _end_all(self, r, cause: str) -> None:
+        """A group tombstone: every open interval ends here unless the same write re-lists it."""
+        for key in self.open:
+            self.pending.setdefault(key, (r.offset, r.timestamp, None, cause))
+        for key, (o, t, g, _) in list(self.pending.items()):
+            self.pending[key] = (o, t, g, cause)
+        if self.converting is None:
+            self.converting = (r.offset, r.timestamp, KIND_OF[r.type], self.generation)
+        self.generation = None
+
+    def member(self, r) -> list[tuple]:
+        """A KIP-848 member record (its subscription: the member is in the group until its tombstone) or a share
+        group's (no instance id: no interval)."""
+        self.kind = KIND_OF[r.type]
         if r.tombstone:
-            for key in sorted(self.open):
-                out.append(self._close(key, r.offset, r.timestamp, None, GROUP_DELETED))
-            self.start_ev.clear()
-            self.end_ev.clear()
-            return out
+            for key in self.open:
+                if key[1] == r.new_member_id:
+                    self.pending.setdefault(key, (r.offset, r.timestamp, self.generation, UNKNOWN))
+            return []
+        if r.instance_id is not None:
+            self._listed((r.instance_id, r.new_member_id), r, self.generation)
+        return []
+
+    def metadata(self, r) -> list[tuple]:
+        """A KIP-848 or share group's metadata record (its epoch), or its tombstone (the group deleted, or
+        converted to a classic group if a GroupMetadata record follows)."""
+        if r.tombstone:
+            self._end_all(r, GROUP_DELETED)
+            return []
+        out = self.settle(r)
+        self.kind = KIND_OF[r.type]
+        self.generation = r.generation
+        return out
+
+    def snapshot(self, r) -> list[tuple]:
+        if r.tombstone:
+            self._end_all(r, GROUP_DELETED)
+            return []
         # the snapshot's static members (instance id, member id), in its order, each pair once
         snap = dict.fromkeys((i, m) for i, m in zip(r.all_instance_ids or (), r.all_member_ids or (), strict=True)
                              if i is not None)
+        for key in snap:                                # a conversion's snapshot re-lists what the tombstones ended
+            self.pending.pop(key, None)
+        out = self.settle(r)
+        self.kind = CLASSIC
+        self.generation = r.generation
         for key in sorted(self.open):
             if key not in snap:
                 out.append(self._close(key, r.offset, r.timestamp, r.generation, UNKNOWN))
         for key in snap:
-            if key in self.open:
-                self.open[key]["last_seen_offset"] = r.offset
-                continue
-            iid, mid = key
-            cause, eoff, etime = self.start_ev.pop(key, (UNKNOWN, r.offset, r.timestamp))
-            self.open[key] = dict(group=self.group, instance_id=iid, member_id=mid, log_partition=self.partition,
-                                  valid_from_offset=eoff, valid_from_time=etime, valid_to_offset=None,
-                                  valid_to_time=None, start_cause=cause, end_cause=None,
-                                  from_generation=r.generation, to_generation=None,
-                                  snapshot_from_offset=r.offset, snapshot_to_offset=None,
-                                  last_seen_offset=r.offset, from_broker=None, to_broker=None)
+            self._listed(key, r, r.generation)
         return out
 
     def finish(self) -> list[tuple]:
-        return [tuple(self.open[key][f] for f in HISTORY_FIELDS) for key in sorted(self.open)]
+        out = self.settle()
+        return out + [tuple(self.open[key][f] for f in HISTORY_FIELDS) for key in sorted(self.open)]
 
 
 # generations columns, in order
 GENERATION_FIELDS = ("group", "generation", "time", "protocol_type", "protocol", "leader", "member_count", "members",
-                     "trigger", "rebalance_start", "joined", "left", "log_partition", "log_offset", "state_timestamp")
+                     "trigger", "rebalance_start", "joined", "left", "log_partition", "log_offset", "state_timestamp",
+                     "group_type")
+SUBSCRIPTION_CHANGED = "subscription_changed"      # a KIP-848 or share group's epoch bump: a member's subscription
+TOPICS_CHANGED = "topics_changed"                  # ... or neither members nor subscriptions (topics, regexes)
 
 
 def _who(member_id: str, instance_id: str | None) -> str:
@@ -144,50 +231,111 @@ def _who(member_id: str, instance_id: str | None) -> str:
     return member_id if instance_id is None else f"{instance_id} ({member_id})"
 
 
+class _Generations:
+    """fold_generations' state for one (group, partition)."""
+
+    def __init__(self) -> None:
+        self.prev = None                  # the previous group metadata record (None: none, or a deletion since)
+        self.before: list[tuple] = []     # its members (member id, instance id)
+        self.subs_before: dict = {}       # and a KIP-848 or share group's subscriptions then
+        self.members: dict[str, tuple] = {}    # a KIP-848 or share group's members: member id -> (instance, subscription)
+        self.causes: set[str] = set()
+        self.first_event: int | None = None
+        self.held: tuple | None = None    # a group tombstone not yet settled, with the causes before it
+
+    def event(self, r) -> None:
+        if not r.tombstone and r.cause is not None and r.cause != rec.FENCED:
+            self.causes.add(r.cause)
+            t = r.event_time if r.event_time is not None and r.event_time >= 0 else r.timestamp
+            self.first_event = t if self.first_event is None or t < self.first_event else self.first_event
+
+    def member(self, r) -> None:
+        if r.tombstone:
+            self.members.pop(r.new_member_id, None)
+        else:
+            self.members[r.new_member_id] = (r.instance_id, r.metadata)
+
+    def _settle(self, r) -> list[tuple]:
+        """A held tombstone, at the next group metadata record `r` (None: the end): one of the other kind (not a
+        tombstone) makes it a conversion - no row, its causes carry on -, else it was a deletion."""
+        if self.held is None:
+            return []
+        t, causes, first = self.held
+        self.held = None
+        if r is not None and not r.tombstone and KIND_OF[r.type] != KIND_OF[t.type]:
+            self.causes |= causes
+            self.first_event = _min((self.first_event, first))
+            return []
+        was = {_who(*m) for m in self.before}
+        row = (t.group, None, t.timestamp, t.protocol_type, None, None, 0, [], GROUP_DELETED,
+               t.timestamp if first is None else min(first, t.timestamp), [], sorted(was), t.partition, t.offset,
+               None, KIND_OF[t.type])
+        self.prev, self.before, self.subs_before = None, [], {}
+        return [row]
+
+    def metadata(self, r) -> list[tuple]:
+        if r.tombstone:
+            out: list[tuple] = self._settle(r) if self.held is not None else []
+            self.held = (r, self.causes, self.first_event)
+            self.causes, self.first_event = set(), None
+            return out
+        out = self._settle(r)
+        kind = KIND_OF[r.type]
+        if kind == CLASSIC:
+            members = list(zip(r.all_member_ids or (), r.all_instance_ids or (), strict=True))
+            subs: dict = {}
+        else:
+            members = [(m, i) for m, (i, _) in sorted(self.members.items())]
+            subs = {m: sub for m, (_, sub) in self.members.items()}
+        if self.prev is None or r.generation != self.prev.generation:
+            if rec.FORCED_REBALANCE in self.causes:
+                trigger = rec.FORCED_REBALANCE
+            elif self.causes:
+                trigger = "+".join(sorted(self.causes))
+            elif self.prev is None:
+                trigger = "initial"
+            elif sorted(m for m, _ in members) != sorted(m for m, _ in self.before):
+                trigger = "dynamic_membership"
+            elif kind == CLASSIC:
+                trigger = UNKNOWN
+            else:
+                trigger = SUBSCRIPTION_CHANGED if subs != self.subs_before else TOPICS_CHANGED
+            now, was = {_who(*m) for m in members}, {_who(*m) for m in self.before}
+            out.append((r.group, r.generation, r.timestamp, r.protocol_type, r.protocol, r.leader, len(members),
+                        members, trigger, r.timestamp if self.first_event is None else min(self.first_event, r.timestamp),
+                        sorted(now - was), sorted(was - now), r.partition, r.offset, r.state_timestamp, kind))
+        self.prev, self.before, self.subs_before = r, members, subs
+        self.causes, self.first_event = set(), None
+        return out
+
+
 def fold_generations(rows):
     """rows: as `fold_member_map` takes them (a snapshot's members, all of them, as `all_member_ids` and
-    `all_instance_ids`). Yields generations tuples (GENERATION_FIELDS): one per new generation - a
-    GroupMetadata record whose generation differs from the group's previous record's, or the first one, or
-    the first after a tombstone - and one per tombstone (a group deletion). Its trigger comes from the
-    static events (not tombstones, not `fenced`) between the previous GroupMetadata record and this one:
+    `all_instance_ids`; a KIP-848 or share group's member records). Yields generations tuples
+    (GENERATION_FIELDS): one per new generation - a group metadata record (GroupMetadata, or a KIP-848 or
+    share group's epoch) whose generation differs from the group's previous one's, or the first one, or the
+    first after a deletion - and one per group tombstone that is a deletion (one followed by the other kind's
+    records is a conversion between classic and consumer: no row, the generation goes on). Its members: a
+    GroupMetadata record's, or the member records not tombstoned by then. Its trigger comes from the static
+    events (not tombstones, not `fenced`) between the previous group metadata record and this one:
     `forced_rebalance` if one was, else their causes joined with `+`; without any, `initial` for a first
-    generation, `dynamic_membership` when the member ids changed, else `unknown`. The rebalance ran from
-    the first of those events (its own time, else the record's) to the record."""
-    key = prev = None               # (group, partition); the previous GroupMetadata record there
-    causes: set[str] = set()
-    first_event = None
+    generation, `dynamic_membership` when the member ids changed, else for a classic group `unknown`, for a
+    KIP-848 or share group `subscription_changed` when a member's subscription did, else `topics_changed`
+    (the subscribed topics' partitions, or a regular expression's resolution). The rebalance ran from the
+    first of those events (its own time, else the record's) to the record."""
+    key = None
+    st = _Generations()
     for r in rows:
         if (r.group, r.partition) != key:
-            key, prev, causes, first_event = (r.group, r.partition), None, set(), None
+            yield from st._settle(None)
+            key, st = (r.group, r.partition), _Generations()
         if r.type == "static_member_event":
-            if not r.tombstone and r.cause is not None and r.cause != rec.FENCED:
-                causes.add(r.cause)
-                t = r.event_time if r.event_time is not None and r.event_time >= 0 else r.timestamp
-                first_event = t if first_event is None or t < first_event else first_event
-            continue
-        if r.type != "group_metadata":
-            continue
-        if r.tombstone or prev is None or prev.tombstone or r.generation != prev.generation:
-            members = list(zip(r.all_member_ids or (), r.all_instance_ids or (), strict=True))
-            before: list[tuple] = ([] if prev is None else
-                                   list(zip(prev.all_member_ids or (), prev.all_instance_ids or (), strict=True)))
-            if r.tombstone:
-                trigger = GROUP_DELETED
-            elif rec.FORCED_REBALANCE in causes:
-                trigger = rec.FORCED_REBALANCE
-            elif causes:
-                trigger = "+".join(sorted(causes))
-            elif prev is None or prev.tombstone:
-                trigger = "initial"
-            elif sorted(m for m, _ in members) != sorted(m for m, _ in before):
-                trigger = "dynamic_membership"
-            else:
-                trigger = UNKNOWN
-            now, was = {_who(*m) for m in members}, {_who(*m) for m in before}
-            yield (r.group, r.generation, r.timestamp, r.protocol_type, r.protocol, r.leader, len(members), members,
-                   trigger, r.timestamp if first_event is None else min(first_event, r.timestamp),
-                   sorted(now - was), sorted(was - now), r.partition, r.offset, r.state_timestamp)
-        prev, causes, first_event = r, set(), None
+            st.event(r)
+        elif r.type in MEMBER_TYPES:
+            st.member(r)
+        elif r.type in METADATA_TYPES:
+            yield from st.metadata(r)
+    yield from st._settle(None)
 
 
 def fold_member_map(rows):
@@ -204,9 +352,14 @@ def fold_member_map(rows):
         if r.type == "static_member_event":
             cur.event(r)
         elif r.type == "coordinator_load":
+            yield from cur.settle(r)
             yield cur.moved(r)
-        else:
+        elif r.type in MEMBER_TYPES:
+            yield from cur.member(r)
+        elif r.type == "group_metadata":
             yield from cur.snapshot(r)
+        elif r.type in METADATA_TYPES:
+            yield from cur.metadata(r)
     if cur is not None:
         yield from cur.finish()
 

@@ -25,7 +25,8 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
     ("producer_id", L), ("producer_epoch", I), ("marker", S), ("transactional_id", S),
 )])
 # the record types the per-group pass and static_events read
-GROUP_TYPES = ("group_metadata", "static_member_event", "coordinator_load")
+GROUP_TYPES = ("group_metadata", "static_member_event", "coordinator_load", "consumer_group_metadata", "consumer_member",
+               "share_group_metadata", "share_member")
 # what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
 # G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
 ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.StructField("meta", S)])
@@ -40,14 +41,14 @@ GAP_SCHEMA = T.StructType([T.StructField("log_partition", I), T.StructField("fro
                            T.StructField("to_offset", L), T.StructField("where", S)])
 HISTORY_SCHEMA = T.StructType([T.StructField(n, {
     "group": S, "instance_id": S, "member_id": S, "log_partition": I, "start_cause": S, "end_cause": S,
-    "from_generation": I, "to_generation": I, "from_broker": I, "to_broker": I}.get(n, L)) for n in HISTORY_FIELDS])
+    "from_generation": I, "to_generation": I, "from_broker": I, "to_broker": I, "group_type": S}.get(n, L)) for n in HISTORY_FIELDS])
 GENERATIONS_SCHEMA = T.StructType([T.StructField(n, t, nullable) for n, t, nullable in (
     ("group", S, True), ("generation", I, True), ("time", L, True), ("protocol_type", S, True), ("protocol", S, True),
     ("leader", S, True), ("member_count", I, False),
     ("members", T.ArrayType(MEMBER, False), False),
     ("trigger", S, False), ("rebalance_start", L, True), ("joined", T.ArrayType(S), False),
     ("left", T.ArrayType(S), False), ("log_partition", I, True), ("log_offset", L, True),
-    ("state_timestamp", L, True))])
+    ("state_timestamp", L, True), ("group_type", S, True))])
 assert tuple(GENERATIONS_SCHEMA.names) == GENERATION_FIELDS
 RANGE_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic": S, "partition": I, "merged_into": S,
                                                 "instance_id": S, "log_partition": I}.get(n, L))

@@ -15,7 +15,7 @@ from .fold import ANOMALY_FIELDS, Checks, fold_catchup_ranges, fold_groups, fold
 from .load import DirectOffsets
 from .offsets_sink import OFFSETS_FIELDS
 from .options import Options
-from .schemas import FOLD_SCHEMA, HISTORY_SCHEMA, RANGE_SCHEMA, L, S
+from .schemas import FOLD_SCHEMA, GROUP_TYPES, HISTORY_SCHEMA, RANGE_SCHEMA, L, S
 
 
 def static_events(records: DataFrame) -> DataFrame:
@@ -86,10 +86,10 @@ def fold_input(records: DataFrame, moves: bool = True) -> DataFrame:
     members = F.coalesce("members", F.array())
     records = records.select("group", "partition", "offset", "timestamp", "type", "tombstone", "instance_id", "cause",
                              "old_member_id", "new_member_id", "event_time", "generation", "protocol_type", "protocol",
-                             "leader", "state_timestamp",
+                             "leader", "state_timestamp", "metadata",
                              F.transform(members, lambda m: m["member_id"]).alias("all_member_ids"),
                              F.transform(members, lambda m: m["instance_id"]).alias("all_instance_ids"))
-    rows = records.filter(F.col("type").isin("group_metadata", "static_member_event"))
+    rows = records.filter(F.col("type").isin(*(t for t in GROUP_TYPES if t != "coordinator_load")))
     if moves:
         rows = rows.unionByName(records.filter(F.col("type") == "coordinator_load").drop("group")
                                 .join(rows.select("group", "partition").distinct(), "partition"))
@@ -101,7 +101,7 @@ def member_map_history(grouped: DataFrame) -> DataFrame:
     offsets partition (`fold_input`'s rows folded by `fold.fold_member_map`)."""
     return (grouped.select("group", "partition", "offset", "timestamp", "type", "tombstone", "instance_id", "cause",
                            "old_member_id", "new_member_id", "event_time", "generation", "all_member_ids",
-                           "all_instance_ids")
+                           "all_instance_ids", "metadata")
             .mapInArrow(in_arrow(fold_member_map, to_arrow_schema(HISTORY_SCHEMA)), HISTORY_SCHEMA))
 
 
