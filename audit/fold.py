@@ -267,7 +267,7 @@ class _Generations:
             self.first_event = _min((self.first_event, first))
             return []
         was = {_who(*m) for m in self.before}
-        row = (t.group, None, t.timestamp, t.protocol_type, None, None, 0, [], GROUP_DELETED,
+        row: tuple = (t.group, None, t.timestamp, t.protocol_type, None, None, 0, [], GROUP_DELETED,
                t.timestamp if first is None else min(first, t.timestamp), [], sorted(was), t.partition, t.offset,
                None, KIND_OF[t.type])
         self.prev, self.before, self.subs_before = None, [], {}
