@@ -559,7 +559,8 @@ def group_drawing(group: str, hist: list[tuple], gens: list[tuple], events: list
     gs = sorted(sorted(gens, key=lambda g: -g[_G["log_offset"]])[:MAX_ROWS], key=lambda g: g[_G["log_offset"]])
     firsts = [h[_H_FROM_TIME] for h in members] + [g[_G["time"]] for g in gens] + [e.timestamp for e in live]
     lasts = [h[_H_TO_TIME] for h in members] + [g[_G["time"]] for g in gens] + [e.timestamp for e in live]
-    return dict(group=group, activity=activity(hist, gens), lanes=lanes, instances=len(instances),
+    kinds = sorted({g[_G["group_type"]] for g in gens} | {h[_H["group_type"]] for h in hist} - {None})
+    return dict(group=group, activity=activity(hist, gens), lanes=lanes, instances=len(instances), kinds=kinds,
                 intervals=[[h[_H[c]] for c in DRAWN_INTERVALS] for h in ivs],
                 marks=[[group, e.instance_id, e.cause, e.old_member_id,
                         e.event_time if e.event_time is not None and e.event_time >= 0 else e.timestamp] for e in ms],

@@ -17,16 +17,29 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from tenure.protocol.internal_topics import SHARE_STATE_TOPIC
+
 from . import spark_session
 from .load import load
 from .options import SPLIT_BYTES, Options  # noqa: F401 (SPLIT_BYTES: imported from here too, by bench/)
-from .schemas import OFFSETS_SCHEMA, RANGE_SCHEMA
+from .schemas import DELIVERIES_SCHEMA, OFFSETS_SCHEMA, RANGE_SCHEMA
 from .spark_session import progress, session
 from .summary import summarize, summary_table
-from .tables import Tables, anomalies, catchup_ranges, fold_all, fold_input, offsets_history, static_events, window
+from .tables import (
+    Tables,
+    anomalies,
+    catchup_ranges,
+    fold_all,
+    fold_input,
+    offsets_history,
+    share_deliveries,
+    static_events,
+    topic_names,
+    window,
+)
 
-TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "anomalies",
-          "errors")
+TABLES = ("member_map_history", "generations", "static_events", "offsets_history", "catchup_ranges", "share_deliveries",
+          "anomalies", "errors")
 
 
 def build(spark: SparkSession, opts: Options,
@@ -59,6 +72,10 @@ def build(spark: SparkSession, opts: Options,
         offsets, ranges = spark.createDataFrame([], OFFSETS_SCHEMA), spark.createDataFrame([], RANGE_SCHEMA)
     ranges_w = window(ranges, "opened", "closed", opts).cache()
     offset_rows = window(offsets, "log_time", None, opts)
+    # __share_group_state's records (a small topic): the records delivered more than once or archived
+    deliveries = (share_deliveries(records, topic_names(opts.data_dir))
+                  if any(Path(opts.data_dir).glob(f"{SHARE_STATE_TOPIC}-*"))
+                  else spark.createDataFrame([], DELIVERIES_SCHEMA))
     direct = got.offsets
     tables = Tables({
         "member_map_history": history_w,
@@ -67,6 +84,7 @@ def build(spark: SparkSession, opts: Options,
         "offsets_history": (offset_rows if not direct.files else
                             spark.read.schema(OFFSETS_SCHEMA).parquet(*direct.files).unionByName(offset_rows)),
         "catchup_ranges": ranges_w,
+        "share_deliveries": window(deliveries, "first_time", "done_time", opts).cache(),
         # written, summarised and reported: computed once
         "anomalies": anomalies(folded.filter(F.col("tag") == "a").select("a.*"), errors, got.gaps, ranges_w).cache(),
         "errors": errors,

@@ -146,7 +146,7 @@ def collect(tables) -> dict[str, dict]:
     brings those (at most MAX_GROUPS per task) to the driver, which keeps the MAX_GROUPS most active."""
     drawn = sorted((json.loads(r["s"]) for r in tables.drawings.collect()),
                    key=lambda d: (-d["activity"], d["group"]))[:MAX_GROUPS]
-    return {d["group"]: dict(lanes=d["lanes"], instances=d["instances"],
+    return {d["group"]: dict(lanes=d["lanes"], instances=d["instances"], kinds=d.get("kinds", []),
                              intervals=pd.DataFrame(d["intervals"], columns=list(DRAWN_INTERVALS)),
                              marks=pd.DataFrame(d["marks"], columns=list(DRAWN_MARKS)),
                              gens=pd.DataFrame(d["gens"], columns=list(DRAWN_GENERATIONS)),
@@ -394,6 +394,37 @@ def _catchup_ranges(tables) -> str:
     return _table(["group", "instance", "partition", "range", "opened", "processed", "took", "owed"], rows) + more
 
 
+FINAL_WORDS = {"archived": "archived", "acknowledged": "acknowledged", "available": "still in flight (available)",
+               "acquired": "still in flight (acquired)", "deleted": "state deleted with the share partition",
+               "done": "done: acknowledged or archived (the state record that moved the start offset past it does not "
+                       "say which)"}
+
+
+def _share_deliveries(tables) -> str:
+    """The share groups' records delivered more than once or archived (the MAX_ROWS most delivered), or a
+    sentence."""
+    df = tables["share_deliveries"]
+    total = df.count()
+    if not total:
+        return ("<p>No share group record was delivered more than once or archived (or none in the --since/--until "
+                "window; a log without __share_group_state has none).</p>")
+    rows = []
+    got = df.orderBy(F.desc("delivery_count"), "group", "topic_id", "partition", "offset").limit(MAX_ROWS).collect()
+    for r in got:
+        name = r["topic"] if r["topic"] is not None else f"topic id {r['topic_id']}"
+        rows.append([_e(r["group"]), _e(f"{name}-{r['partition']}"), _e(r["offset"]), _e(r["delivery_count"]),
+                     _e(FINAL_WORDS.get(r["final_state"], r["final_state"])), _e(iso(r["first_time"])),
+                     _e("-" if r["done_time"] is None else iso(r["done_time"]))])
+    top = got[0]
+    lead = (f"<p>{total} record(s) of share groups were delivered more than once or archived. The most delivered: "
+            f"offset {top['offset']} of {_e(top['topic'] or top['topic_id'])}-{top['partition']} in share group "
+            f"{_e(top['group'])}, delivered {top['delivery_count']} times, "
+            f"{_e(FINAL_WORDS.get(top['final_state'], top['final_state']))}.</p>")
+    more = f"<p>{total - len(rows)} more in the share_deliveries table.</p>" if total > len(rows) else ""
+    return lead + _table(["share group", "partition", "offset", "deliveries", "final state", "first redelivered",
+                          "done at"], rows) + more
+
+
 def _summary(s: dict) -> str:
     evs = event_counts(s["events_by_cause"])
     an = ", ".join(f"{k} {n}" for k, n in sorted(s["anomalies"].items())) or "none"
@@ -429,7 +460,8 @@ def write_report(tables, summary: dict, out: Path, opts=None, data: dict | None 
     for g in groups:
         d = data[g]
         drawn[g] = d["lanes"]
-        parts = [f'<section id="group-{slug(g)}"><h2>Group {_e(g)}</h2>']
+        kinds = f" ({', '.join(d['kinds'])} group)" if d.get("kinds") else ""
+        parts = [f'<section id="group-{slug(g)}"><h2>Group {_e(g)}{_e(kinds)}</h2>']
         parts.append("<h3>Who held each instance, when, and why it changed</h3>")
         if d["lanes"]:
             rest = d["instances"] - len(d["lanes"])
@@ -439,7 +471,9 @@ def write_report(tables, summary: dict, out: Path, opts=None, data: dict | None 
             parts.append(f'<div class="timeline">{timeline_svg(g, d)}</div>')
             parts.append(_lanes_table(g, d))
         else:
-            parts.append("<p>No static member (group.instance.id) ever held a place in this group: it has only "
+            parts.append("<p>A share group's members have no instance id: its membership is in the generations "
+                         "below.</p>" if d.get("kinds") == ["share"] else
+                         "<p>No static member (group.instance.id) ever held a place in this group: it has only "
                          "dynamic members, so there is no instance to draw.</p>")
         parts.append("<h3>Why the group rebalanced</h3>")
         if len(d["gens"]):
@@ -464,6 +498,7 @@ def write_report(tables, summary: dict, out: Path, opts=None, data: dict | None 
 <h2>Summary</h2>{_summary(summary)}
 <h2>What looks wrong</h2>{anomalies}
 <h2 id="catchup-ranges">Catch-up ranges</h2>{_catchup_ranges(tables)}
+<h2 id="share-groups">Share groups: records delivered more than once</h2>{_share_deliveries(tables)}
 {''.join(sections)}
 <p>All times UTC. The full tables (Parquet): {", ".join(html.escape(t) for t in tables)}.</p>
 </body></html>

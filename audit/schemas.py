@@ -6,6 +6,7 @@ from pyspark.sql import types as T
 from . import read
 from .fold import ANOMALY_FIELDS, GENERATION_FIELDS, HISTORY_FIELDS, RANGE_FIELDS
 from .offsets_sink import OFFSETS_FIELDS
+from .shares import DELIVERY_FIELDS
 
 S, L, I, B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
 # a GroupMetadata record's member as the later stages read it (its client id and host are in no table)
@@ -62,3 +63,6 @@ assert tuple(ANOMALY_SCHEMA.names) == ANOMALY_FIELDS
 FOLD_SCHEMA = T.StructType([T.StructField("tag", S), T.StructField("h", HISTORY_SCHEMA),
                             T.StructField("g", GENERATIONS_SCHEMA), T.StructField("a", ANOMALY_SCHEMA),
                             T.StructField("s", S)])
+DELIVERIES_SCHEMA = T.StructType([T.StructField(n, {"group": S, "topic_id": S, "topic": S, "partition": I,
+                                                     "final_state": S, "log_partition": I}.get(n, L))
+                                  for n in DELIVERY_FIELDS])

@@ -15,7 +15,8 @@ from .fold import ANOMALY_FIELDS, Checks, fold_catchup_ranges, fold_groups, fold
 from .load import DirectOffsets
 from .offsets_sink import OFFSETS_FIELDS
 from .options import Options
-from .schemas import FOLD_SCHEMA, GROUP_TYPES, HISTORY_SCHEMA, RANGE_SCHEMA, L, S
+from .schemas import DELIVERIES_SCHEMA, FOLD_SCHEMA, GROUP_TYPES, HISTORY_SCHEMA, RANGE_SCHEMA, L, S
+from .shares import fold_share_deliveries
 
 
 def static_events(records: DataFrame) -> DataFrame:
@@ -75,6 +76,31 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
     key = ("group", "topic", "partition")
     rows = commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "log_offset")
     return rows.mapInArrow(in_arrow(fold_catchup_ranges, to_arrow_schema(RANGE_SCHEMA)), RANGE_SCHEMA)
+
+
+def topic_names(data_dir: str) -> dict[str, str]:
+    """Topic id -> name, from the data dir's topic catalog (none: an in-memory server's dir, or no topics)."""
+    import json
+    import os
+
+    from tenure.storage.datadir import CATALOG
+    try:
+        with open(os.path.join(data_dir, CATALOG), encoding="utf-8") as f:
+            return {e["topic_id"]: e["name"] for e in json.load(f).get("topics", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def share_deliveries(records: DataFrame, topics: dict[str, str]) -> DataFrame:
+    """One row per record of a share partition delivered more than once or archived (`shares.fold_share_deliveries`
+    over each share partition's `__share_group_state` records in log order, on the executors)."""
+    key = ("group", "topic", "topic_partition")
+    rows = (records.filter(F.col("type") == "share_state")
+            .select(*key, "protocol_type", "committed_offset", "metadata", "tombstone", "partition", "offset",
+                    "timestamp")
+            .repartition(*key).sortWithinPartitions(*key, "partition", "offset"))
+    fold = functools.partial(fold_share_deliveries, topics=topics)
+    return rows.mapInArrow(in_arrow(fold, to_arrow_schema(DELIVERIES_SCHEMA)), DELIVERIES_SCHEMA)
 
 
 def fold_input(records: DataFrame, moves: bool = True) -> DataFrame:
