@@ -89,6 +89,8 @@ class _GroupFold:
         self.pending: dict[tuple[str, str], tuple[int, int, int | None, str]] = {}
         # a group tombstone not yet settled: its offset and time, the group's kind and generation before it
         self.converting: tuple[int, int, str, int | None] | None = None
+        self.epochs: dict[str, int] = {}                      # a KIP-848 member id -> its latest member epoch
+        self.provisional: set[tuple[str, str]] = set()        # intervals opened by a member record, no epoch yet
 
     def _row(self, **cols) -> tuple:
         return tuple(cols.get(f) for f in HISTORY_FIELDS)
@@ -114,6 +116,7 @@ class _GroupFold:
             self.end_ev[(r.instance_id, r.old_member_id)] = (r.cause, *when)
 
     def _close(self, key: tuple[str, str], offset: int, time: int, generation, default_cause: str) -> tuple:
+        self.provisional.discard(key)
         row = self.open.pop(key)
         cause, eoff, etime = self.end_ev.pop(key, (default_cause, offset, time))
         row.update(valid_to_offset=eoff, valid_to_time=etime, end_cause=cause, to_generation=generation,
@@ -139,12 +142,29 @@ class _GroupFold:
             self.open[key]["last_seen_offset"] = r.offset
         else:
             self._open(key, r, generation)
+            if r.type in MEMBER_TYPES:
+                self.provisional.add(key)
+
+    def assignment(self, r) -> None:
+        """A KIP-848 member's current assignment: its member epoch (0: none yet or fenced, -2: a static member
+        away) - the first one above 0 is the from_generation of an interval its member record opened, the
+        latest its to_generation."""
+        if r.tombstone or r.generation is None or r.generation <= 0:
+            return
+        self.epochs[r.new_member_id] = r.generation
+        for key in [k for k in self.provisional if k[1] == r.new_member_id]:
+            self.open[key]["from_generation"] = r.generation
+            self.provisional.discard(key)
 
     def settle(self, r=None) -> list[tuple]:
         """What the tombstones before `r` (a group metadata record, a coordinator move, or the end of the group's
         rows: None) ended and nothing re-listed: their intervals close where the tombstone was; a group
         tombstone followed by the other kind's records is a conversion (a history row)."""
-        out = [self._close(key, *self.pending.pop(key)) for key in sorted(self.pending) if key in self.open]
+        out = []
+        for key in sorted(self.pending):
+            offset, time, generation, cause = self.pending[key]
+            if key in self.open:
+                out.append(self._close(key, offset, time, self.epochs.pop(key[1], generation), cause))
         self.pending.clear()
         if self.converting is not None:
             offset, time, was, generation = self.converting
@@ -356,6 +376,8 @@ def fold_member_map(rows):
             yield cur.moved(r)
         elif r.type in MEMBER_TYPES:
             yield from cur.member(r)
+        elif r.type == "consumer_assignment":
+            cur.assignment(r)
         elif r.type == "group_metadata":
             yield from cur.snapshot(r)
         elif r.type in METADATA_TYPES:

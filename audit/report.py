@@ -433,8 +433,11 @@ def _summary(s: dict) -> str:
             f"({duration(s['last_time'] - s['first_time'])})." if s["first_time"] is not None else
             "The log holds no group records.")
     rows = [["groups", s["groups"]], ["instance ids", s["instances"]], ["member ids held (intervals)", s["member_ids"]],
+            *([["group conversions (classic <-> consumer)", s["conversions"]]] if s.get("conversions") else []),
             ["generations (rebalances completed)", s["generations"]],
             ["static-member events", f"{s['static_events']} ({evs})"], ["offset commits", s["offset_commits"]]]
+    if s.get("share_deliveries"):
+        rows.append(["share group records delivered more than once or archived", s["share_deliveries"]])
     txn = s.get("transactional_commits") or {}
     if txn:
         rows.append(["offset commits in transactions", ", ".join(f"{k} {n}" for k, n in txn.items())

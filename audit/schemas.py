@@ -27,7 +27,7 @@ RECORD_SCHEMA = T.StructType([T.StructField(n, t) for n, t in (
 )])
 # the record types the per-group pass and static_events read
 GROUP_TYPES = ("group_metadata", "static_member_event", "coordinator_load", "consumer_group_metadata", "consumer_member",
-               "share_group_metadata", "share_member")
+               "consumer_assignment", "share_group_metadata", "share_member")
 # what the read stage yields (read.unit_rows): kind R (a record), E (an error), I (how a unit's read went),
 # G (a gap inside a file); the record columns; the payload of E/I/G rows as JSON
 ROW_SCHEMA = T.StructType([T.StructField("kind", S), *RECORD_SCHEMA.fields, T.StructField("meta", S)])

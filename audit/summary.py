@@ -7,7 +7,7 @@ import json
 from pyspark.sql import functions as F
 
 from . import read
-from .fold import COORDINATOR_MOVED
+from .fold import CONVERTED, COORDINATOR_MOVED
 from .tables import Tables
 
 
@@ -17,7 +17,7 @@ def summarize(tables: Tables) -> dict:
     offsets_history's part files written by the read tasks are counted by the tasks themselves, not read
     again."""
     by_cause: dict[str, int] = {}
-    member_ids = moves = groups = instances = n_gens = n_events = 0
+    member_ids = moves = conversions = groups = instances = n_gens = n_events = 0
     events: dict[str, int] = {}
     firsts: list[int | None] = []
     lasts: list[int | None] = []
@@ -26,6 +26,8 @@ def summarize(tables: Tables) -> dict:
         for start, end, member, n in c["intervals"]:
             if start == COORDINATOR_MOVED:
                 moves += n
+            elif start == CONVERTED:
+                conversions += n
             if not member:
                 continue
             member_ids += n
@@ -68,6 +70,8 @@ def summarize(tables: Tables) -> dict:
         "instances": instances,
         "member_ids": member_ids,
         "coordinator_moves": moves,                         # rows per group of each moved offsets partition
+        "conversions": conversions,                         # classic <-> consumer (online migration)
+        "share_deliveries": tables["share_deliveries"].count(),   # share records redelivered or archived
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": n_gens,
         "static_events": n_events,
@@ -86,8 +90,12 @@ def summary_table(s: dict) -> str:
     rows += [("generations", s["generations"]), ("static events", s["static_events"])]
     if s.get("coordinator_moves"):
         rows += [("coordinator moves (per group)", s["coordinator_moves"])]
+    if s.get("conversions"):
+        rows += [("group conversions (classic <-> consumer)", s["conversions"])]
     rows += [(f"  {c}", n) for c, n in s["events_by_cause"].items()]
     rows += [("offset commits", s["offset_commits"])]
+    if s.get("share_deliveries"):
+        rows += [("share records redelivered or archived", s["share_deliveries"])]
     rows += [(f"  in transactions, {k}", n) for k, n in s.get("transactional_commits", {}).items()]
     rows += [("anomalies", sum(s["anomalies"].values()))]
     rows += [(f"  {k}", n) for k, n in sorted(s["anomalies"].items())]
