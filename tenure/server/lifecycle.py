@@ -231,6 +231,8 @@ class Server:
                 "group.consumer.session.timeout.ms": str(c.consumer_session_timeout_ms),
                 "group.consumer.heartbeat.interval.ms": str(c.consumer_heartbeat_interval_ms),
                 "group.consumer.migration.policy": c.consumer_migration_policy,
+                "group.share.session.timeout.ms": str(c.share_session_timeout_ms),
+                "group.share.heartbeat.interval.ms": str(c.share_heartbeat_interval_ms),
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
                 "log.retention.check.interval.ms": str(c.retention_check_interval_ms),
                 **({"replica.selector.class": c.replica_selector_class} if c.replica_selector_class else {}),

@@ -527,3 +527,38 @@ def test_every_group_control_view_and_metric_serves_a_share_group():
             assert member not in {m.member_id for m in st.group("sv-g").members}
         finally:
             s.close()
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval_rule_its_members(server):
+    """The GROUP resource's share.heartbeat.interval.ms and share.session.timeout.ms (IncrementalAlterConfigs)
+    are what the coordinator uses for that group's members, over the server's (200 ms, 45 s here), as Kafka's
+    GroupMetadataManager does: librdkafka heartbeats at the interval the answers give, and advancing the clock
+    past the server's session timeout removes only the member of the group that kept the server's."""
+    st = server
+    admin = AdminClient({"bootstrap.servers": st.bootstrap})
+    setup(st, "own", "own-g")
+    res = ConfigResource(ResourceType.GROUP, "own-g", incremental_configs=[
+        ConfigEntry("share.heartbeat.interval.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+    own, other = Sharer(st, "own-g", "own", "own"), Sharer(st, "srv-g", "own", "srv")
+    try:
+        wait_for(lambda: all(st.group(g) is not None and st.group(g).members for g in ("own-g", "srv-g")),
+                 what="both groups with their member")
+        answered = {g: {x.response.heartbeat_interval_ms for x in st.requests(api="ShareGroupHeartbeat", group=g)
+                        if x.response is not None and x.response.error_code == 0}
+                    for g in ("own-g", "srv-g")}
+        assert answered == {"own-g": {1000}, "srv-g": {200}}
+        assert [m.session_timeout_ms for m in st.group("own-g").members] == [50000]
+        assert [m.session_timeout_ms for m in st.group("srv-g").members] == [45000]
+        n0 = {g: len(st.requests(api="ShareGroupHeartbeat", group=g)) for g in ("own-g", "srv-g")}
+        time.sleep(3)
+        beats = {g: len(st.requests(api="ShareGroupHeartbeat", group=g)) - n0[g] for g in ("own-g", "srv-g")}
+        assert beats["own-g"] <= 5 and beats["srv-g"] >= 2 * beats["own-g"] + 3, beats
+        before = {g: st.rebalances(g) for g in ("own-g", "srv-g")}
+        st.advance_clock(46_000)                          # past the server's 45 s, within the group's own 50 s
+        wait_for(lambda: st.rebalances("srv-g") > before["srv-g"], what="the server-timeout member removed")
+        assert st.rebalances("own-g") == before["own-g"]
+    finally:
+        own.close()
+        other.close()
