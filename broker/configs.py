@@ -205,6 +205,8 @@ def _broker_defs() -> dict[str, ConfigDef]:
         ConfigDef("default.replication.factor", INT, "1", "Replicas of a topic created without a factor.",
                   dynamic=False),
         ConfigDef("offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", dynamic=False),
+        ConfigDef("share.coordinator.state.topic.num.partitions", INT, "50", "Partitions of __share_group_state.",
+                  dynamic=False),
         ConfigDef("offsets.topic.replication.factor", SHORT, "3", "Replicas of __consumer_offsets.",
                   dynamic=False),
         ConfigDef("socket.request.max.bytes", INT, "104857600", "The largest request frame accepted.",

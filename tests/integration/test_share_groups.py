@@ -562,3 +562,71 @@ def test_a_groups_own_session_timeout_and_heartbeat_interval_rule_its_members(se
     finally:
         own.close()
         other.close()
+
+
+def test_the_share_coordinator_moves_with_its_partitions_leader_and_keeps_every_records_state():
+    """Three brokers, __share_group_state in Kafka's 50 partitions: FindCoordinator v6 with a share partition's
+    key (type 2, asked as a broker asks it) names the leader of the key's partition; that broker is stopped (a
+    kill: its leaderships move), the share coordinator's shard loads on the new leader from its records, and
+    FindCoordinator names the new leader. The state - a released record's delivery count, three accepted ones -
+    is what it was, and a confluent-kafka ShareConsumer then gets only the released record, its delivery
+    counted (2)."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from tenure.protocol.internal_topics import SHARE_STATE_TOPIC, partition_for, share_coordinator_key
+    from tests.support.wire import WireClient
+
+    with ServerThread(ServerConfig(port=0, brokers=3, share_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as st:
+        admin = AdminClient({"bootstrap.servers": st.bootstrap})
+        admin.create_topics([NewTopic("sc", 1, 3)])["sc"].result(10)       # on every broker: it outlives a kill
+        setup(st, "sc-other", "sc-g")                                       # the group's configs
+        produce(st, "sc", ["again", "a", "b", "c"], linger_ms=200)
+        a = Sharer(st, "sc-g", "sc", "a", lambda m: RELEASE if m.offset() == 0 else ACCEPT, stop_after=4,
+                   commit_at_stop=True)
+        try:
+            wait_for(a.committed.is_set, what="the four records acknowledged")
+        finally:
+            a.close()
+        view = lambda: [(r["state"], r["delivery_count"]) for r in st.share_partition("sc-g", "sc", 0)["records"]]  # noqa: E731
+        wait_for(lambda: view() == [("available", 1)] + [("acknowledged", 1)] * 3, what="0 released, 1-3 accepted")
+        handle = st.server.parts.share_state
+        tid = st.call(lambda: st.server.topics.get("sc").topic_id)
+        state = ("sc-g", tid, 0)
+        key = share_coordinator_key(*state)
+        part = partition_for(key, 50)
+        assert st.call(lambda: len(st.server.topics.get(SHARE_STATE_TOPIC).partitions)) == 50
+
+        def coordinator(via: int):
+            addr = st.bootstrap.split(",")[via]
+            w = WireClient.to(addr)
+            try:
+                r = w.call(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 6)
+            finally:
+                w.close()
+            c = r.coordinators[0]
+            return c.key, c.error_code, c.node_id
+        _, code, leader = coordinator(0)
+        assert code == 0 and leader == st.call(lambda: st.server.cluster.leader_of(SHARE_STATE_TOPIC, part))
+        saved = st.call(lambda: handle.runtime.read(state))
+        assert saved == (0, ((0, 0, 0, 1), (1, 3, 2, 1)))       # offset 0 available (1 delivery), 1-3 acknowledged
+        old_shard = st.call(lambda: handle.runtime.shards[part])
+        st.stop_broker(leader)
+        up = next(b for b in range(3) if b != leader)
+        _, code, moved_to = coordinator(up)
+        assert code == 0 and moved_to not in (leader, -1)
+        assert st.call(lambda: handle.runtime.shards[part]) is not old_shard     # loaded again, by replay
+        assert st.call(lambda: handle.runtime.read(state)) == saved
+        b = Sharer(st, "sc-g", "sc", "b", lambda m: ACCEPT)
+        try:
+            try:
+                wait_for(lambda: done(st, "sc-g", "sc", 4), what="the released record accepted after the move")
+            except AssertionError:
+                raise AssertionError((st.share_partition("sc-g", "sc", 0), b.got(), b.errors, leader,
+                                      st.call(lambda: st.server.cluster.leader_of("sc", 0)),
+                                      st.coordinator_of("sc-g"))) from None
+        finally:
+            b.close()
+        assert [(o, n) for _, o, n, _ in b.got()] == [(0, 2)]
+        assert st.call(lambda: handle.runtime.read(state)) == (4, ())            # written on the new leader
+        st.start_broker(leader)
