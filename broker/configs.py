@@ -153,12 +153,14 @@ def _member_timeouts(kind: str, who: str, session: int = 45000, interval: int = 
                       within=bounded("heartbeat.interval.ms", 5000, 15000, interval)))
 
 
-def group_defs(consumer_session: int = 45000, consumer_interval: int = 5000) -> dict[str, ConfigDef]:
-    """The GROUP resource's configs, the consumer ones after the broker's group.consumer.* values."""
+def group_defs(consumer_session: int = 45000, consumer_interval: int = 5000, share_session: int = 45000,
+               share_interval: int = 5000) -> dict[str, ConfigDef]:
+    """The GROUP resource's configs, the consumer and share ones after the broker's group.consumer.* and
+    group.share.* values."""
     return _defs(
         *_member_timeouts("consumer", "the group's consumer-protocol (KIP-848) members", consumer_session,
                           consumer_interval),
-        *_member_timeouts("share", "a share group's members"),
+        *_member_timeouts("share", "a share group's members", share_session, share_interval),
         ConfigDef("share.record.lock.duration.ms", INT, "30000",
                   "How long a share group's member holds an acquired record.",
                   within=("group.share.min.record.lock.duration.ms", 15000,
@@ -203,6 +205,8 @@ def _broker_defs() -> dict[str, ConfigDef]:
         ConfigDef("default.replication.factor", INT, "1", "Replicas of a topic created without a factor.",
                   dynamic=False),
         ConfigDef("offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", dynamic=False),
+        ConfigDef("share.coordinator.state.topic.num.partitions", INT, "50", "Partitions of __share_group_state.",
+                  dynamic=False),
         ConfigDef("offsets.topic.replication.factor", SHORT, "3", "Replicas of __consumer_offsets.",
                   dynamic=False),
         ConfigDef("socket.request.max.bytes", INT, "104857600", "The largest request frame accepted.",
@@ -220,6 +224,10 @@ def _broker_defs() -> dict[str, ConfigDef]:
         ConfigDef("group.consumer.heartbeat.interval.ms", INT, "5000",
                   "How often consumer group (KIP-848) members heartbeat, unless their group sets its own.",
                   dynamic=False),
+        ConfigDef("group.share.session.timeout.ms", INT, "45000",
+                  "A share group member's session timeout, unless its group sets its own.", dynamic=False),
+        ConfigDef("group.share.heartbeat.interval.ms", INT, "5000",
+                  "How often share group members heartbeat, unless their group sets its own.", dynamic=False),
         ConfigDef("log.cleaner.backoff.ms", LONG, "15000",
                   "The pause between log cleaner passes over compacted partitions.", dynamic=False),
         # the dynamic defaults behind topic configs
@@ -273,12 +281,14 @@ class ConfigStore:
 
     @property
     def group_defs(self) -> dict[str, ConfigDef]:
-        """The GROUP resource's configs after the server's group.consumer.* values (read once: they are
-        static)."""
+        """The GROUP resource's configs after the server's group.consumer.* and group.share.* values (read
+        once: they are static)."""
         if self._group_defs is None:
             static = self._static(0)
             self._group_defs = group_defs(int(static.get("group.consumer.session.timeout.ms") or 45000),
-                                          int(static.get("group.consumer.heartbeat.interval.ms") or 5000))
+                                          int(static.get("group.consumer.heartbeat.interval.ms") or 5000),
+                                          int(static.get("group.share.session.timeout.ms") or 45000),
+                                          int(static.get("group.share.heartbeat.interval.ms") or 5000))
         return self._group_defs
 
     # ------------------------------------------------------------------ describing

@@ -20,6 +20,7 @@ from typing import Any
 
 from tenure.protocol.acl import (
     CLUSTER,
+    CLUSTER_ACTION,
     CLUSTER_NAME,
     CREATE,
     DESCRIBE,
@@ -31,7 +32,7 @@ from tenure.protocol.acl import (
 from tenure.protocol.codec import Request, api_versions_body
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.internal_topics import partition_for
+from tenure.protocol.internal_topics import SHARE_STATE_TOPIC, parse_share_coordinator_key, partition_for
 from tenure.storage.durability import Durability
 
 from .base import NODE_ID, Node, TransactionSide, resp
@@ -53,6 +54,7 @@ log = logging.getLogger("tenure.broker")
 # FindCoordinator key types
 KEY_GROUP = 0
 KEY_TRANSACTION = 1
+KEY_SHARE = 2                     # a share partition's key at the share coordinator, from version 6
 
 
 class _NodeBroker(BrokerNode):
@@ -227,25 +229,30 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
         if key_type == KEY_TRANSACTION and self.txn_side is not None:
             self.txn_side.start()         # as Kafka: __transaction_state is created on the first lookup
         if v < 4:
-            code, msg, node = self._coordinator_for(key_type, body.key, ctx)
+            code, msg, node = self._coordinator_for(key_type, body.key, ctx, v)
             host, port = node.address(ctx.listener)
             return R(throttle_time_ms=0, error_code=code, error_message=msg, node_id=node.id, host=host, port=port)
         coords = []
         for key in body.coordinator_keys:
-            code, msg, node = self._coordinator_for(key_type, key, ctx)
+            code, msg, node = self._coordinator_for(key_type, key, ctx, v)
             host, port = node.address(ctx.listener)
             coords.append(R.Coordinator(key=key, node_id=node.id, host=host, port=port, error_code=code,
                                         error_message=msg))
         return R(throttle_time_ms=0, coordinators=coords)
 
-    def _coordinator_for(self, key_type: int, key: str, ctx: RequestContext) -> tuple[int, str | None, BrokerNode]:
+    def _coordinator_for(self, key_type: int, key: str, ctx: RequestContext,
+                         version: int = 6) -> tuple[int, str | None, BrokerNode]:
         """(error, message, node) of a FindCoordinator key: the leader of the key's partition of
-        __consumer_offsets (a group) or __transaction_state (a transactional id), as Kafka answers; a key the
-        principal may not describe: GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+        __consumer_offsets (a group), __transaction_state (a transactional id) or __share_group_state (a share
+        partition's "group:topic id:partition"), as Kafka answers; a key the principal may not describe:
+        GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a share key: INVALID_REQUEST below
+        version 6 or when it is not a share partition key, CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION
+        (brokers ask it, not clients)."""
         none = BrokerNode(-1, "", -1)
+        if key_type == KEY_SHARE and self.share_state is not None:
+            return self._share_coordinator_for(key, ctx, version, none)
         if key_type not in (KEY_GROUP, KEY_TRANSACTION):
-            kind = {2: "share group"}.get(key_type, f"key type {key_type}")
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no {kind} coordinator", none
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"tenure has no coordinator of key type {key_type}", none
         if key_type == KEY_GROUP and not ctx.allows(DESCRIBE, GROUP, key or ""):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, none
         if key_type == KEY_TRANSACTION and not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, key or ""):
@@ -253,7 +260,26 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
         topic = self.topics.get(OFFSETS_TOPIC if key_type == KEY_GROUP else TRANSACTION_TOPIC)
         if topic is None:                      # not created yet (a Broker without a coordinator, in tests)
             return ErrorCode.NONE, None, self.cluster.brokers[0]
-        leader = self.cluster.leader_of(topic.name, partition_for(key or "", len(topic.partitions)))
+        return self._leader_node(topic.name, partition_for(key or "", len(topic.partitions)), none)
+
+    def _leader_node(self, topic: str, partition: int, none: BrokerNode) -> tuple[int, str | None, BrokerNode]:
+        leader = self.cluster.leader_of(topic, partition)
         if leader == NO_LEADER:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic.name} has no leader for that key", none
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} has no leader for that key", none
         return ErrorCode.NONE, None, self.cluster.brokers[leader]
+
+    def _share_coordinator_for(self, key: str, ctx: RequestContext, version: int,
+                               none: BrokerNode) -> tuple[int, str | None, BrokerNode]:
+        """The share coordinator of a share partition key: the leader of its __share_group_state partition
+        (Kafka's ShareCoordinatorService.partitionFor); the share coordinator starts on the first lookup."""
+        assert self.share_state is not None
+        if version < 6:
+            return ErrorCode.INVALID_REQUEST, "The share coordinator key type needs FindCoordinator v6.", none
+        if not ctx.allows_cluster(CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, none
+        try:
+            group_id, topic_id, partition = parse_share_coordinator_key(key)
+        except ValueError as exc:
+            return ErrorCode.INVALID_REQUEST, str(exc), none
+        return self._leader_node(SHARE_STATE_TOPIC, self.share_state.partition_of(group_id, topic_id, partition),
+                                 none)

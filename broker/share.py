@@ -308,6 +308,10 @@ class ShareStateSide(Protocol):
     until durable (False: the writer failed), `delete` them. A batch is (first, last, state - 0 available, 2 acknowledged,
     4 archived -, delivery count)."""
 
+    async def ready(self) -> None: ...            # returns once no shard of the share coordinator is loading
+
+    def partition_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int: ...   # its state's partition
+
     def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, tuple] | None: ...
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int,

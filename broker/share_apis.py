@@ -97,6 +97,12 @@ class ShareApis(BrokerBase):
             p.wake()
         return sp
 
+    async def _state_ready(self) -> None:
+        """Wait while a share coordinator shard moves (its state is read back by replay on the new leader): the
+        reads of share partitions' state that follow, with no wait between, find every shard loaded."""
+        if self.share_state is not None:
+            await self.share_state.ready()
+
     async def persist_share_state(self, group_id: str) -> None:
         """Write every share partition of the group whose state changed since it was last written to the share
         coordinator, and wait until durable (a request's answer leaves after its state is persisted)."""
@@ -208,6 +214,7 @@ class ShareApis(BrokerBase):
         refused = self._refusal(gid, mid)
         if refused:
             return top(*refused)
+        await self._state_ready()
         opening = epoch == 0
         if opening and any(fp.acknowledgement_batches for t in body.topics or [] for fp in t.partitions or []):
             return top(ErrorCode.INVALID_REQUEST, "Acknowledge data present in the request opening a share session.")
@@ -247,6 +254,7 @@ class ShareApis(BrokerBase):
         deadline = self.clock() + max(body.max_wait_ms, 0) / 1000.0
         committed = self._read_committed(gid)
         while True:
+            await self._state_ready()
             got, waiting = 0, []
             for key in list(session.partitions):
                 p, code = self._resolve(ctx, *key)
@@ -326,6 +334,7 @@ class ShareApis(BrokerBase):
         refused = self._refusal(gid, mid)
         if refused:
             return top(*refused)
+        await self._state_ready()
         if epoch == 0:
             return top(INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session.")
         session, code, message = self._session(ctx, gid, mid, epoch, False)
@@ -440,6 +449,7 @@ class ShareApis(BrokerBase):
     async def describe_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
         """DescribeShareGroupOffsets (90): each share partition's start offset (and, v1, its lag); a partition
         the group has no state for -1; a group unknown or of another kind GROUP_ID_NOT_FOUND."""
+        await self._state_ready()
         R = resp(90)
         G = R.DescribeShareGroupOffsetsResponseGroup
         T = G.DescribeShareGroupOffsetsResponseTopic
@@ -479,6 +489,7 @@ class ShareApis(BrokerBase):
     async def alter_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
         """AlterShareGroupOffsets (91), on an empty share group: each named share partition starts again at
         the given offset (nothing in flight), persisted before the answer."""
+        await self._state_ready()
         R = resp(91)
         T = R.AlterShareGroupOffsetsResponseTopic
         P = T.AlterShareGroupOffsetsResponsePartition
@@ -512,6 +523,7 @@ class ShareApis(BrokerBase):
     async def delete_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
         """DeleteShareGroupOffsets (92), on an empty share group: the named topics' share partitions are
         forgotten (their state deleted; the next fetch starts at share.auto.offset.reset)."""
+        await self._state_ready()
         R = resp(92)
         T = R.DeleteShareGroupOffsetsResponseTopic
         gid = req.body.group_id

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from .internal_topics import share_coordinator_key
 from .structs import decode_struct, key_version, schema_pair
 
 ShareSnapshotKey, ShareSnapshotValue = schema_pair("ShareSnapshot", __name__)
@@ -45,8 +46,9 @@ class UnknownRecordType(ValueError):
 
 
 def partition_key(record: ShareStateRecord) -> str:
-    """What a record's __share_group_state partition is chosen by (Kafka: "group:topic id:partition")."""
-    return f"{record.group_id}:{record.topic_id}:{record.partition}"
+    """What a record's __share_group_state partition is chosen by: Kafka's coordinator key "group:topic
+    id:partition" (SharePartitionKey.asCoordinatorKey, the topic id as Kafka writes a Uuid)."""
+    return share_coordinator_key(record.group_id, record.topic_id, record.partition)
 
 
 def batch_producer(record: ShareStateRecord) -> None:

@@ -148,6 +148,9 @@ class ServerConfig:
                                                    "heartbeat this long is removed (default 45000)", least=1)
     share_heartbeat_interval_ms: int = setting(5000, "group.share.heartbeat.interval.ms: how often share group "
                                                      "members are told to heartbeat (default 5000)", least=1)
+    share_state_partitions: int = setting(50, "share.coordinator.state.topic.num.partitions: partitions of "
+                                              "__share_group_state, made on first use (default 50, as Kafka); a data "
+                                              "dir's keeps its count", least=1)
     consumer_migration_policy: str = setting("bidirectional", "group.consumer.migration.policy: online conversion "
                                                             "of a live group between the classic and the consumer "
                                                             "protocol: bidirectional (default, as Kafka 4.x), "

@@ -12,6 +12,7 @@ from ..handler import ShardHandler
 from ..result import RequestContext, Result
 from .assignor import ASSIGNOR_NAME
 from .group import DEAD, Partitions, ShareGroup, freeze
+from .group_config import share_timeouts
 
 DG = ShareGroupDescribeResponse.DescribedGroup
 DM = DG.Member
@@ -54,14 +55,14 @@ def _described(kind: ShardHandler, assignment: Partitions) -> Any:
 
 
 def group_info(kind: ShardHandler, g: ShareGroup) -> GroupInfo:
-    """Assignments by topic name; every member's session is the shard's share session timeout."""
+    """Assignments by topic name; every member's session is the group's share session timeout."""
     def by_name(assigned: Partitions) -> dict[str, list[int]]:
         out = {}
         for tid, parts in assigned.items():
             t = kind.shard.topics.by_id(tid)
             out[t.name if t is not None else str(tid)] = sorted(parts)
         return dict(sorted(out.items()))
-    session = kind.config.share_session_timeout_ms
+    session = share_timeouts(kind.shard.topics, kind.config, g.group_id)[0]
     members = tuple(MemberInfo(m.member_id, None, m.client_id, m.client_host, session, -1, by_name(m.assigned), 0,
                                m.member_epoch) for m in g.members.values())
     return GroupInfo(g.group_id, g.kind, g.state, g.group_epoch, g.protocol_type, None, None, members, {})

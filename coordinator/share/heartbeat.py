@@ -42,6 +42,7 @@ from ..timers import ShareSessionKey, TimerKey
 from .assignor import assign
 from .describe import describe_groups, group_info
 from .group import LEAVE_EPOCH, Partitions, ShareGroup, ShareMember, freeze, replay_share_record
+from .group_config import share_timeouts
 
 HB = ShareGroupHeartbeatResponse
 _ASSIGNMENT = HB.Assignment
@@ -188,11 +189,12 @@ class ShareGroups(ShardHandler):
                                       assigned=target)
             res.emit(ShareAssignmentRecord(gid, mid, updated.member_epoch, updated.previous_member_epoch, 0,
                                            freeze(updated.assigned)))
-        res.set_timer(ShareSessionKey(gid, mid), now + self.config.share_session_timeout_ms)
+        session_ms, interval_ms = share_timeouts(self.shard.topics, self.config, gid)   # the group's own configs
+        res.set_timer(ShareSessionKey(gid, mid), now + session_ms)
         send = epoch == 0 or updated.assigned != old.assigned or updated.member_epoch != epoch
         res.respond(ctx.token, HB(
             throttle_time_ms=0, error_code=0, error_message=None, member_id=mid, member_epoch=updated.member_epoch,
-            heartbeat_interval_ms=self.config.share_heartbeat_interval_ms,
+            heartbeat_interval_ms=interval_ms,
             assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
 
@@ -236,7 +238,8 @@ class ShareGroups(ShardHandler):
     def loaded(self, res: Result, g: ShareGroup, now_ms: int) -> None:
         """After a load: every member's session restarts."""
         for m in g.members.values():
-            res.set_timer(ShareSessionKey(g.group_id, m.member_id), now_ms + self.config.share_session_timeout_ms)
+            res.set_timer(ShareSessionKey(g.group_id, m.member_id),
+                          now_ms + share_timeouts(self.shard.topics, self.config, g.group_id)[0])
 
     # ================================================================ ShareGroupDescribe, inspection (describe.py)
     def describe(self, ctx: RequestContext, req) -> Result:

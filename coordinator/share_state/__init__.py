@@ -5,7 +5,11 @@ one coordinator writer, and read back when a share partition is first used after
 
 `ShareStateShard` is the state machine of one `__share_group_state` partition (replay is its only mutator; a
 write gives the records, which are replayed as they are written). `ShareStateRuntime` is the coordinator
-runtime over that topic (runtime.py) with the broker's two calls: `read` and `write`.
+runtime over that topic (runtime.py) with the broker's calls: `read`, `write` and `delete`. A share partition's
+state lives in the partition Kafka's ShareCoordinatorService.partitionFor gives its coordinator key
+"group:topic id:partition" (the topic id as Kafka writes a Uuid); each partition's shard is hosted by the
+partition's leader and moves with it (unloaded, then loaded again from the log by replay), as the group
+coordinator's shards do; while a shard loads, the broker's calls wait for it (`ready`).
 
 What is written: the first write of a share partition, and every `SNAPSHOT_EVERY`-th after it, is a
 ShareSnapshot (the whole state); the others are ShareUpdates carrying the start offset and every in-flight
@@ -15,17 +19,33 @@ restart they are delivered again, their deliveries counted.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import share_coordinator_key
 from tenure.protocol.share_state_records import ShareStateRecord, StateBatch
 
 from ..result import Result
 from ..routing import partition_for
 from ..runtime import CoordinatorRuntime
 
+log = logging.getLogger("tenure.coordinator")
+
 SNAPSHOT_EVERY = 500          # Kafka's share.coordinator.snapshot.update.records.per.snapshot
+LOAD_WAIT_S = 30.0            # how long the broker's calls wait for a moving shard to load
+
+
+class ShareStateUnavailable(Exception):
+    """The share partition's shard is not loaded here: COORDINATOR_LOAD_IN_PROGRESS (14) while a move loads it,
+    NOT_COORDINATOR (16) when no broker leads its partition."""
+
+    def __init__(self, code: int, partition: int) -> None:
+        super().__init__(f"__share_group_state-{partition} is not loaded (error {code})")
+        self.code, self.partition = code, partition
 
 Key = tuple[str, uuid.UUID, int]      # (group id, topic id, partition)
 
@@ -121,21 +141,45 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
     """The coordinator runtime over `__share_group_state` (one shard per partition, by Kafka's hash of
     "group:topic id:partition")."""
 
+    def partition_of_key(self, key: Key) -> int:
+        """The partition of a share partition's state: Kafka's hash of its coordinator key (the rule the writer
+        places its records by)."""
+        return partition_for(share_coordinator_key(*key), self.partitions)
+
     def _shard_of(self, key: Key) -> ShareStateShard:
-        return self.shards[partition_for(f"{key[0]}:{key[1]}:{key[2]}", self.partitions)]
+        part = self.partition_of_key(key)
+        shard = self.shards.get(part)
+        if shard is None:
+            raise ShareStateUnavailable(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if part in self.loading
+                                        else ErrorCode.NOT_COORDINATOR, part)
+        return shard
+
+    async def ready(self, key: Key | None = None) -> None:
+        """Wait until the shard of `key` (None: every shard) is loaded, while a move loads it (at most
+        LOAD_WAIT_S; after that the caller's read or write finds it unavailable)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LOAD_WAIT_S
+        parts = None if key is None else {self.partition_of_key(key)}
+        while (self.loading if parts is None else self.loading & parts) and loop.time() < deadline:
+            await asyncio.sleep(0.005)
 
     def read(self, key: Key) -> tuple[int, tuple[StateBatch, ...]] | None:
         return self._shard_of(key).read(key)
 
     def keys(self, group_id: str) -> list[Key]:
-        """The share partitions of a group that have state."""
+        """The share partitions of a group that have state (in the shards loaded now)."""
         return sorted(k for shard in self.shards.values() for k in shard.states if k[0] == group_id)
 
     async def delete(self, key: Key) -> bool:
         """Forget a share partition's state: tombstones for its snapshot and update keys."""
         if self.failed is not None:
             return False
-        shard = self._shard_of(key)
+        await self.ready(key)
+        try:
+            shard = self._shard_of(key)
+        except ShareStateUnavailable as exc:
+            log.warning("share state of %s not written: %s", key, exc)
+            return False
         records = [ShareStateRecord(*key, snapshot, tombstone=True) for snapshot in (True, False)]
         logs = self.writer.write(records)
         for r in records:
@@ -147,7 +191,12 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
         waited for until durable. False if the writer has failed (fail-stop)."""
         if self.failed is not None:
             return False
-        shard = self._shard_of(key)
+        await self.ready(key)
+        try:
+            shard = self._shard_of(key)
+        except ShareStateUnavailable as exc:
+            log.warning("share state of %s not written: %s", key, exc)
+            return False
         record = shard.write(key, start_offset, batches)
         logs = self.writer.write([record])
         shard.replay(record)

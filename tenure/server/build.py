@@ -31,7 +31,13 @@ from tenure.protocol import share_state_records, txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC, partition_for
+from tenure.protocol.internal_topics import (
+    OFFSETS_TOPIC,
+    SHARE_STATE_PARTITIONS,
+    SHARE_STATE_TOPIC,
+    TRANSACTION_TOPIC,
+    partition_for,
+)
 from tenure.protocol.markers import TxnMarker
 from tenure.security import apis as security_apis
 from tenure.security.access import acl_access
@@ -132,13 +138,16 @@ class TransactionCoordinatorHandle:
 
 class ShareStateHandle:
     """The share coordinator (coordinator/share_state/), started once: on the first share partition a share
-    group uses, or at start-up when the data dir holds __share_group_state. Its own runtime over the shared
-    clock, writing through the broker's replica manager; it is the broker's side of share state
-    (broker/share.py ShareStateSide)."""
+    group uses, on the first FindCoordinator of a share partition's key, or at start-up when the data dir holds
+    __share_group_state (made with `partitions` partitions, Kafka's share.coordinator.state.topic.num.partitions;
+    a data dir's keeps its count). Its own runtime over the shared clock, one shard per partition, each hosted by
+    its partition's leader and moved with it (tenure/server/moves.py), writing through the broker's replica
+    manager; it is the broker's side of share state (broker/share.py ShareStateSide)."""
 
-    def __init__(self, topics: TopicRegistry, clock: CoordinatorClock, metrics: Metrics,
-                 on_fatal: Callable[[BaseException], None]) -> None:
-        self.topics, self.clock, self.metrics, self.on_fatal = topics, clock, metrics, on_fatal
+    def __init__(self, topics: TopicRegistry, cluster: Cluster, clock: CoordinatorClock, metrics: Metrics,
+                 on_fatal: Callable[[BaseException], None], partitions: int = SHARE_STATE_PARTITIONS) -> None:
+        self.topics, self.cluster, self.clock, self.metrics, self.on_fatal = topics, cluster, clock, metrics, on_fatal
+        self.partitions = partitions
         self.runtime: ShareStateRuntime | None = None
         self.broker: Broker | None = None                     # made by build(), which wires it
 
@@ -148,16 +157,27 @@ class ShareStateHandle:
         assert self.broker is not None, "built by build()"
         topic = self.topics.get(SHARE_STATE_TOPIC)
         if topic is None:
-            topic = self.topics.create(SHARE_STATE_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+            topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True,
+                                       configs={"cleanup.policy": "compact"})
         runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
                                     on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
-                                    timer_keys=())
+                                    timer_keys=(),
+                                    hosted_on=lambda p: self.cluster.leader_of(SHARE_STATE_TOPIC, p))
         report = runtime.load()
+        for part in range(len(topic.partitions)):     # the share coordinator's shards are placed from the start
+            self.cluster.state(SHARE_STATE_TOPIC, part)
         log.info("loaded %s: %d record(s) in %.3fs", SHARE_STATE_TOPIC, report.records, report.seconds)
         self.runtime = runtime
         return runtime
 
+    def partition_of(self, group_id: str, topic_id, partition: int) -> int:
+        """The __share_group_state partition of a share partition (Kafka's ShareCoordinatorService.partitionFor)."""
+        return self.start().partition_of_key((group_id, topic_id, partition))
+
     # ---- the broker's side of share state (broker/share.py ShareStateSide)
+    async def ready(self) -> None:
+        await self.start().ready()
+
     def read(self, group_id: str, topic_id, partition: int):
         return self.start().read((group_id, topic_id, partition))
 
@@ -189,6 +209,7 @@ class Parts:
     load_report: LoadReport
     users: UserStore                        # the SASL users (security/users.py)
     authorizer: Authorizer | None = None    # the ACLs (--authorizer); None: everything is allowed
+    share_state: ShareStateHandle | None = None     # the share coordinator, started on first use
 
 
 def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None, TopicRegistry, str | None]:
@@ -235,7 +256,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     def share_group(group_id: str) -> tuple[str, frozenset[str]] | None:   # a share request's group, as the
         g = groups_of[0].group_info(group_id) if groups_of else None       # group coordinator holds it: its
         return None if g is None else (g.kind, frozenset(m.member_id for m in g.members))   # kind, members
-    share_state = ShareStateHandle(topics, clock, metrics, on_fatal)
+    share_state = ShareStateHandle(topics, cluster, clock, metrics, on_fatal, config.share_state_partitions)
     broker = Broker(node, topics, cluster_id=cluster_id, auto_create_topics=config.auto_create_topics,
                     durability=durability, server_configs=static_configs, cluster=cluster, txn_side=txn,
                     transaction_version=config.finalized_transaction_version,
@@ -282,4 +303,5 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}
     dispatch = Dispatcher(faults=faults, metrics=metrics, routes=routes, clock_ms=clock.now_ms, cluster=cluster,
                           hooks=hooks, capture=capture, access=acl_access, authorizer=authorizer)
-    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report, users, authorizer)
+    return Parts(data, topics, broker, handlers, clock, groups, txn, dispatch, load_report, users, authorizer,
+                 share_state)

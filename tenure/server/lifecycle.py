@@ -33,7 +33,7 @@ from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
 from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
-from tenure.protocol.internal_topics import OFFSETS_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
@@ -191,7 +191,8 @@ class Server:
                                    durability=self.durability, faults=self.faults, metrics=self.metrics,
                                    hooks=self.hooks, capture=self.capture, on_fatal=self._fatal, static_configs=self.static_configs,
                                    serving=lambda: self._serving)
-        self.moves = Moves(config, self.cluster, self.listeners, parts.topics, parts.groups, parts.txn_coordinator)
+        self.moves = Moves(config, self.cluster, self.listeners, parts.topics, parts.groups, parts.txn_coordinator,
+                           parts.share_state)
         self.cluster.on_leader_change.append(self.moves.leader_changed)
 
     # the parts, once built (an error before start())
@@ -220,6 +221,7 @@ class Server:
         broker adds those it knows itself)."""
         c = self.config
         offsets = self.topics.get(OFFSETS_TOPIC)
+        share = self.topics.get(SHARE_STATE_TOPIC)
         return {**self.security.static_configs(self.listeners[0].endpoints),
                 "offsets.topic.num.partitions": str(len(offsets.partitions) if offsets else
                                                     c.offsets_partition_count),
@@ -231,6 +233,10 @@ class Server:
                 "group.consumer.session.timeout.ms": str(c.consumer_session_timeout_ms),
                 "group.consumer.heartbeat.interval.ms": str(c.consumer_heartbeat_interval_ms),
                 "group.consumer.migration.policy": c.consumer_migration_policy,
+                "group.share.session.timeout.ms": str(c.share_session_timeout_ms),
+                "group.share.heartbeat.interval.ms": str(c.share_heartbeat_interval_ms),
+                "share.coordinator.state.topic.num.partitions": str(len(share.partitions) if share else
+                                                                    c.share_state_partitions),
                 "log.cleaner.backoff.ms": str(c.cleaner_interval_ms),
                 "log.retention.check.interval.ms": str(c.retention_check_interval_ms),
                 **({"replica.selector.class": c.replica_selector_class} if c.replica_selector_class else {}),

@@ -12,10 +12,10 @@ from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.runtime import CoordinatorRuntime
-from tenure.protocol.internal_topics import OFFSETS_TOPIC, TRANSACTION_TOPIC
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC
 from tenure.protocol.records import CoordinatorLoadRecord
 
-from .build import TransactionCoordinatorHandle
+from .build import ShareStateHandle, TransactionCoordinatorHandle
 from .listener import Listener
 
 log = logging.getLogger("tenure.server")
@@ -23,9 +23,10 @@ log = logging.getLogger("tenure.server")
 
 class Moves:
     def __init__(self, config: ServerConfig, cluster: Cluster, listeners: dict[int, Listener],
-                 topics: TopicRegistry, groups: GroupRuntime, txn_coordinator: TransactionCoordinatorHandle) -> None:
+                 topics: TopicRegistry, groups: GroupRuntime, txn_coordinator: TransactionCoordinatorHandle,
+                 share_state: ShareStateHandle | None = None) -> None:
         self.config, self.cluster, self.listeners, self.topics = config, cluster, listeners, topics
-        self.groups, self.txn_coordinator = groups, txn_coordinator
+        self.groups, self.txn_coordinator, self.share_state = groups, txn_coordinator, share_state
         self._moving: set[asyncio.Task] = set()    # coordinator loads after a move (see leader_changed)
 
     def cancel(self) -> None:
@@ -36,8 +37,11 @@ class Moves:
     def leader_changed(self, change: LeaderChange, cause: str) -> None:
         """A partition's leader changed. An offsets partition's coordinator moves with it: the shard unloads
         now, the new leader loads it in the background (14 meanwhile) and writes a CoordinatorLoadRecord.
-        (__transaction_state's coordinator is answered by its new leader at once: its one shard stays.)"""
-        runtime = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.txn_coordinator.runtime}.get(change.topic)
+        __transaction_state's and __share_group_state's coordinators move the same way (no record of the move:
+        their records have no such type)."""
+        share = self.share_state.runtime if self.share_state is not None else None
+        runtime = {OFFSETS_TOPIC: self.groups, TRANSACTION_TOPIC: self.txn_coordinator.runtime,
+                   SHARE_STATE_TOPIC: share}.get(change.topic)
         if runtime is None:
             return
         part = change.partition

@@ -165,3 +165,26 @@ def test_a_new_partition_bumps_the_epoch_and_reassigns():
     r = h.shb("a", 2)
     assert r["member_epoch"] == 3 and h.parts(r) == {"t": [0]}
     assert h.parts(h.shb("b", 2)) == {"t": [1]}
+
+
+def test_a_groups_own_configs_set_its_members_interval_and_session():
+    """Issue 26: the GROUP resource's share.session.timeout.ms and share.heartbeat.interval.ms over the
+    server's, as Kafka's GroupMetadataManager looks them up for a share group; another group keeps the server's."""
+    h = ShareHarness(topics=Topics(t=1))
+    h.topics.dynamic_configs = {"group": {"g": {"share.session.timeout.ms": "50000",
+                                                "share.heartbeat.interval.ms": "6000"}}}
+    a = h.shb("a")
+    assert a["heartbeat_interval_ms"] == 6000
+    assert h.timer("share-session", "g", "a") == h.now_ms + 50000
+    other = h.shb("b", group_id="other")
+    assert other["heartbeat_interval_ms"] == CoordinatorConfig().share_heartbeat_interval_ms
+    assert h.timer("share-session", "other", "b") == h.now_ms + SESSION
+    # a change applies from the next heartbeat; the group's session is what describe reports
+    h.topics.dynamic_configs["group"]["g"]["share.heartbeat.interval.ms"] = "7000"
+    assert h.shb("a", 1)["heartbeat_interval_ms"] == 7000
+    assert h.coordinator.group_info("g").members[0].session_timeout_ms == 50000
+    # the session expires at the group's timeout, not the server's
+    h.advance(SESSION + 1)
+    assert "a" in h.g().members
+    h.advance(50000 - SESSION)
+    assert h.g().members == {}

@@ -82,3 +82,83 @@ def test_a_snapshot_tombstone_forgets_the_share_partition_and_other_keys_raise()
 def test_runs_join_consecutive_offsets_of_one_state_and_count():
     assert runs({1: (0, 1), 2: (0, 1), 3: (2, 1), 5: (2, 1), 6: (2, 1)}) == (
         (1, 2, 0, 1), (3, 3, 2, 1), (5, 6, 2, 1))
+
+
+# ---------------------------------------------------------------- the partitions of __share_group_state
+def test_a_share_partitions_coordinator_key_and_partition_are_kafkas():
+    """Kafka's SharePartitionKey.asCoordinatorKey ("group:topic id:partition", the topic id as Uuid.toString
+    writes it: URL-safe base64, no padding) and ShareCoordinatorService.partitionFor (abs(String.hashCode) % the
+    partitions); the key parsed back as SharePartitionKey.validate checks it."""
+    import pytest
+
+    from tenure.protocol.internal_topics import (
+        java_string_hash,
+        kafka_uuid,
+        parse_share_coordinator_key,
+        share_coordinator_key,
+    )
+    assert kafka_uuid(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"          # Kafka's Uuid.ONE_UUID
+    tid = uuid.UUID("5d1b0ac4-6b2f-4ff3-8a1e-8c4f8d1b2e3a")
+    key = share_coordinator_key("orders", tid, 3)
+    assert key == f"orders:{kafka_uuid(tid)}:3" and len(kafka_uuid(tid)) == 22
+    assert parse_share_coordinator_key(key) == ("orders", tid, 3)
+    assert parse_share_coordinator_key(f" orders :{kafka_uuid(tid)}=:+3::") == ("orders", tid, 3)
+    for bad in ("", "orders", f"orders:{kafka_uuid(tid)}", f"a:b:{kafka_uuid(tid)}:1", f"  :{kafka_uuid(tid)}:1",
+                "orders:not-a-uuid:1", f"orders:{kafka_uuid(tid)}:x", f"orders:{kafka_uuid(tid)}:2147483648",
+                "orders:AAAA:1", f"orders:{tid}:1"):
+        with pytest.raises(ValueError):
+            parse_share_coordinator_key(bad)
+    h = java_string_hash(key)
+    from tenure.coordinator.share_state import ShareStateRuntime
+    rt = _runtime(50)
+    assert rt.partition_of_key(("orders", tid, 3)) == abs(h) % 50
+    assert isinstance(rt, ShareStateRuntime)
+
+
+def _runtime(partitions: int):
+    from tenure.broker.topics import TopicRegistry
+    from tenure.coordinator.clock import CoordinatorClock
+    from tenure.coordinator.share_state import ShareStateRuntime
+    from tenure.protocol import share_state_records
+    from tenure.protocol.internal_topics import SHARE_STATE_TOPIC
+    topic = TopicRegistry().create(SHARE_STATE_TOPIC, partitions, internal=True, configs={"cleanup.policy": "compact"})
+    return ShareStateRuntime(ShareStateShard, topic, clock=CoordinatorClock(lambda: 1_000_000),
+                             codec=share_state_records, timer_keys=())
+
+
+def test_share_state_spreads_over_the_partitions_and_a_moved_shard_loads_it_back():
+    """Share partitions' state lands in the partition of its key; a shard that moves (unloaded, then loaded
+    again from its partition's log by replay) gives every share partition the state it had, the broker's calls
+    waiting while it loads and writing on after it (updates, not a new snapshot)."""
+    import asyncio
+
+    from tenure.coordinator.share_state import ShareStateUnavailable
+
+    async def run() -> None:
+        rt = _runtime(50)
+        keys = [(f"g{i}", uuid.UUID(int=i + 1), i % 3) for i in range(40)]
+        for i, k in enumerate(keys):
+            assert await rt.write(k, i, ((i, i + 1, AVAILABLE, 2), (i + 2, i + 2, ARCHIVED, 5)))
+        used = {rt.partition_of_key(k) for k in keys}
+        assert len(used) > 10                                      # spread by Kafka's hash, not all in one
+        for k in keys:
+            assert k in rt.shards[rt.partition_of_key(k)].states
+        before = {k: rt.read(k) for k in keys}
+        moved = rt.partition_of_key(keys[0])
+        rt.begin_move(moved)
+        try:
+            rt.read(keys[0])
+            raise AssertionError("read a shard that is loading")
+        except ShareStateUnavailable as exc:
+            assert exc.code == 14 and exc.partition == moved
+        waiter = asyncio.ensure_future(rt.write(keys[0], 1, ((1, 1, ACKNOWLEDGED, 2),)))
+        await asyncio.sleep(0.02)
+        assert not waiter.done()                                   # waits for the load
+        await rt.finish_move(moved)
+        assert await asyncio.wait_for(waiter, 5)
+        assert {k: rt.read(k) for k in keys[1:]} == {k: before[k] for k in keys[1:]}
+        assert rt.read(keys[0]) == (1, ((1, 1, ACKNOWLEDGED, 2), (2, 2, ARCHIVED, 5)))   # an update: what it names
+        assert rt.shards[moved].states[keys[0]].updates == 1       # the loaded snapshot, then an update
+        rt.begin_move(moved, loading=False)                        # no leader: the broker's write is refused
+        assert await rt.write(keys[0], 2, ()) is False
+    asyncio.run(run())

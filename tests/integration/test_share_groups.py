@@ -527,3 +527,106 @@ def test_every_group_control_view_and_metric_serves_a_share_group():
             assert member not in {m.member_id for m in st.group("sv-g").members}
         finally:
             s.close()
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval_rule_its_members(server):
+    """The GROUP resource's share.heartbeat.interval.ms and share.session.timeout.ms (IncrementalAlterConfigs)
+    are what the coordinator uses for that group's members, over the server's (200 ms, 45 s here), as Kafka's
+    GroupMetadataManager does: librdkafka heartbeats at the interval the answers give, and advancing the clock
+    past the server's session timeout removes only the member of the group that kept the server's."""
+    st = server
+    admin = AdminClient({"bootstrap.servers": st.bootstrap})
+    setup(st, "own", "own-g")
+    res = ConfigResource(ResourceType.GROUP, "own-g", incremental_configs=[
+        ConfigEntry("share.heartbeat.interval.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(10)
+    own, other = Sharer(st, "own-g", "own", "own"), Sharer(st, "srv-g", "own", "srv")
+    try:
+        wait_for(lambda: all(st.group(g) is not None and st.group(g).members for g in ("own-g", "srv-g")),
+                 what="both groups with their member")
+        answered = {g: {x.response.heartbeat_interval_ms for x in st.requests(api="ShareGroupHeartbeat", group=g)
+                        if x.response is not None and x.response.error_code == 0}
+                    for g in ("own-g", "srv-g")}
+        assert answered == {"own-g": {1000}, "srv-g": {200}}
+        assert [m.session_timeout_ms for m in st.group("own-g").members] == [50000]
+        assert [m.session_timeout_ms for m in st.group("srv-g").members] == [45000]
+        n0 = {g: len(st.requests(api="ShareGroupHeartbeat", group=g)) for g in ("own-g", "srv-g")}
+        time.sleep(3)
+        beats = {g: len(st.requests(api="ShareGroupHeartbeat", group=g)) - n0[g] for g in ("own-g", "srv-g")}
+        assert beats["own-g"] <= 5 and beats["srv-g"] >= 2 * beats["own-g"] + 3, beats
+        before = {g: st.rebalances(g) for g in ("own-g", "srv-g")}
+        st.advance_clock(46_000)                          # past the server's 45 s, within the group's own 50 s
+        wait_for(lambda: st.rebalances("srv-g") > before["srv-g"], what="the server-timeout member removed")
+        assert st.rebalances("own-g") == before["own-g"]
+    finally:
+        own.close()
+        other.close()
+
+
+def test_the_share_coordinator_moves_with_its_partitions_leader_and_keeps_every_records_state():
+    """Three brokers, __share_group_state in Kafka's 50 partitions: FindCoordinator v6 with a share partition's
+    key (type 2, asked as a broker asks it) names the leader of the key's partition; that broker is stopped (a
+    kill: its leaderships move), the share coordinator's shard loads on the new leader from its records, and
+    FindCoordinator names the new leader. The state - a released record's delivery count, three accepted ones -
+    is what it was, and a confluent-kafka ShareConsumer then gets only the released record, its delivery
+    counted (2)."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from tenure.protocol.internal_topics import SHARE_STATE_TOPIC, partition_for, share_coordinator_key
+    from tests.support.wire import WireClient
+
+    with ServerThread(ServerConfig(port=0, brokers=3, share_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0)) as st:
+        admin = AdminClient({"bootstrap.servers": st.bootstrap})
+        admin.create_topics([NewTopic("sc", 1, 3)])["sc"].result(10)       # on every broker: it outlives a kill
+        setup(st, "sc-other", "sc-g")                                       # the group's configs
+        produce(st, "sc", ["again", "a", "b", "c"], linger_ms=200)
+        a = Sharer(st, "sc-g", "sc", "a", lambda m: RELEASE if m.offset() == 0 else ACCEPT, stop_after=4,
+                   commit_at_stop=True)
+        try:
+            wait_for(a.committed.is_set, what="the four records acknowledged")
+        finally:
+            a.close()
+        view = lambda: [(r["state"], r["delivery_count"]) for r in st.share_partition("sc-g", "sc", 0)["records"]]  # noqa: E731
+        wait_for(lambda: view() == [("available", 1)] + [("acknowledged", 1)] * 3, what="0 released, 1-3 accepted")
+        handle = st.server.parts.share_state
+        tid = st.call(lambda: st.server.topics.get("sc").topic_id)
+        state = ("sc-g", tid, 0)
+        key = share_coordinator_key(*state)
+        part = partition_for(key, 50)
+        assert st.call(lambda: len(st.server.topics.get(SHARE_STATE_TOPIC).partitions)) == 50
+
+        def coordinator(via: int):
+            addr = st.bootstrap.split(",")[via]
+            w = WireClient.to(addr)
+            try:
+                r = w.call(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 6)
+            finally:
+                w.close()
+            c = r.coordinators[0]
+            return c.key, c.error_code, c.node_id
+        _, code, leader = coordinator(0)
+        assert code == 0 and leader == st.call(lambda: st.server.cluster.leader_of(SHARE_STATE_TOPIC, part))
+        saved = st.call(lambda: handle.runtime.read(state))
+        assert saved == (0, ((0, 0, 0, 1), (1, 3, 2, 1)))       # offset 0 available (1 delivery), 1-3 acknowledged
+        old_shard = st.call(lambda: handle.runtime.shards[part])
+        st.stop_broker(leader)
+        up = next(b for b in range(3) if b != leader)
+        _, code, moved_to = coordinator(up)
+        assert code == 0 and moved_to not in (leader, -1)
+        assert st.call(lambda: handle.runtime.shards[part]) is not old_shard     # loaded again, by replay
+        assert st.call(lambda: handle.runtime.read(state)) == saved
+        b = Sharer(st, "sc-g", "sc", "b", lambda m: ACCEPT)
+        try:
+            try:
+                wait_for(lambda: done(st, "sc-g", "sc", 4), what="the released record accepted after the move")
+            except AssertionError:
+                raise AssertionError((st.share_partition("sc-g", "sc", 0), b.got(), b.errors, leader,
+                                      st.call(lambda: st.server.cluster.leader_of("sc", 0)),
+                                      st.coordinator_of("sc-g"))) from None
+        finally:
+            b.close()
+        assert [(o, n) for _, o, n, _ in b.got()] == [(0, 2)]
+        assert st.call(lambda: handle.runtime.read(state)) == (4, ())            # written on the new leader
+        st.start_broker(leader)

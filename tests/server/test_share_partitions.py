@@ -305,6 +305,9 @@ class Persisted:
         self.saved: dict = {}
         self.writes = 0
 
+    async def ready(self) -> None:
+        """Its one store never moves."""
+
     def read(self, group_id, topic_id, partition):
         return self.saved.get((group_id, topic_id, partition))
 
