@@ -232,7 +232,7 @@ _TABLE = [
     # partition joins the transaction with the commit), as EndTxn's
     _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5, GROUP),
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
-    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
+    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 2, TRANSACTION),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
     # authentication (security/): a SASL listener's connection answers SaslHandshake and SaslAuthenticate while it
     # authenticates (security/sasl.py); the broker's handlers answer them after it, or on another listener, with
@@ -260,7 +260,6 @@ SHORT_OF_NEWEST: dict[int, str] = {
     8: "v10 names topics by id (KIP-848 follow-up); tenure's offset store is keyed by name and does not serve it "
        "yet: clients use v9",
     9: "v10 names topics by id, as OffsetCommit v10: not served yet, clients use v9",
-    66: "v2 adds a transactional id pattern filter (KIP-1152); not served yet",
 }
 
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}

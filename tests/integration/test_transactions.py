@@ -543,6 +543,25 @@ def test_java_admin_lists_and_describes_transactions_and_producers(tenure_server
     p.abort_transaction(30)
 
 
+@pytest.mark.java
+def test_java_admin_lists_transactions_by_transactional_id_pattern(tenure_server):
+    """Java 4.3's Admin sends ListTransactions v2 (KIP-1152) with filterOnTransactionalIdPattern: the ids the whole
+    of which the pattern matches are listed; a pattern RE2/J refuses fails the call with Kafka's
+    InvalidRegularExpressionException. The versions on the wire are v2."""
+    from tests.support.java import run_java
+    bs = tenure_server.bootstrap
+    producers = [open_transaction(bs, f"pat-txn-{tid}", tid) for tid in ("pat-a1", "pat-a2", "other-b1")]
+    [matched] = run_java("AdminOps", bs, "list-transactions", "pat-a.*", timeout=120)
+    assert matched == {"type": "listed", "transactions": ["pat-a1", "pat-a2"], "error": None}
+    assert run_java("AdminOps", bs, "list-transactions", "pat", timeout=120)[0]["transactions"] == []
+    [bad] = run_java("AdminOps", bs, "list-transactions", "(ab(cd", timeout=120)
+    assert bad["exception"] == "org.apache.kafka.common.errors.InvalidRegularExpression"
+    served = {(x.version, x.error) for x in tenure_server.requests("ListTransactions")}
+    assert served == {(2, 0), (2, 128)}
+    for p in producers:
+        p.abort_transaction(30)
+
+
 def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenure_server):
     from kafka.admin import KafkaAdminClient
     from kafka.structs import TopicPartition
