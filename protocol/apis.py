@@ -207,8 +207,8 @@ _TABLE = [
     _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
     _spec(ListConfigResourcesRequest, ListConfigResourcesResponse, 0, 1),
     # the classic group coordinator
-    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9, GROUP),
-    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9, GROUP),
+    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 10, GROUP),
+    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 10, GROUP),
     _spec(JoinGroupRequest, JoinGroupResponse, 0, 9, GROUP),
     _spec(HeartbeatRequest, HeartbeatResponse, 0, 4, GROUP),
     _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5, GROUP),
@@ -257,9 +257,6 @@ _TABLE = [
 # where tenure's newest version is below Kafka 4.3's, why (`tenure apis` and docs/apis.md print it; a test holds
 # it to the table: every API short of 4.3 has its reason, and no other)
 SHORT_OF_NEWEST: dict[int, str] = {
-    8: "v10 names topics by id (KIP-848 follow-up); tenure's offset store is keyed by name and does not serve it "
-       "yet: clients use v9",
-    9: "v10 names topics by id, as OffsetCommit v10: not served yet, clients use v9",
 }
 
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
