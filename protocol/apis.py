@@ -162,6 +162,7 @@ class ApiSpec:
     min_version: int
     max_version: int
     owner: str = BROKER
+    announced_from: int | None = None  # ApiVersions' least version when below what is served (KAFKA-18659)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -177,7 +178,7 @@ def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
 
 
 _TABLE = [
-    _spec(ProduceRequest, ProduceResponse, 3, 13),
+    _spec(ProduceRequest, ProduceResponse, 0, 13),   # v0-2: message formats v0/v1 (broker/message_format.py)
     _spec(FetchRequest, FetchResponse, 4, 18),
     _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 11),
     _spec(MetadataRequest, MetadataResponse, 0, 13),
@@ -274,8 +275,9 @@ class ServedApis:
     explicit: bool = False
 
     def ranges(self) -> list[tuple[int, int, int]]:
-        """(api_key, min, max) for every served API, sorted by key."""
-        return [(k, s.min_version, s.max_version) for k, s in sorted(self.specs.items())]
+        """(api_key, min, max) for every served API as ApiVersions announces it, sorted by key."""
+        return [(k, s.min_version if s.announced_from is None else s.announced_from, s.max_version)
+                for k, s in sorted(self.specs.items())]
 
     @property
     def name(self) -> str:
@@ -283,15 +285,21 @@ class ServedApis:
 
 
 def _cut(r: Release) -> dict[int, ApiSpec]:
-    """tenure's table cut to a release's ranges; an API the release lacks, or whose range misses tenure's, goes."""
+    """tenure's table cut to a release's ranges; an API the release lacks, or whose range misses tenure's, goes.
+    Versions the release announces but refuses (Produce v0-2 from 4.0) are announced, not served."""
     out = {}
     for s in _TABLE:
         if s.key not in r.api_versions:
             continue
-        lo, hi = r.api_versions[s.key]
-        lo, hi = max(lo, s.min_version), min(hi, s.max_version)
+        announced, hi = r.api_versions[s.key]
+        lo = max(announced, s.min_version)
+        only = r.announced_only.get(s.key)
+        if only is not None and only[0] <= lo <= only[1]:
+            lo = only[1] + 1
+        hi = min(hi, s.max_version)
         if lo <= hi:
-            out[s.key] = replace(s, min_version=lo, max_version=hi)
+            out[s.key] = replace(s, min_version=lo, max_version=hi,
+                                 announced_from=announced if announced < lo and only is not None else None)
     return out
 
 
