@@ -120,7 +120,11 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
 
     # ---------------------------------------------------------------- ApiVersions / Metadata
     async def api_versions(self, req: Request, ctx: RequestContext) -> Any:
-        return api_versions_body(req.api_version, served=req.served, transaction_version=self.transaction_version)
+        """FinalizedFeaturesEpoch is the cluster's metadata offset (DescribeQuorum's high watermark: the changes
+        of the cluster table), as a KRaft broker's is the offset of its metadata image: the same on every
+        broker, never going back while the server runs, moving with every change of the cluster's metadata."""
+        return api_versions_body(req.api_version, served=req.served, transaction_version=self.transaction_version,
+                                 features_epoch=self.cluster.metadata_records)
 
     async def metadata(self, req: Request, ctx: RequestContext) -> Any:
         body, v = req.body, req.api_version

@@ -17,6 +17,7 @@ from tenure.protocol.markers import TxnMarker
 from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches, stamp_log_append_time
 
 from .base import BrokerBase, per_partition, resp
+from .message_format import is_legacy, upconvert
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
 
 log = logging.getLogger("tenure.broker")
@@ -26,6 +27,7 @@ MAX_BATCH_BYTES = int(DEFAULT_TOPIC_CONFIGS["max.message.bytes"])
 # a handler's answer meaning "close this connection instead of answering" (the dispatcher closes it)
 CLOSE_CONNECTION = object()
 ADDS_PARTITIONS_SINCE = 12     # Produce v12+ of a transactions v2 producer: its partitions join by the Produce
+LEGACY_FORMAT_UNTIL = 2        # Produce v0-2 carry message formats v0/v1, converted to v2 on append (message_format.py)
 # the coordinator's answers a producer retries, which Kafka's broker answers NOT_ENOUGH_REPLICAS (a retriable
 # error that older clients retry without refreshing their metadata)
 _RETRIED_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -185,6 +187,8 @@ class ProduceApis(BrokerBase):
         try:
             if not records:
                 raise InvalidBatch("produce request carries no record batch")
+            if api_version <= LEGACY_FORMAT_UNTIL and is_legacy(records):
+                records = upconvert(records)
             headers = parse_batches(records)
             for h in headers:
                 if h.size > max_bytes:      # the topic's max.message.bytes, as Kafka's append checks it

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from tenure.coordinator.consumer.regex import InvalidRegex, compile_regex
 from tenure.coordinator.result import Result
 from tenure.coordinator.timers import Timer
 from tenure.protocol.acl import DESCRIBE, TOPIC, TRANSACTIONAL_ID, WRITE
@@ -499,19 +500,33 @@ class TransactionCoordinator:
         return res
 
     def _list(self, ctx: TxnContext, body) -> TxnResult:
-        """Kafka's filters: states by name (unknown names are echoed back), producer ids, and (v1+) only
-        transactions running at least `duration_filter` ms."""
+        """Kafka's filters (TransactionStateManager.listTransactionStates): states by name (unknown names are
+        echoed back), producer ids, (v1+) only transactions running longer than `duration_filter` ms, and (v2+,
+        KIP-1152) only transactional ids the whole of which `transactional_id_pattern` matches - an RE2/J
+        pattern, as the consumer groups' topic regexes; null or empty: no filter. A pattern RE2/J refuses
+        answers INVALID_REGULAR_EXPRESSION (128) and lists nothing."""
         res = TxnResult()
         R = SUPPORTED[LIST_TRANSACTIONS].response
         states = set(body.state_filters or ())
         unknown = sorted(states - set(STATE_NAMES))
         pids = set(body.producer_id_filters or ())
         duration = body.duration_filter if ctx.api_version >= 1 else -1
+        pattern = body.transactional_id_pattern if ctx.api_version >= 2 else None
+        matcher = None
+        if pattern:
+            try:
+                matcher = compile_regex(pattern)
+            except InvalidRegex:
+                res.respond(ctx.token, R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                         unknown_state_filters=[], transaction_states=[]))
+                return res
         out = []
         for tid, t in sorted(self.transactions.items()):
             if t.state == DEAD or (states and t.state_name not in states) or (pids and t.producer_id not in pids):
                 continue
-            if duration >= 0 and ctx.now_ms - t.start_ms < duration:
+            if duration >= 0 and ctx.now_ms - t.start_ms <= duration:     # running longer than: strictly
+                continue
+            if matcher is not None and matcher.fullmatch(tid) is None:
                 continue
             if not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, tid):
                 continue

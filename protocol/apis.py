@@ -162,6 +162,7 @@ class ApiSpec:
     min_version: int
     max_version: int
     owner: str = BROKER
+    announced_from: int | None = None  # ApiVersions' least version when below what is served (KAFKA-18659)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -177,7 +178,7 @@ def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
 
 
 _TABLE = [
-    _spec(ProduceRequest, ProduceResponse, 3, 13),
+    _spec(ProduceRequest, ProduceResponse, 0, 13),   # v0-2: message formats v0/v1 (broker/message_format.py)
     _spec(FetchRequest, FetchResponse, 4, 18),
     _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 11),
     _spec(MetadataRequest, MetadataResponse, 0, 13),
@@ -207,8 +208,8 @@ _TABLE = [
     _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
     _spec(ListConfigResourcesRequest, ListConfigResourcesResponse, 0, 1),
     # the classic group coordinator
-    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 9, GROUP),
-    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 9, GROUP),
+    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 10, GROUP),
+    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 10, GROUP),
     _spec(JoinGroupRequest, JoinGroupResponse, 0, 9, GROUP),
     _spec(HeartbeatRequest, HeartbeatResponse, 0, 4, GROUP),
     _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5, GROUP),
@@ -232,7 +233,7 @@ _TABLE = [
     # partition joins the transaction with the commit), as EndTxn's
     _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5, GROUP),
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
-    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1, TRANSACTION),
+    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 2, TRANSACTION),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
     # authentication (security/): a SASL listener's connection answers SaslHandshake and SaslAuthenticate while it
     # authenticates (security/sasl.py); the broker's handlers answer them after it, or on another listener, with
@@ -257,10 +258,6 @@ _TABLE = [
 # where tenure's newest version is below Kafka 4.3's, why (`tenure apis` and docs/apis.md print it; a test holds
 # it to the table: every API short of 4.3 has its reason, and no other)
 SHORT_OF_NEWEST: dict[int, str] = {
-    8: "v10 names topics by id (KIP-848 follow-up); tenure's offset store is keyed by name and does not serve it "
-       "yet: clients use v9",
-    9: "v10 names topics by id, as OffsetCommit v10: not served yet, clients use v9",
-    66: "v2 adds a transactional id pattern filter (KIP-1152); not served yet",
 }
 
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
@@ -278,8 +275,9 @@ class ServedApis:
     explicit: bool = False
 
     def ranges(self) -> list[tuple[int, int, int]]:
-        """(api_key, min, max) for every served API, sorted by key."""
-        return [(k, s.min_version, s.max_version) for k, s in sorted(self.specs.items())]
+        """(api_key, min, max) for every served API as ApiVersions announces it, sorted by key."""
+        return [(k, s.min_version if s.announced_from is None else s.announced_from, s.max_version)
+                for k, s in sorted(self.specs.items())]
 
     @property
     def name(self) -> str:
@@ -287,15 +285,21 @@ class ServedApis:
 
 
 def _cut(r: Release) -> dict[int, ApiSpec]:
-    """tenure's table cut to a release's ranges; an API the release lacks, or whose range misses tenure's, goes."""
+    """tenure's table cut to a release's ranges; an API the release lacks, or whose range misses tenure's, goes.
+    Versions the release announces but refuses (Produce v0-2 from 4.0) are announced, not served."""
     out = {}
     for s in _TABLE:
         if s.key not in r.api_versions:
             continue
-        lo, hi = r.api_versions[s.key]
-        lo, hi = max(lo, s.min_version), min(hi, s.max_version)
+        announced, hi = r.api_versions[s.key]
+        lo = max(announced, s.min_version)
+        only = r.announced_only.get(s.key)
+        if only is not None and only[0] <= lo <= only[1]:
+            lo = only[1] + 1
+        hi = min(hi, s.max_version)
         if lo <= hi:
-            out[s.key] = replace(s, min_version=lo, max_version=hi)
+            out[s.key] = replace(s, min_version=lo, max_version=hi,
+                                 announced_from=announced if announced < lo and only is not None else None)
     return out
 
 

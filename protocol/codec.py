@@ -133,11 +133,14 @@ def encode_response(request: Request, body: Any) -> bytes:
 
 
 def api_versions_body(version: int, error_code: int = ErrorCode.NONE, served: ServedApis = DEFAULT_SERVED,
-                      transaction_version: int | None = None):
+                      transaction_version: int | None = None, features_epoch: int = 1):
     """The ApiVersions answer of a server presenting `served`: its API ranges and, from v3, the features its
     release announces (v3 leaves out supported features whose least level is 0, as Kafka does for the clients
     that could not parse them; finalized ones at level 0 are never listed); `transaction_version`: the
-    `transaction.version` level the server finalizes (--transaction-version; None: the release's)."""
+    `transaction.version` level the server finalizes (--transaction-version; None: the release's);
+    `features_epoch`: FinalizedFeaturesEpoch when features are finalized (a KRaft broker's is the offset of the
+    metadata it has applied - every broker's the same once caught up; -1 with none finalized, as a ZooKeeper
+    broker without the feature znode answers)."""
     resp_cls = DEFAULT_SERVED.specs[API_VERSIONS_KEY].response
     keys = [resp_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in served.ranges()]
     body = resp_cls(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
@@ -149,7 +152,7 @@ def api_versions_body(version: int, error_code: int = ErrorCode.NONE, served: Se
                                    if version >= 4 or lo > 0]
         body.finalized_features = [F(name=n, max_version_level=hi, min_version_level=lo)
                                    for n, (lo, hi) in finalized.items()]
-        body.finalized_features_epoch = 1 if finalized else -1
+        body.finalized_features_epoch = features_epoch if finalized else -1
     return body
 
 

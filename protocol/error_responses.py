@@ -102,11 +102,13 @@ def leave_group_error(code: int) -> LeaveGroupResponse:
 
 def offset_commit_error(topics, code: int, response=OffsetCommitResponse):
     """OffsetCommit's (or TxnOffsetCommit's, `response`) error: `code` for every partition of every topic
-    the request named."""
+    the request named (by id too: OffsetCommit v10)."""
     T = response.fields["topics"].data_class
     P = T.fields["partitions"].data_class
+    ids = "topic_id" in T.fields
     return response(throttle_time_ms=0, topics=[
-        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions or []])
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions or []],
+          **({"topic_id": t.topic_id} if ids else {}))
         for t in topics or []])
 
 

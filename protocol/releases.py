@@ -13,6 +13,8 @@ Sources (facts read, nothing copied):
   4.3-IV0 30), TransactionVersion (`transaction.version` 2: KIP-890, finalized by a cluster formatted at 4.0+)
   and GroupVersion (`group.version` 1: KIP-848, finalized from 4.0). A 2.8-3.2 broker (ZooKeeper) finalizes no
   feature. A finalized level 0 is not listed (Kafka leaves it out of FinalizedFeatures).
+- Produce v0-2 from 4.0: KIP-896 removed them, yet a 4.x broker still announces Produce from v0 (KAFKA-18659: a
+  librdkafka bug needs v0 in ApiVersions) and refuses those versions when they come (`announced_only`).
 - Not here yet: KIP-1101 (4.1: the consumer group's metadata hash replacing its subscription metadata records;
   tenure's consumer groups use the hash whatever the release) and the defaults that changed between releases.
 """
@@ -47,6 +49,8 @@ class Release:
     api_versions: Mapping[int, tuple[int, int]]      # api key -> (min, max), as the release's brokers announce
     features: Mapping[str, Feature] = field(default_factory=dict)
     consumer_group_protocol: bool = False            # KIP-848 (ConsumerGroupHeartbeat): 4.0+
+    # api key -> the versions the release's brokers announce in ApiVersions but refuse when sent (KAFKA-18659)
+    announced_only: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def transaction_version(self) -> int:
@@ -88,11 +92,17 @@ def _features(version: tuple[int, int]) -> dict[str, Feature]:
     return out
 
 
+PRODUCE = 0
+KIP_896_PRODUCE = (0, 2)          # the Produce versions (message formats v0/v1) Kafka 4.0 removed
+
+
 def _release(version: tuple[int, int]) -> Release:
     consumer = version >= (4, 0)
     ranges = {k: v for k, v in BROKER_API_VERSIONS[version].items() if consumer or k not in CONSUMER_GROUP_APIS}
+    announced_only = {PRODUCE: KIP_896_PRODUCE} if version >= (4, 0) else {}
     return Release(name=f"{version[0]}.{version[1]}", version=version, api_versions=MappingProxyType(ranges),
-                   features=MappingProxyType(_features(version)), consumer_group_protocol=consumer)
+                   features=MappingProxyType(_features(version)), consumer_group_protocol=consumer,
+                   announced_only=MappingProxyType(announced_only))
 
 
 RELEASES: dict[str, Release] = {r.name: r for r in map(_release, [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tenure.broker.offsets_gate import merge_commit, request_order, split_commit
+from tenure.broker.offsets_gate import merge_commit, merge_fetch, request_order, resolve_ids, split_commit, split_fetch
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.transactions import is_transaction_request, txn_offset_commit_error
@@ -20,6 +20,8 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
 
 Route = Callable[[Request, RequestContext], Awaitable[Any]]
 OFFSET_COMMIT_KEY = 8
+OFFSET_FETCH_KEY = 9
+TOPIC_IDS_VERSION = 10          # OffsetCommit and OffsetFetch name topics by id from v10
 TXN_OFFSET_COMMIT_KEY = 28
 INIT_PRODUCER_ID_KEY = 22
 
@@ -38,7 +40,9 @@ class GroupRoute:
     """The group coordinator's runtime. An OffsetCommit or TxnOffsetCommit first passes the broker's topic check
     (broker/offsets_gate.py): partitions of unknown topics are answered 3 here and never reach it. A
     TxnOffsetCommit with partitions left then passes the transaction coordinator's check: its producer's open
-    transaction holds the group's offsets partition (AddOffsetsToTxn first; v5+ adds it), as Kafka verifies it."""
+    transaction holds the group's offsets partition (AddOffsetsToTxn first; v5+ adds it), as Kafka verifies it.
+    OffsetCommit v10 and OffsetFetch v10 name topics by id: the broker resolves them to names first (an unknown
+    id answers UNKNOWN_TOPIC_ID) and names the answer's topics by id again (offsets_gate.py)."""
 
     def __init__(self, runtime: GroupRuntime, topics: TopicRegistry,
                  txn_runtime: Callable[[], TransactionRuntime]) -> None:
@@ -61,11 +65,24 @@ class GroupRoute:
                 body.transactional_id, body.producer_id, body.producer_epoch, *offsets_partition)
         return txn_offset_commit_error(code, req.api_version)
 
+    async def _fetch_by_ids(self, req: Request, ctx: RequestContext) -> Any:
+        asked: dict[str, object] = {}
+        for q in req.body.groups:
+            resolve_ids(q.topics, self.topics)
+            asked.update((t.name, t.topic_id) for t in q.topics or () if t.name)
+        unknown = split_fetch(req.body)
+        return merge_fetch(await self.runtime.handle(req, ctx), unknown, asked, self.topics)
+
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:
+        by_id = req.api_version >= TOPIC_IDS_VERSION and req.api_key in (OFFSET_COMMIT_KEY, OFFSET_FETCH_KEY)
+        if by_id and req.api_key == OFFSET_FETCH_KEY:
+            return await self._fetch_by_ids(req, ctx)
         if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
             return await self.runtime.handle(req, ctx)
+        if by_id:
+            resolve_ids(req.body.topics, self.topics)
         order = request_order(req.body)
-        kept, refused = split_commit(req.body, self.topics, lambda name: ctx.allows(READ, TOPIC, name))
+        kept, refused = split_commit(req.body, self.topics, lambda name: ctx.allows(READ, TOPIC, name), by_id)
         if req.api_key == TXN_OFFSET_COMMIT_KEY and kept is not None:
             # as Kafka's broker: only a commit with partitions left reaches the transaction coordinator (a v5
             # one, all of whose partitions are refused, adds nothing to the transaction)
@@ -73,7 +90,7 @@ class GroupRoute:
             if code:
                 return error_response(req, code) if not refused else \
                     merge_commit(order, error_response(req, code), refused, req.spec.response)
-        if not refused:
+        if not refused and not by_id:
             return await self.runtime.handle(req, ctx)
         answer = await self.runtime.handle(req, ctx) if kept is not None else None
         return merge_commit(order, answer, refused, req.spec.response)

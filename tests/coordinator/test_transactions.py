@@ -151,6 +151,38 @@ def test_list_transactions_filters():
     assert listed(duration_filter=7000, state_filters=["Ongoing"]) == ([], [("a", "Ongoing")])
 
 
+def test_list_transactions_v2_filters_by_a_whole_match_of_the_transactional_id_pattern():
+    """KIP-1152 (TransactionStateManagerTest's cases): the pattern must match the whole id (RE2/J `matches()`),
+    null or empty is no filter, it combines with the other filters, v1 has no pattern; a pattern RE2/J refuses
+    answers INVALID_REGULAR_EXPRESSION (128) and lists nothing. The duration filter is strict ("running longer
+    than"): a transaction exactly that old is left out."""
+    from kafka.protocol.admin import ListTransactionsRequest
+    c = coordinator()
+    for i, tid in enumerate(["my-special-0", "t1", "your-special-1"]):
+        init(c, tid=tid, now=1000)
+        add(c, 5000 + i, 0, [0], tid=tid, now=2000 + 1000 * i)
+
+    def listed(version=2, now=10000, **kw):
+        body = ListTransactionsRequest(**{"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                                          "transactional_id_pattern": None, **kw})
+        r = c.handle(66, Ctx(9, version, now), body).responses[0][1]
+        return r.error_code, [t.transactional_id for t in r.transaction_states]
+
+    everything = (0, ["my-special-0", "t1", "your-special-1"])
+    assert listed() == everything and listed(transactional_id_pattern="") == everything
+    assert listed(transactional_id_pattern=".*special-.*") == (0, ["my-special-0", "your-special-1"])
+    assert listed(transactional_id_pattern="special") == (0, [])            # a whole match, not a search
+    assert listed(transactional_id_pattern="nothing") == (0, [])
+    assert listed(transactional_id_pattern="t\\d") == (0, ["t1"])
+    assert listed(transactional_id_pattern=".*special-.*", producer_id_filters=[5002]) == (0, ["your-special-1"])
+    assert listed(transactional_id_pattern=".*special-.*", duration_filter=7000) == (0, ["my-special-0"])
+    assert listed(transactional_id_pattern="(ab(cd") == (128, [])
+    assert listed(transactional_id_pattern="\\C") == (128, [])              # RE2/J refuses what C++ RE2 takes
+    assert listed(version=1, transactional_id_pattern="(ab(cd") == everything  # v1 carries no pattern
+    assert listed(duration_filter=7999) == (0, ["my-special-0"])            # running 8 s
+    assert listed(duration_filter=8000) == (0, [])                          # not longer than 8000 ms
+
+
 def test_group_coordinator_holds_transactional_offsets_until_the_marker():
     from kafka.protocol.producer import TxnOffsetCommitRequest as R
     from tenure.coordinator import GroupShard, RequestContext

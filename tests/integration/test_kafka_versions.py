@@ -263,3 +263,38 @@ def test_the_admin_endpoint_and_the_command_say_which_release(capsys):
         assert over_http["apis"]["Fetch"] == [4, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
         assert main(["broker", "kafka-version", "--admin", s.server.admin_address]) == 0
         assert json.loads(capsys.readouterr().out) == over_http
+
+
+def _features_epoch(host: str, port: int) -> tuple[int, tuple]:
+    with WireClient.to(f"{host}:{port}") as c:
+        r = c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    return r.finalized_features_epoch, tuple((f.name, f.max_version_level) for f in r.finalized_features)
+
+
+def _quorum_high_watermark(st) -> int:
+    from kafka.protocol.admin import DescribeQuorumRequest
+    T = DescribeQuorumRequest.TopicData
+    with WireClient.to(f"127.0.0.1:{st.port}") as c:
+        r = c.call(DescribeQuorumRequest(topics=[T(topic_name="__cluster_metadata",
+                                                   partitions=[T.PartitionData(partition_index=0)])]), 2)
+    return r.topics[0].partitions[0].high_watermark
+
+
+def test_finalized_features_epoch_is_the_metadata_offset_on_every_broker():
+    """As a KRaft broker's (the offset of the metadata image it has applied): the same on every broker, the
+    metadata log's position DescribeQuorum reports, moving with every change of the cluster's metadata (e.g. a
+    broker stopped); -1 from a ZooKeeper release (2.8) that finalizes no feature."""
+    with ServerThread(ServerConfig(port=0, brokers=2, kafka_version="4.0")) as s:
+        brokers = [(b["host"], b["port"]) for b in s.brokers()]
+        epochs = {_features_epoch(h, p) for h, p in brokers}
+        [(epoch, finalized)] = epochs
+        assert dict(finalized) == {"metadata.version": 25, "group.version": 1, "transaction.version": 2}
+        assert epoch == _quorum_high_watermark(s) > 0
+        s.create_topics({"fe": 3})
+        [(after, _)] = {_features_epoch(h, p) for h, p in brokers}
+        assert after == _quorum_high_watermark(s) >= epoch
+        s.stop_broker(1)
+        later, _ = _features_epoch(*brokers[0])
+        assert later == _quorum_high_watermark(s) > after               # a broker stopped: a metadata change
+    with ServerThread(ServerConfig(port=0, kafka_version="2.8")) as s:
+        assert _features_epoch("127.0.0.1", s.port) == (-1, ())

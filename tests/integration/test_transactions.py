@@ -12,6 +12,7 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, In
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tests.support.clients import create_topic
+from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -515,6 +516,38 @@ def test_sigkill_mid_transaction(tmp_path):
         assert sorted(seen) == sorted(committed + [b"later-0", b"later-1"])
 
 
+@pytest.mark.tenure(acls=["allow User:ANONYMOUS all transactional_id:acl-tx", "allow User:ANONYMOUS all topic:acl-t"],
+                     topics={"acl-t": 2})
+def test_add_partitions_to_txn_v4_is_the_brokers_and_needs_cluster_action(tenure_server, wire):
+    """AddPartitionsToTxn v4+ (KIP-890) is what a broker asks its transaction coordinator; Kafka announces 0-5 to
+    everyone (clients build v3 at most) and, under an authorizer, answers a v4+ request without CLUSTER_ACTION on
+    the cluster with CLUSTER_AUTHORIZATION_FAILED (31) for the whole request; with it, the request is served (and
+    with no authorizer at all it always is - test_transaction_apis_over_the_wire)."""
+    assert served_range(tenure_server, 24) == (0, 5)
+    r = wire.call(InitProducerIdRequest(transactional_id="acl-tx", transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1), 4)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert codes_v3(wire.call(add_v3("acl-tx", pid, epoch, [("acl-t", [0])]), 3)) == {("acl-t", 0): NONE}
+    A = AddPartitionsToTxnRequest
+    verify = A(transactions=[A.AddPartitionsToTxnTransaction(
+        transactional_id="acl-tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
+        topics=[A.AddPartitionsToTxnTopic(name="acl-t", partitions=[0, 1])])])
+    for version in (4, 5):
+        r = wire.call(verify, version)
+        assert (r.error_code, r.results_by_transaction) == (31, [])
+    tenure_server.add_acl("allow User:ANONYMOUS cluster_action cluster:kafka-cluster")
+    [res] = wire.call(verify, 5).results_by_transaction
+    assert {p.partition_index: p.partition_error_code for t in res.topic_results for p in t.results_by_partition} \
+        == {0: NONE, 1: 120}
+
+
+def served_range(st, key: int) -> tuple[int, int]:
+    from kafka.protocol.metadata import ApiVersionsRequest
+    with WireClient.to(st.bootstrap) as c:
+        r = c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    return next((k.min_version, k.max_version) for k in r.api_keys if k.api_key == key)
+
+
 # ------------------------------------------------------------------------------------------------ admin
 def open_transaction(bs: str, topic: str, tid: str):
     """A confluent-kafka producer with one record sent in an open transaction (returned to keep it open)."""
@@ -541,6 +574,25 @@ def test_java_admin_lists_and_describes_transactions_and_producers(tenure_server
     assert producers == {"type": "producers", "producers": [
         {"producer_id": pid, "epoch": 0, "last_sequence": 0, "txn_start_offset": 0}]}
     p.abort_transaction(30)
+
+
+@pytest.mark.java
+def test_java_admin_lists_transactions_by_transactional_id_pattern(tenure_server):
+    """Java 4.3's Admin sends ListTransactions v2 (KIP-1152) with filterOnTransactionalIdPattern: the ids the whole
+    of which the pattern matches are listed; a pattern RE2/J refuses fails the call with Kafka's
+    InvalidRegularExpressionException. The versions on the wire are v2."""
+    from tests.support.java import run_java
+    bs = tenure_server.bootstrap
+    producers = [open_transaction(bs, f"pat-txn-{tid}", tid) for tid in ("pat-a1", "pat-a2", "other-b1")]
+    [matched] = run_java("AdminOps", bs, "list-transactions", "pat-a.*", timeout=120)
+    assert matched == {"type": "listed", "transactions": ["pat-a1", "pat-a2"], "error": None}
+    assert run_java("AdminOps", bs, "list-transactions", "pat", timeout=120)[0]["transactions"] == []
+    [bad] = run_java("AdminOps", bs, "list-transactions", "(ab(cd", timeout=120)
+    assert bad["exception"] == "org.apache.kafka.common.errors.InvalidRegularExpression"
+    served = {(x.version, x.error) for x in tenure_server.requests("ListTransactions")}
+    assert served == {(2, 0), (2, 128)}
+    for p in producers:
+        p.abort_transaction(30)
 
 
 def test_kafka_python_admin_lists_and_describes_transactions_and_producers(tenure_server):

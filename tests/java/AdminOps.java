@@ -413,6 +413,22 @@ public class AdminOps {
                 Json.obj("type", "ongoing", "count", ongoing.size()).print();
                 return 0;
             }
+            case "list-transactions": {        // PATTERN: listTransactions filtered on the transactional id pattern
+                org.apache.kafka.clients.admin.ListTransactionsOptions o =
+                    new org.apache.kafka.clients.admin.ListTransactionsOptions().filterOnTransactionalIdPattern(rest.get(0));
+                List<Object> listed = Json.list();
+                Throwable t = null;
+                try {
+                    for (org.apache.kafka.clients.admin.TransactionListing l : admin.listTransactions(o).all().get()) {
+                        listed.add(l.transactionalId());
+                    }
+                } catch (ExecutionException e) {
+                    t = e;
+                }
+                Json j = Json.obj("type", "listed", "transactions", listed);
+                (t == null ? j.put("error", null) : err(j, t)).print();
+                return 0;
+            }
             case "transactions": {             // TXN_ID TOPIC PARTITION: list, describe TXN_ID, producers of TOPIC-PARTITION
                 List<Object> listed = Json.list();
                 for (org.apache.kafka.clients.admin.TransactionListing l : admin.listTransactions().all().get()) {

@@ -1,0 +1,63 @@
+"""Message formats v0 and v1 (KIP-32's legacy MessageSets), which Produce v0-2 carries, as a Kafka 2.8-3.9 broker
+appends them: every log is message format v2 (a 3.x broker's inter-broker protocol 3.0+ forces it), so the
+messages of a partition's MessageSet are converted to ONE RecordBatch v2 before they are appended (Kafka's
+LogValidator, "convert and assign offsets"): the same keys, values and timestamps (a v0 message has none: -1,
+NO_TIMESTAMP), no headers, no producer id, CreateTime, compressed with the codec the producer used (a topic whose
+compression.type is producer, tenure's only one). A message whose CRC does not match is refused, as Kafka refuses
+it, with CORRUPT_MESSAGE (2). A v2 batch sent in an old Produce version is appended as it is (Kafka does not check
+the magic of an old Produce request's records).
+
+Reading and writing both formats is kafka-python's record library (`kafka.record`); nothing here parses bytes but
+the magic byte that says which format a MessageSet is."""
+from __future__ import annotations
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from tenure.protocol.errors import ErrorCode
+from tenure.storage import InvalidBatch
+
+MAGIC_OFFSET = 16              # offset (8), length (4), crc (4): then the magic byte, in every format
+NO_TIMESTAMP = -1
+
+
+def is_legacy(records: bytes) -> bool:
+    """Whether these records are a MessageSet of message format v0 or v1 (magic 0 or 1)."""
+    return len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] in (0, 1)
+
+
+def upconvert(records: bytes) -> bytes:
+    """The messages of a v0/v1 MessageSet as one RecordBatch v2 (offsets from 0: the append assigns the real
+    ones); InvalidBatch for a corrupt message (CORRUPT_MESSAGE), an empty or truncated set (CORRUPT_MESSAGE, as
+    Kafka's validator finds no message), or a v2 batch mixed into it (INVALID_RECORD)."""
+    mr = MemoryRecords(bytes(records))
+    builder = None
+    count = 0
+    try:
+        batch = mr.next_batch()
+        while batch is not None:
+            if batch.magic not in (0, 1):
+                raise InvalidBatch("a message set of format v0/v1 holds a batch of format v2",
+                                   ErrorCode.INVALID_RECORD)
+            if builder is None:
+                builder = DefaultRecordBatchBuilder(magic=2, compression_type=batch.compression_type,
+                                                    is_transactional=False, producer_id=-1, producer_epoch=-1,
+                                                    base_sequence=-1, batch_size=len(records) * 2 + 1024)
+            if not batch.validate_crc():
+                raise InvalidBatch(f"a message of format v{batch.magic} fails its CRC check",
+                                   ErrorCode.CORRUPT_MESSAGE)
+            for message in batch:
+                if not message.validate_crc():
+                    raise InvalidBatch(f"a message of format v{message.magic} fails its CRC check",
+                                       ErrorCode.CORRUPT_MESSAGE)
+                stamp = message.timestamp if message.timestamp is not None else NO_TIMESTAMP
+                builder.append(count, timestamp=stamp, key=message.key, value=message.value, headers=[])
+                count += 1
+            batch = mr.next_batch()
+    except InvalidBatch:
+        raise
+    except Exception as exc:        # a truncated message, a codec that does not decode
+        raise InvalidBatch(f"the message set does not decode: {exc}", ErrorCode.CORRUPT_MESSAGE) from exc
+    if builder is None or count == 0:
+        raise InvalidBatch("the message set holds no message", ErrorCode.CORRUPT_MESSAGE)
+    return bytes(builder.build())

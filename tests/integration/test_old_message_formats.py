@@ -1,0 +1,98 @@
+"""Produce v0-2 (message formats v0/v1) against tenure presenting a release that served them (2.8-3.9), as such a
+broker serves them: announced from v0, the messages converted to RecordBatch v2 on append (a modern consumer reads
+them: keys, values, timestamps - none for v0 -, offsets). A kafka-python producer pinned to api_version (0, 10)
+(Produce v2, magic 1) works end to end against tenure as 2.8; the same bytes at Produce v0 and v1 too. Kafka 4.0+
+removed them (KIP-896) yet still announces Produce from v0 (KAFKA-18659): tenure as 4.3 does the same and closes the
+connection of a Produce v0-2 request, as a 4.x broker refuses it."""
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from tenure.config import ServerConfig
+from tenure.server import ServerThread
+from tests.support.wire import WireClient, request_bytes
+
+
+def produce_ranges(bootstrap: str) -> tuple[int, int]:
+    with WireClient.to(bootstrap) as c:
+        r = c.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    return next((k.min_version, k.max_version) for k in r.api_keys if k.api_key == 0)
+
+
+def consume(bootstrap: str, topic: str, n: int) -> list[tuple]:
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    try:
+        out = []
+        for m in c:
+            out.append((m.offset, m.key, m.value, m.timestamp))
+            if len(out) == n:
+                break
+        return out
+    finally:
+        c.close()
+
+
+def message_set(magic: int, records, codec: int = 0) -> bytes:
+    b = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i, (k, v, ts) in enumerate(records):
+        b.append(i, timestamp=ts, key=k, value=v)
+    return bytes(b.build())
+
+
+def produce_v(c: WireClient, version: int, topic: str, records: bytes) -> tuple[int, int]:
+    T = ProduceRequest.TopicProduceData
+    req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    [t] = c.call(req, version).responses
+    [p] = t.partition_responses
+    return p.error_code, p.base_offset
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_kafka_python_pinned_to_0_10_produces_to_tenure_as_2_8(compression):
+    with ServerThread(ServerConfig(port=0, kafka_version="2.8")) as s:
+        assert produce_ranges(s.bootstrap) == (0, 9)
+        s.create_topics({"old": 1})
+        p = KafkaProducer(bootstrap_servers=s.bootstrap, api_version=(0, 10), compression_type=compression,
+                          max_block_ms=10000)
+        try:
+            metas = [p.send("old", key=b"k%d" % i, value=b"value-%d" % i, timestamp_ms=5000 + i).get(10)
+                     for i in range(5)]
+        finally:
+            p.close()
+        assert [m.offset for m in metas] == [0, 1, 2, 3, 4]
+        assert {x.version for x in s.requests("Produce")} == {2}            # message format v1
+        assert consume(s.bootstrap, "old", 5) == [(i, b"k%d" % i, b"value-%d" % i, 5000 + i) for i in range(5)]
+
+
+def test_produce_v0_and_v1_messages_are_converted_on_append():
+    with ServerThread(ServerConfig(port=0, kafka_version="3.9")) as s:
+        s.create_topics({"fmt": 1})
+        with WireClient.to(s.bootstrap) as c:
+            assert produce_v(c, 0, "fmt", message_set(0, [(b"a", b"1", None), (None, b"2", None)])) == (0, 0)
+            assert produce_v(c, 1, "fmt", message_set(1, [(b"c", b"3" * 300, 7000)], codec=1)) == (0, 2)
+            bad = bytearray(message_set(1, [(b"d", b"4", 7001)]))
+            bad[-1] ^= 0xFF                                            # its CRC no longer matches
+            assert produce_v(c, 2, "fmt", bytes(bad)) == (2, -1)       # CORRUPT_MESSAGE, nothing appended
+        assert consume(s.bootstrap, "fmt", 3) == [(0, b"a", b"1", -1), (1, None, b"2", -1), (2, b"c", b"3" * 300, 7000)]
+        log = s.call(lambda: s.server.topics.get("fmt").partitions[0])
+        assert {h.magic for h, _ in s.call(lambda: list(log.batches()))} == {2}    # the log holds format v2 only
+
+
+def test_tenure_as_4_3_announces_produce_v0_and_refuses_it():
+    with ServerThread(ServerConfig(port=0, kafka_version="4.3")) as s:
+        assert produce_ranges(s.bootstrap) == (0, 13)                  # KAFKA-18659, as a 4.3 broker
+        s.create_topics({"new": 1})
+        with WireClient.to(s.bootstrap) as c:
+            c.send_raw(request_bytes(ProduceRequest(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[]), 2))
+            assert c.is_closed_by_peer(timeout=5)
+        with WireClient.to(s.bootstrap) as c:                         # serving on: v3+ works
+            from kafka.record.default_records import DefaultRecordBatchBuilder
+            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                          producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+            b.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
+            assert produce_v(c, 3, "new", bytes(b.build())) == (0, 0)
