@@ -20,10 +20,7 @@ One in-process tenure server per interval; every group and topic is new. A run g
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -33,110 +30,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchcommon import tree_version  # noqa: E402
 
+from tests.support.consumer_groups import Tracker, holds_shares, start  # noqa: E402
+
 PARTITIONS = 12
 QUIET_S = 1.0
-
-
-class Tracker:
-    """Each member's partitions from its (incremental) callbacks, and when the last callback came."""
-
-    def __init__(self, n: int) -> None:
-        self.owned: list[set[int]] = [set() for _ in range(n)]
-        self.last = 0.0
-        self.callbacks = 0
-        self.errors: list[str] = []
-        self.lock = threading.Lock()
-
-    def event(self, member: int, kind: str, parts, at: float) -> None:
-        with self.lock:
-            if kind == "assigned":
-                self.owned[member] |= set(parts)
-            else:
-                self.owned[member] -= set(parts)
-            self.last, self.callbacks = max(self.last, at), self.callbacks + 1
-
-    def view(self) -> tuple[list[frozenset[int]], float, int]:
-        with self.lock:
-            return [frozenset(o) for o in self.owned], self.last, self.callbacks
-
-
-class JavaGroup:
-    def __init__(self, bootstrap: str, group: str, topic: str, n: int, tracker: Tracker) -> None:
-        from tests.support.java import _tool, compile_java
-        self.tracker = tracker
-        self.proc = subprocess.Popen(
-            [_tool("java"), "-cp", compile_java(), "GroupStart", bootstrap, group, topic, str(n),
-             "group.protocol=consumer"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            if not line.startswith("{"):
-                continue
-            ev = json.loads(line)
-            at = ev.get("ts", 0) / 1000
-            if ev["type"] in ("assigned", "revoked"):
-                self.tracker.event(ev["member"], ev["type"], ev["partitions"], at)
-            elif ev["type"] == "error":
-                self.tracker.errors.append(ev.get("exception", "?"))
-
-    def stop(self) -> None:
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-class ConfluentGroup:
-    def __init__(self, bootstrap: str, group: str, topic: str, n: int, tracker: Tracker) -> None:
-        self.tracker, self.stop_flag = tracker, threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(bootstrap, group, topic, i), daemon=True)
-                        for i in range(n)]
-        for t in self.threads:
-            t.start()
-
-    def _run(self, bootstrap: str, group: str, topic: str, i: int) -> None:
-        from confluent_kafka import Consumer
-        tr = self.tracker
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-                      "client.id": f"c-{i}", "enable.auto.commit": False,
-                      "error_cb": lambda e: tr.errors.append(str(e)) if e.fatal() else None})
-        c.subscribe([topic], on_assign=lambda _c, ps: tr.event(i, "assigned", [p.partition for p in ps], time.time()),
-                    on_revoke=lambda _c, ps: tr.event(i, "revoked", [p.partition for p in ps], time.time()),
-                    on_lost=lambda _c, ps: tr.event(i, "revoked", [p.partition for p in ps], time.time()))
-        try:
-            while not self.stop_flag.is_set():
-                c.poll(0.05)
-        finally:
-            c.close()
-
-    def stop(self) -> None:
-        self.stop_flag.set()
-        for t in self.threads:
-            t.join(60)
-
-
-def holds_shares(srv, group: str, n: int, owned: list[frozenset[int]]) -> bool:
-    share = PARTITIONS // n
-    if sorted(p for o in owned for p in o) != list(range(PARTITIONS)):
-        return False
-    if any(len(o) not in (share, share + 1) for o in owned):
-        return False
-    v = srv.group(group)
-    if v is None or v.state != "Stable" or len(v.members) != n:
-        return False
-    served = {frozenset(p for ps in (m.assignment or {}).values() for p in ps) for m in v.members}
-    return served == set(owned)
 
 
 def measure(srv, client: str, n: int, interval: int, run: int, budget_s: float) -> dict:
     group = topic = f"{client}-n{n}-h{interval}-r{run}"
     srv.call(srv.server.topics.create, topic, PARTITIONS)
     tracker = Tracker(n)
-    members = (JavaGroup if client == "java" else ConfluentGroup)(srv.bootstrap, group, topic, n, tracker)
+    members = start(client, srv.bootstrap, group, topic, n, tracker)
     out = {"settled": False, "seconds": None, "epoch": None, "callbacks": 0, "errors": tracker.errors}
     joined: float | None = None          # when the server first had all N members
     try:
@@ -147,10 +51,10 @@ def measure(srv, client: str, n: int, interval: int, run: int, budget_s: float) 
                 v = srv.group(group)
                 if v is not None and len(v.members) == n:
                     joined = time.time()
-            if joined is not None and holds_shares(srv, group, n, owned):
+            if joined is not None and holds_shares(srv, group, n, owned, PARTITIONS):
                 time.sleep(QUIET_S)
                 owned2, last2, count2 = tracker.view()
-                if count2 == count and owned2 == owned and holds_shares(srv, group, n, owned):
+                if count2 == count and owned2 == owned and holds_shares(srv, group, n, owned, PARTITIONS):
                     out.update(settled=True, seconds=max(0.0, last - joined),
                                epoch=srv.group(group).generation, callbacks=count)
                     break
