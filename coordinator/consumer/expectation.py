@@ -8,8 +8,10 @@ target assignment while fewer than N members are there: its first member's epoch
 assignment, and every member that joins before the N-th is reconciled toward it - member epoch 1, no partitions,
 a legal answer (Kafka 4.3 answers a member joining within `group.consumer.assignment.interval.ms` of the last
 assignment the same way: the epoch of the current target assignment, and nothing it does not hold). The group
-epoch still goes up once per member joining. When the N-th member joins, the assignor runs once at the group
-epoch then, and every member takes its final partitions at its next heartbeat, with nothing to revoke.
+epoch still goes up once per member joining, and the members that wait are told to heartbeat every 100 ms at most
+(the interval is the coordinator's to choose in every answer). When the N-th member joins, the assignor runs once
+at the group epoch then, and every member takes its final partitions at its next heartbeat, with nothing to
+revoke; from then on the group's own interval applies.
 
 A member beyond the expectation joins as in any group (one epoch bump, and the others revoke what it gets). Too
 few members: the hold ends when the initial rebalance delay (`initial_rebalance_delay_ms`, the classic group's,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from .heartbeat import ConsumerGroups
 
 HOLD_EPOCH = 1          # the epoch of the empty target assignment a held group's members are reconciled to
+HOLD_INTERVAL_MS = 100  # the heartbeat interval a held group's members are told (at most): their shares come soon
 
 
 class Expectation:
@@ -67,6 +70,11 @@ class Expectation:
                                           f"the initial rebalance delay, {self._delay()} ms)"))
             return group_epoch
         return g.assignment_epoch if self.holding(g) else None
+
+    @staticmethod
+    def interval(interval_ms: int) -> int:
+        """The heartbeat interval told to a member of a held group: the group's, at most HOLD_INTERVAL_MS."""
+        return min(interval_ms, HOLD_INTERVAL_MS)
 
     def computed(self, res: Result, g: ConsumerGroup, members: dict[str, ConsumerMember]) -> None:
         """The target assignment was just computed for `members`: if the group was holding it, the hold ends."""

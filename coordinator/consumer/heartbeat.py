@@ -348,6 +348,8 @@ class ConsumerGroups(ShardHandler):
         elif old.state == UNREVOKED_PARTITIONS:
             res.cancel_timer(rebalance_key)
         _, interval_ms = consumer_timeouts(self.shard.topics, self.config, gid)    # the group's own configs
+        if held is not None:                   # waiting for the expected members: come back soon
+            interval_ms = self.expectation.interval(interval_ms)
         res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + self.session_ms(gid, updated))
         return updated, interval_ms
 

@@ -40,11 +40,13 @@ def test_members_before_the_last_expected_one_hold_nothing_at_epoch_1_then_all_g
         r = h.cjoin(mid)
         assert (r["member_epoch"], r["assignment"]["topic_partitions"]) == (1, [])     # epoch 1, nothing
         assert h.assignment_of(h.hb(mid, 1, owned={})) is None                          # stable there
+        assert r["heartbeat_interval_ms"] == 100                   # told to come back soon while it waits
     assert h.epoch() == 3 and h.g().assignment_epoch == 1 and not any(h.g().targets.values())
     assert h.timer("consumer-hold") == 1_000_000 + DELAY
     last = h.cjoin("d")                                  # the fourth: the assignor runs once, at epoch 4
     assert last["member_epoch"] == 4 and h.g().assignment_epoch == 4 and h.timer("consumer-hold") is None
     assert len(h.owned("d")["t"]) == 3
+    assert last["heartbeat_interval_ms"] == CoordinatorConfig().consumer_heartbeat_interval_ms
     assert ("g", "the 4 expected member(s) joined: the target assignment is computed once for all of them") \
         in h.last_result.notes
     answers = _heartbeat_all(h, ["a", "b", "c"])         # each takes its final share at its next heartbeat
