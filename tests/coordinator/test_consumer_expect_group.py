@@ -141,3 +141,33 @@ def test_the_hold_is_kafkas_records_and_a_failover_with_the_expectation_waits_ag
     assert other.timer("consumer-hold") == other.now_ms + DELAY
     other.cjoin("c")
     assert other.g().assignment_epoch == 3 and len(other.owned("c")["t"]) == 4
+
+
+def test_a_member_leaving_during_the_hold_is_not_counted_and_the_group_still_waits():
+    h = _harness({"g": 3})
+    h.cjoin("a")
+    h.cjoin("b")
+    t = h.hb("b", -1)                                    # b leaves: one bump, still held
+    assert h.responses[t]["error_code"] == 0 and h.epoch() == 3 and h.g().assignment_epoch == 1
+    h.cjoin("c")
+    assert h.g().assignment_epoch == 1                  # two members of an expected three
+    h.cjoin("d")
+    assert h.g().assignment_epoch == 5 and sorted(h.g().members) == ["a", "c", "d"]
+    answers = _heartbeat_all(h, ["a", "c"])
+    assert {m: r["member_epoch"] for m, r in answers.items()} == {"a": 5, "c": 5}
+    assert _partitions({m: {} for m in "acd"}, h) == list(range(12)) and len(h.owned("d")["t"]) == 4
+    assert not [r for r in h.records if getattr(r, "state", None) == UNREVOKED_PARTITIONS]
+
+
+def test_a_static_member_restarting_during_the_hold_keeps_its_place():
+    """Epoch -2 then a new member id with the same instance id: the member is replaced without a bump, and
+    the replacement counts once."""
+    h = _harness({"g": 2})
+    h.cjoin("a", "ia")
+    assert h.responses[h.hb("a", -2, instance_id="ia")]["error_code"] == 0
+    r = h.cjoin("a2", "ia")
+    assert r["member_epoch"] == 1 and h.g().assignment_epoch == 1 and list(h.g().members) == ["a2"]
+    h.cjoin("b", "ib")
+    assert h.g().assignment_epoch == h.epoch() and sorted(h.g().members) == ["a2", "b"]
+    answers = _heartbeat_all(h, ["a2"])
+    assert _partitions({"a2": answers["a2"], "b": {}}, h) == list(range(12))

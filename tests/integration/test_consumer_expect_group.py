@@ -80,3 +80,33 @@ def test_a_member_beyond_the_expectation_joins_with_one_more_epoch_bump():
             for m in (late, first):
                 if m is not None:
                     m.stop()
+
+
+@pytest.mark.tenure(groups={"g": 3}, topics={"orders": PARTITIONS}, initial_rebalance_delay_ms=MINUTE_MS)
+def test_the_marker_holds_a_consumer_group_for_its_members(tenure_server):
+    tracker = Tracker(3)
+    members = ConfluentGroup(tenure_server.bootstrap, "g", "orders", 3, tracker)
+    try:
+        wait_for(lambda: _settled(tenure_server, tracker, 3), 60, "3 members holding 4 partitions each")
+        assert tracker.revocations() == [] and tenure_server.group("g").generation == 3
+    finally:
+        members.stop()
+
+
+def test_the_admin_endpoint_holds_a_consumer_group_for_its_members():
+    import json
+    import urllib.request
+    with ServerThread(ServerConfig(port=0, admin_port=0, initial_rebalance_delay_ms=MINUTE_MS)) as server:
+        server.create_topics({"orders": PARTITIONS})
+        req = urllib.request.Request(f"http://127.0.0.1:{server.admin_port}/groups/g/expect",
+                                     data=json.dumps({"members": 2}).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert json.loads(r.read()) == {"group": "g", "members": 2}
+        tracker = Tracker(2)
+        members = ConfluentGroup(server.bootstrap, "g", "orders", 2, tracker)
+        try:
+            wait_for(lambda: _settled(server, tracker, 2), 60, "2 members holding 6 partitions each")
+            assert tracker.revocations() == [] and server.group("g").generation == 2
+        finally:
+            members.stop()
