@@ -13,6 +13,8 @@ disjoint, balanced and cover every partition. Targets, one after another for eac
            controller to create topics, so its topic has the 4 partitions it auto-creates
 
 For the tenure targets it also reads the generation the group formed in from the admin endpoint.
+KIP-848 consumer groups (`group.protocol=consumer`, Java and confluent-kafka) with and without an expectation and
+on the mock: bench/settle_time.py --targets tenure,expect,mock.
 Members use session.timeout.ms=10000, heartbeat.interval.ms=1000, max.poll.interval.ms=30000.
 
     .venv/bin/python bench/expect_group.py [--clients java,confluent,kafka-python,aiokafka] [--members 2,10,50]

@@ -120,10 +120,17 @@ class ConsumerSyncKey(_MemberTimer):
     kind: ClassVar[str] = "consumer-sync"
 
 
+@dataclass(frozen=True)
+class ConsumerHoldKey(TimerKey):
+    """A new consumer group waiting for the members a test said it starts (`expect_group`): when it fires, the
+    target assignment is computed for the members there (coordinator/consumer/expectation.py)."""
+    kind: ClassVar[str] = "consumer-hold"
+
+
 KEY_TYPES: dict[str, type[TimerKey]] = {
     cls.kind: cls for cls in (HeartbeatKey, PendingKey, JoinKey, SyncKey, ExpansionKey, RegistrationKey,
                               ConsumerSessionKey, ConsumerRebalanceKey, ShareSessionKey, ConsumerJoinKey,
-                              ConsumerSyncKey)}
+                              ConsumerSyncKey, ConsumerHoldKey)}
 
 
 class TimerWheel:

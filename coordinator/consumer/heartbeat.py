@@ -49,10 +49,18 @@ from tenure.protocol.records import (
 from ..classic.group import ClassicGroup
 from ..handler import ShardHandler
 from ..result import RequestContext, Result
-from ..timers import ConsumerJoinKey, ConsumerRebalanceKey, ConsumerSessionKey, ConsumerSyncKey, TimerKey
+from ..timers import (
+    ConsumerHoldKey,
+    ConsumerJoinKey,
+    ConsumerRebalanceKey,
+    ConsumerSessionKey,
+    ConsumerSyncKey,
+    TimerKey,
+)
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignorMember, TopicInfo
 from .classic_members import ClassicMembers
 from .describe import describe_groups, group_info
+from .expectation import Expectation
 from .group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -93,7 +101,7 @@ class ConsumerGroups(ShardHandler):
         ConsumerGroupMetadataRecord, ConsumerMemberRecord, TargetAssignmentMetadataRecord, TargetAssignmentMemberRecord,
         CurrentAssignmentRecord, ConsumerGroupPartitionMetadataRecord, RegularExpressionRecord)
     timer_keys: ClassVar[tuple[type, ...]] = (ConsumerSessionKey, ConsumerRebalanceKey, ConsumerJoinKey,
-                                               ConsumerSyncKey)
+                                               ConsumerSyncKey, ConsumerHoldKey)
 
     def __init__(self, shard) -> None:
         super().__init__(shard)
@@ -102,6 +110,8 @@ class ConsumerGroups(ShardHandler):
         self.regexes = TopicRegexes(shard.topics)
         # classic-protocol members served inside its groups, and the conversions (online migration)
         self.classic_members = ClassicMembers(self)
+        # a new group waiting for the members a test said it starts (expect_group)
+        self.expectation = Expectation(self)
 
     def classic_request(self, api_key: int, ctx: RequestContext, req) -> Result:
         """A classic-protocol request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) to one of its groups."""
@@ -302,10 +312,15 @@ class ConsumerGroups(ShardHandler):
             if subscription_changed or regexes.changed:
                 self._retain_hashes(gid, members, regexes.resolved)
 
-        # the target assignment, when the group epoch is ahead of it
+        # the target assignment, when the group epoch is ahead of it - unless a new group waits for the members a
+        # test said it starts (expectation.py)
         assignment_epoch = g.assignment_epoch
-        if group_epoch > assignment_epoch:
-            new_targets = self._assign(members, targets, regexes.resolved)
+        held = self.expectation.hold(res, g, members, group_epoch, now)
+        if held is not None:
+            assignment_epoch = held
+        elif group_epoch > assignment_epoch:
+            self.expectation.computed(res, g, members)
+            new_targets = self.assign(members, targets, regexes.resolved)
             for tmid in sorted(new_targets):
                 if new_targets[tmid] != targets.get(tmid, {}) or tmid == member.member_id and replaced is not None:
                     res.emit(TargetAssignmentMemberRecord(gid, tmid, freeze(new_targets[tmid])))
@@ -333,6 +348,8 @@ class ConsumerGroups(ShardHandler):
         elif old.state == UNREVOKED_PARTITIONS:
             res.cancel_timer(rebalance_key)
         _, interval_ms = consumer_timeouts(self.shard.topics, self.config, gid)    # the group's own configs
+        if held is not None:                   # waiting for the expected members: come back soon
+            interval_ms = self.expectation.interval(interval_ms)
         res.set_timer(ConsumerSessionKey(gid, updated.member_id), now + self.session_ms(gid, updated))
         return updated, interval_ms
 
@@ -441,6 +458,8 @@ class ConsumerGroups(ShardHandler):
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         res = Result()
         g = self.groups.get(key.group_id)
+        if isinstance(key, ConsumerHoldKey):
+            return self.expectation.expired(g, now_ms) if isinstance(g, ConsumerGroup) else res
         if not isinstance(g, ConsumerGroup) or not isinstance(
                 key, (ConsumerSessionKey, ConsumerRebalanceKey, ConsumerJoinKey, ConsumerSyncKey)):
             return res
@@ -454,7 +473,9 @@ class ConsumerGroups(ShardHandler):
         return res
 
     def loaded(self, res: Result, g: ConsumerGroup, now_ms: int) -> None:
-        """After a load: every member's session restarts (a static member at -2 keeps its place that long)."""
+        """After a load: every member's session restarts (a static member at -2 keeps its place that long); a
+        new group waiting for its expected members waits the delay again."""
+        self.expectation.loaded(res, g, now_ms)
         for m in g.members.values():
             res.set_timer(ConsumerSessionKey(g.group_id, m.member_id), now_ms + self.session_ms(g.group_id, m))
             if m.state == UNREVOKED_PARTITIONS and m.classic is None:
@@ -483,7 +504,7 @@ class ConsumerGroups(ShardHandler):
                 out[name] = TopicInfo(t.topic_id, len(t.partitions))
         return out
 
-    def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
+    def assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
                 resolved: dict[str, ResolvedRegex]) -> dict[str, Partitions]:
         subscribed = {mid: member_topics(m, resolved) for mid, m in members.items()}
         topics = self._topics({t for ts in subscribed.values() for t in ts})

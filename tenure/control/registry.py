@@ -327,7 +327,8 @@ CONTROLS: tuple[Control, ...] = (
             cli=(Cli("groups", "force-rebalance", "start one rebalance of a static group now "
                      "(KIP-345 draft forceStaticRebalance)"),)),
     Control("expect_group", '{"members": N}: the group starts with N members - its first rebalance ends as soon '
-            'as N have joined, with no initial delay ({"members": null}: forget it)', "POST",
+            'as N have joined, with no initial delay; a consumer group\'s first target assignment is computed once, '
+            'for all N ({"members": null}: forget it)', "POST",
             "/groups/{group}/expect", _expect_group,
             (_GROUP, Arg("members", int, "how many members the test starts", required=False,
                          example='{"members": 4}')),

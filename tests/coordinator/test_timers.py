@@ -13,7 +13,7 @@ def test_keys_are_values_of_their_kind():
     assert JoinKey("g") != SyncKey("g") != ExpansionKey("g") != RegistrationKey("g")
     assert {cls.kind for cls in KEY_TYPES.values()} == set(KEY_TYPES) == {
         "heartbeat", "pending", "join", "sync", "expansion", "registration", "consumer-session", "consumer-rebalance",
-        "share-session", "consumer-join", "consumer-sync"}
+        "share-session", "consumer-join", "consumer-sync", "consumer-hold"}
     assert PendingKey("g", "m").name == "pending/g/m" and SyncKey("g").name == "sync/g"
     assert ExpansionKey("g").name == "expansion/g"
     # names are for display: two keys may render alike and stay apart
