@@ -19,6 +19,8 @@ cleaner and `tenure log dump/verify` read segment files through `SegmentReader`:
   with `follow` it is not reported at all: the reader stops before it, and iterating again later resumes
   at that batch, so a tail reader returns what is complete and picks up what is appended.
 
+The records of a sound batch are read by `batch_records` (kafka-python's record reader).
+
 Files are read in chunks through one buffer (a batch larger than a chunk is read whole), so a large
 segment costs a few system calls per megabyte, and only the batch being handed out is copied.
 """
@@ -30,6 +32,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import crc32c
+from kafka.record.default_records import DefaultRecordBatch
 
 from .batch import ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 
@@ -254,3 +257,9 @@ def read_range(path: str | os.PathLike, start: int, stop: int | None, **options)
     """A reader of the batches starting in [start, stop) of a segment file, wherever `start` falls (a
     byte-range split: consecutive ranges read every batch once)."""
     return SegmentReader(path, start, stop, align_from=0, **options)
+
+
+def batch_records(data) -> list:
+    """The records of one batch (each with `offset`, `key`, `value`, `headers`, `timestamp`), all of them or
+    an exception (a record that cannot be read: the whole batch is unreadable)."""
+    return list(DefaultRecordBatch(data))
