@@ -69,7 +69,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                     latest[r.key] = r
             continue
         try:                                   # a batch is one coordinator write: all of it or none
-            batch = batch_records(raw)
+            batch = batch_records(h, raw)
         except Exception as exc:               # under a valid CRC: written so, not damaged on disk
             report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
                         f"be read", f"{type(exc).__name__}: {exc}")
