@@ -8,12 +8,13 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-from kafka.record.default_records import DefaultRecordBatch
+from typing import Any
 
 from tenure.protocol.markers import COMMIT, marker_type
 from tenure.protocol.records import TransactionalOffsetCommit
 from tenure.storage import BatchHeader, Log
+from tenure.storage.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from tenure.storage.reader import batch_records
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -50,55 +51,58 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
     ones). The survivors are replayed in the order of their offsets."""
-    latest: dict[bytes, tuple[bytes | None, int]] = {}
+    latest: dict[bytes, Any] = {}            # key -> its latest record (offset, key, value), in order of it
     # transactional batches (offsets committed in a transaction): held per producer until its marker,
     # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
     # as pending
     pending: dict[int, tuple[int, list]] = {}
+    pop = latest.pop
     for h, raw in iter_batches(plog):
         if end is not None and h.base_offset >= end:
             break
         report.batches += 1
-        if h.is_control:
+        if h.attributes & CONTROL_FLAG:
             ended = pending.pop(h.producer_id, None)
-            if ended is not None and h.is_transactional and marker_type(raw) == COMMIT:
-                for key, value, offset in ended[1]:
-                    latest.pop(key, None)
-                    latest[key] = (value, offset)
+            if ended is not None and h.attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
+                for r in ended[1]:
+                    pop(r.key, None)
+                    latest[r.key] = r
             continue
         try:                                   # a batch is one coordinator write: all of it or none
-            batch = [(r.key, r.value, r.offset) for r in DefaultRecordBatch(raw)]
+            batch = batch_records(h, raw)
         except Exception as exc:               # under a valid CRC: written so, not damaged on disk
             report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
                         f"be read", f"{type(exc).__name__}: {exc}")
             continue
-        for key, value, offset in batch:
-            report.records += 1
+        report.records += len(batch)
+        if h.attributes & TRANSACTIONAL_FLAG:
+            held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1]
+        for r in batch:
+            key = r.key
             if key is None:
-                report.skip(plog, part, offset, "a record", "record without a key")
-                continue
-            if h.is_transactional:
-                pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].append((key, value, offset))
-                continue
-            latest.pop(key, None)              # keep the dict in order of each key's last offset
-            latest[key] = (value, offset)
-    for key, (value, offset) in latest.items():
+                report.skip(plog, part, r.offset, "a record", "record without a key")
+            elif h.attributes & TRANSACTIONAL_FLAG:
+                held.append(r)
+            else:
+                pop(key, None)                 # keep the dict in order of each key's last offset
+                latest[key] = r
+    for key, r in latest.items():
         try:
-            record = codec.decode(key, value)
+            record = codec.decode(key, r.value)
         except codec.UnknownRecordType as exc:
             report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
             continue
         except Exception as exc:               # a record that does not decode under a valid CRC
-            report.skip(plog, part, offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
+            report.skip(plog, part, r.offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
             continue
         shard.replay(record)
         report.replayed += 1
     for pid, (epoch, records) in pending.items():
-        for key, value, offset in records:
+        for r in records:
             try:
-                record = codec.decode(key, value)
+                record = codec.decode(r.key, r.value)
             except Exception as exc:
-                report.skip(plog, part, offset, "a transactional record that does not decode",
+                report.skip(plog, part, r.offset, "a transactional record that does not decode",
                             f"{type(exc).__name__}: {exc}")
                 continue
             shard.replay(TransactionalOffsetCommit(pid, epoch, record))

@@ -7,7 +7,7 @@ partition leader epoch (as a broker does on append) leaves it valid.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from kafka.record.default_records import DefaultRecordBase
@@ -35,8 +35,11 @@ class InvalidBatch(ValueError):
         self.error_code = error_code
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """A batch's header fields (`HEADER`'s order) after its byte `position`. A named tuple, not a frozen
+    dataclass: recovery, the coordinator's load and every append make one per batch, and a tuple is made
+    in C (a frozen dataclass's `__init__` sets each of the 14 fields through `object.__setattr__`, ~4x the
+    cost)."""
     position: int
     base_offset: int
     batch_length: int
