@@ -16,7 +16,7 @@ make them, so the answer is the one a single pass gives.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,11 +39,16 @@ class _MultiGroup:
     dedup: Callable[[int, Any], object] | None
 
 
+def _same_id(i: int, gid: str) -> str:
+    """The dedup key of an item answered once by its id: the id."""
+    return gid
+
+
 _MULTI = {
-    DESCRIBE_GROUPS: _MultiGroup("groups", lambda gid: gid, "groups", lambda i, gid: gid),
+    DESCRIBE_GROUPS: _MultiGroup("groups", lambda gid: gid, "groups", _same_id),
     DELETE_GROUPS: _MultiGroup("groups_names", lambda gid: gid, "results", None),
-    CONSUMER_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", lambda i, gid: gid),
-    SHARE_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", lambda i, gid: gid),
+    CONSUMER_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", _same_id),
+    SHARE_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", _same_id),
     OFFSET_FETCH: _MultiGroup("groups", lambda q: q.group_id, "groups",
                               lambda i, q: (q.group_id, None) if q.topics is None else (q.group_id, i)),
 }
@@ -54,26 +59,40 @@ _CHUNKED = {**{k: v for k, v in _MULTI.items() if k != DELETE_GROUPS},
             DESCRIBE_TRANSACTIONS: _MultiGroup("transactional_ids", lambda tid: tid, "transaction_states", None)}
 
 
-def chunks(api_key: int, api_version: int, body, size: int = CHUNK_ITEMS) -> list | None:
-    """The request `body` as bodies of at most `size` (unique) items each, in item order; None when it is not a
-    chunked request or names no more than `size` items (it is then handled in one go)."""
+def chunks(api_key: int, api_version: int, body, size: int = CHUNK_ITEMS) -> Iterator | None:
+    """The request `body` as bodies of at most `size` (unique) items each, in item order, made one at a time as
+    they are asked for (so making them is bounded per loop turn too); None when it is not a chunked request or
+    names no more than `size` items (it is then handled in one go)."""
     spec = _CHUNKED.get(api_key)
     if spec is None or (api_key == OFFSET_FETCH and api_version < 8):
         return None
     items = getattr(body, spec.items) or []
     if len(items) <= size:
         return None
-    if spec.dedup is not None:
-        first: dict = {}
-        for i, item in enumerate(items):
-            first.setdefault(spec.dedup(i, item), item)
-        items = list(first.values())
-    out = []
-    for start in range(0, len(items), size):
-        sub = copy.copy(body)
-        setattr(sub, spec.items, items[start:start + size])
-        out.append(sub)
-    return out
+    return _chunked(body, spec, items, size)
+
+
+def _chunked(body, spec: _MultiGroup, items: list, size: int) -> Iterator:
+    seen: set = set()
+    mine: list = []
+    for i, item in enumerate(items):
+        if spec.dedup is not None:
+            key = item if spec.dedup is _same_id else spec.dedup(i, item)
+            if key in seen:
+                continue
+            seen.add(key)
+        mine.append(item)
+        if len(mine) == size:
+            yield _with_items(body, spec, mine)
+            mine = []
+    if mine:
+        yield _with_items(body, spec, mine)
+
+
+def _with_items(body, spec: _MultiGroup, items: list):
+    sub = copy.copy(body)
+    setattr(sub, spec.items, items)
+    return sub
 
 
 def join_chunks(api_key: int, subs: list, answers: list):

@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from tenure.coordinator import RequestContext, Result, TimerWheel
 from tenure.counters import Metrics
+from tenure.gcpause import gc_paused
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response
@@ -159,12 +160,15 @@ class CoordinatorRuntime(Generic[S]):
         subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
         if subs is None:
             return await self._handle(req, ctx)
+        asked: list[Any] = []
         answers: list[Any] = []
-        for sub in subs:
-            if answers:
-                await asyncio.sleep(0)             # the other clients' turn
-            answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
-        return routing.join_chunks(req.api_key, subs, answers)
+        with gc_paused():                          # no full collection walking the answer as it grows
+            for sub in subs:
+                if answers:
+                    await asyncio.sleep(0)         # the other clients' turn
+                asked.append(sub)
+                answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
+            return routing.join_chunks(req.api_key, asked, answers)
 
     async def _handle(self, req: Request, ctx: RequestContext):
         loop = asyncio.get_running_loop()

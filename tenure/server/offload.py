@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from tenure.gcpause import gc_paused
 from tenure.protocol.codec import heavy_answer, heavy_request
 
 __all__ = ["heavy_answer", "heavy_request", "off_loop"]
@@ -34,6 +35,12 @@ def _worker() -> ThreadPoolExecutor:
         return _executor
 
 
+def _paused(fn: Callable[..., T], *args) -> T:
+    with gc_paused():                  # no full collection from this thread's allocations (tenure/gcpause.py)
+        return fn(*args)
+
+
 async def off_loop(fn: Callable[..., T], *args) -> T:
-    """`fn(*args)` on the worker thread; its result, or its exception raised here."""
-    return await asyncio.get_running_loop().run_in_executor(_worker(), fn, *args)
+    """`fn(*args)` on the worker thread, with automatic garbage collection held off; its result, or its
+    exception raised here."""
+    return await asyncio.get_running_loop().run_in_executor(_worker(), _paused, fn, *args)

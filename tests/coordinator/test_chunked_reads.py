@@ -20,7 +20,7 @@ from tests.coordinator.test_routing import call, commit, fetch, runtime
 
 def test_chunks_are_in_item_order_with_repeats_dropped_and_small_requests_untouched():
     body = DescribeGroupsRequest(groups=[f"g{i % 7}" for i in range(20)], include_authorized_operations=False)
-    subs = routing.chunks(15, 5, body, size=3)
+    subs = list(routing.chunks(15, 5, body, size=3))
     assert [list(s.groups) for s in subs] == [["g0", "g1", "g2"], ["g3", "g4", "g5"], ["g6"]]
     assert body.groups == [f"g{i % 7}" for i in range(20)]            # the request itself is left as it was
     assert routing.chunks(15, 5, body, size=20) is None               # no more than a chunk: one pass
@@ -29,13 +29,13 @@ def test_chunks_are_in_item_order_with_repeats_dropped_and_small_requests_untouc
     assert routing.chunks(9, 7, fetch([("a", None)]), size=0) is None
     # DescribeTransactions answers every id it is given, repeats included (the handler does): kept
     txn = DescribeTransactionsRequest(transactional_ids=["t", "t", "u"])
-    assert [list(s.transactional_ids) for s in routing.chunks(65, 0, txn, size=2)] == [["t", "t"], ["u"]]
+    assert [list(s.transactional_ids) for s in list(routing.chunks(65, 0, txn, size=2))] == [["t", "t"], ["u"]]
 
 
 def test_a_chunk_answered_with_the_wrong_number_of_answers_is_a_bug():
     D = SUPPORTED[15].response
     G = D.DescribedGroup
-    subs = routing.chunks(15, 5, DescribeGroupsRequest(groups=["a", "b", "c"]), size=2)
+    subs = list(routing.chunks(15, 5, DescribeGroupsRequest(groups=["a", "b", "c"]), size=2))
     one = G(error_code=0, group_id="a", group_state="Dead", protocol_type="", protocol_data="", members=[],
             authorized_operations=-2147483648)
     with pytest.raises(AssertionError, match="a chunk of 2 item"):
