@@ -15,11 +15,22 @@ answers every copy (a 0.05 MiB request makes a 190 MiB answer), so run it there 
 
     .venv/bin/python bench/amplification.py [--mib 2] [--elements 100000] [--timeout 240]
 
-Bounded: 12 requests, each given at most --timeout seconds; the servers are killed at the end.
+Stalls (issue 30): `--stalls` runs, instead, the largest requests each API still accepts whose answers are
+huge - a ConsumerGroupDescribe and a DescribeTransactions of `--elements` - 1 distinct ids that name no group
+or transaction, and a KIP-848 group of `--members` members each subscribing `--elements` - 1 topic names (the
+last member's join is timed, then a ConsumerGroupDescribe of the group). The other connections are the
+canary: their round-trip p99 while the request is in the server is the stall. Each `--server PY` (repeat it)
+runs `PY -m tenure serve`, so a worktree of main's Python and this tree's run in the same script:
+
+    .venv/bin/python bench/amplification.py --stalls --server ../base/.venv/bin/python --server .venv/bin/python
+
+Bounded: 12 requests (--stalls: 4 per server, and --members - 1 joins to set up), each given at most --timeout
+seconds; the servers are killed at the end.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import struct
 import subprocess
@@ -154,53 +165,148 @@ def _percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def measure(name: str, n: int, timeout: float) -> dict:
-    frame = SHAPES[name](n)
-    proc = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "0", "--max-frame-bytes",
-                             str(len(frame) + 1024), "--no-auto-create-topics", "--log-level", "CRITICAL"],
+def _kafka_frame(req, version: int) -> bytes:
+    """A whole request frame encoded with kafka-python's classes."""
+    req.API_VERSION = version
+    req.with_header(correlation_id=1, client_id="bench")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def _names(n: int, prefix: str) -> list[str]:
+    return [f"{prefix}{i:05d}" for i in range(n)]
+
+
+def _describe_groups_frame(ids: list[str]) -> bytes:
+    from tenure.protocol.consumer_group import ConsumerGroupDescribeRequest
+    return _kafka_frame(ConsumerGroupDescribeRequest(group_ids=ids, include_authorized_operations=False), 0)
+
+
+def _describe_txns_frame(ids: list[str]) -> bytes:
+    from kafka.protocol.admin import DescribeTransactionsRequest
+    return _kafka_frame(DescribeTransactionsRequest(transactional_ids=ids), 0)
+
+
+def _join_frame(member: int, names: list[str]) -> bytes:
+    """A KIP-848 member's first ConsumerGroupHeartbeat (v1: the client names its member id) to group "wide"."""
+    from tenure.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+    return _kafka_frame(ConsumerGroupHeartbeatRequest(
+        group_id="wide", member_id=f"member-{member:016d}", member_epoch=0, rebalance_timeout_ms=60000,
+        subscribed_topic_names=names, topic_partitions=[]), 1)
+
+
+def _answer(sock: socket.socket, frame: bytes) -> str:
+    """Send one frame, read its answer: "answered (N MiB)", "closed" or "timeout"."""
+    sock.sendall(frame)
+    try:
+        size = _recv_exact(sock, 4)
+        if size is None:
+            return "closed"
+        body = _recv_exact(sock, struct.unpack(">i", size)[0])
+        return "closed" if body is None else f"answered ({len(body) / 2**20:.1f} MiB)"
+    except (TimeoutError, ConnectionError) as exc:
+        return "closed" if isinstance(exc, ConnectionError) else "timeout"
+
+
+# --stalls: (name, elements, setup(host, port, n, members) -> held sockets, [(label, frame)])
+def _stall_shapes(n: int, members: int) -> list[tuple]:
+    names = _names(n, "topic-")
+    def wide_group(host: str, port: int, count: int) -> list[socket.socket]:
+        held = []
+        for m in range(count):
+            sock = socket.create_connection((host, port), timeout=600)
+            outcome = _answer(sock, _join_frame(m, names))
+            if not outcome.startswith("answered"):
+                raise RuntimeError(f"member {m} of the group was not answered: {outcome}")
+            held.append(sock)
+        return held
+    return [
+        ("ConsumerGroupDescribe v0 (distinct ids, no such group)", n, None,
+         [("", _describe_groups_frame(_names(n, "group-")))]),
+        ("DescribeTransactions v0 (distinct ids, none exist)", n, None,
+         [("", _describe_txns_frame(_names(n, "txn-")))]),
+        (f"KIP-848 group of {members} members, each subscribing {n:,} names", n,
+         lambda host, port: wide_group(host, port, members - 1),
+         [(f"member {members}'s join", _join_frame(members - 1, names)),
+          ("then ConsumerGroupDescribe of the group", _describe_groups_frame(["wide"]))]),
+    ]
+
+
+def measure(python: str, frames: list[tuple[str, bytes]], timeout: float, setup=None,
+            extra: tuple[str, ...] = ()) -> list[dict]:
+    """One fresh server run by `python`; `setup(host, port)` first, then each frame in turn while the
+    bystanders (the canary) keep going; one row per frame."""
+    biggest = max(len(f) for _, f in frames)
+    proc = subprocess.Popen([python, "-m", "tenure", "serve", "--port", "0", "--max-frame-bytes",
+                             str(biggest + 1024), "--no-auto-create-topics", "--log-level", "CRITICAL", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+    rows = []
     try:
         bootstrap, _ = wait_ready_line(proc, 60)
         if bootstrap is None:
             raise RuntimeError("the server did not start")
         host, port = bootstrap.rsplit(":", 1)
-        keep = SETUP[name](host, int(port)) if name in SETUP else None   # noqa: F841 (held open)
-        others = [Bystander(host, int(port)) for _ in range(3)]
-        for b in others:
-            b.start()
-        time.sleep(1.0)                                   # warm: every connection served a few times
-        rss0 = _status(proc.pid, "VmRSS")
-        peak_reset = _reset_peak(proc.pid)
-        hwm0 = _status(proc.pid, "VmHWM") if peak_reset else rss0
-        big = socket.create_connection((host, int(port)), timeout=timeout)
-        t_send = time.perf_counter()
-        big.sendall(struct.pack(">i", len(frame)) + frame)
-        outcome = "timeout"
-        try:
-            size = _recv_exact(big, 4)
-            if size is None:
-                outcome = "closed"
-            else:
-                body = _recv_exact(big, struct.unpack(">i", size)[0])
-                outcome = "closed" if body is None else f"answered ({len(body) / 2**20:.1f} MiB)"
-        except (socket.timeout, ConnectionError) as exc:
-            outcome = "closed" if isinstance(exc, ConnectionError) else "timeout"
-        t_done = time.perf_counter()
-        time.sleep(0.3)
-        for b in others:
-            b.stop.set()
-        for b in others:
-            b.join(timeout + 5)
-        hwm1 = _status(proc.pid, "VmHWM")
-        lat = [(e - s) * 1000 for b in others for s, e in b.calls if s < t_done and e > t_send]
-        stuck = [b.failed for b in others if b.failed]
-        return {"name": name, "n": n, "mib": len(frame) / 2**20, "outcome": outcome, "seconds": t_done - t_send,
-                "growth_mib": max(0, hwm1 - hwm0) / 2**20, "p50": _percentile(lat, 0.5), "p99": _percentile(lat, 0.99),
-                "max": max(lat) if lat else float("nan"), "calls": len(lat), "stuck": stuck,
-                "peak_reset": peak_reset}
+        rss_start = _status(proc.pid, "VmRSS")
+        t_setup = time.perf_counter()
+        keep = setup(host, int(port)) if setup is not None else None   # noqa: F841 (held open)
+        setup_s = time.perf_counter() - t_setup
+        for label, frame in frames:
+            others = [Bystander(host, int(port)) for _ in range(3)]
+            for b in others:
+                b.start()
+            time.sleep(1.0)                                   # warm: every connection served a few times
+            rss0 = _status(proc.pid, "VmRSS")
+            peak_reset = _reset_peak(proc.pid)
+            hwm0 = _status(proc.pid, "VmHWM") if peak_reset else rss0
+            big = socket.create_connection((host, int(port)), timeout=timeout)
+            load = os.getloadavg()[0]
+            t_send = time.perf_counter()
+            outcome = _answer(big, frame)
+            t_done = time.perf_counter()
+            time.sleep(0.3)
+            for b in others:
+                b.stop.set()
+            for b in others:
+                b.join(timeout + 5)
+                b.sock.close()
+            hwm1 = _status(proc.pid, "VmHWM")
+            lat = [(e - s) * 1000 for b in others for s, e in b.calls if s < t_done and e > t_send]
+            stuck = [b.failed for b in others if b.failed]
+            rows.append({"label": label, "mib": len(frame) / 2**20, "outcome": outcome, "seconds": t_done - t_send,
+                         "growth_mib": max(0, hwm1 - hwm0) / 2**20, "p50": _percentile(lat, 0.5),
+                         "p99": _percentile(lat, 0.99), "max": max(lat) if lat else float("nan"),
+                         "calls": len(lat), "stuck": stuck, "peak_reset": peak_reset, "load": load,
+                         "rss_start": rss_start / 2**20, "rss_before": rss0 / 2**20,
+                         "rss_after": _status(proc.pid, "VmRSS") / 2**20, "setup_s": setup_s})
+            big.close()
+        return rows
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def stalls(args) -> None:
+    """The --stalls table: each server (--server) against each shape, rows side by side in one run."""
+    print("| server | request | elements | MiB | outcome | s | canary p50 / p99 / max ms (calls) | "
+          "RSS MiB: start / before / after | peak growth MiB | load |")
+    print("|---|---|---:|---:|---|---:|---|---|---:|---:|")
+    for name, n, setup, frames in _stall_shapes(args.elements - 1, args.members):
+        if args.only and args.only not in name:
+            continue
+        for python in [os.path.abspath(p) for p in args.server or [sys.executable]]:
+            tree = subprocess.run([python, "-c", "import tenure, os; print(os.path.dirname(os.path.dirname("
+                                   "tenure.__file__)))"], capture_output=True, text=True,
+                                  cwd=tempfile.gettempdir()).stdout.strip()
+            rows = measure(python, frames, args.timeout, setup,
+                           ("--consumer-session-timeout-ms", "600000") if setup is not None else ())
+            for r in rows:
+                note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
+                what = f"{name}: {r['label']}" if r["label"] else name
+                if r["setup_s"] > 0.5 and r is rows[0]:
+                    what += f" (set-up {r['setup_s']:.1f} s)"
+                print(f"| {Path(tree).name} | {what} | {n:,} | {r['mib']:.2f} | {r['outcome']} | "
+                      f"{r['seconds']:.2f} | {r['p50']:.0f} / {r['p99']:.0f} / {r['max']:.0f} ({r['calls']}){note} | "
+                      f"{r['rss_start']:.0f} / {r['rss_before']:.0f} / {r['rss_after']:.0f} | "
+                      f"{r['growth_mib']:.0f} | {r['load']:.1f} |", flush=True)
 
 
 def main() -> int:
@@ -209,12 +315,18 @@ def main() -> int:
     ap.add_argument("--elements", type=int, default=100_000)
     ap.add_argument("--timeout", type=float, default=240.0)
     ap.add_argument("--only", default=None, help="run the APIs whose name contains this")
+    ap.add_argument("--stalls", action="store_true", help="the largest accepted requests with huge answers")
+    ap.add_argument("--members", type=int, default=21, help="--stalls: members of the KIP-848 group")
+    ap.add_argument("--server", action="append", help="--stalls: the Python whose tenure serves (repeatable)")
     args = ap.parse_args()
     import kafka
     served = subprocess.run([sys.executable, "-c", "import tenure; print(tenure.__file__)"], capture_output=True,
                             text=True, cwd=tempfile.gettempdir()).stdout.strip()
     print(f"bench tree {tree_version()}; server: {served} (python {sys.executable}), "
-          f"kafka-python {kafka.__version__}")
+          f"kafka-python {kafka.__version__}; load {os.getloadavg()}")
+    if args.stalls:
+        stalls(args)
+        return 0
     print("| request | elements | MiB | outcome | s | peak RSS growth MiB | per MiB of request | "
           "others p50 / p99 / max ms (calls) |")
     print("|---|---:|---:|---|---:|---:|---:|---|")
@@ -222,7 +334,10 @@ def main() -> int:
         if args.only and args.only not in name:
             continue
         for n in (int(args.mib * 2**20 / ELEMENT_BYTES[name]), args.elements - OUTER.get(name, 0)):
-            r = measure(name, n, args.timeout)
+            frame = SHAPES[name](n)
+            setup = (lambda h, p, f=SETUP[name]: f(h, p)) if name in SETUP else None
+            r = dict(measure(sys.executable, [("", struct.pack(">i", len(frame)) + frame)], args.timeout,
+                             setup)[0], name=name, n=n)
             note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
             print(f"| {r['name']} | {r['n'] + OUTER.get(name, 0):,} | {r['mib']:.2f} | {r['outcome']} | "
                   f"{r['seconds']:.2f} | "

@@ -6,11 +6,17 @@ A shard owns the groups of one `__consumer_offsets` partition: a group lives whe
 DeleteGroups and OffsetFetch v8+ name several groups: `split` gives each shard the part of the request
 that names its groups (in request order), and `merge` puts the shards' answers back in request order.
 ListGroups asks every shard and concatenates their groups.
+
+A read-only request naming many items (the describes, OffsetFetch v8+, DescribeTransactions) is answered in
+chunks of `CHUNK_ITEMS` items (`chunks`), each on a loop turn of its own (the runtime awaits a turn between
+them), so one request of 100,000 ids does not hold every other client for its whole handling; `join_chunks`
+puts the answers together. Items answered once (`dedup`) are made unique first, as `split` and the handlers
+make them, so the answer is the one a single pass gives.
 """
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +24,8 @@ from tenure.protocol.internal_topics import java_string_hash, partition_for  # n
 
 OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 9, 15, 16, 42, 69
 SHARE_GROUP_DESCRIBE = 77
+DESCRIBE_TRANSACTIONS = 65
+CHUNK_ITEMS = 500          # items of a large read-only request handled per loop turn
 
 
 @dataclass(frozen=True)
@@ -31,14 +39,74 @@ class _MultiGroup:
     dedup: Callable[[int, Any], object] | None
 
 
+def _same_id(i: int, gid: str) -> str:
+    """The dedup key of an item answered once by its id: the id."""
+    return gid
+
+
 _MULTI = {
-    DESCRIBE_GROUPS: _MultiGroup("groups", lambda gid: gid, "groups", lambda i, gid: gid),
+    DESCRIBE_GROUPS: _MultiGroup("groups", lambda gid: gid, "groups", _same_id),
     DELETE_GROUPS: _MultiGroup("groups_names", lambda gid: gid, "results", None),
-    CONSUMER_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", lambda i, gid: gid),
-    SHARE_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", lambda i, gid: gid),
+    CONSUMER_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", _same_id),
+    SHARE_GROUP_DESCRIBE: _MultiGroup("group_ids", lambda gid: gid, "groups", _same_id),
     OFFSET_FETCH: _MultiGroup("groups", lambda q: q.group_id, "groups",
                               lambda i, q: (q.group_id, None) if q.topics is None else (q.group_id, i)),
 }
+
+
+# read-only requests answered one answer per (unique) item, in item order: handled in chunks when large
+_CHUNKED = {**{k: v for k, v in _MULTI.items() if k != DELETE_GROUPS},
+            DESCRIBE_TRANSACTIONS: _MultiGroup("transactional_ids", lambda tid: tid, "transaction_states", None)}
+
+
+def chunks(api_key: int, api_version: int, body, size: int = CHUNK_ITEMS) -> Iterator | None:
+    """The request `body` as bodies of at most `size` (unique) items each, in item order, made one at a time as
+    they are asked for (so making them is bounded per loop turn too); None when it is not a chunked request or
+    names no more than `size` items (it is then handled in one go)."""
+    spec = _CHUNKED.get(api_key)
+    if spec is None or (api_key == OFFSET_FETCH and api_version < 8):
+        return None
+    items = getattr(body, spec.items) or []
+    if len(items) <= size:
+        return None
+    return _chunked(body, spec, items, size)
+
+
+def _chunked(body, spec: _MultiGroup, items: list, size: int) -> Iterator:
+    seen: set = set()
+    mine: list = []
+    for i, item in enumerate(items):
+        if spec.dedup is not None:
+            key = item if spec.dedup is _same_id else spec.dedup(i, item)
+            if key in seen:
+                continue
+            seen.add(key)
+        mine.append(item)
+        if len(mine) == size:
+            yield _with_items(body, spec, mine)
+            mine = []
+    if mine:
+        yield _with_items(body, spec, mine)
+
+
+def _with_items(body, spec: _MultiGroup, items: list):
+    sub = copy.copy(body)
+    setattr(sub, spec.items, items)
+    return sub
+
+
+def join_chunks(api_key: int, subs: list, answers: list):
+    """The answer to the whole request from each chunk's answer (`chunks` made `subs`)."""
+    spec = _CHUNKED[api_key]
+    joined = []
+    for sub, answer in zip(subs, answers, strict=True):
+        got = getattr(answer, spec.answers)
+        if len(got) != len(getattr(sub, spec.items)):
+            raise AssertionError(f"a chunk of {len(getattr(sub, spec.items))} item(s) got {len(got)} answer(s)")
+        joined += got
+    out = copy.copy(answers[0])
+    setattr(out, spec.answers, joined)
+    return out
 
 
 def names_several_groups(api_key: int, api_version: int) -> bool:

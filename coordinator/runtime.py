@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from tenure.coordinator import RequestContext, Result, TimerWheel
 from tenure.counters import Metrics
+from tenure.gcpause import gc_paused
 from tenure.protocol import records as rec
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response
@@ -154,7 +155,22 @@ class CoordinatorRuntime(Generic[S]):
     # ------------------------------------------------------------------ requests
     async def handle(self, req: Request, ctx: RequestContext):
         """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
-        shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now."""
+        shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now. A large
+        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks)."""
+        subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
+        if subs is None:
+            return await self._handle(req, ctx)
+        asked: list[Any] = []
+        answers: list[Any] = []
+        with gc_paused():                          # no full collection walking the answer as it grows
+            for sub in subs:
+                if answers:
+                    await asyncio.sleep(0)         # the other clients' turn
+                asked.append(sub)
+                answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
+            return routing.join_chunks(req.api_key, asked, answers)
+
+    async def _handle(self, req: Request, ctx: RequestContext):
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
         fut = loop.create_future()

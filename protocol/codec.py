@@ -126,6 +126,50 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
     return Request(api_key, api_version, correlation_id, header.client_id, body, spec, served)
 
 
+# Requests and answers too heavy for one turn of the event loop (issue 30): one event loop serves every client,
+# so the server decodes such a request, and encodes such an answer, on a worker thread (tenure/server/offload.py)
+# while the loop serves the other connections. The bytes are the same either way.
+HEAVY_REQUEST_BYTES = 16 * 1024      # a body this large may hold ~8,000 tiny array elements: ~30 ms to decode
+HEAVY_ANSWER_ELEMENTS = 5_000        # array elements (lists at any depth) past which an answer is encoded off the loop
+# answers never walked for their size: the hot path's, whose size the request bounds (records are bytes)
+_LIGHT_ANSWERS = frozenset({0, 1, 8, 12, 14, 18, 68, 76, 78, 79})  # Produce Fetch OffsetCommit Heartbeat SyncGroup
+#                                                                    ApiVersions ConsumerGroupHeartbeat ShareGroup-
+#                                                                    Heartbeat ShareFetch ShareAcknowledge
+
+
+def heavy_request(payload: bytes) -> bool:
+    """Whether decoding this request frame (`decode_request`) may take more than a loop turn: a body of many
+    bytes that are not a Produce's record batches (whose bytes kafka-python keeps as one value)."""
+    return len(payload) >= HEAVY_REQUEST_BYTES and payload[:2] != b"\x00\x00"     # api key 0: Produce
+
+
+def heavy_answer(api_key: int, body: Any, limit: int = HEAVY_ANSWER_ELEMENTS) -> bool:
+    """Whether an answer holds more than `limit` array elements (every list at every depth, a list of strings
+    or numbers counting its length): its encoding is then done off the loop. The walk stops as soon as it has
+    seen more than `limit`, so it costs at most a walk over that many elements."""
+    if api_key in _LIGHT_ANSWERS or not _is_struct(body):
+        return False
+    seen, stack = 0, [body]
+    while stack:
+        node = stack.pop()
+        for name in node.fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list and value:
+                seen += len(value)
+                if seen > limit:
+                    return True
+                if _is_struct(value[0]):
+                    stack.extend(value)
+            elif _is_struct(value):
+                stack.append(value)
+    return False
+
+
+def _is_struct(value: Any) -> bool:
+    """A kafka-python message struct (its `fields`: name -> field; a UUID's `fields` is a tuple of ints)."""
+    return isinstance(getattr(value, "fields", None), dict)
+
+
 def encode_response(request: Request, body: Any) -> bytes:
     body.API_VERSION = request.api_version
     body.with_header(correlation_id=request.correlation_id)
@@ -170,5 +214,5 @@ def encode_unsupported_api_versions(req: UnsupportedApiVersions) -> bytes:
     return encode_api_versions_error(req.correlation_id, ErrorCode.UNSUPPORTED_VERSION, req.served)
 
 
-__all__ = ["Request", "UnsupportedApiVersions", "decode_request", "encode_response",
+__all__ = ["Request", "UnsupportedApiVersions", "decode_request", "encode_response", "heavy_request", "heavy_answer",
            "api_versions_body", "encode_api_versions_error", "encode_unsupported_api_versions", "frame"]

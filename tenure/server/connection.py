@@ -28,6 +28,7 @@ from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLi
 from tenure.protocol.framing import FrameDecoder
 from tenure.protocol.limits import DecodeLimits
 from tenure.security.sasl import AUTHENTICATE, SaslAuthenticator, Step
+from tenure.server.offload import heavy_request, off_loop
 from tenure.server.ratelog import RateLimitedLog
 
 log = logging.getLogger("tenure.server")
@@ -219,7 +220,8 @@ class Connection:
                 if not await self._authenticate(sasl.raw_token(payload)):
                     return False
                 continue
-            req = decode_request(payload, self.limits, self.served)
+            req = await off_loop(decode_request, payload, self.limits, self.served) if heavy_request(payload) \
+                else decode_request(payload, self.limits, self.served)      # a heavy one off the loop (offload.py)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
                                  "served; answering v0 with error 35", self.peer.conn_id, req.api_version)

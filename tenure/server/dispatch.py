@@ -24,6 +24,7 @@ from tenure.protocol.codec import Request, encode_api_versions_error, encode_res
 from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import can_fail, error_response
 from tenure.server.connection import Peer
+from tenure.server.offload import heavy_answer, off_loop
 from tenure.server.routes import Route
 
 log = logging.getLogger("tenure.server")
@@ -120,6 +121,8 @@ class Dispatcher:
         if body is not None:
             if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
                 await send(encode_api_versions_error(req.correlation_id, refused or code, req.served))  # as v0, as Kafka
+            elif heavy_answer(req.api_key, body):          # encoded off the loop (offload.py)
+                await send(await off_loop(encode_response, req, body))
             else:
                 await send(encode_response(req, body))
         took = time.perf_counter() - t0

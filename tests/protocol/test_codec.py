@@ -145,3 +145,32 @@ def test_fuzz_hostile_shapes_of_every_api_version(api_key, version, data):
         got = exc
     if expect is not None:
         assert type(got) is expect, (shape, got)
+
+
+def test_heavy_requests_and_answers_are_told_apart_by_size_not_by_content():
+    """What the server decodes or encodes off the loop (tenure/server/offload.py): a body of many bytes that is
+    not a Produce; an answer with more array elements, at any depth, than the limit - a hot-path API's never."""
+    from kafka.protocol.admin import DescribeTransactionsResponse
+    from tenure.protocol.codec import HEAVY_REQUEST_BYTES, heavy_answer, heavy_request
+    head = struct.pack(">hhi", 65, 0, 1)
+    assert not heavy_request(head + b"\0" * 100)
+    assert heavy_request(head + b"\0" * HEAVY_REQUEST_BYTES)
+    assert not heavy_request(struct.pack(">hhi", 0, 9, 1) + b"\0" * HEAVY_REQUEST_BYTES)   # Produce: record bytes
+    S = DescribeTransactionsResponse.TransactionState
+    T = S.TopicData
+
+    def answer(states: int, partitions: int):
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
+            S(error_code=0, transactional_id="t", transaction_state="Ongoing", transaction_timeout_ms=1,
+              transaction_start_time_ms=1, producer_id=1, producer_epoch=0,
+              topics=[T(topic="x", partitions=list(range(partitions)))]) for _ in range(states)])
+    assert not heavy_answer(65, answer(3, 5), limit=21)          # 3 states + 3 topics + 3 x 5 partitions = 21
+    assert heavy_answer(65, answer(3, 5), limit=20)
+    assert heavy_answer(65, answer(30, 0), limit=20)             # the top list alone
+    assert not heavy_answer(1, answer(30, 0), limit=20)          # Fetch: never walked
+    from uuid import uuid4
+    from kafka.protocol.metadata import MetadataResponse
+    T = MetadataResponse.MetadataResponseTopic
+    topics = [T(error_code=0, name=f"t{i}", topic_id=uuid4(), is_internal=False, partitions=[]) for i in range(9)]
+    assert not heavy_answer(3, MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=0,
+                                                topics=topics), limit=9)     # a UUID (its `fields`) is no struct

@@ -1,0 +1,100 @@
+"""A large read-only request (the describes, OffsetFetch v8+, DescribeTransactions) is answered in chunks of
+`routing.CHUNK_ITEMS` items, a loop turn between chunks, and its answer is byte for byte the one a single pass
+gives: the same items in the same order, repeated ids answered once where the handlers answer them once."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafka.protocol.admin import DescribeTransactionsRequest
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest
+from kafka.protocol.consumer.group import OffsetFetchRequest
+
+from tenure.coordinator import routing
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request, encode_response
+from tenure.protocol.consumer_group import ConsumerGroupDescribeRequest
+from tenure.protocol.context import RequestContext
+from tests.coordinator.test_routing import call, commit, fetch, runtime
+
+
+def test_chunks_are_in_item_order_with_repeats_dropped_and_small_requests_untouched():
+    body = DescribeGroupsRequest(groups=[f"g{i % 7}" for i in range(20)], include_authorized_operations=False)
+    subs = list(routing.chunks(15, 5, body, size=3))
+    assert [list(s.groups) for s in subs] == [["g0", "g1", "g2"], ["g3", "g4", "g5"], ["g6"]]
+    assert body.groups == [f"g{i % 7}" for i in range(20)]            # the request itself is left as it was
+    assert routing.chunks(15, 5, body, size=20) is None               # no more than a chunk: one pass
+    # DeleteGroups changes state: never chunked; OffsetFetch below v8 names one group
+    assert routing.chunks(42, 2, DeleteGroupsRequest(groups_names=["a"] * 9), size=2) is None
+    assert routing.chunks(9, 7, fetch([("a", None)]), size=0) is None
+    # DescribeTransactions answers every id it is given, repeats included (the handler does): kept
+    txn = DescribeTransactionsRequest(transactional_ids=["t", "t", "u"])
+    assert [list(s.transactional_ids) for s in list(routing.chunks(65, 0, txn, size=2))] == [["t", "t"], ["u"]]
+
+
+def test_a_chunk_answered_with_the_wrong_number_of_answers_is_a_bug():
+    D = SUPPORTED[15].response
+    G = D.DescribedGroup
+    subs = list(routing.chunks(15, 5, DescribeGroupsRequest(groups=["a", "b", "c"]), size=2))
+    one = G(error_code=0, group_id="a", group_state="Dead", protocol_type="", protocol_data="", members=[],
+            authorized_operations=-2147483648)
+    with pytest.raises(AssertionError, match="a chunk of 2 item"):
+        routing.join_chunks(15, subs, [D(throttle_time_ms=0, groups=[one]), D(throttle_time_ms=0, groups=[one])])
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_a_chunked_answer_is_byte_for_byte_the_single_pass_answer(partitions, monkeypatch):
+    """DescribeGroups, ConsumerGroupDescribe and OffsetFetch v8 over existing and unknown groups, with repeats,
+    on one shard and on eight: encoded with chunks of 7 items and in one pass, the bytes are equal."""
+    groups = [f"g{i}" for i in range(30)]
+    asked = [g for i in range(3) for g in (groups[i::3] + ["nope", groups[0]])]
+    requests = [
+        (DescribeGroupsRequest(groups=asked, include_authorized_operations=True), 5),
+        (ConsumerGroupDescribeRequest(group_ids=asked, include_authorized_operations=False), 0),
+        (fetch([(g, None if i % 2 else [0, 1]) for i, g in enumerate(asked)]), 8),
+    ]
+
+    def answers(chunk: int) -> list[bytes]:
+        monkeypatch.setattr(routing, "CHUNK_ITEMS", chunk)
+
+        async def run():
+            rt = runtime(partitions)
+            for i, g in enumerate(groups):
+                await call(rt, commit(g, {0: i, 1: 2 * i}), 8)
+            out = []
+            for body, version in requests:
+                req = Request(type(body).API_KEY, version, 7, "test", body, SUPPORTED[type(body).API_KEY])
+                ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=req.api_key)
+                out.append(encode_response(req, await rt.handle(req, ctx)))
+            return out
+        return asyncio.run(run())
+
+    single, chunked = answers(10_000), answers(7)
+    assert [len(a) for a in single] == [len(a) for a in chunked]
+    assert single == chunked
+
+
+def test_other_work_runs_between_the_chunks_of_one_request(monkeypatch):
+    """A describe of 40 ids in chunks of 10 leaves the loop 3 times: a task started with it runs before it ends."""
+    monkeypatch.setattr(routing, "CHUNK_ITEMS", 10)
+
+    async def run():
+        rt = runtime(1)
+        body = ConsumerGroupDescribeRequest(group_ids=[f"g{i}" for i in range(40)], include_authorized_operations=False)
+        req = Request(69, 0, 1, "test", body, SUPPORTED[69])
+        ctx = RequestContext(0, 0, "test", "/127.0.0.1", 0, api_key=69)
+        turns = []
+
+        async def other():
+            for _ in range(3):
+                turns.append(len(turns))
+                await asyncio.sleep(0)
+        task = asyncio.ensure_future(other())
+        answer = await rt.handle(req, ctx)
+        done_before = len(turns)
+        await task
+        return answer, done_before
+    answer, done_before = asyncio.run(run())
+    assert [g.group_id for g in answer.groups] == [f"g{i}" for i in range(40)]
+    assert {g.error_code for g in answer.groups} == {69}               # GROUP_ID_NOT_FOUND
+    assert done_before == 3
