@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchcommon import tree_version  # noqa: E402
+from trees import serve_argv, tree_label  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -117,6 +119,39 @@ async def pump(host: str, port: int, frame_sets: list[list[bytes]], error_at: in
             "errors": errors}
 
 
+def sample(pid: int, path: str, seconds: float) -> subprocess.Popen:
+    """py-spy sampling the server for `seconds` (its own process; --nonblocking: the server is never paused)."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration",
+                             str(max(1, int(seconds))), "--rate", "200", "--nonblocking", "--format", "raw",
+                             "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def print_profile(path: str, top: int = 25) -> None:
+    """The functions with the most samples of their own (the leaf of a stack), and with the most samples in
+    total (anywhere on a stack), from py-spy's collapsed stacks."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    n = 0
+    for line in open(path):
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack:
+            continue
+        k = int(count)
+        n += k
+        # "func (path/file.py:line)" -> "func (file.py)": a function's samples summed over its lines
+        frames = [f"{f.split(' (')[0]} ({f.rsplit('/', 1)[-1].rsplit(':', 1)[0].rstrip(')')})"
+                  for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + k
+        for f in set(frames):
+            total[f] = total.get(f, 0) + k
+    print(f"    py-spy: {n} samples; own share / total share")
+    for f, k in sorted(own.items(), key=lambda x: -x[1])[:top]:
+        print(f"    own {k / n:6.1%}  total {total[f] / n:6.1%}  {f}")
+    print("    by total share:")
+    for f, k in sorted(total.items(), key=lambda x: -x[1])[:top]:
+        print(f"    total {k / n:6.1%}  {f}")
+
+
 def frame(req, version: int) -> bytes:
     from tests.support.wire import request_bytes
     return request_bytes(req, version, 0, client_id="hot")
@@ -163,21 +198,51 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--profile", metavar="PATH", help="run the server under cProfile, write its stats to PATH and "
                     "print the top functions by own time (the figures above are then inflated by the profiler)")
+    ap.add_argument("--py-spy", metavar="PATH", dest="pyspy",
+                    help="sample the server with py-spy (--nonblocking) during each API's run, write the collapsed "
+                    "stacks to PATH.API.txt and print the functions with the most own and total samples")
+    ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
+                    help="also run every API against `tenure serve` from this source tree (e.g. a `git worktree` of "
+                    "main) and print this tree's figures against its; repeatable")
     args = ap.parse_args()
+    trees = [REPO] + [Path(t) for t in args.baseline]
+    print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
+    results = {}
+    for tree in trees:
+        label = tree_label(tree) + ("" if tree == REPO else " (baseline)")
+        print(f"tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
+        results[label] = run_tree(tree, args)
+    if len(results) > 1:
+        (this, rows), *others = results.items()
+        for other, base in others:
+            print(f"this tree {this} against {other}: server CPU per request, requests/s, p99 (ratio this/baseline)")
+            for r, b in zip(rows, base, strict=True):
+                print(f"  {r['api']:<10} {r['server_us']:6.1f} us vs {b['server_us']:6.1f} us = "
+                      f"{r['server_us'] / b['server_us']:.2f}x   {r['per_s']:9,.0f}/s vs {b['per_s']:9,.0f}/s = "
+                      f"{r['per_s'] / b['per_s']:.2f}x   p99 {r['p99']:6.2f} vs {b['p99']:6.2f} ms")
+    print(f"load average at end {os.getloadavg()}")
+    if args.profile:
+        import pstats
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
+
+
+def run_tree(tree: Path, args) -> list[dict]:
+    """Spawn `tenure serve` from the source tree `tree` and run every API of --apis against it."""
     from kafka.protocol.consumer import FetchRequest, HeartbeatRequest, OffsetCommitRequest
-    from kafka.protocol.producer import ProduceRequest
 
     from tests.support.procs import TenureProcess
     from tests.support.wire import WireClient, build_batch, create_topic, produce_request
 
-    print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory() as d:
         srv = TenureProcess(Path(d) / "data")
+        plain = srv.argv
         if args.profile:
-            plain = srv.argv
             srv.argv = lambda port=None: [sys.executable, "-m", "cProfile", "-o", args.profile,  # type: ignore
                                           *plain(port)[1:]]
+        else:
+            srv.argv = lambda port=None: serve_argv(tree, *plain(port)[3:])  # type: ignore
         srv.start()
+        rows: list[dict] = []
         try:
             host, port = srv.bootstrap.rsplit(":", 1)
             pid = srv.proc.pid
@@ -187,7 +252,6 @@ def main() -> None:
             for p in range(args.connections):
                 w.call(produce_request("hp-data", p, build_batch([(None, b"x" * 100)] * 10), acks=1), 9)
             w.sock.close()
-            rows = []
             apis = args.apis.split(",")
             groups = asyncio.run(form_groups(srv.bootstrap, srv.admin_url, args.groups, args.members)) \
                 if {"heartbeat", "commit"} & set(apis) else []
@@ -223,22 +287,23 @@ def main() -> None:
                     error_at = 4 + 1 + 1 + 1 + len("hp-data") + 1 + 4
                 else:
                     raise SystemExit(f"unknown api {api}")
+                spy = sample(pid, f"{args.pyspy}.{api}.txt", args.seconds) if args.pyspy else None
                 s0, c0 = cpu_s(pid), cpu_s()
                 r = asyncio.run(pump(host, int(port), sets, error_at, args.seconds))
                 s1, c1 = cpu_s(pid), cpu_s()
+                if spy is not None:
+                    spy.wait(60)
                 r.update(api=api, conns=len(sets), server_us=(s1 - s0) / r["n"] * 1e6,
                          client_us=(c1 - c0) / r["n"] * 1e6)
                 rows.append(r)
                 print(f"  {api:<10} {r['conns']:>4} conns  {r['per_s']:>9,.0f}/s  p50 {r['p50']:6.2f} ms  "
                       f"p99 {r['p99']:6.2f} ms  max {r['max']:7.1f} ms  server {r['server_us']:6.1f} us/req  "
                       f"client {r['client_us']:5.1f} us/req  errors {r['errors']}", flush=True)
+                if spy is not None:
+                    print_profile(f"{args.pyspy}.{api}.txt")
         finally:
             srv.terminate()
-    _ = ProduceRequest
-    print(f"load average at end {os.getloadavg()}")
-    if args.profile:
-        import pstats
-        pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
+    return rows
 
 
 if __name__ == "__main__":

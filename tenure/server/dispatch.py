@@ -70,10 +70,8 @@ class Dispatcher:
 
     def context(self, req: Request, peer: Peer) -> RequestContext:
         """The request's context, built once and handed to its owner."""
-        address = peer.address
-        where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
         return RequestContext(0, req.api_version, req.client_id or "", peer.client_host, self.clock_ms(),
-                              api_key=req.api_key, connection_id=peer.conn_id, peer=where,
+                              api_key=req.api_key, connection_id=peer.conn_id, peer=peer.where,
                               broker_id=peer.broker_id, listener=peer.listener, principal=peer.principal,
                               authorizer=self.authorizer)
 
