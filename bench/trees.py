@@ -3,7 +3,8 @@
 
 The venv's editable install maps the `tenure.*` packages to the folders of the tree it was installed from;
 `serve_argv(tree, ...)` starts an interpreter that first maps them to `tree`'s folders (the package-dir
-table of `tree`'s pyproject.toml, as setuptools reads it) and then runs `python -m tenure ARGS`. Both trees
+table of `tree`'s pyproject.toml, as setuptools reads it) and then runs `python -m tenure ARGS`; `python_argv(tree,
+code)` runs `code` so. Both trees
 are started through the same launcher, so its small cost is the same on both sides.
 """
 from __future__ import annotations
@@ -11,34 +12,47 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 
-# the launcher: argv[1] is the tree; the rest is tenure's command line
-_LAUNCHER = r"""
-import sys, tomllib, runpy, importlib.util
-tree = sys.argv.pop(1)
-with open(tree + "/pyproject.toml", "rb") as f:
-    dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
-MAP = {name: tree + "/" + folder for name, folder in dirs.items()}
+# the finder, ahead of the editable install's: the tree's packages from its folders (only modules already loaded at
+# interpreter start are used, so the launcher adds no import of its own to what is measured)
+_FINDER = r"""
+import sys
+from _frozen_importlib_external import spec_from_file_location as _spec
+MAP = %r
 class TreeFinder:
     @classmethod
     def find_spec(cls, name, path=None, target=None):
         folder = MAP.get(name)
-        if folder is None:
-            return None
-        return importlib.util.spec_from_file_location(name, folder + "/__init__.py",
-                                                      submodule_search_locations=[folder])
+        return None if folder is None else _spec(name, folder + "/__init__.py", submodule_search_locations=[folder])
 sys.meta_path.insert(0, TreeFinder)
+"""
+_RUN_TENURE = """
+import runpy
 sys.argv[0] = "tenure"
 runpy.run_module("tenure", run_name="__main__", alter_sys=True)
 """
 
 
+def packages(tree: str | os.PathLike) -> dict[str, str]:
+    """The tree's installed package name -> its folder (pyproject.toml's package-dir, as setuptools reads it)."""
+    root = Path(tree).resolve()
+    with open(root / "pyproject.toml", "rb") as f:
+        dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    return {name: str(root / folder) for name, folder in dirs.items()}
+
+
 def serve_argv(tree: str | os.PathLike, *args: str) -> list[str]:
     """The command line that runs `python -m tenure ARGS` from the source tree `tree`."""
-    return [sys.executable, "-c", _LAUNCHER, str(Path(tree).resolve()), *args]
+    return [sys.executable, "-c", _FINDER % packages(tree) + _RUN_TENURE, *args]
+
+
+def python_argv(tree: str | os.PathLike, code: str) -> list[str]:
+    """The command line that runs `python -c CODE` with `tenure` imported from the source tree `tree`."""
+    return [sys.executable, "-c", _FINDER % packages(tree) + code]
 
 
 def tree_label(tree: str | os.PathLike) -> str:
