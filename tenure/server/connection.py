@@ -24,7 +24,7 @@ from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
 from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
-from tenure.protocol.context import ANONYMOUS, PLAINTEXT
+from tenure.protocol.context import ANONYMOUS, PLAINTEXT, RequestContext
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.protocol.limits import DecodeLimits
@@ -71,6 +71,13 @@ class Peer:
         """The socket's peer address as a request context names it ("host:port")."""
         address = self.address
         return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
+
+    @functools.cached_property
+    def context(self) -> RequestContext:
+        """What every request context of this connection holds (the dispatcher adds each request's own part:
+        RequestContext.for_request)."""
+        return RequestContext(0, 0, "", self.client_host, 0, connection_id=self.conn_id, peer=self.where,
+                              broker_id=self.broker_id, listener=self.listener, principal=self.principal)
 
 
 # dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame

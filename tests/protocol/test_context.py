@@ -20,3 +20,14 @@ def test_for_input_is_replace_with_the_token_and_clock():
         pass
     else:
         raise AssertionError("the copy is not frozen")
+
+
+def test_for_request_is_the_connections_context_with_the_requests_own_part():
+    base = RequestContext(0, 0, "", "/10.0.0.1", 0, connection_id=3, peer="10.0.0.1:4000", broker_id=1,
+                          listener="SSL", principal="User:bob")
+    authorizer = object()
+    ctx = base.for_request(19, 7, "cli", 5_000, authorizer)            # type: ignore[arg-type]
+    assert ctx == RequestContext(0, 7, "cli", "/10.0.0.1", 5_000, api_key=19, connection_id=3, peer="10.0.0.1:4000",
+                                 broker_id=1, listener="SSL", principal="User:bob",
+                                 authorizer=authorizer)                # type: ignore[arg-type]
+    assert (base.api_key, base.api_version, base.client_id, base.now_ms, base.authorizer) == (-1, 0, "", 0, None)

@@ -231,3 +231,15 @@ def test_pipelined_requests_take_turns_with_another_connection():
     asyncio.run(both())
     firsts = [i for i, (name, _) in enumerate(order) if name == "other"]
     assert len(order) == 13 and firsts[-1] < 9, order
+
+
+def test_a_peers_context_names_the_connection_and_follows_a_new_principal():
+    import dataclasses
+    peer = Peer(4, ("127.0.0.1", 5004), "/127.0.0.1", broker_id=2, listener="SASL_PLAINTEXT",
+                protocol="SASL_PLAINTEXT")
+    ctx = peer.context.for_request(18, 3, "c", 10, None)
+    assert (ctx.connection_id, ctx.peer, ctx.client_host, ctx.broker_id, ctx.listener, ctx.principal) == \
+        (4, "127.0.0.1:5004", "/127.0.0.1", 2, "SASL_PLAINTEXT", "User:ANONYMOUS")
+    authenticated = dataclasses.replace(peer, principal="User:alice")       # as SASL replaces the peer
+    assert authenticated.context.principal == "User:alice" and peer.context.principal == "User:ANONYMOUS"
+    assert Peer(5, "unix-socket", "/x").where == "unix-socket"
