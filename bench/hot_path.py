@@ -15,7 +15,11 @@ p99 / max latency, the server's CPU per request in microseconds (user + system t
 - Produce v9: acks=1, one 10-record batch (~1 KB) per request to one partition per connection.
 
     .venv/bin/python bench/hot_path.py [--apis heartbeat,commit,fetch,produce] [--groups 100] [--members 10]
-        [--connections 100] [--seconds 10]
+        [--connections 100] [--seconds 10] [--baseline TREE [--rounds N]] [--py-spy PATH]
+
+--baseline TREE runs the same against `tenure serve` from another source tree (a `git worktree` of main: `git
+worktree add --detach ../base main`), both through bench/trees.py's launcher, the trees taking turns --rounds
+times, and prints this tree's figures against the baseline's (medians).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import struct
 import subprocess
 import sys
@@ -201,25 +206,31 @@ def main() -> None:
     ap.add_argument("--py-spy", metavar="PATH", dest="pyspy",
                     help="sample the server with py-spy (--nonblocking) during each API's run, write the collapsed "
                     "stacks to PATH.API.txt and print the functions with the most own and total samples")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of every tree, taking turns (medians compared)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run every API against `tenure serve` from this source tree (e.g. a `git worktree` of "
                     "main) and print this tree's figures against its; repeatable")
     args = ap.parse_args()
     trees = [REPO] + [Path(t) for t in args.baseline]
     print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
-    results = {}
-    for tree in trees:
-        label = tree_label(tree) + ("" if tree == REPO else " (baseline)")
-        print(f"tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
-        results[label] = run_tree(tree, args)
+    results: dict[str, list[list[dict]]] = {}
+    for rnd in range(args.rounds):
+        for tree in trees:                   # the trees take turns, so drift in the machine's load hits both
+            label = tree_label(tree) + ("" if tree == REPO else " (baseline)")
+            print(f"round {rnd + 1}: tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
+            results.setdefault(label, []).append(run_tree(tree, args))
     if len(results) > 1:
-        (this, rows), *others = results.items()
+        (this, mine), *others = results.items()
+        med = lambda runs, i, k: statistics.median(rows[i][k] for rows in runs)  # noqa: E731
         for other, base in others:
-            print(f"this tree {this} against {other}: server CPU per request, requests/s, p99 (ratio this/baseline)")
-            for r, b in zip(rows, base, strict=True):
-                print(f"  {r['api']:<10} {r['server_us']:6.1f} us vs {b['server_us']:6.1f} us = "
-                      f"{r['server_us'] / b['server_us']:.2f}x   {r['per_s']:9,.0f}/s vs {b['per_s']:9,.0f}/s = "
-                      f"{r['per_s'] / b['per_s']:.2f}x   p99 {r['p99']:6.2f} vs {b['p99']:6.2f} ms")
+            print(f"this tree {this} against {other}, medians of {args.rounds} round(s): server CPU per request, "
+                  f"requests/s, p99 (ratio this/baseline)")
+            for i, r in enumerate(mine[0]):
+                cpu, bcpu = med(mine, i, "server_us"), med(base, i, "server_us")
+                rate, brate = med(mine, i, "per_s"), med(base, i, "per_s")
+                print(f"  {r['api']:<10} {cpu:6.1f} us vs {bcpu:6.1f} us = {cpu / bcpu:.2f}x   {rate:9,.0f}/s vs "
+                      f"{brate:9,.0f}/s = {rate / brate:.2f}x   p99 {med(mine, i, 'p99'):6.2f} vs "
+                      f"{med(base, i, 'p99'):6.2f} ms")
     print(f"load average at end {os.getloadavg()}")
     if args.profile:
         import pstats

@@ -6,14 +6,18 @@ partition whose leader coordinates it.
 """
 from __future__ import annotations
 
+import functools
+
 OFFSETS_TOPIC = "__consumer_offsets"              # the group coordinator's log (its records, its partitions)
 TRANSACTION_TOPIC = "__transaction_state"         # the transaction coordinator's log
 SHARE_STATE_TOPIC = "__share_group_state"         # the share coordinator's log (not served yet)
 KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC, SHARE_STATE_TOPIC})
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int. Cached: every group request routes
+    by its group id's hash (the ids a server sees are few; the cache is bounded)."""
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):
