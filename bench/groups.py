@@ -46,20 +46,24 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tests.support.groups import confluent_generation as generation_of  # noqa: E402
+from trees import serve_argv, tree_label  # noqa: E402
 
 PARTITIONS = 12
 SESSION_MS = 1800000      # heartbeat bench: the broker's maximum, no member expires during set-up
 CLIENT_SESSION_MS = 10000
 
 
-def start_tenure(*extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tenure", "serve", "--port", "0", "--log-level", "WARNING",
-                             "--default-partitions", str(PARTITIONS), *extra],
+def start_tenure(*extra: str, tree: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """`tenure serve` from this tree (the venv's install) or, with `tree`, from that source tree."""
+    args = ["serve", "--port", "0", "--log-level", "WARNING", "--default-partitions", str(PARTITIONS), *extra]
+    proc = subprocess.Popen([sys.executable, "-m", "tenure", *args] if tree is None else serve_argv(tree, *args),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     m = re.match(r"tenure listening on (\S+)", line)
@@ -247,7 +251,30 @@ def formation_and_restart(bootstrap: str, topic: str, group: str, n: int, quiet:
     return out
 
 
-async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float) -> dict:
+def heartbeats_on(tree: Path | None, args) -> dict:
+    """The heartbeat bench against a `tenure serve` of its own (from `tree`; None: this one), with the server's CPU
+    (user + system, from /proc) per heartbeat answered."""
+    # a short initial delay lets each group's ten concurrent first joins form one generation
+    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", tree=tree)
+    try:
+        holder: dict = {}
+        r = asyncio.run(heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds,
+                                        on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid))))
+        r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
+        return r
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+
+
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
+                          on_start: Callable[[], object] = lambda: None) -> dict:
     from kafka.protocol.consumer.group import (
         HeartbeatRequest, JoinGroupRequest, SyncGroupRequest,
     )
@@ -286,6 +313,7 @@ async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: 
     errors = 0
     codes: dict[int, int] = {}
     stop = time.monotonic() + seconds
+    on_start()
 
     async def pump(conn, members, gen, gid):
         nonlocal errors
@@ -342,6 +370,10 @@ def main() -> int:
     ap.add_argument("--hb-groups", type=int, default=100)
     ap.add_argument("--hb-per-group", type=int, default=10)
     ap.add_argument("--hb-seconds", type=float, default=10)
+    ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
+                    help="also run the heartbeat bench against `tenure serve` from this source tree (e.g. a `git "
+                    "worktree` of main), this tree and the baselines in turn, --hb-rounds times; prints the ratios")
+    ap.add_argument("--hb-rounds", type=int, default=1)
     args = ap.parse_args()
     started = time.monotonic()
     from confluent_kafka import version, libversion
@@ -387,17 +419,29 @@ def main() -> int:
                 line += f" in {m['restarted']}/{n} restarts (EXTRAPOLATED to all {n}: ~{m['rebalances_extrapolated']:.0f})"
             print(line, flush=True)
     if "tenure" in args.targets:
-        # a short initial delay lets each group's ten concurrent first joins form one generation
-        proc, bs = start_tenure("--initial-rebalance-delay-ms", "200")
-        try:
-            r = asyncio.run(heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds))
-            print(f"heartbeats: {args.hb_groups * args.hb_per_group} static members in {args.hb_groups} groups, "
-                  f"{r['heartbeats']} heartbeats in {args.hb_seconds:.0f}s = {r['per_s']:.0f}/s, "
-                  f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms, "
-                  f"errors {r['errors']} (by code {r['codes']}); groups formed in {r['setup_s']:.1f}s")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(15)
+        trees: list[Path | None] = [None] + [Path(t) for t in args.baseline]
+        runs: dict[str, list[dict]] = {}
+        for rnd in range(args.hb_rounds):
+            for tree in trees:
+                label = tree_label(REPO if tree is None else tree) + ("" if tree is None else " (baseline)")
+                r = heartbeats_on(tree, args)
+                runs.setdefault(label, []).append(r)
+                print(f"heartbeats [{label}, round {rnd + 1}]: {args.hb_groups * args.hb_per_group} static members "
+                      f"in {args.hb_groups} groups, {r['heartbeats']} heartbeats in {args.hb_seconds:.0f}s = "
+                      f"{r['per_s']:.0f}/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} "
+                      f"ms, server CPU {r['server_us']:.0f} us per heartbeat, errors {r['errors']} (by code "
+                      f"{r['codes']}); groups formed in {r['setup_s']:.1f}s; load average {os.getloadavg()[0]:.1f}",
+                      flush=True)
+        if len(runs) > 1:
+            (this, mine), *others = runs.items()
+            med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
+            for other, base in others:
+                print(f"heartbeats, medians of {args.hb_rounds} round(s), {this} against {other}: "
+                      f"{med(mine, 'per_s'):.0f}/s vs {med(base, 'per_s'):.0f}/s = "
+                      f"{med(mine, 'per_s') / med(base, 'per_s'):.2f}x; p50 {med(mine, 'p50_ms'):.2f} vs "
+                      f"{med(base, 'p50_ms'):.2f} ms; p99 {med(mine, 'p99_ms'):.2f} vs {med(base, 'p99_ms'):.2f} ms; "
+                      f"server CPU {med(mine, 'server_us'):.0f} vs {med(base, 'server_us'):.0f} us per heartbeat = "
+                      f"{med(mine, 'server_us') / med(base, 'server_us'):.2f}x", flush=True)
     return 0
 
 

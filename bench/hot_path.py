@@ -15,7 +15,11 @@ p99 / max latency, the server's CPU per request in microseconds (user + system t
 - Produce v9: acks=1, one 10-record batch (~1 KB) per request to one partition per connection.
 
     .venv/bin/python bench/hot_path.py [--apis heartbeat,commit,fetch,produce] [--groups 100] [--members 10]
-        [--connections 100] [--seconds 10]
+        [--connections 100] [--seconds 10] [--baseline TREE [--rounds N]] [--py-spy PATH]
+
+--baseline TREE runs the same against `tenure serve` from another source tree (a `git worktree` of main: `git
+worktree add --detach ../base main`), both through bench/trees.py's launcher, the trees taking turns --rounds
+times, and prints this tree's figures against the baseline's (medians).
 """
 from __future__ import annotations
 
@@ -23,11 +27,14 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +42,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchcommon import tree_version  # noqa: E402
+from trees import python_argv, serve_argv, tree_label  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -117,6 +125,39 @@ async def pump(host: str, port: int, frame_sets: list[list[bytes]], error_at: in
             "errors": errors}
 
 
+def sample(pid: int, path: str, seconds: float) -> subprocess.Popen:
+    """py-spy sampling the server for `seconds` (its own process; --nonblocking: the server is never paused)."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--duration",
+                             str(max(1, int(seconds))), "--rate", "200", "--nonblocking", "--format", "raw",
+                             "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def print_profile(path: str, top: int = 25) -> None:
+    """The functions with the most samples of their own (the leaf of a stack), and with the most samples in
+    total (anywhere on a stack), from py-spy's collapsed stacks."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    n = 0
+    for line in open(path):
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack:
+            continue
+        k = int(count)
+        n += k
+        # "func (path/file.py:line)" -> "func (file.py)": a function's samples summed over its lines
+        frames = [f"{f.split(' (')[0]} ({f.rsplit('/', 1)[-1].rsplit(':', 1)[0].rstrip(')')})"
+                  for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + k
+        for f in set(frames):
+            total[f] = total.get(f, 0) + k
+    print(f"    py-spy: {n} samples; own share / total share")
+    for f, k in sorted(own.items(), key=lambda x: -x[1])[:top]:
+        print(f"    own {k / n:6.1%}  total {total[f] / n:6.1%}  {f}")
+    print("    by total share:")
+    for f, k in sorted(total.items(), key=lambda x: -x[1])[:top]:
+        print(f"    total {k / n:6.1%}  {f}")
+
+
 def frame(req, version: int) -> bytes:
     from tests.support.wire import request_bytes
     return request_bytes(req, version, 0, client_id="hot")
@@ -128,7 +169,8 @@ def admin_post(url: str, body: dict) -> None:
     urllib.request.urlopen(req, timeout=10).read()
 
 
-async def form_groups(bootstrap: str, admin_url: str, groups: int, members: int) -> list[list[tuple]]:
+async def form_groups(bootstrap: str, expect: Callable[[str, int], object], groups: int,
+                      members: int) -> list[list[tuple]]:
     """Each group formed once (static members, expect_group set first): [(group, member id, instance id, gen)]."""
     from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
 
@@ -137,7 +179,7 @@ async def form_groups(bootstrap: str, admin_url: str, groups: int, members: int)
     out = []
     for g in range(groups):
         gid = f"hp-{g}"
-        admin_post(f"{admin_url}/groups/{gid}/expect", {"members": members})
+        expect(gid, members)
         conns = [await AsyncWireClient.connect(bootstrap) for _ in range(members)]
         joins = await asyncio.gather(*(c.call(JoinGroupRequest(
             group_id=gid, session_timeout_ms=1_800_000, rebalance_timeout_ms=30000, member_id="",
@@ -163,21 +205,200 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--profile", metavar="PATH", help="run the server under cProfile, write its stats to PATH and "
                     "print the top functions by own time (the figures above are then inflated by the profiler)")
+    ap.add_argument("--py-spy", metavar="PATH", dest="pyspy",
+                    help="sample the server with py-spy (--nonblocking) during each API's run, write the collapsed "
+                    "stacks to PATH.API.txt and print the functions with the most own and total samples")
+    ap.add_argument("--in-process", action="store_true",
+                    help="no sockets: each API's requests fed to one connection of an in-process server, and the "
+                    "CPU time of the server's loop thread per request (tenure and the codec, without the kernel)")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of every tree, taking turns (medians compared)")
+    ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
+                    help="also run every API against `tenure serve` from this source tree (e.g. a `git worktree` of "
+                    "main) and print this tree's figures against its; repeatable")
     args = ap.parse_args()
-    from kafka.protocol.consumer import FetchRequest, HeartbeatRequest, OffsetCommitRequest
-    from kafka.protocol.producer import ProduceRequest
+    trees = [REPO] + [Path(t) for t in args.baseline]
+    print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
+    results: dict[str, list[list[dict]]] = {}
+    for rnd in range(args.rounds):
+        for tree in trees:                   # the trees take turns, so drift in the machine's load hits both
+            label = tree_label(tree) + ("" if tree == REPO else " (baseline)")
+            print(f"round {rnd + 1}: tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
+            results.setdefault(label, []).append(run_in_process(tree, args) if args.in_process
+                                                 else run_tree(tree, args))
+    if len(results) > 1:
+        (this, mine), *others = results.items()
+        med = lambda runs, i, k: statistics.median(rows[i][k] for rows in runs)  # noqa: E731
+        for other, base in others:
+            print(f"this tree {this} against {other}, medians of {args.rounds} round(s): server CPU per request, "
+                  f"requests/s, p99 (ratio this/baseline)")
+            for i, r in enumerate(mine[0]):
+                cpu, bcpu = med(mine, i, "server_us"), med(base, i, "server_us")
+                rate, brate = med(mine, i, "per_s"), med(base, i, "per_s")
+                print(f"  {r['api']:<10} {cpu:6.1f} us vs {bcpu:6.1f} us = {cpu / bcpu:.2f}x   {rate:9,.0f}/s vs "
+                      f"{brate:9,.0f}/s = {rate / brate:.2f}x   p99 {med(mine, i, 'p99'):6.2f} vs "
+                      f"{med(base, i, 'p99'):6.2f} ms")
+    print(f"load average at end {os.getloadavg()}")
+    if args.profile:
+        import pstats
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
 
+
+def frames_for(api: str, groups: list[list[tuple]], args) -> tuple[list[list[bytes]], int]:
+    """Each connection's cycle of pre-encoded request frames for `api`, and where the answer's error code is."""
+    from kafka.protocol.consumer import FetchRequest, HeartbeatRequest, OffsetCommitRequest
+
+    from tests.support.wire import build_batch, produce_request
+
+    if api == "heartbeat":
+        sets = [[frame(HeartbeatRequest(group_id=g, generation_id=gen, member_id=m, group_instance_id=i),
+                       4) for g, m, i, gen in grp] for grp in groups]
+        error_at = 4 + 1 + 4           # header v1: correlation id, tagged fields; throttle_time_ms
+    elif api == "commit":
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        sets = [[frame(OffsetCommitRequest(
+            group_id=g, generation_id_or_member_epoch=gen, member_id=m, group_instance_id=i,
+            topics=[T(name="hp-commits", partitions=[T.OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=1, committed_leader_epoch=-1,
+                committed_metadata="") for p in range(args.commit_partitions)])]), 8)]
+            for g, m, i, gen in (grp[0] for grp in groups)]
+        # header v1, throttle, topics (compact array, 1 byte), name (compact string), partitions
+        # (1 byte), partition_index (4): the first partition's error code
+        error_at = 4 + 1 + 4 + 1 + 1 + len("hp-commits") + 1 + 4
+    elif api == "fetch":
+        F = FetchRequest.FetchTopic
+        sets = [[frame(FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[F(topic="hp-data", partitions=[F.FetchPartition(
+                partition=c, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 20)])], forgotten_topics_data=[],
+            rack_id=""), 12)] for c in range(args.connections)]
+        error_at = 4 + 1 + 4                # the response's top-level error code
+    elif api == "produce":
+        batch = build_batch([(None, b"x" * 100)] * 10)
+        sets = [[frame(produce_request("hp-data", c, batch, acks=1), 9)] for c in range(args.connections)]
+        # header v1, responses (1), name (compact), partitions (1), index (4): the partition's error
+        error_at = 4 + 1 + 1 + 1 + len("hp-data") + 1 + 4
+    else:
+        raise SystemExit(f"unknown api {api}")
+    return sets, error_at
+
+
+class _Feed:
+    """A connection's reader in the in-process mode: the next frame of the cycle at each read (after a loop turn, as
+    a socket's reader waits for the client's next request) until the run's end, then b"" (the client closed)."""
+
+    def __init__(self, frames: list[bytes], stop_at: float) -> None:
+        self.frames = [bytearray(f) for f in frames]
+        self.stop_at, self.i = stop_at, 0
+
+    async def read(self, n: int) -> bytes:
+        await asyncio.sleep(0)
+        if time.perf_counter() >= self.stop_at:
+            return b""
+        f = self.frames[self.i % len(self.frames)]
+        self.i += 1
+        struct.pack_into(">i", f, 8, self.i)
+        return bytes(f)
+
+
+class _Sink:
+    """A connection's writer in the in-process mode: counts the answers and their error codes."""
+
+    def __init__(self, error_at: int) -> None:
+        self.error_at, self.answers, self.errors = error_at, 0, {}
+
+    def write(self, data: bytes) -> None:
+        self.answers += 1
+        code = struct.unpack_from(">h", data, 4 + self.error_at)[0]
+        self.errors[code] = self.errors.get(code, 0) + 1
+
+    async def drain(self) -> None:
+        pass
+
+
+def in_process_child(opts: dict) -> None:
+    """The in-process mode's child (tenure imported from the tree under test): a ServerThread with a data dir; each
+    API's requests fed to one `Connection` of that server's own (its dispatcher, limits, metrics) with no socket,
+    for --seconds; the loop thread's CPU time (time.thread_time) per request printed as JSON."""
+    import threading
+
+    from tenure.server import ServerThread
+    from tenure.server.connection import Peer
+    from tests.support.wire import WireClient, build_batch, create_topic, produce_request
+    args = argparse.Namespace(**opts)
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        st = ServerThread(port=0, data_dir=str(Path(d) / "data"), fsync="batch").start()
+        try:
+            w = WireClient.to(st.bootstrap)
+            create_topic(w, "hp-commits", args.commit_partitions)
+            create_topic(w, "hp-data", args.connections)
+            for p in range(args.connections):
+                w.call(produce_request("hp-data", p, build_batch([(None, b"x" * 100)] * 10), acks=1), 9)
+            w.sock.close()
+            groups = asyncio.run(form_groups(st.bootstrap, st.expect_group, args.groups, args.members))
+            for api in args.apis.split(","):
+                sets, error_at = frames_for(api, groups, args)
+                frames = [f for fs in sets for f in fs]
+
+                async def drive(frames: list[bytes] = frames, error_at: int = error_at) -> tuple[float, float, _Sink]:
+                    sink = _Sink(error_at)
+                    conn = st.server._connection(Peer(1_000_000, ("127.0.0.1", 1), "/127.0.0.1"),
+                                                 _Feed(frames, time.perf_counter() + args.seconds), sink)
+                    assert threading.current_thread() is not threading.main_thread()
+                    c0, t0 = time.thread_time(), time.perf_counter()
+                    await conn.run()
+                    return time.thread_time() - c0, time.perf_counter() - t0, sink
+                cpu, wall, sink = asyncio.run_coroutine_threadsafe(drive(), st.loop).result(args.seconds + 60)
+                out.append({"api": api, "n": sink.answers, "per_s": sink.answers / wall,
+                            "server_us": cpu / max(1, sink.answers) * 1e6, "errors": sink.errors})
+        finally:
+            st.stop()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def run_in_process(tree: Path, args) -> list[dict]:
+    """The in-process mode against `tree`: a child interpreter with tenure from that tree."""
+    code = (f"sys.path[:0] = [{str(Path(__file__).resolve().parent)!r}, {str(REPO)!r}]\n"
+            f"import hot_path\nhot_path.in_process_child({vars(args)!r})\n")
+    child = subprocess.Popen(python_argv(tree, code), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    spy = None
+    if args.pyspy:                           # the whole child: its set-up too (keep --groups small)
+        spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(child.pid),
+                                "--rate", "200", "--nonblocking", "--format", "raw", "--output",
+                                f"{args.pyspy}.{tree_label(tree)}.txt"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    stdout, stderr = child.communicate(timeout=600)
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+    if spy is not None:
+        spy.wait(60)
+        print_profile(f"{args.pyspy}.{tree_label(tree)}.txt")
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise SystemExit(f"the in-process child failed:\n{proc.stdout}\n{proc.stderr}")
+    rows = json.loads(line[len("RESULT "):])
+    for r in rows:
+        r.update(p50=0.0, p99=0.0, max=0.0, conns=1, client_us=0.0)
+        print(f"  {r['api']:<10} in process, one connection, no socket: {r['per_s']:>9,.0f}/s  server loop thread "
+              f"{r['server_us']:6.1f} us/req  errors {r['errors']}", flush=True)
+    return rows
+
+
+def run_tree(tree: Path, args) -> list[dict]:
+    """Spawn `tenure serve` from the source tree `tree` and run every API of --apis against it."""
     from tests.support.procs import TenureProcess
     from tests.support.wire import WireClient, build_batch, create_topic, produce_request
 
-    print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory() as d:
         srv = TenureProcess(Path(d) / "data")
+        plain = srv.argv
         if args.profile:
-            plain = srv.argv
             srv.argv = lambda port=None: [sys.executable, "-m", "cProfile", "-o", args.profile,  # type: ignore
                                           *plain(port)[1:]]
+        else:
+            srv.argv = lambda port=None: serve_argv(tree, *plain(port)[3:])  # type: ignore
         srv.start()
+        rows: list[dict] = []
         try:
             host, port = srv.bootstrap.rsplit(":", 1)
             pid = srv.proc.pid
@@ -187,58 +408,29 @@ def main() -> None:
             for p in range(args.connections):
                 w.call(produce_request("hp-data", p, build_batch([(None, b"x" * 100)] * 10), acks=1), 9)
             w.sock.close()
-            rows = []
             apis = args.apis.split(",")
-            groups = asyncio.run(form_groups(srv.bootstrap, srv.admin_url, args.groups, args.members)) \
+            expect = lambda g, n: admin_post(f"{srv.admin_url}/groups/{g}/expect", {"members": n})  # noqa: E731
+            groups = asyncio.run(form_groups(srv.bootstrap, expect, args.groups, args.members)) \
                 if {"heartbeat", "commit"} & set(apis) else []
             for api in apis:
-                if api == "heartbeat":
-                    sets = [[frame(HeartbeatRequest(group_id=g, generation_id=gen, member_id=m, group_instance_id=i),
-                                   4) for g, m, i, gen in grp] for grp in groups]
-                    error_at = 4 + 1 + 4           # header v1: correlation id, tagged fields; throttle_time_ms
-                elif api == "commit":
-                    T = OffsetCommitRequest.OffsetCommitRequestTopic
-                    sets = [[frame(OffsetCommitRequest(
-                        group_id=g, generation_id_or_member_epoch=gen, member_id=m, group_instance_id=i,
-                        topics=[T(name="hp-commits", partitions=[T.OffsetCommitRequestPartition(
-                            partition_index=p, committed_offset=1, committed_leader_epoch=-1,
-                            committed_metadata="") for p in range(args.commit_partitions)])]), 8)]
-                        for g, m, i, gen in (grp[0] for grp in groups)]
-                    # header v1, throttle, topics (compact array, 1 byte), name (compact string), partitions
-                    # (1 byte), partition_index (4): the first partition's error code
-                    error_at = 4 + 1 + 4 + 1 + 1 + len("hp-commits") + 1 + 4
-                elif api == "fetch":
-                    F = FetchRequest.FetchTopic
-                    sets = [[frame(FetchRequest(
-                        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
-                        session_epoch=-1, topics=[F(topic="hp-data", partitions=[F.FetchPartition(
-                            partition=c, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                            log_start_offset=-1, partition_max_bytes=1 << 20)])], forgotten_topics_data=[],
-                        rack_id=""), 12)] for c in range(args.connections)]
-                    error_at = 4 + 1 + 4                # the response's top-level error code
-                elif api == "produce":
-                    batch = build_batch([(None, b"x" * 100)] * 10)
-                    sets = [[frame(produce_request("hp-data", c, batch, acks=1), 9)] for c in range(args.connections)]
-                    # header v1, responses (1), name (compact), partitions (1), index (4): the partition's error
-                    error_at = 4 + 1 + 1 + 1 + len("hp-data") + 1 + 4
-                else:
-                    raise SystemExit(f"unknown api {api}")
+                sets, error_at = frames_for(api, groups, args)
+                spy = sample(pid, f"{args.pyspy}.{api}.txt", args.seconds) if args.pyspy else None
                 s0, c0 = cpu_s(pid), cpu_s()
                 r = asyncio.run(pump(host, int(port), sets, error_at, args.seconds))
                 s1, c1 = cpu_s(pid), cpu_s()
+                if spy is not None:
+                    spy.wait(60)
                 r.update(api=api, conns=len(sets), server_us=(s1 - s0) / r["n"] * 1e6,
                          client_us=(c1 - c0) / r["n"] * 1e6)
                 rows.append(r)
                 print(f"  {api:<10} {r['conns']:>4} conns  {r['per_s']:>9,.0f}/s  p50 {r['p50']:6.2f} ms  "
                       f"p99 {r['p99']:6.2f} ms  max {r['max']:7.1f} ms  server {r['server_us']:6.1f} us/req  "
                       f"client {r['client_us']:5.1f} us/req  errors {r['errors']}", flush=True)
+                if spy is not None:
+                    print_profile(f"{args.pyspy}.{api}.txt")
         finally:
             srv.terminate()
-    _ = ProduceRequest
-    print(f"load average at end {os.getloadavg()}")
-    if args.profile:
-        import pstats
-        pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
+    return rows
 
 
 if __name__ == "__main__":

@@ -15,7 +15,12 @@ Two bytecode settings are measured, interleaved run by run:
           warmed once: what a developer's machine with a normal bytecode cache sees. Nothing is
           written into the source tree.
 
-    .venv/bin/python bench/startup.py [--runs 15]
+    .venv/bin/python bench/startup.py [--runs 15] [--baseline TREE] [--settings env,cached]
+
+Both `tenure serve` and the imports run through bench/trees.py's launcher (tenure from a given source tree), this
+tree's too, so a --baseline tree (a `git worktree` of main) is timed the same way, interleaved run by run. It also
+times ServerThread(port=0).start() in a fresh interpreter that has imported tenure: the first server of the process
+and a second one.
 
 Prints figures only; it never asserts timings.
 """
@@ -33,7 +38,12 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trees import python_argv, serve_argv, tree_label  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 READY = re.compile(r"^tenure listening on (\S+):(\d+)$")
 READY_TIMEOUT_S = 20.0
 EXIT_TIMEOUT_S = 10.0
@@ -52,10 +62,10 @@ def summary(values: list[float]) -> str:
             f"p90 {pct(values, 90):6.0f}  max {max(values):6.0f} ms")
 
 
-def one_start(python: str, env: dict) -> tuple[float, float, int]:
+def one_start(tree: Path, env: dict) -> tuple[float, float, int]:
     """Return (ms from spawn to the ready line, ms from SIGTERM to exit, exit code)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python, "-m", "tenure", "serve", "--port", "0", "--log-level", "WARNING"],
+    proc = subprocess.Popen(serve_argv(tree, "serve", "--port", "0", "--log-level", "WARNING"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, env=env)
     try:
         buf = b""
@@ -102,18 +112,41 @@ def time_cmd(argv: list[str], env: dict) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
-def timed_import(python: str, env: dict) -> float:
+def timed_import(tree: Path, env: dict) -> float:
     out = subprocess.run(
-        [python, "-c", "import time; t = time.perf_counter(); import tenure.server; "
-                       "print((time.perf_counter() - t) * 1000.0)"],
+        python_argv(tree, "import time; t = time.perf_counter(); import tenure.server; "
+                          "print((time.perf_counter() - t) * 1000.0)"),
         check=True, capture_output=True, text=True, env=env)
     return float(out.stdout.strip())
 
 
-def importtime_breakdown(python: str, env: dict, top: int = 12) -> tuple[float, list[tuple[str, float]]]:
+# an in-process server: ServerThread(port=0).start() after tenure is imported, the first one of the process and
+# then a second one (what each further test's fixture costs); printed as "first second" in ms
+THREAD_START = """
+import time
+from tenure.server import ServerThread
+out = []
+for _ in range(2):
+    t = time.perf_counter()
+    st = ServerThread(port=0).start()
+    out.append((time.perf_counter() - t) * 1000.0)
+    st.stop()
+print(*out)
+"""
+
+
+def thread_starts(tree: Path, env: dict) -> tuple[float, float]:
+    out = subprocess.run(python_argv(tree, THREAD_START), check=True, capture_output=True, text=True, env=env,
+                         timeout=60)
+    first, second = out.stdout.split()[-2:]
+    return float(first), float(second)
+
+
+def importtime_breakdown(tree: Path, env: dict, top: int = 12) -> tuple[float, list[tuple[str, float]]]:
     """Cumulative ms of `import tenure.server` and self time per top-level package (kafka-python's
     per subpackage)."""
-    out = subprocess.run([python, "-X", "importtime", "-c", "import tenure.server"],
+    argv = python_argv(tree, "import tenure.server")
+    out = subprocess.run([argv[0], "-X", "importtime", *argv[1:]],
                          check=True, capture_output=True, text=True, env=env).stderr
     total = 0.0
     per_pkg: dict[str, float] = {}
@@ -156,39 +189,52 @@ def commit() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=15, help="server starts to time per setting (default 15)")
-    ap.add_argument("--python", default=sys.executable, help="interpreter to use (default: this one)")
+    ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
+                    help="also time `tenure serve` from this source tree (e.g. a `git worktree` of main), its runs "
+                    "interleaved with this tree's; repeatable")
+    ap.add_argument("--settings", default="env,cached", help="the bytecode settings to time (env, cached)")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
-    py = args.python
+    py = sys.executable
 
     cache_dir = tempfile.mkdtemp(prefix="tenure-bench-pycache-")
     env_as_is = dict(os.environ)
     env_cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env_cached["PYTHONPYCACHEPREFIX"] = cache_dir
-    modes = {"env": env_as_is, "cached": env_cached}
+    envs = {"env": env_as_is, "cached": env_cached}
+    trees = {tree_label(REPO): REPO, **{f"{tree_label(t)} baseline": Path(t).resolve() for t in args.baseline}}
+    # each setting: a tree and a bytecode setting; both trees run through the same launcher (bench/trees.py)
+    modes = {(f"{label} {e}" if len(trees) > 1 else e): (tree, envs[e])
+             for label, tree in trees.items() for e in args.settings.split(",")}
     dont_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
     print(f"python: {py} ({sys.version.split()[0]}), cpus: {os.cpu_count()}, runs: {args.runs} per setting")
     print(f"commit: {commit()}, load average (1/5/15 min) at start: {load_average()}")
+    for label, tree in trees.items():
+        print(f"tree:   {label} = {tree}")
     print(f"env:    the inherited environment (PYTHONDONTWRITEBYTECODE={dont_write or 'unset'})")
     print(f"cached: bytecode cache in {cache_dir} (PYTHONPYCACHEPREFIX), warmed once")
     try:
         # untimed warm-up: fills the page cache and the cached setting's bytecode cache
-        for env in modes.values():
-            one_start(py, env)
-            timed_import(py, env)
+        for tree, env in modes.values():
+            one_start(tree, env)
+            timed_import(tree, env)
 
         # runs interleave the settings and the measurements, so drift in machine load hits all alike
-        m = {k: {"ready": [], "stop": [], "rc": [], "bare": [], "imp": []} for k in modes}
+        m: dict = {k: {"ready": [], "stop": [], "rc": [], "bare": [], "imp": [], "thread1": [], "thread2": []}
+                   for k in modes}
         for _ in range(args.runs):
-            for k, env in modes.items():
-                r, s, rc = one_start(py, env)
+            for k, (tree, env) in modes.items():
+                r, s, rc = one_start(tree, env)
                 m[k]["ready"].append(r)
                 m[k]["stop"].append(s)
                 m[k]["rc"].append(rc)
                 m[k]["bare"].append(time_cmd([py, "-c", "pass"], env))
-                m[k]["imp"].append(timed_import(py, env))
-        breakdown = {k: importtime_breakdown(py, env) for k, env in modes.items()}
+                m[k]["imp"].append(timed_import(tree, env))
+                first, second = thread_starts(tree, env)
+                m[k]["thread1"].append(first)
+                m[k]["thread2"].append(second)
+        breakdown = {k: importtime_breakdown(tree, env) for k, (tree, env) in modes.items()}
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
@@ -201,6 +247,8 @@ def main() -> int:
         print(f"[{k}] where start-up goes (each in a fresh interpreter):")
         print(f"[{k}]   python -c pass (interpreter start-up)      : {summary(x['bare'])}")
         print(f"[{k}]   import tenure.server (timed in-process)    : {summary(x['imp'])}")
+        print(f"[{k}] ServerThread(port=0).start(), first in its process: {summary(x['thread1'])}")
+        print(f"[{k}] ServerThread(port=0).start(), the next one        : {summary(x['thread2'])}")
         rest = statistics.median(x["ready"]) - statistics.median(x["bare"]) - statistics.median(x["imp"])
         print(f"[{k}]   remainder (cli, bind, event loop, print)   : {rest:6.0f} ms  (median ready minus the "
               f"two medians above; a difference of noisy figures)")
@@ -218,6 +266,18 @@ def main() -> int:
         print(f"[{k}] median start-up to ready: {med:.0f} ms ({verdict})")
         if any(rc != 0 for rc in m[k]["rc"]):
             print(f"[{k}] NOTE: tenure did not exit 0 on SIGTERM in every run: exit codes {m[k]['rc']}")
+    if len(trees) > 1:
+        this = tree_label(REPO)
+        for k in modes:
+            if not k.startswith(this + " "):
+                continue
+            setting = k[len(this) + 1:]
+            for b in (k2 for k2 in modes if k2.endswith(" baseline " + setting)):
+                med = lambda key, kk: statistics.median(m[kk][key])  # noqa: E731
+                print(f"[{setting}] this tree against {b}: spawn to ready {med('ready', k):.0f} vs "
+                      f"{med('ready', b):.0f} ms = {med('ready', k) / med('ready', b):.2f}x; import "
+                      f"{med('imp', k):.0f} vs {med('imp', b):.0f} ms; ServerThread start {med('thread1', k):.1f} vs "
+                      f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms)")
     return 0
 
 

@@ -176,7 +176,7 @@ class CoordinatorRuntime(Generic[S]):
         fut = loop.create_future()
         self._waiting[token] = fut
         try:
-            ctx = dataclasses.replace(ctx, token=token, now_ms=self.clock_ms())
+            ctx = ctx.for_input(token, self.clock_ms())
             if log.isEnabledFor(logging.DEBUG):
                 self._log_request(req, ctx.client_host)
             self._route(req, ctx)

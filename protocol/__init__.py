@@ -9,6 +9,7 @@ import importlib.util as _importlib_util
 import sys as _sys
 import threading as _threading
 import warnings as _warnings
+from importlib import import_module as _importlib_import_module
 
 
 def _quietly(fn):
@@ -18,16 +19,19 @@ def _quietly(fn):
         return fn()
 
 
-def _defer_kafka_package() -> None:
-    """Make `kafka` importable without running its `__init__`, which imports kafka-python's whole client (admin,
-    consumer, producer, networking: about a fifth of the server's start-up) that tenure never uses. The package
-    module is created from its own spec and put in `sys.modules` unexecuted; its submodules (`kafka.protocol`,
-    `kafka.record`) import as usual. The first time anything asks it for a name its `__init__` defines (`from
-    kafka import KafkaConsumer`, `kafka.__version__`), that `__init__` runs, once, and the name is there: a test
-    that imports tenure and then uses kafka-python's clients sees the package as it always is."""
-    if "kafka" in _sys.modules:
+def _defer_package(package: str, preload: tuple[str, tuple[str, ...]] | None = None) -> None:
+    """Make `package` importable without running its `__init__`. The package module is created from its own spec and
+    put in `sys.modules` unexecuted; its submodules import as usual. `preload`: (a submodule, names): those names
+    of the package are taken from that submodule at once. The first time anything asks the package for another
+    name its `__init__` defines, that `__init__` runs, once, and the name is there: code that imports tenure and
+    then uses the package sees it as it always is.
+
+    kafka-python's `__init__` imports its whole client (admin, consumer, producer, networking: about a fifth of the
+    server's start-up), which tenure never uses; crc32c's reads its own version with importlib.metadata (which
+    imports the email package) while tenure only calls its C functions."""
+    if package in _sys.modules:
         return
-    spec = _importlib_util.find_spec("kafka")
+    spec = _importlib_util.find_spec(package)
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         return
     module = _importlib_util.module_from_spec(spec)
@@ -51,10 +55,18 @@ def _defer_kafka_package() -> None:
         try:
             return vars(module)[name]
         except KeyError:
-            raise AttributeError(f"module 'kafka' has no attribute {name!r}") from None
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
 
     vars(module)["__getattr__"] = __getattr__      # module-level __getattr__ (PEP 562)
-    _sys.modules["kafka"] = module
+    _sys.modules[package] = module
+    if preload is not None:
+        submodule, names = preload
+        try:
+            source = _importlib_import_module(f"{package}.{submodule}")
+            for name in names:
+                vars(module)[name] = getattr(source, name)
+        except (ImportError, AttributeError):       # another release of the package: import it whole
+            del _sys.modules[package]
 
 
 # kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
@@ -63,7 +75,8 @@ def _defer_kafka_package() -> None:
 # importlib.resources.read_text, which Python 3.11+ deprecates. tenure imports them here, once, with that one
 # warning silenced, so a user's suite run with `filterwarnings = error` does not fail on tenure's imports. Every
 # layer that uses kafka-python imports this package first (their __init__).
-_defer_kafka_package()
+_defer_package("kafka")
+_defer_package("crc32c", ("_crc32c", ("crc32c", "crc32", "big_endian", "hardware_based")))
 
 
 def _import_codecs() -> None:

@@ -30,6 +30,26 @@ class RequestContext:
     principal: str = ANONYMOUS
     authorizer: Authorization | None = None     # the server's (--authorizer); None: every request is allowed
 
+    def for_request(self, api_key: int, api_version: int, client_id: str, now_ms: int,
+                    authorizer: Authorization | None) -> RequestContext:
+        """A request's context from this one of its connection (who, where: built once per connection), made
+        without the per-field work of a frozen dataclass's constructor (the dispatcher makes one per request)."""
+        new = object.__new__(RequestContext)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["api_key"], d["api_version"], d["client_id"], d["now_ms"] = api_key, api_version, client_id, now_ms
+        d["authorizer"] = authorizer
+        return new
+
+    def for_input(self, token: int, now_ms: int) -> RequestContext:
+        """This context with a coordinator runtime's `token` for one input and its clock's `now_ms`: a copy
+        made without the per-field work of `dataclasses.replace` (the coordinator makes one per request)."""
+        new = object.__new__(RequestContext)
+        new.__dict__.update(self.__dict__)
+        new.__dict__["token"] = token
+        new.__dict__["now_ms"] = now_ms
+        return new
+
     @property
     def host(self) -> str:
         """The client's address as an ACL names hosts ("127.0.0.1")."""

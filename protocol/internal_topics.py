@@ -8,6 +8,7 @@ the partition whose leader coordinates it.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import uuid
 
@@ -18,8 +19,10 @@ SHARE_STATE_PARTITIONS = 50                       # Kafka's share.coordinator.st
 KAFKA_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC, SHARE_STATE_TOPIC})
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int. Cached: every group request routes
+    by its group id's hash (the ids a server sees are few; the cache is bounded)."""
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):

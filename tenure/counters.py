@@ -7,6 +7,7 @@ metrics across a broker's reload.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import Counter
 
 # request latency buckets (seconds) and fsync latency buckets
@@ -25,11 +26,7 @@ class Histogram:
     def observe(self, value: float) -> None:
         self.sum += value
         self.count += 1
-        for i, b in enumerate(self.bounds):
-            if value <= b:
-                self.counts[i] += 1
-                return
-        self.counts[-1] += 1
+        self.counts[bisect_left(self.bounds, value)] += 1      # the first bound >= value; past them all: +Inf
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, acc = [], 0

@@ -12,6 +12,9 @@ DENIED = (
     "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net", "kafka.coordinator", "kafka.client_async",
     "kafka.cluster", "kafka.sasl",
     "tenure.audit", "tenure.catchup", "pyspark", "pyarrow", "matplotlib", "confluent_kafka", "aiokafka",
+    # crc32c's __init__ reads its version with importlib.metadata (which imports email): tenure takes the C functions
+    # only; RE2 is imported at a group's first regular expression
+    "importlib.metadata", "email", "crc32c._cli", "re2",
 )
 
 
@@ -34,6 +37,20 @@ def test_kafka_python_clients_work_after_tenure_was_imported_even_with_warnings_
                             "import kafka\nassert kafka.__version__ and kafka.KafkaAdminClient\n"
                             "assert KafkaConsumer.__module__ == 'kafka.consumer.group'", "-W", "error")
     assert "kafka.consumer" in loaded
+
+
+def test_crc32c_works_in_full_after_tenure_was_imported():
+    _modules_after("import tenure.server, sys\nimport crc32c\nassert crc32c.crc32c(b'123456789') == 0xE3069283\n"
+                   "assert 'importlib.metadata' not in sys.modules\n"
+                   "from crc32c import CRC32CHash, __version__\nassert __version__ and CRC32CHash\n"
+                   "from kafka.record.util import calc_crc32c\nassert calc_crc32c(b'123456789') == 0xE3069283",
+                   "-W", "error")
+
+
+def test_a_regular_expression_subscription_still_compiles_with_re2():
+    loaded = _modules_after("import tenure.server\nfrom tenure.coordinator.consumer.regex import compile_regex\n"
+                            "assert compile_regex('top.*').fullmatch('topic')")
+    assert "re2" in loaded
 
 
 def test_kafka_imported_before_tenure_is_left_as_it_is():

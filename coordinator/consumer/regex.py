@@ -28,8 +28,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import re2
-
 from tenure.protocol.consumer_group_records import RegularExpressionRecord
 
 from .group import ConsumerGroup, ConsumerMember, ResolvedRegex
@@ -37,8 +35,14 @@ from .group import ConsumerGroup, ConsumerMember, ResolvedRegex
 REFRESH_MIN_INTERVAL_MS = 10_000          # Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS
 REFRESH_INTERVAL_MS = 600_000             # Kafka's group.consumer.regex.refresh.interval.ms default
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False               # a refused pattern is the client's error, not the server's log line
+
+@functools.cache
+def _re2() -> tuple[Any, Any]:
+    """RE2 (the binding and its options), imported at the first regular expression, not at the server's start."""
+    import re2
+    options = re2.Options()
+    options.log_errors = False            # a refused pattern is the client's error, not the server's log line
+    return re2, options
 
 # RE2/J's descriptions of a refused pattern, by the words C++ RE2's message starts with (its error codes)
 _DESCRIPTIONS = (
@@ -98,8 +102,9 @@ def _rej_only(regex: str) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def compile_regex(regex: str) -> Any:
     """The compiled pattern; InvalidRegex (with RE2/J's description) when Kafka's RE2/J would refuse it."""
+    re2, options = _re2()
     try:
-        compiled = re2.compile(regex, _OPTIONS)
+        compiled = re2.compile(regex, options)
     except re2.error as exc:
         text = exc.args[0].decode("utf-8", "replace") if isinstance(exc.args[0], bytes) else str(exc.args[0])
         description = next((rej for cpp, rej in _DESCRIPTIONS if text.startswith(cpp)), text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import socket
 import struct
@@ -23,7 +24,7 @@ from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
 from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
 from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
-from tenure.protocol.context import ANONYMOUS, PLAINTEXT
+from tenure.protocol.context import ANONYMOUS, PLAINTEXT, RequestContext
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.protocol.limits import DecodeLimits
@@ -65,6 +66,19 @@ class Peer:
     listener: str = PLAINTEXT
     protocol: str = PLAINTEXT
     principal: str = ANONYMOUS
+
+    @functools.cached_property
+    def where(self) -> str:
+        """The socket's peer address as a request context names it ("host:port")."""
+        address = self.address
+        return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
+
+    @functools.cached_property
+    def context(self) -> RequestContext:
+        """What every request context of this connection holds (the dispatcher adds each request's own part:
+        RequestContext.for_request)."""
+        return RequestContext(0, 0, "", self.client_host, 0, connection_id=self.conn_id, peer=self.where,
+                              broker_id=self.broker_id, listener=self.listener, principal=self.principal)
 
 
 # dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame
@@ -108,6 +122,11 @@ class Connection:
         self.draining = False                  # the server is stopping: no request after the current one
         self.network = network                 # network fault rules (tenure/control/network.py)
         self.client_id: str | None = None      # of its latest request (what network rules match on)
+        self._read_since: float | None = None  # loop time the read now waiting started (None: none waits)
+        self._idle_timer: asyncio.TimerHandle | None = None     # the one idle timer (connections.max.idle.ms)
+        self._reader_task: asyncio.Task | None = None
+        self._idled = False                    # the idle timer ended the connection's read
+        self._yield_first = False              # the next request needs its own loop turn first (see _serve)
 
     async def run(self) -> None:
         try:
@@ -142,18 +161,52 @@ class Connection:
         finally:
             self.budget.used -= self.held
             self.held = 0
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+                self._idle_timer = None
 
     async def _read(self) -> bytes:
         """The next bytes; b"" at the connection's end, or once it has sent nothing for idle_ms while
-        no request of it was being served (then it is closed)."""
+        no request of it was being served (then it is closed).
+
+        The idle time is kept by one timer per connection (`_idle_check`), not armed and cancelled around each
+        read: a read notes when it started, and the timer, when it fires, either ends a read that has waited
+        idle_ms (cancelling it) or re-arms itself for the read's own deadline."""
+        if self.idle_ms <= 0:
+            return await self.reader.read(READ_CHUNK)
+        loop = asyncio.get_running_loop()
+        self._read_since = loop.time()
+        if self._idle_timer is None:
+            self._reader_task = asyncio.current_task()
+            self._idle_timer = loop.call_at(self._read_since + self.idle_ms / 1000, self._idle_check)
         try:
-            async with asyncio.timeout(self.idle_ms / 1000 if self.idle_ms > 0 else None):
-                return await self.reader.read(READ_CHUNK)
-        except TimeoutError:
+            return await self.reader.read(READ_CHUNK)
+        except asyncio.CancelledError:
+            if not self._idled:
+                raise
+            task = self._reader_task
+            if task is not None:
+                task.uncancel()                  # the idle timer's own cancellation, not the server's
             self.metrics.closed_connections["idle"] += 1
             self.ratelog.log("idle connections", logging.INFO, "connection %d from %s: closing: idle for %d ms "
                              "(connections.max.idle.ms)", self.peer.conn_id, self.peer.address, self.idle_ms)
             return b""
+        finally:
+            self._read_since = None
+
+    def _idle_check(self) -> None:
+        """The idle timer: a read waiting since idle_ms or longer is ended (the connection closes); otherwise
+        the timer is armed again for the deadline of the read now waiting (or idle_ms from now)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        since = self._read_since
+        deadline = (since if since is not None else now) + self.idle_ms / 1000
+        if since is not None and now >= deadline and self._reader_task is not None:
+            self._idled = True
+            self._idle_timer = None
+            self._reader_task.cancel()
+            return
+        self._idle_timer = loop.call_at(deadline, self._idle_check)
 
     async def _authenticate(self, step: Step) -> bool:
         """Carry out the authenticator's step; False if the connection is to be closed."""
@@ -211,8 +264,13 @@ class Connection:
 
     async def _serve(self, frames: list[bytes]) -> bool:
         """Serve each whole request of `frames` in order; False if the connection is to be closed."""
-        for payload in frames:
-            await asyncio.sleep(0)               # one request per loop turn: other connections get theirs
+        # one request per loop turn: other connections get theirs. The read before the first frame was a loop
+        # turn if it waited; it returns at once only with bytes that arrived while this connection yielded,
+        # which it did (before the last request of the previous frames, if there were several) - then the
+        # first request yields too. A connection sending one request at a time does not yield twice per request.
+        for i, payload in enumerate(frames):
+            if i or self._yield_first:
+                await asyncio.sleep(0)
             if self.draining:
                 return False
             sasl = self.sasl
@@ -250,4 +308,5 @@ class Connection:
                     return False
             finally:
                 self.serving = False
+        self._yield_first = len(frames) > 1
         return True

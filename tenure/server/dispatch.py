@@ -71,12 +71,8 @@ class Dispatcher:
 
     def context(self, req: Request, peer: Peer) -> RequestContext:
         """The request's context, built once and handed to its owner."""
-        address = peer.address
-        where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
-        return RequestContext(0, req.api_version, req.client_id or "", peer.client_host, self.clock_ms(),
-                              api_key=req.api_key, connection_id=peer.conn_id, peer=where,
-                              broker_id=peer.broker_id, listener=peer.listener, principal=peer.principal,
-                              authorizer=self.authorizer)
+        return peer.context.for_request(req.api_key, req.api_version, req.client_id or "", self.clock_ms(),
+                                        self.authorizer)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
         t0 = time.perf_counter()

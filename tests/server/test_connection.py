@@ -68,11 +68,11 @@ def answered(writer: ListWriter) -> list[int]:
 
 
 def connection(reader, dispatch, *, budget: RequestBudget | None = None, metrics: Metrics | None = None,
-               conn_id: int = 1) -> tuple[Connection, ListWriter]:
+               conn_id: int = 1, idle_ms: int = 0) -> tuple[Connection, ListWriter]:
     writer = ListWriter()
     conn = Connection(Peer(conn_id, ("127.0.0.1", 5000 + conn_id), "/127.0.0.1"), reader, writer, dispatch,
                       max_frame_bytes=1 << 20, limits=DecodeLimits(), budget=budget or RequestBudget(1 << 20),
-                      idle_ms=0, metrics=metrics or Metrics(),
+                      idle_ms=idle_ms, metrics=metrics or Metrics(),
                       ratelog=RateLimitedLog(logging.getLogger("test"), 10, 5))
     return conn, writer
 
@@ -133,3 +133,113 @@ def test_a_draining_connection_answers_its_request_then_ends():
         return writer
     writer = asyncio.run(run())
     assert answered(writer) == [1] and dispatch.seen == [1]
+
+
+class PacedReader:
+    """read() hands out each chunk after its pause (seconds), then waits for ever (a client gone quiet)."""
+
+    def __init__(self, *paced: tuple[float, bytes]) -> None:
+        self.paced = list(paced)
+        self.reads = 0
+
+    async def read(self, n: int) -> bytes:
+        self.reads += 1
+        if not self.paced:
+            await asyncio.Event().wait()
+        pause, chunk = self.paced.pop(0)
+        await asyncio.sleep(pause)
+        return chunk
+
+
+def test_a_connection_that_sends_nothing_for_idle_ms_is_closed_as_idle():
+    metrics = Metrics()
+    conn, writer = connection(PacedReader(), EchoDispatch(), metrics=metrics, idle_ms=50)
+
+    async def run():
+        t0 = asyncio.get_running_loop().time()
+        await asyncio.wait_for(conn.run(), 5)
+        return asyncio.get_running_loop().time() - t0
+    took = asyncio.run(run())
+    assert 0.05 <= took < 2 and writer.frames == []
+    assert metrics.closed_connections["idle"] == 1
+    assert conn._idle_timer is None                   # nothing left armed after the connection's end
+
+
+def test_requests_closer_together_than_idle_ms_keep_the_connection_open_for_longer_than_it():
+    """The idle time counts from the start of each read: eight requests 30 ms apart (240 ms in all) on an idle
+    time of 80 ms are all answered; the quiet after the last one closes the connection."""
+    metrics = Metrics()
+    reader = PacedReader(*[(0.03, api_versions(i)) for i in range(1, 9)])
+    conn, writer = connection(reader, EchoDispatch(), metrics=metrics, idle_ms=80)
+    asyncio.run(asyncio.wait_for(conn.run(), 5))
+    assert answered(writer) == list(range(1, 9))
+    assert metrics.closed_connections["idle"] == 1 and reader.reads == 9
+
+
+def test_a_request_served_for_longer_than_idle_ms_is_answered_and_idleness_counts_after_it():
+    metrics = Metrics()
+    dispatch = EchoDispatch(slow={1: 0.2})             # served for 200 ms on an idle time of 50 ms
+    conn, writer = connection(PacedReader((0, api_versions(1)), (0.03, api_versions(2))), dispatch,
+                              metrics=metrics, idle_ms=50)
+    asyncio.run(asyncio.wait_for(conn.run(), 5))
+    assert answered(writer) == [1, 2]
+    assert metrics.closed_connections["idle"] == 1
+
+
+def test_a_connection_cancelled_while_reading_is_cancelled_not_taken_for_idle():
+    metrics = Metrics()
+    conn, _ = connection(PacedReader(), EchoDispatch(), metrics=metrics, idle_ms=10_000)
+
+    async def run():
+        task = asyncio.ensure_future(conn.run())
+        await asyncio.sleep(0.02)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "returned"
+    assert asyncio.run(run()) == "cancelled"
+    assert metrics.closed_connections["idle"] == 0 and conn._idle_timer is None
+
+
+def test_pipelined_requests_take_turns_with_another_connection():
+    """One request per loop turn: ten requests in one read are served interleaved with another connection's,
+    not all ten first."""
+    order: list[tuple[str, int]] = []
+
+    class Recording(EchoDispatch):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+        async def __call__(self, req, peer, send) -> bool:
+            order.append((self.name, req.correlation_id))
+            await send(struct.pack(">ii", 4, req.correlation_id))
+            return True
+
+    class AtOnce(ListWriter):
+        async def drain(self) -> None:                 # as a socket's writer with room: no loop turn
+            pass
+
+    many, _ = connection(ChunkReader(b"".join(api_versions(i) for i in range(1, 11))), Recording("many"), conn_id=1)
+    other, _ = connection(ChunkReader(*[api_versions(i) for i in range(1, 4)]), Recording("other"), conn_id=2)
+    many.writer = other.writer = AtOnce()
+
+    async def both():
+        await asyncio.gather(many.run(), other.run())
+    asyncio.run(both())
+    firsts = [i for i, (name, _) in enumerate(order) if name == "other"]
+    assert len(order) == 13 and firsts[-1] < 9, order
+
+
+def test_a_peers_context_names_the_connection_and_follows_a_new_principal():
+    import dataclasses
+    peer = Peer(4, ("127.0.0.1", 5004), "/127.0.0.1", broker_id=2, listener="SASL_PLAINTEXT",
+                protocol="SASL_PLAINTEXT")
+    ctx = peer.context.for_request(18, 3, "c", 10, None)
+    assert (ctx.connection_id, ctx.peer, ctx.client_host, ctx.broker_id, ctx.listener, ctx.principal) == \
+        (4, "127.0.0.1:5004", "/127.0.0.1", 2, "SASL_PLAINTEXT", "User:ANONYMOUS")
+    authenticated = dataclasses.replace(peer, principal="User:alice")       # as SASL replaces the peer
+    assert authenticated.context.principal == "User:alice" and peer.context.principal == "User:ANONYMOUS"
+    assert Peer(5, "unix-socket", "/x").where == "unix-socket"
