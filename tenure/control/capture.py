@@ -20,6 +20,7 @@ import collections
 import json
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,8 @@ def _plain(value):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"bytes": len(value)}
+    if isinstance(value, uuid.UUID):                   # a topic id (its `fields` is not a list of names)
+        return str(value)
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

@@ -4,8 +4,10 @@ wire client against a ServerThread), the capture's ring and summaries, and the r
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
 import time
+import uuid
 
 import pytest
 from kafka.protocol.admin.groups import DescribeGroupsRequest
@@ -218,6 +220,23 @@ def test_the_summary_names_groups_topics_and_members_of_each_kind_of_request():
     hb = HeartbeatRequest(group_id="g", generation_id=3, member_id="m-1", group_instance_id="i-1")
     assert summarize(12, hb) == {"group": "g", "generation_id": 3, "member_id": "m-1", "group_instance_id": "i-1"}
     assert summarize(3, MetadataRequest(topics=None, allow_auto_topic_creation=False)) == {}
+
+
+def test_a_captured_request_naming_topic_ids_turns_into_json_with_its_bodies():
+    cap = Capture(2)
+    tid = uuid.uuid4()
+    T = MetadataRequest.fields["topics"].data_class
+
+    class Req:
+        api_key, api_version, correlation_id = 3, 12, 7
+        body = MetadataRequest(topics=[T(topic_id=tid, name=None)], allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+
+    class Ctx:
+        client_id, connection_id, peer, broker_id = "c", 1, "127.0.0.1:1", 0
+    cap.record(Req, Ctx, None, 0, time.perf_counter(), "answered")
+    d = json.loads(json.dumps(cap.query()[0].to_dict(bodies=True)))
+    assert d["request"]["topics"] == [{"topic_id": str(tid), "name": None}]
 
 
 def test_the_ring_keeps_the_latest_and_checks_its_size():
