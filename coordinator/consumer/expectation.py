@@ -78,8 +78,8 @@ class Expectation:
 
     def computed(self, res: Result, g: ConsumerGroup, members: dict[str, ConsumerMember]) -> None:
         """The target assignment was just computed for `members`: if the group was holding it, the hold ends."""
-        if not self.holding(g):
-            return
+        if self.kind.expected_members(g.group_id) is None or not self.holding(g):
+            return                  # (a withdrawn expectation's timer finds nothing held when it fires)
         res.cancel_timer(ConsumerHoldKey(g.group_id))
         res.notes.append((g.group_id, f"the {len(members)} expected member(s) joined: the target assignment is "
                                       f"computed once for all of them"))

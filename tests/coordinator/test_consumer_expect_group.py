@@ -171,3 +171,11 @@ def test_a_static_member_restarting_during_the_hold_keeps_its_place():
     assert h.g().assignment_epoch == h.epoch() and sorted(h.g().members) == ["a2", "b"]
     answers = _heartbeat_all(h, ["a2"])
     assert _partitions({"a2": answers["a2"], "b": {}}, h) == list(range(12))
+
+
+def test_a_group_without_an_expectation_says_nothing_of_one():
+    """A group whose first target was empty (its topic did not exist yet) is not a held group: no note."""
+    h = ConsumerHarness(CoordinatorConfig(initial_rebalance_delay_ms=DELAY), topics=Topics(t=12))
+    h.cjoin("a", topics=["later"])
+    h.cjoin("b", topics=["later"])
+    assert not [n for n in h.last_result.notes if "expected" in n[1]] and h.timer("consumer-hold") is None
