@@ -63,9 +63,10 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
     def expect_group(self, group_id: str, members: int | None) -> None:
         """A test says group `group_id` starts with `members` members (None: forget it). While the group's
         first rebalance waits out its initial delay, it ends as soon as that many members have joined (a
-        classic group), or the first target assignment is computed once that many have heartbeated (a
-        consumer group); with fewer, the group behaves as with no expectation, and the log says so. It is a
-        test's hint, not group state: never written to the log, forgotten at a restart."""
+        classic group); a new consumer group holds its target assignment until that many have joined and then
+        computes it once, for all of them (coordinator/consumer/expectation.py); with fewer, the initial delay
+        ends the wait, and the log says so. It is a test's hint, not group state: never written to the log,
+        forgotten at a restart."""
         if members is None:
             self.expectations.pop(group_id, None)
             return

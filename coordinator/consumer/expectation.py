@@ -16,8 +16,9 @@ revoke; from then on the group's own interval applies.
 A member beyond the expectation joins as in any group (one epoch bump, and the others revoke what it gets). Too
 few members: the hold ends when the initial rebalance delay (`initial_rebalance_delay_ms`, the classic group's,
 as Kafka 4.3's streams groups hold their first assignment for `group.streams.initial.rebalance.delay.ms`) has run
-from the first member's join: the target is then computed for the members there (one group epoch bump if no
-member joined since the empty target), and the log says so. A delay of 0 holds nothing. The hold is soft state
+from the last member's join (armed at the first, re-armed at each arrival, as a classic group's initial delay is):
+the target is then computed for the members there (one group epoch bump if no member joined since the empty
+target), and the log says so. A delay of 0 holds nothing. The hold is soft state
 as the expectation is (never written): the empty target assignment at epoch 1 is Kafka's own records; a
 coordinator that loads the group with the expectation still set arms the delay again.
 """
@@ -69,7 +70,11 @@ class Expectation:
             res.notes.append((g.group_id, f"expecting {n} member(s): the target assignment waits for them (at most "
                                           f"the initial rebalance delay, {self._delay()} ms)"))
             return group_epoch
-        return g.assignment_epoch if self.holding(g) else None
+        if not self.holding(g):
+            return None
+        if len(members) > len(g.members):            # one more member: the delay runs again from its join
+            res.set_timer(ConsumerHoldKey(g.group_id), now_ms + self._delay())
+        return g.assignment_epoch
 
     @staticmethod
     def interval(interval_ms: int) -> int:
@@ -78,8 +83,8 @@ class Expectation:
 
     def computed(self, res: Result, g: ConsumerGroup, members: dict[str, ConsumerMember]) -> None:
         """The target assignment was just computed for `members`: if the group was holding it, the hold ends."""
-        if not self.holding(g):
-            return
+        if self.kind.expected_members(g.group_id) is None or not self.holding(g):
+            return                  # (a withdrawn expectation's timer finds nothing held when it fires)
         res.cancel_timer(ConsumerHoldKey(g.group_id))
         res.notes.append((g.group_id, f"the {len(members)} expected member(s) joined: the target assignment is "
                                       f"computed once for all of them"))

@@ -171,3 +171,36 @@ def test_a_static_member_restarting_during_the_hold_keeps_its_place():
     assert h.g().assignment_epoch == h.epoch() and sorted(h.g().members) == ["a2", "b"]
     answers = _heartbeat_all(h, ["a2"])
     assert _partitions({"a2": answers["a2"], "b": {}}, h) == list(range(12))
+
+
+def test_a_group_without_an_expectation_says_nothing_of_one():
+    """A group whose first target was empty (its topic did not exist yet) is not a held group: no note."""
+    h = ConsumerHarness(CoordinatorConfig(initial_rebalance_delay_ms=DELAY), topics=Topics(t=12))
+    h.cjoin("a", topics=["later"])
+    h.cjoin("b", topics=["later"])
+    assert not [n for n in h.last_result.notes if "expected" in n[1]] and h.timer("consumer-hold") is None
+
+
+def test_each_arrival_runs_the_delay_again():
+    h = _harness({"g": 3})
+    h.cjoin("a")
+    h.advance(DELAY - 100)
+    h.cjoin("b")                                          # the delay runs again from b's join
+    assert h.timer("consumer-hold") == h.now_ms + DELAY
+    h.advance(DELAY - 1)
+    assert h.g().assignment_epoch == 1
+    h.advance(1)
+    assert h.g().assignment_epoch == 2
+
+
+def test_an_expectation_set_on_a_group_whose_first_target_was_empty_still_ends_when_the_delay_does():
+    """A group formed before the expectation, on a topic that did not exist yet (an empty target at epoch 1),
+    looks held: a member joining then arms the delay, so the group cannot wait for ever."""
+    topics = Topics(t=12)
+    h = ConsumerHarness(CoordinatorConfig(initial_rebalance_delay_ms=DELAY), topics=topics)
+    h.cjoin("a", topics=["later"])
+    h.coordinator.expectations = {"g": 3}
+    h.cjoin("b", topics=["t"])
+    assert h.g().assignment_epoch == 1 and h.timer("consumer-hold") == h.now_ms + DELAY
+    h.advance(DELAY)
+    assert h.g().assignment_epoch == 2 and h.target("b") == {"t": list(range(12))}

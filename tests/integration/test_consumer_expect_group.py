@@ -28,7 +28,7 @@ def _settled(server, tracker: Tracker, n: int) -> bool:
     return not tracker.errors and holds_shares(server, "g", n, tracker.view()[0], PARTITIONS)
 
 
-@pytest.mark.parametrize("client", ["java", "confluent"])
+@pytest.mark.parametrize("client", [pytest.param("java", marks=pytest.mark.java), "confluent"])
 def test_four_members_with_an_expectation_take_their_shares_with_no_revocation(client):
     with ServerThread(ServerConfig(port=0, initial_rebalance_delay_ms=MINUTE_MS)) as server:
         server.create_topics({"orders": PARTITIONS})
