@@ -148,6 +148,8 @@ from .share_group import (
     ShareGroupHeartbeatResponse,
 )
 
+UNSUPPORTED_VERSION = 35
+
 # Who answers an API (the routing table's owner column): the broker that took the request (the data plane and
 # the admin APIs), the group coordinator, or the transaction coordinator. The dispatcher does one lookup.
 BROKER, GROUP, TRANSACTION = "broker", "group", "transaction"
@@ -282,6 +284,11 @@ class ServedApis:
     @property
     def name(self) -> str:
         return self.release.name
+
+    def refusal(self, api_key: int) -> int:
+        """UNSUPPORTED_VERSION (35) for an API the presented release announces but refuses with its default
+        features (share groups as 4.1); 0 otherwise. tenure's own table (no release asked for) refuses none."""
+        return UNSUPPORTED_VERSION if self.explicit and self.release.refuses(api_key) else 0
 
 
 def _cut(r: Release) -> dict[int, ApiSpec]:
