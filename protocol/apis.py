@@ -181,8 +181,8 @@ def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
 
 _TABLE = [
     _spec(ProduceRequest, ProduceResponse, 0, 13),   # v0-2: message formats v0/v1 (broker/message_format.py)
-    _spec(FetchRequest, FetchResponse, 4, 18),
-    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 11),
+    _spec(FetchRequest, FetchResponse, 0, 18),       # v0-3: message formats v0/v1 (broker/message_format.py)
+    _spec(ListOffsetsRequest, ListOffsetsResponse, 0, 11),   # v0: old_style_offsets (broker/fetch.py)
     _spec(MetadataRequest, MetadataResponse, 0, 13),
     _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),

@@ -79,7 +79,7 @@ def test_a_version_above_the_release_is_refused_as_that_release_refuses_it(tenur
     with WireClient.to(tenure_server.bootstrap) as bad:          # Fetch v17 is 3.9's: 3.7 closes the connection
         bad.send_raw(request_bytes(FetchRequest(), 17))
         assert bad.is_closed_by_peer(timeout=5)
-    assert any("api_key=1 api_version=17: Fetch is served at versions 4-16" in r.getMessage()
+    assert any("api_key=1 api_version=17: Fetch is served at versions 0-16" in r.getMessage()
                for r in caplog.records), [r.getMessage() for r in caplog.records]
     produced, consumed = confluent_round_trip(tenure_server.bootstrap, "after-fetch17", n=6)   # still serving
     assert len(consumed) == 6
@@ -260,7 +260,7 @@ def test_the_admin_endpoint_and_the_command_say_which_release(capsys):
         assert over_http["transaction_version"] == 0
         assert over_http["features"] == {"supported": {"metadata.version": [1, 21]},
                                          "finalized": {"metadata.version": 21}}
-        assert over_http["apis"]["Fetch"] == [4, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
+        assert over_http["apis"]["Fetch"] == [0, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
         assert main(["broker", "kafka-version", "--admin", s.server.admin_address]) == 0
         assert json.loads(capsys.readouterr().out) == over_http
 

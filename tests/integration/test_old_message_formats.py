@@ -96,3 +96,57 @@ def test_tenure_as_4_3_announces_produce_v0_and_refuses_it():
                                           producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
             b.append(0, timestamp=1, key=b"k", value=b"v", headers=[])
             assert produce_v(c, 3, "new", bytes(b.build())) == (0, 0)
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_kafka_python_consumer_pinned_to_0_10_reads_and_commits_against_tenure_as_2_8(compression):
+    """Fetch v2 (format v1, down-converted from the log's v2 batches a current idempotent producer wrote),
+    ListOffsets v0, the classic group at JoinGroup v0 / OffsetCommit v2 / OffsetFetch v1."""
+    with ServerThread(ServerConfig(port=0, kafka_version="2.8", initial_rebalance_delay_ms=0)) as s:
+        s.create_topics({"down": 1})
+        p = KafkaProducer(bootstrap_servers=s.bootstrap, compression_type=compression)
+        for i in range(5):
+            p.send("down", key=b"k%d" % i, value=b"value-%d" % i * 20, timestamp_ms=5000 + i)
+        p.flush(10)
+        p.close()
+        c = KafkaConsumer("down", bootstrap_servers=s.bootstrap, api_version=(0, 10), group_id="g010",
+                          auto_offset_reset="earliest", consumer_timeout_ms=5000, enable_auto_commit=False)
+        try:
+            got = [(m.offset, m.key, m.value, m.timestamp) for m in c]
+            c.commit()
+        finally:
+            c.close()
+        assert got == [(i, b"k%d" % i, b"value-%d" % i * 20, 5000 + i) for i in range(5)]
+        versions = {(x.api, x.version) for x in s.requests() if x.api in ("Fetch", "ListOffsets", "OffsetCommit")}
+        assert versions == {("Fetch", 2), ("ListOffsets", 0), ("OffsetCommit", 2)}
+        assert s.group("g010") is not None
+
+
+def test_fetch_v0_reads_format_v0_and_list_offsets_v0_answers_old_style_offsets():
+    from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+    from kafka.record.memory_records import MemoryRecords
+    with ServerThread(ServerConfig(port=0, kafka_version="3.0")) as s:
+        s.create_topics({"f0": 1})
+        with WireClient.to(s.bootstrap) as c:
+            assert produce_v(c, 2, "f0", message_set(1, [(b"a", b"1", 10), (b"b", b"2", 11)])) == (0, 0)
+            T = FetchRequest.FetchTopic
+            r = c.call(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[
+                T(topic="f0", partitions=[T.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])]),
+                0)
+            data = r.responses[0].partitions[0].records
+            mr = MemoryRecords(data)
+            batch = mr.next_batch()
+            got = []
+            while batch is not None:
+                got += [(r.magic, r.offset, r.key, r.timestamp) for r in batch]
+                batch = mr.next_batch()
+            assert got == [(0, 1, b"b", None)]                 # format v0 from the fetch offset: no timestamp
+            L = ListOffsetsRequest.ListOffsetsTopic
+            lo = c.call(ListOffsetsRequest(replica_id=-1, topics=[L(name="f0", partitions=[
+                L.ListOffsetsPartition(partition_index=0, timestamp=t, max_num_offsets=n)
+                for t, n in ((-1, 1), (-2, 1))])]), 0)
+            assert [p.old_style_offsets for p in lo.topics[0].partitions] == [[2], [0]]
+    with ServerThread(ServerConfig(port=0, kafka_version="4.0")) as s:       # KIP-896: Fetch v0-3 gone
+        with WireClient.to(s.bootstrap) as c:
+            c.send_raw(request_bytes(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[]), 3))
+            assert c.is_closed_by_peer(timeout=5)
