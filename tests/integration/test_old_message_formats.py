@@ -1,4 +1,4 @@
-"""Produce v0-2 (message formats v0/v1) against tenure presenting a release that served them (2.8-3.9), as such a
+"""The versions KIP-896 removed in Kafka 4.0, against tenure presenting a release that served them (2.8-3.9), as such a
 broker serves them: announced from v0, the messages converted to RecordBatch v2 on append (a modern consumer reads
 them: keys, values, timestamps - none for v0 -, offsets). A kafka-python producer pinned to api_version (0, 10)
 (Produce v2, magic 1) works end to end against tenure as 2.8; the same bytes at Produce v0 and v1 too. Kafka 4.0+
@@ -149,4 +149,50 @@ def test_fetch_v0_reads_format_v0_and_list_offsets_v0_answers_old_style_offsets(
     with ServerThread(ServerConfig(port=0, kafka_version="4.0")) as s:       # KIP-896: Fetch v0-3 gone
         with WireClient.to(s.bootstrap) as c:
             c.send_raw(request_bytes(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[]), 3))
+            assert c.is_closed_by_peer(timeout=5)
+
+
+def test_the_other_versions_kip_896_removed_are_served_as_2_8_and_refused_as_4_0():
+    """CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0, DescribeLogDirs v0,
+    DescribeAcls v0 (and CreateAcls/DeleteAcls v0, AlterReplicaLogDirs v0, the same handlers): announced and
+    answered by tenure as 2.8 with what those versions carry; closed by tenure as 4.0, as a 4.0 broker."""
+    from kafka.protocol.admin import (CreateTopicsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+                                      DescribeConfigsRequest, DescribeLogDirsRequest)
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+    from tenure.protocol.apis import served_apis
+    T = CreateTopicsRequest.CreatableTopic
+    OT = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    removed = {19: 1, 20: 0, 23: 1, 29: 0, 30: 0, 31: 0, 32: 0, 34: 0, 35: 0}     # api key -> newest removed version
+    for key, top in removed.items():
+        assert served_apis("2.8").specs[key].min_version == 0, key
+        assert served_apis("4.0").specs[key].min_version == top + 1, key
+    with ServerThread(ServerConfig(port=0, kafka_version="2.8")) as s:
+        with WireClient.to(s.bootstrap) as c:
+            for v in (0, 1):
+                r = c.call(CreateTopicsRequest(topics=[T(name=f"ct{v}", num_partitions=2, replication_factor=1,
+                                                         assignments=[], configs=[])],
+                                               timeout_ms=5000, validate_only=False), v)
+                assert [(t.name, t.error_code) for t in r.topics] == [(f"ct{v}", 0)]
+            r = c.call(DeleteTopicsRequest(topic_names=["ct0"], timeout_ms=5000), 0)
+            assert [(t.name, t.error_code) for t in r.responses] == [("ct0", 0)]
+            assert s.call(lambda: s.server.topics.get("ct0")) is None
+            for v in (0, 1):
+                r = c.call(OffsetForLeaderEpochRequest(replica_id=-1, topics=[OT(topic="ct1", partitions=[
+                    OT.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])]), v)
+                [e] = r.topics[0].partitions
+                assert (e.error_code, e.end_offset) == (0, 0)
+            r = c.call(DescribeConfigsRequest(resources=[R(resource_type=2, resource_name="ct1",
+                                                           configuration_keys=["cleanup.policy"])],
+                                              include_synonyms=False, include_documentation=False), 0)
+            [cfg] = r.results[0].configs
+            assert (cfg.name, cfg.value, cfg.is_default) == ("cleanup.policy", "delete", True)
+            r = c.call(DescribeLogDirsRequest(topics=None), 0)
+            assert "ct1" in {t.name for t in r.results[0].topics}
+            r = c.call(DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=3,
+                                           principal_filter=None, host_filter=None, operation=1, permission_type=1), 0)
+            assert r.error_code == 54                       # SECURITY_DISABLED: no authorizer, as Kafka
+    with ServerThread(ServerConfig(port=0, kafka_version="4.0")) as s:
+        with WireClient.to(s.bootstrap) as c:
+            c.send_raw(request_bytes(DeleteTopicsRequest(topic_names=[], timeout_ms=1000), 0))
             assert c.is_closed_by_peer(timeout=5)
