@@ -196,3 +196,17 @@ def test_the_other_versions_kip_896_removed_are_served_as_2_8_and_refused_as_4_0
         with WireClient.to(s.bootstrap) as c:
             c.send_raw(request_bytes(DeleteTopicsRequest(topic_names=[], timeout_ms=1000), 0))
             assert c.is_closed_by_peer(timeout=5)
+
+
+def test_bad_message_sets_are_refused_and_the_server_serves_on():
+    """Produce v0-2 records that are no message set: truncated, junk after a legacy magic byte, a batch of
+    format v2 under a v1 message - each partition answered with Kafka's error, nothing appended."""
+    with ServerThread(ServerConfig(port=0, kafka_version="2.8")) as s:
+        s.create_topics({"bad": 1})
+        good = message_set(1, [(b"a", b"1", 10)])
+        with WireClient.to(s.bootstrap) as c:
+            for records in (good[:25], good[:16] + b"\x01" + b"\xff" * 40, b"\x00" * 12 + b"\x00" * 5 + b"\x01"):
+                code, offset = produce_v(c, 2, "bad", records)
+                assert code in (2, 87) and offset == -1, records
+            assert produce_v(c, 2, "bad", good) == (0, 0)          # the same connection serves on
+        assert s.call(lambda: s.server.topics.get("bad").partitions[0].log_end_offset) == 1
