@@ -11,11 +11,36 @@ from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
 from .base import BrokerBase, per_partition, resp
+from .message_format import CannotDownConvert, downconvert
 from .partition import Partition
 from .topics import Topic
 
 READ_COMMITTED = 1      # Fetch isolation level
+LEGACY_FETCH_UNTIL = 3  # Fetch v0-3 read message formats v0 (v0-1) and v1 (v2-3): down-converted (message_format.py)
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def legacy_offsets(p: Partition, ts: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    """ListOffsets v0 (Kafka 2.8-3.9's UnifiedLog.legacyFetchOffsetsBefore, for a consumer): the table of each
+    segment's base offset (not below the log start offset) with its last change - here the segment's newest record
+    timestamp, where Kafka reads the file's modification time -, then the log end offset with now when the newest
+    segment holds data; from the entry of the latest (-1), the earliest (-2) or the last changed at or before `ts`,
+    at most `max_num_offsets` offsets going back; an offset past the high watermark is the high watermark."""
+    spans = p.log.segment_spans()
+    table = [(max(base, p.log_start_offset), newest) for base, _next, _size, newest in spans]
+    if not table or spans[-1][2] > 0:
+        table.append((p.log_end_offset, now_ms))
+    if ts == -1:
+        start = len(table) - 1
+    elif ts == -2:
+        start = 0
+    else:
+        start = max((i for i, (_o, changed) in enumerate(table) if changed <= ts), default=-1)
+    offsets = [table[i][0] for i in range(start, max(start - max(max_num_offsets, 0), -1), -1)]
+    hw = p.high_watermark
+    if any(o > hw for o in offsets):
+        offsets = [hw] + [o for o in offsets if o <= hw]
+    return offsets
 
 
 class FetchApis(BrokerBase):
@@ -118,6 +143,15 @@ class FetchApis(BrokerBase):
                     pd.aborted_transactions = [AT(producer_id=pid, first_offset=first) for pid, first in got.aborted]
                 if total and len(got.records) > limit:      # a single batch larger than what is left: not now
                     continue
+                if v <= LEGACY_FETCH_UNTIL and got.records:
+                    try:
+                        pd.records = downconvert(got.records, 0 if v <= 1 else 1, fp.fetch_offset)
+                    except CannotDownConvert as exc:
+                        pd.error_code = exc.error_code
+                        had_error = True
+                        continue
+                    total += len(got.records)
+                    continue
                 pd.records = got.records
                 total += len(got.records)
             topics_out.append(TR(topic=name or "", topic_id=getattr(t, "topic_id", None) if v >= 13 else None,
@@ -142,6 +176,9 @@ class FetchApis(BrokerBase):
             if p is None or pr.error_code:
                 return pr
             ts = lp.timestamp
+            if v == 0:
+                pr.old_style_offsets = legacy_offsets(p, ts, lp.max_num_offsets, ctx.now_ms)
+                return pr
             found: tuple[int, int] | None = None
             if ts == -1:            # LATEST: the high watermark; to READ_COMMITTED the last stable offset
                 found = (p.last_stable_offset if committed else p.high_watermark), -1

@@ -7,11 +7,23 @@ compression.type is producer, tenure's only one). A message whose CRC does not m
 it, with CORRUPT_MESSAGE (2). A v2 batch sent in an old Produce version is appended as it is (Kafka does not check
 the magic of an old Produce request's records).
 
+The other way, for Fetch v0-3 (whose clients read only formats v0 - Fetch v0-1 - and v1 - Fetch v2-3), a 2.8-3.9
+broker converts what it reads down (Kafka's RecordsUtil.downConvert, "down-conversion"): each RecordBatch v2 becomes
+messages of the older format with their offsets, keys, values and (v1) timestamps - headers dropped -, a compressed
+batch one compressed wrapper message (v1: inner offsets relative, the wrapper's the last absolute one; v0: all
+absolute) with its codec, an uncompressed one a message per record from the fetch offset on; control batches
+(transaction markers) are left out, and a transaction's records are delivered whatever became of it (Fetch v0-3
+reads uncommitted). A ZStandard batch cannot be read in the old formats: Kafka answers such a fetch
+UNSUPPORTED_COMPRESSION_TYPE (76), as `downconvert` says by raising.
+
 Reading and writing both formats is kafka-python's record library (`kafka.record`); nothing here parses bytes but
 the magic byte that says which format a MessageSet is."""
 from __future__ import annotations
 
+import struct
+
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from tenure.protocol.errors import ErrorCode
@@ -61,3 +73,43 @@ def upconvert(records: bytes) -> bytes:
     if builder is None or count == 0:
         raise InvalidBatch("the message set holds no message", ErrorCode.CORRUPT_MESSAGE)
     return bytes(builder.build())
+
+
+ZSTD = 4
+
+
+class CannotDownConvert(Exception):
+    """Records a Fetch v0-3 client cannot read (ZStandard-compressed): UNSUPPORTED_COMPRESSION_TYPE (76)."""
+    error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+def downconvert(records: bytes, magic: int, fetch_offset: int) -> bytes:
+    """RecordBatches v2 (a read of the log) as a MessageSet of format `magic` (0 or 1): see the module's docs."""
+    out = bytearray()
+    mr = MemoryRecords(bytes(records))
+    batch = mr.next_batch()
+    while batch is not None:
+        if batch.is_control_batch:
+            batch = mr.next_batch()
+            continue
+        codec = batch.compression_type
+        if codec == ZSTD:
+            raise CannotDownConvert("a ZStandard batch cannot be read as message format v0/v1")
+        kept = [r for r in batch if codec or r.offset >= fetch_offset]
+        if kept:
+            out += _legacy(kept, magic, codec)
+        batch = mr.next_batch()
+    return bytes(out)
+
+
+def _legacy(records: list, magic: int, codec: int) -> bytes:
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec,
+                                       batch_size=sum(len(r.value or b"") + len(r.key or b"") + 64 for r in records))
+    relative = codec and magic == 1
+    for i, r in enumerate(records):
+        builder.append(i if relative else r.offset, timestamp=r.timestamp if magic else None, key=r.key,
+                       value=r.value)
+    data = bytearray(builder.build())
+    if codec:         # the wrapper message carries the offset of its last record (the builder leaves it 0)
+        struct.pack_into(">q", data, 0, records[-1].offset)
+    return bytes(data)

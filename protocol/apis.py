@@ -148,6 +148,8 @@ from .share_group import (
     ShareGroupHeartbeatResponse,
 )
 
+UNSUPPORTED_VERSION = 35
+
 # Who answers an API (the routing table's owner column): the broker that took the request (the data plane and
 # the admin APIs), the group coordinator, or the transaction coordinator. The dispatcher does one lookup.
 BROKER, GROUP, TRANSACTION = "broker", "group", "transaction"
@@ -179,32 +181,32 @@ def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
 
 _TABLE = [
     _spec(ProduceRequest, ProduceResponse, 0, 13),   # v0-2: message formats v0/v1 (broker/message_format.py)
-    _spec(FetchRequest, FetchResponse, 4, 18),
-    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 11),
+    _spec(FetchRequest, FetchResponse, 0, 18),       # v0-3: message formats v0/v1 (broker/message_format.py)
+    _spec(ListOffsetsRequest, ListOffsetsResponse, 0, 11),   # v0: old_style_offsets (broker/fetch.py)
     _spec(MetadataRequest, MetadataResponse, 0, 13),
     _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
-    _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
-    _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
-    _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
-    _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    _spec(CreateTopicsRequest, CreateTopicsResponse, 0, 7),
+    _spec(DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
+    _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
+    _spec(DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     # admin (broker/admin_apis.py)
     _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
-    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
+    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 5),
     _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
     _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
     _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
     _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
     _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     # ACLs (security/acl_apis.py, over the authorizer)
-    _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
-    _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
-    _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
+    _spec(DescribeAclsRequest, DescribeAclsResponse, 0, 3),
+    _spec(CreateAclsRequest, CreateAclsResponse, 0, 3),
+    _spec(DeleteAclsRequest, DeleteAclsResponse, 0, 3),
     # the cluster's metadata and log dirs (broker/quorum_apis.py)
-    _spec(AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 1, 2),
+    _spec(AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 0, 2),
     _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
     _spec(ListConfigResourcesRequest, ListConfigResourcesResponse, 0, 1),
     # the classic group coordinator
@@ -282,6 +284,11 @@ class ServedApis:
     @property
     def name(self) -> str:
         return self.release.name
+
+    def refusal(self, api_key: int) -> int:
+        """UNSUPPORTED_VERSION (35) for an API the presented release announces but refuses with its default
+        features (share groups as 4.1); 0 otherwise. tenure's own table (no release asked for) refuses none."""
+        return UNSUPPORTED_VERSION if self.explicit and self.release.refuses(api_key) else 0
 
 
 def _cut(r: Release) -> dict[int, ApiSpec]:

@@ -15,8 +15,15 @@ Sources (facts read, nothing copied):
   feature. A finalized level 0 is not listed (Kafka leaves it out of FinalizedFeatures).
 - Produce v0-2 from 4.0: KIP-896 removed them, yet a 4.x broker still announces Produce from v0 (KAFKA-18659: a
   librdkafka bug needs v0 in ApiVersions) and refuses those versions when they come (`announced_only`).
-- Not here yet: KIP-1101 (4.1: the consumer group's metadata hash replacing its subscription metadata records;
-  tenure's consumer groups use the hash whatever the release) and the defaults that changed between releases.
+- Share groups (KIP-932) from 4.2: a 4.1 broker announces the share group APIs (kafka-python's recording) but,
+  `share.version` not finalized by default there (share groups were a preview), answers each of them
+  UNSUPPORTED_VERSION; 4.2 finalizes `share.version` 1 (general availability). 4.0 has only the early-access v0,
+  which tenure does not serve.
+- Defaults a client sees that differ by release (`Behaviour`, printed as the release table of docs/apis.md):
+  group.initial.rebalance.delay.ms is 3000 in every release 2.8-4.3 (tenure keeps its own test-friendly 1000 ms
+  whatever the release: `--initial-rebalance-delay-ms`).
+- Not per release yet: KIP-1101 (4.1: the consumer group's metadata hash replacing its subscription metadata
+  records; tenure's 4.0 consumer groups use the hash too).
 """
 from __future__ import annotations
 
@@ -27,6 +34,9 @@ from types import MappingProxyType
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
 CONSUMER_GROUP_APIS = (68, 69)          # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
+# ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge, and the share group offset admin APIs
+SHARE_GROUP_APIS = (76, 77, 78, 79, 90, 91, 92)
+KAFKA_INITIAL_REBALANCE_DELAY_MS = 3000  # group.initial.rebalance.delay.ms's default in every release 2.8-4.3
 
 # transactions tenure serves: 1 is transactions v1 (KIP-98 with KIP-360's epoch bumps); 2 is KIP-890's
 # transactions v2 (EndTxn v5, TxnOffsetCommit v5, implicit AddPartitionsToTxn by Produce). The level announced
@@ -51,6 +61,12 @@ class Release:
     consumer_group_protocol: bool = False            # KIP-848 (ConsumerGroupHeartbeat): 4.0+
     # api key -> the versions the release's brokers announce in ApiVersions but refuse when sent (KAFKA-18659)
     announced_only: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    share_groups: bool = False                       # KIP-932 share groups on by default: 4.2+
+
+    def refuses(self, api_key: int) -> bool:
+        """An API the release's brokers announce but answer UNSUPPORTED_VERSION with their default features
+        (the share group APIs of 4.1, whose share.version is not finalized)."""
+        return api_key in SHARE_GROUP_APIS and not self.share_groups and api_key in self.api_versions
 
     @property
     def transaction_version(self) -> int:
@@ -102,7 +118,7 @@ def _release(version: tuple[int, int]) -> Release:
     announced_only = {PRODUCE: KIP_896_PRODUCE} if version >= (4, 0) else {}
     return Release(name=f"{version[0]}.{version[1]}", version=version, api_versions=MappingProxyType(ranges),
                    features=MappingProxyType(_features(version)), consumer_group_protocol=consumer,
-                   announced_only=MappingProxyType(announced_only))
+                   announced_only=MappingProxyType(announced_only), share_groups=version >= (4, 2))
 
 
 RELEASES: dict[str, Release] = {r.name: r for r in map(_release, [

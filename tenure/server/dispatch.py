@@ -91,7 +91,9 @@ class Dispatcher:
         if hooked.response is not None:            # a test's own answer: no access check, no owner
             refused, answered_error = 0, False
         else:
-            refused = fault.error if fault.error is not None else self.access(req, ctx)
+            # a release's own refusal (share groups as 4.1), before the access checks, as Kafka's handlers
+            refused = fault.error if fault.error is not None else (req.served.refusal(req.api_key)
+                                                                   or self.access(req, ctx))
             answered_error = fault.error is not None or refused != 0     # an injected error may be 0 (NONE)
         if refused and fault.error is None and not can_fail(req.api_key):
             self.metrics.closed_connections["access_refused"] += 1     # no error answer of its own: closed

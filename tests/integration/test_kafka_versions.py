@@ -79,7 +79,7 @@ def test_a_version_above_the_release_is_refused_as_that_release_refuses_it(tenur
     with WireClient.to(tenure_server.bootstrap) as bad:          # Fetch v17 is 3.9's: 3.7 closes the connection
         bad.send_raw(request_bytes(FetchRequest(), 17))
         assert bad.is_closed_by_peer(timeout=5)
-    assert any("api_key=1 api_version=17: Fetch is served at versions 4-16" in r.getMessage()
+    assert any("api_key=1 api_version=17: Fetch is served at versions 0-16" in r.getMessage()
                for r in caplog.records), [r.getMessage() for r in caplog.records]
     produced, consumed = confluent_round_trip(tenure_server.bootstrap, "after-fetch17", n=6)   # still serving
     assert len(consumed) == 6
@@ -260,7 +260,7 @@ def test_the_admin_endpoint_and_the_command_say_which_release(capsys):
         assert over_http["transaction_version"] == 0
         assert over_http["features"] == {"supported": {"metadata.version": [1, 21]},
                                          "finalized": {"metadata.version": 21}}
-        assert over_http["apis"]["Fetch"] == [4, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
+        assert over_http["apis"]["Fetch"] == [0, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
         assert main(["broker", "kafka-version", "--admin", s.server.admin_address]) == 0
         assert json.loads(capsys.readouterr().out) == over_http
 
@@ -298,3 +298,44 @@ def test_finalized_features_epoch_is_the_metadata_offset_on_every_broker():
         assert later == _quorum_high_watermark(s) > after               # a broker stopped: a metadata change
     with ServerThread(ServerConfig(port=0, kafka_version="2.8")) as s:
         assert _features_epoch("127.0.0.1", s.port) == (-1, ())
+
+
+def _share_heartbeat(st, group: str) -> int:
+    from tenure.protocol.share_group import ShareGroupHeartbeatRequest
+    with WireClient.to(f"127.0.0.1:{st.port}") as c:
+        r = c.call(ShareGroupHeartbeatRequest(group_id=group, member_id="m" * 22, member_epoch=0, rack_id=None,
+                                              subscribed_topic_names=["sh"]), 1)
+    return r.error_code
+
+
+def test_share_groups_from_4_2_only_4_1_announces_and_refuses_them():
+    """KIP-932: a 4.1 broker announces the share group APIs but, share.version not finalized by default (share
+    groups were a preview), answers them UNSUPPORTED_VERSION (35); from 4.2 they are served. 4.0 announces none
+    (its early-access v0 is not served). A confluent-kafka ShareConsumer's poll against tenure as 4.1 raises the
+    fatal "ShareGroupHeartbeat fatal error: Broker: API version not supported"; against 4.2 it gets its records."""
+    from confluent_kafka import KafkaError, KafkaException, ShareConsumer
+
+    from tests.integration.test_share_groups import produce, setup
+    for name, announced, code in (("4.0", False, None), ("4.1", True, 35), ("4.2", True, 0)):
+        with ServerThread(ServerConfig(port=0, kafka_version=name, initial_rebalance_delay_ms=0)) as s:
+            assert (76 in {k for k, _, _ in served_apis(name).ranges()}) == announced, name
+            if code is None:
+                continue
+            setup(s, "sh", "sc-" + name)
+            assert _share_heartbeat(s, "g-" + name) == code, name
+            produce(s, "sh", [1, 2, 3])
+            c = ShareConsumer({"bootstrap.servers": s.bootstrap, "group.id": "sc-" + name})
+            c.subscribe(["sh"])
+            got, failure, deadline = [], None, time.time() + 30
+            try:
+                while time.time() < deadline and len(got) < 3:
+                    got += [m.value() for m in c.poll(0.3) if not m.error()]
+            except KafkaException as exc:
+                failure = exc.args[0]
+            c.close()
+            if code:      # librdkafka's poll raises the heartbeat's fatal error, as against such a 4.1 broker
+                assert failure is not None and failure.fatal(), failure
+                assert failure.code() == KafkaError.UNSUPPORTED_VERSION == 35, failure
+                assert got == []
+            else:
+                assert failure is None and sorted(got) == [b"1", b"2", b"3"], (failure, got)

@@ -93,7 +93,7 @@ def test_a_request_above_the_release_is_refused_as_that_release_refuses_it():
     fetch17 = _payload(FetchRequest(), 17)
     assert isinstance(decode_request(fetch17), Request)                    # tenure's table: Fetch v17
     assert isinstance(decode_request(fetch17, served=served_apis("3.9")), Request)
-    with pytest.raises(UnsupportedApi, match="Fetch is served at versions 4-16"):
+    with pytest.raises(UnsupportedApi, match="Fetch is served at versions 0-16"):
         decode_request(fetch17, served=served_apis("3.7"))                 # 3.7 serves Fetch up to v16
     # an API the release lacks: ConsumerGroupHeartbeat before 4.0
     cgh = bytearray(_payload(ApiVersionsRequest(), 0))
@@ -117,3 +117,17 @@ def test_every_api_short_of_the_newest_release_says_why():
     short = {k for k, s in SUPPORTED.items() if s.max_version < NEWEST.api_versions[k][1]}
     assert short == set(SHORT_OF_NEWEST), "protocol/apis.py SHORT_OF_NEWEST must name exactly the APIs short of 4.3"
     assert all(len(why) > 20 for why in SHORT_OF_NEWEST.values())
+
+
+def test_share_groups_are_refused_as_4_1_and_produce_v0_2_announced_only_from_4_0():
+    from tenure.protocol.releases import SHARE_GROUP_APIS
+    for name in RELEASES:
+        served = served_apis(name)
+        for key in SHARE_GROUP_APIS:
+            expected = 35 if name == "4.1" else 0
+            assert served.refusal(key) == expected, (name, key)
+        produce = dict((k, (lo, hi)) for k, lo, hi in served.ranges())[0]
+        spec = served.specs[0]
+        assert produce[0] == 0                                   # every release announces Produce from v0
+        assert spec.min_version == (3 if served.release.version >= (4, 0) else 0), name
+    assert DEFAULT_SERVED.refusal(76) == 0 and DEFAULT_SERVED.specs[0].min_version == 0
