@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tenure.protocol.acl import READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -172,9 +173,15 @@ class ShareApis(BrokerBase):
 
     # ---------------------------------------------------------------- partitions
     def _resolve(self, ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[Partition | None, int]:
+        """A share request's partition, checked as Kafka's KafkaApis checks a ShareFetch's and a
+        ShareAcknowledge's: a topic id it does not know UNKNOWN_TOPIC_ID, a topic the principal may not READ
+        TOPIC_AUTHORIZATION_FAILED, a partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION, then the
+        leader check."""
         topic = self.topics.by_id(topic_id)
         if topic is None or topic.internal:
             return None, ErrorCode.UNKNOWN_TOPIC_ID
+        if not ctx.allows(READ, TOPIC, topic.name):
+            return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         p = self.replicas.get(topic.name, index)
         if p is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
