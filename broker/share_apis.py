@@ -163,12 +163,13 @@ class ShareApis(BrokerBase):
             self._release_session(group_id, member_id, s)
 
     def _refusal(self, group_id: str | None, member_id: str | None) -> tuple[int, str] | None:
-        """A request's group and member before any session: both named, the group not of another kind."""
+        """A request's group and member before any session: both named. The group's kind is not asked: Kafka's
+        broker serves a ShareFetch or ShareAcknowledge for any group id (its KafkaApis and SharePartitionManager
+        never ask the group coordinator; the share coordinator answers a share partition it has no state for
+        with start offset -1, and the share partition starts at share.auto.offset.reset), so a consumer or
+        classic group's id gets share partitions of its own, beside that group's committed offsets."""
         if not group_id or not member_id:
             return ErrorCode.INVALID_REQUEST, "A share request names its group and member."
-        g = self.share_group(group_id)
-        if g is not None and g[0] != "share":
-            return ErrorCode.INVALID_REQUEST, f"Group {group_id} is not a share group."
         return None
 
     # ---------------------------------------------------------------- partitions
