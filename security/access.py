@@ -135,6 +135,12 @@ CHECKS: dict[int, Callable[[Request, RequestContext], int]] = {
     79: _group(READ),                # ShareAcknowledge
     91: _group(READ),                # AlterShareGroupOffsets
     92: _group(DELETE),              # DeleteShareGroupOffsets
+    # the share coordinator's APIs: brokers ask them (KafkaApis: CLUSTER_ACTION on the cluster)
+    83: _cluster(CLUSTER_ACTION),    # InitializeShareGroupState
+    84: _cluster(CLUSTER_ACTION),    # ReadShareGroupState
+    85: _cluster(CLUSTER_ACTION),    # WriteShareGroupState
+    86: _cluster(CLUSTER_ACTION),    # DeleteShareGroupState
+    87: _cluster(CLUSTER_ACTION),    # ReadShareGroupStateSummary
 }
 
 
