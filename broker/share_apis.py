@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tenure.protocol.acl import READ, TOPIC
+from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -464,20 +464,29 @@ class ShareApis(BrokerBase):
         P = T.DescribeShareGroupOffsetsResponsePartition
         groups = []
         for q in req.body.groups or []:
+            if not ctx.allows(DESCRIBE, GROUP, q.group_id or ""):
+                groups.append(G(group_id=q.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                error_message=None))
+                continue
             code, message = self._admin_group_error(q.group_id, False)
             if code:
                 groups.append(G(group_id=q.group_id, topics=[], error_code=code, error_message=message))
                 continue
-            if q.topics is None:
+            if q.topics is None:              # every share partition of the group: those it may describe
                 wanted: dict[str, list[int]] = {}
                 for name, index in self._share_partitions_of(q.group_id):
-                    wanted.setdefault(name, []).append(index)
+                    if ctx.allows(DESCRIBE, TOPIC, name):
+                        wanted.setdefault(name, []).append(index)
             else:
                 wanted = {t.topic_name: list(t.partitions or []) for t in q.topics}
             topics = []
             for name, indexes in wanted.items():
                 topic = self.topics.get(name)
                 parts = []
+                if not ctx.allows(DESCRIBE, TOPIC, name):
+                    parts = [P(partition_index=i, start_offset=-1, leader_epoch=-1, lag=-1,
+                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None) for i in indexes]
+                    indexes = []
                 for index in indexes:
                     p = self.replicas.get(name, index) if topic is not None else None
                     if p is None:
@@ -508,8 +517,13 @@ class ShareApis(BrokerBase):
         out = []
         for t in req.body.topics or []:
             topic = self.topics.get(t.topic_name)
+            readable = ctx.allows(READ, TOPIC, t.topic_name)
             parts = []
             for q in t.partitions or []:
+                if not readable:
+                    parts.append(P(partition_index=q.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message=None))
+                    continue
                 p = self.replicas.get(t.topic_name, q.partition_index) if topic is not None else None
                 if p is None:
                     parts.append(P(partition_index=q.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -541,6 +555,10 @@ class ShareApis(BrokerBase):
         out = []
         for t in req.body.topics or []:
             topic = self.topics.get(t.topic_name)
+            if not ctx.allows(READ, TOPIC, t.topic_name):
+                out.append(T(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
+                             error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
+                continue
             if topic is None:
                 out.append(T(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
                              error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 # the ANONYMOUS principal: every group but "locked"; every app-* topic; "seen" described but not read;
 # "hidden" nothing at all
 ACLS = ["allow User:ANONYMOUS all group:*", "deny User:ANONYMOUS read group:locked",
+        "deny User:ANONYMOUS describe group:secret",
         "allow User:ANONYMOUS all topic:prefixed:app-", "allow User:ANONYMOUS describe topic:seen",
         "allow User:ANONYMOUS idempotent_write cluster:kafka-cluster"]
 TOPICS = {"app-a": 1, "seen": 1, "hidden": 1}
@@ -100,6 +101,51 @@ def test_share_apis_check_the_group_and_each_topic_as_kafka_does(tenure_server):
     view = st.share_partition("g", "app-a", 0)
     assert view["start_offset"] == 2 and view["records"] == []             # both app-a records accepted
     assert st.share_partition("g", "seen", 0) is None                       # never read
+
+
+@pytest.mark.tenure(acls=ACLS, topics=TOPICS)
+def test_share_group_offset_apis_check_the_group_and_each_topic(tenure_server):
+    """DescribeShareGroupOffsets: DESCRIBE on each group (30 for that group) and on each topic named (29 for each
+    of its partitions); AlterShareGroupOffsets: READ on
+    each topic (29 per partition); DeleteShareGroupOffsets: READ on each topic (29 for that topic) - the
+    ACLs Kafka asks for them; the topics it may use are served."""
+    from tenure.protocol.share_group import (
+        AlterShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequest,
+    )
+    st = tenure_server
+    tid = {name: st.call(lambda n=name: st.server.topics.get(n).topic_id) for name in TOPICS}
+    D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    DT = D.DescribeShareGroupOffsetsRequestTopic
+    AT = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+    DLT = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+    with WireClient.to(st.bootstrap) as w:
+        # an empty share group with share partitions of app-a and seen... seen cannot be fetched: app-a only
+        assert w.call(_heartbeat("og", ["app-a"]), 1).error_code == 0
+        assert w.call(_fetch("og", "m-1", 0, [tid["app-a"]]), 2).error_code == 0
+        assert w.call(_fetch("og", "m-1", -1, []), 2).error_code == 0
+        leave = ShareGroupHeartbeatRequest(group_id="og", member_id="m-1", member_epoch=-1, rack_id=None,
+                                           subscribed_topic_names=None)
+        assert w.call(leave, 1).error_code == 0
+        r = w.call(DescribeShareGroupOffsetsRequest(groups=[
+            D(group_id="og", topics=[DT(topic_name=n, partitions=[0]) for n in ("app-a", "seen", "hidden")]),
+            D(group_id="secret", topics=None), D(group_id="og", topics=None)]), 1)
+        named, secret, every = r.groups
+        assert secret.error_code == E.GROUP_AUTHORIZATION_FAILED
+        assert [(t.topic_name, t.partitions[0].error_code) for t in named.topics] == [
+            ("app-a", 0), ("seen", 0), ("hidden", E.TOPIC_AUTHORIZATION_FAILED)]
+        assert [t.topic_name for t in every.topics] == ["app-a"]
+        r = w.call(AlterShareGroupOffsetsRequest(group_id="og", topics=[
+            AT(topic_name=n, partitions=[AT.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])
+            for n in ("app-a", "seen")]), 0)
+        assert r.error_code == 0 and [(t.topic_name, t.partitions[0].error_code) for t in r.responses] == [
+            ("app-a", 0), ("seen", E.TOPIC_AUTHORIZATION_FAILED)]
+        r = w.call(DeleteShareGroupOffsetsRequest(group_id="og", topics=[DLT(topic_name=n) for n in ("hidden", "app-a")]),
+                   0)
+        assert r.error_code == 0 and [(t.topic_name, t.error_code) for t in r.responses] == [
+            ("hidden", E.TOPIC_AUTHORIZATION_FAILED), ("app-a", 0)]
+    assert st.share_partition("og", "app-a", 0) is None                     # its offsets deleted
 
 
 def _first_error(consumer: ShareConsumer, timeout: float = 30):
