@@ -21,6 +21,7 @@ from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
 
 from .base import BrokerBase, resp
 from .partition import Partition
@@ -439,7 +440,15 @@ class ShareApis(BrokerBase):
                     out.add((topic.name, index))
         return sorted(out)
 
-    def _admin_group_error(self, group_id: str, need_empty: bool) -> tuple[int, str | None]:
+    def _admin_group_error(self, group_id: str, need_empty: bool,
+                           ctx: RequestContext | None = None) -> tuple[int, str | None]:
+        """A share group offset API's group: asked of its coordinator - the leader of the group's
+        __consumer_offsets partition, as Kafka's group coordinator answers them - else NOT_COORDINATOR (16); a
+        share group (else GROUP_ID_NOT_FOUND, 69), empty when it must be (else NON_EMPTY_GROUP, 68)."""
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        if ctx is not None and ctx.broker_id is not None and offsets is not None and self.cluster.leader_of(
+                OFFSETS_TOPIC, partition_for(group_id or "", len(offsets.partitions))) != ctx.broker_id:
+            return ErrorCode.NOT_COORDINATOR, None
         g = self.share_group(group_id)
         if g is None or g[0] != "share":
             return ErrorCode.GROUP_ID_NOT_FOUND, (f"Group {group_id} not found." if g is None else
@@ -468,7 +477,7 @@ class ShareApis(BrokerBase):
                 groups.append(G(group_id=q.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                 error_message=None))
                 continue
-            code, message = self._admin_group_error(q.group_id, False)
+            code, message = self._admin_group_error(q.group_id, False, ctx)
             if code:
                 groups.append(G(group_id=q.group_id, topics=[], error_code=code, error_message=message))
                 continue
@@ -511,7 +520,7 @@ class ShareApis(BrokerBase):
         T = R.AlterShareGroupOffsetsResponseTopic
         P = T.AlterShareGroupOffsetsResponsePartition
         gid = req.body.group_id
-        code, message = self._admin_group_error(gid, True)
+        code, message = self._admin_group_error(gid, True, ctx)
         if code:
             return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
         out = []
@@ -549,7 +558,7 @@ class ShareApis(BrokerBase):
         R = resp(92)
         T = R.DeleteShareGroupOffsetsResponseTopic
         gid = req.body.group_id
-        code, message = self._admin_group_error(gid, True)
+        code, message = self._admin_group_error(gid, True, ctx)
         if code:
             return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
         out = []
