@@ -111,6 +111,7 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
             37: self.create_partitions, 60: self.describe_cluster, 61: self.describe_producers,
             78: self.share_fetch, 79: self.share_acknowledge, 90: self.describe_share_group_offsets,
             91: self.alter_share_group_offsets, 92: self.delete_share_group_offsets,
+            **self._share_state_handlers(),
             **self._admin_handlers(),
         }
 

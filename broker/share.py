@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.share_group import ACCEPT, GAP, REJECT, RELEASE, RENEW
@@ -79,12 +79,16 @@ class SharePartition:
     # ------------------------------------------------------------------ persisted state
     def restore(self, start: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
         """The state read back from the share coordinator: the start offset and each batch's records with their
-        delivery state and count (a record that was acquired when it was written comes back available)."""
+        delivery state and count (a record that was acquired when it was written comes back available); an
+        offset between the start and the last batch that no batch names is available, never delivered (as
+        Kafka's share partition fetches the gaps of the state it read)."""
         self.start = self.end = start
         for first, last, state, count in batches:
             for off in range(max(first, start), last + 1):
                 self.records[off] = InFlight(state if state in (ACKNOWLEDGED, ARCHIVED) else AVAILABLE, count)
                 self.end = max(self.end, off + 1)
+        for off in range(start, self.end):       # a gap in the state (Kafka's gap window): never delivered yet
+            self.records.setdefault(off, InFlight(AVAILABLE, 0))
         self._advance()
         self.persisted = self.persistable()
 
@@ -320,6 +324,20 @@ class ShareStateSide(Protocol):
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> bool: ...
 
     def partitions_of(self, group_id: str) -> list[tuple[uuid.UUID, int]]: ...
+
+    # the share coordinator's APIs, asked by brokers (InitializeShareGroupState ... ReadShareGroupStateSummary)
+    def refusal(self, group_id: str, topic_id: uuid.UUID, partition: int, broker_id: int | None) -> int: ...
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
+                         start_offset: int) -> int: ...
+
+    async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         leader_epoch: int) -> tuple[int, Any]: ...
+
+    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
+                          leader_epoch: int, start_offset: int, batches: tuple) -> int: ...
+
+    def summary(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> tuple[int, Any]: ...
 
 
 class ShareState:

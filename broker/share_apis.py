@@ -17,9 +17,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
 
 from .base import BrokerBase, resp
 from .partition import Partition
@@ -162,19 +164,26 @@ class ShareApis(BrokerBase):
             self._release_session(group_id, member_id, s)
 
     def _refusal(self, group_id: str | None, member_id: str | None) -> tuple[int, str] | None:
-        """A request's group and member before any session: both named, the group not of another kind."""
+        """A request's group and member before any session: both named. The group's kind is not asked: Kafka's
+        broker serves a ShareFetch or ShareAcknowledge for any group id (its KafkaApis and SharePartitionManager
+        never ask the group coordinator; the share coordinator answers a share partition it has no state for
+        with start offset -1, and the share partition starts at share.auto.offset.reset), so a consumer or
+        classic group's id gets share partitions of its own, beside that group's committed offsets."""
         if not group_id or not member_id:
             return ErrorCode.INVALID_REQUEST, "A share request names its group and member."
-        g = self.share_group(group_id)
-        if g is not None and g[0] != "share":
-            return ErrorCode.INVALID_REQUEST, f"Group {group_id} is not a share group."
         return None
 
     # ---------------------------------------------------------------- partitions
     def _resolve(self, ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[Partition | None, int]:
+        """A share request's partition, checked as Kafka's KafkaApis checks a ShareFetch's and a
+        ShareAcknowledge's: a topic id it does not know UNKNOWN_TOPIC_ID, a topic the principal may not READ
+        TOPIC_AUTHORIZATION_FAILED, a partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION, then the
+        leader check."""
         topic = self.topics.by_id(topic_id)
         if topic is None or topic.internal:
             return None, ErrorCode.UNKNOWN_TOPIC_ID
+        if not ctx.allows(READ, TOPIC, topic.name):
+            return None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         p = self.replicas.get(topic.name, index)
         if p is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -431,7 +440,15 @@ class ShareApis(BrokerBase):
                     out.add((topic.name, index))
         return sorted(out)
 
-    def _admin_group_error(self, group_id: str, need_empty: bool) -> tuple[int, str | None]:
+    def _admin_group_error(self, group_id: str, need_empty: bool,
+                           ctx: RequestContext | None = None) -> tuple[int, str | None]:
+        """A share group offset API's group: asked of its coordinator - the leader of the group's
+        __consumer_offsets partition, as Kafka's group coordinator answers them - else NOT_COORDINATOR (16); a
+        share group (else GROUP_ID_NOT_FOUND, 69), empty when it must be (else NON_EMPTY_GROUP, 68)."""
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        if ctx is not None and ctx.broker_id is not None and offsets is not None and self.cluster.leader_of(
+                OFFSETS_TOPIC, partition_for(group_id or "", len(offsets.partitions))) != ctx.broker_id:
+            return ErrorCode.NOT_COORDINATOR, None
         g = self.share_group(group_id)
         if g is None or g[0] != "share":
             return ErrorCode.GROUP_ID_NOT_FOUND, (f"Group {group_id} not found." if g is None else
@@ -456,20 +473,29 @@ class ShareApis(BrokerBase):
         P = T.DescribeShareGroupOffsetsResponsePartition
         groups = []
         for q in req.body.groups or []:
-            code, message = self._admin_group_error(q.group_id, False)
+            if not ctx.allows(DESCRIBE, GROUP, q.group_id or ""):
+                groups.append(G(group_id=q.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                error_message=None))
+                continue
+            code, message = self._admin_group_error(q.group_id, False, ctx)
             if code:
                 groups.append(G(group_id=q.group_id, topics=[], error_code=code, error_message=message))
                 continue
-            if q.topics is None:
+            if q.topics is None:              # every share partition of the group: those it may describe
                 wanted: dict[str, list[int]] = {}
                 for name, index in self._share_partitions_of(q.group_id):
-                    wanted.setdefault(name, []).append(index)
+                    if ctx.allows(DESCRIBE, TOPIC, name):
+                        wanted.setdefault(name, []).append(index)
             else:
                 wanted = {t.topic_name: list(t.partitions or []) for t in q.topics}
             topics = []
             for name, indexes in wanted.items():
                 topic = self.topics.get(name)
                 parts = []
+                if not ctx.allows(DESCRIBE, TOPIC, name):
+                    parts = [P(partition_index=i, start_offset=-1, leader_epoch=-1, lag=-1,
+                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None) for i in indexes]
+                    indexes = []
                 for index in indexes:
                     p = self.replicas.get(name, index) if topic is not None else None
                     if p is None:
@@ -494,14 +520,19 @@ class ShareApis(BrokerBase):
         T = R.AlterShareGroupOffsetsResponseTopic
         P = T.AlterShareGroupOffsetsResponsePartition
         gid = req.body.group_id
-        code, message = self._admin_group_error(gid, True)
+        code, message = self._admin_group_error(gid, True, ctx)
         if code:
             return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
         out = []
         for t in req.body.topics or []:
             topic = self.topics.get(t.topic_name)
+            readable = ctx.allows(READ, TOPIC, t.topic_name)
             parts = []
             for q in t.partitions or []:
+                if not readable:
+                    parts.append(P(partition_index=q.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message=None))
+                    continue
                 p = self.replicas.get(t.topic_name, q.partition_index) if topic is not None else None
                 if p is None:
                     parts.append(P(partition_index=q.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -527,12 +558,16 @@ class ShareApis(BrokerBase):
         R = resp(92)
         T = R.DeleteShareGroupOffsetsResponseTopic
         gid = req.body.group_id
-        code, message = self._admin_group_error(gid, True)
+        code, message = self._admin_group_error(gid, True, ctx)
         if code:
             return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
         out = []
         for t in req.body.topics or []:
             topic = self.topics.get(t.topic_name)
+            if not ctx.allows(READ, TOPIC, t.topic_name):
+                out.append(T(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
+                             error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
+                continue
             if topic is None:
                 out.append(T(topic_name=t.topic_name, topic_id=uuid.UUID(int=0),
                              error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))
@@ -544,3 +579,132 @@ class ShareApis(BrokerBase):
                         await self.share_state.delete(gid, topic.topic_id, index)
             out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=0, error_message=None))
         return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
+
+    # ---------------------------------------------------------------- the share coordinator's APIs (83-87)
+    def _share_state_handlers(self) -> dict:
+        """InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState and
+        ReadShareGroupStateSummary: what a broker asks the share coordinator (Kafka's persister), answered by
+        the same share coordinator this broker's own share partitions persist through - its shards, its one
+        writer, replay as its one mutator. CLUSTER_ACTION is checked by the access hook (security/access.py)."""
+        return {83: self.initialize_share_group_state, 84: self.read_share_group_state,
+                85: self.write_share_group_state, 86: self.delete_share_group_state,
+                87: self.read_share_group_state_summary}
+
+    def _state_key_error(self, ctx: RequestContext, gid: str, topic_id: uuid.UUID, index: int) -> tuple[int, str | None]:
+        """A share partition key's error before the share coordinator looks at its state: NOT_COORDINATOR (16)
+        off the leader of its __share_group_state partition, COORDINATOR_LOAD_IN_PROGRESS (14) while it loads,
+        INVALID_REQUEST (42) for a negative partition, UNKNOWN_TOPIC_OR_PARTITION (3) for a topic-partition the
+        cluster does not have."""
+        assert self.share_state is not None
+        code = self.share_state.refusal(gid, topic_id, index, ctx.broker_id)
+        if code:
+            return code, None
+        if index < 0:
+            return ErrorCode.INVALID_REQUEST, "The partition id cannot be negative."
+        topic = self.topics.by_id(topic_id)
+        if topic is None or topic.internal or index >= len(topic.partitions):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return 0, None
+
+    async def _each_state_key(self, req: Request, ctx: RequestContext, answer) -> Any:
+        """The answer to a share coordinator API: for each (topic, partition) of the request, its key's error
+        or `answer(group, topic id, partition data)` -> (error code, the partition result's other fields).
+        An empty group id answers INVALID_GROUP_ID for every partition, as Kafka's share coordinator does."""
+        R = resp(req.api_key)
+        T = R.fields["results"].data_class
+        P = T.fields["partitions"].data_class
+        gid = req.body.group_id
+        if self.share_state is not None:
+            await self._state_ready()
+        results = []
+        for t in req.body.topics or []:
+            parts = []
+            for pd in t.partitions or []:
+                code: int
+                message: str | None
+                extra: dict[str, Any]
+                if self.share_state is None:
+                    code, message, extra = ErrorCode.COORDINATOR_NOT_AVAILABLE, "No share coordinator.", {}
+                elif not gid:
+                    code, message, extra = ErrorCode.INVALID_GROUP_ID, "Group id must be specified and non-empty.", {}
+                else:
+                    code, message = self._state_key_error(ctx, gid, t.topic_id, pd.partition)
+                    extra = {}
+                    if not code:
+                        code, extra = await answer(gid, t.topic_id, pd)
+                fields = {k: v for k, v in _STATE_DEFAULTS.items() if k in P.fields}
+                fields.update(extra)
+                parts.append(P(partition=pd.partition, error_code=code, error_message=message, **fields))
+            results.append(T(topic_id=t.topic_id, partitions=parts))
+        return R(results=results)
+
+    async def initialize_share_group_state(self, req: Request, ctx: RequestContext) -> Any:
+        """InitializeShareGroupState (83): the share partition's state epoch and start offset, nothing in
+        flight (FENCED_STATE_EPOCH, 124, for an older state epoch)."""
+        state = self.share_state
+
+        async def answer(gid: str, tid: uuid.UUID, pd: Any) -> tuple[int, dict]:
+            assert state is not None
+            return await state.initialize(gid, tid, pd.partition, pd.state_epoch, pd.start_offset), {}
+        return await self._each_state_key(req, ctx, answer)
+
+    async def read_share_group_state(self, req: Request, ctx: RequestContext) -> Any:
+        """ReadShareGroupState (84): the state epoch, start offset and state batches; start offset -1 and no
+        batches for a share partition without state (FENCED_LEADER_EPOCH, 74, for an older leader epoch)."""
+        state = self.share_state
+        B = resp(84).fields["results"].data_class.fields["partitions"].data_class.fields["state_batches"].data_class
+
+        async def answer(gid: str, tid: uuid.UUID, pd: Any) -> tuple[int, dict]:
+            assert state is not None
+            code, st = await state.read_state(gid, tid, pd.partition, pd.leader_epoch)
+            if code or st is None:
+                return code, {}
+            return 0, {"state_epoch": st.state_epoch, "start_offset": st.start_offset, "state_batches": [
+                B(first_offset=f, last_offset=last, delivery_state=ds, delivery_count=n)
+                for f, last, ds, n in st.batches()]}
+        return await self._each_state_key(req, ctx, answer)
+
+    async def write_share_group_state(self, req: Request, ctx: RequestContext) -> Any:
+        """WriteShareGroupState (85): the start offset and state batches written as a snapshot or an update
+        (FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH for older epochs)."""
+        state = self.share_state
+
+        async def answer(gid: str, tid: uuid.UUID, pd: Any) -> tuple[int, dict]:
+            assert state is not None
+            batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                            for b in pd.state_batches or [])
+            return await state.write_state(gid, tid, pd.partition, pd.state_epoch, pd.leader_epoch,
+                                           pd.start_offset, batches), {}
+        return await self._each_state_key(req, ctx, answer)
+
+    async def delete_share_group_state(self, req: Request, ctx: RequestContext) -> Any:
+        """DeleteShareGroupState (86): the share partition's state tombstoned."""
+        state = self.share_state
+
+        async def answer(gid: str, tid: uuid.UUID, pd: Any) -> tuple[int, dict]:
+            assert state is not None
+            ok = await state.delete(gid, tid, pd.partition)
+            return (0 if ok else ErrorCode.COORDINATOR_NOT_AVAILABLE), {}
+        return await self._each_state_key(req, ctx, answer)
+
+    async def read_share_group_state_summary(self, req: Request, ctx: RequestContext) -> Any:
+        """ReadShareGroupStateSummary (87): the state epoch, leader epoch, start offset and (v1) how many
+        records are acknowledged or archived, written nothing (FENCED_LEADER_EPOCH for an older leader
+        epoch); start offset -1 for a share partition without state."""
+        state = self.share_state
+
+        async def answer(gid: str, tid: uuid.UUID, pd: Any) -> tuple[int, dict]:
+            assert state is not None
+            code, st = state.summary(gid, tid, pd.partition, pd.leader_epoch)
+            if code or st is None:
+                return code, {}
+            done = sum(1 for ds, _ in st.records.values() if ds in (ACKNOWLEDGED_STATE, ARCHIVED_STATE))
+            return 0, {"state_epoch": st.state_epoch, "leader_epoch": st.leader_epoch,
+                       "start_offset": st.start_offset, "delivery_complete_count": done}
+        return await self._each_state_key(req, ctx, answer)
+
+
+# a share coordinator answer's partition fields when it has no state to give (Kafka: start offset -1)
+_STATE_DEFAULTS: dict[str, Any] = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1, "state_batches": [],
+                                   "delivery_complete_count": -1}
+ACKNOWLEDGED_STATE, ARCHIVED_STATE = 2, 4        # the delivery states a state batch persists as done

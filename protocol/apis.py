@@ -136,8 +136,16 @@ from .share_group import (
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
     ShareFetchRequest,
@@ -146,6 +154,8 @@ from .share_group import (
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
 )
 
 UNSUPPORTED_VERSION = 35
@@ -255,6 +265,13 @@ _TABLE = [
     _spec(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1),
     _spec(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0),
     _spec(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0),
+    # the share coordinator's APIs, asked by brokers (Kafka's persister; CLUSTER_ACTION): answered by the broker
+    # from the share coordinator its own share partitions persist through (coordinator/share_state/)
+    _spec(InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0),
+    _spec(ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0),
+    _spec(WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 1),
+    _spec(DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, 0, 0),
+    _spec(ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 1),
 ]
 
 # where tenure's newest version is below Kafka 4.3's, why (`tenure apis` and docs/apis.md print it; a test holds

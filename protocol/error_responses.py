@@ -308,6 +308,17 @@ def _describe_share_group_offsets(req, R, code):
                                          for q in req.body.groups or []])
 
 
+def _share_state(req, R, code):
+    """The share coordinator's APIs (83-87): every partition of every topic answers the code."""
+    T = R.fields["results"].data_class
+    P = T.fields["partitions"].data_class
+    defaults = {k: v for k, v in {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1, "state_batches": [],
+                                  "delivery_complete_count": -1}.items() if k in P.fields}
+    return R(results=[T(topic_id=t.topic_id, partitions=[
+        P(partition=p.partition, error_code=code, error_message=None, **defaults) for p in t.partitions or []])
+        for t in req.body.topics or []])
+
+
 def _top_level(**extra) -> Callable:
     """APIs whose error is one top-level code (group APIs, InitProducerId, ...)."""
     def build(req, R, code):
@@ -343,6 +354,7 @@ _BUILDERS: dict[int, Callable[[Any, type, int], Any]] = {
     78: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
     79: _top_level(acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
     90: _describe_share_group_offsets, 91: _top_level(responses=[]), 92: _top_level(responses=[]),
+    83: _share_state, 84: _share_state, 85: _share_state, 86: _share_state, 87: _share_state,
 }
 
 

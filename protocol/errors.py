@@ -91,6 +91,7 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     TRANSACTION_ABORTABLE = 120
+    FENCED_STATE_EPOCH = 124                   # the share coordinator: a state epoch older than the recorded one
     INVALID_REGULAR_EXPRESSION = 128
 
 

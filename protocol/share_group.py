@@ -34,3 +34,20 @@ __all__ = ["ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "ShareGr
            "ShareAcknowledgeResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse",
            "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "DeleteShareGroupOffsetsRequest",
            "DeleteShareGroupOffsetsResponse", "GAP", "ACCEPT", "RELEASE", "REJECT", "RENEW", "ACK_TYPES"]
+
+# the share coordinator's inter-broker APIs (Kafka 4.1+; the versions Kafka 4.3 serves): a share partition's
+# state initialized, read, written, deleted and summarized at its share coordinator
+InitializeShareGroupStateRequest = schema_class("InitializeShareGroupStateRequest", __name__, ApiMessage)
+InitializeShareGroupStateResponse = schema_class("InitializeShareGroupStateResponse", __name__, ApiMessage)
+ReadShareGroupStateRequest = schema_class("ReadShareGroupStateRequest", __name__, ApiMessage)
+ReadShareGroupStateResponse = schema_class("ReadShareGroupStateResponse", __name__, ApiMessage)
+WriteShareGroupStateRequest = schema_class("WriteShareGroupStateRequest", __name__, ApiMessage)
+WriteShareGroupStateResponse = schema_class("WriteShareGroupStateResponse", __name__, ApiMessage)
+DeleteShareGroupStateRequest = schema_class("DeleteShareGroupStateRequest", __name__, ApiMessage)
+DeleteShareGroupStateResponse = schema_class("DeleteShareGroupStateResponse", __name__, ApiMessage)
+ReadShareGroupStateSummaryRequest = schema_class("ReadShareGroupStateSummaryRequest", __name__, ApiMessage)
+ReadShareGroupStateSummaryResponse = schema_class("ReadShareGroupStateSummaryResponse", __name__, ApiMessage)
+__all__ += ["InitializeShareGroupStateRequest", "InitializeShareGroupStateResponse", "ReadShareGroupStateRequest",
+            "ReadShareGroupStateResponse", "WriteShareGroupStateRequest", "WriteShareGroupStateResponse",
+            "DeleteShareGroupStateRequest", "DeleteShareGroupStateResponse", "ReadShareGroupStateSummaryRequest",
+            "ReadShareGroupStateSummaryResponse"]

@@ -90,7 +90,8 @@ def _init_producer_id(req: Request, ctx: RequestContext) -> int:
 
 
 def _consumer_group_heartbeat(req: Request, ctx: RequestContext) -> int:
-    """READ on the group, then DESCRIBE on every subscribed topic named (KafkaApis)."""
+    """READ on the group, then DESCRIBE on every subscribed topic named (KafkaApis, for ConsumerGroupHeartbeat and
+    ShareGroupHeartbeat alike)."""
     code = _group(READ)(req, ctx)
     if code:
         return code
@@ -126,13 +127,20 @@ CHECKS: dict[int, Callable[[Request, RequestContext], int]] = {
     55: _cluster(DESCRIBE),          # DescribeQuorum
     68: _consumer_group_heartbeat,
     74: _cluster(DESCRIBE_CONFIGS),  # ListConfigResources
-    # share groups (KIP-932): READ on the group (DELETE to delete its offsets); the topics of ShareFetch,
-    # ShareAcknowledge and the offset admin APIs are not checked one by one yet (docs/security.md)
-    76: _group(READ),                # ShareGroupHeartbeat
+    # share groups (KIP-932): READ on the group (DELETE to delete its offsets); ShareGroupHeartbeat also DESCRIBE
+    # on every subscribed topic, as ConsumerGroupHeartbeat; the topics of ShareFetch and ShareAcknowledge (READ)
+    # are checked per partition by broker/share_apis.py, those of the offset admin APIs not one by one yet
+    76: _consumer_group_heartbeat,   # ShareGroupHeartbeat
     78: _group(READ),                # ShareFetch
     79: _group(READ),                # ShareAcknowledge
     91: _group(READ),                # AlterShareGroupOffsets
     92: _group(DELETE),              # DeleteShareGroupOffsets
+    # the share coordinator's APIs: brokers ask them (KafkaApis: CLUSTER_ACTION on the cluster)
+    83: _cluster(CLUSTER_ACTION),    # InitializeShareGroupState
+    84: _cluster(CLUSTER_ACTION),    # ReadShareGroupState
+    85: _cluster(CLUSTER_ACTION),    # WriteShareGroupState
+    86: _cluster(CLUSTER_ACTION),    # DeleteShareGroupState
+    87: _cluster(CLUSTER_ACTION),    # ReadShareGroupStateSummary
 }
 
 

@@ -57,6 +57,7 @@ class PartitionState:
     snapshot_epoch: int = 0
     state_epoch: int = 0
     updates: int = 0                   # updates since the latest snapshot
+    leader_epoch: int = -1             # the highest leader epoch its records carry (-1: none)
 
     def batches(self) -> tuple[StateBatch, ...]:
         return runs(self.records)
@@ -90,14 +91,16 @@ class ShareStateShard:
             return
         st = self.states.get(key)
         if record.snapshot or st is None:
+            leader = max(record.leader_epoch, st.leader_epoch if st is not None else -1)
             st = self.states[key] = PartitionState(record.start_offset, snapshot_epoch=record.snapshot_epoch,
-                                                   state_epoch=record.state_epoch)
+                                                   state_epoch=record.state_epoch, leader_epoch=leader)
             if not record.snapshot:
                 st.updates = 1
         else:
             st.updates += 1
             if record.start_offset >= 0:
                 st.start_offset = record.start_offset
+            st.leader_epoch = max(st.leader_epoch, record.leader_epoch)
         st.records = {o: v for o, v in st.records.items() if o >= st.start_offset}
         for first, last, state, count in record.batches:
             for off in range(max(first, st.start_offset), last + 1):
@@ -125,16 +128,41 @@ class ShareStateShard:
         st = self.states.get(key)
         return None if st is None else (st.start_offset, st.batches())
 
-    def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...]) -> ShareStateRecord:
+    def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...], state_epoch: int = -1,
+              leader_epoch: int = -1) -> ShareStateRecord:
         """The record persisting a share partition's state now: a snapshot the first time and every
-        SNAPSHOT_EVERY-th write, else an update (the start offset and every in-flight batch)."""
+        SNAPSHOT_EVERY-th write, else an update (the start offset and every in-flight batch). A state or leader
+        epoch of -1 keeps the one the state has (0 for a new one)."""
         st = self.states.get(key)
         group_id, topic_id, partition = key
+        leader = leader_epoch if leader_epoch >= 0 else (0 if st is None else max(st.leader_epoch, 0))
         if st is None or st.updates + 1 >= SNAPSHOT_EVERY:
             epoch = 0 if st is None else (st.snapshot_epoch + 1) % 65536
-            return ShareStateRecord(group_id, topic_id, partition, True, epoch, 0 if st is None else st.state_epoch,
-                                    0, start_offset, batches)
-        return ShareStateRecord(group_id, topic_id, partition, False, st.snapshot_epoch, 0, 0, start_offset, batches)
+            state = state_epoch if state_epoch >= 0 else (0 if st is None else st.state_epoch)
+            return ShareStateRecord(group_id, topic_id, partition, True, epoch, state, leader, start_offset, batches)
+        return ShareStateRecord(group_id, topic_id, partition, False, st.snapshot_epoch, 0, leader, start_offset,
+                                batches)
+
+    def initialize(self, key: Key, state_epoch: int, start_offset: int) -> ShareStateRecord:
+        """InitializeShareGroupState's record: a snapshot of the state epoch and start offset given, nothing in
+        flight (Kafka's ShareCoordinatorShard.initializeState)."""
+        st = self.states.get(key)
+        epoch = 0 if st is None else (st.snapshot_epoch + 1) % 65536
+        return ShareStateRecord(*key, True, epoch, state_epoch, -1 if st is None else st.leader_epoch, start_offset,
+                                ())
+
+    def fencing(self, key: Key, state_epoch: int = -1, leader_epoch: int = -1) -> int:
+        """The error a request with these epochs gets (0: none), as Kafka's share coordinator fences a stale
+        one: a leader epoch below the recorded one FENCED_LEADER_EPOCH, a state epoch below FENCED_STATE_EPOCH
+        (-1: not checked)."""
+        st = self.states.get(key)
+        if st is None:
+            return 0
+        if leader_epoch >= 0 and st.leader_epoch > leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if state_epoch >= 0 and st.state_epoch > state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH
+        return 0
 
 
 class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
@@ -185,6 +213,53 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
         for r in records:
             shard.replay(r)
         return await self.writer.sync(logs)
+
+    # ---- the share coordinator's APIs (InitializeShareGroupState ... ReadShareGroupStateSummary), asked by a
+    # broker over the wire: the same shards, writer and replay as the broker's in-process calls
+    def refusal(self, key: Key, broker_id: int | None) -> int:
+        """NOT_COORDINATOR (16) when the request came in on a broker that does not lead the key's partition (or
+        none does), COORDINATOR_LOAD_IN_PROGRESS (14) while a move loads it; 0: this broker coordinates it."""
+        return self._refusal(self.partition_of_key(key), broker_id)
+
+    def state_of(self, key: Key) -> PartitionState | None:
+        return self._shard_of(key).states.get(key)
+
+    async def initialize(self, key: Key, state_epoch: int, start_offset: int) -> int:
+        """InitializeShareGroupState: FENCED_STATE_EPOCH for an older state epoch, else a snapshot of the
+        state epoch and start offset, durable before the answer."""
+        shard = self._shard_of(key)
+        code = shard.fencing(key, state_epoch=state_epoch)
+        if code:
+            return code
+        return await self._append(shard, shard.initialize(key, state_epoch, start_offset))
+
+    async def write_state(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
+                          batches: tuple[StateBatch, ...]) -> int:
+        """WriteShareGroupState: fenced by an older leader or state epoch, else written as the broker's own
+        writes are (a snapshot or an update)."""
+        shard = self._shard_of(key)
+        code = shard.fencing(key, state_epoch=state_epoch, leader_epoch=leader_epoch)
+        if code:
+            return code
+        return await self._append(shard, shard.write(key, start_offset, batches, state_epoch, leader_epoch))
+
+    async def read_state(self, key: Key, leader_epoch: int) -> tuple[int, PartitionState | None]:
+        """ReadShareGroupState: FENCED_LEADER_EPOCH for an older leader epoch; a newer one is recorded first
+        (an update carrying it, as Kafka's readStateAndMaybeUpdateLeaderEpoch writes). The state, None when the
+        share partition has none (the answer's start offset -1)."""
+        shard = self._shard_of(key)
+        code = shard.fencing(key, leader_epoch=leader_epoch)
+        if code:
+            return code, None
+        st = shard.states.get(key)
+        if st is not None and leader_epoch >= 0 and leader_epoch != st.leader_epoch:
+            code = await self._append(shard, shard.write(key, st.start_offset, (), -1, leader_epoch))
+        return code, shard.states.get(key)
+
+    async def _append(self, shard: ShareStateShard, record: ShareStateRecord) -> int:
+        logs = self.writer.write([record])
+        shard.replay(record)
+        return 0 if await self.writer.sync(logs) else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     async def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...]) -> bool:
         """Persist a share partition's state: its record written through the one writer and replayed, then

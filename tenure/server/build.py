@@ -187,6 +187,26 @@ class ShareStateHandle:
     async def delete(self, group_id: str, topic_id, partition: int) -> bool:
         return await self.start().delete((group_id, topic_id, partition))
 
+    # ---- the share coordinator's APIs, asked over the wire (broker/share_apis.py)
+    def refusal(self, group_id: str, topic_id, partition: int, broker_id: int | None) -> int:
+        return self.start().refusal((group_id, topic_id, partition), broker_id)
+
+    async def initialize(self, group_id: str, topic_id, partition: int, state_epoch: int, start_offset: int) -> int:
+        return await self.start().initialize((group_id, topic_id, partition), state_epoch, start_offset)
+
+    async def read_state(self, group_id: str, topic_id, partition: int, leader_epoch: int):
+        return await self.start().read_state((group_id, topic_id, partition), leader_epoch)
+
+    async def write_state(self, group_id: str, topic_id, partition: int, state_epoch: int, leader_epoch: int,
+                          start_offset: int, batches) -> int:
+        return await self.start().write_state((group_id, topic_id, partition), state_epoch, leader_epoch,
+                                              start_offset, batches)
+
+    def summary(self, group_id: str, topic_id, partition: int, leader_epoch: int):
+        runtime, key = self.start(), (group_id, topic_id, partition)
+        code = runtime.shards[runtime.partition_of_key(key)].fencing(key, leader_epoch=leader_epoch)
+        return code, None if code else runtime.state_of(key)
+
     def partitions_of(self, group_id: str) -> list:
         """(topic id, partition) of every share partition of the group with state (none before the share
         coordinator has started: asking does not start it)."""

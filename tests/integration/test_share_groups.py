@@ -430,9 +430,10 @@ def test_deleting_a_share_group_deletes_its_share_partitions(tmp_path):
 
 
 def test_bad_share_requests_on_the_wire_get_kafkas_errors_and_the_server_serves_on(server):
-    """Over a socket: a ShareFetch naming a consumer group, a stale share session epoch, overlapping and
-    not-acquired acknowledgements, a ShareAcknowledge opening a session - each answered with its error, nothing
-    changed, and the server (and the connection) serve on."""
+    """Over a socket: a ShareFetch naming a consumer group (served as Kafka's broker serves it: a share partition
+    of that group id, the consumer group untouched), a stale share session epoch, overlapping and not-acquired
+    acknowledgements, a ShareAcknowledge opening a session - each answered with its error, nothing changed, and
+    the server (and the connection) serve on."""
     from confluent_kafka import Consumer as PlainConsumer
 
     from tenure.protocol.share_group import ShareAcknowledgeRequest, ShareFetchRequest
@@ -465,8 +466,13 @@ def test_bad_share_requests_on_the_wire_get_kafkas_errors_and_the_server_serves_
                                            for f, last, t in acks])])])
     try:
         with WireClient.to(st.bootstrap) as w:
+            # a consumer group's id: Kafka's broker does not ask the group's kind - a share partition of that id,
+            # from share.auto.offset.reset (latest here: nothing yet), the consumer group left as it was
             r = w.call(fetch("w-consumer", "m", 0), 2)
-            assert r.error_code == 42 and "not a share group" in r.error_message
+            assert r.error_code == 0 and all(not p.acquired_records for t in r.responses for p in t.partitions)
+            assert st.group("w-consumer").kind == "consumer"
+            assert st.share_partition("w-consumer", "w", 0)["start_offset"] == 3
+            assert w.call(fetch("w-consumer", "m", -1), 2).error_code == 0     # its session closed
             r = w.call(fetch("w-g", "m", 0), 2)
             assert r.error_code == 0 and [(a.first_offset, a.last_offset, a.delivery_count)
                                           for a in r.responses[0].partitions[0].acquired_records] == [(0, 2, 1)]

@@ -230,3 +230,35 @@ def test_java_renew_keeps_records_acquired_and_they_are_accepted_after(server, j
     m.close()
     seen = sorted((o, n, ack) for _, o, n, ack in m.records())
     assert seen == [(o, 1, ack) for o in range(3) for ack in ("accept-renewed", "renew")]
+
+
+def test_java_admin_finds_the_share_groups_coordinator_in_a_three_broker_cluster(jvms):
+    """Three brokers: the share group offset APIs are the group coordinator's (NOT_COORDINATOR, 16, from the
+    other brokers, over a socket); the Java Admin client looks the coordinator up and lists, alters and deletes
+    the group's share offsets there, as against Kafka."""
+    from tenure.protocol.share_group import DescribeShareGroupOffsetsRequest
+    from tests.support.java import run_java
+    from tests.support.wire import WireClient
+
+    with ServerThread(ServerConfig(port=0, brokers=3, share_heartbeat_interval_ms=300,
+                                   initial_rebalance_delay_ms=0)) as st:
+        topic, group = "ja3", "ja3-g"
+        setup(st, topic, group)
+        produce(st, topic, range(5))
+        m = jvms(st, group, topic, "m")
+        wait_for(lambda: done(st, group, topic, 5), timeout=90, what="every record accepted")
+        m.close()
+        wait_for(lambda: st.group(group).state == "Empty", what="the member gone")
+        coordinator = st.coordinator_of(group)
+        D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+        for broker, addr in enumerate(st.bootstrap.split(",")):
+            with WireClient.to(addr) as w:
+                g = w.call(DescribeShareGroupOffsetsRequest(groups=[D(group_id=group, topics=None)]), 1).groups[0]
+                assert g.error_code == (0 if broker == coordinator else 16), (broker, coordinator)
+        offsets, altered, after, deleted, gone = run_java(
+            "ShareAdmin", st.bootstrap, "offsets", group, "+", "alter", group, topic, 0, 1, "+", "offsets", group,
+            "+", "delete-offsets", group, topic, "+", "offsets", group)
+        assert offsets["partitions"] == [{"topic": topic, "partition": 0, "start_offset": 5, "lag": 0}]
+        assert altered == {"type": "altered"} and deleted == {"type": "deleted"}
+        assert after["partitions"] == [{"topic": topic, "partition": 0, "start_offset": 1, "lag": 4}]
+        assert gone["partitions"] == []

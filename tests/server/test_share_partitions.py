@@ -3,7 +3,7 @@ ShareAcknowledge handled by a `Broker` made without a server, its lock clock a p
 What is acquired (ranges, delivery counts), acknowledged, released, rejected, archived at the delivery limit,
 expired by the clock, limited in flight, and read_committed; the session epochs and their errors; the
 acknowledgement checks (overlap, shape, type, records not acquired, by another member, out of range); a group
-of another kind."""
+of another kind served as Kafka serves it."""
 from __future__ import annotations
 
 import asyncio
@@ -263,14 +263,19 @@ def test_a_renew_only_fetch_acquires_nothing():
     assert part(r)["acknowledge_error_code"] == 0 and acquired(r) == []
 
 
-def test_a_group_of_another_kind_and_requests_without_group_or_member():
+def test_a_group_of_another_kind_is_served_as_kafka_serves_it_and_requests_without_group_or_member():
+    """Kafka's broker does not ask a share request's group kind (KafkaApis, SharePartitionManager; the share
+    coordinator answers an unknown share partition with start offset -1): a consumer group's id gets a share
+    partition of its own, from share.auto.offset.reset, acquired and acknowledged as any."""
     s = Share(kind="consumer")
-    s.produce(1)
+    s.produce(2)
     r = s.fetch("a")
-    assert r["error_code"] == ErrorCode.INVALID_REQUEST and "not a share group" in r["error_message"]
+    assert r["error_code"] == 0 and acquired(r) == [(0, 1, 1)]
+    assert s.ack("a", [(0, 1, [ACCEPT])])["error_code"] == 0
+    view = s.b.share_partition_view("g", "t", 0)
+    assert view["start_offset"] == 2 and view["records"] == []
     assert s.fetch("a", group="")["error_code"] == ErrorCode.INVALID_REQUEST
     assert s.fetch("", group="other")["error_code"] == ErrorCode.INVALID_REQUEST
-    assert s.b.share_partition_view("g", "t", 0) is None
 
 
 def test_unknown_topic_ids_and_partitions():
