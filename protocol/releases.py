@@ -8,11 +8,33 @@ Sources (facts read, nothing copied):
   (69), which a 3.x broker only serves with `group.coordinator.rebalance.protocols` including `consumer`
   (KIP-848 was early access in 3.7, preview in 3.8-3.9); with the default (`classic`) it does not, so the
   consumer protocol is absent before 4.0 (KIP-848 general availability: `group.version` 1).
-- Feature levels: Kafka's MetadataVersion (server-common: `metadata.version` level of each release - 3.3-IV3 7,
-  3.4-IV0 8, 3.5-IV2 11, 3.6-IV2 14, 3.7-IV4 19, 3.8-IV0 20, 3.9-IV0 21, 4.0-IV3 25, 4.1-IV1 27, 4.2-IV1 29,
-  4.3-IV0 30), TransactionVersion (`transaction.version` 2: KIP-890, finalized by a cluster formatted at 4.0+)
-  and GroupVersion (`group.version` 1: KIP-848, finalized from 4.0). A 2.8-3.2 broker (ZooKeeper) finalizes no
-  feature. A finalized level 0 is not listed (Kafka leaves it out of FinalizedFeatures).
+- Feature levels (what a broker of each release announces in ApiVersions v3+, as Java's Admin describeFeatures
+  and `kafka-features.sh describe` show it), read in Kafka's server-common and core sources:
+  - which features are listed: a broker's supported features are `metadata.version` (from MINIMUM_KRAFT_VERSION,
+    3.0-IV1 = 1, in 3.x; from MINIMUM_VERSION, 3.3-IV3 = 7, in 4.x, up to the release's latest production level)
+    plus each production feature of the `Feature` enum whose LATEST_PRODUCTION level is above 0, as
+    (minimumProduction = 0, latestProduction) (BrokerFeatures.defaultSupportedFeatures: `if (maxVersion > 0)`);
+    a finalized level 0 is never listed (FinalizedFeatures.setFinalizedLevel removes it). Before 3.9 the enum
+    holds no production feature (3.3-3.7's BrokerFeatures announced metadata.version alone).
+  - the finalized levels are the defaults a cluster formatted at the release gets: the highest level whose
+    bootstrapMetadataVersion is at most the release's metadata.version (Feature.defaultVersion).
+  - metadata.version (MetadataVersion, the last production version of each release): 3.3-IV3 7, 3.4-IV0 8,
+    3.5-IV2 11, 3.6-IV2 14, 3.7-IV4 19, 3.8-IV0 20, 3.9-IV0 21, 4.0-IV3 25, 4.1-IV1 27, 4.2-IV1 29, 4.3-IV0 30.
+  - kraft.version (KRaftVersion, KIP-853): level 1 from 3.9 (KRAFT_VERSION_1, bootstrap 3.9-IV0), supported 0-1
+    from 3.9; finalized 1 only on a cluster formatted with a dynamic controller quorum (--standalone /
+    --initial-controllers), 0 (so not listed) with the static `controller.quorum.voters` a test cluster uses.
+  - group.version (GroupVersion, KIP-848): GV_1 bootstrap 4.0-IV0, production from 4.0: 0-1, finalized 1.
+  - transaction.version (TransactionVersion, KIP-890): TV_1 and TV_2 bootstrap 4.0-IV2, production from 4.0:
+    0-2, finalized 2.
+  - eligible.leader.replicas.version (EligibleLeaderReplicasVersion, KIP-966): ELRV_1 production from 4.0
+    (supported 0-1, a preview not finalized by default), finalized by default from 4.1 (ELRV_1 bootstrap 4.1-IV0).
+  - share.version (ShareVersion, KIP-932): SV_1 bootstrap 4.2-IV0; LATEST_PRODUCTION SV_0 in 4.1 ("a preview in
+    4.1, production-ready in 4.2"): not listed by 4.1, 0-1 finalized 1 from 4.2.
+  - streams.version (StreamsVersion, KIP-1071): SV_1 bootstrap 4.2-IV1; SV_0 the latest production in 4.1
+    (early access), general availability in 4.2: 0-1 finalized 1 from 4.2. tenure does not serve streams
+    groups (StreamsGroupHeartbeat), so it announces streams.version at most at level 0, i.e. not at all
+    (`FEATURE_LEVELS_SERVED`), as it cuts transaction.version to what it serves.
+  A 2.8-3.2 broker (ZooKeeper) finalizes no feature.
 - Produce v0-2 from 4.0: KIP-896 removed them, yet a 4.x broker still announces Produce from v0 (KAFKA-18659: a
   librdkafka bug needs v0 in ApiVersions) and refuses those versions when they come (`announced_only`).
 - Share groups (KIP-932) from 4.2: a 4.1 broker announces the share group APIs (kafka-python's recording) but,
@@ -42,6 +64,10 @@ KAFKA_INITIAL_REBALANCE_DELAY_MS = 3000  # group.initial.rebalance.delay.ms's de
 # transactions v2 (EndTxn v5, TxnOffsetCommit v5, implicit AddPartitionsToTxn by Produce). The level announced
 # is the release's, capped by this.
 TRANSACTION_VERSION_SERVED = 2
+# the highest level tenure serves of a feature (none listed: every level a release has): the supported and the
+# finalized level announced are the release's cut to this; a feature cut to 0 is not announced at all
+FEATURE_LEVELS_SERVED = {"transaction.version": TRANSACTION_VERSION_SERVED,
+                         "streams.version": 0}          # KIP-1071 streams groups: not served
 
 
 @dataclass(frozen=True)
@@ -74,17 +100,25 @@ class Release:
         f = self.features.get("transaction.version")
         return min(f.finalized, TRANSACTION_VERSION_SERVED) if f is not None else 0
 
+    def finalized_level(self, name: str) -> int:
+        """The level of feature `name` this release finalizes by default (0: not finalized or unknown to it)."""
+        f = self.features.get(name)
+        return 0 if f is None else min(f.finalized, FEATURE_LEVELS_SERVED.get(name, f.finalized))
+
     def announced_features(self, transaction_version: int | None = None
                            ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
-        """(supported, finalized): name -> (min, max) level, as ApiVersions v3+ carries them; transaction.version
-        is cut to what tenure serves, and finalized at most at `transaction_version` (--transaction-version)."""
+        """(supported, finalized): name -> (min, max) level, as ApiVersions v3+ carries them; each feature cut
+        to what tenure serves (FEATURE_LEVELS_SERVED: one cut to 0 is left out, as Kafka leaves out a feature
+        whose latest production level is 0), transaction.version finalized at most at `transaction_version`
+        (--transaction-version)."""
         supported, finalized = {}, {}
         for name, f in sorted(self.features.items()):
-            top, level = f.max_level, f.finalized
-            if name == "transaction.version":
-                top, level = min(top, TRANSACTION_VERSION_SERVED), self.transaction_version
-                if transaction_version is not None:
-                    level = min(level, transaction_version)
+            top = min(f.max_level, FEATURE_LEVELS_SERVED.get(name, f.max_level))
+            level = self.finalized_level(name)
+            if name == "transaction.version" and transaction_version is not None:
+                level = min(level, transaction_version)
+            if top <= 0 and name != "metadata.version":
+                continue
             supported[name] = (f.min_level, top)
             if level > 0:
                 finalized[name] = (level, level)
@@ -97,14 +131,28 @@ _METADATA_LEVEL = {(3, 3): 7, (3, 4): 8, (3, 5): 11, (3, 6): 14, (3, 7): 19, (3,
 _MIN_METADATA_LEVEL = {3: 1, 4: 7}                  # 3.x: 3.0-IV1; 4.x: 3.3-IV3 (MINIMUM_VERSION)
 
 
+# the other features: name -> ((from release, (min, max supported, finalized by default)), ...), each row holding
+# from that release on (sources in the module's docstring)
+_FEATURE_LEVELS: dict[str, tuple[tuple[tuple[int, int], tuple[int, int, int]], ...]] = {
+    "kraft.version": (((3, 9), (0, 1, 0)),),                       # KRaftVersion.KRAFT_VERSION_1: 3.9-IV0
+    "group.version": (((4, 0), (0, 1, 1)),),                       # GroupVersion.GV_1: 4.0-IV0
+    "transaction.version": (((4, 0), (0, 2, 2)),),                 # TransactionVersion.TV_2: 4.0-IV2
+    "eligible.leader.replicas.version": (((4, 0), (0, 1, 0)),      # ELRV_1 production, not default in 4.0
+                                         ((4, 1), (0, 1, 1))),     # ELRV_1 bootstrap 4.1-IV0
+    "share.version": (((4, 2), (0, 1, 1)),),                       # ShareVersion.SV_1: 4.2-IV0 (4.1: preview)
+    "streams.version": (((4, 2), (0, 1, 1)),),                     # StreamsVersion.SV_1: 4.2-IV1 (4.1: EA)
+}
+
+
 def _features(version: tuple[int, int]) -> dict[str, Feature]:
     level = _METADATA_LEVEL.get(version)
     if level is None:
         return {}
     out = {"metadata.version": Feature(_MIN_METADATA_LEVEL[version[0]], level, level)}
-    if version >= (4, 0):
-        out["group.version"] = Feature(0, 1, 1)
-        out["transaction.version"] = Feature(0, 2, 2)
+    for name, rows in _FEATURE_LEVELS.items():
+        levels = [lv for since, lv in rows if since <= version]
+        if levels:
+            out[name] = Feature(*levels[-1])
     return out
 
 

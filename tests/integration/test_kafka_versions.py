@@ -258,7 +258,7 @@ def test_the_admin_endpoint_and_the_command_say_which_release(capsys):
         assert status == 200 and over_http == s.kafka_version()
         assert over_http["kafka_version"] == "3.9" and over_http["explicit"] is True
         assert over_http["transaction_version"] == 0
-        assert over_http["features"] == {"supported": {"metadata.version": [1, 21]},
+        assert over_http["features"] == {"supported": {"kraft.version": [0, 1], "metadata.version": [1, 21]},
                                          "finalized": {"metadata.version": 21}}
         assert over_http["apis"]["Fetch"] == [0, 17] and "ConsumerGroupHeartbeat" not in over_http["apis"]
         assert main(["broker", "kafka-version", "--admin", s.server.admin_address]) == 0
@@ -339,3 +339,45 @@ def test_share_groups_from_4_2_only_4_1_announces_and_refuses_them():
                 assert got == []
             else:
                 assert failure is None and sorted(got) == [b"1", b"2", b"3"], (failure, got)
+
+
+# what Java's Admin.describeFeatures and kafka-python's describe_features see against a broker of each release
+# (protocol/releases.py: Kafka's Feature enums at that release; streams.version left out by tenure, which does not
+# serve streams groups): supported (min, max), finalized level
+_SEEN_FEATURES = {
+    "3.9": ({"kraft.version": (0, 1), "metadata.version": (1, 21)}, {"metadata.version": 21}),
+    "4.0": ({"eligible.leader.replicas.version": (0, 1), "group.version": (0, 1), "kraft.version": (0, 1),
+             "metadata.version": (7, 25), "transaction.version": (0, 2)},
+            {"group.version": 1, "metadata.version": 25, "transaction.version": 2}),
+    "4.3": ({"eligible.leader.replicas.version": (0, 1), "group.version": (0, 1), "kraft.version": (0, 1),
+             "metadata.version": (7, 30), "share.version": (0, 1), "transaction.version": (0, 2)},
+            {"eligible.leader.replicas.version": 1, "group.version": 1, "metadata.version": 30,
+             "share.version": 1, "transaction.version": 2}),
+}
+
+
+def test_kafka_python_describe_features_sees_each_releases_features():
+    for name, (supported, finalized) in _SEEN_FEATURES.items():
+        with ServerThread(ServerConfig(port=0, kafka_version=name)) as s:
+            admin = KafkaAdminClient(bootstrap_servers=s.bootstrap, request_timeout_ms=10000)
+            try:
+                got = admin.describe_features()
+            finally:
+                admin.close()
+            assert {n: f["supported"] for n, f in got.items() if "supported" in f} == supported, name
+            assert {n: f["finalized"][1] for n, f in got.items() if "finalized" in f} == finalized, name
+
+
+@pytest.mark.java
+@pytest.mark.timeout(300)
+def test_java_describe_features_sees_each_releases_features():
+    """Java 4.3's Admin.describeFeatures (ApiVersions v4) against tenure as 3.9, 4.0 and 4.3 sees what it sees
+    against a broker of that release formatted with its defaults and a static controller quorum."""
+    from tests.support.java import run_java
+    for name, (supported, finalized) in _SEEN_FEATURES.items():
+        with ServerThread(ServerConfig(port=0, kafka_version=name)) as s:
+            [out] = run_java("AdminOps", s.bootstrap, "describe-features", timeout=120)
+            assert out["type"] == "features", out
+            assert {n: tuple(v) for n, v in out["supported"].items()} == supported, (name, out)
+            assert out["finalized"] == finalized, (name, out)
+            assert out["epoch"] > 0, out

@@ -18,6 +18,9 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DeletedRecords;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
@@ -173,6 +176,20 @@ public class AdminOps {
                     .all().get().get(group).authorizedOperations();
                 Json.obj("type", "authorized_ops", "cluster", names(cluster), "topic", names(topicOps),
                          "group", names(groupOps)).print();
+                return 0;
+            }
+            case "describe-features": {        // Admin.describeFeatures (ApiVersions): supported, finalized, epoch
+                FeatureMetadata fm = admin.describeFeatures().featureMetadata().get();
+                List<Object> supported = new ArrayList<>();
+                for (Map.Entry<String, SupportedVersionRange> e : new java.util.TreeMap<>(fm.supportedFeatures()).entrySet())
+                    supported.addAll(Arrays.asList(e.getKey(), Arrays.asList((Object) (int) e.getValue().minVersion(),
+                                                                             (int) e.getValue().maxVersion())));
+                List<Object> finalized = new ArrayList<>();
+                for (Map.Entry<String, FinalizedVersionRange> e : new java.util.TreeMap<>(fm.finalizedFeatures()).entrySet())
+                    finalized.addAll(Arrays.asList(e.getKey(), (int) e.getValue().maxVersionLevel()));
+                Json.obj("type", "features", "supported", Json.obj(supported.toArray()),
+                         "finalized", Json.obj(finalized.toArray()),
+                         "epoch", fm.finalizedFeaturesEpoch().orElse(-1L)).print();
                 return 0;
             }
             case "create-topic": {

@@ -69,12 +69,16 @@ def _features(body):
 def test_api_versions_announces_each_releases_features():
     # 2.8 (ZooKeeper): no feature; 3.9: metadata.version 3.9-IV0 (21)
     assert _features(api_versions_body(4, served=served_apis("2.8"))) == ({}, {}, -1)
+    # 3.9: metadata.version 3.9-IV0 (21); kraft.version 0-1 supported (KIP-853), finalized 0 (a static quorum)
     assert _features(api_versions_body(4, served=served_apis("3.9"))) == (
-        {"metadata.version": (1, 21)}, {"metadata.version": (21, 21)}, 1)
+        {"kraft.version": (0, 1), "metadata.version": (1, 21)}, {"metadata.version": (21, 21)}, 1)
     tv = TRANSACTION_VERSION_SERVED
     sup, fin, epoch = _features(api_versions_body(4, served=served_apis("4.3")))
-    assert sup == {"group.version": (0, 1), "metadata.version": (7, 30), "transaction.version": (0, tv)}
-    assert fin == {"group.version": (1, 1), "metadata.version": (30, 30), "transaction.version": (tv, tv)}
+    # streams.version (KIP-1071) is left out: tenure does not serve streams groups
+    assert sup == {"eligible.leader.replicas.version": (0, 1), "group.version": (0, 1), "kraft.version": (0, 1),
+                   "metadata.version": (7, 30), "share.version": (0, 1), "transaction.version": (0, tv)}
+    assert fin == {"eligible.leader.replicas.version": (1, 1), "group.version": (1, 1),
+                   "metadata.version": (30, 30), "share.version": (1, 1), "transaction.version": (tv, tv)}
     # v3 leaves out the supported features whose least level is 0 (older clients cannot parse them)
     sup3, fin3, _ = _features(api_versions_body(3, served=served_apis("4.3")))
     assert sup3 == {"metadata.version": (7, 30)} and fin3 == fin
@@ -131,3 +135,55 @@ def test_share_groups_are_refused_as_4_1_and_produce_v0_2_announced_only_from_4_
         assert produce[0] == 0                                   # every release announces Produce from v0
         assert spec.min_version == (3 if served.release.version >= (4, 0) else 0), name
     assert DEFAULT_SERVED.refusal(76) == 0 and DEFAULT_SERVED.specs[0].min_version == 0
+
+
+# what a broker of each release lists, by Kafka's Feature enums at that release (protocol/releases.py's docstring):
+# (supported, finalized); a feature whose latest production level is 0 is not listed, nor a finalized level 0
+_KAFKA_FEATURES = {
+    "3.3": ({"metadata.version": (1, 7)}, {"metadata.version": 7}),
+    "3.7": ({"metadata.version": (1, 19)}, {"metadata.version": 19}),
+    "3.8": ({"metadata.version": (1, 20)}, {"metadata.version": 20}),
+    "3.9": ({"metadata.version": (1, 21), "kraft.version": (0, 1)}, {"metadata.version": 21}),
+    "4.0": ({"metadata.version": (7, 25), "kraft.version": (0, 1), "group.version": (0, 1),
+             "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 1)},
+            {"metadata.version": 25, "group.version": 1, "transaction.version": 2}),
+    "4.1": ({"metadata.version": (7, 27), "kraft.version": (0, 1), "group.version": (0, 1),
+             "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 1)},
+            {"metadata.version": 27, "group.version": 1, "transaction.version": 2,
+             "eligible.leader.replicas.version": 1}),
+    "4.2": ({"metadata.version": (7, 29), "kraft.version": (0, 1), "group.version": (0, 1),
+             "transaction.version": (0, 2), "eligible.leader.replicas.version": (0, 1), "share.version": (0, 1),
+             "streams.version": (0, 1)},
+            {"metadata.version": 29, "group.version": 1, "transaction.version": 2,
+             "eligible.leader.replicas.version": 1, "share.version": 1, "streams.version": 1}),
+}
+
+
+@pytest.mark.parametrize("name", list(_KAFKA_FEATURES))
+def test_each_release_lists_the_features_its_brokers_list(name):
+    supported, finalized = _KAFKA_FEATURES[name]
+    r = release(name)
+    assert {n: (f.min_level, f.max_level) for n, f in r.features.items()} == supported
+    assert {n: f.finalized for n, f in r.features.items() if f.finalized > 0} == finalized
+    # announced: the same, but for streams.version (streams groups are not served: not announced)
+    sup, fin = r.announced_features()
+    assert sup == {n: v for n, v in supported.items() if n != "streams.version"}
+    assert fin == {n: (lv, lv) for n, lv in finalized.items() if n != "streams.version"}
+    # the behaviour follows the features: KIP-848 with group.version 1, share groups with share.version 1
+    assert r.consumer_group_protocol == (r.finalized_level("group.version") >= 1)
+    assert r.share_groups == (r.finalized_level("share.version") >= 1)
+
+
+def test_releases_before_kraft_list_no_feature_and_4_3_lists_4_2s():
+    for name in ("2.8", "3.0", "3.1", "3.2"):
+        assert release(name).features == {} and release(name).announced_features() == ({}, {})
+    a, b = release("4.2").features, release("4.3").features
+    assert {n: f for n, f in a.items() if n != "metadata.version"} == {
+        n: f for n, f in b.items() if n != "metadata.version"}
+
+
+def test_transaction_version_flag_cuts_only_the_finalized_level():
+    sup, fin = release("4.3").announced_features(transaction_version=1)
+    assert sup["transaction.version"] == (0, TRANSACTION_VERSION_SERVED) and fin["transaction.version"] == (1, 1)
+    sup, fin = release("4.3").announced_features(transaction_version=0)
+    assert "transaction.version" in sup and "transaction.version" not in fin
