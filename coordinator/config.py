@@ -32,6 +32,9 @@ class CoordinatorConfig:
     # group.consumer.migration.policy: which online conversions between the classic and the consumer protocol run
     # (bidirectional, upgrade, downgrade, disabled; Kafka 4.x's default bidirectional) - coordinator/migration.py
     consumer_migration_policy: str = "bidirectional"
+    # KIP-1101 (Kafka 4.1+): a consumer group keeps its subscribed topics' metadata as one hash in its
+    # ConsumerGroupMetadata record; False as Kafka 4.0: as ConsumerGroupPartitionMetadata records (type 4)
+    consumer_group_metadata_hash: bool = True
 
 
 def default_member_id(prefix: str) -> str:

@@ -26,7 +26,6 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 
 from tenure.protocol.consumer_group_records import (
     ClassicMemberMetadata,
-    ConsumerGroupMetadataRecord,
     ConsumerMemberRecord,
     CurrentAssignmentRecord,
     TargetAssignmentMemberRecord,
@@ -133,10 +132,12 @@ def classic_subscription(protocols: tuple[tuple[str, bytes], ...]) -> ConsumerPr
 
 
 # ---------------------------------------------------------------- upgrade: classic -> consumer
-def upgrade_records(g: ClassicGroup, topic_id: Callable[[str], object], group_hash: Callable[[set[str]], int]
-                    ) -> list:
+def upgrade_records(g: ClassicGroup, topic_id: Callable[[str], object],
+                    epoch_records: Callable[[int, set[str]], list]) -> list:
     """The records converting a non-empty classic group into a consumer group (ConsumerGroup.fromClassicGroup
-    and createConsumerGroupRecords): ValueError if a member's embedded protocol is malformed."""
+    and createConsumerGroupRecords): ValueError if a member's embedded protocol is malformed. `epoch_records`:
+    the group epoch's records for the subscribed topics (the metadata hash, or as Kafka 4.0 the subscription
+    metadata record before the epoch record)."""
     gid, epoch = g.group_id, g.generation
     members: list[ConsumerMember] = []
     for m in g.members.values():
@@ -151,7 +152,7 @@ def upgrade_records(g: ClassicGroup, topic_id: Callable[[str], object], group_ha
     subscribed = {t for m in members for t in m.subscribed_topic_names}
     out: list = [GroupMetadataRecord(gid, tombstone=True)]
     out += [ConsumerMemberRecord(gid, m.member_id, **m.metadata()) for m in members]
-    out.append(ConsumerGroupMetadataRecord(gid, epoch, group_hash(subscribed)))
+    out += epoch_records(epoch, subscribed)
     out += [TargetAssignmentMemberRecord(gid, m.member_id, freeze(m.assigned)) for m in members]
     out.append(TargetAssignmentMetadataRecord(gid, epoch))
     out += [CurrentAssignmentRecord(gid, m.member_id, m.member_epoch, m.previous_member_epoch, m.state,

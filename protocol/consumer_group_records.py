@@ -1,18 +1,20 @@
 """The KIP-848 consumer groups' records in Kafka's __consumer_offsets format (records.py reads and writes
 them with the others): Kafka's own key versions 3-8, each the record type - 3 group metadata with the
-KIP-1101 metadata hash, 4 partition metadata (replaced by the hash: read and ignored), 5 member metadata,
+KIP-1101 metadata hash, 4 partition metadata (the subscribed topics' metadata as Kafka 4.0 keeps it, which the
+hash replaced in 4.1: written as 4.0, only its tombstone from 4.1), 5 member metadata,
 6 target assignment metadata, 7 target assignment of a member, 8 current assignment of a member, 16 a
 subscribed regular expression's resolution -, values v0, flexible. The structs are kafka-python `ApiData` classes built from this package's JSON schemas
 (structs.py)."""
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
 
 from .structs import decode_struct, key_version, schema_pair
 
 ConsumerGroupMetadataKey, ConsumerGroupMetadataValue = schema_pair("ConsumerGroupMetadata", __name__)
+ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue = \
+    schema_pair("ConsumerGroupPartitionMetadata", __name__)
 ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue = schema_pair("ConsumerGroupMemberMetadata", __name__)
 ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue = \
     schema_pair("ConsumerGroupTargetAssignmentMetadata", __name__)
@@ -25,7 +27,7 @@ ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue = \
 
 # KIP-848 consumer group records: Kafka's own key versions (the record type) and value version 0
 CONSUMER_GROUP_METADATA_KEY_VERSION = 3
-CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION = 4     # deprecated by KIP-1101: read and ignored
+CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION = 4     # Kafka 4.0's; deprecated by KIP-1101 (4.1)
 CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
 CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION = 6
 CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION = 7
@@ -45,12 +47,19 @@ class ConsumerGroupMetadataRecord:
     tombstone: bool = False
 
 
+# a subscribed topic's metadata as Kafka 4.0 keeps it: (topic id, topic name, partition count)
+SubscribedTopic = tuple[uuid.UUID, str, int]
+
+
 @dataclass(frozen=True)
 class ConsumerGroupPartitionMetadataRecord:
-    """ConsumerGroupPartitionMetadataKey (type 4), which KIP-1101 replaced with the metadata hash: never
-    written, read (older logs) and ignored."""
+    """ConsumerGroupPartitionMetadataKey/Value (type 4): the metadata of the topics a consumer group subscribes
+    to, as Kafka 4.0 writes it (each topic's id, name and partition count, sorted by name; no racks - 4.0
+    writes an empty PartitionMetadata list; racks an older log carries are read and dropped). KIP-1101 (4.1)
+    replaced it with the metadata hash: a 4.1+ coordinator writes only its tombstone."""
     group_id: str
-    tombstone: bool = True
+    topics: tuple[SubscribedTopic, ...] = ()
+    tombstone: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,7 +165,11 @@ def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]
         key = ConsumerGroupMetadataKey(group_id=r.group_id).encode(version=CONSUMER_GROUP_METADATA_KEY_VERSION)
         value = None if r.tombstone else ConsumerGroupMetadataValue(epoch=r.epoch, metadata_hash=r.metadata_hash)
     elif isinstance(r, ConsumerGroupPartitionMetadataRecord):
-        raise TypeError("ConsumerGroupPartitionMetadata records are not written (KIP-1101)")
+        key = ConsumerGroupPartitionMetadataKey(group_id=r.group_id).encode(
+            version=CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION)
+        T = ConsumerGroupPartitionMetadataValue.fields["topics"].data_class
+        value = None if r.tombstone else ConsumerGroupPartitionMetadataValue(topics=[
+            T(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[]) for tid, name, n in r.topics])
     elif isinstance(r, ConsumerMemberRecord):
         key = ConsumerGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION)
@@ -208,9 +221,12 @@ def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> Consumer
         val = decode_struct(ConsumerGroupMetadataValue, value)
         return ConsumerGroupMetadataRecord(k.group_id, val.epoch, val.metadata_hash)
     if kv == CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION:
-        # its key is the group id alone, as type 3's: read it with that struct
-        k = decode_struct(ConsumerGroupMetadataKey, struct.pack(">h", CONSUMER_GROUP_METADATA_KEY_VERSION) + bytes(key[2:]))
-        return ConsumerGroupPartitionMetadataRecord(k.group_id, tombstone=value is None)
+        pk = decode_struct(ConsumerGroupPartitionMetadataKey, key)
+        if value is None:
+            return ConsumerGroupPartitionMetadataRecord(pk.group_id, tombstone=True)
+        pv = decode_struct(ConsumerGroupPartitionMetadataValue, value)
+        return ConsumerGroupPartitionMetadataRecord(pk.group_id, tuple(sorted(
+            ((t.topic_id, t.topic_name, t.num_partitions) for t in pv.topics), key=lambda t: t[1])))
     if kv == CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION:
         k = decode_struct(ConsumerGroupTargetAssignmentMetadataKey, key)
         if value is None:

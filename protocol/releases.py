@@ -44,8 +44,16 @@ Sources (facts read, nothing copied):
 - Defaults a client sees that differ by release (`Behaviour`, printed as the release table of docs/apis.md):
   group.initial.rebalance.delay.ms is 3000 in every release 2.8-4.3 (tenure keeps its own test-friendly 1000 ms
   whatever the release: `--initial-rebalance-delay-ms`).
-- Not per release yet: KIP-1101 (4.1: the consumer group's metadata hash replacing its subscription metadata
-  records; tenure's 4.0 consumer groups use the hash too).
+- KIP-1101 (`consumer_group_metadata_hash`, from 4.1): Kafka 4.0's group coordinator keeps a consumer group's
+  subscribed topics' metadata as a ConsumerGroupPartitionMetadata record (type 4: each topic's id, name and
+  partition count - GroupCoordinatorRecordHelpers.newConsumerGroupSubscriptionMetadataRecord sets no racks),
+  written before the epoch record whenever it changes, and bumps the group epoch only when it changes; its
+  ConsumerGroupMetadataValue carries no hash. 4.1 replaced it with the metadata hash (a tagged field of
+  ConsumerGroupMetadataValue) and, loading a 4.0 log, remembers that a type 4 record is there
+  (hasSubscriptionMetadataRecord): the next heartbeat finds the hash changed (0 before), bumps the epoch and
+  writes the type 4 tombstone after the epoch record (GroupMetadataManagerTest: the epoch record with the hash,
+  the tombstone, the target assignment). A 4.0 coordinator reading a 4.1 log ignores the unknown tagged field:
+  the group has no subscription metadata, so its next heartbeat writes one and bumps the epoch.
 """
 from __future__ import annotations
 
@@ -88,6 +96,12 @@ class Release:
     # api key -> the versions the release's brokers announce in ApiVersions but refuse when sent (KAFKA-18659)
     announced_only: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     share_groups: bool = False                       # KIP-932 share groups on by default: 4.2+
+
+    @property
+    def consumer_group_metadata_hash(self) -> bool:
+        """KIP-1101 (4.1+): a consumer group keeps one metadata hash (ConsumerGroupMetadataValue.MetadataHash)
+        instead of 4.0's ConsumerGroupPartitionMetadata records."""
+        return self.version >= (4, 1)
 
     def refuses(self, api_key: int) -> bool:
         """An API the release's brokers announce but answer UNSUPPORTED_VERSION with their default features

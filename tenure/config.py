@@ -345,7 +345,8 @@ class ServerConfig:
                                  consumer_heartbeat_interval_ms=self.consumer_heartbeat_interval_ms,
                                  share_session_timeout_ms=self.share_session_timeout_ms,
                                  share_heartbeat_interval_ms=self.share_heartbeat_interval_ms,
-                                 consumer_migration_policy=self.consumer_migration_policy)
+                                 consumer_migration_policy=self.consumer_migration_policy,
+                                 consumer_group_metadata_hash=self.release.consumer_group_metadata_hash)
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:

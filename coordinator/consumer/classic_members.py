@@ -58,6 +58,7 @@ from ..timers import (
     SyncKey,
 )
 from .group import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, pairs
+from .hash import epoch_records
 from .replay import replay_consumer_record
 
 if TYPE_CHECKING:
@@ -297,7 +298,8 @@ class ClassicMembers:
         consumer group's, each member's session timer armed with its own session timeout. The consumer group
         value, as replaying those records builds it. ValueError if a member's embedded protocol is malformed."""
         gid = g.group_id
-        records = upgrade_records(g, self._topic_id, self.shard.topic_hashes.group_hash)
+        records = upgrade_records(g, self._topic_id, lambda epoch, subscribed: epoch_records(
+            self.shard.config.consumer_group_metadata_hash, self.shard.topic_hashes, gid, epoch, subscribed))
         for mid, p in g.joins.items():
             res.respond(p.token, join_group_error(p.api_version, E.REBALANCE_IN_PROGRESS, mid))
         for p in g.syncs.values():

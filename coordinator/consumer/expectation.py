@@ -26,11 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tenure.protocol.consumer_group_records import (
-    ConsumerGroupMetadataRecord,
-    TargetAssignmentMemberRecord,
-    TargetAssignmentMetadataRecord,
-)
+from tenure.protocol.consumer_group_records import TargetAssignmentMemberRecord, TargetAssignmentMetadataRecord
 
 from ..result import Result
 from ..timers import ConsumerHoldKey
@@ -98,7 +94,8 @@ class Expectation:
         epoch = g.group_epoch
         if epoch == g.assignment_epoch:          # nobody joined since the empty target: one bump to carry the new one
             epoch += 1
-            res.emit(ConsumerGroupMetadataRecord(g.group_id, epoch, g.metadata_hash))
+            for r in self.kind.epoch_records(g, epoch, g.subscribed_topics()):
+                res.emit(r)
             res.rebalances.append((g.group_id, "consumer expected members did not all join"))
         targets: dict[str, Partitions] = self.kind.assign(g.members, dict(g.targets), g.regexes)
         for mid in sorted(targets):

@@ -1,7 +1,7 @@
 """A KIP-848 consumer group's value: its epoch and metadata hash, its members (subscription, epoch,
 reconciliation state, owned partitions), its target assignment, and the owner of every partition.
 
-The value is built by the shard's `replay` from Kafka's consumer group records alone (types 3, 5-8), so a
+The value is built by the shard's `replay` from Kafka's consumer group records alone (types 3-8, 16), so a
 restart, a failover and the audit all see the same group the live coordinator had. Handlers never change
 it: they read it, work on copies and return records.
 """
@@ -112,6 +112,11 @@ class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
     metadata_hash: int = 0
+    # as Kafka 4.0 keeps it (record type 4, before KIP-1101's hash): the subscribed topics' (id, name, partition
+    # count), sorted by name; and whether the log holds such a record no tombstone has removed yet (a 4.1+
+    # coordinator writes that tombstone at the group's next epoch bump)
+    subscription_metadata: tuple[tuple[uuid.UUID, str, int], ...] = ()
+    has_subscription_metadata_record: bool = False
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     targets: dict[str, Partitions] = field(default_factory=dict)

@@ -21,6 +21,10 @@ h1..hn, it is the hash of (1*h1 + 2*h2 + ... + n*hn) mod 2**64 as 8 big-endian b
 tenure's own earlier values (ConsumerGroupMetadataValue.MetadataHash), never with a Kafka broker's (Kafka 4.1
 hashes another encoding with XXH3-64).
 
+Before KIP-1101 (tenure presenting Kafka 4.0) a consumer group keeps, instead of the hash, the subscribed topics'
+id, name and partition count (`TopicHashCache.subscription_metadata`, written as ConsumerGroupPartitionMetadata
+records), and only a change of those bumps its epoch.
+
 `TopicHashCache` keeps the hash of each subscribed topic, computed on first use from the topic table and
 dropped when the topic changes (the table tells its watchers) or when no group subscribes to it any more.
 """
@@ -32,6 +36,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import mmh3
+
+from tenure.protocol.consumer_group_records import ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord
 
 MAGIC = 0x00
 RACK_SEPARATOR = ";"
@@ -137,6 +143,17 @@ class TopicHashCache:
                 hashes[name] = h
         return group_hash(hashes)
 
+    def subscription_metadata(self, subscribed: Iterable[str]) -> tuple[tuple[uuid.UUID, str, int], ...]:
+        """What Kafka 4.0 keeps instead of the hash (before KIP-1101): each subscribed topic's (id, name, partition
+        count), sorted by name, those that do not exist left out. No racks: a rack moving changes nothing as 4.0
+        (its TopicMetadata has none), while it changes the 4.1+ hash."""
+        out = []
+        for name in sorted(set(subscribed)):
+            topic = self.topics.get(name)
+            if topic is not None:
+                out.append((topic.topic_id, topic.name, len(topic.partitions)))
+        return tuple(out)
+
     def evict(self, name: str) -> None:
         self._hashes.pop(name, None)
 
@@ -159,3 +176,21 @@ class TopicHashCache:
 
     def __len__(self) -> int:
         return len(self._hashes)
+
+
+def epoch_records(metadata_hash: bool, topics: TopicHashCache, group_id: str, epoch: int, subscribed: Iterable[str],
+                  kept: tuple = (), has_partition_metadata_record: bool = False) -> list:
+    """The records of a consumer group's epoch bump to `epoch` (its subscribed topics `subscribed`; `kept`: the
+    subscription metadata the group keeps, `has_partition_metadata_record`: a type 4 record is in the log).
+    `metadata_hash` (KIP-1101, Kafka 4.1+): the ConsumerGroupMetadata record with the hash, then the tombstone of
+    a type 4 record still in the log. Else as Kafka 4.0: a ConsumerGroupPartitionMetadata record first when the
+    subscription metadata changed, then the ConsumerGroupMetadata record without hash."""
+    subscribed = set(subscribed)
+    if metadata_hash:
+        out: list = [ConsumerGroupMetadataRecord(group_id, epoch, topics.group_hash(subscribed))]
+        if has_partition_metadata_record:
+            out.append(ConsumerGroupPartitionMetadataRecord(group_id, tombstone=True))
+        return out
+    meta = topics.subscription_metadata(subscribed)
+    out = [] if meta == kept else [ConsumerGroupPartitionMetadataRecord(group_id, meta)]
+    return out + [ConsumerGroupMetadataRecord(group_id, epoch, 0)]

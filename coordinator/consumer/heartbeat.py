@@ -73,6 +73,7 @@ from .group import (
     pairs,
 )
 from .group_config import consumer_timeouts
+from .hash import epoch_records
 from .reconcile import reconcile
 from .regex import InvalidRegex, TopicRegexes, member_topics
 from .replay import replay_consumer_record
@@ -118,8 +119,6 @@ class ConsumerGroups(ShardHandler):
         return self.classic_members.handle(api_key, ctx, req)
 
     def replay(self, record) -> None:
-        if isinstance(record, ConsumerGroupPartitionMetadataRecord):
-            return                          # replaced by the metadata hash (KIP-1101): nothing to keep
         replay_consumer_record(self.groups, self.offsets, record, self.shard.offsets_only_group)
 
     def unloaded(self, res: Result, code: int) -> None:
@@ -301,11 +300,12 @@ class ConsumerGroups(ShardHandler):
         # topics or a changed metadata hash - once, whatever the number of reasons
         subscription_changed = is_new or (member.subscribed_topic_names, member.subscribed_topic_regex) != (
             old.subscribed_topic_names, old.subscribed_topic_regex)
-        group_epoch, metadata_hash = g.group_epoch, g.metadata_hash
-        new_hash = self._metadata_hash(members, regexes.resolved)
-        if g.group_epoch == 0 or subscription_changed or regexes.changed or new_hash != g.metadata_hash:
-            group_epoch, metadata_hash = g.group_epoch + 1, new_hash
-            res.emit(ConsumerGroupMetadataRecord(gid, group_epoch, metadata_hash))
+        group_epoch = g.group_epoch
+        subscribed = self._subscribed(members, regexes.resolved)
+        if g.group_epoch == 0 or subscription_changed or regexes.changed or self.metadata_changed(g, subscribed):
+            group_epoch = g.group_epoch + 1
+            for r in self.epoch_records(g, group_epoch, subscribed):
+                res.emit(r)
             res.rebalances.append((gid, "consumer member joined" if is_new else "consumer subscription changed"
                                    if subscription_changed else "consumer regex resolution changed"
                                    if regexes.changed else "consumer metadata changed"))
@@ -438,7 +438,8 @@ class ConsumerGroups(ShardHandler):
         resolved = {r: v for r, v in g.regexes.items() if any(m.subscribed_topic_regex == r for m in rest.values())}
         if not resolved:
             self.regexes.forget(gid)
-        res.emit(ConsumerGroupMetadataRecord(gid, g.group_epoch + 1, self._metadata_hash(rest, resolved)))
+        for r in self.epoch_records(g, g.group_epoch + 1, self._subscribed(rest, resolved)):
+            res.emit(r)
         self._retain_hashes(gid, rest, resolved)
         res.rebalances.append((gid, f"consumer member {cause}"))
 
@@ -482,9 +483,27 @@ class ConsumerGroups(ShardHandler):
                 res.set_timer(ConsumerRebalanceKey(g.group_id, m.member_id), now_ms + max(m.rebalance_timeout_ms, 0))
 
     # ---------------------------------------------------------------- helpers
-    def _metadata_hash(self, members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> int:
-        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
-        return self.shard.topic_hashes.group_hash(subscribed)
+    @staticmethod
+    def _subscribed(members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> set[str]:
+        return {t for m in members.values() for t in member_topics(m, resolved)}
+
+    # ---------------------------------------------------------------- the subscribed topics' metadata, by release
+    def metadata_changed(self, g: ConsumerGroup, subscribed: set[str]) -> bool:
+        """Whether the subscribed topics' metadata differs from what the group keeps: its KIP-1101 hash (4.1+:
+        a topic's id, name, partition count or racks), or as Kafka 4.0 its subscription metadata (id, name and
+        partition count only)."""
+        topics = self.shard.topic_hashes
+        if self.shard.config.consumer_group_metadata_hash:
+            return topics.group_hash(subscribed) != g.metadata_hash
+        return topics.subscription_metadata(subscribed) != g.subscription_metadata
+
+    def epoch_records(self, g: ConsumerGroup, epoch: int, subscribed: set[str]) -> list:
+        """The records of a group epoch bump to `epoch` for these subscribed topics. 4.1+ (KIP-1101): the
+        ConsumerGroupMetadata record with the metadata hash, then the tombstone of a ConsumerGroupPartitionMetadata
+        record a 4.0 coordinator left in the log. As 4.0: a ConsumerGroupPartitionMetadata record first when the
+        subscribed topics' metadata changed, then the ConsumerGroupMetadata record without hash."""
+        return epoch_records(self.shard.config.consumer_group_metadata_hash, self.shard.topic_hashes, g.group_id,
+                             epoch, subscribed, g.subscription_metadata, g.has_subscription_metadata_record)
 
     def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember],
                        resolved: dict[str, ResolvedRegex]) -> None:
@@ -582,8 +601,11 @@ class ConsumerGroups(ShardHandler):
                     TargetAssignmentMemberRecord(g.group_id, mid, tombstone=True),
                     ConsumerMemberRecord(g.group_id, mid, tombstone=True)]
         out += [RegularExpressionRecord(g.group_id, r, tombstone=True) for r in sorted(g.regexes)]
-        return out + [TargetAssignmentMetadataRecord(g.group_id, tombstone=True),
-                      ConsumerGroupMetadataRecord(g.group_id, tombstone=True)]
+        out.append(TargetAssignmentMetadataRecord(g.group_id, tombstone=True))
+        # Kafka 4.0 always tombstones the subscription metadata (type 4); from 4.1 only one still in the log
+        if g.has_subscription_metadata_record or not self.shard.config.consumer_group_metadata_hash:
+            out.append(ConsumerGroupPartitionMetadataRecord(g.group_id, tombstone=True))
+        return out + [ConsumerGroupMetadataRecord(g.group_id, tombstone=True)]
 
     def force_rebalance(self, group_id: str, now_ms: int) -> Result:
         raise AdminError(E.INVALID_REQUEST, f"group {group_id!r} is a consumer group: only classic groups "

@@ -1,5 +1,6 @@
-"""What replaying a KIP-848 consumer group record does: full-value upserts of the group's epoch and hash, a
-member's subscription, its target, its current assignment, a regular expression's resolution; a tombstone removes what its key names (the group's
+"""What replaying a KIP-848 consumer group record does: full-value upserts of the group's epoch and hash, its
+subscribed topics' metadata as Kafka 4.0 keeps it (type 4, whatever the release served: the release decides what is
+compared and written, heartbeat.py), a member's subscription, its target, its current assignment, a regular expression's resolution; a tombstone removes what its key names (the group's
 metadata tombstone the group itself, leaving an offsets-only group if it has offsets)."""
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
+    ConsumerGroupPartitionMetadataRecord,
     ConsumerMemberRecord,
     RegularExpressionRecord,
     TargetAssignmentMemberRecord,
@@ -31,6 +33,9 @@ def replay_consumer_record(groups: dict, offsets: dict, event, offsets_only_grou
                 del groups[gid]
         else:
             g.group_epoch, g.metadata_hash = event.epoch, event.metadata_hash
+    elif isinstance(event, ConsumerGroupPartitionMetadataRecord):
+        g.subscription_metadata = () if event.tombstone else event.topics
+        g.has_subscription_metadata_record = not event.tombstone
     elif isinstance(event, RegularExpressionRecord):
         if event.tombstone:
             g.regexes.pop(event.regex, None)

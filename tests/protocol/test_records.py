@@ -164,11 +164,21 @@ def test_consumer_group_records_round_trip_with_kafkas_key_types():
     # the metadata hash is a tagged field: a value without it is the epoch alone (hash 0)
     key, value = encode(ConsumerGroupMetadataRecord("g", 4, 0))
     assert value == struct.pack(">h", 0) + struct.pack(">i", 4) + b"\x00"
-    # type 4 (the partition metadata KIP-1101 replaced) is read and ignored, never written
+    # type 4 (the partition metadata KIP-1101 replaced; Kafka 4.0 writes it): key = the group id; value v0,
+    # flexible: topics (id, name, partition count, an empty PartitionMetadata list - 4.0 writes no racks)
     key4 = struct.pack(">h", 4) + _str("g")
     assert decode(key4, None) == ConsumerGroupPartitionMetadataRecord("g", tombstone=True)
-    with pytest.raises(TypeError):
-        encode(ConsumerGroupPartitionMetadataRecord("g"))
+    record4 = ConsumerGroupPartitionMetadataRecord("g", ((tid, "a", 3),))
+    key, value = encode(record4)
+    assert key == key4
+    assert value == (struct.pack(">h", 0) + b"\x02" + tid.bytes + b"\x02a" + struct.pack(">i", 3) + b"\x01"
+                     + b"\x00" + b"\x00")
+    assert decode(key, value) == record4
+    assert encode(ConsumerGroupPartitionMetadataRecord("g", tombstone=True)) == (key4, None)
+    # an older log's racks are read and dropped (what 4.0 compares has none)
+    with_racks = (struct.pack(">h", 0) + b"\x02" + tid.bytes + b"\x02a" + struct.pack(">i", 1)
+                  + b"\x02" + struct.pack(">i", 0) + b"\x02" + b"\x03r1" + b"\x00" + b"\x00" + b"\x00")
+    assert decode(key4, with_racks) == ConsumerGroupPartitionMetadataRecord("g", ((tid, "a", 1),))
 
 
 def test_the_regular_expression_record_is_kafkas_type_16():
