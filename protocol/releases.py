@@ -41,6 +41,11 @@ Sources (facts read, nothing copied):
   `share.version` not finalized by default there (share groups were a preview), answers each of them
   UNSUPPORTED_VERSION; 4.2 finalizes `share.version` 1 (general availability). 4.0 has only the early-access v0,
   which tenure does not serve.
+- Not per release: `group.coordinator.rebalance.protocols` as a broker's DescribeConfigs reports it. Kafka's
+  sources confirm the default `classic` while KIP-848 was early access / preview (3.7-3.9: the group coordinator
+  configs' GROUP_COORDINATOR_REBALANCE_PROTOCOLS_DEFAULT is CLASSIC alone) and `classic,consumer` at 4.0; the
+  default of 4.1-4.3 (whether `streams`, early access in 4.1, is in it) could not be pinned to a release here,
+  so tenure does not report the config at all rather than report a guess.
 - Defaults a client sees that differ by release (`Behaviour`, printed as the release table of docs/apis.md):
   group.initial.rebalance.delay.ms is 3000 in every release 2.8-4.3 (tenure keeps its own test-friendly 1000 ms
   whatever the release: `--initial-rebalance-delay-ms`).

@@ -196,3 +196,27 @@ def test_the_release_picks_the_mode():
         assert ServerConfig(kafka_version=name).coordinator_config().consumer_group_metadata_hash is True
     assert ServerConfig().coordinator_config() == dataclasses.replace(ServerConfig().coordinator_config(),
                                                                      consumer_group_metadata_hash=True)
+
+
+def test_as_4_0_a_classic_group_upgraded_writes_its_subscription_metadata_before_the_epoch_record():
+    """Kafka 4.0's createConsumerGroupRecords: the members' subscriptions, the subscription metadata (type 4),
+    the hashless epoch record, then the targets and current assignments; the downgrade (the last consumer
+    member leaving) tombstones the type 4 record with the rest of the consumer group."""
+    from .test_migration import classic_pair, protocols
+    h = ConsumerHarness(AS_4_0)
+    a, b = classic_pair(h)
+    h.take_records()
+    t = h.hb("c", 0, instance_id="i3")
+    assert h.resp(t)["error_code"] == 0
+    recs = h.take_records()
+    kinds = _types(recs)
+    assert kinds[:3] == ["partition_metadata", "epoch", "target_epoch"], kinds
+    [pm, *_] = [r for r in recs if isinstance(r, ConsumerGroupPartitionMetadataRecord)]
+    assert pm.topics == ((h.topics.tid("t"), "t", 6),)
+    assert all(r.metadata_hash == 0 for r in recs if isinstance(r, ConsumerGroupMetadataRecord))
+    for mid, iid in ((a, "i1"), (b, "i2")):
+        h.join("g", mid, iid, protocols=protocols(), session=45000)
+    h.take_records()
+    assert h.resp(h.hb("c", -1, instance_id="i3"))["error_code"] == 0
+    kinds = _types(h.take_records())
+    assert kinds[-2:] == ["partition_metadata-tombstone", "epoch-tombstone"] and h.group["g"].kind == "classic"
