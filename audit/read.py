@@ -200,10 +200,12 @@ def _kind_row(part, offset, timestamp, r) -> tuple:
     if isinstance(r, sg.ShareMemberRecord):
         return row(new_member_id=r.member_id, client_id=r.client_id, client_host=r.client_host,
                    metadata=json.dumps({"topics": list(r.subscribed_topic_names)}))
+    if isinstance(r, cg.ConsumerGroupPartitionMetadataRecord):      # type 4, as Kafka 4.0 writes it
+        return row(metadata=json.dumps({"topics": [[str(tid), name, n] for tid, name, n in r.topics]}))
     if isinstance(r, cg.RegularExpressionRecord):
         return row(generation=r.version, event_time=r.timestamp,
                    metadata=json.dumps({"regex": r.regex, "topics": list(r.topics)}))
-    return row()        # a record type the server reads and ignores (4, 9, 15)
+    return row()        # a record type the server reads and ignores (9, 15)
 
 
 def _share_state_row(part, offset, timestamp, r: ss.ShareStateRecord) -> tuple:

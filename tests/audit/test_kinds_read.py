@@ -147,3 +147,15 @@ def test_share_state_records_are_rows(tmp_path):
         dict(partition=0, offset=2, timestamp=T0 + 2, type="share_state", group="sg", tombstone=True,
              topic=str(TID), topic_partition=0, protocol_type="snapshot"),
     ]
+
+
+def test_the_type_4_subscription_metadata_kafka_4_0_writes_is_a_row_with_its_topics(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch([cg.ConsumerGroupPartitionMetadataRecord("g", ((TID, "t", 3),)),
+                      cg.ConsumerGroupPartitionMetadataRecord("g", tombstone=True)], T0))
+    log.close()
+    rows, errors = rows_of(tmp_path)
+    assert errors == []
+    assert [(r["type"], r["group"], r["tombstone"], r["protocol_type"]) for r in rows] == [
+        ("consumer_partition_metadata", "g", False, "consumer"), ("consumer_partition_metadata", "g", True, "consumer")]
+    assert json.loads(rows[0]["metadata"]) == {"topics": [[str(TID), "t", 3]]} and rows[1]["metadata"] is None
