@@ -91,3 +91,40 @@ def test_a_consumer_group_as_4_0_then_served_as_4_3_with_confluent_kafka(tmp_pat
     assert bumps[0]["value"]["epoch"] == epoch_as_4_0 + 1 and bumps[0]["value"]["metadata_hash"] != 0
     # the consumer's close() leaves: the group subscribes to nothing, whose hash is 0
     assert bumps[-1]["value"]["metadata_hash"] == 0
+
+
+def test_as_4_0_added_partitions_reach_a_confluent_kafka_consumer_through_the_subscription_metadata(tmp_path, capsys):
+    """As 4.0 the rebalance trigger is the subscription metadata (type 4): partitions added to the subscribed
+    topic (confluent-kafka's AdminClient create_partitions) write a new type 4 record and bump the group epoch
+    once; the consumer is assigned the new partitions and reads from them."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    with ServerThread(ServerConfig(port=0, kafka_version="4.0", consumer_heartbeat_interval_ms=200,
+                                   initial_rebalance_delay_ms=0, data_dir=str(tmp_path / "d"))) as s:
+        s.create_topics({"grow": 2})
+        c = Consumer({"bootstrap.servers": s.bootstrap, "group.id": "gg", "group.protocol": "consumer",
+                      "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500})
+        try:
+            c.subscribe(["grow"])
+            end = time.monotonic() + 30
+            while len(c.assignment()) < 2 and time.monotonic() < end:
+                c.poll(0.2)
+            assert sorted(p.partition for p in c.assignment()) == [0, 1]
+            epoch = s.group("gg").generation
+            admin = AdminClient({"bootstrap.servers": s.bootstrap})
+            for f in admin.create_partitions([NewPartitions("grow", 4)]).values():
+                f.result(30)
+            p = Producer({"bootstrap.servers": s.bootstrap})
+            for part in (2, 3):
+                p.produce("grow", f"new{part}".encode(), partition=part)
+            assert p.flush(30) == 0
+            got = _read(c, 2)
+            assert sorted(got) == ["new2", "new3"]
+            assert sorted(p.partition for p in c.assignment()) == [0, 1, 2, 3]
+            assert s.group("gg").generation == epoch + 1
+        finally:
+            c.close()
+    rows = _dump(tmp_path / "d", capsys, "gg")
+    metadata = [[t[1:] for t in r["value"]["topics"]] for r in rows
+                if r["type"] == "consumer_group_partition_metadata" and not r["tombstone"]]
+    # joined (2 partitions), grown (4), and the consumer's close(): its leave leaves no subscribed topic
+    assert metadata == [[["grow", 2]], [["grow", 4]], []]
