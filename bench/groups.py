@@ -421,9 +421,11 @@ def main() -> int:
     if "tenure" in args.targets:
         trees: list[Path | None] = [None] + [Path(t) for t in args.baseline]
         runs: dict[str, list[dict]] = {}
+        # named once: a file edited meanwhile must not make this tree a second one
+        labels = [tree_label(REPO if tree is None else tree) + ("" if tree is None else " (baseline)")
+                  for tree in trees]
         for rnd in range(args.hb_rounds):
-            for tree in trees:
-                label = tree_label(REPO if tree is None else tree) + ("" if tree is None else " (baseline)")
+            for tree, label in zip(trees, labels, strict=True):
                 r = heartbeats_on(tree, args)
                 runs.setdefault(label, []).append(r)
                 print(f"heartbeats [{label}, round {rnd + 1}]: {args.hb_groups * args.hb_per_group} static members "

@@ -219,9 +219,10 @@ def main() -> None:
     trees = [REPO] + [Path(t) for t in args.baseline]
     print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
     results: dict[str, list[list[dict]]] = {}
+    # named once: a file edited meanwhile must not make this tree a second one
+    labels = [tree_label(tree) + ("" if tree == REPO else " (baseline)") for tree in trees]
     for rnd in range(args.rounds):
-        for tree in trees:                   # the trees take turns, so drift in the machine's load hits both
-            label = tree_label(tree) + ("" if tree == REPO else " (baseline)")
+        for tree, label in zip(trees, labels, strict=True):   # the trees take turns: drift in load hits both
             print(f"round {rnd + 1}: tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
             results.setdefault(label, []).append(run_in_process(tree, args) if args.in_process
                                                  else run_tree(tree, args))

@@ -112,12 +112,15 @@ def time_cmd(argv: list[str], env: dict) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
-def timed_import(tree: Path, env: dict) -> float:
+def timed_import(tree: Path, env: dict) -> tuple[float, float]:
+    """(wall ms, CPU ms) of `import tenure.server` in a fresh interpreter: the CPU time (user + system of the
+    process) moves much less than the wall time when other work loads the machine."""
     out = subprocess.run(
-        python_argv(tree, "import time; t = time.perf_counter(); import tenure.server; "
-                          "print((time.perf_counter() - t) * 1000.0)"),
+        python_argv(tree, "import time; t, c = time.perf_counter(), time.process_time(); import tenure.server; "
+                          "print((time.perf_counter() - t) * 1000.0, (time.process_time() - c) * 1000.0)"),
         check=True, capture_output=True, text=True, env=env)
-    return float(out.stdout.strip())
+    wall, cpu = out.stdout.split()
+    return float(wall), float(cpu)
 
 
 # an in-process server: ServerThread(port=0).start() after tenure is imported, the first one of the process and
@@ -221,7 +224,8 @@ def main() -> int:
             timed_import(tree, env)
 
         # runs interleave the settings and the measurements, so drift in machine load hits all alike
-        m: dict = {k: {"ready": [], "stop": [], "rc": [], "bare": [], "imp": [], "thread1": [], "thread2": []}
+        m: dict = {k: {"ready": [], "stop": [], "rc": [], "bare": [], "imp": [], "imp_cpu": [], "thread1": [],
+                       "thread2": []}
                    for k in modes}
         for _ in range(args.runs):
             for k, (tree, env) in modes.items():
@@ -230,7 +234,9 @@ def main() -> int:
                 m[k]["stop"].append(s)
                 m[k]["rc"].append(rc)
                 m[k]["bare"].append(time_cmd([py, "-c", "pass"], env))
-                m[k]["imp"].append(timed_import(tree, env))
+                wall, cpu = timed_import(tree, env)
+                m[k]["imp"].append(wall)
+                m[k]["imp_cpu"].append(cpu)
                 first, second = thread_starts(tree, env)
                 m[k]["thread1"].append(first)
                 m[k]["thread2"].append(second)
@@ -247,6 +253,7 @@ def main() -> int:
         print(f"[{k}] where start-up goes (each in a fresh interpreter):")
         print(f"[{k}]   python -c pass (interpreter start-up)      : {summary(x['bare'])}")
         print(f"[{k}]   import tenure.server (timed in-process)    : {summary(x['imp'])}")
+        print(f"[{k}]   import tenure.server, its CPU time         : {summary(x['imp_cpu'])}")
         print(f"[{k}] ServerThread(port=0).start(), first in its process: {summary(x['thread1'])}")
         print(f"[{k}] ServerThread(port=0).start(), the next one        : {summary(x['thread2'])}")
         rest = statistics.median(x["ready"]) - statistics.median(x["bare"]) - statistics.median(x["imp"])
@@ -276,7 +283,8 @@ def main() -> int:
                 med = lambda key, kk: statistics.median(m[kk][key])  # noqa: E731
                 print(f"[{setting}] this tree against {b}: spawn to ready {med('ready', k):.0f} vs "
                       f"{med('ready', b):.0f} ms = {med('ready', k) / med('ready', b):.2f}x; import "
-                      f"{med('imp', k):.0f} vs {med('imp', b):.0f} ms; ServerThread start {med('thread1', k):.1f} vs "
+                      f"{med('imp', k):.0f} vs {med('imp', b):.0f} ms, its CPU {med('imp_cpu', k):.0f} vs "
+                      f"{med('imp_cpu', b):.0f} ms = {med('imp_cpu', k) / med('imp_cpu', b):.2f}x; ServerThread start {med('thread1', k):.1f} vs "
                       f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms)")
     return 0
 

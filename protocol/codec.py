@@ -8,7 +8,6 @@ a response body with the header version its API/version calls for; ApiVersions a
 """
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +88,21 @@ class UnsupportedApiVersions:
     served: ServedApis = DEFAULT_SERVED
 
 
+_HEADER_DECODERS: dict[bool, Any] = {}
+
+
+def _header_decoder(flexible: bool):
+    """kafka-python's compiled decoder of the request header (v1, or v2 for a flexible version): what
+    `RequestHeader.decode` decodes, read straight from the request's bytes - `decode` reads the header field by
+    field from a stream, about a tenth of a small request's whole cost. `(data, pos) -> (header, end)`."""
+    fn = _HEADER_DECODERS.get(flexible)
+    if fn is None:
+        version = RequestHeader._flexible_versions[0] if flexible else RequestHeader._valid_versions[0]
+        fn = _HEADER_DECODERS[flexible] = RequestHeader._struct.compiled_decode_from(
+            version, compact=False, tagged=flexible, data_class=RequestHeader)
+    return fn
+
+
 def peek_prefix(payload: bytes) -> tuple[int, int, int]:
     if len(payload) < _PREFIX.size:
         raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
@@ -112,12 +126,15 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
                              f"{spec.name} is served at versions {spec.min_version}-{spec.max_version}")
     flexible = spec.flexible(api_version)
     what = f"{spec.name} v{api_version}"
+    whole = memoryview(payload)
     try:
-        stream = io.BytesIO(payload)
-        header = RequestHeader.decode(stream, flexible=flexible)
+        header, end = _header_decoder(flexible)(whole, 0)
     except Exception as exc:  # the codec raises struct/Index/Value/Unicode errors on bad bytes
         raise MalformedRequest(f"{what}: undecodable request header: {exc!r}") from exc
-    data = memoryview(payload)[stream.tell():]
+    if end > len(whole):      # the compiled decoder reads a string past the end as a shorter one: refused
+        raise MalformedRequest(f"{what}: undecodable request header: it runs {end - len(whole)} byte(s) past the "
+                               f"end of the request")
+    data = whole[end:]
     check_body(spec.request, api_version, flexible, data, what, limits)
     try:
         body = spec.request.decode(data, version=api_version)

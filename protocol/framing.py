@@ -22,6 +22,11 @@ class FrameDecoder:
         self._need: int | None = None
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self._need is None and not self._buf and type(data) is bytes and len(data) >= 4:
+            # the common case, one whole request in one read: its payload without going through the buffer
+            (size,) = _SIZE.unpack_from(data, 0)
+            if len(data) == 4 + size and size <= self.max_frame_bytes:
+                return [data[4:]]
         self._buf += data
         frames: list[bytes] = []
         while True:

@@ -76,6 +76,50 @@ def test_version_outside_the_table_is_rejected():
     assert decode_request(request_bytes(FetchRequest(), 3)[4:]).api_version == 3
 
 
+def _header_as_kafka_python_reads_it(payload: bytes, flexible: bool):
+    """kafka-python's own RequestHeader.decode over a stream: (api key, version, correlation id, client id, tags,
+    bytes read), or None if it raises."""
+    import io
+
+    from kafka.protocol.api_header import RequestHeader
+    stream = io.BytesIO(payload)
+    try:
+        h = RequestHeader.decode(stream, flexible=flexible)
+    except Exception:
+        return None
+    return (h.request_api_key, h.request_api_version, h.correlation_id, h.client_id,
+            getattr(h, "unknown_tags", None), stream.tell())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from([(3, 8), (3, 12)]),                    # Metadata: header v1, then v2 (flexible)
+       st.one_of(st.just(-1), st.integers(min_value=-3, max_value=40), st.just(32767)),
+       st.binary(max_size=40), st.binary(max_size=12), st.booleans())
+def test_the_request_header_is_read_as_kafka_python_reads_it(key_version, length, client_id, tail, cut):
+    """decode_request reads the header with kafka-python's compiled decoder: the same header, or a refusal where
+    RequestHeader.decode fails (a client id running past the end, a bad tagged section)."""
+    api_key, version = key_version
+    flexible = version >= 9
+    header = struct.pack(">hhih", api_key, version, 7, length) + client_id + tail
+    if cut:
+        header = header[:len(header) // 2]
+    expected = _header_as_kafka_python_reads_it(header, flexible)
+    try:
+        req = decode_request(header)
+    except ClientProtocolError as exc:
+        # the header was refused, or it was read and then the body (whatever follows) was
+        assert expected is None or "header" not in str(exc), (expected, exc)
+        return
+    assert expected is not None and isinstance(req, Request)
+    assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == expected[:4]
+
+
+def test_a_client_id_longer_than_the_request_is_malformed():
+    payload = struct.pack(">hhih", 3, 8, 1, 50) + b"short"
+    with pytest.raises(MalformedRequest, match="past the end"):
+        decode_request(payload)
+
+
 def test_short_and_truncated_requests_are_malformed():
     with pytest.raises(MalformedRequest):
         decode_request(b"\x00\x03\x00")

@@ -40,3 +40,19 @@ def test_frame_above_limit_raises_before_buffering():
 def test_negative_length_is_malformed():
     with pytest.raises(MalformedRequest):
         FrameDecoder().feed(struct.pack(">i", -5))
+
+
+def test_one_whole_frame_per_read_as_a_client_with_one_request_in_flight_sends_it():
+    d = FrameDecoder(max_frame_bytes=3000)
+    for p in PAYLOADS:
+        out = d.feed(frame(p))
+        assert out == [p] and type(out[0]) is bytes and d.buffered == 0
+    assert d.feed(frame(b"ab")[:3]) == [] and d.feed(frame(b"ab")[3:] + frame(b"c")) == [b"ab", b"c"]
+    assert d.feed(frame(b"x" * 3000)) == [b"x" * 3000]
+
+
+def test_a_whole_frame_above_the_limit_or_of_negative_size_in_one_read_is_refused():
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder(max_frame_bytes=10).feed(frame(b"x" * 11))
+    with pytest.raises(MalformedRequest):
+        FrameDecoder().feed(struct.pack(">i", -4) + b"abcd")
