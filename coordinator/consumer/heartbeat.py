@@ -65,8 +65,9 @@ from .group import (
     pairs,
 )
 from .group_config import consumer_timeouts
+from .hash import existing
 from .reconcile import reconcile
-from .regex import InvalidRegex, TopicRegexes, member_topics
+from .regex import InvalidRegex, TopicRegexes, subscribed_union, topic_sets
 from .replay import replay_consumer_record
 
 HB = ConsumerGroupHeartbeatResponse
@@ -462,22 +463,20 @@ class ConsumerGroups(ShardHandler):
 
     # ---------------------------------------------------------------- helpers
     def _metadata_hash(self, members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> int:
-        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
-        return self.shard.topic_hashes.group_hash(subscribed)
+        return self.shard.topic_hashes.group_hash(subscribed_union(members.values(), resolved))
 
     def _retain_hashes(self, gid: str, members: dict[str, ConsumerMember],
                        resolved: dict[str, ResolvedRegex]) -> None:
         """After a group's subscriptions changed (an epoch bump): the shard's topic-hash cache keeps only the
         topics some consumer group of the shard still subscribes to."""
-        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
-        for other in self.groups.values():
-            if isinstance(other, ConsumerGroup) and other.group_id != gid:
-                subscribed |= other.subscribed_topics()
+        subscribed = subscribed_union(members.values(), resolved).union(*(
+            other.subscribed_topics() for other in self.groups.values()
+            if isinstance(other, ConsumerGroup) and other.group_id != gid))
         self.shard.topic_hashes.retain(subscribed)
 
     def _topics(self, names) -> dict[str, TopicInfo]:
         out = {}
-        for name in names:
+        for name in existing(self.shard.topics, names):
             t = self.shard.topics.get(name)
             if t is not None:
                 out[name] = TopicInfo(t.topic_id, len(t.partitions))
@@ -485,8 +484,8 @@ class ConsumerGroups(ShardHandler):
 
     def _assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
                 resolved: dict[str, ResolvedRegex]) -> dict[str, Partitions]:
-        subscribed = {mid: member_topics(m, resolved) for mid, m in members.items()}
-        topics = self._topics({t for ts in subscribed.values() for t in ts})
+        subscribed = topic_sets(members.values(), resolved)
+        topics = self._topics(subscribed_union(members.values(), resolved))
         wanted = [m.server_assignor for m in members.values() if m.server_assignor is not None]
         name = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
         out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id, frozenset(subscribed[mid] & topics.keys()),
