@@ -46,12 +46,11 @@ def response_error(body, depth: int = 3) -> int:
         return code
     for name in getattr(body, "fields", {}):
         value = getattr(body, name, None)
-        if isinstance(value, list):
-            for item in value:
-                if hasattr(item, "fields"):
-                    code = response_error(item, depth - 1)
-                    if code:
-                        return code
+        if isinstance(value, list) and value and hasattr(value[0], "fields"):    # arrays of structs only: an
+            for item in value:                                                     # array is of one type
+                code = response_error(item, depth - 1)
+                if code:
+                    return code
     return 0
 
 
