@@ -239,7 +239,7 @@ class ConsumerGroups(ShardHandler):
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms,
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
+            subscribed_topic_names=self._shared_names(g, req.subscribed_topic_names)
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
             subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
             client_id=ctx.client_id, client_host=ctx.client_host, classic=None)
@@ -255,6 +255,16 @@ class ConsumerGroups(ShardHandler):
             member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
             assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
+
+    @staticmethod
+    def _shared_names(g: ConsumerGroup, names: list[str]) -> tuple[str, ...]:
+        """A subscription as the sorted tuple of its names; another member's equal tuple if there is one, so the
+        members of a group subscribing the same names share one copy (and the group's union counts it once)."""
+        mine = tuple(sorted(set(names)))
+        for theirs in {id(m.subscribed_topic_names): m.subscribed_topic_names for m in g.members.values()}.values():
+            if len(theirs) == len(mine) and theirs == mine:
+                return theirs
+        return mine
 
     def update_member(self, res: Result, ctx: RequestContext, g: ConsumerGroup, member: ConsumerMember,
                       old: ConsumerMember, is_new: bool, replaced: ConsumerMember | None,

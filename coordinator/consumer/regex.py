@@ -121,10 +121,11 @@ def matching(regex: str, names: Iterable[str]) -> frozenset[str]:
 
 
 def subscribed_union(members: Iterable[ConsumerMember], resolved: Mapping[str, ResolvedRegex]) -> frozenset[str]:
-    """Every topic some of `members` subscribes to (the union of their `member_topics`); equal subscriptions are
-    counted once, so a group of N members subscribing the same M names costs M, not N x M."""
+    """Every topic some of `members` subscribes to (the union of their `member_topics`); a subscription members
+    share (one tuple: heartbeat.py shares equal ones) is counted once, so a group of N members subscribing the
+    same M names costs M, not N x M."""
     members = list(members)
-    out = frozenset().union(*{m.subscribed_topic_names for m in members})
+    out = frozenset().union(*{id(m.subscribed_topic_names): m.subscribed_topic_names for m in members}.values())
     for regex in {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}:
         r = resolved.get(regex)
         if r is not None:
@@ -134,11 +135,11 @@ def subscribed_union(members: Iterable[ConsumerMember], resolved: Mapping[str, R
 
 def topic_sets(members: Iterable[ConsumerMember],
                resolved: Mapping[str, ResolvedRegex]) -> dict[str, frozenset[str]]:
-    """Each member's `member_topics` by member id, one set made per distinct subscription (equal ones share it)."""
+    """Each member's `member_topics` by member id, one set made per subscription members share."""
     made: dict[tuple, frozenset[str]] = {}
     out = {}
     for m in members:
-        key = (m.subscribed_topic_names, m.subscribed_topic_regex)
+        key = (id(m.subscribed_topic_names), m.subscribed_topic_regex)     # the tuples live as long as `members`
         got = made.get(key)
         if got is None:
             got = made[key] = member_topics(m, resolved)
