@@ -1,5 +1,5 @@
 """Large requests with real clients: a describe of thousands of group ids is decoded on a worker thread, answered
-in chunks of 500 ids with a loop turn between them and encoded on a worker thread (docs/limits.md, "Large
+in chunks of 250 ids with a loop turn between them and encoded on a worker thread (docs/limits.md, "Large
 requests"), and the clients get the same answers as for a small request; meanwhile other clients are served.
 
 - kafka-python's KafkaAdminClient: one DescribeGroups of 6,000 ids (3 groups that exist, repeats);
