@@ -46,8 +46,8 @@ def response_error(body, depth: int = 3) -> int:
         return code
     for name in getattr(body, "fields", {}):
         value = getattr(body, name, None)
-        if isinstance(value, list) and value and hasattr(value[0], "fields"):    # arrays of structs only: an
-            for item in value:                                                     # array is of one type
+        if isinstance(value, list) and value and isinstance(getattr(value[0], "fields", None), dict):
+            for item in value:           # arrays of structs only (an array is of one type; a UUID's fields: ints)
                 code = response_error(item, depth - 1)
                 if code:
                     return code
