@@ -5,7 +5,8 @@ requests"), and the clients get the same answers as for a small request; meanwhi
 - kafka-python's KafkaAdminClient: one DescribeGroups of 6,000 ids (3 groups that exist, repeats);
 - Java kafka-clients 4.3 Admin (tests/java/AdminOps.java describe-many): describeConsumerGroups of 6,000 ids -
   one ConsumerGroupDescribe, then one DescribeGroups for the ids that are no consumer groups;
-- a confluent-kafka producer is answered while a DescribeGroups of 60,000 ids is in the server (before its answer).
+- a confluent-kafka producer is answered while a DescribeGroups of 60,000 ids is in the server (before its answer);
+- two confluent-kafka KIP-848 consumers subscribing the same 3,000 names (one shared subscription server-side).
 """
 from __future__ import annotations
 
@@ -99,3 +100,47 @@ def test_a_producer_is_answered_while_a_describe_of_sixty_thousand_ids_is_served
     [describe] = tenure_server.requests(api="DescribeGroups")
     [produce] = tenure_server.requests(api="Produce")
     assert produce.seq < describe.seq, (produce, describe)
+
+
+def test_confluent_kip848_members_subscribing_three_thousand_names_share_them_and_split_the_one_that_exists():
+    """Two static confluent-kafka consumers (group.protocol=consumer) subscribe to the same 3,000 names, one of them a
+    topic of 4 partitions: each joins with its whole list (the capture shows it), the group takes the one topic
+    that exists, two partitions each, and a ConsumerGroupDescribe shows both subscriptions whole."""
+    from tenure.config import ServerConfig
+    from tenure.protocol.consumer_group import ConsumerGroupDescribeRequest
+    from tenure.server import ServerThread
+    from tests.integration.test_consumer_protocol import Member, settled
+    from tests.support.wire import WireClient
+
+    names = ["wide-t"] + [f"wide-none-{i:04d}" for i in range(2999)]
+
+    class Wide(Member):
+        def _run(self) -> None:
+            from confluent_kafka import Consumer
+            try:
+                c = Consumer(self.conf)
+                c.subscribe(names, on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
+                try:
+                    while not self._stop.is_set():
+                        c.poll(0.05)
+                finally:
+                    c.close()
+            except BaseException as exc:
+                self.crash = exc
+
+    with ServerThread(ServerConfig(port=0, consumer_heartbeat_interval_ms=200)) as s:
+        s.call(lambda: s.server.topics.create("wide-t", 4))
+        members = [Wide(s.bootstrap, "wide-g", "wide-t", f"wi{i}", f"w{i}").start() for i in range(2)]
+        try:
+            _, owned = settled(s, "wide-g", members, 4)
+            assert sorted(len(ps) for ps in owned.values()) == [2, 2]
+            joins = [e for e in s.requests(api="ConsumerGroupHeartbeat")
+                     if e.request.subscribed_topic_names is not None]
+            assert joins and all(sorted(e.request.subscribed_topic_names) == sorted(names) for e in joins)
+            with WireClient.to(s.bootstrap) as c:
+                got = c.call(ConsumerGroupDescribeRequest(group_ids=["wide-g"], include_authorized_operations=False), 0)
+            [g] = got.groups
+            assert [sorted(m.subscribed_topic_names) for m in g.members] == [sorted(names)] * 2
+        finally:
+            for m in members:
+                m.stop()
