@@ -297,7 +297,8 @@ def stalls(args) -> None:
                                    "tenure.__file__)))"], capture_output=True, text=True,
                                   cwd=tempfile.gettempdir()).stdout.strip()
             rows = measure(python, frames, args.timeout, setup,
-                           ("--consumer-session-timeout-ms", "600000") if setup is not None else ())
+                           (("--consumer-session-timeout-ms", "600000") if setup is not None else ())
+                           + tuple(args.serve_arg))
             for r in rows:
                 note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
                 what = f"{name}: {r['label']}" if r["label"] else name
@@ -318,6 +319,8 @@ def main() -> int:
     ap.add_argument("--stalls", action="store_true", help="the largest accepted requests with huge answers")
     ap.add_argument("--members", type=int, default=21, help="--stalls: members of the KIP-848 group")
     ap.add_argument("--server", action="append", help="--stalls: the Python whose tenure serves (repeatable)")
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="--stalls: one more `tenure serve` argument (repeatable), e.g. --serve-arg=--capture-requests=0")
     args = ap.parse_args()
     import kafka
     served = subprocess.run([sys.executable, "-c", "import tenure; print(tenure.__file__)"], capture_output=True,

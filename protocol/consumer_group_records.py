@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from .structs import decode_struct, key_version, schema_pair
+from .structs import decode_struct, encode_struct, key_version, schema_pair
 
 ConsumerGroupMetadataKey, ConsumerGroupMetadataValue = schema_pair("ConsumerGroupMetadata", __name__)
 ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue = \
@@ -202,7 +202,7 @@ def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]
             member_epoch=r.member_epoch, previous_member_epoch=r.previous_member_epoch, state=r.state,
             assigned_partitions=_topic_partitions(T, r.assigned),
             partitions_pending_revocation=_topic_partitions(T, r.pending_revocation))
-    return bytes(key), None if value is None else bytes(value.encode(version=0))
+    return bytes(key), None if value is None else encode_struct(value, 0)
 
 
 def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> ConsumerGroupRecord:

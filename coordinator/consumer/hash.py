@@ -33,6 +33,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 import mmh3
@@ -100,6 +101,17 @@ def no_racks(topic: _Topic) -> list[list[str]]:
     return [[] for _ in topic.partitions]
 
 
+def existing(topics: _Topics, names: Iterable[str]) -> Iterable[str]:
+    """The names to look up in the topic table `topics` for these subscribed `names`: when they outnumber the
+    topics the table holds (a subscription of 100,000 names), only the table's topics among them, found without
+    a call per subscribed name; else the names themselves. Either way those that exist are among them."""
+    every = getattr(topics, "all", None)
+    if every is None or not isinstance(names, (set, frozenset)):
+        return names
+    known = every()
+    return [t.name for t in known if t.name in names] if len(known) < len(names) else names
+
+
 class TopicHashCache:
     """Topic hashes by topic name, computed lazily from `topics` (the topic table: `get(name)` -> a topic with
     `topic_id` and `partitions`, or None) and `racks(topic)` (the racks of each partition's replicas; by
@@ -137,7 +149,7 @@ class TopicHashCache:
         """The metadata hash of a group subscribed to these topic names (those that do not exist are left
         out, as Kafka leaves them out)."""
         hashes = {}
-        for name in subscribed:
+        for name in existing(self.topics, subscribed):
             h = self.hash_of(name)
             if h is not None:
                 hashes[name] = h
@@ -166,7 +178,7 @@ class TopicHashCache:
         for name in names:
             self._hashes.pop(name, None)
 
-    def retain(self, subscribed: set[str]) -> None:
+    def retain(self, subscribed: AbstractSet[str]) -> None:
         """Keep only the hashes of these topics (the ones some group of this shard subscribes to)."""
         for name in [n for n in self._hashes if n not in subscribed]:
             del self._hashes[name]

@@ -20,6 +20,7 @@ members left, turns the group into a classic group instead (the downgrade).
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any, ClassVar
 
 from tenure.inspection import GroupInfo
@@ -73,9 +74,9 @@ from .group import (
     pairs,
 )
 from .group_config import consumer_timeouts
-from .hash import epoch_records
+from .hash import epoch_records, existing
 from .reconcile import reconcile
-from .regex import InvalidRegex, TopicRegexes, member_topics
+from .regex import InvalidRegex, TopicRegexes, subscribed_union, topic_sets
 from .replay import replay_consumer_record
 
 HB = ConsumerGroupHeartbeatResponse
@@ -247,7 +248,7 @@ class ConsumerGroups(ShardHandler):
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms,
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
+            subscribed_topic_names=self._shared_names(g, req.subscribed_topic_names)
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
             subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
             client_id=ctx.client_id, client_host=ctx.client_host, classic=None)
@@ -263,6 +264,16 @@ class ConsumerGroups(ShardHandler):
             member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
             assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
+
+    @staticmethod
+    def _shared_names(g: ConsumerGroup, names: list[str]) -> tuple[str, ...]:
+        """A subscription as the sorted tuple of its names; another member's equal tuple if there is one, so the
+        members of a group subscribing the same names share one copy (and the group's union counts it once)."""
+        mine = tuple(sorted(set(names)))
+        for theirs in {id(m.subscribed_topic_names): m.subscribed_topic_names for m in g.members.values()}.values():
+            if len(theirs) == len(mine) and theirs == mine:
+                return theirs
+        return mine
 
     def update_member(self, res: Result, ctx: RequestContext, g: ConsumerGroup, member: ConsumerMember,
                       old: ConsumerMember, is_new: bool, replaced: ConsumerMember | None,
@@ -484,11 +495,11 @@ class ConsumerGroups(ShardHandler):
 
     # ---------------------------------------------------------------- helpers
     @staticmethod
-    def _subscribed(members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> set[str]:
-        return {t for m in members.values() for t in member_topics(m, resolved)}
+    def _subscribed(members: dict[str, ConsumerMember], resolved: dict[str, ResolvedRegex]) -> frozenset[str]:
+        return subscribed_union(members.values(), resolved)
 
     # ---------------------------------------------------------------- the subscribed topics' metadata, by release
-    def metadata_changed(self, g: ConsumerGroup, subscribed: set[str]) -> bool:
+    def metadata_changed(self, g: ConsumerGroup, subscribed: AbstractSet[str]) -> bool:
         """Whether the subscribed topics' metadata differs from what the group keeps: its KIP-1101 hash (4.1+:
         a topic's id, name, partition count or racks), or as Kafka 4.0 its subscription metadata (id, name and
         partition count only)."""
@@ -497,7 +508,7 @@ class ConsumerGroups(ShardHandler):
             return topics.group_hash(subscribed) != g.metadata_hash
         return topics.subscription_metadata(subscribed) != g.subscription_metadata
 
-    def epoch_records(self, g: ConsumerGroup, epoch: int, subscribed: set[str]) -> list:
+    def epoch_records(self, g: ConsumerGroup, epoch: int, subscribed: AbstractSet[str]) -> list:
         """The records of a group epoch bump to `epoch` for these subscribed topics. 4.1+ (KIP-1101): the
         ConsumerGroupMetadata record with the metadata hash, then the tombstone of a ConsumerGroupPartitionMetadata
         record a 4.0 coordinator left in the log. As 4.0: a ConsumerGroupPartitionMetadata record first when the
@@ -509,15 +520,14 @@ class ConsumerGroups(ShardHandler):
                        resolved: dict[str, ResolvedRegex]) -> None:
         """After a group's subscriptions changed (an epoch bump): the shard's topic-hash cache keeps only the
         topics some consumer group of the shard still subscribes to."""
-        subscribed = {t for m in members.values() for t in member_topics(m, resolved)}
-        for other in self.groups.values():
-            if isinstance(other, ConsumerGroup) and other.group_id != gid:
-                subscribed |= other.subscribed_topics()
+        subscribed = subscribed_union(members.values(), resolved).union(*(
+            other.subscribed_topics() for other in self.groups.values()
+            if isinstance(other, ConsumerGroup) and other.group_id != gid))
         self.shard.topic_hashes.retain(subscribed)
 
     def _topics(self, names) -> dict[str, TopicInfo]:
         out = {}
-        for name in names:
+        for name in existing(self.shard.topics, names):
             t = self.shard.topics.get(name)
             if t is not None:
                 out[name] = TopicInfo(t.topic_id, len(t.partitions))
@@ -525,8 +535,8 @@ class ConsumerGroups(ShardHandler):
 
     def assign(self, members: dict[str, ConsumerMember], targets: dict[str, Partitions],
                 resolved: dict[str, ResolvedRegex]) -> dict[str, Partitions]:
-        subscribed = {mid: member_topics(m, resolved) for mid, m in members.items()}
-        topics = self._topics({t for ts in subscribed.values() for t in ts})
+        subscribed = topic_sets(members.values(), resolved)
+        topics = self._topics(subscribed_union(members.values(), resolved))
         wanted = [m.server_assignor for m in members.values() if m.server_assignor is not None]
         name = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
         out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id, frozenset(subscribed[mid] & topics.keys()),

@@ -125,6 +125,33 @@ def matching(regex: str, names: Iterable[str]) -> frozenset[str]:
     return frozenset(name for name in names if pattern.fullmatch(name) is not None)
 
 
+def subscribed_union(members: Iterable[ConsumerMember], resolved: Mapping[str, ResolvedRegex]) -> frozenset[str]:
+    """Every topic some of `members` subscribes to (the union of their `member_topics`); a subscription members
+    share (one tuple: heartbeat.py shares equal ones) is counted once, so a group of N members subscribing the
+    same M names costs M, not N x M."""
+    members = list(members)
+    out = frozenset().union(*{id(m.subscribed_topic_names): m.subscribed_topic_names for m in members}.values())
+    for regex in {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}:
+        r = resolved.get(regex)
+        if r is not None:
+            out |= r.topics
+    return out
+
+
+def topic_sets(members: Iterable[ConsumerMember],
+               resolved: Mapping[str, ResolvedRegex]) -> dict[str, frozenset[str]]:
+    """Each member's `member_topics` by member id, one set made per subscription members share."""
+    made: dict[tuple, frozenset[str]] = {}
+    out = {}
+    for m in members:
+        key = (id(m.subscribed_topic_names), m.subscribed_topic_regex)     # the tuples live as long as `members`
+        got = made.get(key)
+        if got is None:
+            got = made[key] = member_topics(m, resolved)
+        out[m.member_id] = got
+    return out
+
+
 def member_topics(m: ConsumerMember, resolved: Mapping[str, ResolvedRegex]) -> frozenset[str]:
     """What a member subscribes to: its topic names and what its regular expression resolved to (Kafka takes
     both when a request carries both)."""

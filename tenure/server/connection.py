@@ -278,8 +278,14 @@ class Connection:
                 if not await self._authenticate(sasl.raw_token(payload)):
                     return False
                 continue
-            req = await off_loop(decode_request, payload, self.limits, self.served) if heavy_request(payload) \
-                else decode_request(payload, self.limits, self.served)      # a heavy one off the loop (offload.py)
+            if heavy_request(payload):           # decoded off the loop (offload.py); a drain waits for its answer
+                self.serving = True
+                try:
+                    req = await off_loop(decode_request, payload, self.limits, self.served)
+                finally:
+                    self.serving = False
+            else:
+                req = decode_request(payload, self.limits, self.served)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
                                  "served; answering v0 with error 35", self.peer.conn_id, req.api_version)

@@ -46,12 +46,11 @@ def response_error(body, depth: int = 3) -> int:
         return code
     for name in getattr(body, "fields", {}):
         value = getattr(body, name, None)
-        if isinstance(value, list):
-            for item in value:
-                if hasattr(item, "fields"):
-                    code = response_error(item, depth - 1)
-                    if code:
-                        return code
+        if isinstance(value, list) and value and isinstance(getattr(value[0], "fields", None), dict):
+            for item in value:           # arrays of structs only (an array is of one type; a UUID's fields: ints)
+                code = response_error(item, depth - 1)
+                if code:
+                    return code
     return 0
 
 
@@ -111,7 +110,8 @@ class Dispatcher:
                 return self._closed(req, ctx, t0)
         if hooked.rewrites and body is not None:
             body = self.hooks.rewrite(hooked, req, body)
-        code = response_error(body) if body is not None else 0
+        heavy = body is not None and heavy_answer(req.api_key, body)      # walked and encoded off the loop
+        code = (await off_loop(response_error, body) if heavy else response_error(body)) if body is not None else 0
         # captured before the answer leaves (a client that has its answer finds it in the capture), its
         # duration set once the answer is written
         seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer") \
@@ -119,7 +119,7 @@ class Dispatcher:
         if body is not None:
             if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
                 await send(encode_api_versions_error(req.correlation_id, refused or code, req.served))  # as v0, as Kafka
-            elif heavy_answer(req.api_key, body):          # encoded off the loop (offload.py)
+            elif heavy:                                    # encoded off the loop (offload.py)
                 await send(await off_loop(encode_response, req, body))
             else:
                 await send(encode_response(req, body))

@@ -11,6 +11,7 @@ least every switch interval (5 ms), so the others wait a few switch intervals ra
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,9 +36,17 @@ def _worker() -> ThreadPoolExecutor:
         return _executor
 
 
+SWITCH_INTERVAL_S = 0.001     # the GIL's switch interval while a job runs (Python's default: 0.005)
+
+
 def _paused(fn: Callable[..., T], *args) -> T:
-    with gc_paused():                  # no full collection from this thread's allocations (tenure/gcpause.py)
-        return fn(*args)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, SWITCH_INTERVAL_S))   # the loop waits at most this for the GIL meanwhile
+    try:
+        with gc_paused():              # no full collection from this thread's allocations (tenure/gcpause.py)
+            return fn(*args)
+    finally:
+        sys.setswitchinterval(before)
 
 
 async def off_loop(fn: Callable[..., T], *args) -> T:

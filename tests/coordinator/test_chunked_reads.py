@@ -98,3 +98,29 @@ def test_other_work_runs_between_the_chunks_of_one_request(monkeypatch):
     assert [g.group_id for g in answer.groups] == [f"g{i}" for i in range(40)]
     assert {g.error_code for g in answer.groups} == {69}               # GROUP_ID_NOT_FOUND
     assert done_before == 3
+
+
+def test_members_subscribing_the_same_names_share_one_subscription_and_the_group_counts_it_once():
+    """KIP-848: a join into a group whose members subscribe many names costs the names once, not once per member
+    (heartbeat.py `_shared_names`, regex.py `subscribed_union`); the group's topics, hash and assignment are those
+    of the names, however many members share them and in whatever order each sent them."""
+    from tenure.coordinator.consumer.regex import subscribed_union
+    from tests.coordinator.consumer_harness import ConsumerHarness, Topics
+    names = [f"n{i}" for i in range(2000)] + ["t", "u"]
+    h = ConsumerHarness(topics=Topics(t=4, u=2))
+    h.cjoin("a", topics=names)
+    h.cjoin("b", topics=list(reversed(names)))
+    h.cjoin("c", topics=["t"])
+    g = h.group["g"]
+    a, b, c = (g.members[m] for m in "abc")
+    assert a.subscribed_topic_names is b.subscribed_topic_names == tuple(sorted(names))
+    assert c.subscribed_topic_names == ("t",)
+    assert subscribed_union(g.members.values(), {}) == frozenset(names)
+    h.settle({"a": None, "b": None, "c": None})
+    owned = [h.owned(m) for m in "abc"]
+    assert sorted(p for o in owned for p in o.get("t", [])) == [0, 1, 2, 3]
+    assert sorted(p for o in owned for p in o.get("u", [])) == [0, 1] and "u" not in owned[2]
+    # the metadata hash covers the existing subscribed topics only, as with a short subscription
+    other = ConsumerHarness(topics=Topics(t=4, u=2))
+    other.cjoin("x", topics=["u", "t"])
+    assert g.metadata_hash == other.group["g"].metadata_hash != 0

@@ -61,6 +61,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   create-topic TOPIC PARTITIONS        -> {"type":"topic_created",...}
  *   produce TOPIC PARTITIONS PER_PARTITION [PREFIX]
  *                                        -> {"type":"produced","partition":p,"count":n,"last_offset":o} per partition
+ *   describe-many PREFIX N GROUP...      -> {"type":"described_many","asked":..,"states":{group: state},
+ *                                           "errors":{exception: count}}: Admin.describeConsumerGroups of the N
+ *                                           ids PREFIX00000.. and the GROUPs in one call (one request per API);
+ *                                           states are those of the GROUPs
  *   describe GROUP...                    -> {"type":"group","group":..,"state":..,"assignor":..,"simple":..,
  *                                             "members":[{"member_id","instance_id","client_id","host","partitions"}]}
  *   list-groups                          -> {"type":"groups","groups":[{"group","state","protocol","type"}]}
@@ -197,6 +201,29 @@ public class AdminOps {
                 int n = Integer.parseInt(rest.get(1));
                 admin.createTopics(Collections.singletonList(new NewTopic(topic, n, (short) 1))).all().get();
                 Json.obj("type", "topic_created", "topic", topic, "partitions", n).print();
+                return 0;
+            }
+            case "describe-many": {
+                List<String> ids = new ArrayList<>();
+                int n = Integer.parseInt(rest.get(1));
+                for (int i = 0; i < n; i++) ids.add(String.format("%s%05d", rest.get(0), i));
+                List<String> named = rest.subList(2, rest.size());
+                ids.addAll(named);
+                Map<String, KafkaFuture<ConsumerGroupDescription>> got =
+                    admin.describeConsumerGroups(ids).describedGroups();
+                Json states = Json.obj();
+                Map<String, Integer> errors = new HashMap<>();
+                for (String g : ids) {
+                    Throwable t = failure(got.get(g));
+                    if (t != null) {
+                        errors.merge(t.getClass().getSimpleName(), 1, Integer::sum);
+                    } else if (named.contains(g)) {
+                        states.put(g, String.valueOf(got.get(g).get().groupState()));
+                    }
+                }
+                Json counts = Json.obj();
+                for (Map.Entry<String, Integer> e : errors.entrySet()) counts.put(e.getKey(), e.getValue());
+                Json.obj("type", "described_many", "asked", got.size(), "states", states, "errors", counts).print();
                 return 0;
             }
             case "describe": {

@@ -220,3 +220,29 @@ def test_heavy_requests_and_answers_are_told_apart_by_size_not_by_content():
     topics = [T(error_code=0, name=f"t{i}", topic_id=uuid4(), is_internal=False, partitions=[]) for i in range(9)]
     assert not heavy_answer(3, MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=0,
                                                 topics=topics), limit=9)     # a UUID (its `fields`) is no struct
+
+
+def test_the_first_error_of_an_answer_looks_into_arrays_of_structs_only():
+    """dispatch.response_error (the error a request is counted and captured with): nested error codes found,
+    arrays of strings and of UUIDs (whose `fields` is a tuple of ints) passed over."""
+    from uuid import uuid4
+    from kafka.protocol.metadata import MetadataResponse
+    from tenure.server.dispatch import response_error
+    T = MetadataResponse.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+
+    def topic(code):
+        return T(error_code=code, name="t", topic_id=uuid4(), is_internal=False, partitions=[
+            P(error_code=0, partition_index=0, leader_id=0, leader_epoch=0, replica_nodes=[0], isr_nodes=[0],
+              offline_replicas=[])])
+    body = MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=0,
+                            topics=[topic(0), topic(3)])
+    assert response_error(body) == 3
+    body.topics = [topic(0)]
+    assert response_error(body) == 0
+
+    class WithIds:
+        fields = {"error_code": None, "ids": None}
+        error_code = 0
+        ids = [uuid4(), uuid4()]
+    assert response_error(WithIds()) == 0

@@ -191,3 +191,33 @@ def test_the_regular_expression_record_is_kafkas_type_16():
     assert value == (struct.pack(">h", 0) + b"\x03" + b"\x03t1" + b"\x03t2" + struct.pack(">qq", 7, 123) + b"\x00")
     assert decode(key, value) == record
     assert decode(key, None) == RegularExpressionRecord("g", "t.*", tombstone=True)
+
+
+def test_the_compiled_encoder_writes_the_bytes_of_the_field_by_field_one():
+    """encode_struct (the KIP-848 record values: kafka-python's compiled encoder) against ApiData.encode, for
+    values with nulls, tagged fields, nested arrays and a classic member's protocols."""
+    import uuid
+    from tenure.protocol.consumer_group_records import (
+        ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue,
+        ConsumerGroupRegularExpressionValue,
+    )
+    from tenure.protocol.structs import encode_struct
+    M = ConsumerGroupMemberMetadataValue
+    C = M.fields["classic_member_metadata"].data_class
+    P = C.fields["supported_protocols"].data_class
+    A = ConsumerGroupCurrentMemberAssignmentValue
+    T = A.fields["assigned_partitions"].data_class
+    values = [
+        M(instance_id=None, rack_id="r", client_id="c", client_host="/h", subscribed_topic_names=["a", "é"] * 50,
+          subscribed_topic_regex=None, rebalance_timeout_ms=1, server_assignor=None, classic_member_metadata=None),
+        M(instance_id="i", rack_id=None, client_id="", client_host="", subscribed_topic_names=[],
+          subscribed_topic_regex="t.*", rebalance_timeout_ms=-1, server_assignor="range",
+          classic_member_metadata=C(session_timeout_ms=10, supported_protocols=[P(name="range", metadata=b"\0x")])),
+        ConsumerGroupMetadataValue(epoch=4, metadata_hash=-5),
+        ConsumerGroupMetadataValue(epoch=4, metadata_hash=0),
+        A(member_epoch=3, previous_member_epoch=2, state=1, partitions_pending_revocation=[],
+          assigned_partitions=[T(topic_id=uuid.UUID(int=9), partitions=[0, 5, 70000])]),
+        ConsumerGroupRegularExpressionValue(["x", "y"], 7, 123),
+    ]
+    for v in values:
+        assert encode_struct(v, 0) == bytes(v.encode(version=0))

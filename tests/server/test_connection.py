@@ -243,3 +243,34 @@ def test_a_peers_context_names_the_connection_and_follows_a_new_principal():
     authenticated = dataclasses.replace(peer, principal="User:alice")       # as SASL replaces the peer
     assert authenticated.context.principal == "User:alice" and peer.context.principal == "User:ANONYMOUS"
     assert Peer(5, "unix-socket", "/x").where == "unix-socket"
+def test_a_heavy_request_decoded_off_the_loop_is_serving_and_a_drain_meanwhile_still_answers_it(monkeypatch):
+    """A request of 16 KiB or more is decoded on the worker thread (tenure/server/offload.py): the connection is
+    serving meanwhile, so a drain begun then lets it be answered, as one begun during any request."""
+    from kafka.protocol.metadata import MetadataRequest
+    import tenure.server.connection as connection_module
+    from tenure.protocol.codec import HEAVY_REQUEST_BYTES
+    topics = [f"topic-{i:05d}" for i in range(HEAVY_REQUEST_BYTES // 8)]
+    heavy = request_bytes(MetadataRequest(topics=topics, allow_auto_topic_creation=False), 4, 1)
+    assert len(heavy) > HEAVY_REQUEST_BYTES
+    dispatch = EchoDispatch()
+    real = connection_module.off_loop
+
+    async def run():
+        decoding, release = asyncio.Event(), asyncio.Event()
+
+        async def held(fn, *args):
+            decoding.set()
+            await release.wait()
+            return await real(fn, *args)
+        monkeypatch.setattr(connection_module, "off_loop", held)
+        conn, writer = connection(ChunkReader(heavy, api_versions(2)), dispatch)
+        task = asyncio.ensure_future(conn.run())
+        await asyncio.wait_for(decoding.wait(), 5)
+        serving = conn.serving
+        conn.draining = True                   # while it is decoded
+        release.set()
+        await asyncio.wait_for(task, 10)
+        return writer, serving
+    writer, serving = asyncio.run(run())
+    assert serving
+    assert answered(writer) == [1] and dispatch.seen == [1]
