@@ -167,7 +167,9 @@ def check_offsets(bootstrap: str, manifest: dict, n: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ in-process
 def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) -> dict:
-    """Runs in a fresh interpreter (see main): open the logs, then the runtime's own load()."""
+    """Runs in a fresh interpreter (see main): open the logs, then the runtime's own load(), once per record
+    reader this tree has (storage/reader.py: aiokafka's C reader where installed, kafka-python's), each
+    timed in wall and CPU seconds, with the decode of the survivors and the one mutator timed inside it."""
     import gc
 
     from tenure.broker.topics import TopicRegistry
@@ -175,80 +177,78 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
     from tenure.coordinator.runtime import CoordinatorRuntime
+    from tenure.storage import reader
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
 
     me = os.getpid()
     out = {"rss_start_kb": proc_status(me).get("VmRSS")}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     data = DataDir.open(data_dir, LogConfig(segment_bytes=segment_bytes))
     registry = TopicRegistry(1, data.open_log, data.catalog)
     registry.load()
     topic = registry.get(OFFSETS_TOPIC)
-    out["open_s"] = time.perf_counter() - t0
+    out["open_s"], out["open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
     out["batches_indexed"] = sum(s.batches for plog in topic.partitions for s in plog.segments)
     out["rss_after_open_kb"] = proc_status(me).get("VmRSS")
     out["hwm_after_open_kb"] = proc_status(me).get("VmHWM")
 
-    # the real load, with thin timing wrappers around the six record codecs and the one mutator
-    coord = GroupShard()               # every partition's groups in one shard: one state to measure
-    runtime = CoordinatorRuntime(lambda _partition: coord, topic)
+    # the real load, with thin timing wrappers around the decode (records.decode) and the one mutator
     clock = time.perf_counter
-    spent = {"replay": 0.0}
-    saved = {}
+    real_decode = rec.decode
+    readers = getattr(reader, "RECORD_READERS", None) or ("kafka-python",)     # a tree without the seam
+    out["loads"] = []
+    for name in readers:
+        used = reader.set_record_reader(name) if hasattr(reader, "set_record_reader") else name
+        if used != name:
+            continue                                       # "c" without aiokafka installed
+        coord = GroupShard()               # every partition's groups in one shard: one state to measure
+        runtime = CoordinatorRuntime(lambda _partition, coord=coord: coord, topic)
+        spent = {"replay": 0.0, "decode": 0.0}
+        real_replay = coord.replay
 
-    def timed_codec(cls):
-        real = cls.decode                                  # the classmethod, bound to cls
-        spent[cls.__name__] = 0.0
-
-        def decode(data, *a, **kw):
+        def decode(key, value, spent=spent):
             t = clock()
             try:
-                return real(data, *a, **kw)
+                return real_decode(key, value)
             finally:
-                spent[cls.__name__] += clock() - t
-        saved[cls] = cls.__dict__.get("decode")
-        cls.decode = staticmethod(decode)
+                spent["decode"] += clock() - t
 
-    def replay(event):
-        t = clock()
-        real_replay(event)
-        spent["replay"] += clock() - t
+        def replay(event, spent=spent, real_replay=real_replay):
+            t = clock()
+            real_replay(event)
+            spent["replay"] += clock() - t
 
-    codecs = (rec.OffsetCommitKey, rec.OffsetCommitValue, rec.GroupMetadataKey, rec.GroupMetadataValue,
-              rec.StaticMemberEventKey, rec.StaticMemberEventValue)
-    real_replay = coord.replay
-    for cls in codecs:
-        timed_codec(cls)
-    coord.replay = replay
-    try:
-        t1 = time.perf_counter()
-        report = runtime.load()
-        out["load_s"] = time.perf_counter() - t1
-    finally:
-        for cls in codecs:
-            if saved[cls] is None:
-                del cls.decode
-            else:
-                cls.decode = saved[cls]
-        del coord.replay
-    out["codec_s"] = {k: v for k, v in spent.items() if k != "replay"}
-    out.update(replay_s=spent["replay"], records=report.records, batches=report.batches, groups=report.groups,
-               members=sum(len(g.members) for g in coord.groups.values()),
-               offsets=sum(len(o) for o in coord.offsets.values()))
+        rec.decode = decode
+        coord.replay = replay
+        gc.collect()
+        try:
+            t1, c1 = time.perf_counter(), time.process_time()
+            report = runtime.load()
+            load = {"reader": name, "load_s": time.perf_counter() - t1, "load_cpu_s": time.process_time() - c1,
+                    "load_avg": os.getloadavg()[0]}
+        finally:
+            rec.decode = real_decode
+            del coord.replay
+        load.update(decode_s=spent["decode"], replay_s=spent["replay"], records=report.records,
+                    batches=report.batches, groups=report.groups, replayed=report.replayed,
+                    members=sum(len(g.members) for g in coord.groups.values()),
+                    offsets=sum(len(o) for o in coord.offsets.values()))
+        out["loads"].append(load)
+        del coord, runtime
     gc.collect()
     out["rss_after_load_kb"] = proc_status(me).get("VmRSS")
     out["hwm_kb"] = proc_status(me).get("VmHWM")
 
     # batch reads alone (the runtime's iter_batches over every partition), to split the remainder
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     for plog in topic.partitions:
         for _h, _raw in iter_batches(plog):
             pass
-    out["read_only_s"] = time.perf_counter() - t3
+    out["read_only_s"], out["read_only_cpu_s"] = time.perf_counter() - t3, time.process_time() - c3
 
     if what_if:
-        out["what_if"] = last_per_key(topic, coord)
+        out["what_if"] = last_per_key(topic, GroupShard())
     if profile:
         import cProfile
         import io
@@ -273,6 +273,33 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     for plog in topic.partitions:
         plog.close()
     data.close()
+    return out
+
+
+def move_in_process(data_dir: str, segment_bytes: int) -> dict:
+    """Runs in a fresh interpreter: a 2-broker server (ServerThread) on a copy-free open of the data dir,
+    then the coordinator of the offsets partition moved to the other broker: timed from the control call
+    to its return (the new broker has loaded the partition - COORDINATOR_LOAD_IN_PROGRESS meanwhile - and
+    written its CoordinatorLoadRecord)."""
+    from tenure.server.thread import ServerThread
+
+    t0 = time.perf_counter()
+    server = ServerThread(port=0, data_dir=data_dir, brokers=2, offsets_partitions=1,
+                          segment_bytes=segment_bytes).start()
+    out = {"start_s": time.perf_counter() - t0}
+    try:
+        group = "bench-move"
+        moves = []
+        for _ in range(2):
+            to = 1 - server.live.coordinator_of(group)
+            t1, c1 = time.perf_counter(), time.process_time()
+            server.move_coordinator(group, to)
+            moves.append({"to": to, "s": time.perf_counter() - t1, "cpu_s": time.process_time() - c1,
+                          "load_avg": os.getloadavg()[0]})
+        out["moves"] = moves
+        out["records"] = server.live.load_report.records
+    finally:
+        server.stop()
     return out
 
 
@@ -312,14 +339,13 @@ def last_per_key(topic, full) -> dict:
             "groups_only_here": len(set(b[0]) - set(a[0]))}
 
 
-def run_in_process(python: str, data_dir: Path, args, cold: bool) -> dict:
+def run_in_process(python: str, data_dir: Path, args, cold: bool, mode: str = "--in-process") -> dict:
     if cold:
         drop_cache(data_dir)
-    cmd = [python, str(Path(__file__).resolve()), "--in-process", str(data_dir),
-           "--segment-bytes", str(args.segment_bytes)]
-    if args.profile:
+    cmd = [python, str(Path(__file__).resolve()), mode, str(data_dir), "--segment-bytes", str(args.segment_bytes)]
+    if args.profile and mode == "--in-process":
         cmd.append("--profile")
-    if args.what_if:
+    if args.what_if and mode == "--in-process":
         cmd.append("--what-if")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.ready_timeout * 4)
     if p.returncode != 0:
@@ -354,11 +380,19 @@ def main() -> int:
     ap.add_argument("--what-if", action="store_true", help="also time decoding and replaying only the last "
                     "record per key (an experiment, not what tenure does)")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--baseline-python", default=None, help="the interpreter of a peer tree (e.g. a worktree of "
+                    "main with its own venv): its server start and in-process load run beside this tree's, "
+                    "interleaved, and the ratios are printed")
+    ap.add_argument("--no-move", action="store_true", help="skip the coordinator move in a 2-broker server")
     ap.add_argument("--in-process", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--move-in-process", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.in_process:
         print(json.dumps(in_process(args.in_process, args.segment_bytes, args.profile, args.what_if)))
+        return 0
+    if args.move_in_process:
+        print(json.dumps(move_in_process(args.move_in_process, args.segment_bytes)))
         return 0
 
     print(f"python {sys.version.split()[0]}, cpus {os.cpu_count()}; {args.records:,} records, {args.groups:,} "
@@ -394,24 +428,37 @@ def main() -> int:
               + (f"; written in {s['write_s']:.1f} s + flush {s['flush_s']:.1f} s" if "write_s" in s else ""),
               flush=True)
 
-        runs = []
-        with tempfile.TemporaryDirectory(prefix="tenure-empty-") as empty:
-            runs.append(server_start(args.python, Path(empty), args, "empty data dir (baseline)", None))
-        report_run(runs[-1])
-        drop_cache(data_dir)
-        runs.append(server_start(args.python, data_dir, args, "server, cold page cache", manifest))
-        report_run(runs[-1])
+        trees = [("this tree", args.python)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
+        runs, ips, moves = {}, {}, {}
+        for label, python in trees:
+            with tempfile.TemporaryDirectory(prefix="tenure-empty-") as empty:
+                runs[label] = [server_start(python, Path(empty), args, f"{label}: empty data dir (baseline)", None)]
+            report_run(runs[label][-1])
+        for label, python in trees:                  # interleaved: each tree's cold start, then the next's
+            drop_cache(data_dir)
+            runs[label].append(server_start(python, data_dir, args, f"{label}: server, cold page cache", manifest))
+            report_run(runs[label][-1])
         if args.warm:
-            runs.append(server_start(args.python, data_dir, args, "server, warm page cache", manifest))
-            report_run(runs[-1])
-
-        ip = run_in_process(args.python, data_dir, args, cold=False)
-        print()
-        if "error" in ip:
-            print(f"in-process load failed:\n{ip['error']}")
-        else:
-            report_in_process(ip, s)
-        summarize(runs, ip, s)
+            for label, python in trees:
+                runs[label].append(server_start(python, data_dir, args, f"{label}: server, warm page cache", manifest))
+                report_run(runs[label][-1])
+        for label, python in trees:
+            ips[label] = run_in_process(python, data_dir, args, cold=False)
+            print()
+            if "error" in ips[label]:
+                print(f"[{label}] in-process load failed:\n{ips[label]['error']}")
+            else:
+                report_in_process(label, ips[label], s)
+        if not args.no_move:
+            print()
+            for label, python in trees:
+                moves[label] = run_in_process(python, data_dir, args, cold=False, mode="--move-in-process")
+                report_move(label, moves[label], s)
+        for label, _ in trees:
+            if "error" not in ips[label]:
+                summarize(label, runs[label], ips[label], s)
+        if args.baseline_python:
+            compare(runs, ips, moves, s)
         print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other processes on "
               f"this machine compete for its {os.cpu_count()} cores)")
     finally:
@@ -444,28 +491,25 @@ def report_run(r: dict) -> None:
         print("    server: " + w)
 
 
-def report_in_process(ip: dict, s: dict) -> None:
-    codec = ip["codec_s"]
-    decode = sum(codec.values())
-    rest = ip["load_s"] - decode - ip["replay_s"]
-    n = max(ip["records"], 1)
-    print(f"in-process (fresh interpreter, warm cache, no server): {ip['records']:,} records in "
-          f"{ip['batches']:,} batches -> {ip['groups']:,} groups, {ip['members']:,} members, "
-          f"{ip['offsets']:,} committed offsets")
+def report_in_process(label: str, ip: dict, s: dict) -> None:
+    print(f"[{label}] in-process (fresh interpreter, warm cache, no server): {s['records']:,} records in "
+          f"{ip['batches_indexed']:,} batches")
     print(f"  open the logs (scan: length, magic, CRC-32C of every batch; index)  {ip['open_s']:7.2f} s  "
-          f"({s['bytes'] / 2**20 / max(ip['open_s'], 1e-9):,.0f} MiB/s, {ip['batches_indexed']:,} batches)")
-    print(f"  CoordinatorRuntime.load(), timing wrappers included               {ip['load_s']:7.2f} s  "
-          f"({ip['records'] / max(ip['load_s'], 1e-9):,.0f} records/s)")
-    print(f"    decode: kafka-python ApiData codecs via records.decode           {decode:7.2f} s  "
-          f"({1e6 * decode / n:.1f} us/record)")
-    for name, sec in sorted(codec.items(), key=lambda kv: -kv[1]):
-        print(f"      {name + '.decode':<62}{sec:7.2f} s")
-    print(f"    replay (GroupShard.replay)                                 {ip['replay_s']:7.2f} s  "
-          f"({1e6 * ip['replay_s'] / n:.1f} us/record)")
-    print(f"    the rest: batch reads, record iteration (kafka-python), loop     {rest:7.2f} s  "
-          f"(batch reads alone: {ip['read_only_s']:.2f} s)")
+          f"(CPU {ip['open_cpu_s']:.2f} s; {s['bytes'] / 2**20 / max(ip['open_s'], 1e-9):,.0f} MiB/s)")
+    for ld in ip["loads"]:
+        n = max(ld["records"], 1)
+        rest = ld["load_s"] - ld["decode_s"] - ld["replay_s"]
+        print(f"  CoordinatorRuntime.load(), record reader {ld['reader']:<13} {ld['load_s']:7.2f} s  "
+              f"(CPU {ld['load_cpu_s']:.2f} s): {1e6 * ld['load_s'] / n:.2f} us/record wall, "
+              f"{1e6 * ld['load_cpu_s'] / n:.2f} us/record CPU; load average {ld['load_avg']:.1f}")
+        print(f"    {ld['records']:,} records -> {ld['replayed']:,} replayed (the latest per key) -> "
+              f"{ld['groups']:,} groups, {ld['members']:,} members, {ld['offsets']:,} committed offsets; decode "
+              f"{ld['decode_s']:.2f} s, replay {ld['replay_s']:.2f} s, reading the batches and their records "
+              f"and keeping the latest per key {rest:.2f} s")
+    print(f"  batch reads alone (the segment reader, every batch checked again)   {ip['read_only_s']:7.2f} s  "
+          f"(CPU {ip['read_only_cpu_s']:.2f} s)")
     print(f"  memory: VmRSS {mib(ip['rss_start_kb'])} after imports, {mib(ip['rss_after_open_kb'])} after "
-          f"open (VmHWM {mib(ip['hwm_after_open_kb'])} by then), {mib(ip['rss_after_load_kb'])} after load; "
+          f"open (VmHWM {mib(ip['hwm_after_open_kb'])} by then), {mib(ip['rss_after_load_kb'])} after the loads; "
           f"VmHWM {mib(ip['hwm_kb'])}")
     w = ip.get("what_if")
     if w:
@@ -480,34 +524,68 @@ def report_in_process(ip: dict, s: dict) -> None:
             print("\n".join(ln for ln in ip[key].splitlines() if ln.strip()))
 
 
-def summarize(runs: list[dict], ip: dict, s: dict) -> None:
+def report_move(label: str, mv: dict, s: dict) -> None:
+    if "error" in mv:
+        print(f"[{label}] coordinator move failed:\n{mv['error']}")
+        return
+    n = max(s["records"], 1)
+    for m in mv["moves"]:
+        print(f"[{label}] coordinator move of the offsets partition to broker {m['to']} (2 brokers, in-process): "
+              f"{m['s']:.2f} s (CPU {m['cpu_s']:.2f} s) = {1e6 * m['s'] / n:.2f} us/record; load average "
+              f"{m['load_avg']:.1f}")
+
+
+def summarize(label: str, runs: list[dict], ip: dict, s: dict) -> None:
     base = runs[0]
     print()
-    print(f"{'start-up to ready':<34}{'ready':>9}{'replay':>9}{'rest':>9}{'VmRSS':>11}{'VmHWM':>11}")
+    print(f"[{label}] {'start-up to ready':<34}{'ready':>9}{'replay':>9}{'rest':>9}{'VmRSS':>11}{'VmHWM':>11}")
     for r in runs:
         if r.get("ready_s") is None:
-            print(f"{r['label']:<34}{'failed':>9}")
+            print(f"{r['label']:<45}{'failed':>9}")
             continue
         rep = r.get("loaded", {}).get("seconds")
         rest = r["ready_s"] - rep if rep is not None else None
-        print(f"{r['label']:<34}{r['ready_s']:>8.2f}s{(f'{rep:.2f}s' if rep is not None else '-'):>9}"
+        print(f"{r['label']:<45}{r['ready_s']:>8.2f}s{(f'{rep:.2f}s' if rep is not None else '-'):>9}"
               f"{(f'{rest:.2f}s' if rest is not None else '-'):>9}{mib(r.get('VmRSS')):>11}{mib(r.get('VmHWM')):>11}")
-    print("(replay = the server's own `loaded ... in Xs` figure, i.e. CoordinatorRuntime.load(); rest = "
-          "interpreter, imports, opening the logs (scan/CRC), bind)")
     loaded = [r for r in runs[1:] if r.get("ready_s")]
-    if loaded and base.get("ready_s") and "load_s" in ip:
-        r = loaded[0]
+    if loaded and base.get("ready_s") and ip.get("loads"):
+        r, ld = loaded[0], ip["loads"][0]
+        rep = r.get("loaded", {}).get("seconds")
         extra_kb = (r.get("VmRSS") or 0) - (base.get("VmRSS") or 0)
         print(f"{s['records']:,} records: start-up {r['ready_s'] - base['ready_s']:.1f} s over the empty-dir "
-              f"baseline ({s['records'] / max(r['ready_s'] - base['ready_s'], 1e-9):,.0f} records/s); memory "
-              f"after load {extra_kb / 1024:,.0f} MiB over the baseline = "
-              f"{1024 * extra_kb / max(ip['members'] + ip['offsets'], 1):,.0f} "
-              f"B per live member or committed offset ({ip['members']:,} members, {ip['offsets']:,} offsets, "
-              f"{ip['groups']:,} groups); peak (VmHWM) {mib(r.get('VmHWM'))}")
-    if "distinct_keys" in s:
-        print(f"the log holds {s['distinct_keys']:,} distinct keys: a compacted log (tombstones kept) would hold "
-              f"{s['distinct_keys']:,} of the {s['records']:,} records "
-              f"({100 * s['distinct_keys'] / s['records']:.1f} %)")
+              f"baseline; the server's load {1e6 * rep / s['records'] if rep else float('nan'):.2f} us/record; "
+              f"memory after load {extra_kb / 1024:,.0f} MiB over the baseline = "
+              f"{1024 * extra_kb / max(ld['members'] + ld['offsets'], 1):,.0f} B per live member or committed "
+              f"offset; peak (VmHWM) {mib(r.get('VmHWM'))}")
+
+
+def compare(runs: dict, ips: dict, moves: dict, s: dict) -> None:
+    """This tree against the baseline tree, measured in the same run."""
+    print()
+
+    def cold(label):
+        got = [r for r in runs[label][1:] if "cold" in r["label"] and r.get("ready_s")]
+        return got[0] if got else None
+    a, b = cold("this tree"), cold("baseline")
+    if a and b:
+        ra, rb = a.get("loaded", {}).get("seconds"), b.get("loaded", {}).get("seconds")
+        print(f"ready (cold cache): this tree {a['ready_s']:.2f} s, baseline {b['ready_s']:.2f} s: "
+              f"{b['ready_s'] / a['ready_s']:.2f}x faster")
+        if ra and rb:
+            print(f"the server's load per record: this tree {1e6 * ra / s['records']:.2f} us, baseline "
+                  f"{1e6 * rb / s['records']:.2f} us: {rb / ra:.2f}x faster")
+    la, lb = ips["this tree"].get("loads"), ips["baseline"].get("loads")
+    if la and lb:
+        for x in la:
+            print(f"in-process load CPU per record, reader {x['reader']}: {1e6 * x['load_cpu_s'] / x['records']:.2f} us "
+                  f"against the baseline's {1e6 * lb[0]['load_cpu_s'] / lb[0]['records']:.2f} us: "
+                  f"{lb[0]['load_cpu_s'] / x['load_cpu_s']:.2f}x")
+        oa, ob = ips["this tree"]["open_cpu_s"], ips["baseline"]["open_cpu_s"]
+        print(f"open (scan) CPU: this tree {oa:.2f} s, baseline {ob:.2f} s: {ob / oa:.2f}x")
+    ma, mb = moves.get("this tree", {}).get("moves"), moves.get("baseline", {}).get("moves")
+    if ma and mb:
+        print(f"coordinator move: this tree {min(m['s'] for m in ma):.2f} s, baseline {min(m['s'] for m in mb):.2f} s "
+              f"(best of {len(ma)}): {min(m['s'] for m in mb) / min(m['s'] for m in ma):.2f}x")
 
 
 if __name__ == "__main__":
