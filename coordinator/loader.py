@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -45,9 +45,15 @@ def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
     return plog.batches(plog.log_start_offset)
 
 
-def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end: int | None = None) -> None:
+class LoadAbandoned(Exception):
+    """A load on a worker thread stopped because its runtime closed (the server stops)."""
+
+
+def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end: int | None = None,
+                     abandoned: Callable[[], bool] | None = None) -> None:
     """Replay partition `part` (its log `plog`) into `shard` through `shard.replay`, decoding with `codec`,
-    reading below offset `end` only (default: all of it).
+    reading below offset `end` only (default: all of it). `abandoned` is asked every 1,024 batches: True
+    stops the load (`LoadAbandoned`).
 
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
@@ -66,6 +72,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
         if end is not None and h.base_offset >= end:
             break
         batches += 1
+        if abandoned is not None and not batches & 1023 and abandoned():
+            raise LoadAbandoned(f"{plog.locate(h.base_offset)}: the load was abandoned (the server stops)")
         attributes = h.attributes
         if attributes & CONTROL_FLAG:
             ended = pending.pop(h.producer_id, None)
