@@ -62,7 +62,11 @@ from pathlib import Path
 from benchcommon import drop_cache, mib, proc_status, tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# the tree's own modules come from the interpreter's install (its editable tree): a baseline interpreter given by
+# --baseline-python runs its own tree's code, never this one's; only the driver adds this tree (tests.support)
+NEUTRAL_CWD = tempfile.gettempdir()          # `python -m tenure` must not pick up a tree from the cwd
+if not {"--in-process", "--move-in-process"} & set(sys.argv):
+    sys.path.insert(0, str(REPO))
 from tenure.protocol.internal_topics import OFFSETS_TOPIC  # noqa: E402
 
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
@@ -94,16 +98,29 @@ def generate(data_dir: Path, args) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ server
-def server_start(python: str, data_dir: Path, args, label: str, manifest: dict | None) -> dict:
+def server_start(python: str, data_dir: Path, args, label: str, manifest: dict | None,
+                 background: bool = False) -> dict:
+    """`background`: with --load-in-background, timed to its ready line (listening) and to its `loaded
+    __consumer_offsets` line (every partition loaded; groups answered 14 until then)."""
     cmd = [python, "-m", "tenure", "serve", "--port", "0", "--data-dir", str(data_dir),
            "--offsets-partitions", str(args.offsets_partitions), "--log-level", "INFO"]
+    if background:
+        cmd.append("--load-in-background")
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0)
-    out = {"label": label, "cmd": " ".join(cmd[1:])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0, cwd=NEUTRAL_CWD)
+    out = {"label": label, "cmd": " ".join(cmd[1:]), "load_avg": os.getloadavg()[0]}
     try:
         bootstrap, _ = wait_ready_line(proc, args.ready_timeout, poll_s=0.05)
         out["ready_s"] = time.perf_counter() - t0 if bootstrap else None
+        if bootstrap is not None and background:
+            deadline = time.monotonic() + args.ready_timeout
+            while time.monotonic() < deadline and proc.poll() is None:
+                err.seek(0)
+                if LOADED.search(err.read().decode(errors="replace")):
+                    out["all_loaded_s"] = time.perf_counter() - t0
+                    break
+                time.sleep(0.02)
         out.update(proc_status(proc.pid))
         if bootstrap is None:
             out["error"] = f"no ready line within {args.ready_timeout:.0f} s (exit code {proc.poll()})"
@@ -347,7 +364,7 @@ def run_in_process(python: str, data_dir: Path, args, cold: bool, mode: str = "-
         cmd.append("--profile")
     if args.what_if and mode == "--in-process":
         cmd.append("--what-if")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.ready_timeout * 4)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.ready_timeout * 4, cwd=NEUTRAL_CWD)
     if p.returncode != 0:
         return {"error": p.stderr[-2000:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -383,6 +400,8 @@ def main() -> int:
     ap.add_argument("--baseline-python", default=None, help="the interpreter of a peer tree (e.g. a worktree of "
                     "main with its own venv): its server start and in-process load run beside this tree's, "
                     "interleaved, and the ratios are printed")
+    ap.add_argument("--background", action="store_true", help="also start this tree's server with "
+                    "--load-in-background: ready (listening) and all loaded timed apart")
     ap.add_argument("--no-move", action="store_true", help="skip the coordinator move in a 2-broker server")
     ap.add_argument("--in-process", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--move-in-process", default=None, help=argparse.SUPPRESS)
@@ -438,6 +457,11 @@ def main() -> int:
             drop_cache(data_dir)
             runs[label].append(server_start(python, data_dir, args, f"{label}: server, cold page cache", manifest))
             report_run(runs[label][-1])
+        if args.background:                          # this tree only (a flag the baseline may not have)
+            drop_cache(data_dir)
+            runs["this tree"].append(server_start(args.python, data_dir, args, "this tree: --load-in-background, "
+                                                  "cold page cache", manifest, background=True))
+            report_run(runs["this tree"][-1])
         if args.warm:
             for label, python in trees:
                 runs[label].append(server_start(python, data_dir, args, f"{label}: server, warm page cache", manifest))
@@ -473,6 +497,9 @@ def report_run(r: dict) -> None:
         line += f"FAILED: {r.get('error')}"
     else:
         line += f"ready in {r['ready_s']:.2f} s"
+        if "all_loaded_s" in r:
+            line += f", every partition loaded at {r['all_loaded_s']:.2f} s (14 for their groups until then)"
+        line += f" (load average {r['load_avg']:.1f})"
         if "loaded" in r:
             ld = r["loaded"]
             line += (f"; server log: loaded {ld['records']:,} records in {ld['batches']:,} batches, "
@@ -544,7 +571,7 @@ def summarize(label: str, runs: list[dict], ip: dict, s: dict) -> None:
             print(f"{r['label']:<45}{'failed':>9}")
             continue
         rep = r.get("loaded", {}).get("seconds")
-        rest = r["ready_s"] - rep if rep is not None else None
+        rest = r["ready_s"] - rep if rep is not None and "all_loaded_s" not in r else None   # background: apart
         print(f"{r['label']:<45}{r['ready_s']:>8.2f}s{(f'{rep:.2f}s' if rep is not None else '-'):>9}"
               f"{(f'{rest:.2f}s' if rest is not None else '-'):>9}{mib(r.get('VmRSS')):>11}{mib(r.get('VmHWM')):>11}")
     loaded = [r for r in runs[1:] if r.get("ready_s")]
