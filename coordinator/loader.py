@@ -8,7 +8,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 from tenure.protocol.markers import COMMIT, marker_type
@@ -67,7 +66,6 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     # as pending
     pending: dict[int, tuple[int, list]] = {}
     batches = count = 0
-    key_of = attrgetter("key")
     for h, raw in iter_batches(plog):
         if end is not None and h.base_offset >= end:
             break
@@ -89,17 +87,16 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                         f"be read", f"{type(exc).__name__}: {exc}")
             continue
         count += len(batch)
-        keys = list(map(key_of, batch))
-        if not all(keys):                      # a key None (or empty: not a coordinator key either)
-            for r in batch:
-                if r.key is None:
-                    report.skip(plog, part, r.offset, "a record", "record without a key")
-            batch = [r for r in batch if r.key is not None]
-            keys = list(map(key_of, batch))
-        if attributes & TRANSACTIONAL_FLAG:
-            pending.setdefault(h.producer_id, (h.producer_epoch, []))[1].extend(batch)
-        else:
-            latest.update(zip(keys, batch, strict=True))     # the common case: one C call per batch
+        held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1] \
+            if attributes & TRANSACTIONAL_FLAG else None
+        for r in batch:                        # (the hot loop: one attribute read and one dict store a record)
+            key = r.key
+            if key is None:
+                report.skip(plog, part, r.offset, "a record", "record without a key")
+            elif held is None:
+                latest[key] = r
+            else:
+                held.append(r)
     report.batches += batches
     report.records += count
     # the survivors in the order of their last write: a record's offset, or its transaction's marker if that
