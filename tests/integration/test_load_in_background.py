@@ -2,8 +2,9 @@
 __consumer_offsets on a worker thread while it serves, as Kafka does. Until a partition is loaded, every group
 request for it is answered COORDINATOR_LOAD_IN_PROGRESS (14) - JoinGroup, OffsetFetch, DescribeGroups, and
 ListGroups as a whole (Kafka's ListGroups reads every partition the broker coordinates) - while FindCoordinator
-and the data plane answer at once; kafka-python's and confluent-kafka's consumers retry 14 and get the committed
-offsets once the load is done. Without the flag the server loads first, then listens (the default)."""
+and the data plane answer at once; kafka-python's and confluent-kafka's consumers and Java's Admin client (listGroups,
+describeConsumerGroups) retry 14 and get their answers once the load is done. Without the flag the server loads
+first, then listens (the default)."""
 from __future__ import annotations
 
 import threading
@@ -140,3 +141,33 @@ def test_a_server_stopped_while_it_loads_in_the_background_stops(tmp_path, monke
         assert again.live.load_report.records >= len(GROUPS)
     finally:
         again.stop()
+
+
+def test_the_java_admin_client_retries_list_and_describe_until_the_load_is_done(tmp_path, monkeypatch):
+    from tests.support.java import run_java
+    data_dir = committed_data_dir(tmp_path / "data")
+    entered, release = held_loads(monkeypatch)
+    st = ServerThread(port=0, data_dir=data_dir, load_in_background=True).start()
+    try:
+        assert entered.wait(30)
+        out: dict = {}
+        calls = [threading.Thread(target=lambda: out.__setitem__("list", run_java(
+                     "AdminOps", st.bootstrap, "list-groups", timeout=90))),
+                 threading.Thread(target=lambda: out.__setitem__("describe", run_java(
+                     "AdminOps", st.bootstrap, "describe", *GROUPS, timeout=90)))]
+        for t in calls:
+            t.start()
+        deadline = time.monotonic() + 60
+        while not (st.requests(api="ListGroups", error=14) and (st.requests(api="ConsumerGroupDescribe", error=14)
+                                                                or st.requests(api="DescribeGroups", error=14))):
+            assert time.monotonic() < deadline, "the admin client asked and was answered 14"
+            time.sleep(0.05)
+        assert out == {}                                  # still retrying
+        release.set()
+        for t in calls:
+            t.join(90)
+        assert {g["group"] for g in out["list"][0]["groups"]} >= set(GROUPS)
+        assert {d["group"]: d["state"] for d in out["describe"]} == {g: "Empty" for g in GROUPS}
+    finally:
+        release.set()
+        st.stop()
