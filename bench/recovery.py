@@ -26,18 +26,26 @@
               (OffsetFetch v7) and members (DescribeGroups v5) are then read over the wire and compared
               with what the generator wrote last. The same on an empty data dir gives the baseline.
               --warm adds a second start on the now warm cache.
-3. in-process The same data dir loaded in a fresh interpreter without a server: timed separately,
-              opening the logs (the segment scan: every batch's length, magic and CRC-32C, the sparse
-              index) and CoordinatorRuntime.load() (read the batches, iterate the records, decode,
-              replay), with the six record codecs' decode (kafka-python ApiData, called by
-              tenure.protocol.records.decode) and GroupShard.replay timed inside that real load
-              by thin wrappers (which make it ~10-20 % slower than the server's own figure); the rest
-              is batch reads, record iteration and the loop. --what-if adds an experiment that is NOT
-              what tenure does: decode and replay only the last record per key, and compare the state.
+3. in-process The same data dir loaded in a fresh interpreter without a server: opening the logs (the
+              segment scan: every batch's length, magic and CRC-32C, the sparse index) and
+              CoordinatorRuntime.load() once per record reader the tree has (storage/reader.py: aiokafka's C
+              reader where installed, kafka-python's), each in wall and CPU seconds and per record, with the
+              decode of the survivors (records.decode) and GroupShard.replay timed inside it; the batch reads
+              alone give the rest's split. --what-if adds an experiment: decode and replay only the last
+              record per key, and compare the state.
+4. move       A 2-broker ServerThread on the same data dir; the offsets partition's coordinator moved to the
+              other broker and back (move_coordinator returns once the new broker has loaded it: groups are
+              answered COORDINATOR_LOAD_IN_PROGRESS meanwhile); each move timed (--no-move skips it). The moves
+              append their CoordinatorLoadRecords to the kept log.
+
+--background adds a start of this tree's server with --load-in-background: timed to its ready line (it
+listens at once) and to its `loaded __consumer_offsets` line (every partition loaded). --baseline-python PY
+runs a peer tree's interpreter (e.g. a worktree of main with its own venv) through the same starts, loads and
+moves, interleaved with this tree's, and prints the ratios; each runs its own tree's code (a neutral cwd).
 
     .venv/bin/python bench/recovery.py [--records 1000000] [--groups 2000] [--members 8]
-                                       [--segment-bytes 104857600] [--keep DIR] [--warm]
-                                       [--what-if] [--profile]
+                                       [--segment-bytes 104857600] [--keep DIR] [--warm] [--background]
+                                       [--baseline-python PY] [--no-move] [--what-if] [--profile]
 
 --keep DIR generates into DIR (or reuses it when a previous run with the same parameters left it
 there) and keeps it. --profile also runs the in-process load and the log open under cProfile and
@@ -252,9 +260,10 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
                     members=sum(len(g.members) for g in coord.groups.values()),
                     offsets=sum(len(o) for o in coord.offsets.values()))
         out["loads"].append(load)
-        del coord, runtime
+        loaded_state = coord                       # the what-if compares its state with a real load's
+        del runtime
     gc.collect()
-    out["rss_after_load_kb"] = proc_status(me).get("VmRSS")
+    out["rss_after_load_kb"] = proc_status(me).get("VmRSS")     # (the last load's state still held)
     out["hwm_kb"] = proc_status(me).get("VmHWM")
 
     # batch reads alone (the runtime's iter_batches over every partition), to split the remainder
@@ -265,7 +274,7 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     out["read_only_s"], out["read_only_cpu_s"] = time.perf_counter() - t3, time.process_time() - c3
 
     if what_if:
-        out["what_if"] = last_per_key(topic, GroupShard())
+        out["what_if"] = last_per_key(topic, loaded_state)
     if profile:
         import cProfile
         import io
