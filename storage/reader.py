@@ -31,6 +31,7 @@ segment costs a few system calls per megabyte, and only the batch being handed o
 """
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -40,6 +41,8 @@ import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
 from .batch import ATTRIBUTES_OFFSET, CONTROL_FLAG, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+
+log = logging.getLogger("tenure.storage")
 
 NO_MIN_OFFSET = -(1 << 63)
 TORN_REREADS = 4                    # how often a torn batch is re-read while the file grows
@@ -281,6 +284,10 @@ def _c_reader() -> Callable[[object], Iterator] | None:
     try:
         from aiokafka.record._crecords.default_records import DefaultRecordBatch as CRecordBatch
     except ImportError:
+        return None
+    except Exception as exc:                 # installed but broken: say so once, read with kafka-python
+        log.warning("aiokafka's C record reader cannot be imported (%s: %s): kafka-python's reader reads the "
+                    "records", type(exc).__name__, exc)
         return None
     return CRecordBatch
 

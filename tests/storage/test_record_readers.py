@@ -166,3 +166,9 @@ def test_without_the_accelerator_kafka_pythons_reader_is_used(monkeypatch):
     assert [(r.key, r.value) for r in reader.batch_records(read_header(raw, 0), raw)] == [(b"a", b"1")]
     with pytest.raises(ValueError, match="one of c, kafka-python"):
         reader.set_record_reader("rust")
+
+
+def test_without_aiokafka_installed_the_default_is_kafka_pythons_reader(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "aiokafka.record._crecords.default_records", None)    # not importable
+    assert reader.set_record_reader(None) == "kafka-python" == reader.record_reader()
