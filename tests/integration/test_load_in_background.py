@@ -171,3 +171,19 @@ def test_the_java_admin_client_retries_list_and_describe_until_the_load_is_done(
     finally:
         release.set()
         st.stop()
+
+
+def test_a_restart_loads_in_the_background_again_and_keeps_every_offset(tmp_path):
+    data_dir = committed_data_dir(tmp_path / "data")
+    st = ServerThread(port=0, data_dir=data_dir, load_in_background=True).start()
+    try:
+        for _ in range(2):
+            deadline = time.monotonic() + 30
+            while st.live.load_report.records < len(GROUPS):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert {g: [o.offset for o in st.group(g).offsets if o.topic == TOPIC] for g in GROUPS} == {
+                g: [offset] for g, offset in GROUPS.items()}
+            st.restart()
+    finally:
+        st.stop()
