@@ -56,7 +56,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
 
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
-    ones). The survivors are replayed in the order of their offsets."""
+    ones). The survivors are replayed in the order of their last write (an offset committed in a transaction
+    at its marker)."""
     # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
     # transaction, `moved` holds its marker's offset: a record counts at the marker's place
     latest: dict[bytes, Any] = {}
