@@ -201,3 +201,28 @@ def test_an_offset_committed_in_a_transaction_counts_at_its_marker_as_the_live_s
     assert {pid: {tp: r.offset for tp, r in groups["g"].items()} for pid, groups in shard.pending_offsets.items()} \
         == {8: {("t", 3): 4}}
     plog.close()
+
+
+def test_a_group_deleted_between_a_transactional_commit_and_its_marker_loads_as_live_replay_left_it(tmp_path):
+    """The group's metadata is deleted between a transactional commit and its marker: live, the marker's offset
+    counts after the deletion (the group is there, with the offset); the load gives the same groups and
+    offsets (the survivors are ordered with the transaction's records at its marker)."""
+    members = (rec.MemberRecord("m1", "i1", "c", "/h", 30000, 10000, b"s", b"a"),)
+    gm = rec.GroupMetadataRecord("g", "consumer", 3, "range", "m1", 7, members)
+    tomb = rec.GroupMetadataRecord("g", tombstone=True)
+    committed = rec.OffsetCommitRecord("g", "t", 0, 10, -1, "", 1)
+    topics = TopicRegistry(log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
+    topic = topics.create(OFFSETS_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+    plog = topic.partitions[0]
+    plog.append(batch([rec.encode(gm)]))
+    plog.append(batch([rec.encode(committed)], producer_id=5, transactional=True))
+    plog.append(batch([rec.encode(tomb)]))
+    plog.append(control_batch(5, 0, True, 0, 1))
+    live = GroupShard()
+    for event in (gm, rec.TransactionalOffsetCommit(5, 0, committed), tomb, rec.TransactionEnd(5, 0, True)):
+        live.replay(event)
+    loaded = GroupShard()
+    CoordinatorRuntime(lambda _p: loaded, topic).load()
+    assert (loaded.groups, loaded.offsets) == (live.groups, live.offsets)
+    assert "g" in live.groups and live.offsets["g"][("t", 0)].offset == 10
+    plog.close()
