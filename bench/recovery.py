@@ -26,18 +26,26 @@
               (OffsetFetch v7) and members (DescribeGroups v5) are then read over the wire and compared
               with what the generator wrote last. The same on an empty data dir gives the baseline.
               --warm adds a second start on the now warm cache.
-3. in-process The same data dir loaded in a fresh interpreter without a server: timed separately,
-              opening the logs (the segment scan: every batch's length, magic and CRC-32C, the sparse
-              index) and CoordinatorRuntime.load() (read the batches, iterate the records, decode,
-              replay), with the six record codecs' decode (kafka-python ApiData, called by
-              tenure.protocol.records.decode) and GroupShard.replay timed inside that real load
-              by thin wrappers (which make it ~10-20 % slower than the server's own figure); the rest
-              is batch reads, record iteration and the loop. --what-if adds an experiment that is NOT
-              what tenure does: decode and replay only the last record per key, and compare the state.
+3. in-process The same data dir loaded in a fresh interpreter without a server: opening the logs (the
+              segment scan: every batch's length, magic and CRC-32C, the sparse index) and
+              CoordinatorRuntime.load() once per record reader the tree has (storage/reader.py: aiokafka's C
+              reader where installed, kafka-python's), each in wall and CPU seconds and per record, with the
+              decode of the survivors (records.decode) and GroupShard.replay timed inside it; the batch reads
+              alone give the rest's split. --what-if adds an experiment: decode and replay only the last
+              record per key, and compare the state.
+4. move       A 2-broker ServerThread on the same data dir; the offsets partition's coordinator moved to the
+              other broker and back (move_coordinator returns once the new broker has loaded it: groups are
+              answered COORDINATOR_LOAD_IN_PROGRESS meanwhile); each move timed (--no-move skips it). The moves
+              append their CoordinatorLoadRecords to the kept log.
+
+--background adds a start of this tree's server with --load-in-background: timed to its ready line (it
+listens at once) and to its `loaded __consumer_offsets` line (every partition loaded). --baseline-python PY
+runs a peer tree's interpreter (e.g. a worktree of main with its own venv) through the same starts, loads and
+moves, interleaved with this tree's, and prints the ratios; each runs its own tree's code (a neutral cwd).
 
     .venv/bin/python bench/recovery.py [--records 1000000] [--groups 2000] [--members 8]
-                                       [--segment-bytes 104857600] [--keep DIR] [--warm]
-                                       [--what-if] [--profile]
+                                       [--segment-bytes 104857600] [--keep DIR] [--warm] [--background]
+                                       [--baseline-python PY] [--no-move] [--what-if] [--profile]
 
 --keep DIR generates into DIR (or reuses it when a previous run with the same parameters left it
 there) and keeps it. --profile also runs the in-process load and the log open under cProfile and
@@ -62,7 +70,11 @@ from pathlib import Path
 from benchcommon import drop_cache, mib, proc_status, tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# the tree's own modules come from the interpreter's install (its editable tree): a baseline interpreter given by
+# --baseline-python runs its own tree's code, never this one's; only the driver adds this tree (tests.support)
+NEUTRAL_CWD = tempfile.gettempdir()          # `python -m tenure` must not pick up a tree from the cwd
+if not {"--in-process", "--move-in-process"} & set(sys.argv):
+    sys.path.insert(0, str(REPO))
 from tenure.protocol.internal_topics import OFFSETS_TOPIC  # noqa: E402
 
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
@@ -94,16 +106,29 @@ def generate(data_dir: Path, args) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ server
-def server_start(python: str, data_dir: Path, args, label: str, manifest: dict | None) -> dict:
+def server_start(python: str, data_dir: Path, args, label: str, manifest: dict | None,
+                 background: bool = False) -> dict:
+    """`background`: with --load-in-background, timed to its ready line (listening) and to its `loaded
+    __consumer_offsets` line (every partition loaded; groups answered 14 until then)."""
     cmd = [python, "-m", "tenure", "serve", "--port", "0", "--data-dir", str(data_dir),
            "--offsets-partitions", str(args.offsets_partitions), "--log-level", "INFO"]
+    if background:
+        cmd.append("--load-in-background")
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0)
-    out = {"label": label, "cmd": " ".join(cmd[1:])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0, cwd=NEUTRAL_CWD)
+    out = {"label": label, "cmd": " ".join(cmd[1:]), "load_avg": os.getloadavg()[0]}
     try:
         bootstrap, _ = wait_ready_line(proc, args.ready_timeout, poll_s=0.05)
         out["ready_s"] = time.perf_counter() - t0 if bootstrap else None
+        if bootstrap is not None and background:
+            deadline = time.monotonic() + args.ready_timeout
+            while time.monotonic() < deadline and proc.poll() is None:
+                err.seek(0)
+                if LOADED.search(err.read().decode(errors="replace")):
+                    out["all_loaded_s"] = time.perf_counter() - t0
+                    break
+                time.sleep(0.02)
         out.update(proc_status(proc.pid))
         if bootstrap is None:
             out["error"] = f"no ready line within {args.ready_timeout:.0f} s (exit code {proc.poll()})"
@@ -167,7 +192,9 @@ def check_offsets(bootstrap: str, manifest: dict, n: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ in-process
 def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) -> dict:
-    """Runs in a fresh interpreter (see main): open the logs, then the runtime's own load()."""
+    """Runs in a fresh interpreter (see main): open the logs, then the runtime's own load(), once per record
+    reader this tree has (storage/reader.py: aiokafka's C reader where installed, kafka-python's), each
+    timed in wall and CPU seconds, with the decode of the survivors and the one mutator timed inside it."""
     import gc
 
     from tenure.broker.topics import TopicRegistry
@@ -175,80 +202,79 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
     from tenure.coordinator.runtime import CoordinatorRuntime
+    from tenure.storage import reader
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
 
     me = os.getpid()
     out = {"rss_start_kb": proc_status(me).get("VmRSS")}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     data = DataDir.open(data_dir, LogConfig(segment_bytes=segment_bytes))
     registry = TopicRegistry(1, data.open_log, data.catalog)
     registry.load()
     topic = registry.get(OFFSETS_TOPIC)
-    out["open_s"] = time.perf_counter() - t0
+    out["open_s"], out["open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
     out["batches_indexed"] = sum(s.batches for plog in topic.partitions for s in plog.segments)
     out["rss_after_open_kb"] = proc_status(me).get("VmRSS")
     out["hwm_after_open_kb"] = proc_status(me).get("VmHWM")
 
-    # the real load, with thin timing wrappers around the six record codecs and the one mutator
-    coord = GroupShard()               # every partition's groups in one shard: one state to measure
-    runtime = CoordinatorRuntime(lambda _partition: coord, topic)
+    # the real load, with thin timing wrappers around the decode (records.decode) and the one mutator
     clock = time.perf_counter
-    spent = {"replay": 0.0}
-    saved = {}
+    real_decode = rec.decode
+    readers = getattr(reader, "RECORD_READERS", None) or ("kafka-python",)     # a tree without the seam
+    out["loads"] = []
+    for name in readers:
+        used = reader.set_record_reader(name) if hasattr(reader, "set_record_reader") else name
+        if used != name:
+            continue                                       # "c" without aiokafka installed
+        coord = GroupShard()               # every partition's groups in one shard: one state to measure
+        runtime = CoordinatorRuntime(lambda _partition, coord=coord: coord, topic)
+        spent = {"replay": 0.0, "decode": 0.0}
+        real_replay = coord.replay
 
-    def timed_codec(cls):
-        real = cls.decode                                  # the classmethod, bound to cls
-        spent[cls.__name__] = 0.0
-
-        def decode(data, *a, **kw):
+        def decode(key, value, spent=spent):
             t = clock()
             try:
-                return real(data, *a, **kw)
+                return real_decode(key, value)
             finally:
-                spent[cls.__name__] += clock() - t
-        saved[cls] = cls.__dict__.get("decode")
-        cls.decode = staticmethod(decode)
+                spent["decode"] += clock() - t
 
-    def replay(event):
-        t = clock()
-        real_replay(event)
-        spent["replay"] += clock() - t
+        def replay(event, spent=spent, real_replay=real_replay):
+            t = clock()
+            real_replay(event)
+            spent["replay"] += clock() - t
 
-    codecs = (rec.OffsetCommitKey, rec.OffsetCommitValue, rec.GroupMetadataKey, rec.GroupMetadataValue,
-              rec.StaticMemberEventKey, rec.StaticMemberEventValue)
-    real_replay = coord.replay
-    for cls in codecs:
-        timed_codec(cls)
-    coord.replay = replay
-    try:
-        t1 = time.perf_counter()
-        report = runtime.load()
-        out["load_s"] = time.perf_counter() - t1
-    finally:
-        for cls in codecs:
-            if saved[cls] is None:
-                del cls.decode
-            else:
-                cls.decode = saved[cls]
-        del coord.replay
-    out["codec_s"] = {k: v for k, v in spent.items() if k != "replay"}
-    out.update(replay_s=spent["replay"], records=report.records, batches=report.batches, groups=report.groups,
-               members=sum(len(g.members) for g in coord.groups.values()),
-               offsets=sum(len(o) for o in coord.offsets.values()))
+        rec.decode = decode
+        coord.replay = replay
+        gc.collect()
+        try:
+            t1, c1 = time.perf_counter(), time.process_time()
+            report = runtime.load()
+            load = {"reader": name, "load_s": time.perf_counter() - t1, "load_cpu_s": time.process_time() - c1,
+                    "load_avg": os.getloadavg()[0]}
+        finally:
+            rec.decode = real_decode
+            del coord.replay
+        load.update(decode_s=spent["decode"], replay_s=spent["replay"], records=report.records,
+                    batches=report.batches, groups=report.groups, replayed=report.replayed,
+                    members=sum(len(g.members) for g in coord.groups.values()),
+                    offsets=sum(len(o) for o in coord.offsets.values()))
+        out["loads"].append(load)
+        loaded_state = coord                       # the what-if compares its state with a real load's
+        del runtime
     gc.collect()
-    out["rss_after_load_kb"] = proc_status(me).get("VmRSS")
+    out["rss_after_load_kb"] = proc_status(me).get("VmRSS")     # (the last load's state still held)
     out["hwm_kb"] = proc_status(me).get("VmHWM")
 
     # batch reads alone (the runtime's iter_batches over every partition), to split the remainder
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     for plog in topic.partitions:
         for _h, _raw in iter_batches(plog):
             pass
-    out["read_only_s"] = time.perf_counter() - t3
+    out["read_only_s"], out["read_only_cpu_s"] = time.perf_counter() - t3, time.process_time() - c3
 
     if what_if:
-        out["what_if"] = last_per_key(topic, coord)
+        out["what_if"] = last_per_key(topic, loaded_state)
     if profile:
         import cProfile
         import io
@@ -273,6 +299,33 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
     for plog in topic.partitions:
         plog.close()
     data.close()
+    return out
+
+
+def move_in_process(data_dir: str, segment_bytes: int) -> dict:
+    """Runs in a fresh interpreter: a 2-broker server (ServerThread) on a copy-free open of the data dir,
+    then the coordinator of the offsets partition moved to the other broker: timed from the control call
+    to its return (the new broker has loaded the partition - COORDINATOR_LOAD_IN_PROGRESS meanwhile - and
+    written its CoordinatorLoadRecord)."""
+    from tenure.server.thread import ServerThread
+
+    t0 = time.perf_counter()
+    server = ServerThread(port=0, data_dir=data_dir, brokers=2, offsets_partitions=1,
+                          segment_bytes=segment_bytes).start()
+    out = {"start_s": time.perf_counter() - t0}
+    try:
+        group = "bench-move"
+        moves = []
+        for _ in range(2):
+            to = 1 - server.live.coordinator_of(group)
+            t1, c1 = time.perf_counter(), time.process_time()
+            server.move_coordinator(group, to)
+            moves.append({"to": to, "s": time.perf_counter() - t1, "cpu_s": time.process_time() - c1,
+                          "load_avg": os.getloadavg()[0]})
+        out["moves"] = moves
+        out["records"] = server.live.load_report.records
+    finally:
+        server.stop()
     return out
 
 
@@ -312,16 +365,15 @@ def last_per_key(topic, full) -> dict:
             "groups_only_here": len(set(b[0]) - set(a[0]))}
 
 
-def run_in_process(python: str, data_dir: Path, args, cold: bool) -> dict:
+def run_in_process(python: str, data_dir: Path, args, cold: bool, mode: str = "--in-process") -> dict:
     if cold:
         drop_cache(data_dir)
-    cmd = [python, str(Path(__file__).resolve()), "--in-process", str(data_dir),
-           "--segment-bytes", str(args.segment_bytes)]
-    if args.profile:
+    cmd = [python, str(Path(__file__).resolve()), mode, str(data_dir), "--segment-bytes", str(args.segment_bytes)]
+    if args.profile and mode == "--in-process":
         cmd.append("--profile")
-    if args.what_if:
+    if args.what_if and mode == "--in-process":
         cmd.append("--what-if")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.ready_timeout * 4)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.ready_timeout * 4, cwd=NEUTRAL_CWD)
     if p.returncode != 0:
         return {"error": p.stderr[-2000:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -354,11 +406,21 @@ def main() -> int:
     ap.add_argument("--what-if", action="store_true", help="also time decoding and replaying only the last "
                     "record per key (an experiment, not what tenure does)")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--baseline-python", default=None, help="the interpreter of a peer tree (e.g. a worktree of "
+                    "main with its own venv): its server start and in-process load run beside this tree's, "
+                    "interleaved, and the ratios are printed")
+    ap.add_argument("--background", action="store_true", help="also start this tree's server with "
+                    "--load-in-background: ready (listening) and all loaded timed apart")
+    ap.add_argument("--no-move", action="store_true", help="skip the coordinator move in a 2-broker server")
     ap.add_argument("--in-process", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--move-in-process", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.in_process:
         print(json.dumps(in_process(args.in_process, args.segment_bytes, args.profile, args.what_if)))
+        return 0
+    if args.move_in_process:
+        print(json.dumps(move_in_process(args.move_in_process, args.segment_bytes)))
         return 0
 
     print(f"python {sys.version.split()[0]}, cpus {os.cpu_count()}; {args.records:,} records, {args.groups:,} "
@@ -394,24 +456,42 @@ def main() -> int:
               + (f"; written in {s['write_s']:.1f} s + flush {s['flush_s']:.1f} s" if "write_s" in s else ""),
               flush=True)
 
-        runs = []
-        with tempfile.TemporaryDirectory(prefix="tenure-empty-") as empty:
-            runs.append(server_start(args.python, Path(empty), args, "empty data dir (baseline)", None))
-        report_run(runs[-1])
-        drop_cache(data_dir)
-        runs.append(server_start(args.python, data_dir, args, "server, cold page cache", manifest))
-        report_run(runs[-1])
+        trees = [("this tree", args.python)] + ([("baseline", args.baseline_python)] if args.baseline_python else [])
+        runs, ips, moves = {}, {}, {}
+        for label, python in trees:
+            with tempfile.TemporaryDirectory(prefix="tenure-empty-") as empty:
+                runs[label] = [server_start(python, Path(empty), args, f"{label}: empty data dir (baseline)", None)]
+            report_run(runs[label][-1])
+        for label, python in trees:                  # interleaved: each tree's cold start, then the next's
+            drop_cache(data_dir)
+            runs[label].append(server_start(python, data_dir, args, f"{label}: server, cold page cache", manifest))
+            report_run(runs[label][-1])
+        if args.background:                          # this tree only (a flag the baseline may not have)
+            drop_cache(data_dir)
+            runs["this tree"].append(server_start(args.python, data_dir, args, "this tree: --load-in-background, "
+                                                  "cold page cache", manifest, background=True))
+            report_run(runs["this tree"][-1])
         if args.warm:
-            runs.append(server_start(args.python, data_dir, args, "server, warm page cache", manifest))
-            report_run(runs[-1])
-
-        ip = run_in_process(args.python, data_dir, args, cold=False)
-        print()
-        if "error" in ip:
-            print(f"in-process load failed:\n{ip['error']}")
-        else:
-            report_in_process(ip, s)
-        summarize(runs, ip, s)
+            for label, python in trees:
+                runs[label].append(server_start(python, data_dir, args, f"{label}: server, warm page cache", manifest))
+                report_run(runs[label][-1])
+        for label, python in trees:
+            ips[label] = run_in_process(python, data_dir, args, cold=False)
+            print()
+            if "error" in ips[label]:
+                print(f"[{label}] in-process load failed:\n{ips[label]['error']}")
+            else:
+                report_in_process(label, ips[label], s)
+        if not args.no_move:
+            print()
+            for label, python in trees:
+                moves[label] = run_in_process(python, data_dir, args, cold=False, mode="--move-in-process")
+                report_move(label, moves[label], s)
+        for label, _ in trees:
+            if "error" not in ips[label]:
+                summarize(label, runs[label], ips[label], s)
+        if args.baseline_python:
+            compare(runs, ips, moves, s)
         print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other processes on "
               f"this machine compete for its {os.cpu_count()} cores)")
     finally:
@@ -426,6 +506,9 @@ def report_run(r: dict) -> None:
         line += f"FAILED: {r.get('error')}"
     else:
         line += f"ready in {r['ready_s']:.2f} s"
+        if "all_loaded_s" in r:
+            line += f", every partition loaded at {r['all_loaded_s']:.2f} s (14 for their groups until then)"
+        line += f" (load average {r['load_avg']:.1f})"
         if "loaded" in r:
             ld = r["loaded"]
             line += (f"; server log: loaded {ld['records']:,} records in {ld['batches']:,} batches, "
@@ -444,28 +527,25 @@ def report_run(r: dict) -> None:
         print("    server: " + w)
 
 
-def report_in_process(ip: dict, s: dict) -> None:
-    codec = ip["codec_s"]
-    decode = sum(codec.values())
-    rest = ip["load_s"] - decode - ip["replay_s"]
-    n = max(ip["records"], 1)
-    print(f"in-process (fresh interpreter, warm cache, no server): {ip['records']:,} records in "
-          f"{ip['batches']:,} batches -> {ip['groups']:,} groups, {ip['members']:,} members, "
-          f"{ip['offsets']:,} committed offsets")
+def report_in_process(label: str, ip: dict, s: dict) -> None:
+    print(f"[{label}] in-process (fresh interpreter, warm cache, no server): {s['records']:,} records in "
+          f"{ip['batches_indexed']:,} batches")
     print(f"  open the logs (scan: length, magic, CRC-32C of every batch; index)  {ip['open_s']:7.2f} s  "
-          f"({s['bytes'] / 2**20 / max(ip['open_s'], 1e-9):,.0f} MiB/s, {ip['batches_indexed']:,} batches)")
-    print(f"  CoordinatorRuntime.load(), timing wrappers included               {ip['load_s']:7.2f} s  "
-          f"({ip['records'] / max(ip['load_s'], 1e-9):,.0f} records/s)")
-    print(f"    decode: kafka-python ApiData codecs via records.decode           {decode:7.2f} s  "
-          f"({1e6 * decode / n:.1f} us/record)")
-    for name, sec in sorted(codec.items(), key=lambda kv: -kv[1]):
-        print(f"      {name + '.decode':<62}{sec:7.2f} s")
-    print(f"    replay (GroupShard.replay)                                 {ip['replay_s']:7.2f} s  "
-          f"({1e6 * ip['replay_s'] / n:.1f} us/record)")
-    print(f"    the rest: batch reads, record iteration (kafka-python), loop     {rest:7.2f} s  "
-          f"(batch reads alone: {ip['read_only_s']:.2f} s)")
+          f"(CPU {ip['open_cpu_s']:.2f} s; {s['bytes'] / 2**20 / max(ip['open_s'], 1e-9):,.0f} MiB/s)")
+    for ld in ip["loads"]:
+        n = max(ld["records"], 1)
+        rest = ld["load_s"] - ld["decode_s"] - ld["replay_s"]
+        print(f"  CoordinatorRuntime.load(), record reader {ld['reader']:<13} {ld['load_s']:7.2f} s  "
+              f"(CPU {ld['load_cpu_s']:.2f} s): {1e6 * ld['load_s'] / n:.2f} us/record wall, "
+              f"{1e6 * ld['load_cpu_s'] / n:.2f} us/record CPU; load average {ld['load_avg']:.1f}")
+        print(f"    {ld['records']:,} records -> {ld['replayed']:,} replayed (the latest per key) -> "
+              f"{ld['groups']:,} groups, {ld['members']:,} members, {ld['offsets']:,} committed offsets; decode "
+              f"{ld['decode_s']:.2f} s, replay {ld['replay_s']:.2f} s, reading the batches and their records "
+              f"and keeping the latest per key {rest:.2f} s")
+    print(f"  batch reads alone (the segment reader, every batch checked again)   {ip['read_only_s']:7.2f} s  "
+          f"(CPU {ip['read_only_cpu_s']:.2f} s)")
     print(f"  memory: VmRSS {mib(ip['rss_start_kb'])} after imports, {mib(ip['rss_after_open_kb'])} after "
-          f"open (VmHWM {mib(ip['hwm_after_open_kb'])} by then), {mib(ip['rss_after_load_kb'])} after load; "
+          f"open (VmHWM {mib(ip['hwm_after_open_kb'])} by then), {mib(ip['rss_after_load_kb'])} after the loads; "
           f"VmHWM {mib(ip['hwm_kb'])}")
     w = ip.get("what_if")
     if w:
@@ -480,34 +560,68 @@ def report_in_process(ip: dict, s: dict) -> None:
             print("\n".join(ln for ln in ip[key].splitlines() if ln.strip()))
 
 
-def summarize(runs: list[dict], ip: dict, s: dict) -> None:
+def report_move(label: str, mv: dict, s: dict) -> None:
+    if "error" in mv:
+        print(f"[{label}] coordinator move failed:\n{mv['error']}")
+        return
+    n = max(s["records"], 1)
+    for m in mv["moves"]:
+        print(f"[{label}] coordinator move of the offsets partition to broker {m['to']} (2 brokers, in-process): "
+              f"{m['s']:.2f} s (CPU {m['cpu_s']:.2f} s) = {1e6 * m['s'] / n:.2f} us/record; load average "
+              f"{m['load_avg']:.1f}")
+
+
+def summarize(label: str, runs: list[dict], ip: dict, s: dict) -> None:
     base = runs[0]
     print()
-    print(f"{'start-up to ready':<34}{'ready':>9}{'replay':>9}{'rest':>9}{'VmRSS':>11}{'VmHWM':>11}")
+    print(f"[{label}] {'start-up to ready':<34}{'ready':>9}{'replay':>9}{'rest':>9}{'VmRSS':>11}{'VmHWM':>11}")
     for r in runs:
         if r.get("ready_s") is None:
-            print(f"{r['label']:<34}{'failed':>9}")
+            print(f"{r['label']:<45}{'failed':>9}")
             continue
         rep = r.get("loaded", {}).get("seconds")
-        rest = r["ready_s"] - rep if rep is not None else None
-        print(f"{r['label']:<34}{r['ready_s']:>8.2f}s{(f'{rep:.2f}s' if rep is not None else '-'):>9}"
+        rest = r["ready_s"] - rep if rep is not None and "all_loaded_s" not in r else None   # background: apart
+        print(f"{r['label']:<45}{r['ready_s']:>8.2f}s{(f'{rep:.2f}s' if rep is not None else '-'):>9}"
               f"{(f'{rest:.2f}s' if rest is not None else '-'):>9}{mib(r.get('VmRSS')):>11}{mib(r.get('VmHWM')):>11}")
-    print("(replay = the server's own `loaded ... in Xs` figure, i.e. CoordinatorRuntime.load(); rest = "
-          "interpreter, imports, opening the logs (scan/CRC), bind)")
     loaded = [r for r in runs[1:] if r.get("ready_s")]
-    if loaded and base.get("ready_s") and "load_s" in ip:
-        r = loaded[0]
+    if loaded and base.get("ready_s") and ip.get("loads"):
+        r, ld = loaded[0], ip["loads"][0]
+        rep = r.get("loaded", {}).get("seconds")
         extra_kb = (r.get("VmRSS") or 0) - (base.get("VmRSS") or 0)
         print(f"{s['records']:,} records: start-up {r['ready_s'] - base['ready_s']:.1f} s over the empty-dir "
-              f"baseline ({s['records'] / max(r['ready_s'] - base['ready_s'], 1e-9):,.0f} records/s); memory "
-              f"after load {extra_kb / 1024:,.0f} MiB over the baseline = "
-              f"{1024 * extra_kb / max(ip['members'] + ip['offsets'], 1):,.0f} "
-              f"B per live member or committed offset ({ip['members']:,} members, {ip['offsets']:,} offsets, "
-              f"{ip['groups']:,} groups); peak (VmHWM) {mib(r.get('VmHWM'))}")
-    if "distinct_keys" in s:
-        print(f"the log holds {s['distinct_keys']:,} distinct keys: a compacted log (tombstones kept) would hold "
-              f"{s['distinct_keys']:,} of the {s['records']:,} records "
-              f"({100 * s['distinct_keys'] / s['records']:.1f} %)")
+              f"baseline; the server's load {1e6 * rep / s['records'] if rep else float('nan'):.2f} us/record; "
+              f"memory after load {extra_kb / 1024:,.0f} MiB over the baseline = "
+              f"{1024 * extra_kb / max(ld['members'] + ld['offsets'], 1):,.0f} B per live member or committed "
+              f"offset; peak (VmHWM) {mib(r.get('VmHWM'))}")
+
+
+def compare(runs: dict, ips: dict, moves: dict, s: dict) -> None:
+    """This tree against the baseline tree, measured in the same run."""
+    print()
+
+    def cold(label):
+        got = [r for r in runs[label][1:] if "cold" in r["label"] and r.get("ready_s")]
+        return got[0] if got else None
+    a, b = cold("this tree"), cold("baseline")
+    if a and b:
+        ra, rb = a.get("loaded", {}).get("seconds"), b.get("loaded", {}).get("seconds")
+        print(f"ready (cold cache): this tree {a['ready_s']:.2f} s, baseline {b['ready_s']:.2f} s: "
+              f"{b['ready_s'] / a['ready_s']:.2f}x faster")
+        if ra and rb:
+            print(f"the server's load per record: this tree {1e6 * ra / s['records']:.2f} us, baseline "
+                  f"{1e6 * rb / s['records']:.2f} us: {rb / ra:.2f}x faster")
+    la, lb = ips["this tree"].get("loads"), ips["baseline"].get("loads")
+    if la and lb:
+        for x in la:
+            print(f"in-process load CPU per record, reader {x['reader']}: {1e6 * x['load_cpu_s'] / x['records']:.2f} us "
+                  f"against the baseline's {1e6 * lb[0]['load_cpu_s'] / lb[0]['records']:.2f} us: "
+                  f"{lb[0]['load_cpu_s'] / x['load_cpu_s']:.2f}x")
+        oa, ob = ips["this tree"]["open_cpu_s"], ips["baseline"]["open_cpu_s"]
+        print(f"open (scan) CPU: this tree {oa:.2f} s, baseline {ob:.2f} s: {ob / oa:.2f}x")
+    ma, mb = moves.get("this tree", {}).get("moves"), moves.get("baseline", {}).get("moves")
+    if ma and mb:
+        print(f"coordinator move: this tree {min(m['s'] for m in ma):.2f} s, baseline {min(m['s'] for m in mb):.2f} s "
+              f"(best of {len(ma)}): {min(m['s'] for m in mb) / min(m['s'] for m in ma):.2f}x")
 
 
 if __name__ == "__main__":

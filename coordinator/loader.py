@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,29 +44,42 @@ def iter_batches(plog: Log) -> Iterator[tuple[BatchHeader, bytes]]:
     return plog.batches(plog.log_start_offset)
 
 
-def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end: int | None = None) -> None:
+class LoadAbandoned(Exception):
+    """A load on a worker thread stopped because its runtime closed (the server stops)."""
+
+
+def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end: int | None = None,
+                     abandoned: Callable[[], bool] | None = None) -> None:
     """Replay partition `part` (its log `plog`) into `shard` through `shard.replay`, decoding with `codec`,
-    reading below offset `end` only (default: all of it).
+    reading below offset `end` only (default: all of it). `abandoned` is asked every 1,024 batches: True
+    stops the load (`LoadAbandoned`).
 
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
-    ones). The survivors are replayed in the order of their offsets."""
-    latest: dict[bytes, Any] = {}            # key -> its latest record (offset, key, value), in order of it
+    ones). The survivors are replayed in the order of their last write (an offset committed in a transaction
+    at its marker)."""
+    # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
+    # transaction, `moved` holds its marker's offset: a record counts at the marker's place
+    latest: dict[bytes, Any] = {}
+    moved: dict[bytes, int] = {}
     # transactional batches (offsets committed in a transaction): held per producer until its marker,
     # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
     # as pending
     pending: dict[int, tuple[int, list]] = {}
-    pop = latest.pop
+    batches = count = 0
     for h, raw in iter_batches(plog):
         if end is not None and h.base_offset >= end:
             break
-        report.batches += 1
-        if h.attributes & CONTROL_FLAG:
+        batches += 1
+        if abandoned is not None and not batches & 1023 and abandoned():
+            raise LoadAbandoned(f"{plog.locate(h.base_offset)}: the load was abandoned (the server stops)")
+        attributes = h.attributes
+        if attributes & CONTROL_FLAG:
             ended = pending.pop(h.producer_id, None)
-            if ended is not None and h.attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
+            if ended is not None and attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
                 for r in ended[1]:
-                    pop(r.key, None)
                     latest[r.key] = r
+                    moved[r.key] = h.base_offset
             continue
         try:                                   # a batch is one coordinator write: all of it or none
             batch = batch_records(h, raw)
@@ -74,19 +87,26 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
                         f"be read", f"{type(exc).__name__}: {exc}")
             continue
-        report.records += len(batch)
-        if h.attributes & TRANSACTIONAL_FLAG:
-            held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1]
-        for r in batch:
+        count += len(batch)
+        held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1] \
+            if attributes & TRANSACTIONAL_FLAG else None
+        for r in batch:                        # (the hot loop: one attribute read and one dict store a record)
             key = r.key
             if key is None:
                 report.skip(plog, part, r.offset, "a record", "record without a key")
-            elif h.attributes & TRANSACTIONAL_FLAG:
-                held.append(r)
-            else:
-                pop(key, None)                 # keep the dict in order of each key's last offset
+            elif held is None:
                 latest[key] = r
-    for key, r in latest.items():
+            else:
+                held.append(r)
+    report.batches += batches
+    report.records += count
+    # the survivors in the order of their last write: a record's offset, or its transaction's marker if that
+    # is later (a plain write after the marker has a higher offset than it), then the record's offset
+    if moved:
+        ordered = sorted(latest.items(), key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))
+    else:
+        ordered = sorted(latest.items(), key=lambda kr: kr[1].offset)
+    for key, r in ordered:
         try:
             record = codec.decode(key, r.value)
         except codec.UnknownRecordType as exc:

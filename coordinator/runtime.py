@@ -102,6 +102,7 @@ class CoordinatorRuntime(Generic[S]):
             offsets_topic, self.clock_ms,
             partition_writer if partition_writer is not None else LogAppender(offsets_topic, durability, notify_append),
             on_fatal=on_fatal, codec=codec)
+        self.closed = False                   # set by close(): a load on a worker thread gives up
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
         self._syncing: set[asyncio.Task] = set()
@@ -145,6 +146,32 @@ class CoordinatorRuntime(Generic[S]):
         t0 = time.monotonic()
         replay_partition(self.offsets_topic.partitions[part], part, self.shards[part], self.codec, report)
         return finish_report(report, self.writer.topic_name, [self.shards[part]], t0)
+
+    def defer_load(self) -> None:
+        """Serve before loading (`--load-in-background`; before serving, with no shard loaded yet): every
+        partition is answered COORDINATOR_LOAD_IN_PROGRESS (14) until `load_deferred` has loaded it."""
+        for part in range(self.partitions):
+            self.shards.pop(part, None)            # still empty: nothing to unload
+            self.loading.add(part)
+
+    async def load_deferred(self) -> LoadReport:
+        """Load the partitions `defer_load` left loading, one after another on a worker thread while the loop
+        serves (as a move's load: `finish_move`); each partition is served once it is loaded. The report adds
+        up every partition's."""
+        total, t0 = LoadReport(), time.monotonic()
+        for part in sorted(self.loading):
+            report = await self.finish_move(part)
+            if report is None:
+                continue
+            total.batches += report.batches
+            total.records += report.records
+            total.replayed += report.replayed
+            total.groups += report.groups
+            total.undecodable += report.undecodable
+            for kv, n in report.unknown.items():
+                total.unknown[kv] = total.unknown.get(kv, 0) + n
+        total.seconds = time.monotonic() - t0
+        return total
 
     def start_timers(self) -> None:
         """After `load`, on the running loop: restart every loaded member's session timer."""
@@ -192,6 +219,11 @@ class CoordinatorRuntime(Generic[S]):
             raise self.failed
         api_key, body = req.api_key, req.body
         if api_key == routing.LIST_GROUPS:             # the groups of every loaded shard
+            if any(self._refusal(p, ctx.broker_id) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for p in self.loading):
+                # as Kafka's ListGroups, which reads every partition this broker coordinates: one still
+                # loading fails the whole request with COORDINATOR_LOAD_IN_PROGRESS (the client retries)
+                self._release([(ctx.token, error_response(req, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))])
+                return
             calls = [(p, req) for p in sorted(self.shards) if not self._refusal(p, ctx.broker_id)]
             if not calls:
                 self.apply(Result(responses=[(ctx.token, error_response(req, ErrorCode.NONE))]))
@@ -308,7 +340,8 @@ class CoordinatorRuntime(Generic[S]):
             self._markers_while_loading[part] = []
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    None, replay_partition, self.offsets_topic.partitions[part], part, shard, self.codec, report, end)
+                    None, replay_partition, self.offsets_topic.partitions[part], part, shard, self.codec, report, end,
+                    lambda: self.closed)
                 for marker in self._markers_while_loading.pop(part, []):
                     shard.replay(marker)
                 if record is not None:
@@ -413,7 +446,9 @@ class CoordinatorRuntime(Generic[S]):
             raise
 
     def close(self) -> None:
-        """This runtime's timers go (a shared clock's loop callback goes with the clock: CoordinatorClock.close)."""
+        """This runtime's timers go (a shared clock's loop callback goes with the clock: CoordinatorClock.close);
+        a load under way on a worker thread stops at its next batches (its logs are closed next)."""
+        self.closed = True
         self.clock.cancel_all(self._timer_keys)
         if self._own_clock:
             self.clock.close()

@@ -31,6 +31,7 @@ segment costs a few system calls per megabyte, and only the batch being handed o
 """
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -40,6 +41,8 @@ import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
 from .batch import ATTRIBUTES_OFFSET, CONTROL_FLAG, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+
+log = logging.getLogger("tenure.storage")
 
 NO_MIN_OFFSET = -(1 << 63)
 TORN_REREADS = 4                    # how often a torn batch is re-read while the file grows
@@ -208,7 +211,7 @@ class SegmentReader:
         if self.done:
             return
         self._stat()
-        unpack = _BASE_AND_LEN.unpack_from
+        header, crc, make = HEADER.unpack_from, crc32c.crc32c, BatchHeader._make
         while True:
             pos = self.position
             limit = self.size if self.stop is None else self.stop
@@ -216,21 +219,26 @@ class SegmentReader:
                 if self.stop is None and self.follow and self._stat() > pos:
                     continue
                 return
-            # the common case: sound batches lying wholly in the buffer, one check and one copy each
+            # the common case: sound batches lying wholly in the buffer, one check and one copy each. The
+            # checks are check_batch's, inlined (this loop runs once per batch of every log at open and of
+            # every coordinator load); a batch failing any of them goes to the path below, which names why
             buf, off = self._buf, pos - self._buf_pos
             n, expect, exact_from, forward = len(buf), self.expect, self.exact_from, self._forward
-            while 0 <= off and off + LOG_OVERHEAD <= n and pos < limit:
-                end = off + LOG_OVERHEAD + unpack(buf, off)[1]
-                if not off + HEADER_SIZE <= end <= n:
-                    break
-                h, reason = check_batch(buf, off, end, expect, expect >= exact_from, pos)
-                if reason is not None or h is None:      # sound (no reason): it has its header
+            view = memoryview(buf)
+            while 0 <= off and off + HEADER_SIZE <= n and pos < limit:
+                f = header(buf, off)      # base offset, length, epoch, magic, crc, attributes, last delta, ...
+                end = off + LOG_OVERHEAD + f[1]
+                if f[1] < _MIN_LENGTH or end > n or f[3] != 2 or f[6] < 0 or f[12] < 0 \
+                        or crc(view[off + ATTRIBUTES_OFFSET:end]) != f[4] \
+                        or f[0] < expect or (expect >= exact_from and f[0] != expect):
                     break
                 if forward:
-                    self.expect = expect = h.base_offset + h.last_offset_delta + 1
+                    self.expect = expect = f[0] + f[6] + 1
+                h = make((pos, *f))
                 self.position = pos = pos + end - off
                 yield Batch(h, buf[off:end])
                 off = end
+            del view
             if pos >= limit:
                 continue
             h, reason, data, torn = self._check_growing(pos, self.expect, self.expect >= self.exact_from)
@@ -276,6 +284,10 @@ def _c_reader() -> Callable[[object], Iterator] | None:
     try:
         from aiokafka.record._crecords.default_records import DefaultRecordBatch as CRecordBatch
     except ImportError:
+        return None
+    except Exception as exc:                 # installed but broken: say so once, read with kafka-python
+        log.warning("aiokafka's C record reader cannot be imported (%s: %s): kafka-python's reader reads the "
+                    "records", type(exc).__name__, exc)
         return None
     return CRecordBatch
 

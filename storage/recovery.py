@@ -88,7 +88,7 @@ def scan_segment(path: Path, base_offset: int, on_batch=None,
             h = item.header
             keep(h)
             skipped = (h, expect) if h.base_offset > expect else None
-            expect = h.next_offset
+            expect = h.base_offset + h.last_offset_delta + 1
     return headers, None
 
 

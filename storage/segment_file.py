@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
-from .batch import HEADER_SIZE, BatchHeader, read_header
+from .batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
 
 
 class Segment:
@@ -37,13 +37,15 @@ class Segment:
         self._fd_lock = threading.Lock()
 
     def add(self, h: BatchHeader, position: int) -> None:
+        # (once per batch at open: the header's fields read once, no properties)
+        size = LOG_OVERHEAD + h.batch_length
         if self._since_index >= self.index_interval:
             self.index_offsets.append(h.base_offset)
             self.index_positions.append(position)
             self._since_index = 0
-        self._since_index += h.size
-        self.size = position + h.size
-        self.next_offset = h.next_offset
+        self._since_index += size
+        self.size = position + size
+        self.next_offset = h.base_offset + h.last_offset_delta + 1
         self.batches += 1
         if h.max_timestamp > self.max_timestamp:         # the first batch holding the highest timestamp
             self.max_timestamp = h.max_timestamp

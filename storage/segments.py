@@ -265,7 +265,8 @@ class SegmentLog:
             for item in SegmentReader(seg.fd, seg.position_for(start_offset), seg.size):
                 if isinstance(item, BadBatch):
                     raise CorruptLogError(seg.path, item.position, item.offset, item.reason)
-                if item.header.last_offset >= start_offset:
+                h = item.header
+                if h.base_offset + h.last_offset_delta >= start_offset:
                     yield item
 
     def locate(self, offset: int) -> str:

@@ -37,6 +37,11 @@ class ServerConfig:
     advertised_host: str | None = setting(None, "host clients are told to connect to (default: --host)")
     data_dir: str | None = setting(None, "keep every log (user topics and the group state in __consumer_offsets) "
                                          "on disk here, reloaded on start (default: in memory)")
+    load_in_background: bool = setting(False, "with --data-dir: listen as soon as the logs are open and load "
+                                              "__consumer_offsets on a worker thread meanwhile, as Kafka does: a "
+                                              "group request for a partition still loading is answered "
+                                              "COORDINATOR_LOAD_IN_PROGRESS (14), which clients retry (default: "
+                                              "load, then listen)")
     fsync: str = setting("batch", "with --data-dir: when a write is durable before it is acknowledged. always: "
                                   "fsync each write; batch (default): one fsync covers every write waiting for it; "
                                   "never: leave it to the OS (survives a killed process, not a power loss)",

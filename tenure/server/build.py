@@ -300,10 +300,14 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                           on_group_deleted=broker.forget_share_group)
     txn.broker, txn.groups = broker, groups
     groups_of.append(groups)
-    load_report = groups.load()
+    if config.load_in_background and data is not None:
+        groups.defer_load()                          # loaded once serving (lifecycle.py), 14 meanwhile
+        load_report = LoadReport()
+    else:
+        load_report = groups.load()
     for part in range(len(offsets.partitions)):     # the coordinators are placed from the start
         cluster.state(OFFSETS_TOPIC, part)
-    if data is not None:
+    if data is not None and not config.load_in_background:
         r = load_report
         log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key replayed)",
                  OFFSETS_TOPIC, r.records, r.batches, r.groups, r.seconds, r.replayed)

@@ -285,6 +285,8 @@ class Server:
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()
+        if self.runtime.loading and self.config.load_in_background:
+            self._moves().load_at_start(self.load_report)      # --load-in-background: 14 until loaded
         if self.txn_runtime is not None:
             self.txn_runtime.start_timers()
         self._serving = True

@@ -5,12 +5,14 @@ new leader in the background (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from tenure.broker.cluster import NO_LEADER, Cluster, LeaderChange
 from tenure.broker.topics import TopicRegistry
 from tenure.config import ServerConfig
 from tenure.coordinator.group_runtime import GroupRuntime
+from tenure.coordinator.loader import LoadAbandoned, LoadReport
 from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_TOPIC
 from tenure.protocol.records import CoordinatorLoadRecord
@@ -65,6 +67,8 @@ class Moves:
                            record: CoordinatorLoadRecord | None) -> None:
         try:
             report = await runtime.finish_move(part, record)
+        except LoadAbandoned:                      # the server stops
+            return
         except Exception:
             log.exception("loading %s-%d on broker %d failed", topic, part, to)
             return
@@ -73,6 +77,26 @@ class Moves:
         if runtime is self.txn_coordinator.runtime:   # the broker's Produce checks ask the loaded coordinator
             self.txn_coordinator.loaded = runtime.shards[part]
         log.info("broker %d loaded %s-%d: %d record(s) in %.3fs", to, topic, part, report.records, report.seconds)
+
+    def load_at_start(self, report: LoadReport) -> None:
+        """`--load-in-background`: the group coordinator's partitions load now, while the server serves (14
+        for their groups meanwhile); `report` (the server's load report) gets the totals when all are loaded."""
+        async def load() -> None:
+            try:
+                total = await self.groups.load_deferred()
+            except LoadAbandoned:
+                return
+            except Exception:
+                log.exception("loading %s failed", OFFSETS_TOPIC)
+                return
+            for f in dataclasses.fields(total):
+                setattr(report, f.name, getattr(total, f.name))
+            log.info("loaded %s: %d record(s) in %d batch(es), %d group(s), in %.3fs (%d latest per key replayed; "
+                     "in the background, while serving)", OFFSETS_TOPIC, total.records, total.batches, total.groups,
+                     total.seconds, total.replayed)
+        task = asyncio.get_running_loop().create_task(load())
+        self._moving.add(task)
+        task.add_done_callback(self._moving.discard)
 
     async def moves_done(self) -> None:
         """Wait until every coordinator move under way has loaded (a control returns after it)."""

@@ -135,7 +135,8 @@ class ServerThread:
     def start(self, timeout_s: float = 600.0) -> ServerThread:
         """Start the server and return once it serves (its data dir loaded), or raise: the start-up's own error,
         or TimeoutError after `timeout_s` (a large data dir takes a while to load; it is never handed out
-        half-loaded)."""
+        half-loaded - unless `load_in_background` asks for that: then its groups are answered
+        COORDINATOR_LOAD_IN_PROGRESS until they are loaded)."""
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._ready.wait(min(1.0, max(0.0, deadline - time.monotonic()))):

@@ -204,3 +204,32 @@ def test_consumer_groups_live_in_their_shard_and_describe_is_split_and_merged():
         assert [d["error_code"] for d in a["groups"]] == [0] * len(groups) + [69]
 
     asyncio.run(run())
+
+
+def test_list_groups_answers_14_while_a_partition_it_coordinates_loads_and_lists_them_once_loaded():
+    """Kafka's ListGroups reads every partition the broker coordinates: one still loading fails the request
+    with COORDINATOR_LOAD_IN_PROGRESS (14); a partition coordinated by another broker is left out (16 there)."""
+    async def run():
+        rt = runtime(4)
+        groups = {partition_for(f"g{i}", 4): f"g{i}" for i in range(40)}
+        for g in groups.values():
+            await call(rt, commit(g, {0: 1}), 8)
+        listed = await call(rt, ListGroupsRequest(version=4, states_filter=[]), 4)
+        assert listed["error_code"] == 0 and {x["group_id"] for x in listed["groups"]} == set(groups.values())
+        rt.defer_load()                                   # every partition loading (reloaded below)
+        assert await call(rt, ListGroupsRequest(version=4, states_filter=[]), 4) == {
+            "throttle_time_ms": 0, "error_code": 14, "groups": []}
+        assert (await call(rt, fetch([(groups[0], None)]), 8))["groups"][0]["error_code"] == 14
+        total = await rt.load_deferred()
+        assert total.records == len(groups) and not rt.loading
+        listed = await call(rt, ListGroupsRequest(version=4, states_filter=[]), 4)
+        assert listed["error_code"] == 0 and {x["group_id"] for x in listed["groups"]} == set(groups.values())
+        rt.hosted_on = lambda p: 0 if p == 0 else 1       # partitions 1-3 coordinated by broker 1
+        rt.begin_move(1)                                  # loading, but not here: broker 0 leaves it out
+        ctx_req = ListGroupsRequest(version=4, states_filter=[])
+        req = Request(ctx_req.API_KEY, 4, 1, "test", ctx_req, SUPPORTED[ctx_req.API_KEY])
+        ctx = RequestContext(0, 4, "test", "/127.0.0.1", 0, api_key=req.api_key, broker_id=0)
+        on_broker_0 = (await rt.handle(req, ctx)).to_dict()
+        assert on_broker_0["error_code"] == 0 and [x["group_id"] for x in on_broker_0["groups"]] == [groups[0]]
+        rt.close()
+    asyncio.run(run())

@@ -166,3 +166,63 @@ def test_without_the_accelerator_kafka_pythons_reader_is_used(monkeypatch):
     assert [(r.key, r.value) for r in reader.batch_records(read_header(raw, 0), raw)] == [(b"a", b"1")]
     with pytest.raises(ValueError, match="one of c, kafka-python"):
         reader.set_record_reader("rust")
+
+
+def test_without_aiokafka_installed_the_default_is_kafka_pythons_reader(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "aiokafka.record._crecords.default_records", None)    # not importable
+    assert reader.set_record_reader(None) == "kafka-python" == reader.record_reader()
+
+
+@pytest.mark.parametrize("name", reader.RECORD_READERS)
+def test_an_offset_committed_in_a_transaction_counts_at_its_marker_as_the_live_shard_replays_it(tmp_path, name):
+    """A transactional commit followed by a plain one of the same partition before its marker: the marker
+    puts the transaction's offset in place (as `GroupShard.replay` does live); a plain commit after the marker
+    wins over it; an aborted transaction's offset never counts; one still open at the end is pending."""
+    reader.set_record_reader(name)
+    topics = TopicRegistry(log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
+    topic = topics.create(OFFSETS_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+    plog = topic.partitions[0]
+
+    def offset(p: int, o: int):
+        return rec.encode(rec.OffsetCommitRecord("g", "t", p, o, -1, "", 1))
+    plog.append(batch([offset(0, 10)], producer_id=5, transactional=True))
+    plog.append(batch([offset(0, 20)]))
+    plog.append(control_batch(5, 0, True, 0, 1))                 # commit: partition 0 is 10
+    plog.append(batch([offset(1, 5)], producer_id=6, transactional=True))
+    plog.append(control_batch(6, 0, True, 0, 1))
+    plog.append(batch([offset(1, 6)]))                           # after the marker: partition 1 is 6
+    plog.append(batch([offset(2, 9)], producer_id=7, transactional=True))
+    plog.append(control_batch(7, 0, False, 0, 1))                # abort: partition 2 has none
+    plog.append(batch([offset(3, 4)], producer_id=8, transactional=True))   # open at the end
+    shard = GroupShard()
+    CoordinatorRuntime(lambda _p: shard, topic).load()
+    assert {tp: r.offset for tp, r in shard.offsets["g"].items()} == {("t", 0): 10, ("t", 1): 6}
+    assert {pid: {tp: r.offset for tp, r in groups["g"].items()} for pid, groups in shard.pending_offsets.items()} \
+        == {8: {("t", 3): 4}}
+    plog.close()
+
+
+def test_a_group_deleted_between_a_transactional_commit_and_its_marker_loads_as_live_replay_left_it(tmp_path):
+    """The group's metadata is deleted between a transactional commit and its marker: live, the marker's offset
+    counts after the deletion (the group is there, with the offset); the load gives the same groups and
+    offsets (the survivors are ordered with the transaction's records at its marker)."""
+    members = (rec.MemberRecord("m1", "i1", "c", "/h", 30000, 10000, b"s", b"a"),)
+    gm = rec.GroupMetadataRecord("g", "consumer", 3, "range", "m1", 7, members)
+    tomb = rec.GroupMetadataRecord("g", tombstone=True)
+    committed = rec.OffsetCommitRecord("g", "t", 0, 10, -1, "", 1)
+    topics = TopicRegistry(log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
+    topic = topics.create(OFFSETS_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
+    plog = topic.partitions[0]
+    plog.append(batch([rec.encode(gm)]))
+    plog.append(batch([rec.encode(committed)], producer_id=5, transactional=True))
+    plog.append(batch([rec.encode(tomb)]))
+    plog.append(control_batch(5, 0, True, 0, 1))
+    live = GroupShard()
+    for event in (gm, rec.TransactionalOffsetCommit(5, 0, committed), tomb, rec.TransactionEnd(5, 0, True)):
+        live.replay(event)
+    loaded = GroupShard()
+    CoordinatorRuntime(lambda _p: loaded, topic).load()
+    assert (loaded.groups, loaded.offsets) == (live.groups, live.offsets)
+    assert "g" in live.groups and live.offsets["g"][("t", 0)].offset == 10
+    plog.close()
