@@ -9,7 +9,9 @@ read (wall clock), how long it took to answer, the first error code of the answe
 (`answered`, `no_answer` - a Produce with acks=0 -, `closed`: the connection was closed instead), a summary
 of what the request named (`summary()`: group, groups, topics, member id, group instance id, generation,
 transactional id) and the decoded request and answer themselves (kafka-python objects; a Produce request's
-records and a Fetch answer's records are not kept, so the ring's memory stays bounded by its length).
+records and a Fetch answer's records are not kept, nor a request or an answer of more than the codec's
+heavy count of array elements (5,000: a describe of thousands of groups) beyond a request's summary, so the
+ring's memory stays bounded by its length).
 
 The dispatcher records an exchange with one object and one append (`record`); the summary is worked out only
 when asked. `ServerConfig.capture_requests` is the ring's length (0: no capture).
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import heavy_answer as is_heavy
 
 PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
 DEFAULT_CAPACITY = 10000
@@ -183,17 +186,21 @@ class Capture:
     def active(self) -> bool:
         return self.capacity > 0
 
-    def record(self, req, ctx, body, error: int, started: float, outcome: str) -> Exchange:
+    def record(self, req, ctx, body, error: int, started: float, outcome: str,
+               heavy_answer: bool = False) -> Exchange:
         """One served request (`started`: its time.perf_counter() when read); its duration is until now
-        (the caller may set it again once the answer is written)."""
+        (the caller may set it again once the answer is written). `heavy_answer`: the answer holds more than
+        the codec's heavy-answer count of array elements - it is not kept; a request of as many is kept as its
+        summary only (the ring would otherwise hold every large describe's body for its whole length)."""
         now = time.perf_counter()
         self._seq += 1
         key = req.api_key
+        drop_request = key == PRODUCE or is_heavy(key, req.body)
         exchange = Exchange(
             self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
-            None if key == PRODUCE else req.body, None if key == FETCH else body,
-            summarize(key, req.body) if key == PRODUCE else None)
+            None if drop_request else req.body, None if key == FETCH or heavy_answer else body,
+            summarize(key, req.body) if drop_request else None)
         self._ring.append(exchange)
         return exchange
 

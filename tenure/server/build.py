@@ -39,10 +39,10 @@ from tenure.protocol.internal_topics import (
     partition_for,
 )
 from tenure.protocol.markers import TxnMarker
-from tenure.security import apis as security_apis
 from tenure.security.access import acl_access
 from tenure.security.acl_apis import AclApis
 from tenure.security.acls import parse_acl
+from tenure.security.apis import handlers as security_api_handlers
 from tenure.security.authorizer import Authorizer
 from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
 from tenure.storage import Log
@@ -321,7 +321,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
         authorizer = Authorizer(super_users=config.super_users, allow_if_no_acl=config.allow_everyone_if_no_acl,
                                 data_dir=data.path if data is not None else None,
                                 initial=[parse_acl(a) for a in config.acls])
-    handlers = {**broker.handlers, **security_apis.handlers(users), **AclApis(authorizer).handlers()}
+    handlers = {**broker.handlers, **security_api_handlers(users), **AclApis(authorizer).handlers()}
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}

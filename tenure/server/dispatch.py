@@ -114,8 +114,8 @@ class Dispatcher:
         code = (await off_loop(response_error, body) if heavy else response_error(body)) if body is not None else 0
         # captured before the answer leaves (a client that has its answer finds it in the capture), its
         # duration set once the answer is written
-        seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer") \
-            if self.capture.active else None
+        seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer",
+                                   heavy) if self.capture.active else None
         if body is not None:
             if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
                 await send(encode_api_versions_error(req.correlation_id, refused or code, req.served))  # as v0, as Kafka

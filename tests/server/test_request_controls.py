@@ -239,6 +239,22 @@ def test_a_captured_request_naming_topic_ids_turns_into_json_with_its_bodies():
     assert d["request"]["topics"] == [{"topic_id": str(tid), "name": None}]
 
 
+def test_a_describe_of_thousands_of_groups_is_kept_as_its_summary_and_a_small_one_whole():
+    """The ring holds the decoded bodies of its last N requests: a request or answer of more than 5,000 array
+    elements (a describe of 6,000 groups) is kept as its summary only, so a few large describes do not keep
+    megabytes alive for the ring's whole length; a small describe keeps both bodies."""
+    many = [f"g-{i}" for i in range(6000)]
+    with ServerThread() as st, WireClient.to(st.bootstrap) as c:
+        big = c.call(DescribeGroupsRequest(groups=many, include_authorized_operations=False), 5)
+        small = c.call(DescribeGroupsRequest(groups=["a", "b"], include_authorized_operations=False), 5)
+        assert len(big.groups) == 6000 and len(small.groups) == 2
+        heavy, light = st.requests(api="DescribeGroups")
+    assert heavy.request is None and heavy.response is None
+    assert heavy.summary()["groups"] == many and heavy.names_group("g-5999") and heavy.error == 0
+    assert json.loads(json.dumps(heavy.to_dict(bodies=True)))["request"] is None
+    assert light.request.groups == ["a", "b"] and [g.group_id for g in light.response.groups] == ["a", "b"]
+
+
 def test_the_ring_keeps_the_latest_and_checks_its_size():
     cap = Capture(3)
 
