@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from html import escape as html_escape
 
 import pytest
 
@@ -102,6 +103,11 @@ def test_a_static_group_rolled_to_the_consumer_protocol_and_back_has_one_history
     assert sorted((m["member_id"], m["instance_id"]) for m in g[-1]["members"]) == sorted((ids[i][0][0], i) for i in ids)
     anomalies = read(spark, out, "anomalies")
     assert [a for a in anomalies if a["kind"] in ("concurrent_member_ids", "log_damage", "log_gap")] == []
+
+    html = (out / "report.html").read_text()
+    assert "Group g (classic, consumer group)" in html and "group conversions (classic &lt;-&gt; consumer)" in html
+    for i in ids:                               # each instance's lane table lists its three member ids
+        assert all(f"<td><code>{html_escape(mid)}</code></td>" in html for mid, _ in ids[i])
 
     # the query mode, for a member id of the consumer kind (i0's second) at the middle of its interval
     rows = sorted((r for r in hist if r["instance_id"] == "i0"), key=lambda r: r["valid_from_offset"])
