@@ -161,7 +161,16 @@ def test_a_share_groups_poison_record_shows_with_its_offset_and_deliveries(spark
             for r in gens] == [(1, "share", "initial", [member], [], 1),
                                (2, "share", "dynamic_membership", [], [member], 0)]
     assert not [r for r in read(spark, out, "member_map_history") if r["group"] == group]
+    # the share partition's anomaly: its records that came back, the most delivered named
+    anomalies = read(spark, out, "anomalies")
+    assert [(a["kind"], a["group"], a["instance_id"], a["count"], a["detail"]) for a in anomalies] == [
+        ("share_redelivery", group, None, 2, f"topic {topic} partition 0: most delivered offset 0 (5 deliveries, "
+                                             "done); 1 of them archived or done after redeliveries")]
+    assert anomalies[0]["first_time"] == rows[0]["first_time"] and anomalies[0]["last_time"] == max(
+        r["last_time"] for r in rows)
     html = (out / "report.html").read_text()
+    assert ("a record that keeps coming back is a poison message its consumers cannot handle. "
+            "<a href=\"#share-groups\">") in html
     section = html[html.index('id="share-groups"'):]
     assert (f"The most delivered: offset 0 of {topic}-0 in share group {group}, delivered 5 times, done: "
             "acknowledged or archived") in section
