@@ -209,3 +209,4 @@ class Tables(dict):
     offset_rows: DataFrame
     counts: DataFrame                      # the per-group pass's counts, a JSON row per task (fold._Counts)
     drawings: DataFrame                    # what report.html draws of each task's most active groups (JSON)
+    shares: bool = False                   # the data dir has __share_group_state (else share_deliveries is empty)
