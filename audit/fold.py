@@ -25,6 +25,12 @@ its own in the group's history, in log order beside the member ids: instance and
 start_cause `coordinator_moved`, end_cause the move's cause (`broker_stopped`, `moved`, ...), from_broker
 and to_broker the brokers, the group's generation then in from/to_generation (a static group keeps it).
 
+The other group kinds (docs/audit.md, "The group kinds"): a KIP-848 member id is mapped to its instance id from
+its member record to that record's tombstone (its generations: its member epochs, from its current-assignment
+records); a share group's members have no instance id (its membership is in generations). A group tombstone
+followed by the other kind's records is a conversion (online migration): the intervals it would end and that
+those records show again go on, and the conversion is a `converted` row of its own.
+
 The function runs over each partition of rows sorted by (group, partition, offset) (`in_arrow`: Spark's
 `mapInArrow`); it holds one group's open intervals at a time.
 
