@@ -25,6 +25,12 @@ its own in the group's history, in log order beside the member ids: instance and
 start_cause `coordinator_moved`, end_cause the move's cause (`broker_stopped`, `moved`, ...), from_broker
 and to_broker the brokers, the group's generation then in from/to_generation (a static group keeps it).
 
+The other group kinds (docs/audit.md, "The group kinds"): a KIP-848 member id is mapped to its instance id from
+its member record to that record's tombstone (its generations: its member epochs, from its current-assignment
+records); a share group's members have no instance id (its membership is in generations). A group tombstone
+followed by the other kind's records is a conversion (online migration): the intervals it would end and that
+those records show again go on, and the conversion is a `converted` row of its own.
+
 The function runs over each partition of rows sorted by (group, partition, offset) (`in_arrow`: Spark's
 `mapInArrow`); it holds one group's open intervals at a time.
 
@@ -160,11 +166,7 @@ class _GroupFold:
         """What the tombstones before `r` (a group metadata record, a coordinator move, or the end of the group's
         rows: None) ended and nothing re-listed: their intervals close where the tombstone was; a group
         tombstone followed by the other kind's records is a conversion (a history row)."""
-        out = []
-        for key in sorted(self.pending):
-            offset, time, generation, cause = self.pending[key]
-            if key in self.open:
-                out.append(self._close(key, offset, time, self.epochs.pop(key[1], generation), cause))
+        out = [self._close_pending(key) for key in sorted(self.pending) if key in self.open]
         self.pending.clear()
         if self.converting is not None:
             offset, time, was, generation = self.converting
@@ -199,9 +201,21 @@ class _GroupFold:
                 if key[1] == r.new_member_id:
                     self.pending.setdefault(key, (r.offset, r.timestamp, self.generation, UNKNOWN))
             return []
+        out = []
         if r.instance_id is not None:
-            self._listed((r.instance_id, r.new_member_id), r, self.generation)
-        return []
+            key = (r.instance_id, r.new_member_id)
+            if key in self.pending and not self._crossing(r):       # ended, and back: a new interval
+                out.append(self._close_pending(key))
+            self._listed(key, r, self.generation)
+        return out
+
+    def _crossing(self, r) -> bool:
+        """Whether `r` follows a group tombstone of the other kind: a conversion, which re-lists its members."""
+        return self.converting is not None and self.converting[2] != KIND_OF[r.type]
+
+    def _close_pending(self, key: tuple[str, str]) -> tuple:
+        offset, time, generation, cause = self.pending.pop(key)
+        return self._close(key, offset, time, self.epochs.pop(key[1], generation), cause)
 
     def metadata(self, r) -> list[tuple]:
         """A KIP-848 or share group's metadata record (its epoch), or its tombstone (the group deleted, or
@@ -221,8 +235,9 @@ class _GroupFold:
         # the snapshot's static members (instance id, member id), in its order, each pair once
         snap = dict.fromkeys((i, m) for i, m in zip(r.all_instance_ids or (), r.all_member_ids or (), strict=True)
                              if i is not None)
-        for key in snap:                                # a conversion's snapshot re-lists what the tombstones ended
-            self.pending.pop(key, None)
+        if self._crossing(r):                           # a conversion's snapshot re-lists what the tombstones ended
+            for key in snap:
+                self.pending.pop(key, None)
         out = self.settle(r)
         self.kind = CLASSIC
         self.generation = r.generation

@@ -73,9 +73,10 @@ def build(spark: SparkSession, opts: Options,
     ranges_w = window(ranges, "opened", "closed", opts).cache()
     offset_rows = window(offsets, "log_time", None, opts)
     # __share_group_state's records (a small topic): the records delivered more than once or archived
-    deliveries = (share_deliveries(records, topic_names(opts.data_dir))
-                  if any(Path(opts.data_dir).glob(f"{SHARE_STATE_TOPIC}-*"))
+    shares = any(Path(opts.data_dir).glob(f"{SHARE_STATE_TOPIC}-*"))
+    deliveries = (share_deliveries(records, topic_names(opts.data_dir)) if shares
                   else spark.createDataFrame([], DELIVERIES_SCHEMA))
+    deliveries_w = window(deliveries, "first_time", "done_time", opts).cache()
     direct = got.offsets
     tables = Tables({
         "member_map_history": history_w,
@@ -84,12 +85,13 @@ def build(spark: SparkSession, opts: Options,
         "offsets_history": (offset_rows if not direct.files else
                             spark.read.schema(OFFSETS_SCHEMA).parquet(*direct.files).unionByName(offset_rows)),
         "catchup_ranges": ranges_w,
-        "share_deliveries": window(deliveries, "first_time", "done_time", opts).cache(),
+        "share_deliveries": deliveries_w,
         # written, summarised and reported: computed once
-        "anomalies": anomalies(folded.filter(F.col("tag") == "a").select("a.*"), errors, got.gaps, ranges_w).cache(),
+        "anomalies": anomalies(folded.filter(F.col("tag") == "a").select("a.*"), errors, got.gaps, ranges_w,
+                               deliveries_w if shares else None).cache(),
         "errors": errors,
     })
-    tables.direct, tables.offset_rows = direct, offset_rows
+    tables.direct, tables.offset_rows, tables.shares = direct, offset_rows, shares
     tables.counts = folded.filter(F.col("tag") == "s").select("s")
     tables.drawings = folded.filter(F.col("tag") == "r").select("s")
     return tables, got.files

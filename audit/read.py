@@ -6,8 +6,9 @@ offsets_history part file is offsets_sink.py.
 Runs inside Spark's Python workers (shipped as part of the `tenure` package), so it uses only the
 project's own storage and protocol code: the server's one segment reader (`tenure.storage.reader`,
 `SegmentReader`) reads and verifies each batch (length, magic, CRC-32C, offsets moving forward) and
-`tenure.protocol.records.decode` decodes each record (`tenure.protocol.txn_records` for a
-`__transaction_state` file). Nothing is skipped silently: every batch or record that cannot be read
+`tenure.protocol.records.decode` decodes each record - every group kind's, KIP-848 consumer groups' and KIP-932
+share groups' included (`tenure.protocol.txn_records` for a `__transaction_state` file,
+`tenure.protocol.share_state_records` for a `__share_group_state` file). Nothing is skipped silently: every batch or record that cannot be read
 becomes an error row. A transactional batch's offset commits carry its producer id and epoch; a
 transactional control batch (a commit or abort marker) is a row of its own. With an `OffsetsSink` the
 plain offset commits are written by the task as a Parquet part file of offsets_history (`OffsetsWriter`)

@@ -333,6 +333,8 @@ SENTENCES = {   # anomaly kind -> what it says (fields: see anomaly_sentence)
                       "new one.",
     "log_damage": "The log is damaged: {detail}.",
     "log_gap": "Records are missing from the log: {detail}.",
+    "share_redelivery": "In share group {g}, {n} record(s) were delivered more than once or archived, {when} - "
+                        "{detail}: a record that keeps coming back is a poison message its consumers cannot handle.",
     "catchup_unfinished": "A catch-up range checkpointed in group {g} by instance {i} still owed {n} offset(s) "
                           "at the end of the log ({detail}); it opened at {first}, the last checkpoint is of "
                           "{last}: unless that consumer is still catching up, those records were never "
@@ -358,6 +360,8 @@ def _anomalies(tables, opts, drawn: dict[str, list[str]], total: int) -> tuple[s
         link = ""
         if r["kind"] == "catchup_unfinished":
             link = ' <a href="#catchup-ranges">the catch-up ranges</a>'
+        elif r["kind"] == "share_redelivery":
+            link = ' <a href="#share-groups">the share groups\' records</a>'
         elif r["group"] is not None and r["instance_id"] is not None:
             if r["instance_id"] in drawn.get(r["group"], ()):
                 link = f' <a href="#instance-{slug(r["group"], r["instance_id"])}">the lane of {_e(r["instance_id"])}</a>'
@@ -404,7 +408,7 @@ def _share_deliveries(tables) -> str:
     """The share groups' records delivered more than once or archived (the MAX_ROWS most delivered), or a
     sentence."""
     df = tables["share_deliveries"]
-    total = df.count()
+    total = df.count() if getattr(tables, "shares", True) else 0
     if not total:
         return ("<p>No share group record was delivered more than once or archived (or none in the --since/--until "
                 "window; a log without __share_group_state has none).</p>")

@@ -71,7 +71,8 @@ def summarize(tables: Tables) -> dict:
         "member_ids": member_ids,
         "coordinator_moves": moves,                         # rows per group of each moved offsets partition
         "conversions": conversions,                         # classic <-> consumer (online migration)
-        "share_deliveries": tables["share_deliveries"].count(),   # share records redelivered or archived
+        # share records redelivered or archived (no job when the data dir has no __share_group_state)
+        "share_deliveries": tables["share_deliveries"].count() if tables.shares else 0,
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": n_gens,
         "static_events": n_events,

@@ -139,9 +139,11 @@ def fold_all(grouped: DataFrame, checks: Checks) -> DataFrame:
                               FOLD_SCHEMA)
 
 
-def anomalies(per_group: DataFrame, errors: DataFrame, gaps: DataFrame, ranges: DataFrame | None = None) -> DataFrame:
+def anomalies(per_group: DataFrame, errors: DataFrame, gaps: DataFrame, ranges: DataFrame | None = None,
+              deliveries: DataFrame | None = None) -> DataFrame:
     """The anomalies: those of each group's rows in the --since/--until window (`fold.group_anomalies`, in
-    the per-group pass), the catch-up ranges still owing offsets, and the log's own problems (damage, gaps),
+    the per-group pass), the catch-up ranges still owing offsets, the share partitions with records delivered
+    more than once or archived (share_deliveries, in the window), and the log's own problems (damage, gaps),
     which have no time and are always reported."""
     cols = list(ANOMALY_FIELDS)
     damage = (errors.filter(~F.col("kind").isin(*read.NOT_DAMAGE))
@@ -169,6 +171,21 @@ def anomalies(per_group: DataFrame, errors: DataFrame, gaps: DataFrame, ranges: 
                      F.lit(": range "), F.col("lo").cast(S), F.lit("-"), F.col("hi").cast(S),
                      F.lit(", offsets "), F.col("owed_from").cast(S), F.lit(".."), (F.col("owed_to") - 1).cast(S),
                      F.lit(" never committed")).alias("detail")))
+    if deliveries is not None:
+        # one per share partition: how many of its records came back, the most delivered first in the detail
+        top = F.max_by(F.struct("offset", "delivery_count", "final_state"),
+                       F.struct("delivery_count", -F.col("offset")))
+        extra.append(deliveries.groupBy("group", "topic_id", "topic", "partition").agg(
+            F.count("*").alias("count"), F.min("first_time").alias("first_time"),
+            F.max("last_time").alias("last_time"), top.alias("top"),
+            F.sum(F.when(F.col("final_state").isin("archived", "done"), 1).otherwise(0)).alias("ended"))
+            .select(F.lit("share_redelivery").alias("kind"), "group", F.lit(None).cast(S).alias("instance_id"),
+                    "count", "first_time", "last_time",
+                    F.concat(F.lit("topic "), F.coalesce("topic", F.concat(F.lit("id "), "topic_id")),
+                             F.lit(" partition "), F.col("partition").cast(S), F.lit(": most delivered offset "),
+                             F.col("top.offset").cast(S), F.lit(" ("), F.col("top.delivery_count").cast(S),
+                             F.lit(" deliveries, "), F.col("top.final_state"), F.lit("); "), F.col("ended").cast(S),
+                             F.lit(" of them archived or done after redeliveries")).alias("detail")))
     out = per_group.select(*cols)
     for df in (damage, log_gaps, *extra):
         out = out.unionByName(df.select(*cols))
@@ -192,3 +209,4 @@ class Tables(dict):
     offset_rows: DataFrame
     counts: DataFrame                      # the per-group pass's counts, a JSON row per task (fold._Counts)
     drawings: DataFrame                    # what report.html draws of each task's most active groups (JSON)
+    shares: bool = False                   # the data dir has __share_group_state (else share_deliveries is empty)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from html import escape as html_escape
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_a_static_group_rolled_to_the_consumer_protocol_and_back_has_one_history
 
     code, summary = job.run(job.Options(str(data), str(out)), spark=spark)
     assert code == 0 and summary["errors"] == 0
-    assert (summary["conversions"], summary["instances"], summary["member_ids"], summary["generations"]) == (2, 2, 6, 1)
+    assert (summary["conversions"], summary["instances"], summary["member_ids"]) == (2, 2, 6)
     assert summary["events_by_cause"] == {"joined": 2, "replaced": 4}
     hist = read(spark, out, "member_map_history")
     for instance, expected in ids.items():
@@ -84,20 +85,29 @@ def test_a_static_group_rolled_to_the_consumer_protocol_and_back_has_one_history
         for a, b in zip(rows, rows[1:]):        # one continuous history: each ends where the next starts
             assert a["valid_to_offset"] == b["valid_from_offset"] and a["valid_to_time"] == b["valid_from_time"]
         assert rows[1]["group_type"] == "consumer"
+        # the generations: the classic generation, then the member epochs (the group's epoch, unchanged)
+        assert [(r["from_generation"], r["to_generation"]) for r in rows][1:] == [(gens[0], gens[0]), (gens[0], None)]
+        assert rows[0]["to_generation"] == gens[0]
     assert [r["group_type"] for r in sorted((r for r in hist if r["instance_id"] == "i0"),
                                             key=lambda r: r["valid_from_offset"])] == ["classic", "consumer", "consumer"]
     conversions = sorted((r for r in hist if r["start_cause"] == "converted"), key=lambda r: r["valid_from_offset"])
     assert [(r["end_cause"], r["group_type"], r["instance_id"], r["member_id"]) for r in conversions] == [
         ("to_consumer", "consumer", None, None), ("to_classic", "classic", None, None)]
     # the generations: the roll cost no rebalance (Kafka's rules for static members with the same subscription:
-    # the group epoch is the classic generation, and stays), so there is one, the classic group's first
+    # the group epoch is the classic generation, and stays), so the last is the one the classic group settled in
+    # (one or two: the two classic members may have joined in one rebalance or in two)
     assert set(gens) == {gens[0]}
-    g = read(spark, out, "generations")
-    assert [(r["generation"], r["group_type"], r["trigger"], r["member_count"]) for r in g] == [
-        (gens[0], "classic", "joined", 2)]
-    assert sorted(g[0]["joined"]) == [f"{i} ({ids[i][0][0]})" for i in sorted(ids)]
+    g = sorted(read(spark, out, "generations"), key=lambda r: r["log_offset"])
+    assert summary["generations"] == len(g) and g[-1]["generation"] == gens[0]
+    assert [(r["group_type"], r["trigger"]) for r in g] == [("classic", "joined")] * len(g)
+    assert sorted((m["member_id"], m["instance_id"]) for m in g[-1]["members"]) == sorted((ids[i][0][0], i) for i in ids)
     anomalies = read(spark, out, "anomalies")
     assert [a for a in anomalies if a["kind"] in ("concurrent_member_ids", "log_damage", "log_gap")] == []
+
+    html = (out / "report.html").read_text()
+    assert "Group g (classic, consumer group)" in html and "group conversions (classic &lt;-&gt; consumer)" in html
+    for i in ids:                               # each instance's lane table lists its three member ids
+        assert all(f"<td><code>{html_escape(mid)}</code></td>" in html for mid, _ in ids[i])
 
     # the query mode, for a member id of the consumer kind (i0's second) at the middle of its interval
     rows = sorted((r for r in hist if r["instance_id"] == "i0"), key=lambda r: r["valid_from_offset"])
@@ -151,7 +161,16 @@ def test_a_share_groups_poison_record_shows_with_its_offset_and_deliveries(spark
             for r in gens] == [(1, "share", "initial", [member], [], 1),
                                (2, "share", "dynamic_membership", [], [member], 0)]
     assert not [r for r in read(spark, out, "member_map_history") if r["group"] == group]
+    # the share partition's anomaly: its records that came back, the most delivered named
+    anomalies = read(spark, out, "anomalies")
+    assert [(a["kind"], a["group"], a["instance_id"], a["count"], a["detail"]) for a in anomalies] == [
+        ("share_redelivery", group, None, 2, f"topic {topic} partition 0: most delivered offset 0 (5 deliveries, "
+                                             "done); 1 of them archived or done after redeliveries")]
+    assert anomalies[0]["first_time"] == rows[0]["first_time"] and anomalies[0]["last_time"] == max(
+        r["last_time"] for r in rows)
     html = (out / "report.html").read_text()
+    assert ("a record that keeps coming back is a poison message its consumers cannot handle. "
+            "<a href=\"#share-groups\">") in html
     section = html[html.index('id="share-groups"'):]
     assert (f"The most delivered: offset 0 of {topic}-0 in share group {group}, delivered 5 times, done: "
             "acknowledged or archived") in section

@@ -126,3 +126,36 @@ def test_share_deliveries_from_snapshots_and_updates():
         (1, 0, 2, "deleted", 80, 80, 90, 7),
         (1, 1, 2, "deleted", 80, 80, 90, 7)]
     assert {(r["group"], r["topic"], r["topic_id"]) for r in got} == {("sg", "t", str(TID))}
+
+
+def test_a_consumer_groups_fenced_duplicate_and_replacement_are_reported_as_the_classic_kinds():
+    """The consumer kind writes the static events the classic kind writes: a second process with i0's instance
+    id replaces m0 and the first one's next heartbeat is fenced - the same intervals, events and anomaly."""
+    log = [(ev(rec.JOINED, "i0", None, "m0", 100), 100), (cmember("m0", "i0"), 100),
+           (cg.ConsumerGroupMetadataRecord("g", 1), 100), (assigned("m0", 1), 100),
+           (cg.CurrentAssignmentRecord("g", "m0", tombstone=True), 200), (cmember("m0", None, tombstone=True), 200),
+           (ev(rec.REPLACED, "i0", "m0", "m1", 200), 200), (cmember("m1", "i0"), 200), (assigned("m1", 1), 200),
+           (ev(rec.FENCED, "i0", "m0", "m1", 300), 300)]
+    out = list(fold.fold_groups(rows(log), fold.Checks()))
+    h = sorted((dict(zip(fold.HISTORY_FIELDS, t[1])) for t in out if t[0] == "h"), key=lambda x: x["valid_from_offset"])
+    assert [(x["member_id"], x["start_cause"], x["valid_from_offset"], x["end_cause"], x["valid_to_offset"])
+            for x in h] == [("m0", "joined", 0, "replaced", 6), ("m1", "replaced", 6, None, None)]
+    anomalies = [dict(zip(fold.ANOMALY_FIELDS, t[3])) for t in out if t[0] == "a"]
+    assert [(a["kind"], a["instance_id"], a["count"], a["first_time"]) for a in anomalies] == [
+        ("fenced_duplicate_instance", "i0", 1, 300)]
+
+
+def test_a_group_deleted_and_created_again_with_the_same_member_id_is_two_intervals():
+    """Only a conversion (a tombstone followed by the other kind's records) carries an interval over a group
+    tombstone: the same kind coming back after a deletion starts new intervals, even for the same pair."""
+    log = [(ev(rec.JOINED, "i0", None, "m0", 100), 100), (cmember("m0", "i0"), 100),
+           (cg.ConsumerGroupMetadataRecord("g", 1), 100),
+           (cg.ConsumerGroupMetadataRecord("g", tombstone=True), 200),
+           (cmember("m0", "i0"), 300), (cg.ConsumerGroupMetadataRecord("g", 1), 300)]
+    assert [(x["member_id"], x["valid_from_offset"], x["end_cause"], x["valid_to_offset"])
+            for x in history(log)] == [("m0", 0, "group_deleted", 3), ("m0", 4, None, None)]
+    classic = [(rec.GroupMetadataRecord("g", "consumer", 1, "range", "m0", 100, (member("m0", "i0"),)), 100),
+               (rec.GroupMetadataRecord("g", tombstone=True), 200),
+               (rec.GroupMetadataRecord("g", "consumer", 1, "range", "m0", 300, (member("m0", "i0"),)), 300)]
+    assert [(x["member_id"], x["valid_from_offset"], x["end_cause"], x["valid_to_offset"])
+            for x in history(classic)] == [("m0", 0, "group_deleted", 1), ("m0", 2, None, None)]
