@@ -9,7 +9,10 @@ that they are written to the data dir's catalog with the topics.
 What the values mean to tenure: topic configs are kept and reported (tenure enforces `max.message.bytes`
 at its default and `cleanup.policy=compact` on `__consumer_offsets`; retention is not enforced). A broker
 config that is dynamic in Kafka (the `log.*` defaults behind topic configs) may be altered for the node
-(`"0"`) or cluster-wide (`""`), and a topic without its own override then reports that value. Group configs
+(`"0"`) or cluster-wide (`""`), and a topic without its own override then reports that value. The broker configs
+are those of the Kafka release presented (`ConfigStore.present`; protocol/releases.py says which release has
+which and their defaults); a broker config name the release has no config of is kept as a dynamic config and
+described as UNKNOWN, as Kafka does. Group configs
 (Kafka 3.8+/4: the KIP-848 and share-group timeouts) are kept and reported per group; a KIP-848 consumer
 group's coordinator reads its `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`
 (coordinator/consumer/group_config.py), whose defaults are the server's group.consumer.* values; the classic
