@@ -213,7 +213,10 @@ def release_behaviour_rows() -> list[str]:
     """The release table's behaviour rows: what a client sees change from one release to the next."""
     from tenure.config import ServerConfig
     from tenure.protocol.releases import (
-        BROKER_CONFIG_DEFAULTS, BROKER_CONFIG_SINCE, KAFKA_INITIAL_REBALANCE_DELAY_MS, RELEASES,
+        BROKER_CONFIG_DEFAULTS,
+        BROKER_CONFIG_SINCE,
+        KAFKA_INITIAL_REBALANCE_DELAY_MS,
+        RELEASES,
     )
     releases = list(RELEASES.values())
 
