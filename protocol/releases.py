@@ -49,9 +49,9 @@ Sources (facts read, nothing copied):
     `group.coordinator.rebalance.protocols` are public from 3.7 (KIP-848 early access; 3.6's broker configs have
     none of them).
   - `group.coordinator.rebalance.protocols` defaults to `classic` in 3.7-3.9 (KIP-848 early access / preview),
-    `classic,consumer` in 4.0, and `classic,consumer,streams` from 4.1 (4.1's documentation; 4.3's
+    `classic,consumer` in 4.0, and `classic,consumer,streams` from 4.1 (4.1's documentation and 4.3's
     GroupCoordinatorConfig, which deprecates the config for the group.version / streams.version / share.version
-    features). tenure does not serve streams groups, yet reports Kafka's default as it is: from 4.0 the config no
+    features; 4.2's was not read here: taken as 4.1's and 4.3's, which agree). tenure does not serve streams groups, yet reports Kafka's default as it is: from 4.0 the config no
     longer decides alone which protocols a broker serves (the features do), a 4.1 broker with this default
     refuses streams groups too (streams.version not finalized), and a client learns that streams groups are absent
     the way it would from Kafka - no `streams.version` in ApiVersions -, never from this config.
