@@ -412,9 +412,9 @@ class ConfigStore:
         """Refuse the first change Kafka would refuse: a topic or group config name it does not know, a broker
         config it cannot change at runtime (of every name the request touched), a bad value (of those `new`
         sets). A broker config name the release presented does not know is accepted, as Kafka's
-        ConfigAdminManager accepts it: DynamicBrokerConfig refuses only the release's own read-only configs
-        (INVALID_REQUEST, its ConfigException turned into InvalidRequestException), and the controller checks
-        only the resource name."""
+        ConfigAdminManager accepts it: DynamicBrokerConfig refuses only the release's own read-only configs and
+        bad values of its own configs (INVALID_REQUEST: its ConfigException turned into InvalidRequestException),
+        and the controller checks only the resource name."""
         defs = self.defs_for(resource_type)
         kind = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_GROUP: "group"}[resource_type]
         unknown = [k for k in names if k not in defs]
@@ -426,7 +426,12 @@ class ConfigStore:
                               ErrorCode.INVALID_REQUEST)
         for k in names:
             if k in new and k in defs:
-                defs[k].check(new[k])
+                try:
+                    defs[k].check(new[k])
+                except ConfigError as exc:       # a broker's: DynamicBrokerConfig's ConfigException, so 42
+                    if resource_type != RESOURCE_BROKER:
+                        raise
+                    raise ConfigError(exc.message, ErrorCode.INVALID_REQUEST) from None
         if resource_type == RESOURCE_GROUP:              # Kafka's GroupConfig: over the whole group's values
             for kind in ("consumer", "share"):
                 session, interval = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tenure.broker.configs import (
-    OP_APPEND, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER,
+    OP_APPEND, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER,
     SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, UNKNOWN, ConfigError, ConfigStore, UnknownServerError,
     incremental,
 )
@@ -82,7 +82,12 @@ def test_a_read_only_config_of_the_release_is_refused_as_kafka_refuses_it():
     # the same name to 3.6, which has no such config: accepted
     store("3.6").check(RESOURCE_BROKER, ["group.consumer.session.timeout.ms"],
                        {"group.consumer.session.timeout.ms": "50000"})
-    # a bad value of a known dynamic config is still refused
+    # a bad value of a dynamic broker config: DynamicBrokerConfig's ConfigException, INVALID_REQUEST too
     with pytest.raises(ConfigError) as bad:
         s.check(RESOURCE_BROKER, ["log.retention.ms"], {"log.retention.ms": "soon"})
-    assert bad.value.code == ErrorCode.INVALID_CONFIG
+    assert (bad.value.code, bad.value.message) == (
+        ErrorCode.INVALID_REQUEST, "Invalid value soon for configuration log.retention.ms: Not a number of type LONG")
+    # the same value for a topic: INVALID_CONFIG (the controller's LogConfig validation)
+    with pytest.raises(ConfigError) as topic:
+        s.check(RESOURCE_TOPIC, ["retention.ms"], {"retention.ms": "soon"})
+    assert topic.value.code == ErrorCode.INVALID_CONFIG
