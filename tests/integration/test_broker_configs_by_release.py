@@ -79,3 +79,41 @@ def test_java_describe_and_alter_broker_configs_as_each_release():
             assert altered["message"] == f"Cannot update these configs dynamically: Set({share})", (name, altered)
             [entry] = after["entries"]
             assert (entry["source"], entry["type"]) == ("STATIC_BROKER_CONFIG", "INT"), (name, entry)
+
+
+def test_alter_configs_over_the_wire_answers_as_each_release():
+    """AlterConfigs (key 33, v2) and IncrementalAlterConfigs (key 44, v1) of broker 0 over the wire (kafka-python's
+    admin refuses a name it did not see described, client-side): as 3.6, `group.consumer.session.timeout.ms` is a
+    name like any other (set; APPEND to it: UNKNOWN_SERVER_ERROR, no message); as 4.3 it is a read-only config
+    (INVALID_REQUEST, Kafka's message) and a bad value of a dynamic one is INVALID_REQUEST too; the server keeps
+    serving."""
+    from kafka.protocol.admin import AlterConfigsRequest, IncrementalAlterConfigsRequest
+
+    from tests.support.wire import WireClient
+    name = "group.consumer.session.timeout.ms"
+    A, I = AlterConfigsRequest, IncrementalAlterConfigsRequest
+
+    def legacy(key, value):
+        R = A.AlterConfigsResource
+        return A(validate_only=False, resources=[R(resource_type=4, resource_name="0", configs=[
+            R.AlterableConfig(name=key, value=value)])])
+
+    def incremental(key, op, value):
+        R = I.AlterConfigsResource
+        return I(validate_only=False, resources=[R(resource_type=4, resource_name="0", configs=[
+            R.AlterableConfig(name=key, config_operation=op, value=value)])])
+
+    with ServerThread(ServerConfig(port=0, kafka_version="3.6")) as s, WireClient.to(s.bootstrap) as w:
+        [r] = w.call(legacy(name, "50000"), 2).responses
+        assert (r.error_code, r.error_message) == (0, None)
+        [r] = w.call(incremental(name, 2, "x"), 1).responses            # APPEND
+        assert (r.error_code, r.error_message) == (-1, None)
+        assert s.server.topics.dynamic_configs["broker"]["0"] == {name: "50000"}
+    with ServerThread(ServerConfig(port=0, kafka_version="4.3")) as s, WireClient.to(s.bootstrap) as w:
+        [r] = w.call(legacy(name, "50000"), 2).responses
+        assert (r.error_code, r.error_message) == (42, f"Cannot update these configs dynamically: Set({name})")
+        [r] = w.call(incremental("log.retention.ms", 0, "soon"), 1).responses     # SET
+        assert (r.error_code, r.error_message) == \
+            (42, "Invalid value soon for configuration log.retention.ms: Not a number of type LONG")
+        [r] = w.call(incremental("log.retention.ms", 0, "60000"), 1).responses
+        assert r.error_code == 0 and s.server.topics.dynamic_configs["broker"]["0"] == {"log.retention.ms": "60000"}
