@@ -276,7 +276,8 @@ class AdminApis(ClusterMetadataApis):
 
         def apply(res, current):
             return incremental(self.configs.defs_for(res.resource_type), current,
-                               [(c.name, c.config_operation, c.value) for c in res.configs])
+                               [(c.name, c.config_operation, c.value) for c in res.configs],
+                               broker=res.resource_type == RESOURCE_BROKER)
         return R(throttle_time_ms=0, responses=self._alter(R, req.body, apply, self.answering(ctx), ctx))
 
     # ---------------------------------------------------------------- records and log dirs

@@ -9,7 +9,10 @@ that they are written to the data dir's catalog with the topics.
 What the values mean to tenure: topic configs are kept and reported (tenure enforces `max.message.bytes`
 at its default and `cleanup.policy=compact` on `__consumer_offsets`; retention is not enforced). A broker
 config that is dynamic in Kafka (the `log.*` defaults behind topic configs) may be altered for the node
-(`"0"`) or cluster-wide (`""`), and a topic without its own override then reports that value. Group configs
+(`"0"`) or cluster-wide (`""`), and a topic without its own override then reports that value. The broker configs
+are those of the Kafka release presented (`ConfigStore.present`; protocol/releases.py says which release has
+which and their defaults); a broker config name the release has no config of is kept as a dynamic config and
+described as UNKNOWN, as Kafka does. Group configs
 (Kafka 3.8+/4: the KIP-848 and share-group timeouts) are kept and reported per group; a KIP-848 consumer
 group's coordinator reads its `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`
 (coordinator/consumer/group_config.py), whose defaults are the server's group.consumer.* values; the classic
@@ -18,9 +21,10 @@ protocol does not read them, as Kafka's classic groups do not.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenure.protocol.errors import ErrorCode
+from tenure.protocol.releases import NEWEST, Release
 
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
 
@@ -38,13 +42,21 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 SOURCE_GROUP = 8
 
-# config types (DescribeConfigs v3+)
+# config types (DescribeConfigs v3+); UNKNOWN: a name the broker has no definition of
+UNKNOWN = 0
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(1, 10)
 _TYPE_NAMES = {BOOLEAN: "BOOLEAN", STRING: "STRING", INT: "INT", SHORT: "SHORT", LONG: "LONG", LIST: "LIST"}
 _INT_RANGE = {INT: (-2**31, 2**31 - 1), SHORT: (-2**15, 2**15 - 1), LONG: (-2**63, 2**63 - 1)}
 
 # IncrementalAlterConfigs operations
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class UnknownServerError(TopicError):
+    """UNKNOWN_SERVER_ERROR (-1) without a message, as Kafka answers an unexpected exception."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, None)   # type: ignore[arg-type]
 
 
 class ConfigError(TopicError):
@@ -184,8 +196,16 @@ def group_defs(consumer_session: int = 45000, consumer_interval: int = 5000, sha
 GROUP_CONFIGS = group_defs()          # with Kafka's broker defaults; a ConfigStore uses the server's
 
 
-def _broker_defs() -> dict[str, ConfigDef]:
-    """The broker configs tenure reports (their values set by tenure's options come from ConfigStore)."""
+def _broker_defs(release: Release = NEWEST) -> dict[str, ConfigDef]:
+    """The broker configs tenure reports presenting `release` (their values set by tenure's options come from
+    ConfigStore): those the release has, with its defaults (protocol/releases.py BROKER_CONFIG_SINCE and
+    BROKER_CONFIG_DEFAULTS)."""
+    return {name: replace(d, default=release.broker_config_default(name, d.default))
+            for name, d in _ALL_BROKER_DEFS.items() if release.reports_broker_config(name)}
+
+
+def _all_broker_defs() -> dict[str, ConfigDef]:
+    """Every broker config tenure reports in some release, with the newest release's defaults."""
     t = {d.name: d for d in TOPIC_CONFIGS.values()}
     return _defs(
         ConfigDef("broker.id", INT, "-1", "This node's id.", dynamic=False),
@@ -224,6 +244,10 @@ def _broker_defs() -> dict[str, ConfigDef]:
         ConfigDef("group.consumer.heartbeat.interval.ms", INT, "5000",
                   "How often consumer group (KIP-848) members heartbeat, unless their group sets its own.",
                   dynamic=False),
+        ConfigDef("group.coordinator.rebalance.protocols", LIST, "classic,consumer,streams",
+                  "The rebalance protocols the group coordinator serves (Kafka's default of the release presented; "
+                  "what tenure serves is what ApiVersions and its features announce).", dynamic=False,
+                  choices=("classic", "consumer", "share", "streams")),
         ConfigDef("group.share.session.timeout.ms", INT, "45000",
                   "A share group member's session timeout, unless its group sets its own.", dynamic=False),
         ConfigDef("group.share.heartbeat.interval.ms", INT, "5000",
@@ -254,6 +278,9 @@ def _broker_defs() -> dict[str, ConfigDef]:
     )
 
 
+_ALL_BROKER_DEFS = _all_broker_defs()
+
+
 @dataclass
 class Entry:
     """One described config: what DescribeConfigs needs for it."""
@@ -262,7 +289,7 @@ class Entry:
     source: int
     read_only: bool
     type: int
-    doc: str
+    doc: str | None
     synonyms: list[tuple[str, str | None, int]]
 
 
@@ -273,11 +300,16 @@ class ConfigStore:
     in `registry.dynamic_configs` ({"broker": {"" | "0": {...}}, "group": {name: {...}}}) and topic overrides
     in each topic's `configs`, so the registry persists them all in its catalog."""
 
-    def __init__(self, registry, static: Callable[[int], dict[str, str | None]]) -> None:
+    def __init__(self, registry, static: Callable[[int], dict[str, str | None]], release: Release = NEWEST) -> None:
         self.registry = registry
         self._static = static                  # node id -> that broker's static configs
-        self.broker_defs = _broker_defs()
+        self.present(release)
         self._group_defs: dict[str, ConfigDef] | None = None
+
+    def present(self, release: Release) -> None:
+        """Report and accept the broker configs of `release` (the Kafka release the server presents)."""
+        self.release = release
+        self.broker_defs = _broker_defs(release)
 
     @property
     def group_defs(self) -> dict[str, ConfigDef]:
@@ -301,28 +333,35 @@ class ConfigStore:
             out.append((SOURCE_DYNAMIC_BROKER, dyn[str(node_id)][name]))
         if name in dyn.get("", {}):
             out.append((SOURCE_DYNAMIC_DEFAULT_BROKER, dyn[""][name]))
+        d = self.broker_defs.get(name)
+        if d is None:                          # a name set dynamically that this release has no config of
+            return out
         static = self._static(node_id)
         if name in static:
             out.append((SOURCE_STATIC_BROKER, static[name]))
-        d = self.broker_defs[name]
         if d.default is not None:
             out.append((SOURCE_DEFAULT, d.default))
         return out
 
     def broker_entries(self, resource_name: str, node_id: int) -> list[Entry]:
-        """The answering broker's id (`node_id`): every broker config. The cluster default (""): as Kafka, only the configs altered
-        cluster-wide, with synonyms below that level."""
-        cluster_wide = self.registry.dynamic_configs.get("broker", {}).get("", {})
+        """The answering broker's id (`node_id`): every broker config of the release presented, then any name
+        set dynamically that the release has no config of (type UNKNOWN, read-only, no documentation: as Kafka
+        reports a dynamic broker config it has no definition of). The cluster default (""): as Kafka, only the
+        configs altered cluster-wide, with synonyms below that level."""
+        dyn = self.registry.dynamic_configs.get("broker", {})
+        cluster_wide = dyn.get("", {})
+        unknown = sorted({n for n in (*cluster_wide, *dyn.get(str(node_id), {})) if n not in self.broker_defs})
         out = []
-        for d in self.broker_defs.values():
-            layers = self._broker_layers(d.name, node_id)
+        for name in [*self.broker_defs, *unknown]:
+            d = self.broker_defs.get(name)
+            layers = self._broker_layers(name, node_id)
             if resource_name == "":
-                if d.name not in cluster_wide:
+                if name not in cluster_wide:
                     continue
                 layers = [x for x in layers if x[0] != SOURCE_DYNAMIC_BROKER]
             source, value = layers[0] if layers else (SOURCE_DEFAULT, None)
-            out.append(Entry(d.name, value, source, not d.dynamic, d.type, d.doc,
-                             [(d.name, v, s) for s, v in layers]))
+            out.append(Entry(name, value, source, d is None or not d.dynamic, UNKNOWN if d is None else d.type,
+                             None if d is None else d.doc, [(name, v, s) for s, v in layers]))
         return out
 
     def topic_default(self, name: str, node_id: int) -> tuple[list[tuple[str, str | None, int]], str | None, int]:
@@ -370,19 +409,29 @@ class ConfigStore:
         return dict(self.registry.dynamic_configs.get(kind, {}).get(name, {}))
 
     def check(self, resource_type: int, names, new: dict[str, str]) -> None:
-        """Refuse the first change Kafka would refuse: a name it does not know or cannot change at runtime
-        (of every name the request touched), a bad value (of those `new` sets)."""
+        """Refuse the first change Kafka would refuse: a topic or group config name it does not know, a broker
+        config it cannot change at runtime (of every name the request touched), a bad value (of those `new`
+        sets). A broker config name the release presented does not know is accepted, as Kafka's
+        ConfigAdminManager accepts it: DynamicBrokerConfig refuses only the release's own read-only configs and
+        bad values of its own configs (INVALID_REQUEST: its ConfigException turned into InvalidRequestException),
+        and the controller checks only the resource name."""
         defs = self.defs_for(resource_type)
         kind = {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker", RESOURCE_GROUP: "group"}[resource_type]
         unknown = [k for k in names if k not in defs]
-        if unknown:
+        if unknown and resource_type != RESOURCE_BROKER:
             raise ConfigError(f"Unknown {kind} config name: {unknown[0]}")
-        fixed = sorted(k for k in names if not defs[k].dynamic)
+        fixed = sorted(k for k in names if k in defs and not defs[k].dynamic)
         if fixed:
-            raise ConfigError(f"Cannot update these configs dynamically: {{{', '.join(fixed)}}}")
+            raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})",
+                              ErrorCode.INVALID_REQUEST)
         for k in names:
-            if k in new:
-                defs[k].check(new[k])
+            if k in new and k in defs:
+                try:
+                    defs[k].check(new[k])
+                except ConfigError as exc:       # a broker's: DynamicBrokerConfig's ConfigException, so 42
+                    if resource_type != RESOURCE_BROKER:
+                        raise
+                    raise ConfigError(exc.message, ErrorCode.INVALID_REQUEST) from None
         if resource_type == RESOURCE_GROUP:              # Kafka's GroupConfig: over the whole group's values
             for kind in ("consumer", "share"):
                 session, interval = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
@@ -398,11 +447,16 @@ class ConfigStore:
             self.registry.set_dynamic_configs("broker" if resource_type == RESOURCE_BROKER else "group", name, new)
 
 
-def incremental(defs: dict[str, ConfigDef], current: dict[str, str], ops) -> dict[str, str]:
-    """The overrides after IncrementalAlterConfigs' operations (SET, DELETE, APPEND, SUBTRACT) on `current`."""
+def incremental(defs: dict[str, ConfigDef], current: dict[str, str], ops, broker: bool = False) -> dict[str, str]:
+    """The overrides after IncrementalAlterConfigs' operations (SET, DELETE, APPEND, SUBTRACT) on `current`.
+    `broker`: a broker resource, where APPEND or SUBTRACT of a name the release has no config of fails as Kafka's
+    ConfigAdminManager fails it - looking up the config's type throws a NoSuchElementException, answered
+    UNKNOWN_SERVER_ERROR with no message (ApiError keeps messages out of that error)."""
     new = dict(current)
     for name, op, value in ops:
         d = defs.get(name)
+        if broker and d is None and op in (OP_APPEND, OP_SUBTRACT):
+            raise UnknownServerError()
         if op == OP_SET:
             new[name] = value
         elif op == OP_DELETE:

@@ -41,11 +41,28 @@ Sources (facts read, nothing copied):
   `share.version` not finalized by default there (share groups were a preview), answers each of them
   UNSUPPORTED_VERSION; 4.2 finalizes `share.version` 1 (general availability). 4.0 has only the early-access v0,
   which tenure does not serve.
-- Not per release: `group.coordinator.rebalance.protocols` as a broker's DescribeConfigs reports it. Kafka's
-  sources confirm the default `classic` while KIP-848 was early access / preview (3.7-3.9: the group coordinator
-  configs' GROUP_COORDINATOR_REBALANCE_PROTOCOLS_DEFAULT is CLASSIC alone) and `classic,consumer` at 4.0; the
-  default of 4.1-4.3 (whether `streams`, early access in 4.1, is in it) could not be pinned to a release here,
-  so tenure does not report the config at all rather than report a guess.
+- Broker configs by release (`BROKER_CONFIG_SINCE`, `BROKER_CONFIG_DEFAULTS`: what a broker's DescribeConfigs
+  reports, which leaves out internal configs - `nonInternalValues`), read in Kafka's generated broker config
+  documentation of each release (its KafkaConfig, GroupCoordinatorConfig, ShareGroupConfig and
+  ShareCoordinatorConfig definitions):
+  - `group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms` and
+    `group.coordinator.rebalance.protocols` are public from 3.7 (KIP-848 early access; 3.6's broker configs have
+    none of them).
+  - `group.coordinator.rebalance.protocols` defaults to `classic` in 3.7-3.9 (KIP-848 early access / preview),
+    `classic,consumer` in 4.0, and `classic,consumer,streams` from 4.1 (4.1's documentation and 4.3's
+    GroupCoordinatorConfig, which deprecates the config for the group.version / streams.version / share.version
+    features; 4.2's was not read here: taken as 4.1's and 4.3's, which agree). tenure does not serve streams groups, yet reports Kafka's default as it is: from 4.0 the config no
+    longer decides alone which protocols a broker serves (the features do), a 4.1 broker with this default
+    refuses streams groups too (streams.version not finalized), and a client learns that streams groups are absent
+    the way it would from Kafka - no `streams.version` in ApiVersions -, never from this config.
+  - `group.share.session.timeout.ms` and `group.share.heartbeat.interval.ms` are public from 3.9 (KIP-932's
+    configs shipped before its early access: a 3.9 broker reports them although it serves no share group).
+  - `share.coordinator.state.topic.num.partitions` from 4.0 (the share coordinator's configs; 3.9 has none).
+  A config not listed is reported by every release 2.8-4.3. A config a release does not know is, to that
+  release's broker, a name like any other: IncrementalAlterConfigs / AlterConfigs set it as a dynamic broker
+  config (ConfigAdminManager validates a broker change with DynamicBrokerConfig, which refuses only that
+  release's own read-only configs; the controller checks only the resource name), and DescribeConfigs reports it
+  back with type UNKNOWN.
 - Defaults a client sees that differ by release (`Behaviour`, printed as the release table of docs/apis.md):
   group.initial.rebalance.delay.ms is 3000 in every release 2.8-4.3 (tenure keeps its own test-friendly 1000 ms
   whatever the release: `--initial-rebalance-delay-ms`).
@@ -83,6 +100,22 @@ FEATURE_LEVELS_SERVED = {"transaction.version": TRANSACTION_VERSION_SERVED,
                          "streams.version": 0}          # KIP-1071 streams groups: not served
 
 
+# The broker configs tenure reports that not every release has: name -> the first release that reports it (the
+# module's docstring); every other config is reported by every release.
+BROKER_CONFIG_SINCE: Mapping[str, tuple[int, int]] = MappingProxyType({
+    "group.consumer.session.timeout.ms": (3, 7),
+    "group.consumer.heartbeat.interval.ms": (3, 7),
+    "group.coordinator.rebalance.protocols": (3, 7),
+    "group.share.session.timeout.ms": (3, 9),
+    "group.share.heartbeat.interval.ms": (3, 9),
+    "share.coordinator.state.topic.num.partitions": (4, 0),
+})
+# broker config defaults that changed: name -> ((from release, default), ...), each row holding from that release on
+BROKER_CONFIG_DEFAULTS: Mapping[str, tuple[tuple[tuple[int, int], str], ...]] = MappingProxyType({
+    "group.coordinator.rebalance.protocols": (((3, 7), "classic"), ((4, 0), "classic,consumer"),
+                                              ((4, 1), "classic,consumer,streams")),
+})
+
 @dataclass(frozen=True)
 class Feature:
     """One feature as a broker announces it in ApiVersions v3+: the levels it supports and the finalized one."""
@@ -118,6 +151,16 @@ class Release:
         """The `transaction.version` level announced: the release's finalized one, at most what tenure serves."""
         f = self.features.get("transaction.version")
         return min(f.finalized, TRANSACTION_VERSION_SERVED) if f is not None else 0
+
+    def reports_broker_config(self, name: str) -> bool:
+        """Whether the release's brokers report broker config `name` (BROKER_CONFIG_SINCE)."""
+        since = BROKER_CONFIG_SINCE.get(name)
+        return since is None or self.version >= since
+
+    def broker_config_default(self, name: str, default: str | None) -> str | None:
+        """The release's default of broker config `name`: BROKER_CONFIG_DEFAULTS' row, else `default`."""
+        rows = [value for since, value in BROKER_CONFIG_DEFAULTS.get(name, ()) if since <= self.version]
+        return rows[-1] if rows else default
 
     def finalized_level(self, name: str) -> int:
         """The level of feature `name` this release finalizes by default (0: not finalized or unknown to it)."""

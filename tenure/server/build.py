@@ -283,6 +283,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                     replica_selector=config.replica_selector_class,
                     share_clock=clock.now_ms, share_group=share_group, share_state=share_state)
     share_state.broker = broker
+    broker.configs.present(config.release)          # the broker configs of the Kafka release presented
     offsets = topics.get(OFFSETS_TOPIC)
     if offsets is None:
         offsets = topics.create(OFFSETS_TOPIC, config.offsets_partition_count, internal=True,

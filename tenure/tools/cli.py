@@ -212,7 +212,12 @@ def api_table_markdown() -> str:
 def release_behaviour_rows() -> list[str]:
     """The release table's behaviour rows: what a client sees change from one release to the next."""
     from tenure.config import ServerConfig
-    from tenure.protocol.releases import KAFKA_INITIAL_REBALANCE_DELAY_MS, RELEASES
+    from tenure.protocol.releases import (
+        BROKER_CONFIG_DEFAULTS,
+        BROKER_CONFIG_SINCE,
+        KAFKA_INITIAL_REBALANCE_DELAY_MS,
+        RELEASES,
+    )
     releases = list(RELEASES.values())
 
     def yes(flag: bool) -> str:
@@ -232,6 +237,11 @@ def release_behaviour_rows() -> list[str]:
          ["served" if 0 not in r.announced_only else "announced, refused" for r in releases]),
         (f"group.initial.rebalance.delay.ms: Kafka's default (tenure's: {ServerConfig().initial_rebalance_delay_ms})",
          [str(KAFKA_INITIAL_REBALANCE_DELAY_MS)] * len(releases)),
+        *[(f"broker config `{name}` (DescribeConfigs)", [yes(r.reports_broker_config(name)) for r in releases])
+          for name in BROKER_CONFIG_SINCE],
+        *[(f"`{name}`: Kafka's default", [r.broker_config_default(name, None) or "-"
+                                          if r.reports_broker_config(name) else "-" for r in releases])
+          for name in BROKER_CONFIG_DEFAULTS],
     ]
     out = ["| | " + " | ".join(r.name for r in releases) + " |", "|---|" + "---|" * len(releases)]
     return out + [f"| {what} | " + " | ".join(cells) + " |" for what, cells in rows]

@@ -187,3 +187,24 @@ def test_transaction_version_flag_cuts_only_the_finalized_level():
     assert sup["transaction.version"] == (0, TRANSACTION_VERSION_SERVED) and fin["transaction.version"] == (1, 1)
     sup, fin = release("4.3").announced_features(transaction_version=0)
     assert "transaction.version" in sup and "transaction.version" not in fin
+
+
+# the broker configs each release reports that not every release has, and their defaults (protocol/releases.py's
+# docstring: Kafka's generated broker config documentation of each release)
+def test_broker_configs_appear_with_the_release_that_made_them_public():
+    since = {"group.consumer.session.timeout.ms": "3.7", "group.consumer.heartbeat.interval.ms": "3.7",
+             "group.coordinator.rebalance.protocols": "3.7", "group.share.session.timeout.ms": "3.9",
+             "group.share.heartbeat.interval.ms": "3.9", "share.coordinator.state.topic.num.partitions": "4.0"}
+    for name, r in RELEASES.items():
+        for config, first in since.items():
+            assert r.reports_broker_config(config) == (r.version >= release(first).version), (name, config)
+        assert r.reports_broker_config("group.max.size") and r.reports_broker_config("log.retention.hours")
+
+
+def test_rebalance_protocols_default_follows_the_release():
+    want = {"3.7": "classic", "3.8": "classic", "3.9": "classic", "4.0": "classic,consumer",
+            "4.1": "classic,consumer,streams", "4.2": "classic,consumer,streams", "4.3": "classic,consumer,streams"}
+    for name, default in want.items():
+        assert RELEASES[name].broker_config_default("group.coordinator.rebalance.protocols", "x") == default, name
+    # a config whose default never changed keeps the one given
+    assert RELEASES["3.7"].broker_config_default("group.max.size", "2147483647") == "2147483647"
