@@ -265,12 +265,15 @@ def _static_pair(server, group: str, topic: str):
     return a, b
 
 
-def _advance(server, total_ms: int, step_ms: int = 1500) -> None:
-    """Move the coordinator's clock `total_ms` ahead in steps, letting the connected members heartbeat
-    in between (a live member's session restarts at each heartbeat; a silent one's runs out)."""
+def _advance(server, total_ms: int, live: tuple[str, ...], step_ms: int = 1500) -> None:
+    """Move the coordinator's clock `total_ms` ahead in steps; after each, wait until every `live` member (by
+    client id) has heartbeated again (a live member's session restarts at each heartbeat; a silent one's runs
+    out), however long the machine takes to let it."""
     for _ in range(total_ms // step_ms):
+        mark = server.capture.last_seq
         server.advance_clock(step_ms)
-        time.sleep(0.5)
+        wait_for(lambda: all(server.requests(api="Heartbeat", client_id=c, since=mark) for c in live), 30,
+                 f"a heartbeat of {live} after the clock step")
 
 
 @pytest.mark.tenure(brokers=2, topics={"np-t": 4})
@@ -282,7 +285,7 @@ def test_a_static_member_partitioned_from_its_coordinator_longer_than_its_sessio
         a_events, b_events = len(a.events_copy()), len(b.events_copy())
         mark = tenure_server.capture.last_seq
         with tenure_server.network.partition(client_id="a", broker=coordinator) as cut:
-            _advance(tenure_server, 7500)              # 7.5 s of coordinator time: past a's 6 s session
+            _advance(tenure_server, 7500, ("b",))      # 7.5 s of coordinator time: past a's 6 s session
             wait_for(lambda: b.assignment == {0, 1, 2, 3}, 30, "b to take a's partitions")
             g = tenure_server.group("np-g")
             assert set(g.static_members) == {"b"} and g.state == "Stable"
@@ -313,7 +316,7 @@ def test_a_partition_shorter_than_the_session_changes_nothing(tenure_server):
         with tenure_server.no_rebalance("ns-g"):
             mark = tenure_server.capture.last_seq
             with tenure_server.network.partition(client_id="a", broker=coordinator):
-                _advance(tenure_server, 3000)          # 3 s of coordinator time: within a's 6 s session
+                _advance(tenure_server, 3000, ("b",))  # 3 s of coordinator time: within a's 6 s session
                 assert tenure_server.requests(client_id="a", broker=coordinator, since=mark) == []
             wait_for(lambda: any(e.api == "Heartbeat" and e.error == 0 for e in
                                  tenure_server.requests(client_id="a", since=mark)), 10, "a's heartbeats")
