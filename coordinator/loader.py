@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.protocol.markers import COMMIT, marker_type
-from tenure.protocol.records import TransactionalOffsetCommit
+from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
 from tenure.storage import BatchHeader, Log
 from tenure.storage.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
 from tenure.storage.reader import batch_records
@@ -78,8 +78,12 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             ended = pending.pop(h.producer_id, None)
             if ended is not None and attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
                 for r in ended[1]:
-                    latest[r.key] = r
-                    moved[r.key] = h.base_offset
+                    # as Kafka's replay of the marker: the transaction's record counts only if it was written
+                    # after the key's latest record (a plain commit, or a tombstone, in between wins)
+                    before = latest.get(r.key)
+                    if before is None or before.offset < r.offset:
+                        latest[r.key] = r
+                        moved[r.key] = h.base_offset
             continue
         try:                                   # a batch is one coordinator write: all of it or none
             batch = batch_records(h, raw)
@@ -96,6 +100,9 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                 report.skip(plog, part, r.offset, "a record", "record without a key")
             elif held is None:
                 latest[key] = r
+                if pending and r.value is None:     # a tombstone drops the open transactions' offsets of its key
+                    for _, records in pending.values():
+                        records[:] = [t for t in records if t.key != key]
             else:
                 held.append(r)
     report.batches += batches
@@ -115,7 +122,10 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
         except Exception as exc:               # a record that does not decode under a valid CRC
             report.skip(plog, part, r.offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
             continue
-        shard.replay(record)
+        if isinstance(record, OffsetCommitRecord):      # where it is in the log (see GroupShard.replay)
+            shard.replay(record, r.offset)
+        else:
+            shard.replay(record)
         report.replayed += 1
     for pid, (epoch, records) in pending.items():
         for r in records:
@@ -125,7 +135,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                 report.skip(plog, part, r.offset, "a transactional record that does not decode",
                             f"{type(exc).__name__}: {exc}")
                 continue
-            shard.replay(TransactionalOffsetCommit(pid, epoch, record))
+            shard.replay(TransactionalOffsetCommit(pid, epoch, record), r.offset)
 
 
 def finish_report(report: LoadReport, topic: str, shards, t0: float) -> LoadReport:
