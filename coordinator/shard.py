@@ -110,8 +110,12 @@ class GroupShard:
             at = self._place(place)
             if event.tombstone:
                 self._delete_offset(event)
-            else:
-                self._commit_offset(event, at)
+            else:                                  # (inline: the hot path of a load)
+                gid = event.group_id
+                self.offsets.setdefault(gid, {})[(event.topic, event.partition)] = event
+                if gid not in self.groups:         # offsets-only ("simple") group
+                    self.groups[gid] = ClassicGroup(gid)
+                self.offset_places[(gid, event.topic, event.partition)] = at
         elif isinstance(event, TransactionalOffsetCommit):
             r, at = event.record, self._place(place)
             self.pending_offsets.setdefault(event.producer_id, {}).setdefault(r.group_id, {})[
@@ -150,7 +154,8 @@ class GroupShard:
 
     def _place(self, given: int | None) -> int:
         at = self.next_place if given is None else given
-        self.next_place = max(self.next_place, at + 1)
+        if at >= self.next_place:
+            self.next_place = at + 1
         return at
 
     def _commit_offset(self, r: OffsetCommitRecord, at: int) -> None:
