@@ -50,7 +50,7 @@ from tenure.protocol import records as wire_records
 from tenure.protocol.records import (
     EXPIRED, FENCED, FORCED_REBALANCE, GROUP_FULL, JOINED, LEFT, REGISTRATION_EXPIRED, REMOVED, REPLACED,
     SYNC_EXPIRED, GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
-    TransactionalOffsetCommit,
+    TransactionalOffsetCommit, TransactionEnd,
 )
 
 REMOVAL_CAUSES = (EXPIRED, REGISTRATION_EXPIRED, SYNC_EXPIRED, GROUP_FULL, LEFT, REMOVED)
@@ -572,15 +572,27 @@ class Harness:
 
     def durable_state(self, *, compacted: bool = False) -> GroupShard:
         """Replay only the durable records (optionally after log compaction: latest value per key,
-        tombstones kept) into a fresh coordinator."""
+        tombstones kept; offsets committed in a transaction and the markers stay where they are and
+        supersede nothing, and nothing from the first record of a transaction still open on is cleaned - Kafka's
+        cleaner stops at the first unstable offset) into a fresh coordinator."""
         recs = self.durable_records()
         if compacted:
-            latest = {}
-            for r in recs:
+            first_open: dict[int, int] = {}
+            for i, r in enumerate(recs):
+                if isinstance(r, TransactionalOffsetCommit):
+                    first_open.setdefault(r.producer_id, i)
+                elif isinstance(r, TransactionEnd):
+                    first_open.pop(r.producer_id, None)
+            end = min(first_open.values(), default=len(recs))
+            latest: dict = {}
+            for i, r in enumerate(recs[:end]):
+                if isinstance(r, (TransactionalOffsetCommit, TransactionEnd)):
+                    latest[("transactional", i)] = r
+                    continue
                 key = wire_records.encode(r)[0]
                 latest.pop(key, None)
                 latest[key] = r
-            recs = list(latest.values())
+            recs = list(latest.values()) + recs[end:]
         fresh = GroupShard(self.coordinator.config)
         for r in recs:
             fresh.replay(copy.deepcopy(r))
@@ -621,6 +633,8 @@ class Harness:
         for gid in loaded.groups:
             assert gid in live.groups, f"records still hold group {gid!r}, which is gone"
         assert loaded.offsets == live.offsets, "records do not reproduce the offsets"
+        assert compacted.pending_offsets == loaded.pending_offsets == live.pending_offsets, \
+            "records do not reproduce the pending transactional offsets"
         assert loaded.static_event_keys == live.static_event_keys, "records do not reproduce the static event keys"
         for gid in live.static_event_keys:
             assert gid in live.groups, f"static event keys of group {gid!r}, which is gone"

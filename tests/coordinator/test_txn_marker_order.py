@@ -42,7 +42,7 @@ class Partition:
     to a MemoryLog through the CoordinatorWriter in the order they happen (as the runtime does)."""
 
     def __init__(self) -> None:
-        self.h = Harness(auto_check=False)
+        self.h = Harness()       # its invariants after every input: journal replay, records, compaction
         self.log = MemoryLog("__consumer_offsets-0")
         self.writer = CoordinatorWriter(Topic("__consumer_offsets", [self.log]), lambda: self.h.now_ms)
 
@@ -91,8 +91,10 @@ class Partition:
         return fresh
 
     def agree(self) -> GroupShard:
-        """Live state == journal replay == the log loaded into a fresh shard (offsets and pending ones)."""
+        """Live state == journal replay == the records replayed, compacted or not (the harness's invariants)
+        == the log loaded into a fresh shard (offsets and pending ones)."""
         self.h.check_journal_replay()
+        self.h.check_durable_replay()
         fresh = self.loaded()
         assert fresh.offsets == self.shard.offsets, "the load and the live shard differ"
         assert fresh.pending_offsets == self.shard.pending_offsets, "the load and the live shard differ (pending)"
@@ -197,8 +199,8 @@ def test_a_transaction_open_at_a_load_is_judged_by_log_places_when_its_marker_fo
     q = Partition()
     q.txn_commit(7, 20, partition=0)
     q.commit(5, partition=1)
-    q.h.coordinator = q.agree()                    # the shard now answering is the loaded one
-    q.h.coordinator.journal = None
+    q.h.coordinator = q.agree()                    # the shard now answering is the loaded one (no journal
+    q.h.auto_check = False                         # of what it loaded: the load is checked against the log)
     q.commit(10, partition=0)                      # live, after the load: numbered after every loaded record
     q.marker(7)
     assert q.fetched(0) == 10
