@@ -1,6 +1,7 @@
-"""Real clients mixing plain and transactional offset commits of one group and partition (Kafka's
-replayEndTransactionMarker: at a transaction's commit marker the most recent committed offset wins, by its
-record's place in __consumer_offsets; an OffsetDelete in between drops the transaction's pending offset).
+"""Real clients (Java kafka-clients 4.3, confluent-kafka, kafka-python) mixing plain and transactional offset
+commits of one group and partition (Kafka's replayEndTransactionMarker: at a transaction's commit marker the
+most recent committed offset wins, by its record's place in __consumer_offsets; an OffsetDelete in between
+drops the transaction's pending offset).
 OffsetFetch answers the same before and after a restart (the loader agrees with the live coordinator)."""
 from __future__ import annotations
 
@@ -75,3 +76,17 @@ def test_kafka_python_offset_delete_between_send_offsets_and_commit_drops_the_tr
     assert committed_by_confluent(bs, group, topic, [0, 1]) == {0: -1001, 1: 7}
     tenure_server.restart()
     assert committed_by_confluent(bs, group, topic, [0, 1]) == {0: -1001, 1: 7}
+
+
+@pytest.mark.java
+def test_java_commit_sync_between_send_offsets_to_transaction_and_commit_transaction_is_kept(tenure_server):
+    """Java kafka-clients 4.3 (tests/java/TxnMixedCommits.java): commitSync(P1=5); in a transaction
+    sendOffsetsToTransaction(P0=20, P1=25); commitSync(P0=10); commitTransaction. Kafka keeps P0=10 (written
+    after the transaction's record) and takes P1=25; so does a restart."""
+    from tests.support.java import run_java
+    bs, topic, group = tenure_server.bootstrap, "tmo-java", "tmo-java-group"
+    create_topic(bs, topic, 2)
+    [done] = run_java("TxnMixedCommits", bs, topic, group, "tmo-java-tx", timeout=90)
+    assert done == {"type": "done", "p0": 10, "p1": 25}
+    tenure_server.restart()
+    assert committed_by_confluent(bs, group, topic, [0, 1]) == {0: 10, 1: 25}
