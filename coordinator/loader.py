@@ -57,7 +57,10 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
     ones). The survivors are replayed in the order of their last write (an offset committed in a transaction
-    at its marker)."""
+    at its marker), each offset record with its log offset, its place (GroupShard.replay). At a commit marker
+    a transaction's record replaces its key's latest record only if it was written after it (Kafka's
+    replayEndTransactionMarker: the most recent commit stays); a plain tombstone drops its key from the
+    transactions still open (Kafka's replay of a tombstone)."""
     # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
     # transaction, `moved` holds its marker's offset: a record counts at the marker's place
     latest: dict[bytes, Any] = {}
