@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.protocol.markers import COMMIT, marker_type
-from tenure.protocol.records import TransactionalOffsetCommit
+from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
 from tenure.storage import BatchHeader, Log
 from tenure.storage.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
 from tenure.storage.reader import batch_records
@@ -57,7 +57,10 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
     ones). The survivors are replayed in the order of their last write (an offset committed in a transaction
-    at its marker)."""
+    at its marker), each offset record with its log offset, its place (GroupShard.replay). At a commit marker
+    a transaction's record replaces its key's latest record only if it was written after it (Kafka's
+    replayEndTransactionMarker: the most recent commit stays); a plain tombstone drops its key from the
+    transactions still open (Kafka's replay of a tombstone)."""
     # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
     # transaction, `moved` holds its marker's offset: a record counts at the marker's place
     latest: dict[bytes, Any] = {}
@@ -78,8 +81,12 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             ended = pending.pop(h.producer_id, None)
             if ended is not None and attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
                 for r in ended[1]:
-                    latest[r.key] = r
-                    moved[r.key] = h.base_offset
+                    # as Kafka's replay of the marker: the transaction's record counts only if it was written
+                    # after the key's latest record (a plain commit, or a tombstone, in between wins)
+                    before = latest.get(r.key)
+                    if before is None or before.offset < r.offset:
+                        latest[r.key] = r
+                        moved[r.key] = h.base_offset
             continue
         try:                                   # a batch is one coordinator write: all of it or none
             batch = batch_records(h, raw)
@@ -96,6 +103,9 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                 report.skip(plog, part, r.offset, "a record", "record without a key")
             elif held is None:
                 latest[key] = r
+                if pending and r.value is None:     # a tombstone drops the open transactions' offsets of its key
+                    for _, records in pending.values():
+                        records[:] = [t for t in records if t.key != key]
             else:
                 held.append(r)
     report.batches += batches
@@ -115,7 +125,10 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
         except Exception as exc:               # a record that does not decode under a valid CRC
             report.skip(plog, part, r.offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
             continue
-        shard.replay(record)
+        if isinstance(record, OffsetCommitRecord):      # where it is in the log (see GroupShard.replay)
+            shard.replay(record, r.offset)
+        else:
+            shard.replay(record)
         report.replayed += 1
     for pid, (epoch, records) in pending.items():
         for r in records:
@@ -125,7 +138,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                 report.skip(plog, part, r.offset, "a transactional record that does not decode",
                             f"{type(exc).__name__}: {exc}")
                 continue
-            shard.replay(TransactionalOffsetCommit(pid, epoch, record))
+            shard.replay(TransactionalOffsetCommit(pid, epoch, record), r.offset)
 
 
 def finish_report(report: LoadReport, topic: str, shards, t0: float) -> LoadReport:

@@ -197,8 +197,9 @@ class Offsets(ShardHandler):
     def offset_delete(self, ctx: RequestContext, req) -> Result:
         """Kafka 4's OffsetMetadataManager.deleteOffsets for a classic group: unknown -> 69; non-empty and
         not "consumer" -> 68; else per partition 86 if the group subscribes to the topic, otherwise 0 with
-        a tombstone if an offset exists. Kafka snapshots the subscribed topics when a generation starts;
-        this reads the current members' subscriptions (they differ only mid-rebalance)."""
+        a tombstone if an offset is committed or pending in an open transaction. Kafka snapshots the
+        subscribed topics when a generation starts; this reads the current members' subscriptions (they
+        differ only mid-rebalance)."""
         res = Result()
         R = OffsetDeleteResponse
         T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
@@ -213,6 +214,7 @@ class Offsets(ShardHandler):
             return res
         subscribed = kind.subscribed_topics(g)
         committed = set(self.offsets.get(g.group_id, {}))
+        deleted: set[tuple[str, int]] = set()
         topics = []
         for t in req.topics:
             parts = []
@@ -224,8 +226,11 @@ class Offsets(ShardHandler):
                 if subscribed is None or t.name in subscribed:
                     parts.append(P(partition_index=p.partition_index, error_code=E.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
-                if (t.name, p.partition_index) in committed:             # a repeated partition: one tombstone
-                    committed.discard((t.name, p.partition_index))
+                # a tombstone if an offset is committed or an open transaction holds one (the tombstone drops
+                # both, as Kafka's); a repeated partition: one tombstone
+                tp = (t.name, p.partition_index)
+                if tp not in deleted and (tp in committed or self.shard.has_pending_offsets(g.group_id, *tp)):
+                    deleted.add(tp)
                     res.emit(OffsetCommitRecord(g.group_id, t.name, p.partition_index, tombstone=True))
                 parts.append(P(partition_index=p.partition_index, error_code=0))
             topics.append(T(name=t.name, partitions=parts))

@@ -73,6 +73,14 @@ class GroupShard:
         self.static_event_keys: dict[str, set[str]] = {}   # group -> instance ids with an event key in the log
         # offsets committed in open transactions: producer id -> group -> (topic, partition) -> record
         self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetCommitRecord]]] = {}
+        # the place in the partition's log of each committed offset's record and each pending one's, by
+        # (group, topic, partition) (pending: per producer id): a transaction's commit marker keeps a pending
+        # offset only if it was written after the committed one (Kafka's replayEndTransactionMarker). The
+        # loader gives each record's log offset; live records, appended in the order they are replayed
+        # (one writer), are numbered on from the highest place replayed, which orders them as the log does
+        self.offset_places: dict[tuple[str, str, int], int] = {}
+        self.pending_places: dict[int, dict[tuple[str, str, int], int]] = {}
+        self.next_place = 0
         # soft state lives in each group (its parked requests, rebalance bookkeeping); the shard's own:
         self._armed: set[Timer] = set()    # timers this shard asked for and that have not fired or been cancelled
         self.journal: list | None = None      # set to [] to record every replayed event (tests, audit)
@@ -87,7 +95,10 @@ class GroupShard:
             16: a.list_groups, 42: a.delete_groups, **self.kinds.handlers}
 
     # ================================================================== the one mutator
-    def replay(self, event) -> None:
+    def replay(self, event, place: int | None = None) -> None:
+        """Apply one event. `place`: where an offset record (plain or transactional) is in the partition's
+        log - the loader passes its log offset; None (live, and a journal's replay): after every record
+        replayed so far."""
         if self.journal is not None:
             self.journal.append(event)
         if isinstance(event, GroupSnapshot):
@@ -96,30 +107,32 @@ class GroupShard:
             else:
                 self.groups[event.group_id] = event.group
         elif isinstance(event, OffsetCommitRecord):
-            offsets = self.offsets.setdefault(event.group_id, {})
+            at = self._place(place)
             if event.tombstone:
-                offsets.pop((event.topic, event.partition), None)
-                if not offsets:
-                    del self.offsets[event.group_id]
-                    # an offsets-only ("simple") group exists through its offsets alone: with the last one
-                    # gone it is gone, as Kafka's loader would not create it - so replay's result does not
-                    # depend on commits that compaction removes (fold(compact(log)) == fold(log))
-                    if self.groups.get(event.group_id) == ClassicGroup(event.group_id):
-                        del self.groups[event.group_id]
-            else:
-                offsets[(event.topic, event.partition)] = event
-                if event.group_id not in self.groups:      # offsets-only ("simple") group
-                    self.groups[event.group_id] = ClassicGroup(event.group_id)
+                self._delete_offset(event)
+            else:                                  # (inline: the hot path of a load)
+                gid = event.group_id
+                self.offsets.setdefault(gid, {})[(event.topic, event.partition)] = event
+                if gid not in self.groups:         # offsets-only ("simple") group
+                    self.groups[gid] = ClassicGroup(gid)
+                self.offset_places[(gid, event.topic, event.partition)] = at
         elif isinstance(event, TransactionalOffsetCommit):
-            r = event.record
+            r, at = event.record, self._place(place)
             self.pending_offsets.setdefault(event.producer_id, {}).setdefault(r.group_id, {})[
                 (r.topic, r.partition)] = r
+            self.pending_places.setdefault(event.producer_id, {})[(r.group_id, r.topic, r.partition)] = at
         elif isinstance(event, TransactionEnd):     # the producer's marker: its offsets count, or are dropped
             held = self.pending_offsets.pop(event.producer_id, {})
+            places = self.pending_places.pop(event.producer_id, {})
             if event.commit:
                 for offsets in held.values():
                     for r in offsets.values():
-                        self.replay(r)
+                        # Kafka keeps the most recent of a transactional and a plain commit: the pending one
+                        # counts only if no offset is committed or its record is later in the log
+                        at = places[(r.group_id, r.topic, r.partition)]
+                        before = self.offset_places.get((r.group_id, r.topic, r.partition))
+                        if before is None or at > before:
+                            self._commit_offset(r, at)
         elif isinstance(event, StaticMemberEventRecord):
             # history only: group state comes from GroupMetadata records; remember the key for deletion
             if event.tombstone:
@@ -138,6 +151,43 @@ class GroupShard:
             if kind is None:
                 raise TypeError(f"not a coordinator event: {event!r}")
             kind.replay(event)
+
+    def _place(self, given: int | None) -> int:
+        at = self.next_place if given is None else given
+        if at >= self.next_place:
+            self.next_place = at + 1
+        return at
+
+    def _commit_offset(self, r: OffsetCommitRecord, at: int) -> None:
+        self.offsets.setdefault(r.group_id, {})[(r.topic, r.partition)] = r
+        self.offset_places[(r.group_id, r.topic, r.partition)] = at
+        if r.group_id not in self.groups:      # offsets-only ("simple") group
+            self.groups[r.group_id] = ClassicGroup(r.group_id)
+
+    def _delete_offset(self, r: OffsetCommitRecord) -> None:
+        """A tombstone: the committed offset goes, and so does every open transaction's pending offset of
+        the partition (Kafka's replay of a tombstone)."""
+        key = (r.group_id, r.topic, r.partition)
+        self.offset_places.pop(key, None)
+        for pid in [pid for pid, places in self.pending_places.items() if key in places]:
+            del self.pending_places[pid][key]
+            held = self.pending_offsets[pid]
+            del held[r.group_id][(r.topic, r.partition)]
+            if not held[r.group_id]:
+                del held[r.group_id]
+            if not held:
+                del self.pending_offsets[pid], self.pending_places[pid]
+        offsets = self.offsets.get(r.group_id)
+        if offsets is None:
+            return
+        offsets.pop((r.topic, r.partition), None)
+        if not offsets:
+            del self.offsets[r.group_id]
+            # an offsets-only ("simple") group exists through its offsets alone: with the last one
+            # gone it is gone, as Kafka's loader would not create it - so replay's result does not
+            # depend on commits that compaction removes (fold(compact(log)) == fold(log))
+            if self.groups.get(r.group_id) == ClassicGroup(r.group_id):
+                del self.groups[r.group_id]
 
     def new_member_id(self, prefix: str) -> str:
         """A new member id (from the injected generator: reproducible in scenario tests)."""
@@ -170,6 +220,9 @@ class GroupShard:
         self.offsets.clear()
         self.static_event_keys.clear()
         self.pending_offsets.clear()
+        self.offset_places.clear()
+        self.pending_places.clear()
+        self.next_place = 0
         return res
 
     def _track(self, res: Result) -> Result:

@@ -176,9 +176,10 @@ def test_without_aiokafka_installed_the_default_is_kafka_pythons_reader(monkeypa
 
 @pytest.mark.parametrize("name", reader.RECORD_READERS)
 def test_an_offset_committed_in_a_transaction_counts_at_its_marker_as_the_live_shard_replays_it(tmp_path, name):
-    """A transactional commit followed by a plain one of the same partition before its marker: the marker
-    puts the transaction's offset in place (as `GroupShard.replay` does live); a plain commit after the marker
-    wins over it; an aborted transaction's offset never counts; one still open at the end is pending."""
+    """A transactional commit followed by a plain one of the same partition before its marker: the plain one,
+    written later, stays at the marker (Kafka's replayEndTransactionMarker keeps the most recent, as
+    `GroupShard.replay` does live); a plain commit after the marker wins over the transaction's; an aborted
+    transaction's offset never counts; one still open at the end is pending."""
     reader.set_record_reader(name)
     topics = TopicRegistry(log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
     topic = topics.create(OFFSETS_TOPIC, 1, internal=True, configs={"cleanup.policy": "compact"})
@@ -188,7 +189,7 @@ def test_an_offset_committed_in_a_transaction_counts_at_its_marker_as_the_live_s
         return rec.encode(rec.OffsetCommitRecord("g", "t", p, o, -1, "", 1))
     plog.append(batch([offset(0, 10)], producer_id=5, transactional=True))
     plog.append(batch([offset(0, 20)]))
-    plog.append(control_batch(5, 0, True, 0, 1))                 # commit: partition 0 is 10
+    plog.append(control_batch(5, 0, True, 0, 1))                 # commit: partition 0 stays 20 (the later)
     plog.append(batch([offset(1, 5)], producer_id=6, transactional=True))
     plog.append(control_batch(6, 0, True, 0, 1))
     plog.append(batch([offset(1, 6)]))                           # after the marker: partition 1 is 6
@@ -197,7 +198,7 @@ def test_an_offset_committed_in_a_transaction_counts_at_its_marker_as_the_live_s
     plog.append(batch([offset(3, 4)], producer_id=8, transactional=True))   # open at the end
     shard = GroupShard()
     CoordinatorRuntime(lambda _p: shard, topic).load()
-    assert {tp: r.offset for tp, r in shard.offsets["g"].items()} == {("t", 0): 10, ("t", 1): 6}
+    assert {tp: r.offset for tp, r in shard.offsets["g"].items()} == {("t", 0): 20, ("t", 1): 6}
     assert {pid: {tp: r.offset for tp, r in groups["g"].items()} for pid, groups in shard.pending_offsets.items()} \
         == {8: {("t", 3): 4}}
     plog.close()
