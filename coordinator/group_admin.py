@@ -48,7 +48,9 @@ class GroupAdmin(ShardHandler):
             if g.state != EMPTY:
                 out.append(D(group_id=gid, error_code=E.NON_EMPTY_GROUP))
                 continue
-            for (topic, part) in sorted(self.offsets.get(gid, {})):
+            # as Kafka's deleteAllOffsets: the committed offsets and those an open transaction holds (its
+            # marker must not bring one back after the group is gone)
+            for (topic, part) in sorted(set(self.offsets.get(gid, {})) | self.shard.pending_partitions(gid)):
                 res.emit(OffsetCommitRecord(gid, topic, part, tombstone=True))
             for iid in sorted(self.static_event_keys.get(gid, ())):       # compaction can drop it all
                 res.emit(StaticMemberEventRecord(gid, iid, tombstone=True))

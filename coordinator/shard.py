@@ -260,6 +260,10 @@ class GroupShard:
         """A copy of one group's committed offsets: (topic, partition) -> the (frozen) commit record."""
         return dict(self.offsets.get(group_id, {}))
 
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The (topic, partition)s for which an open transaction holds an offset of the group."""
+        return {tp for groups in self.pending_offsets.values() for tp in groups.get(group_id, ())}
+
     def has_pending_offsets(self, group_id: str, topic: str | None = None, partition: int | None = None) -> bool:
         """Whether an open transaction holds offsets for the group (for that partition, if named)."""
         for groups in self.pending_offsets.values():

@@ -214,3 +214,20 @@ def test_an_open_transaction_at_a_load_whose_partition_was_deleted_is_not_pendin
     p.delete()
     loaded = p.agree()
     assert not loaded.has_pending_offsets("g") and offset_of(loaded) is None
+
+
+def test_delete_groups_writes_a_tombstone_for_a_partition_only_an_open_transaction_holds():
+    """Kafka's deleteAllOffsets: DeleteGroups writes a tombstone for each committed offset and for each
+    partition an open transaction holds an offset of; the transaction's marker after it brings nothing back."""
+    p = Partition()
+    p.commit(10, partition=0)
+    p.txn_commit(7, 20, partition=1)
+    token = p.h.delete("g")
+    assert p.h.resp(token)["results"][0]["error_code"] == 0
+    tombstones = [r for r in p.h.take_records() if isinstance(r, OffsetCommitRecord)]
+    assert tombstones == [OffsetCommitRecord("g", "t", 0, tombstone=True), OffsetCommitRecord("g", "t", 1, tombstone=True)]
+    p.writer.write(tombstones)
+    assert not p.shard.has_pending_offsets("g")
+    p.marker(7)
+    assert p.shard.committed_offsets("g") == {} and p.fetched(1) == -1
+    assert p.agree().committed_offsets("g") == {}
