@@ -11,7 +11,10 @@ A read-only request naming many items (the describes, OffsetFetch v8+, DescribeT
 chunks of `CHUNK_ITEMS` items (`chunks`), each on a loop turn of its own (the runtime awaits a turn between
 them), so one request of 100,000 ids does not hold every other client for its whole handling; `join_chunks`
 puts the answers together. Items answered once (`dedup`) are made unique first, as `split` and the handlers
-make them, so the answer is the one a single pass gives.
+make them, so the answer is the one a single pass gives. An OffsetFetch v1-7 names one group and its partitions:
+one naming more than `CHUNK_PARTITIONS` partitions is answered that many partitions at a time
+(`partition_chunks`), a topic's partitions possibly spread over two chunks, and `join_partition_chunks` puts
+each topic's partitions back under one entry.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRI
 SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_TRANSACTIONS = 65
 CHUNK_ITEMS = 250          # items of a large read-only request handled per loop turn
+CHUNK_PARTITIONS = 1000    # partitions of one group's large OffsetFetch v1-7 answered per loop turn
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,67 @@ def join_chunks(api_key: int, subs: list, answers: list):
     out = copy.copy(answers[0])
     setattr(out, spec.answers, joined)
     return out
+
+
+def partition_chunks(api_key: int, api_version: int, body, size: int = CHUNK_PARTITIONS) -> Iterator | None:
+    """An OffsetFetch v1-7 naming more than `size` partitions as bodies of at most `size` partitions each, in
+    request order, made one at a time; a topic naming no partition is an entry of the chunk it falls in, one
+    whose partitions straddle two chunks an entry in each. None for any other request (one pass)."""
+    if api_key != OFFSET_FETCH or api_version >= 8 or body.topics is None:
+        return None
+    if sum(len(t.partition_indexes or []) for t in body.topics) <= size:
+        return None
+    return _partitions_chunked(body, size)
+
+
+def _partitions_chunked(body, size: int) -> Iterator:
+    mine: list = []
+    room = size
+    for t in body.topics:
+        indexes = list(t.partition_indexes or [])
+        if not indexes:
+            mine.append(t)
+        while indexes:
+            piece, indexes = indexes[:room], indexes[room:]
+            part = copy.copy(t)
+            part.partition_indexes = piece
+            mine.append(part)
+            room -= len(piece)
+            if room == 0:
+                sub = copy.copy(body)
+                sub.topics, mine, room = mine, [], size
+                yield sub
+    if mine:
+        sub = copy.copy(body)
+        sub.topics = mine
+        yield sub
+
+
+def join_partition_chunks(whole, answers: list):
+    """The answer to the OffsetFetch v1-7 `whole` from its chunks' answers (`partition_chunks`): each topic of
+    the request one entry holding its partitions' answers in request order; the first chunk's error code
+    that is not NONE, if any (a chunk refused, e.g. the coordinator moved meanwhile: the client retries)."""
+    entries = iter([t for a in answers for t in a.topics])
+    topics = []
+    for t in whole.topics:
+        want = len(t.partition_indexes or [])
+        entry = next(entries, None)
+        if entry is None:
+            raise AssertionError(f"topic {t.name!r}: no answer")
+        parts = list(entry.partitions)
+        while len(parts) < want and (more := next(entries, None)) is not None:
+            parts += more.partitions
+        if len(parts) != want or entry.name != t.name:
+            raise AssertionError(f"topic {t.name!r}: {len(parts)} answer(s) to {want} partition(s)")
+        out = copy.copy(entry)
+        out.partitions = parts
+        topics.append(out)
+    if next(entries, None) is not None:
+        raise AssertionError("chunks answered more topics than the request names")
+    joined = copy.copy(answers[0])
+    joined.topics = topics
+    joined.error_code = next((a.error_code for a in answers if a.error_code), answers[0].error_code)
+    return joined
 
 
 def names_several_groups(api_key: int, api_version: int) -> bool:

@@ -183,10 +183,13 @@ class CoordinatorRuntime(Generic[S]):
     async def handle(self, req: Request, ctx: RequestContext):
         """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
         shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now. A large
-        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks)."""
+        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks)."""
         subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
+        by_item = subs is not None
         if subs is None:
-            return await self._handle(req, ctx)
+            subs = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
+            if subs is None:
+                return await self._handle(req, ctx)
         asked: list[Any] = []
         answers: list[Any] = []
         with gc_paused():                          # no full collection walking the answer as it grows
@@ -195,6 +198,8 @@ class CoordinatorRuntime(Generic[S]):
                     await asyncio.sleep(0)         # the other clients' turn
                 asked.append(sub)
                 answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
+            if not by_item:
+                return routing.join_partition_chunks(req.body, answers)
             return routing.join_chunks(req.api_key, asked, answers)
 
     async def _handle(self, req: Request, ctx: RequestContext):

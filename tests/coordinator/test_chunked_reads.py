@@ -124,3 +124,96 @@ def test_members_subscribing_the_same_names_share_one_subscription_and_the_group
     other = ConsumerHarness(topics=Topics(t=4, u=2))
     other.cjoin("x", topics=["u", "t"])
     assert g.metadata_hash == other.group["g"].metadata_hash != 0
+
+
+# ------------------------------------------------------------------ OffsetFetch v1-7: one group, many partitions
+def fetch_v1(group: str, topics, version: int = 7):
+    """An OffsetFetch below v8: one group, [(topic, partition indexes)]."""
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    return OffsetFetchRequest(version=version, group_id=group, require_stable=version >= 7, topics=[
+        T(version=version, name=name, partition_indexes=list(parts)) for name, parts in topics])
+
+
+def test_partition_chunks_spread_a_topic_over_chunks_and_keep_topics_naming_no_partition():
+    body = fetch_v1("g", [("a", range(5)), ("b", []), ("c", [7, 7]), ("a", [1])])
+    subs = list(routing.partition_chunks(9, 7, body, size=3))
+    assert [[(t.name, list(t.partition_indexes)) for t in s.topics] for s in subs] == [
+        [("a", [0, 1, 2])], [("a", [3, 4]), ("b", []), ("c", [7])], [("c", [7]), ("a", [1])]]
+    assert [list(t.partition_indexes) for t in body.topics] == [[0, 1, 2, 3, 4], [], [7, 7], [1]]   # left as it was
+    assert all(s.group_id == "g" and s.require_stable for s in subs)
+    assert routing.partition_chunks(9, 7, body, size=8) is None                  # no more than a chunk: one pass
+    assert routing.partition_chunks(9, 8, fetch([("g", list(range(9)))]), size=2) is None   # v8+: chunked by group
+    assert routing.partition_chunks(9, 7, OffsetFetchRequest(version=7, group_id="g", topics=None,
+                                                             require_stable=False), size=1) is None   # all offsets
+    assert routing.partition_chunks(15, 5, DescribeGroupsRequest(groups=["a"] * 9), size=2) is None
+
+
+def test_partition_chunks_answered_with_the_wrong_partitions_are_a_bug():
+    R = SUPPORTED[9].response
+    T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+    body = fetch_v1("g", [("a", range(4))])
+
+    def part(i):
+        return P(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=0)
+    short = [R(throttle_time_ms=0, error_code=0, topics=[T(name="a", partitions=[part(0), part(1)])]),
+             R(throttle_time_ms=0, error_code=0, topics=[T(name="a", partitions=[part(2)])])]
+    with pytest.raises(AssertionError, match="3 answer"):
+        routing.join_partition_chunks(body, short)
+    other = [R(throttle_time_ms=0, error_code=0, topics=[T(name="b", partitions=[part(i) for i in range(4)])])]
+    with pytest.raises(AssertionError, match="'a'"):
+        routing.join_partition_chunks(body, other)
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_a_chunked_offset_fetch_below_v8_is_byte_for_byte_the_single_pass_answer(partitions, monkeypatch):
+    """OffsetFetch v1-7 of a group with committed offsets (and of a group nobody knows), naming a topic's partitions
+    across chunk borders, a topic twice, a topic with no partition, repeated and unknown partitions: encoded with
+    chunks of 1, 3 and 7 partitions and in one pass, the bytes are equal at every version."""
+    asked = [("t", [5, 0, 1, 2, 3, 99, 4, 4]), ("u", []), ("nope", [0, 1]), ("t", list(range(10)))]
+
+    def answers(chunk: int) -> list[bytes]:
+        monkeypatch.setattr(routing, "CHUNK_PARTITIONS", chunk)
+
+        async def run():
+            rt = runtime(partitions)
+            await call(rt, commit("g", {i: 10 * i for i in range(6)}), 8)
+            out = []
+            for version in range(1, 8):
+                for group in ("g", "unknown"):
+                    body = fetch_v1(group, asked, version)
+                    req = Request(9, version, 7, "test", body, SUPPORTED[9])
+                    ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=9)
+                    out.append(encode_response(req, await rt.handle(req, ctx)))
+            return out
+        return asyncio.run(run())
+
+    single = answers(10_000)
+    assert len(single) == 14
+    for chunk in (1, 3, 7):
+        assert answers(chunk) == single, chunk
+
+
+def test_other_work_runs_between_the_partition_chunks_of_one_offset_fetch(monkeypatch):
+    """An OffsetFetch v7 of 40 partitions in chunks of 10 leaves the loop 3 times; the answer is whole."""
+    monkeypatch.setattr(routing, "CHUNK_PARTITIONS", 10)
+
+    async def run():
+        rt = runtime(1)
+        await call(rt, commit("g", {i: i + 100 for i in range(40)}), 8)
+        req = Request(9, 7, 1, "test", fetch_v1("g", [("t", range(40))]), SUPPORTED[9])
+        ctx = RequestContext(0, 7, "test", "/127.0.0.1", 0, api_key=9)
+        turns = []
+
+        async def other():
+            for _ in range(3):
+                turns.append(len(turns))
+                await asyncio.sleep(0)
+        task = asyncio.ensure_future(other())
+        answer = await rt.handle(req, ctx)
+        done_before = len(turns)
+        await task
+        return answer, done_before
+    answer, done_before = asyncio.run(run())
+    [t] = answer.topics
+    assert [(p.partition_index, p.committed_offset) for p in t.partitions] == [(i, i + 100) for i in range(40)]
+    assert done_before == 3

@@ -1,0 +1,100 @@
+"""A read-only answer per partition (ListOffsets, OffsetsForLeaderEpoch) is made `PARTITIONS_PER_TURN` partitions
+per loop turn (broker/base.py `per_partition_in_turns`): a request naming 100,000 partitions leaves the loop to the
+other clients between turns, and its answer is byte for byte the one a single pass gives."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tenure.broker import base
+from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.codec import Request, encode_response
+from tenure.protocol.context import RequestContext
+from tests.server.test_partitions import batch, broker, produce
+
+ListOffsetsRequest, OffsetForLeaderEpochRequest = SUPPORTED[2].request, SUPPORTED[23].request
+
+
+def list_offsets(version: int, topics):
+    T = ListOffsetsRequest.ListOffsetsTopic
+    P = T.ListOffsetsPartition
+    return ListOffsetsRequest(version=version, replica_id=-1, isolation_level=1, topics=[
+        T(version=version, name=name, partitions=[
+            P(version=version, partition_index=i, current_leader_epoch=-1, timestamp=ts, max_num_offsets=3)
+            for i, ts in parts]) for name, parts in topics])
+
+
+def leader_epochs(version: int, topics):
+    T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    P = T.OffsetForLeaderPartition
+    return OffsetForLeaderEpochRequest(version=version, replica_id=-1, topics=[
+        T(version=version, topic=name, partitions=[
+            P(version=version, partition=i, current_leader_epoch=-1, leader_epoch=e) for i, e in parts])
+        for name, parts in topics])
+
+
+def answer(b, body, version: int) -> tuple[bytes, object]:
+    req = Request(type(body).API_KEY, version, 3, "test", body, SUPPORTED[type(body).API_KEY])
+    ctx = RequestContext(0, version, "test", "/127.0.0.1", 5_000_000, api_key=req.api_key)
+    handler = b.list_offsets if req.api_key == 2 else b.offset_for_leader_epoch
+    got = asyncio.run(handler(req, ctx))
+    return encode_response(req, got), got
+
+
+def requests():
+    """Every version of both APIs, over a topic with records, an empty partition, a partition and a topic that do
+    not exist, every special timestamp, repeats; a topic's partitions long enough to straddle turns."""
+    stamps = [-1, -2, -3, -4, 0, 1000, 1002, 5000]
+    parts = [(i % 3, stamps[i % len(stamps)]) for i in range(23)] + [(7, -1)]
+    offsets = [(v, list_offsets(v, [("lo", parts), ("none", [(0, -1)]), ("lo", [(1, -2)]), ("lo", [])]))
+               for v in range(0, 11)]
+    epochs = [(v, leader_epochs(v, [("lo", [(i % 3, i % 2 - 1) for i in range(17)]), ("none", [(0, 0)])]))
+              for v in range(0, 5)]
+    return offsets + epochs
+
+
+def test_an_answer_made_in_turns_is_byte_for_byte_the_single_pass_answer(monkeypatch):
+    b = broker("lo", partitions=3)
+    produce(b, "lo", batch(3))
+    produce(b, "lo", batch(2), index=1)
+    asked = requests()
+    monkeypatch.setattr(base, "PARTITIONS_PER_TURN", 10_000)
+    single = [answer(b, body, v)[0] for v, body in asked]
+    for size in (1, 4, 10):
+        monkeypatch.setattr(base, "PARTITIONS_PER_TURN", size)
+        assert [answer(b, body, v)[0] for v, body in asked] == single, size
+    _, got = answer(b, asked[1][1], 1)             # v1: the answers are real ones, not all errors
+    assert [p.offset for p in got.topics[0].partitions[:3]] == [3, 0, -1]
+    assert got.topics[1].partitions[0].error_code == 3 and got.topics[0].partitions[-1].error_code == 3
+
+
+@pytest.mark.parametrize("api", ["ListOffsets", "OffsetForLeaderEpoch"])
+def test_other_work_runs_between_the_turns_of_one_answer(monkeypatch, api):
+    """40 partitions, 10 per turn: the loop is left 3 times while the answer is made; the answer is whole."""
+    monkeypatch.setattr(base, "PARTITIONS_PER_TURN", 10)
+    b = broker("lo", partitions=2)
+    if api == "ListOffsets":
+        body, version = list_offsets(1, [("lo", [(i % 2, -1) for i in range(40)])]), 1
+        handler = b.list_offsets
+    else:
+        body, version = leader_epochs(4, [("lo", [(i % 2, 0) for i in range(40)])]), 4
+        handler = b.offset_for_leader_epoch
+    req = Request(type(body).API_KEY, version, 3, "test", body, SUPPORTED[type(body).API_KEY])
+    ctx = RequestContext(0, version, "test", "/127.0.0.1", 5_000_000, api_key=req.api_key)
+
+    async def run():
+        turns: list[int] = []
+
+        async def other():
+            for _ in range(3):
+                turns.append(len(turns))
+                await asyncio.sleep(0)
+        task = asyncio.ensure_future(other())
+        got = await handler(req, ctx)
+        done_before = len(turns)
+        await task
+        return got, done_before
+    got, done_before = asyncio.run(run())
+    assert done_before == 3
+    [t] = got.topics
+    assert len(t.partitions) == 40 and {getattr(p, "error_code") for p in t.partitions} == {0}
