@@ -98,3 +98,33 @@ def test_other_work_runs_between_the_turns_of_one_answer(monkeypatch, api):
     assert done_before == 3
     [t] = got.topics
     assert len(t.partitions) == 40 and {getattr(p, "error_code") for p in t.partitions} == {0}
+
+
+def test_describe_producers_and_delete_records_made_in_turns_answer_as_in_one_pass(monkeypatch):
+    """DescribeProducers (read-only) and DeleteRecords (each partition deleted on its own, as Kafka's
+    ReplicaManager.deleteRecords) over the same partitions, fresh brokers: with 1, 3 and 10,000 partitions per turn
+    the answers are the same bytes and the logs start at the same offsets."""
+    DP, DR = SUPPORTED[61].request, SUPPORTED[21].request
+
+    def run(size: int) -> tuple[list[bytes], list[int]]:
+        monkeypatch.setattr(base, "PARTITIONS_PER_TURN", size)
+        b = broker("dr", partitions=3)
+        produce(b, "dr", batch(3, producer_id=7, epoch=0, sequence=0))
+        produce(b, "dr", batch(4), index=1)
+        out = []
+        describe = DP(topics=[DP.TopicRequest(name="dr", partition_indexes=[0, 1, 2, 9, 0]),
+                              DP.TopicRequest(name="none", partition_indexes=[0])])
+        T, P = DR.DeleteRecordsTopic, DR.DeleteRecordsTopic.DeleteRecordsPartition
+        delete = DR(timeout_ms=1000, topics=[
+            T(name="dr", partitions=[P(partition_index=0, offset=2), P(partition_index=1, offset=-1),
+                                     P(partition_index=2, offset=5), P(partition_index=9, offset=0)]),
+            T(name="none", partitions=[P(partition_index=0, offset=0)])])
+        for body, version, handler in ((describe, 0, b.describe_producers), (delete, 2, b.delete_records)):
+            req = Request(type(body).API_KEY, version, 3, "test", body, SUPPORTED[type(body).API_KEY])
+            ctx = RequestContext(0, version, "test", "/127.0.0.1", 5_000_000, api_key=req.api_key)
+            out.append(encode_response(req, asyncio.run(handler(req, ctx))))
+        return out, [b.replicas.get("dr", i).log_start_offset for i in range(3)]
+
+    single = run(10_000)
+    assert single[1] == [2, 4, 0]                      # the deletes happened (partition 2: 5 is past its end)
+    assert run(1) == single and run(3) == single
