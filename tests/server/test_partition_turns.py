@@ -128,3 +128,39 @@ def test_describe_producers_and_delete_records_made_in_turns_answer_as_in_one_pa
     single = run(10_000)
     assert single[1] == [2, 4, 0]                      # the deletes happened (partition 2: 5 is past its end)
     assert run(1) == single and run(3) == single
+
+
+@pytest.mark.parametrize("version", [2, 9, 10])
+def test_an_offset_commit_answer_merged_in_turns_is_the_one_merged_in_one_pass(monkeypatch, version):
+    """The broker's OffsetCommit gate (offsets_gate.py) over a topic that does not exist, one that does (a
+    partition index it lacks refused), repeats: the coordinator's answer for what was kept and the refused
+    partitions merged in turns of 1 and 4 partitions give the bytes `merge_commit` gives in one pass."""
+    import uuid
+
+    from tenure.broker.offsets_gate import merge_commit, merge_commit_in_turns, request_order, split_commit
+    from tenure.broker.topics import TopicRegistry
+    Q, R = SUPPORTED[8].request, SUPPORTED[8].response
+    QT, QP = Q.OffsetCommitRequestTopic, Q.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    reg = TopicRegistry(1)
+    reg.create("have", 3)
+    ids = {"have": reg.get("have").topic_id, "none": uuid.uuid4()}
+    asked = [("none", [0, 1, 2, 2]), ("have", [0, 5, 2, 1]), ("none", [9])]
+    body = Q(version=version, group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+        QT(version=version, name=name, topic_id=ids[name], partitions=[
+            QP(version=version, partition_index=i, committed_offset=7, committed_metadata="") for i in parts])
+        for name, parts in asked])
+    order = request_order(body)
+    kept, refused = split_commit(body, reg)
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in kept.topics] == [("have", [0, 2, 1])]
+    assert refused == {("none", 0): 3, ("none", 1): 3, ("none", 2): 3, ("have", 5): 3, ("none", 9): 3}
+    T, P = R.OffsetCommitResponseTopic, R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+    coordinator = R(throttle_time_ms=0, topics=[T(name="have", topic_id=ids["have"], partitions=[
+        P(partition_index=i, error_code=0 if i else 12) for i in (0, 2, 1)])])
+    req = Request(8, version, 3, "test", body, SUPPORTED[8])
+    single = encode_response(req, merge_commit(order, coordinator, refused, R))
+    for size in (1, 4):
+        monkeypatch.setattr(base, "PARTITIONS_PER_TURN", size)
+        got = asyncio.run(merge_commit_in_turns(order, coordinator, refused, R))
+        assert encode_response(req, got) == single, size
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in got.topics] == [
+        ("none", [(0, 3), (1, 3), (2, 3), (2, 3)]), ("have", [(0, 12), (5, 3), (2, 0), (1, 0)]), ("none", [(9, 3)])]
