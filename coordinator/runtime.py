@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
 from tenure.coordinator import RequestContext, Result, TimerWheel
@@ -184,8 +184,7 @@ class CoordinatorRuntime(Generic[S]):
         """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
         shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now. A large
         read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks)."""
-        subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
-        by_item = subs is not None
+        subs: Iterable[Any] | None = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
         if subs is None:
             subs = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
             if subs is None:
@@ -198,8 +197,8 @@ class CoordinatorRuntime(Generic[S]):
                     await asyncio.sleep(0)         # the other clients' turn
                 asked.append(sub)
                 answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
-            if not by_item:
-                return routing.join_partition_chunks(req.body, answers)
+            if isinstance(subs, routing.PartitionChunks):
+                return subs.join(answers)
             return routing.join_chunks(req.api_key, asked, answers)
 
     async def _handle(self, req: Request, ctx: RequestContext):

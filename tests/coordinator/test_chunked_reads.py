@@ -142,10 +142,21 @@ def test_partition_chunks_spread_a_topic_over_chunks_and_keep_topics_naming_no_p
     assert [list(t.partition_indexes) for t in body.topics] == [[0, 1, 2, 3, 4], [], [7, 7], [1]]   # left as it was
     assert all(s.group_id == "g" and s.require_stable for s in subs)
     assert routing.partition_chunks(9, 7, body, size=8) is None                  # no more than a chunk: one pass
-    assert routing.partition_chunks(9, 8, fetch([("g", list(range(9)))]), size=2) is None   # v8+: chunked by group
     assert routing.partition_chunks(9, 7, OffsetFetchRequest(version=7, group_id="g", topics=None,
                                                              require_stable=False), size=1) is None   # all offsets
     assert routing.partition_chunks(15, 5, DescribeGroupsRequest(groups=["a"] * 9), size=2) is None
+
+
+def test_partition_chunks_of_offset_fetch_v8_split_groups_and_answer_repeated_all_offsets_once():
+    body = fetch([("a", [0, 1, 2, 3]), ("b", None), ("b", None), ("c", []), ("a", [4])])
+    subs = list(routing.partition_chunks(9, 8, body, size=3))
+
+    def shape(s):
+        return [(q.group_id, None if q.topics is None else [list(t.partition_indexes) for t in q.topics])
+                for q in s.groups]
+    assert [shape(s) for s in subs] == [[("a", [[0, 1, 2]])], [("a", [[3]]), ("b", None), ("c", [[]]), ("a", [[4]])]]
+    assert len(body.groups) == 5 and list(body.groups[0].topics[0].partition_indexes) == [0, 1, 2, 3]
+    assert routing.partition_chunks(9, 8, body, size=5) is None
 
 
 def test_partition_chunks_answered_with_the_wrong_partitions_are_a_bug():
@@ -155,13 +166,18 @@ def test_partition_chunks_answered_with_the_wrong_partitions_are_a_bug():
 
     def part(i):
         return P(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=0)
+    chunks = routing.partition_chunks(9, 7, body, size=2)
+    list(chunks)
     short = [R(throttle_time_ms=0, error_code=0, topics=[T(name="a", partitions=[part(0), part(1)])]),
              R(throttle_time_ms=0, error_code=0, topics=[T(name="a", partitions=[part(2)])])]
     with pytest.raises(AssertionError, match="3 answer"):
-        routing.join_partition_chunks(body, short)
-    other = [R(throttle_time_ms=0, error_code=0, topics=[T(name="b", partitions=[part(i) for i in range(4)])])]
+        chunks.join(short)
+    with pytest.raises(AssertionError, match="1 answer"):
+        chunks.join(short[:1])
+    other = [R(throttle_time_ms=0, error_code=0, topics=[T(name="b", partitions=[part(0), part(1)])]),
+             R(throttle_time_ms=0, error_code=0, topics=[T(name="b", partitions=[part(2), part(3)])])]
     with pytest.raises(AssertionError, match="'a'"):
-        routing.join_partition_chunks(body, other)
+        chunks.join(other)
 
 
 @pytest.mark.parametrize("partitions", [1, 8])
@@ -193,6 +209,40 @@ def test_a_chunked_offset_fetch_below_v8_is_byte_for_byte_the_single_pass_answer
         assert answers(chunk) == single, chunk
 
 
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_a_chunked_offset_fetch_v8_of_a_few_groups_is_byte_for_byte_the_single_pass_answer(partitions, monkeypatch):
+    """OffsetFetch v8 and v9 naming a few groups (so not chunked by group) and many partitions: groups with offsets,
+    one nobody knows, repeated "all offsets" queries, a group named twice with topics, a topic with no partition,
+    a v9 member a classic group ignores and one a consumer group refuses: chunks of 1, 3 and 7 partitions give the
+    bytes one pass gives."""
+    from tests.coordinator.test_routing import fetch as fetch_v8
+    queries = [("g0", [5, 0, 1, 2, 3, 99]), ("g1", None), ("nope", [0, 1]), ("g1", None), ("g2", []),
+               ("g0", list(range(10))), ("g1", [1, 2, 3])]
+
+    def answers(chunk: int) -> list[bytes]:
+        monkeypatch.setattr(routing, "CHUNK_PARTITIONS", chunk)
+
+        async def run():
+            rt = runtime(partitions)
+            for i in range(3):
+                await call(rt, commit(f"g{i}", {p: 10 * p + i for p in range(6)}), 8)
+            out = []
+            for version in (8, 9):
+                body = fetch_v8(queries)
+                if version == 9:
+                    for q in body.groups:
+                        q.member_id, q.member_epoch = "someone", 3
+                req = Request(9, version, 7, "test", body, SUPPORTED[9])
+                ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=9)
+                out.append(encode_response(req, await rt.handle(req, ctx)))
+            return out
+        return asyncio.run(run())
+
+    single = answers(10_000)
+    for chunk in (1, 3, 7):
+        assert answers(chunk) == single, chunk
+
+
 def test_other_work_runs_between_the_partition_chunks_of_one_offset_fetch(monkeypatch):
     """An OffsetFetch v7 of 40 partitions in chunks of 10 leaves the loop 3 times; the answer is whole."""
     monkeypatch.setattr(routing, "CHUNK_PARTITIONS", 10)
@@ -217,3 +267,34 @@ def test_other_work_runs_between_the_partition_chunks_of_one_offset_fetch(monkey
     [t] = answer.topics
     assert [(p.partition_index, p.committed_offset) for p in t.partitions] == [(i, i + 100) for i in range(40)]
     assert done_before == 3
+
+
+def test_a_group_refused_in_one_of_its_chunks_is_answered_with_that_error_as_one_pass_answers_it():
+    """A group's pieces answered differently (its state changed between two chunks, e.g. a member fenced): the group's
+    answer is the error with no topics, the shape a single pass gives a refused group; below v8, the request's
+    error code is the first chunk error (a coordinator that moved meanwhile: the client retries the whole)."""
+    R = SUPPORTED[9].response
+    G = R.OffsetFetchResponseGroup
+    T, P = G.OffsetFetchResponseTopics, G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+    chunks = routing.partition_chunks(9, 9, fetch([("a", [0, 1, 2, 3]), ("b", None)]), size=2)
+    assert len(list(chunks)) == 3                      # [a: 0 1] [a: 2 3] [b: all offsets]
+
+    def ok(i):
+        return P(partition_index=i, committed_offset=5, committed_leader_epoch=-1, metadata="", error_code=0)
+    first = R(throttle_time_ms=0, groups=[G(group_id="a", error_code=0, topics=[T(name="t", partitions=[ok(0), ok(1)])])])
+    second = R(throttle_time_ms=0, groups=[G(group_id="a", error_code=110, topics=[])])
+    third = R(throttle_time_ms=0, groups=[G(group_id="b", error_code=0, topics=[])])
+    joined = chunks.join([first, second, third])
+    assert [(g.group_id, g.error_code, g.topics) for g in joined.groups] == [("a", 110, []), ("b", 0, [])]
+
+    R1 = SUPPORTED[9].response
+    T1, P1 = R1.OffsetFetchResponseTopic, R1.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+    old = routing.partition_chunks(9, 5, fetch_v1("g", [("t", range(4))], 5), size=2)
+    assert len(list(old)) == 2
+
+    def part(i, code):
+        return P1(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)
+    joined = old.join([R1(throttle_time_ms=0, error_code=0, topics=[T1(name="t", partitions=[part(0, 0), part(1, 0)])]),
+                       R1(throttle_time_ms=0, error_code=16, topics=[T1(name="t", partitions=[part(2, 16), part(3, 16)])])])
+    assert joined.error_code == 16
+    assert [(p.partition_index, p.error_code) for p in joined.topics[0].partitions] == [(0, 0), (1, 0), (2, 16), (3, 16)]
