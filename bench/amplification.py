@@ -83,6 +83,9 @@ SHAPES["OffsetCommit v2 (partitions of one topic)"] = lambda n: (
     _header(8, 2) + _string(b"g") + struct.pack(">i", -1) + _string(b"") + struct.pack(">q", -1)
     + struct.pack(">i", 1) + _string(b"t") + struct.pack(">i", n)
     + b"".join(struct.pack(">iqh", i, 1, 0) for i in range(n)))
+SHAPES["OffsetFetch v8 (one group, partition indexes of one topic)"] = lambda n: (
+    _header(9, 8, flexible=True) + b"\x02" + _cstring(b"g") + b"\x02" + _cstring(b"t") + _uvarint(n + 1)
+    + b"".join(struct.pack(">i", i) for i in range(n)) + b"\x00" + b"\x00" + b"\x00" + b"\x00")
 SHAPES["OffsetForLeaderEpoch v2 (partitions of one topic)"] = lambda n: (
     _header(23, 2) + struct.pack(">i", 1) + _string(b"t") + struct.pack(">i", n)
     + b"".join(struct.pack(">iii", i, -1, 0) for i in range(n)))
@@ -129,12 +132,14 @@ def _big_group(host: str, port: int) -> socket.socket:
 SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big_group}
 # array elements outside the repeated one (the one topic the partitions belong to)
 OUTER = {"OffsetFetch v1 (partition indexes of one topic)": 1, "ListOffsets v1 (partitions of one topic)": 1,
+         "OffsetFetch v8 (one group, partition indexes of one topic)": 2,
          "OffsetCommit v2 (partitions of one topic)": 1, "OffsetForLeaderEpoch v2 (partitions of one topic)": 1,
          "DeleteRecords v0 (partitions of one topic)": 1, "DescribeProducers v0 (partition indexes of one topic)": 1}
 ELEMENT_BYTES = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": 5,
                  "DescribeGroups v0 (distinct 5-character ids)": 7,
                  "Metadata v1 (empty topic names)": 2, "DescribeGroups v0 (empty group ids)": 2,
                  "OffsetFetch v1 (partition indexes of one topic)": 4, "ListOffsets v1 (partitions of one topic)": 12,
+                 "OffsetFetch v8 (one group, partition indexes of one topic)": 4,
                  "OffsetCommit v2 (partitions of one topic)": 14, "OffsetForLeaderEpoch v2 (partitions of one topic)": 12,
                  "DeleteRecords v0 (partitions of one topic)": 12,
                  "DescribeProducers v0 (partition indexes of one topic)": 4}
