@@ -173,13 +173,15 @@ class PartitionChunks:
                 origins.append((gi, []))
                 continue
             for ti, t in enumerate(g.topics):
-                indexes = list(t.partition_indexes or [])
+                indexes = t.partition_indexes or []
                 if not indexes:
                     q, tis = entry(gi, g)
                     q.topics.append(t)
                     tis.append(ti)
-                while indexes:
-                    piece, indexes = indexes[:room], indexes[room:]
+                at = 0
+                while at < len(indexes):                 # slices of the request's list: no copy of the rest
+                    piece = indexes[at:at + room]
+                    at += len(piece)
                     part = copy.copy(t)
                     part.partition_indexes = piece
                     q, tis = entry(gi, g)
@@ -238,9 +240,10 @@ class PartitionChunks:
                 raise AssertionError(f"{len(g.topics)} topic answer(s) to {len(tis)} topic(s)")
             for t, ti in zip(g.topics, tis, strict=True):
                 if ti == last:
-                    topics[-1].partitions = topics[-1].partitions + list(t.partitions)
+                    topics[-1].partitions.extend(t.partitions)
                 else:
                     topics.append(copy.copy(t))
+                    topics[-1].partitions = list(t.partitions)       # its own list, extended in place
                     last = ti
         for t, asked in zip(topics, q.topics, strict=True):
             if len(t.partitions) != len(asked.partition_indexes or []) or t.name != asked.name:
