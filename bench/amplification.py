@@ -83,6 +83,11 @@ SHAPES["OffsetCommit v2 (partitions of one topic)"] = lambda n: (
     _header(8, 2) + _string(b"g") + struct.pack(">i", -1) + _string(b"") + struct.pack(">q", -1)
     + struct.pack(">i", 1) + _string(b"t") + struct.pack(">i", n)
     + b"".join(struct.pack(">iqh", i, 1, 0) for i in range(n)))
+# a commit the coordinator writes: the partitions of an existing topic of 10,000 (the default cap per topic), in turn
+SHAPES["OffsetCommit v2 (partitions of an existing topic: one write)"] = lambda n: (
+    _header(8, 2) + _string(b"g") + struct.pack(">i", -1) + _string(b"") + struct.pack(">q", -1)
+    + struct.pack(">i", 1) + _string(b"w") + struct.pack(">i", n)
+    + b"".join(struct.pack(">iqh", i % 10000, 1, 0) for i in range(n)))
 SHAPES["OffsetFetch v8 (one group, partition indexes of one topic)"] = lambda n: (
     _header(9, 8, flexible=True) + b"\x02" + _cstring(b"g") + b"\x02" + _cstring(b"t") + _uvarint(n + 1)
     + b"".join(struct.pack(">i", i) for i in range(n)) + b"\x00" + b"\x00" + b"\x00" + b"\x00")
@@ -129,18 +134,32 @@ def _big_group(host: str, port: int) -> socket.socket:
     return sock
 
 
-SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big_group}
+def _wide_topic(host: str, port: int) -> socket.socket:
+    """Topic "w" of 10,000 partitions."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    sock = socket.create_connection((host, port), timeout=120)
+    T = CreateTopicsRequest.CreatableTopic
+    r = _call(sock, CreateTopicsRequest(topics=[T(name="w", num_partitions=10000, replication_factor=1, assignments=[],
+                                                  configs=[])], timeout_ms=60000, validate_only=False), 4)
+    assert r.topics[0].error_code == 0, r
+    return sock
+
+
+SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big_group,
+         "OffsetCommit v2 (partitions of an existing topic: one write)": _wide_topic}
 # array elements outside the repeated one (the one topic the partitions belong to)
 OUTER = {"OffsetFetch v1 (partition indexes of one topic)": 1, "ListOffsets v1 (partitions of one topic)": 1,
          "OffsetFetch v8 (one group, partition indexes of one topic)": 2,
-         "OffsetCommit v2 (partitions of one topic)": 1, "OffsetForLeaderEpoch v2 (partitions of one topic)": 1,
+         "OffsetCommit v2 (partitions of one topic)": 1, "OffsetCommit v2 (partitions of an existing topic: one write)": 1,
+         "OffsetForLeaderEpoch v2 (partitions of one topic)": 1,
          "DeleteRecords v0 (partitions of one topic)": 1, "DescribeProducers v0 (partition indexes of one topic)": 1}
 ELEMENT_BYTES = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": 5,
                  "DescribeGroups v0 (distinct 5-character ids)": 7,
                  "Metadata v1 (empty topic names)": 2, "DescribeGroups v0 (empty group ids)": 2,
                  "OffsetFetch v1 (partition indexes of one topic)": 4, "ListOffsets v1 (partitions of one topic)": 12,
                  "OffsetFetch v8 (one group, partition indexes of one topic)": 4,
-                 "OffsetCommit v2 (partitions of one topic)": 14, "OffsetForLeaderEpoch v2 (partitions of one topic)": 12,
+                 "OffsetCommit v2 (partitions of one topic)": 14,
+                 "OffsetCommit v2 (partitions of an existing topic: one write)": 14, "OffsetForLeaderEpoch v2 (partitions of one topic)": 12,
                  "DeleteRecords v0 (partitions of one topic)": 12,
                  "DescribeProducers v0 (partition indexes of one topic)": 4}
 
