@@ -47,9 +47,9 @@ def requests():
     stamps = [-1, -2, -3, -4, 0, 1000, 1002, 5000]
     parts = [(i % 3, stamps[i % len(stamps)]) for i in range(23)] + [(7, -1)]
     offsets = [(v, list_offsets(v, [("lo", parts), ("none", [(0, -1)]), ("lo", [(1, -2)]), ("lo", [])]))
-               for v in range(0, 11)]
+               for v in range(0, SUPPORTED[2].max_version + 1)]
     epochs = [(v, leader_epochs(v, [("lo", [(i % 3, i % 2 - 1) for i in range(17)]), ("none", [(0, 0)])]))
-              for v in range(0, 5)]
+              for v in range(0, SUPPORTED[23].max_version + 1)]
     return offsets + epochs
 
 
