@@ -114,9 +114,10 @@ def join_chunks(api_key: int, subs: list, answers: list):
 
 
 def partition_chunks(api_key: int, api_version: int, body, size: int = CHUNK_PARTITIONS) -> PartitionChunks | None:
-    """An OffsetFetch naming more than `size` partitions in all (below v8: of its one group; v8+: of at most
-    CHUNK_ITEMS groups, which `chunks` leaves whole) as bodies of at most `size` partitions each, in request
-    order (`PartitionChunks`); None for any other request (one pass)."""
+    """An OffsetFetch naming more than `size` partitions in all (below v8: of its one group; v8+: of its groups -
+    the runtime asks this of each chunk `chunks` made, or of the request when it names no more than CHUNK_ITEMS)
+    as bodies of at most `size` partitions each, in request order (`PartitionChunks`); None for any other
+    request (one pass)."""
     if api_key != OFFSET_FETCH:
         return None
     v8 = api_version >= 8

@@ -213,14 +213,15 @@ def test_a_chunked_offset_fetch_below_v8_is_byte_for_byte_the_single_pass_answer
 def test_a_chunked_offset_fetch_v8_of_a_few_groups_is_byte_for_byte_the_single_pass_answer(partitions, monkeypatch):
     """OffsetFetch v8 and v9 naming a few groups (so not chunked by group) and many partitions: groups with offsets,
     one nobody knows, repeated "all offsets" queries, a group named twice with topics, a topic with no partition,
-    a v9 member a classic group ignores and one a consumer group refuses: chunks of 1, 3 and 7 partitions give the
-    bytes one pass gives."""
+    a v9 member a classic group ignores: chunks of 1, 3 and 7 partitions give the bytes one pass gives, and so do
+    chunks of 2 groups each answered 3 partitions at a time."""
     from tests.coordinator.test_routing import fetch as fetch_v8
     queries = [("g0", [5, 0, 1, 2, 3, 99]), ("g1", None), ("nope", [0, 1]), ("g1", None), ("g2", []),
                ("g0", list(range(10))), ("g1", [1, 2, 3])]
 
-    def answers(chunk: int) -> list[bytes]:
+    def answers(chunk: int, items: int = 10_000) -> list[bytes]:
         monkeypatch.setattr(routing, "CHUNK_PARTITIONS", chunk)
+        monkeypatch.setattr(routing, "CHUNK_ITEMS", items)
 
         async def run():
             rt = runtime(partitions)
@@ -241,6 +242,8 @@ def test_a_chunked_offset_fetch_v8_of_a_few_groups_is_byte_for_byte_the_single_p
     single = answers(10_000)
     for chunk in (1, 3, 7):
         assert answers(chunk) == single, chunk
+    # more groups than a chunk of items: each chunk of 2 groups answered in turns of partitions too
+    assert answers(3, items=2) == single
 
 
 def test_other_work_runs_between_the_partition_chunks_of_one_offset_fetch(monkeypatch):
