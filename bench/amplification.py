@@ -44,8 +44,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchcommon import tree_version, wait_ready_line  # noqa: E402
 
 
-def _header(api_key: int, version: int, cid: int = 1) -> bytes:
-    return struct.pack(">hhih", api_key, version, cid, 5) + b"bench"
+def _header(api_key: int, version: int, cid: int = 1, flexible: bool = False) -> bytes:
+    """A request header (v1; v2 with its empty tagged fields for a flexible version)."""
+    return struct.pack(">hhih", api_key, version, cid, 5) + b"bench" + (b"\x00" if flexible else b"")
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _cstring(s: bytes) -> bytes:
+    """A compact (flexible version) string."""
+    return _uvarint(len(s) + 1) + s
 
 
 def _string(s: bytes) -> bytes:
@@ -63,6 +78,28 @@ SHAPES = {
         _header(2, 1) + struct.pack(">ii", -1, 1) + _string(b"t") + struct.pack(">i", n)
         + b"".join(struct.pack(">iq", i, -1) for i in range(n))),
 }
+# the other APIs whose work grows with the partitions a request names (issue 30): one topic "t", n partitions
+SHAPES["OffsetCommit v2 (partitions of one topic)"] = lambda n: (
+    _header(8, 2) + _string(b"g") + struct.pack(">i", -1) + _string(b"") + struct.pack(">q", -1)
+    + struct.pack(">i", 1) + _string(b"t") + struct.pack(">i", n)
+    + b"".join(struct.pack(">iqh", i, 1, 0) for i in range(n)))
+# a commit the coordinator writes: the partitions of an existing topic of 10,000 (the default cap per topic), in turn
+SHAPES["OffsetCommit v2 (partitions of an existing topic: one write)"] = lambda n: (
+    _header(8, 2) + _string(b"g") + struct.pack(">i", -1) + _string(b"") + struct.pack(">q", -1)
+    + struct.pack(">i", 1) + _string(b"w") + struct.pack(">i", n)
+    + b"".join(struct.pack(">iqh", i % 10000, 1, 0) for i in range(n)))
+SHAPES["OffsetFetch v8 (one group, partition indexes of one topic)"] = lambda n: (
+    _header(9, 8, flexible=True) + b"\x02" + _cstring(b"g") + b"\x02" + _cstring(b"t") + _uvarint(n + 1)
+    + b"".join(struct.pack(">i", i) for i in range(n)) + b"\x00" + b"\x00" + b"\x00" + b"\x00")
+SHAPES["OffsetForLeaderEpoch v2 (partitions of one topic)"] = lambda n: (
+    _header(23, 2) + struct.pack(">i", 1) + _string(b"t") + struct.pack(">i", n)
+    + b"".join(struct.pack(">iii", i, -1, 0) for i in range(n)))
+SHAPES["DeleteRecords v0 (partitions of one topic)"] = lambda n: (
+    _header(21, 0) + struct.pack(">i", 1) + _string(b"t") + struct.pack(">i", n)
+    + b"".join(struct.pack(">iq", i, 0) for i in range(n)) + struct.pack(">i", 30000))
+SHAPES["DescribeProducers v0 (partition indexes of one topic)"] = lambda n: (
+    _header(61, 0, flexible=True) + b"\x02" + _cstring(b"t") + _uvarint(n + 1)
+    + b"".join(struct.pack(">i", i) for i in range(n)) + b"\x00" + b"\x00")
 SHAPES["DescribeGroups v0 (distinct 5-character ids)"] = lambda n: (
     _header(15, 0) + struct.pack(">i", n) + b"".join(_string(b"%05x" % i) for i in range(n)))
 SHAPES["DescribeGroups v0 (id of a group with a 20 KB member, repeated)"] = lambda n: (
@@ -97,13 +134,34 @@ def _big_group(host: str, port: int) -> socket.socket:
     return sock
 
 
-SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big_group}
+def _wide_topic(host: str, port: int) -> socket.socket:
+    """Topic "w" of 10,000 partitions."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    sock = socket.create_connection((host, port), timeout=120)
+    T = CreateTopicsRequest.CreatableTopic
+    r = _call(sock, CreateTopicsRequest(topics=[T(name="w", num_partitions=10000, replication_factor=1, assignments=[],
+                                                  configs=[])], timeout_ms=60000, validate_only=False), 4)
+    assert r.topics[0].error_code == 0, r
+    return sock
+
+
+SETUP = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": _big_group,
+         "OffsetCommit v2 (partitions of an existing topic: one write)": _wide_topic}
 # array elements outside the repeated one (the one topic the partitions belong to)
-OUTER = {"OffsetFetch v1 (partition indexes of one topic)": 1, "ListOffsets v1 (partitions of one topic)": 1}
+OUTER = {"OffsetFetch v1 (partition indexes of one topic)": 1, "ListOffsets v1 (partitions of one topic)": 1,
+         "OffsetFetch v8 (one group, partition indexes of one topic)": 2,
+         "OffsetCommit v2 (partitions of one topic)": 1, "OffsetCommit v2 (partitions of an existing topic: one write)": 1,
+         "OffsetForLeaderEpoch v2 (partitions of one topic)": 1,
+         "DeleteRecords v0 (partitions of one topic)": 1, "DescribeProducers v0 (partition indexes of one topic)": 1}
 ELEMENT_BYTES = {"DescribeGroups v0 (id of a group with a 20 KB member, repeated)": 5,
                  "DescribeGroups v0 (distinct 5-character ids)": 7,
                  "Metadata v1 (empty topic names)": 2, "DescribeGroups v0 (empty group ids)": 2,
-                 "OffsetFetch v1 (partition indexes of one topic)": 4, "ListOffsets v1 (partitions of one topic)": 12}
+                 "OffsetFetch v1 (partition indexes of one topic)": 4, "ListOffsets v1 (partitions of one topic)": 12,
+                 "OffsetFetch v8 (one group, partition indexes of one topic)": 4,
+                 "OffsetCommit v2 (partitions of one topic)": 14,
+                 "OffsetCommit v2 (partitions of an existing topic: one write)": 14, "OffsetForLeaderEpoch v2 (partitions of one topic)": 12,
+                 "DeleteRecords v0 (partitions of one topic)": 12,
+                 "DescribeProducers v0 (partition indexes of one topic)": 4}
 
 
 def _status(pid: int, key: str) -> int:
@@ -284,6 +342,13 @@ def measure(python: str, frames: list[tuple[str, bytes]], timeout: float, setup=
         proc.wait(10)
 
 
+def _tree_of(python: str) -> str:
+    """The name of the tree whose tenure `python` runs."""
+    return Path(subprocess.run([python, "-c", "import tenure, os; print(os.path.dirname(os.path.dirname("
+                                "tenure.__file__)))"], capture_output=True, text=True,
+                               cwd=tempfile.gettempdir()).stdout.strip()).name
+
+
 def stalls(args) -> None:
     """The --stalls table: each server (--server) against each shape, rows side by side in one run."""
     print("| server | request | elements | MiB | outcome | s | canary p50 / p99 / max ms (calls) | "
@@ -293,9 +358,7 @@ def stalls(args) -> None:
         if args.only and args.only not in name:
             continue
         for python in [os.path.abspath(p) for p in args.server or [sys.executable]]:
-            tree = subprocess.run([python, "-c", "import tenure, os; print(os.path.dirname(os.path.dirname("
-                                   "tenure.__file__)))"], capture_output=True, text=True,
-                                  cwd=tempfile.gettempdir()).stdout.strip()
+            tree = _tree_of(python)
             rows = measure(python, frames, args.timeout, setup,
                            (("--consumer-session-timeout-ms", "600000") if setup is not None else ())
                            + tuple(args.serve_arg))
@@ -304,7 +367,7 @@ def stalls(args) -> None:
                 what = f"{name}: {r['label']}" if r["label"] else name
                 if r["setup_s"] > 0.5 and r is rows[0]:
                     what += f" (set-up {r['setup_s']:.1f} s)"
-                print(f"| {Path(tree).name} | {what} | {n:,} | {r['mib']:.2f} | {r['outcome']} | "
+                print(f"| {tree} | {what} | {n:,} | {r['mib']:.2f} | {r['outcome']} | "
                       f"{r['seconds']:.2f} | {r['p50']:.0f} / {r['p99']:.0f} / {r['max']:.0f} ({r['calls']}){note} | "
                       f"{r['rss_start']:.0f} / {r['rss_before']:.0f} / {r['rss_after']:.0f} | "
                       f"{r['growth_mib']:.0f} | {r['load']:.1f} |", flush=True)
@@ -318,7 +381,7 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="run the APIs whose name contains this")
     ap.add_argument("--stalls", action="store_true", help="the largest accepted requests with huge answers")
     ap.add_argument("--members", type=int, default=21, help="--stalls: members of the KIP-848 group")
-    ap.add_argument("--server", action="append", help="--stalls: the Python whose tenure serves (repeatable)")
+    ap.add_argument("--server", action="append", help="the Python whose tenure serves (repeatable)")
     ap.add_argument("--serve-arg", action="append", default=[],
                     help="--stalls: one more `tenure serve` argument (repeatable), e.g. --serve-arg=--capture-requests=0")
     args = ap.parse_args()
@@ -330,22 +393,24 @@ def main() -> int:
     if args.stalls:
         stalls(args)
         return 0
-    print("| request | elements | MiB | outcome | s | peak RSS growth MiB | per MiB of request | "
-          "others p50 / p99 / max ms (calls) |")
-    print("|---|---:|---:|---|---:|---:|---:|---|")
+    print("| server | request | elements | MiB | outcome | s | peak RSS growth MiB | per MiB of request | "
+          "others p50 / p99 / max ms (calls) | load |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---|---:|")
     for name in SHAPES:
         if args.only and args.only not in name:
             continue
         for n in (int(args.mib * 2**20 / ELEMENT_BYTES[name]), args.elements - OUTER.get(name, 0)):
             frame = SHAPES[name](n)
             setup = (lambda h, p, f=SETUP[name]: f(h, p)) if name in SETUP else None
-            r = dict(measure(sys.executable, [("", struct.pack(">i", len(frame)) + frame)], args.timeout,
-                             setup)[0], name=name, n=n)
-            note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
-            print(f"| {r['name']} | {r['n'] + OUTER.get(name, 0):,} | {r['mib']:.2f} | {r['outcome']} | "
-                  f"{r['seconds']:.2f} | "
-                  f"{r['growth_mib']:.0f} | {r['growth_mib'] / r['mib']:.0f} | "
-                  f"{r['p50']:.0f} / {r['p99']:.0f} / {r['max']:.0f} ({r['calls']}){note} |", flush=True)
+            for python in [os.path.abspath(p) for p in args.server or [sys.executable]]:
+                r = dict(measure(python, [("", struct.pack(">i", len(frame)) + frame)], args.timeout,
+                                 setup)[0], name=name, n=n)
+                note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
+                print(f"| {_tree_of(python)} | {r['name']} | {r['n'] + OUTER.get(name, 0):,} | {r['mib']:.2f} | "
+                      f"{r['outcome']} | {r['seconds']:.2f} | "
+                      f"{r['growth_mib']:.0f} | {r['growth_mib'] / r['mib']:.0f} | "
+                      f"{r['p50']:.0f} / {r['p99']:.0f} / {r['max']:.0f} ({r['calls']}){note} | {r['load']:.1f} |",
+                      flush=True)
     return 0
 
 

@@ -27,6 +27,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
+from .base import per_partition_in_turns
 from .configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, ConfigError, ConfigStore, incremental
 from .quorum_apis import ClusterMetadataApis
 from .topics import TopicError
@@ -286,36 +287,35 @@ class AdminApis(ClusterMetadataApis):
         it are gone for Fetch (OFFSET_OUT_OF_RANGE) and ListOffsets' earliest moves; kept across restarts."""
         R = _resp(21)
         T, P = R.DeleteRecordsTopicResult, R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
-        out = []
-        for t in req.body.topics:
-            topic = self.topics.get(t.name)
-            parts = []
-            for p in t.partitions:
-                pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
-                parts.append(pr)
-                part = self.replicas.get(t.name, p.partition_index)
-                if not ctx.allows(DELETE, TOPIC, t.name):
-                    pr.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    continue
-                if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
-                    pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-                    continue
-                if part is None:
-                    pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offset = part.high_watermark if p.offset == -1 else p.offset
-                if not 0 <= offset <= part.high_watermark:
-                    pr.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                    continue
-                try:
-                    pr.low_watermark = part.log.advance_start(offset)
-                except OSError as exc:
-                    log.error("DeleteRecords on %s-%d failed: %s", t.name, p.partition_index, exc)
-                    pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                    continue
-                log.info("deleted records of %s-%d below offset %d", t.name, p.partition_index, pr.low_watermark)
-            out.append(T(name=t.name, partitions=parts))
-        return R(throttle_time_ms=0, topics=out)
+
+        def answer(name: str, p) -> object:
+            # each partition on its own, as Kafka's ReplicaManager.deleteRecords: in turns (per_partition_in_turns)
+            pr = P(partition_index=p.partition_index, low_watermark=-1, error_code=0)
+            topic = self.topics.get(name)
+            part = self.replicas.get(name, p.partition_index)
+            if not ctx.allows(DELETE, TOPIC, name):
+                pr.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                return pr
+            if topic is not None and topic.internal:        # Kafka refuses it first, by the topic's name
+                pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                return pr
+            if part is None:
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                return pr
+            offset = part.high_watermark if p.offset == -1 else p.offset
+            if not 0 <= offset <= part.high_watermark:
+                pr.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                return pr
+            try:
+                pr.low_watermark = part.log.advance_start(offset)
+            except OSError as exc:
+                log.error("DeleteRecords on %s-%d failed: %s", name, p.partition_index, exc)
+                pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                return pr
+            log.info("deleted records of %s-%d below offset %d", name, p.partition_index, pr.low_watermark)
+            return pr
+        return R(throttle_time_ms=0, topics=await per_partition_in_turns(
+            req.body.topics, answer, lambda name, parts: T(name=name, partitions=parts)))
 
     async def describe_log_dirs(self, req: Request, ctx: RequestContext):
         body = req.body

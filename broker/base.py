@@ -3,10 +3,12 @@ and the response class of an API. The handler mixins (topic_apis.py, produce.py,
 their state here, so each file is checked against one definition of it."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tenure.gcpause import gc_paused
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -21,6 +23,7 @@ from .replica_manager import ReplicaManager
 from .topics import TopicRegistry
 
 NODE_ID = 0
+PARTITIONS_PER_TURN = 1000     # partitions a read-only per-partition answer makes per loop turn
 
 
 @dataclass
@@ -57,6 +60,31 @@ def per_partition(topics: Any, answer: Callable[[str, Any], Any], make_topic: Ca
     """A response's topics for a request's topics: each topic's answer for each of its partitions
     (`answer(topic name, the request's partition item)`), in request order."""
     return [make_topic(getattr(t, name), [answer(getattr(t, name), x) for x in getattr(t, items)]) for t in topics]
+
+
+async def per_partition_in_turns(topics: Any, answer: Callable[[str, Any], Any], make_topic: Callable[[str, list], Any],
+                                 name: str = "name", items: str = "partitions", size: int | None = None) -> list:
+    """`per_partition` for a read-only answer, `size` (default PARTITIONS_PER_TURN) partitions per loop turn:
+    one request naming 100,000 partitions does not hold every other client for its whole handling. Each
+    partition is answered as it is when its turn comes (Kafka reads each partition on its own too); the answer
+    is the one `per_partition` gives. No automatic garbage collection walks the answer while it grows
+    (gc_paused)."""
+    size = size or PARTITIONS_PER_TURN
+    if sum(len(getattr(t, items) or []) for t in topics) <= size:
+        return per_partition(topics, answer, make_topic, name, items)
+    out = []
+    left = size
+    with gc_paused():
+        for t in topics:
+            topic, parts = getattr(t, name), []
+            for x in getattr(t, items):
+                if left == 0:
+                    await asyncio.sleep(0)                     # the other clients' turn
+                    left = size
+                parts.append(answer(topic, x))
+                left -= 1
+            out.append(make_topic(topic, parts))
+    return out
 
 
 def resp(api_key: int) -> Any:

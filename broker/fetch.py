@@ -10,7 +10,7 @@ from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 
-from .base import BrokerBase, per_partition, resp
+from .base import BrokerBase, per_partition_in_turns, resp
 from .message_format import CannotDownConvert, downconvert
 from .partition import Partition
 from .topics import Topic
@@ -196,7 +196,7 @@ class FetchApis(BrokerBase):
                 (pr.offset, pr.timestamp) = found
                 pr.leader_epoch = p.leader_epoch
             return pr
-        return R(throttle_time_ms=0, topics=per_partition(
+        return R(throttle_time_ms=0, topics=await per_partition_in_turns(
             req.body.topics, answer, lambda name, parts: TR(name=name, partitions=parts)))
 
     async def offset_for_leader_epoch(self, req: Request, ctx: RequestContext) -> Any:
@@ -215,5 +215,5 @@ class FetchApis(BrokerBase):
                 # -1 (no epoch) and newer epochs: -1/-1, as Kafka
                 e.leader_epoch, e.end_offset = p.end_offset_for(ep.leader_epoch)
             return e
-        return R(throttle_time_ms=0, topics=per_partition(
+        return R(throttle_time_ms=0, topics=await per_partition_in_turns(
             req.body.topics, answer, lambda name, parts: TR(topic=name, partitions=parts), name="topic"))

@@ -17,12 +17,15 @@ since v10 cannot name it.
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
+from tenure.gcpause import gc_paused
 from tenure.protocol.errors import ErrorCode
 
+from . import base
 from .topics import TopicRegistry
 
 
@@ -49,7 +52,11 @@ def split_commit(body, topics: TopicRegistry, readable: Callable[[str], bool] = 
                 refused[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         topic = topics.get(t.name)
-        count = len(topic.partitions) if topic is not None else 0
+        if topic is None:                   # every partition refused: one pass of the C-level dict update
+            refused.update(dict.fromkeys([(t.name, p.partition_index) for p in t.partitions],
+                                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        count = len(topic.partitions)
         kept = [p for p in t.partitions if 0 <= p.partition_index < count]
         for p in t.partitions:
             if not 0 <= p.partition_index < count:
@@ -70,18 +77,48 @@ def merge_commit(order: list[tuple[str, list[int], object]], answer, refused: di
     """The coordinator's answer (None when it was not asked) with the refused partitions added, topics and
     partitions in the order of the original request (`response`: the API's response class), each topic with
     the id the request gave it (OffsetCommit v10)."""
-    _T = response.fields["topics"].data_class
-    _P = _T.fields["partitions"].data_class
+    codes, T, P, ids = _merging(answer, refused, response)
+    topics = [T(name=name, partitions=[P(partition_index=i, error_code=codes[(name, i)]) for i in parts],
+                **({"topic_id": topic_id} if ids else {}))
+              for name, parts, topic_id in order]
+    return response(throttle_time_ms=answer.throttle_time_ms if answer is not None else 0, topics=topics)
+
+
+async def merge_commit_in_turns(order: list[tuple[str, list[int], object]], answer,
+                                refused: dict[tuple[str, int], int], response=OffsetCommitResponse):
+    """`merge_commit` made `base.PARTITIONS_PER_TURN` partitions per loop turn when the request names more (the
+    codes are all known before the first turn: the answer is the one `merge_commit` gives, whatever runs between
+    turns); no automatic garbage collection walks it while it grows."""
+    size = base.PARTITIONS_PER_TURN
+    if sum(len(parts) for _, parts, _ in order) <= size:
+        return merge_commit(order, answer, refused, response)
+    codes, T, P, ids = _merging(answer, refused, response)
+    topics = []
+    left = size
+    with gc_paused():
+        for name, parts, topic_id in order:
+            made = []
+            for i in parts:
+                if left == 0:
+                    await asyncio.sleep(0)                 # the other clients' turn
+                    left = size
+                made.append(P(partition_index=i, error_code=codes[(name, i)]))
+                left -= 1
+            topics.append(T(name=name, partitions=made, **({"topic_id": topic_id} if ids else {})))
+    return response(throttle_time_ms=answer.throttle_time_ms if answer is not None else 0, topics=topics)
+
+
+def _merging(answer, refused: dict[tuple[str, int], int], response) -> tuple[dict, type, type, bool]:
+    """(each partition's code: the refused ones', then the coordinator's answer's; the topic and partition
+    classes of `response`; whether its topics carry ids)."""
+    T = response.fields["topics"].data_class
+    P = T.fields["partitions"].data_class
     codes = dict(refused)
     if answer is not None:
         for t in answer.topics:
             for p in t.partitions:
                 codes[(t.name, p.partition_index)] = p.error_code
-    ids = "topic_id" in _T.fields
-    topics = [_T(name=name, partitions=[_P(partition_index=i, error_code=codes[(name, i)]) for i in parts],
-                 **({"topic_id": topic_id} if ids else {}))
-              for name, parts, topic_id in order]
-    return response(throttle_time_ms=answer.throttle_time_ms if answer is not None else 0, topics=topics)
+    return codes, T, P, "topic_id" in T.fields
 
 
 def request_order(body) -> list[tuple[str, list[int], object]]:

@@ -16,7 +16,7 @@ from tenure.protocol.errors import ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches, stamp_log_append_time
 
-from .base import BrokerBase, per_partition, resp
+from .base import BrokerBase, per_partition_in_turns, resp
 from .message_format import is_legacy, upconvert
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
 
@@ -262,7 +262,7 @@ class ProduceApis(BrokerBase):
                 P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
                                 coordinator_epoch=-1, current_txn_start_offset=p.txns.open_at(pid))
                 for pid, epoch, seq, ts in p.producers.active()])
-        return R(throttle_time_ms=0, topics=per_partition(
+        return R(throttle_time_ms=0, topics=await per_partition_in_turns(
             req.body.topics, answer, lambda name, parts: T(name=name, partitions=parts), items="partition_indexes"))
 
     def write_txn_markers(self, markers: list[TxnMarker], now_ms: int) -> list[Log]:

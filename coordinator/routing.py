@@ -11,7 +11,10 @@ A read-only request naming many items (the describes, OffsetFetch v8+, DescribeT
 chunks of `CHUNK_ITEMS` items (`chunks`), each on a loop turn of its own (the runtime awaits a turn between
 them), so one request of 100,000 ids does not hold every other client for its whole handling; `join_chunks`
 puts the answers together. Items answered once (`dedup`) are made unique first, as `split` and the handlers
-make them, so the answer is the one a single pass gives.
+make them, so the answer is the one a single pass gives. An OffsetFetch naming more than `CHUNK_PARTITIONS`
+partitions (v1-7: of its one group; v8+: of a few groups) is answered that many partitions at a time
+(`partition_chunks`), a topic's partitions possibly spread over two chunks, and `PartitionChunks.join` puts
+each topic's and each group's pieces back under one entry.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRI
 SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_TRANSACTIONS = 65
 CHUNK_ITEMS = 250          # items of a large read-only request handled per loop turn
+CHUNK_PARTITIONS = 1000    # partitions of one group's large OffsetFetch v1-7 answered per loop turn
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,148 @@ def join_chunks(api_key: int, subs: list, answers: list):
     out = copy.copy(answers[0])
     setattr(out, spec.answers, joined)
     return out
+
+
+def partition_chunks(api_key: int, api_version: int, body, size: int = CHUNK_PARTITIONS) -> PartitionChunks | None:
+    """An OffsetFetch naming more than `size` partitions in all (below v8: of its one group; v8+: of its groups -
+    the runtime asks this of each chunk `chunks` made, or of the request when it names no more than CHUNK_ITEMS)
+    as bodies of at most `size` partitions each, in request order (`PartitionChunks`); None for any other
+    request (one pass)."""
+    if api_key != OFFSET_FETCH:
+        return None
+    v8 = api_version >= 8
+    if not v8 and body.topics is None:
+        return None
+    groups = _unique_queries(body.groups or []) if v8 else [body]
+    if sum(len(t.partition_indexes or []) for g in groups for t in g.topics or []) <= size:
+        return None
+    return PartitionChunks(body, v8, groups, size)
+
+
+def _unique_queries(items: list) -> list:
+    """OffsetFetch v8+'s group queries, a group's repeated "all offsets" query once (as the handler answers them)."""
+    dedup = _MULTI[OFFSET_FETCH].dedup
+    assert dedup is not None
+    return list({dedup(i, q): q for i, q in enumerate(items)}.values())
+
+
+class PartitionChunks:
+    """The chunks of one large OffsetFetch (`partition_chunks`), made one at a time as they are iterated, and
+    `join` for their answers. Below v8 the request's one group is its body (its topics the entries); from v8
+    each group query is an entry of `groups`, holding its topics. A topic whose partitions straddle two chunks
+    is an entry in each, a group whose topics do a query in each; a topic or group naming no partition is an
+    entry of the chunk it falls in. `_origins` keeps, per chunk, (group, [topic of each topic entry]) of each
+    group entry, so `join` puts each topic's and each group's pieces back under one entry."""
+
+    def __init__(self, body, v8: bool, groups: list, size: int) -> None:
+        self.body, self.v8, self.groups, self.size = body, v8, groups, size
+        self._origins: list[list[tuple[int, list[int]]]] = []
+
+    def __iter__(self) -> Iterator:
+        entries: list = []                         # the current chunk's group entries
+        origins: list[tuple[int, list[int]]] = []
+        room = self.size
+
+        def entry(gi: int, g):
+            if not origins or origins[-1][0] != gi:
+                q = copy.copy(g)
+                q.topics = []
+                entries.append(q)
+                origins.append((gi, []))
+            return entries[-1], origins[-1][1]
+
+        def done():
+            nonlocal entries, origins, room
+            self._origins.append(origins)
+            sub = self._body(entries)
+            entries, origins, room = [], [], self.size
+            return sub
+
+        for gi, g in enumerate(self.groups):
+            if not g.topics:                       # all offsets (None) or no topic: one entry as it is
+                entries.append(g)
+                origins.append((gi, []))
+                continue
+            for ti, t in enumerate(g.topics):
+                indexes = t.partition_indexes or []
+                if not indexes:
+                    q, tis = entry(gi, g)
+                    q.topics.append(t)
+                    tis.append(ti)
+                at = 0
+                while at < len(indexes):                 # slices of the request's list: no copy of the rest
+                    piece = indexes[at:at + room]
+                    at += len(piece)
+                    part = copy.copy(t)
+                    part.partition_indexes = piece
+                    q, tis = entry(gi, g)
+                    q.topics.append(part)
+                    tis.append(ti)
+                    room -= len(piece)
+                    if room == 0:
+                        yield done()
+        if entries:
+            yield done()
+
+    def _body(self, entries: list):
+        if self.v8:
+            sub = copy.copy(self.body)
+            sub.groups = entries
+            return sub
+        [q] = entries
+        return q
+
+    def join(self, answers: list):
+        """The answer to the whole request from each chunk's answer, in request order: each group's pieces one
+        group (a piece answered with a group error: the group's answer is that error, as a single pass answers
+        it); each topic's pieces one topic. Below v8, the first chunk's error code that is not NONE, if any (a
+        chunk refused, e.g. the coordinator moved meanwhile: the client retries)."""
+        if len(answers) != len(self._origins):
+            raise AssertionError(f"{len(answers)} answer(s) to {len(self._origins)} chunk(s)")
+        pieces: dict[int, list] = {}
+        for answer, origins in zip(answers, self._origins, strict=True):
+            got = answer.groups if self.v8 else [answer]
+            if len(got) != len(origins):
+                raise AssertionError(f"a chunk of {len(origins)} group(s) got {len(got)} answer(s)")
+            for g, (gi, tis) in zip(got, origins, strict=True):
+                pieces.setdefault(gi, []).append((g, tis))
+        joined = [self._group(self.groups[gi], pieces.get(gi, [])) for gi in range(len(self.groups))]
+        if self.v8:
+            out = copy.copy(answers[0])
+            out.groups = joined
+            return out
+        out = joined[0]
+        out.error_code = next((a.error_code for a in answers if a.error_code), answers[0].error_code)
+        return out
+
+    def _group(self, q, pieces: list):
+        if not pieces:
+            raise AssertionError(f"group query {getattr(q, 'group_id', '')!r}: no answer")
+        if not q.topics:
+            [(g, _)] = pieces
+            return g
+        failed = next((g for g, _ in pieces if self.v8 and g.error_code), None)
+        if failed is not None:
+            return failed
+        topics: list = []
+        last = -1
+        for g, tis in pieces:
+            if len(g.topics) != len(tis):
+                raise AssertionError(f"{len(g.topics)} topic answer(s) to {len(tis)} topic(s)")
+            for t, ti in zip(g.topics, tis, strict=True):
+                if ti == last:
+                    topics[-1].partitions.extend(t.partitions)
+                else:
+                    topics.append(copy.copy(t))
+                    topics[-1].partitions = list(t.partitions)       # its own list, extended in place
+                    last = ti
+        for t, asked in zip(topics, q.topics, strict=True):
+            if len(t.partitions) != len(asked.partition_indexes or []) or t.name != asked.name:
+                raise AssertionError(f"topic {asked.name!r}: {len(t.partitions)} answer(s) to "
+                                     f"{len(asked.partition_indexes or [])} partition(s)")
+        out = copy.copy(pieces[0][0])
+        out.topics = topics
+        return out
 
 
 def names_several_groups(api_key: int, api_version: int) -> bool:

@@ -183,10 +183,10 @@ class CoordinatorRuntime(Generic[S]):
     async def handle(self, req: Request, ctx: RequestContext):
         """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
         shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now. A large
-        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks)."""
+        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks)."""
         subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
         if subs is None:
-            return await self._handle(req, ctx)
+            return await self._in_partition_turns(req, ctx)
         asked: list[Any] = []
         answers: list[Any] = []
         with gc_paused():                          # no full collection walking the answer as it grows
@@ -194,8 +194,22 @@ class CoordinatorRuntime(Generic[S]):
                 if answers:
                     await asyncio.sleep(0)         # the other clients' turn
                 asked.append(sub)
-                answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
+                answers.append(await self._in_partition_turns(dataclasses.replace(req, body=sub), ctx))
             return routing.join_chunks(req.api_key, asked, answers)
+
+    async def _in_partition_turns(self, req: Request, ctx: RequestContext):
+        """`req` (or a chunk of its items) answered CHUNK_PARTITIONS partitions at a time when it is an OffsetFetch
+        naming more (routing.partition_chunks), a loop turn between; else in one go."""
+        parts = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
+        if parts is None:
+            return await self._handle(req, ctx)
+        answers: list[Any] = []
+        with gc_paused():
+            for sub in parts:
+                if answers:
+                    await asyncio.sleep(0)         # the other clients' turn
+                answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
+            return parts.join(answers)
 
     async def _handle(self, req: Request, ctx: RequestContext):
         loop = asyncio.get_running_loop()

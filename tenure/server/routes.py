@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tenure.broker.offsets_gate import merge_commit, merge_fetch, request_order, resolve_ids, split_commit, split_fetch
+from tenure.broker.offsets_gate import (
+    merge_commit,
+    merge_commit_in_turns,
+    merge_fetch,
+    request_order,
+    resolve_ids,
+    split_commit,
+    split_fetch,
+)
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.transactions import is_transaction_request, txn_offset_commit_error
@@ -93,7 +101,7 @@ class GroupRoute:
         if not refused and not by_id:
             return await self.runtime.handle(req, ctx)
         answer = await self.runtime.handle(req, ctx) if kept is not None else None
-        return merge_commit(order, answer, refused, req.spec.response)
+        return await merge_commit_in_turns(order, answer, refused, req.spec.response)
 
 
 class TransactionRoute:

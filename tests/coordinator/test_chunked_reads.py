@@ -124,3 +124,180 @@ def test_members_subscribing_the_same_names_share_one_subscription_and_the_group
     other = ConsumerHarness(topics=Topics(t=4, u=2))
     other.cjoin("x", topics=["u", "t"])
     assert g.metadata_hash == other.group["g"].metadata_hash != 0
+
+
+# ------------------------------------------------------------------ OffsetFetch v1-7: one group, many partitions
+def fetch_v1(group: str, topics, version: int = 7):
+    """An OffsetFetch below v8: one group, [(topic, partition indexes)]."""
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    return OffsetFetchRequest(version=version, group_id=group, require_stable=version >= 7, topics=[
+        T(version=version, name=name, partition_indexes=list(parts)) for name, parts in topics])
+
+
+def test_partition_chunks_spread_a_topic_over_chunks_and_keep_topics_naming_no_partition():
+    body = fetch_v1("g", [("a", range(5)), ("b", []), ("c", [7, 7]), ("a", [1])])
+    subs = list(routing.partition_chunks(9, 7, body, size=3))
+    assert [[(t.name, list(t.partition_indexes)) for t in s.topics] for s in subs] == [
+        [("a", [0, 1, 2])], [("a", [3, 4]), ("b", []), ("c", [7])], [("c", [7]), ("a", [1])]]
+    assert [list(t.partition_indexes) for t in body.topics] == [[0, 1, 2, 3, 4], [], [7, 7], [1]]   # left as it was
+    assert all(s.group_id == "g" and s.require_stable for s in subs)
+    assert routing.partition_chunks(9, 7, body, size=8) is None                  # no more than a chunk: one pass
+    assert routing.partition_chunks(9, 7, OffsetFetchRequest(version=7, group_id="g", topics=None,
+                                                             require_stable=False), size=1) is None   # all offsets
+    assert routing.partition_chunks(15, 5, DescribeGroupsRequest(groups=["a"] * 9), size=2) is None
+
+
+def test_partition_chunks_of_offset_fetch_v8_split_groups_and_answer_repeated_all_offsets_once():
+    body = fetch([("a", [0, 1, 2, 3]), ("b", None), ("b", None), ("c", []), ("a", [4])])
+    subs = list(routing.partition_chunks(9, 8, body, size=3))
+
+    def shape(s):
+        return [(q.group_id, None if q.topics is None else [list(t.partition_indexes) for t in q.topics])
+                for q in s.groups]
+    assert [shape(s) for s in subs] == [[("a", [[0, 1, 2]])], [("a", [[3]]), ("b", None), ("c", [[]]), ("a", [[4]])]]
+    assert len(body.groups) == 5 and list(body.groups[0].topics[0].partition_indexes) == [0, 1, 2, 3]
+    assert routing.partition_chunks(9, 8, body, size=5) is None
+
+
+def test_partition_chunks_answered_with_the_wrong_partitions_are_a_bug():
+    R = SUPPORTED[9].response
+    T, P = R.OffsetFetchResponseTopic, R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+    body = fetch_v1("g", [("a", range(4))])
+
+    def part(i):
+        return P(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=0)
+    chunks = routing.partition_chunks(9, 7, body, size=2)
+    list(chunks)
+    short = [R(throttle_time_ms=0, error_code=0, topics=[T(name="a", partitions=[part(0), part(1)])]),
+             R(throttle_time_ms=0, error_code=0, topics=[T(name="a", partitions=[part(2)])])]
+    with pytest.raises(AssertionError, match="3 answer"):
+        chunks.join(short)
+    with pytest.raises(AssertionError, match="1 answer"):
+        chunks.join(short[:1])
+    other = [R(throttle_time_ms=0, error_code=0, topics=[T(name="b", partitions=[part(0), part(1)])]),
+             R(throttle_time_ms=0, error_code=0, topics=[T(name="b", partitions=[part(2), part(3)])])]
+    with pytest.raises(AssertionError, match="'a'"):
+        chunks.join(other)
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_a_chunked_offset_fetch_below_v8_is_byte_for_byte_the_single_pass_answer(partitions, monkeypatch):
+    """OffsetFetch v1-7 of a group with committed offsets (and of a group nobody knows), naming a topic's partitions
+    across chunk borders, a topic twice, a topic with no partition, repeated and unknown partitions: encoded with
+    chunks of 1, 3 and 7 partitions and in one pass, the bytes are equal at every version (v0-7)."""
+    asked = [("t", [5, 0, 1, 2, 3, 99, 4, 4]), ("u", []), ("nope", [0, 1]), ("t", list(range(10)))]
+
+    def answers(chunk: int) -> list[bytes]:
+        monkeypatch.setattr(routing, "CHUNK_PARTITIONS", chunk)
+
+        async def run():
+            rt = runtime(partitions)
+            await call(rt, commit("g", {i: 10 * i for i in range(6)}), 8)
+            out = []
+            for version in range(0, 8):
+                for group in ("g", "unknown"):
+                    body = fetch_v1(group, asked, version)
+                    req = Request(9, version, 7, "test", body, SUPPORTED[9])
+                    ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=9)
+                    out.append(encode_response(req, await rt.handle(req, ctx)))
+            return out
+        return asyncio.run(run())
+
+    single = answers(10_000)
+    assert len(single) == 16
+    for chunk in (1, 3, 7):
+        assert answers(chunk) == single, chunk
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_a_chunked_offset_fetch_v8_of_a_few_groups_is_byte_for_byte_the_single_pass_answer(partitions, monkeypatch):
+    """OffsetFetch v8 and v9 naming a few groups (so not chunked by group) and many partitions: groups with offsets,
+    one nobody knows, repeated "all offsets" queries, a group named twice with topics, a topic with no partition,
+    a v9 member a classic group ignores: chunks of 1, 3 and 7 partitions give the bytes one pass gives, and so do
+    chunks of 2 groups each answered 3 partitions at a time."""
+    from tests.coordinator.test_routing import fetch as fetch_v8
+    queries = [("g0", [5, 0, 1, 2, 3, 99]), ("g1", None), ("nope", [0, 1]), ("g1", None), ("g2", []),
+               ("g0", list(range(10))), ("g1", [1, 2, 3])]
+
+    def answers(chunk: int, items: int = 10_000) -> list[bytes]:
+        monkeypatch.setattr(routing, "CHUNK_PARTITIONS", chunk)
+        monkeypatch.setattr(routing, "CHUNK_ITEMS", items)
+
+        async def run():
+            rt = runtime(partitions)
+            for i in range(3):
+                await call(rt, commit(f"g{i}", {p: 10 * p + i for p in range(6)}), 8)
+            out = []
+            for version in (8, 9):
+                body = fetch_v8(queries)
+                if version == 9:
+                    for q in body.groups:
+                        q.member_id, q.member_epoch = "someone", 3
+                req = Request(9, version, 7, "test", body, SUPPORTED[9])
+                ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=9)
+                out.append(encode_response(req, await rt.handle(req, ctx)))
+            return out
+        return asyncio.run(run())
+
+    single = answers(10_000)
+    for chunk in (1, 3, 7):
+        assert answers(chunk) == single, chunk
+    # more groups than a chunk of items: each chunk of 2 groups answered in turns of partitions too
+    assert answers(3, items=2) == single
+
+
+def test_other_work_runs_between_the_partition_chunks_of_one_offset_fetch(monkeypatch):
+    """An OffsetFetch v7 of 40 partitions in chunks of 10 leaves the loop 3 times; the answer is whole."""
+    monkeypatch.setattr(routing, "CHUNK_PARTITIONS", 10)
+
+    async def run():
+        rt = runtime(1)
+        await call(rt, commit("g", {i: i + 100 for i in range(40)}), 8)
+        req = Request(9, 7, 1, "test", fetch_v1("g", [("t", range(40))]), SUPPORTED[9])
+        ctx = RequestContext(0, 7, "test", "/127.0.0.1", 0, api_key=9)
+        turns = []
+
+        async def other():
+            for _ in range(3):
+                turns.append(len(turns))
+                await asyncio.sleep(0)
+        task = asyncio.ensure_future(other())
+        answer = await rt.handle(req, ctx)
+        done_before = len(turns)
+        await task
+        return answer, done_before
+    answer, done_before = asyncio.run(run())
+    [t] = answer.topics
+    assert [(p.partition_index, p.committed_offset) for p in t.partitions] == [(i, i + 100) for i in range(40)]
+    assert done_before == 3
+
+
+def test_a_group_refused_in_one_of_its_chunks_is_answered_with_that_error_as_one_pass_answers_it():
+    """A group's pieces answered differently (its state changed between two chunks, e.g. a member fenced): the group's
+    answer is the error with no topics, the shape a single pass gives a refused group; below v8, the request's
+    error code is the first chunk error (a coordinator that moved meanwhile: the client retries the whole)."""
+    R = SUPPORTED[9].response
+    G = R.OffsetFetchResponseGroup
+    T, P = G.OffsetFetchResponseTopics, G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+    chunks = routing.partition_chunks(9, 9, fetch([("a", [0, 1, 2, 3]), ("b", None)]), size=2)
+    assert len(list(chunks)) == 3                      # [a: 0 1] [a: 2 3] [b: all offsets]
+
+    def ok(i):
+        return P(partition_index=i, committed_offset=5, committed_leader_epoch=-1, metadata="", error_code=0)
+    first = R(throttle_time_ms=0, groups=[G(group_id="a", error_code=0, topics=[T(name="t", partitions=[ok(0), ok(1)])])])
+    second = R(throttle_time_ms=0, groups=[G(group_id="a", error_code=110, topics=[])])
+    third = R(throttle_time_ms=0, groups=[G(group_id="b", error_code=0, topics=[])])
+    joined = chunks.join([first, second, third])
+    assert [(g.group_id, g.error_code, g.topics) for g in joined.groups] == [("a", 110, []), ("b", 0, [])]
+
+    R1 = SUPPORTED[9].response
+    T1, P1 = R1.OffsetFetchResponseTopic, R1.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+    old = routing.partition_chunks(9, 5, fetch_v1("g", [("t", range(4))], 5), size=2)
+    assert len(list(old)) == 2
+
+    def part(i, code):
+        return P1(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)
+    joined = old.join([R1(throttle_time_ms=0, error_code=0, topics=[T1(name="t", partitions=[part(0, 0), part(1, 0)])]),
+                       R1(throttle_time_ms=0, error_code=16, topics=[T1(name="t", partitions=[part(2, 16), part(3, 16)])])])
+    assert joined.error_code == 16
+    assert [(p.partition_index, p.error_code) for p in joined.topics[0].partitions] == [(0, 0), (1, 0), (2, 16), (3, 16)]

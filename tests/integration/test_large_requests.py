@@ -11,6 +11,7 @@ requests"), and the clients get the same answers as for a small request; meanwhi
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -144,3 +145,72 @@ def test_confluent_kip848_members_subscribing_three_thousand_names_share_them_an
         finally:
             for m in members:
                 m.stop()
+
+
+@pytest.mark.parametrize("big", ["OffsetFetch", "ListOffsets"])
+@pytest.mark.tenure(topics={"canary": 1, "wide-t": 10000})
+def test_a_producer_is_answered_between_the_turns_of_a_huge_offset_fetch_or_list_offsets(tenure_server, big):
+    """kafka-python's admin fetches a group's offsets for 90,000 partitions (one OffsetFetch v8), or its consumer
+    asks the end offsets of a topic's 10,000 partitions (one ListOffsets): answered 1,000 partitions per loop turn.
+    The hook on the big request holds the loop until a confluent-kafka producer has sent a Produce, so that Produce
+    is waiting when the big request's handling starts: it is handled between two turns, while the big request's
+    handler still runs (its answer not made yet: the big request's `on_response` has not run) - in one pass it
+    would be handled only after the handler returned - and is answered before the big answer."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+    wide = [TopicPartition("wide-t", i) for i in range(10000)]
+    p = Producer({"bootstrap.servers": tenure_server.bootstrap, "linger.ms": 0})
+    assert p.list_topics(timeout=15) is not None            # connected and warm before the big request starts
+    delivered: list = []
+    for i in (0, 9999):                                     # two partitions with records: end offsets 1
+        p.produce("wide-t", b"r", partition=i, on_delivery=lambda err, msg: delivered.append(err))
+    assert p.flush(30) == 0 and delivered == [None, None]
+    admin = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap, request_timeout_ms=120000)
+    consumer = KafkaConsumer(bootstrap_servers=tenure_server.bootstrap, request_timeout_ms=120000)
+    admin.alter_group_offsets("wide-g", {wide[7]: OffsetAndMetadata(1, "m", -1)})
+    in_server, produced, big_answered = threading.Event(), threading.Event(), threading.Event()
+    produce_seen: list[bool] = []                            # at each Produce: was the big answer made already?
+
+    def answered(response):
+        big_answered.set()
+        return response
+
+    def hold(call):                                          # runs on the server's loop: holds it meanwhile
+        call.on_response(answered)
+        in_server.set()
+        assert produced.wait(60)
+        time.sleep(0.5)                                      # the Produce's bytes reach the server's socket
+        return None
+
+    def seen(call):
+        produce_seen.append(big_answered.is_set())
+        return None
+    got: dict = {}
+    if big == "OffsetFetch":
+        asked = wide + [TopicPartition("none-t", i) for i in range(80000)]
+        work = lambda: got.update(admin.list_group_offsets({"wide-g": asked})["wide-g"])  # noqa: E731
+    else:
+        work = lambda: got.update(consumer.end_offsets(wide))  # noqa: E731
+    t = threading.Thread(target=work)
+    try:
+        with tenure_server.on_request(big, hold), tenure_server.on_request("Produce", seen, topic="canary"):
+            t.start()
+            assert in_server.wait(60)
+            delivered.clear()
+            p.produce("canary", b"x", on_delivery=lambda err, msg: delivered.append(err))
+            p.poll(0)
+            produced.set()
+            assert p.flush(60) == 0 and delivered == [None]
+            t.join(150)
+    finally:
+        admin.close()
+        consumer.close()
+    if big == "OffsetFetch":
+        assert len(got) == 90000 and got[wide[7]].offset == 1 and got[wide[7]].metadata == "m"
+        assert {m.offset for tp, m in got.items() if tp != wide[7]} == {-1}
+    else:
+        assert len(got) == 10000 and got[wide[0]] == got[wide[9999]] == 1 and set(got.values()) == {0, 1}
+    assert produce_seen == [False] and big_answered.is_set()   # handled while the big handler was running
+    request = [e for e in tenure_server.requests(api=big) if e.outcome == "answered"][-1]
+    produce = tenure_server.requests(api="Produce")[-1]
+    assert produce.seq < request.seq, (produce, request)
