@@ -76,7 +76,7 @@ class SegmentLog:
         self.closed = False                        # set by close(): a cleaner holding this log stops
         self.start_floor = 0                       # DeleteRecords' log start offset (the data dir checkpoints it)
         self.recovery_point = 0                    # every offset below it is fsynced (advanced by each flush)
-        self.scanned = 0                           # segments verified batch by batch at open
+        self.scanned = 0                           # non-empty segments verified batch by batch at open
         self.trusted = 0                           # segments trusted up to their last index entry (clean stop)
         self._recover(trusted_end)
 
@@ -117,16 +117,16 @@ class SegmentLog:
                     earlier.close()
                 raise CorruptLogError(p, 0, base, problem)
             seg = Segment(p, base, self.config.index_interval_bytes)
-            start, first = 0, base
+            start, first, size = 0, base, os.fstat(seg.fd).st_size
             if trust:
-                index = read_index(p, base, os.fstat(seg.fd).st_size)
+                index = read_index(p, base, size)
                 if isinstance(index, SegmentIndex):
                     seg.load_index(index.offsets, index.positions, index.max_timestamp, index.max_timestamp_batch)
                     start, first = index.positions[-1], index.offsets[-1]
                     self.trusted += 1
-                elif os.fstat(seg.fd).st_size >= self.config.index_files_min_bytes:
+                elif size >= self.config.index_files_min_bytes:
                     log.info("%s: verifying %s after a clean stop: %s", self.name, p.name, index)
-            if not start:
+            if not start and size:
                 self.scanned += 1
             _, damage = scan_segment(p, first, on_batch=lambda h, seg=seg: seg.add(h, h.position), gaps_below=gaps,
                                      start=start)
