@@ -135,6 +135,7 @@ def server_start(python: str, data_dir: Path, args, label: str, manifest: dict |
                     out["all_loaded_s"] = time.perf_counter() - t0
                     break
                 time.sleep(0.02)
+        out["cpu_s"] = cpu_seconds(proc.pid)         # the server's CPU to ready (figures apart from the load)
         out.update(proc_status(proc.pid))
         if bootstrap is None:
             out["error"] = f"no ready line within {args.ready_timeout:.0f} s (exit code {proc.poll()})"
@@ -162,6 +163,16 @@ def server_start(python: str, data_dir: Path, args, label: str, manifest: dict |
                              "seconds": float(m.group(4))}
         out["warnings"] = [ln for ln in log.splitlines() if re.search(r"WARNING|ERROR|CRITICAL|Traceback", ln)]
     return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """user + system CPU seconds of a process so far (Linux /proc/PID/stat); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def forget_clean_stop(data_dir: Path) -> None:
@@ -311,8 +322,26 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(10)
         out["profile_open"] = s.getvalue()
-    for plog in topic.partitions:
+    logs = list(topic.partitions)
+    for plog in logs:
         plog.close()
+    if hasattr(data, "mark_clean_shutdown"):        # a tree with the clean-shutdown marker: stop cleanly, reopen
+        t0, c0 = time.perf_counter(), time.process_time()
+        for plog in logs:
+            plog.flush()
+        marked = data.mark_clean_shutdown(logs)
+        out["clean_stop_s"], out["clean_stop_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+        data.close()
+        if marked:
+            t0, c0 = time.perf_counter(), time.process_time()
+            data = DataDir.open(data_dir, LogConfig(segment_bytes=segment_bytes))
+            registry = TopicRegistry(1, data.open_log, data.catalog)
+            registry.load()
+            data.finish_recovery()
+            out["clean_open_s"], out["clean_open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+            out["clean_open_segments"] = data.recovery_report()
+            for plog in registry.get(OFFSETS_TOPIC).partitions:
+                plog.close()
     data.close()
     return out
 
@@ -534,6 +563,8 @@ def report_run(r: dict) -> None:
         if "all_loaded_s" in r:
             line += f", every partition loaded at {r['all_loaded_s']:.2f} s (14 for their groups until then)"
         line += f" (load average {r['load_avg']:.1f})"
+        if r.get("cpu_s") is not None:
+            line += f", CPU to ready {r['cpu_s']:.2f} s"
         if "loaded" in r:
             ld = r["loaded"]
             line += (f"; server log: loaded {ld['records']:,} records in {ld['batches']:,} batches, "
@@ -569,6 +600,13 @@ def report_in_process(label: str, ip: dict, s: dict) -> None:
               f"{ld['groups']:,} groups, {ld['members']:,} members, {ld['offsets']:,} committed offsets; decode "
               f"{ld['decode_s']:.2f} s, replay {ld['replay_s']:.2f} s, reading the batches and their records "
               f"and keeping the latest per key {rest:.2f} s")
+    if "clean_open_s" in ip:
+        print(f"  a clean stop (flush, index files, recovery points, marker)          {ip['clean_stop_s']:7.2f} s  "
+              f"(CPU {ip['clean_stop_cpu_s']:.2f} s)")
+        scanned, trusted = ip["clean_open_segments"]
+        print(f"  open the logs after it ({scanned} segment(s) verified, {trusted} trusted)             "
+              f"{ip['clean_open_s']:7.2f} s  (CPU {ip['clean_open_cpu_s']:.2f} s; against {ip['open_cpu_s']:.2f} s "
+              f"after a kill: {ip['open_cpu_s'] / max(ip['clean_open_cpu_s'], 1e-9):.0f}x less CPU)")
     print(f"  batch reads alone (the segment reader, every batch checked again)   {ip['read_only_s']:7.2f} s  "
           f"(CPU {ip['read_only_cpu_s']:.2f} s)")
     print(f"  memory: VmRSS {mib(ip['rss_start_kb'])} after imports, {mib(ip['rss_after_open_kb'])} after "
@@ -637,6 +675,9 @@ def compare(runs: dict, ips: dict, moves: dict, s: dict) -> None:
               f"{c['load_avg']:.1f}); after a kill {a['ready_s']:.2f} s (load average {a['load_avg']:.1f}): "
               f"{a['ready_s'] / c['ready_s']:.2f}x; the baseline {b['ready_s']:.2f} s (load average "
               f"{b['load_avg']:.1f}): {b['ready_s'] / c['ready_s']:.2f}x")
+        if c.get("cpu_s") and a.get("cpu_s") and b.get("cpu_s"):
+            print(f"the server's CPU to ready: after a clean stop {c['cpu_s']:.2f} s, after a kill {a['cpu_s']:.2f} s "
+                  f"({a['cpu_s'] / c['cpu_s']:.2f}x), the baseline {b['cpu_s']:.2f} s ({b['cpu_s'] / c['cpu_s']:.2f}x)")
     if a and b:
         ra, rb = a.get("loaded", {}).get("seconds"), b.get("loaded", {}).get("seconds")
         print(f"ready (cold cache): this tree {a['ready_s']:.2f} s, baseline {b['ready_s']:.2f} s: "
