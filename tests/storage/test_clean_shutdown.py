@@ -266,3 +266,14 @@ def test_a_refused_start_puts_the_marker_back_and_a_start_that_wrote_does_not(tm
     data.open_log("t", 0).append(batch(1))
     data.close(refused=True)                                    # refused after a write: stays unclean
     assert not (tmp_path / MARKER).exists()
+
+
+def test_log_verify_after_a_clean_stop_takes_index_files_for_what_they_are(tmp_path, capsys):
+    from tenure.tools.cli import main
+    data = DataDir.open(tmp_path, CONFIG)
+    fill(data)
+    assert stop(data)
+    assert main(["log", "verify", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ".index" not in out and ".timeindex" not in out and "t-0:" in out, out
+    assert (tmp_path / MARKER).exists()                         # read-only: the marker stays
