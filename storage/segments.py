@@ -117,16 +117,16 @@ class SegmentLog:
                     earlier.close()
                 raise CorruptLogError(p, 0, base, problem)
             seg = Segment(p, base, self.config.index_interval_bytes)
-            start, first, size = 0, base, os.fstat(seg.fd).st_size
+            start, first, size, trusted = 0, base, os.fstat(seg.fd).st_size, False
             if trust:
                 index = read_index(p, base, size)
                 if isinstance(index, SegmentIndex):
                     seg.load_index(index.offsets, index.positions, index.max_timestamp, index.max_timestamp_batch)
-                    start, first = index.positions[-1], index.offsets[-1]
+                    start, first, trusted = index.positions[-1], index.offsets[-1], True
                     self.trusted += 1
                 elif size >= self.config.index_files_min_bytes:
                     log.info("%s: verifying %s after a clean stop: %s", self.name, p.name, index)
-            if not start and size:
+            if not trusted and size:
                 self.scanned += 1
             _, damage = scan_segment(p, first, on_batch=lambda h, seg=seg: seg.add(h, h.position), gaps_below=gaps,
                                      start=start)

@@ -277,3 +277,17 @@ def test_log_verify_after_a_clean_stop_takes_index_files_for_what_they_are(tmp_p
     out = capsys.readouterr().out
     assert ".index" not in out and ".timeindex" not in out and "t-0:" in out, out
     assert (tmp_path / MARKER).exists()                         # read-only: the marker stays
+
+
+def test_a_segment_of_one_large_batch_is_trusted_from_its_only_index_entry(tmp_path):
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = data.open_log("t", 0)
+    lg.append(batch(0, 1, size=30_000))                          # one batch larger than a segment
+    lg.append(batch(1, 1, size=30_000))
+    assert len(lg.segments) == 2 and len(lg.segments[0].index_offsets) == 1
+    assert stop(data)
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = data.open_log("t", 0)
+    assert (lg.scanned, lg.trusted, lg.log_end_offset) == (0, 2, 2)
+    assert [o for o, _, _ in read_all(lg)] == [0, 1]
+    data.close()
