@@ -100,10 +100,11 @@ class SegmentLog:
         if not self.segments:
             self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
             self._dir_dirty = True
-        if self.trusted and not self._pending_cuts:
+        unsynced = [] if self.trusted and not self._pending_cuts else [seg for seg in self.segments if seg.size]
+        if unsynced:                               # what is on disk was read back, not known to be fsynced:
+            self._dirty.update(unsynced)           # the first flush covers it and advances the recovery point
+        else:
             self.recovery_point = self.log_end_offset
-        else:                                      # what is on disk was read back, not known to be fsynced
-            self._dirty.update(self.segments)
         if not self._defer_cut:
             self.finish_recovery()
 
@@ -146,15 +147,16 @@ class SegmentLog:
     def write_index_files(self) -> int:
         """At a clean stop, after the last flush: write the index files of each segment of at least
         `index_files_min_bytes` and remove those of smaller ones (storage/cleanshut.py); how many were written."""
-        written = 0
+        written, changed = 0, False
         for seg in self.segments:
-            if seg.size >= self.config.index_files_min_bytes and write_index(seg.path, seg.base_offset, seg.index_offsets,
-                                                           seg.index_positions, seg.max_timestamp,
-                                                           seg.max_timestamp_batch):
+            if seg.size >= self.config.index_files_min_bytes and write_index(
+                    seg.path, seg.base_offset, seg.index_offsets, seg.index_positions, seg.max_timestamp,
+                    seg.max_timestamp_batch):
                 written += 1
-            else:
-                remove_index(seg.path)
-        fsync_dir(self.dir)
+            elif remove_index(seg.path):
+                changed = True
+        if written or changed:                    # the new (or removed) names made durable
+            fsync_dir(self.dir)
         return written
 
     def finish_recovery(self) -> None:
