@@ -291,3 +291,30 @@ def test_a_segment_of_one_large_batch_is_trusted_from_its_only_index_entry(tmp_p
     assert (lg.scanned, lg.trusted, lg.log_end_offset) == (0, 2, 2)
     assert [o for o, _, _ in read_all(lg)] == [0, 1]
     data.close()
+
+
+def test_compaction_between_two_clean_stops_leaves_index_files_of_the_cleaned_segments(tmp_path):
+    from tenure.storage.compaction import CompactionPolicy, Compactor
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = data.open_log("t", 0)
+    for i in range(400):                                          # 5 keys rewritten over and over
+        lg.append(batch(i % 5, 1, size=40, ts=1_000 + i))
+    assert stop(data)
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = data.open_log("t", 0)
+    assert lg.scanned == 0
+    before = len(lg.segments)
+    Compactor(clock_ms=lambda: 10_000_000).clean_fully(lg, CompactionPolicy())
+    assert len(lg.segments) < before
+    compacted = state(lg)
+    assert stop(data)
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = data.open_log("t", 0)
+    assert (lg.scanned, lg.trusted) == (0, len(lg.segments))
+    assert state(lg) == compacted
+    lg.close()
+    data.close()                                               # no clean stop this time
+    data = DataDir.open(tmp_path, CONFIG)                       # the same, verified batch by batch
+    lg = data.open_log("t", 0)
+    assert lg.trusted == 0 and state(lg) == compacted
+    data.close()
