@@ -38,6 +38,11 @@
               answered COORDINATOR_LOAD_IN_PROGRESS meanwhile); each move timed (--no-move skips it). The moves
               append their CoordinatorLoadRecords to the kept log.
 
+After this tree's cold start (every batch verified: the clean-shutdown marker is removed first, as after a
+kill) it starts once more on the marker its SIGTERM stop just left (storage/cleanshut.py: segments trusted up
+to their index files), timed the same way; each start prints the server's `opened N log(s) after a ... stop`
+line. Every other start and in-process run removes the marker first.
+
 --background adds a start of this tree's server with --load-in-background: timed to its ready line (it
 listens at once) and to its `loaded __consumer_offsets` line (every partition loaded). --baseline-python PY
 runs a peer tree's interpreter (e.g. a worktree of main with its own venv) through the same starts, loads and
@@ -77,6 +82,7 @@ if not {"--in-process", "--move-in-process"} & set(sys.argv):
     sys.path.insert(0, str(REPO))
 from tenure.protocol.internal_topics import OFFSETS_TOPIC  # noqa: E402
 
+OPENED = re.compile(r"opened \d+ log\(s\) after an? (?:unclean|clean) stop: .*")
 LOADED = re.compile(r"loaded __consumer_offsets: (\d+) record\(s\) in (\d+) batch\(es\), (\d+) group\(s\), "
                     r"in ([0-9.]+)s")
 MANIFEST = "bench-recovery.json"
@@ -129,6 +135,7 @@ def server_start(python: str, data_dir: Path, args, label: str, manifest: dict |
                     out["all_loaded_s"] = time.perf_counter() - t0
                     break
                 time.sleep(0.02)
+        out["cpu_s"] = cpu_seconds(proc.pid)         # the server's CPU to ready (figures apart from the load)
         out.update(proc_status(proc.pid))
         if bootstrap is None:
             out["error"] = f"no ready line within {args.ready_timeout:.0f} s (exit code {proc.poll()})"
@@ -147,12 +154,31 @@ def server_start(python: str, data_dir: Path, args, label: str, manifest: dict |
         out["exit_code"] = proc.returncode
         err.seek(0)
         log = err.read().decode(errors="replace")
+        m = OPENED.search(log)
+        if m:
+            out["opened"] = m.group(0)
         m = LOADED.search(log)
         if m:
             out["loaded"] = {"records": int(m.group(1)), "batches": int(m.group(2)), "groups": int(m.group(3)),
                              "seconds": float(m.group(4))}
         out["warnings"] = [ln for ln in log.splitlines() if re.search(r"WARNING|ERROR|CRITICAL|Traceback", ln)]
     return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """user + system CPU seconds of a process so far (Linux /proc/PID/stat); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def forget_clean_stop(data_dir: Path) -> None:
+    """Remove the clean-shutdown marker (storage/cleanshut.py): the next start verifies every batch, as after
+    a kill (a peer tree's server neither writes nor removes it, so it must not outlive a peer's run)."""
+    (data_dir / ".kafka_cleanshutdown").unlink(missing_ok=True)
 
 
 def check_offsets(bootstrap: str, manifest: dict, n: int) -> dict:
@@ -296,8 +322,26 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(10)
         out["profile_open"] = s.getvalue()
-    for plog in topic.partitions:
+    logs = list(topic.partitions)
+    for plog in logs:
         plog.close()
+    if hasattr(data, "mark_clean_shutdown"):        # a tree with the clean-shutdown marker: stop cleanly, reopen
+        t0, c0 = time.perf_counter(), time.process_time()
+        for plog in logs:
+            plog.flush()
+        marked = data.mark_clean_shutdown(logs)
+        out["clean_stop_s"], out["clean_stop_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+        data.close()
+        if marked:
+            t0, c0 = time.perf_counter(), time.process_time()
+            data = DataDir.open(data_dir, LogConfig(segment_bytes=segment_bytes))
+            registry = TopicRegistry(1, data.open_log, data.catalog)
+            registry.load()
+            data.finish_recovery()
+            out["clean_open_s"], out["clean_open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+            out["clean_open_segments"] = data.recovery_report()
+            for plog in registry.get(OFFSETS_TOPIC).partitions:
+                plog.close()
     data.close()
     return out
 
@@ -464,18 +508,27 @@ def main() -> int:
             report_run(runs[label][-1])
         for label, python in trees:                  # interleaved: each tree's cold start, then the next's
             drop_cache(data_dir)
+            forget_clean_stop(data_dir)              # as after a kill: every batch verified
             runs[label].append(server_start(python, data_dir, args, f"{label}: server, cold page cache", manifest))
             report_run(runs[label][-1])
+            if label == "this tree":                 # its SIGTERM stop just left the clean-shutdown marker
+                drop_cache(data_dir)
+                runs[label].append(server_start(python, data_dir, args, f"{label}: after a clean stop, cold "
+                                                "page cache", manifest))
+                report_run(runs[label][-1])
         if args.background:                          # this tree only (a flag the baseline may not have)
             drop_cache(data_dir)
+            forget_clean_stop(data_dir)
             runs["this tree"].append(server_start(args.python, data_dir, args, "this tree: --load-in-background, "
                                                   "cold page cache", manifest, background=True))
             report_run(runs["this tree"][-1])
         if args.warm:
             for label, python in trees:
+                forget_clean_stop(data_dir)
                 runs[label].append(server_start(python, data_dir, args, f"{label}: server, warm page cache", manifest))
                 report_run(runs[label][-1])
         for label, python in trees:
+            forget_clean_stop(data_dir)
             ips[label] = run_in_process(python, data_dir, args, cold=False)
             print()
             if "error" in ips[label]:
@@ -485,6 +538,7 @@ def main() -> int:
         if not args.no_move:
             print()
             for label, python in trees:
+                forget_clean_stop(data_dir)
                 moves[label] = run_in_process(python, data_dir, args, cold=False, mode="--move-in-process")
                 report_move(label, moves[label], s)
         for label, _ in trees:
@@ -509,6 +563,8 @@ def report_run(r: dict) -> None:
         if "all_loaded_s" in r:
             line += f", every partition loaded at {r['all_loaded_s']:.2f} s (14 for their groups until then)"
         line += f" (load average {r['load_avg']:.1f})"
+        if r.get("cpu_s") is not None:
+            line += f", CPU to ready {r['cpu_s']:.2f} s"
         if "loaded" in r:
             ld = r["loaded"]
             line += (f"; server log: loaded {ld['records']:,} records in {ld['batches']:,} batches, "
@@ -517,6 +573,8 @@ def report_run(r: dict) -> None:
         if "exit_s" in r:
             line += f"; SIGTERM to exit {r['exit_s']:.2f} s (code {r['exit_code']})"
     print(line, flush=True)
+    if "opened" in r:
+        print("    server: " + r["opened"], flush=True)
     c = r.get("check")
     if c:
         print(f"    checked {c['groups']} sampled groups over the wire: {c['offsets']} committed offsets "
@@ -542,6 +600,13 @@ def report_in_process(label: str, ip: dict, s: dict) -> None:
               f"{ld['groups']:,} groups, {ld['members']:,} members, {ld['offsets']:,} committed offsets; decode "
               f"{ld['decode_s']:.2f} s, replay {ld['replay_s']:.2f} s, reading the batches and their records "
               f"and keeping the latest per key {rest:.2f} s")
+    if "clean_open_s" in ip:
+        print(f"  a clean stop (flush, index files, recovery points, marker)          {ip['clean_stop_s']:7.2f} s  "
+              f"(CPU {ip['clean_stop_cpu_s']:.2f} s)")
+        scanned, trusted = ip["clean_open_segments"]
+        print(f"  open the logs after it ({scanned} segment(s) verified, {trusted} trusted)             "
+              f"{ip['clean_open_s']:7.2f} s  (CPU {ip['clean_open_cpu_s']:.2f} s; against {ip['open_cpu_s']:.2f} s "
+              f"after a kill: {ip['open_cpu_s'] / max(ip['clean_open_cpu_s'], 1e-9):.0f}x less CPU)")
     print(f"  batch reads alone (the segment reader, every batch checked again)   {ip['read_only_s']:7.2f} s  "
           f"(CPU {ip['read_only_cpu_s']:.2f} s)")
     print(f"  memory: VmRSS {mib(ip['rss_start_kb'])} after imports, {mib(ip['rss_after_open_kb'])} after "
@@ -603,6 +668,16 @@ def compare(runs: dict, ips: dict, moves: dict, s: dict) -> None:
         got = [r for r in runs[label][1:] if "cold" in r["label"] and r.get("ready_s")]
         return got[0] if got else None
     a, b = cold("this tree"), cold("baseline")
+    clean = [r for r in runs["this tree"] if "clean stop" in r["label"] and r.get("ready_s")]
+    if a and b and clean:
+        c = clean[0]
+        print(f"ready after a clean stop (cold cache): this tree {c['ready_s']:.2f} s (load average "
+              f"{c['load_avg']:.1f}); after a kill {a['ready_s']:.2f} s (load average {a['load_avg']:.1f}): "
+              f"{a['ready_s'] / c['ready_s']:.2f}x; the baseline {b['ready_s']:.2f} s (load average "
+              f"{b['load_avg']:.1f}): {b['ready_s'] / c['ready_s']:.2f}x")
+        if c.get("cpu_s") and a.get("cpu_s") and b.get("cpu_s"):
+            print(f"the server's CPU to ready: after a clean stop {c['cpu_s']:.2f} s, after a kill {a['cpu_s']:.2f} s "
+                  f"({a['cpu_s'] / c['cpu_s']:.2f}x), the baseline {b['cpu_s']:.2f} s ({b['cpu_s'] / c['cpu_s']:.2f}x)")
     if a and b:
         ra, rb = a.get("loaded", {}).get("seconds"), b.get("loaded", {}).get("seconds")
         print(f"ready (cold cache): this tree {a['ready_s']:.2f} s, baseline {b['ready_s']:.2f} s: "

@@ -8,6 +8,9 @@ then one `topic partition offset` line per partition.
 - `log-start-offset-checkpoint` (`LOG_START_CHECKPOINT`): DeleteRecords' log start offsets. Raised by
   `SegmentLog.advance_start` before any segment goes, its entry removed by `SegmentLog.delete`; read by
   `DataDir` when it opens the logs.
+- `recovery-point-offset-checkpoint` (`RECOVERY_POINT_CHECKPOINT`): per partition, the offset below which
+  every record was fsynced. Written whole by `DataDir.mark_clean_shutdown` at a clean stop (with the
+  `.kafka_cleanshutdown` marker, storage/cleanshut.py); read by `DataDir` at the next open.
 
 Both files sit next to the partition directories and are replaced atomically (written, fsynced, renamed,
 directory fsynced); an entry is only ever raised, or removed with its partition.
@@ -25,6 +28,7 @@ log = logging.getLogger("tenure.storage")
 
 CHECKPOINT = "cleaner-offset-checkpoint"   # Kafka's file name, in the data dir (written by storage/compaction.py)
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"  # DeleteRecords' log start offsets, same format
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"  # fsynced up to here (a clean stop writes it)
 _CHECKPOINT_VERSION = 0
 _checkpoint_lock = threading.Lock()               # one read-modify-write at a time in this process
 
@@ -50,7 +54,7 @@ def read_checkpoint(data_dir, name: str = CHECKPOINT) -> dict[tuple[str, int], i
             out[(topic, int(partition))] = int(offset)
         return out
     except (IndexError, ValueError) as exc:
-        kind = "cleaner" if name == CHECKPOINT else "log start offset"
+        kind = {CHECKPOINT: "cleaner", LOG_START_CHECKPOINT: "log start offset"}.get(name, "recovery point")
         raise ValueError(f"{path}: not a {kind} checkpoint ({exc})") from None
 
 
@@ -73,17 +77,23 @@ def advance_checkpoint(partition_dir, offset: int | None, name: str = CHECKPOINT
             return
         else:
             entries[key] = offset
-        data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
-                       + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
-        path = os.path.join(root, name)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(Path(root))
+        write_checkpoint(root, entries, name)
+
+
+def write_checkpoint(data_dir, entries: dict[tuple[str, int], int], name: str) -> None:
+    """Replace `<data_dir>/<name>` with `entries`, atomically (written, fsynced, renamed, directory fsynced)."""
+    root = os.fspath(data_dir)
+    data = "".join([f"{_CHECKPOINT_VERSION}\n{len(entries)}\n"]
+                   + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
+    path = os.path.join(root, name)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(Path(root))

@@ -66,8 +66,8 @@ def gaps_below(directory: Path, newest_base: int) -> int:
     return entries.get(partition_of_dir(directory.name), 0)
 
 
-def scan_segment(path: Path, base_offset: int, on_batch=None,
-                 gaps_below: int = 0) -> tuple[list[BatchHeader], Damage | None]:
+def scan_segment(path: Path, base_offset: int, on_batch=None, gaps_below: int = 0,
+                 start: int = 0) -> tuple[list[BatchHeader], Damage | None]:
     """Every sound batch of a segment file up to the first damage (if any), read by the segment reader.
 
     A sound batch starts exactly where the one before it (or, first in the file, the segment's base
@@ -76,12 +76,14 @@ def scan_segment(path: Path, base_offset: int, on_batch=None,
     batches, and a base offset only has to move forward.
 
     With `on_batch`, each sound header is handed to it as it is found and the returned list stays empty
-    (a large segment's headers are then never all held at once)."""
+    (a large segment's headers are then never all held at once). With `start`, the scan begins at that byte
+    (a batch boundary whose base offset is `base_offset`: the last index entry of a segment trusted after a
+    clean stop, storage/cleanshut.py)."""
     headers: list[BatchHeader] = []
     keep = headers.append if on_batch is None else on_batch
     expect = base_offset
     skipped: tuple[BatchHeader, int] | None = None   # the previous batch and its expected offset, if it
-    with SegmentReader(path, expect_offset=base_offset, exact_from=gaps_below, rereads=1) as reader:
+    with SegmentReader(path, start, expect_offset=base_offset, exact_from=gaps_below, rereads=1) as reader:
         for item in reader:                          # jumped over a gap
             if isinstance(item, BadBatch):
                 return headers, _damage(Path(path), item, reader.size, expect, skipped)

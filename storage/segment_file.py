@@ -51,6 +51,18 @@ class Segment:
             self.max_timestamp = h.max_timestamp
             self.max_timestamp_batch = h.base_offset
 
+    def load_index(self, offsets, positions, max_timestamp: int, max_timestamp_batch: int) -> None:
+        """Take a trusted index (storage/cleanshut.py) in place of the batches up to its last entry, which
+        must then be `add`ed again with every batch after it (that finds the size and the next offset).
+        `batches` then counts only those."""
+        self.index_offsets = array("q", offsets[:-1])
+        self.index_positions = array("q", positions[:-1])
+        self.size = positions[-1]
+        self.next_offset = offsets[-1]
+        self._since_index = self.index_interval           # the last entry's batch is indexed again
+        self.max_timestamp = max_timestamp
+        self.max_timestamp_batch = max_timestamp_batch
+
     def position_for(self, offset: int) -> int:
         i = bisect.bisect_right(self.index_offsets, offset) - 1
         return self.index_positions[i] if i >= 0 else 0

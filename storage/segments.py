@@ -14,7 +14,9 @@ Recovery at open verifies every batch with the checks of storage/recovery.py (le
 base offset continuing the previous batch exactly, except where the cleaner left gaps: see `scan_segment`,
 `gaps_below`). Damage at the end of the newest segment - a torn write or a corrupt last batch with nothing
 valid after it - is cut off and logged with what was cut. Damage anywhere else is never skipped: opening
-raises `CorruptLogError` naming the file, byte position and offset.
+raises `CorruptLogError` naming the file, byte position and offset. After a clean stop (`trusted_end`: the
+log's recovery point, given by `DataDir` when it found the clean-shutdown marker) a segment with sound index
+files is trusted up to its last index entry and only the batches after it are verified (storage/cleanshut.py).
 
 Durability is the caller's choice: `append` writes to the OS (a process crash loses nothing that
 was appended); `flush` fsyncs every segment written since the last flush (and the directory when a
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from .batch import BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp
 from .checkpoints import LOG_START_CHECKPOINT, advance_checkpoint
+from .cleanshut import INDEX_MIN_BYTES, SegmentIndex, read_index, remove_index, remove_orphans, write_index
 from .files import CLEANED, MERGING, SUFFIX, SWAP, fsync_dir, partition_dir_name, segment_name  # noqa: F401 (partition_dir_name: imported from here too)
 from .reader import BadBatch, SegmentReader
 from .recovery import CorruptLogError, Damage, gaps_below, scan_segment, segment_gap
@@ -45,6 +48,7 @@ class LogConfig:
     segment_bytes: int = 100 * 1024 * 1024      # Kafka's offsets.topic.segment.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000      # Kafka's log.roll.ms default (7 days)
     index_interval_bytes: int = 4096            # Kafka's index.interval.bytes
+    index_files_min_bytes: int = INDEX_MIN_BYTES  # a clean stop writes index files for segments this large
 
 
 class SwapUnfinished(OSError):
@@ -56,7 +60,7 @@ class SegmentLog:
     """A partition log on disk (see the module docstring). Implements `storage.Log`."""
 
     def __init__(self, directory: str | os.PathLike, config: LogConfig = LogConfig(),
-                 name: str | None = None, defer_cut: bool = False) -> None:
+                 name: str | None = None, defer_cut: bool = False, trusted_end: int | None = None) -> None:
         self.dir = Path(directory)
         self.config = config
         self.name = name or self.dir.name
@@ -71,13 +75,40 @@ class SegmentLog:
         self.bytes_synced = 0                      # of those, covered by a finished fsync
         self.closed = False                        # set by close(): a cleaner holding this log stops
         self.start_floor = 0                       # DeleteRecords' log start offset (the data dir checkpoints it)
-        self._recover()
+        self.recovery_point = 0                    # every offset below it is fsynced (advanced by each flush)
+        self.scanned = 0                           # non-empty segments verified batch by batch at open
+        self.trusted = 0                           # segments trusted up to their last index entry (clean stop)
+        self._recover(trusted_end)
 
     # ------------------------------------------------------------------ recovery
-    def _recover(self) -> None:
+    def _recover(self, trusted_end: int | None = None) -> None:
         self._finish_interrupted_swap()
-        files = sorted(p for p in self.dir.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
+        entries = list(self.dir.iterdir())
+        files = sorted(p for p in entries if p.suffix == SUFFIX and p.stem.isdigit())
         gaps = gaps_below(self.dir, int(files[-1].stem)) if files else 0
+        if trusted_end is not None:
+            remove_orphans(self.dir, entries)
+        self._open_segments(files, gaps, trusted_end is not None)
+        if self.trusted and self.log_end_offset != trusted_end:
+            # the files changed after the clean stop (or its index files disagree with them): verify it all
+            log.warning("%s: log end offset %d is not the recovery point %s of the clean stop; verifying every "
+                        "batch", self.name, self.log_end_offset, trusted_end)
+            for seg in self.segments:
+                seg.close()
+            self.segments, self._pending_cuts, self.trusted, self.scanned = [], [], 0, 0
+            self._open_segments(files, gaps, False)
+        if not self.segments:
+            self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
+            self._dir_dirty = True
+        unsynced = [] if self.trusted and not self._pending_cuts else [seg for seg in self.segments if seg.size]
+        if unsynced:                               # what is on disk was read back, not known to be fsynced:
+            self._dirty.update(unsynced)           # the first flush covers it and advances the recovery point
+        else:
+            self.recovery_point = self.log_end_offset
+        if not self._defer_cut:
+            self.finish_recovery()
+
+    def _open_segments(self, files: list[Path], gaps: int, trust: bool) -> None:
         expect = 0
         for i, p in enumerate(files):
             base = int(p.stem)
@@ -87,7 +118,19 @@ class SegmentLog:
                     earlier.close()
                 raise CorruptLogError(p, 0, base, problem)
             seg = Segment(p, base, self.config.index_interval_bytes)
-            _, damage = scan_segment(p, base, on_batch=lambda h, seg=seg: seg.add(h, h.position), gaps_below=gaps)
+            start, first, size, trusted = 0, base, os.fstat(seg.fd).st_size, False
+            if trust:
+                index = read_index(p, base, size)
+                if isinstance(index, SegmentIndex):
+                    seg.load_index(index.offsets, index.positions, index.max_timestamp, index.max_timestamp_batch)
+                    start, first, trusted = index.positions[-1], index.offsets[-1], True
+                    self.trusted += 1
+                elif size >= self.config.index_files_min_bytes:
+                    log.info("%s: verifying %s after a clean stop: %s", self.name, p.name, index)
+            if not trusted and size:
+                self.scanned += 1
+            _, damage = scan_segment(p, first, on_batch=lambda h, seg=seg: seg.add(h, h.position), gaps_below=gaps,
+                                     start=start)
             last = i == len(files) - 1
             if damage is not None:
                 if not last or damage.valid_after:
@@ -100,11 +143,21 @@ class SegmentLog:
                 self._pending_cuts.append(damage)
             self.segments.append(seg)
             expect = max(seg.next_offset, base)
-        if not self.segments:
-            self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
-            self._dir_dirty = True
-        if not self._defer_cut:
-            self.finish_recovery()
+
+    def write_index_files(self) -> int:
+        """At a clean stop, after the last flush: write the index files of each segment of at least
+        `index_files_min_bytes` and remove those of smaller ones (storage/cleanshut.py); how many were written."""
+        written, changed = 0, False
+        for seg in self.segments:
+            if seg.size >= self.config.index_files_min_bytes and write_index(
+                    seg.path, seg.base_offset, seg.index_offsets, seg.index_positions, seg.max_timestamp,
+                    seg.max_timestamp_batch):
+                written += 1
+            elif remove_index(seg.path):
+                changed = True
+        if written or changed:                    # the new (or removed) names made durable
+            fsync_dir(self.dir)
+        return written
 
     def finish_recovery(self) -> None:
         """Cut the damaged tail recovery found (at once, unless opened with defer_cut=True: then the
@@ -298,6 +351,7 @@ class SegmentLog:
         dir_too, self._dir_dirty = self._dir_dirty, False
         directory = self.dir
         target = self.bytes_written
+        end = self.log_end_offset
 
         def do_sync() -> None:
             try:
@@ -306,6 +360,7 @@ class SegmentLog:
                 if dir_too:
                     fsync_dir(directory)
                 self.bytes_synced = max(self.bytes_synced, target)
+                self.recovery_point = max(self.recovery_point, end)
             finally:
                 for seg in segs:
                     seg.release()

@@ -247,7 +247,7 @@ def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None,
         topics.load()                        # opens (and verifies) every log; refuses before any cut
         data.finish_recovery()
     except BaseException:
-        data.close()
+        data.close(refused=True)
         raise
     return data, topics, config.cluster_id or data.cluster_id()
 

@@ -178,7 +178,7 @@ class Server:
         try:
             self._open(config)
         except BaseException as exc:
-            self._close_logs(flush=False)          # release the data dir (its lock) for a retry
+            self._close_logs(flush=False, refused=True)   # release the data dir (its lock) for a retry
             self._topics = None
             if isinstance(exc, OSError) and not isinstance(exc, DataDirLocked | StartupError) and config.data_dir:
                 raise StartupError(exc, f"cannot use the data dir {config.data_dir} (--data-dir)",
@@ -486,18 +486,27 @@ class Server:
         if self._admin_sock is not None:
             self._admin_sock.close()
 
-    def _close_logs(self, *, flush: bool) -> None:
-        """Flush (unless after a storage failure) and close every partition log, then release the data dir."""
+    def _close_logs(self, *, flush: bool, refused: bool = False) -> None:
+        """Flush (unless after a storage failure) and close every partition log, then release the data dir;
+        when every flush succeeded, leave the clean-shutdown marker first (storage/cleanshut.py)."""
+        closed, clean = [], flush
         for topic in self._topics.all() if self._topics is not None else ():
             for plog in topic.partitions:
                 if flush:
                     try:
                         plog.flush()
                     except OSError as exc:
+                        clean = False
                         log.error("flushing %s at shutdown: %s", plog.name, exc)
                 plog.close()
+                closed.append(plog)
         if self.data is not None:
-            self.data.close()
+            if clean:
+                try:
+                    self.data.mark_clean_shutdown(closed)
+                except OSError as exc:
+                    log.error("writing the clean-shutdown marker: %s (the next start verifies every log)", exc)
+            self.data.close(refused=refused)
             self.data = None
 
 

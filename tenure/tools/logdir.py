@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tenure.storage.cleanshut import INDEX, TIME_INDEX
 from tenure.storage.datadir import CATALOG
 from tenure.storage.files import SUFFIX
 from tenure.storage.reader import BadBatch, Batch, SegmentReader
@@ -64,6 +65,8 @@ def partitions(root: Path) -> list[Partition]:
         for f in d.iterdir():
             if f.suffix == SUFFIX and f.stem.isdigit():       # what the server's recovery opens
                 p.segments.append((int(f.stem), f))
+            elif f.suffix in (INDEX, TIME_INDEX) and f.with_suffix(SUFFIX).exists():
+                continue                                     # a segment's index files (a clean stop wrote them)
             else:
                 p.strays.append(f)
         p.segments.sort()
