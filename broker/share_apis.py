@@ -111,11 +111,11 @@ class ShareApis(BrokerBase):
         if self.share_state is None:
             return
         for sp in self.shares.of_group(group_id):
-            state = sp.persistable()
+            state = sp.pending_write()
             topic = self.topics.get(sp.topic)
-            if state == sp.persisted or topic is None:
+            if state is None or topic is None:
                 continue
-            sp.persisted = state
+            sp.written()
             await self.share_state.write(group_id, topic.topic_id, sp.index, *state)
 
     def _read_committed(self, group_id: str) -> bool:
@@ -543,8 +543,7 @@ class ShareApis(BrokerBase):
                                    error_message=f"Invalid start offset {q.start_offset}."))
                     continue
                 self.shares.drop(gid, p.topic, p.index)
-                sp = self.shares.open(gid, p.topic, p.index, max(q.start_offset, p.log_start_offset))
-                sp.persisted = None
+                self.shares.open(gid, p.topic, p.index, max(q.start_offset, p.log_start_offset))
                 parts.append(P(partition_index=q.partition_index, error_code=0, error_message=None))
             out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0),
                          partitions=parts))

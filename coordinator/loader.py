@@ -57,10 +57,12 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     As Kafka's loader: only the latest record of each key counts (records are full-value upserts, so this is
     the state a full replay in log order reaches - the compaction property - without decoding the superseded
     ones). The survivors are replayed in the order of their last write (an offset committed in a transaction
-    at its marker)."""
+    at its marker). A codec whose records are not full values (`replay_every_record`: the share coordinator's
+    ShareUpdates, deltas over the latest ShareSnapshot) has every record replayed, in log order."""
+    every = getattr(codec, "replay_every_record", False)
     # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
     # transaction, `moved` holds its marker's offset: a record counts at the marker's place
-    latest: dict[bytes, Any] = {}
+    latest: dict[Any, Any] = {}          # (key, offset) for a codec replaying every record
     moved: dict[bytes, int] = {}
     # transactional batches (offsets committed in a transaction): held per producer until its marker,
     # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
@@ -95,7 +97,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             if key is None:
                 report.skip(plog, part, r.offset, "a record", "record without a key")
             elif held is None:
-                latest[key] = r
+                latest[(key, r.offset) if every else key] = r
             else:
                 held.append(r)
     report.batches += batches
@@ -106,9 +108,9 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
         ordered = sorted(latest.items(), key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))
     else:
         ordered = sorted(latest.items(), key=lambda kr: kr[1].offset)
-    for key, r in ordered:
+    for _, r in ordered:
         try:
-            record = codec.decode(key, r.value)
+            record = codec.decode(r.key, r.value)
         except codec.UnknownRecordType as exc:
             report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
             continue

@@ -11,11 +11,13 @@ state lives in the partition Kafka's ShareCoordinatorService.partitionFor gives 
 partition's leader and moves with it (unloaded, then loaded again from the log by replay), as the group
 coordinator's shards do; while a shard loads, the broker's calls wait for it (`ready`).
 
-What is written: the first write of a share partition, and every `SNAPSHOT_EVERY`-th after it, is a
-ShareSnapshot (the whole state); the others are ShareUpdates carrying the start offset and every in-flight
-batch, so the latest snapshot and the latest update of a key - all that compaction and the loader keep - give
-the state. Records acquired at the time of a write are written as available with their delivery count: after a
-restart they are delivered again, their deliveries counted.
+What is written: a write names the start offset and the state batches that changed (the broker's, or a
+WriteShareGroupState's). The first write of a share partition, and every `SNAPSHOT_EVERY`-th after it, is a
+ShareSnapshot (the whole state: the recorded batches combined with the new ones, pruned below the start
+offset); the others are ShareUpdates carrying the batches as written, replayed by combining them over the
+state (`combine`: Kafka's rule, the higher delivery count, then the higher state, wins where batches overlap)
+and pruning below the start offset. Records acquired at the time of a write are written as available with their
+delivery count: after a restart they are delivered again, their deliveries counted.
 """
 from __future__ import annotations
 
@@ -75,6 +77,21 @@ def runs(records: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
     return tuple(out)
 
 
+def combine(records: dict[int, tuple[int, int]], batches: tuple[StateBatch, ...],
+            start: int) -> dict[int, tuple[int, int]]:
+    """`records` with `batches` merged over them and everything below `start` pruned, as Kafka's share
+    coordinator combines state batches (PersisterStateBatchCombiner): where a batch overlaps a record, the one
+    with the higher delivery count wins, at equal counts the higher delivery state (ACKNOWLEDGED and ARCHIVED,
+    terminal, over AVAILABLE)."""
+    out = {o: v for o, v in records.items() if o >= start}
+    for first, last, state, count in batches:
+        for off in range(max(first, start), last + 1):
+            old = out.get(off)
+            if old is None or (count, state) >= (old[1], old[0]):
+                out[off] = (state, count)
+    return out
+
+
 class ShareStateShard:
     """One `__share_group_state` partition's share partitions."""
 
@@ -101,10 +118,7 @@ class ShareStateShard:
             if record.start_offset >= 0:
                 st.start_offset = record.start_offset
             st.leader_epoch = max(st.leader_epoch, record.leader_epoch)
-        st.records = {o: v for o, v in st.records.items() if o >= st.start_offset}
-        for first, last, state, count in record.batches:
-            for off in range(max(first, st.start_offset), last + 1):
-                st.records[off] = (state, count)
+        st.records = combine(st.records, record.batches, st.start_offset)
 
     # ---- what the runtime asks of a shard
     def loaded(self, now_ms: int) -> Result:
@@ -130,18 +144,26 @@ class ShareStateShard:
 
     def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...], state_epoch: int = -1,
               leader_epoch: int = -1) -> ShareStateRecord:
-        """The record persisting a share partition's state now: a snapshot the first time and every
-        SNAPSHOT_EVERY-th write, else an update (the start offset and every in-flight batch). A state or leader
-        epoch of -1 keeps the one the state has (0 for a new one)."""
+        """The record persisting a write of a share partition's state (its start offset and the state batches
+        that changed), as Kafka's ShareCoordinatorShard makes it: the first write a snapshot of the batches
+        given; every SNAPSHOT_EVERY-th a snapshot of the whole state - the recorded batches combined with the
+        new ones, those below the start offset pruned; the others an update carrying the batches given (combined
+        among themselves, nothing pruned). A state or leader epoch of -1 keeps the one the state has (0 for a
+        new one)."""
         st = self.states.get(key)
         group_id, topic_id, partition = key
         leader = leader_epoch if leader_epoch >= 0 else (0 if st is None else max(st.leader_epoch, 0))
-        if st is None or st.updates + 1 >= SNAPSHOT_EVERY:
-            epoch = 0 if st is None else (st.snapshot_epoch + 1) % 65536
-            state = state_epoch if state_epoch >= 0 else (0 if st is None else st.state_epoch)
-            return ShareStateRecord(group_id, topic_id, partition, True, epoch, state, leader, start_offset, batches)
+        if st is None:
+            state = state_epoch if state_epoch >= 0 else 0
+            return ShareStateRecord(group_id, topic_id, partition, True, 0, state, leader, start_offset,
+                                    runs(combine({}, batches, -1)))
+        if st.updates + 1 >= SNAPSHOT_EVERY:
+            start = start_offset if start_offset >= 0 else st.start_offset
+            state = state_epoch if state_epoch >= 0 else st.state_epoch
+            return ShareStateRecord(group_id, topic_id, partition, True, (st.snapshot_epoch + 1) % 65536, state,
+                                    leader, start, runs(combine(st.records, batches, start)))
         return ShareStateRecord(group_id, topic_id, partition, False, st.snapshot_epoch, 0, leader, start_offset,
-                                batches)
+                                runs(combine({}, batches, -1)))
 
     def initialize(self, key: Key, state_epoch: int, start_offset: int) -> ShareStateRecord:
         """InitializeShareGroupState's record: a snapshot of the state epoch and start offset given, nothing in

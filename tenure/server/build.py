@@ -157,8 +157,8 @@ class ShareStateHandle:
         assert self.broker is not None, "built by build()"
         topic = self.topics.get(SHARE_STATE_TOPIC)
         if topic is None:
-            topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True,
-                                       configs={"cleanup.policy": "compact"})
+            topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True,      # as KIP-932 has it:
+                                       configs={"cleanup.policy": "delete", "retention.ms": "-1"})  # updates are deltas
         runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
                                     on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
                                     timer_keys=(),
