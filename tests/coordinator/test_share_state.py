@@ -162,3 +162,55 @@ def test_share_state_spreads_over_the_partitions_and_a_moved_shard_loads_it_back
         rt.begin_move(moved, loading=False)                        # no leader: the broker's write is refused
         assert await rt.write(keys[0], 2, ()) is False
     asyncio.run(run())
+
+
+def test_updates_carry_the_batches_written_and_a_snapshot_combines_and_prunes_them_as_kafkas_coordinator():
+    """Kafka's ShareCoordinatorShard: an update record carries the write's batches (combined among themselves,
+    nothing pruned); the SNAPSHOT_EVERY-th write is a snapshot of the recorded batches combined with the new
+    ones, those below the start offset pruned. Where batches overlap the higher delivery count wins, then the
+    higher state (PersisterStateBatchCombiner)."""
+    from tenure.coordinator.share_state import combine
+    assert combine({5: (AVAILABLE, 3)}, ((4, 6, ACKNOWLEDGED, 2),), 0) == {
+        4: (ACKNOWLEDGED, 2), 5: (AVAILABLE, 3), 6: (ACKNOWLEDGED, 2)}          # count 3 over count 2
+    assert combine({5: (AVAILABLE, 2)}, ((5, 5, ARCHIVED, 2),), 0) == {5: (ARCHIVED, 2)}   # same count: the state
+    assert combine({1: (ARCHIVED, 1), 5: (AVAILABLE, 2)}, ((3, 6, AVAILABLE, 1),), 4) == {
+        4: (AVAILABLE, 1), 5: (AVAILABLE, 2), 6: (AVAILABLE, 1)}               # pruned below the start
+    s = ShareStateShard()
+    log = [write(s, 0, [(0, 9, AVAILABLE, 1)])]
+    log.append(write(s, 0, [(0, 0, ACKNOWLEDGED, 1), (1, 1, ACKNOWLEDGED, 1), (2, 2, ARCHIVED, 1)]))
+    assert not log[-1].snapshot and log[-1].batches == ((0, 1, ACKNOWLEDGED, 1), (2, 2, ARCHIVED, 1))
+    assert log[-1].start_offset == 0
+    assert s.read(KEY) == (0, ((0, 1, ACKNOWLEDGED, 1), (2, 2, ARCHIVED, 1), (3, 9, AVAILABLE, 1)))
+    for i in range(SNAPSHOT_EVERY - 2):
+        log.append(write(s, 3, [(3 + i % 7, 3 + i % 7, AVAILABLE, 2)]))
+    assert not any(r.snapshot for r in log[1:])
+    log.append(write(s, 5, [(9, 9, ARCHIVED, 5)]))                              # the SNAPSHOT_EVERY-th write
+    snap = log[-1]
+    assert snap.snapshot and snap.snapshot_epoch == 1 and snap.start_offset == 5
+    assert snap.batches == ((5, 8, AVAILABLE, 2), (9, 9, ARCHIVED, 5))          # combined, pruned below 5
+    assert s.read(KEY) == (5, snap.batches)
+    full = ShareStateShard()                                                    # a replay of every record
+    for r in log:
+        full.replay(r)
+    assert full.read(KEY) == s.read(KEY)
+    after = ShareStateShard()                                                   # or from the snapshot on
+    after.replay(snap)
+    assert after.read(KEY) == s.read(KEY)
+
+
+def test_a_reload_replays_every_update_in_log_order():
+    """Updates are deltas, not full values: a shard loaded again from its partition's log (a coordinator move,
+    a restart) replays every record, not only the latest of each key, and has the state it had."""
+    async def run() -> None:
+        rt = _runtime(1)
+        assert await rt.write(KEY, 0, ((0, 5, AVAILABLE, 1),))
+        assert await rt.write(KEY, 0, ((0, 0, ARCHIVED, 1),))
+        assert await rt.write(KEY, 0, ((1, 1, ACKNOWLEDGED, 1), (2, 2, AVAILABLE, 1)))
+        assert await rt.write(KEY, 3, ((3, 3, AVAILABLE, 2),))
+        before = rt.read(KEY)
+        assert before == (3, ((3, 3, AVAILABLE, 2), (4, 5, AVAILABLE, 1)))
+        rt.begin_move(0)
+        report = await rt.finish_move(0)
+        assert rt.read(KEY) == before and report.replayed == 4
+    import asyncio
+    asyncio.run(run())
