@@ -13,8 +13,9 @@ renews the lock; the start moves over records that are done. Locks are read agai
 (`now_ms`): a lock whose deadline has passed is released as if the member had released the record, the next time
 the partition is looked at, so advancing the clock expires locks without any wait.
 
-The state lives in memory: a restart of the server starts every share partition afresh from
-`share.auto.offset.reset` (see docs/share-groups.md).
+The state is persisted through the share coordinator (`ShareStateSide`): after each request, the records whose
+state or delivery count changed are written as Kafka's SharePartition writes them (`pending_write`), and a share
+partition used first after a start reads its state back (`restore`; see docs/share-groups.md).
 """
 from __future__ import annotations
 
