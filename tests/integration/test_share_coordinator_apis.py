@@ -147,3 +147,27 @@ def test_the_share_coordinator_apis_need_cluster_action(tenure_server, wire):
     for req, version in ((_read("g", tid, 0), 0), (_write("g", tid, 0, 0, 0, 0, []), 1), (_init("g", tid, 0, 0, 0), 0),
                          (_delete("g", tid, 0), 0), (_summary("g", tid, 0), 1)):
         assert _part(wire.call(req, version)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_share_state_topic_has_kafkas_delete_policy_and_an_older_compacted_one_is_switched(tmp_path):
+    """`__share_group_state` is made with cleanup.policy=delete and retention.ms=-1 (KIP-932: its updates are
+    deltas, which compaction would drop); a data dir whose topic an older tenure made compacted is served with
+    that policy from its next start, its state read back whole."""
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path))
+    with ServerThread(cfg) as st:
+        st.create_topics({"pol": 1})
+        tid = st.call(lambda: st.server.topics.get("pol").topic_id)
+        handle = st.server.parts.share_state
+
+        async def writes() -> None:
+            await handle.write("pol-g", tid, 0, 0, ((0, 3, 0, 1),))
+            await handle.write("pol-g", tid, 0, 0, ((0, 0, ACKNOWLEDGED, 1),))
+            await handle.write("pol-g", tid, 0, 0, ((1, 1, 4, 1),))
+        st.call(writes)
+        configs = lambda: dict(st.call(lambda: st.server.topics.get(SHARE_STATE_TOPIC).configs))  # noqa: E731
+        assert configs() == {"cleanup.policy": "delete", "retention.ms": "-1"}
+        st.call(lambda: st.server.topics.set_topic_configs(SHARE_STATE_TOPIC, {"cleanup.policy": "compact"}))
+        st.restart()
+        assert configs() == {"cleanup.policy": "delete", "retention.ms": "-1"}
+        assert st.call(lambda: st.server.parts.share_state.read("pol-g", tid, 0)) == (
+            0, ((0, 0, ACKNOWLEDGED, 1), (1, 1, 4, 1), (2, 3, 0, 1)))
