@@ -60,6 +60,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     at its marker). A codec whose records are not full values (`replay_every_record`: the share coordinator's
     ShareUpdates, deltas over the latest ShareSnapshot) has every record replayed, in log order."""
     every = getattr(codec, "replay_every_record", False)
+    replayed_at = getattr(shard, "replayed_at", None)      # a shard that keeps where its records are
     # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
     # transaction, `moved` holds its marker's offset: a record counts at the marker's place
     latest: dict[Any, Any] = {}          # (key, offset) for a codec replaying every record
@@ -118,6 +119,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             report.skip(plog, part, r.offset, "a record that does not decode", f"{type(exc).__name__}: {exc}")
             continue
         shard.replay(record)
+        if replayed_at is not None:
+            replayed_at(record, r.offset)
         report.replayed += 1
     for pid, (epoch, records) in pending.items():
         for r in records:

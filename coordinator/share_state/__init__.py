@@ -98,6 +98,22 @@ class ShareStateShard:
     def __init__(self, partition: int = 0) -> None:
         self.partition = partition
         self.states: dict[Key, PartitionState] = {}
+        self.snapshots: dict[Key, int] = {}     # the log offset of each share partition's latest snapshot
+
+    def replayed_at(self, record: ShareStateRecord, offset: int) -> None:
+        """Where a record replayed is in the log (Kafka's ShareCoordinatorOffsetsManager): a snapshot's offset is
+        its share partition's; a deleted share partition has none."""
+        if record.snapshot:
+            key = (record.group_id, record.topic_id, record.partition)
+            if record.tombstone:
+                self.snapshots.pop(key, None)
+            else:
+                self.snapshots[key] = offset
+
+    def redundant_below(self) -> int | None:
+        """The log offset below which no record is needed (the lowest latest snapshot of a share partition with
+        state; None: none), Kafka's last redundant offset."""
+        return min(self.snapshots.values(), default=None)
 
     # ---- the one mutator
     def replay(self, record: ShareStateRecord) -> None:
@@ -126,6 +142,7 @@ class ShareStateShard:
 
     def unload(self, now_ms: int) -> Result:
         self.states.clear()
+        self.snapshots.clear()
         return Result()
 
     def on_timer(self, key: Any, now_ms: int) -> Result:
@@ -232,8 +249,7 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
             return False
         records = [ShareStateRecord(*key, snapshot, tombstone=True) for snapshot in (True, False)]
         logs = self.writer.write(records)
-        for r in records:
-            shard.replay(r)
+        self._replay_written(shard, records, logs)
         return await self.writer.sync(logs)
 
     # ---- the share coordinator's APIs (InitializeShareGroupState ... ReadShareGroupStateSummary), asked by a
@@ -280,8 +296,27 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
 
     async def _append(self, shard: ShareStateShard, record: ShareStateRecord) -> int:
         logs = self.writer.write([record])
-        shard.replay(record)
-        return 0 if await self.writer.sync(logs) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._replay_written(shard, [record], logs)
+        if not await self.writer.sync(logs):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._prune(shard)
+        return 0
+
+    @staticmethod
+    def _replay_written(shard: ShareStateShard, records: list[ShareStateRecord], logs: list) -> None:
+        """Replay records just written (one batch, the last of its log) with their offsets."""
+        end = logs[0].log_end_offset
+        for i, r in enumerate(records):
+            shard.replay(r)
+            shard.replayed_at(r, end - len(records) + i)
+
+    def _prune(self, shard: ShareStateShard) -> None:
+        """Kafka's prune of __share_group_state: the records below the lowest latest snapshot of the partition's
+        share partitions are no longer needed and are deleted (the log start moves, as DeleteRecords moves it)."""
+        below = shard.redundant_below()
+        plog = self.offsets_topic.partitions[shard.partition]
+        if below is not None and below > plog.log_start_offset:
+            plog.advance_start(below)
 
     async def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...]) -> bool:
         """Persist a share partition's state: its record written through the one writer and replayed, then
@@ -294,7 +329,4 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
         except ShareStateUnavailable as exc:
             log.warning("share state of %s not written: %s", key, exc)
             return False
-        record = shard.write(key, start_offset, batches)
-        logs = self.writer.write([record])
-        shard.replay(record)
-        return await self.writer.sync(logs)
+        return await self._append(shard, shard.write(key, start_offset, batches)) == 0

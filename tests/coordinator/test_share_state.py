@@ -214,3 +214,33 @@ def test_a_reload_replays_every_update_in_log_order():
         assert rt.read(KEY) == before and report.replayed == 4
     import asyncio
     asyncio.run(run())
+
+
+def test_records_below_the_lowest_latest_snapshot_are_pruned_and_a_reload_keeps_the_state():
+    """Kafka's prune of __share_group_state (ShareCoordinatorOffsetsManager's last redundant offset): once every
+    share partition of a partition has a snapshot above them, the records below the lowest are deleted (the
+    log start moves); a deleted share partition holds nothing back; a reload from what is left gives the
+    state."""
+    async def run() -> None:
+        rt = _runtime(1)
+        plog = rt.offsets_topic.partitions[0]
+        other = ("h", TID, 1)
+        assert await rt.write(KEY, 0, ((0, 9, AVAILABLE, 1),))                    # offset 0: KEY's snapshot
+        assert await rt.write(other, 0, ((0, 0, AVAILABLE, 1),))                  # 1: other's snapshot
+        for i in range(SNAPSHOT_EVERY - 1):                                        # 2..: KEY's updates
+            assert await rt.write(KEY, 0, ((i % 10, i % 10, AVAILABLE, 2 + i // 10),))
+        assert plog.log_start_offset == 0
+        assert await rt.write(KEY, 3, ((3, 3, ARCHIVED, 5),))                     # KEY's new snapshot
+        snap_at = plog.log_end_offset - 1
+        assert rt.shards[0].snapshots == {KEY: snap_at, other: 1}
+        assert plog.log_start_offset == 1                                          # held back by other's
+        assert await rt.delete(other)                                              # other gone
+        assert await rt.write(KEY, 4, ((4, 4, ACKNOWLEDGED, 9),))                 # an update: prunes to KEY's
+        assert plog.log_start_offset == snap_at
+        before = rt.read(KEY)
+        rt.begin_move(0)
+        report = await rt.finish_move(0)
+        assert rt.read(KEY) == before and rt.read(other) is None
+        assert report.replayed == plog.log_end_offset - snap_at
+    import asyncio
+    asyncio.run(run())
