@@ -100,3 +100,48 @@ def test_the_coordinators_records_name_each_record_as_it_ended_and_a_new_broker_
     s2.tid = s.tid
     assert s2.state()["start_offset"] == 3 and s2.state()["records"] == []
     assert acquired(s2.fetch("b")) == []
+
+
+class Initialized(Recorded):
+    """With the share coordinator's InitializeShareGroupState and its summary, as the broker asks them."""
+
+    def refusal(self, group_id, topic_id, partition, broker_id) -> int:
+        return 0
+
+    def summary(self, group_id, topic_id, partition, leader_epoch):
+        return 0, self.shard.states.get((group_id, topic_id, partition))
+
+    async def initialize(self, group_id, topic_id, partition, state_epoch, start_offset) -> int:
+        record = self.shard.initialize((group_id, topic_id, partition), state_epoch, start_offset)
+        self.records.append(record)
+        self.shard.replay(record)
+        return 0
+
+
+def test_altering_a_share_partitions_start_replaces_its_recorded_state():
+    """AlterShareGroupOffsets starts a share partition again at an offset as Kafka's does, by initializing its
+    state (a snapshot: the start, nothing in flight, the next state epoch): records recorded above the new
+    start are not kept, and a new broker delivers them again."""
+    from tenure.protocol.apis import SUPPORTED
+    from tenure.protocol.codec import Request
+    from tenure.protocol.context import RequestContext
+    from tenure.protocol.share_group import AlterShareGroupOffsetsRequest as A
+    s = Share()
+    store = s.b.share_state = Initialized()
+    s.produce(4)
+    s.fetch("a")
+    s.ack("a", [(0, 3, [ACCEPT, REJECT, ACCEPT, RELEASE])])
+    assert store.shard.read(("g", s.tid, 0)) == (
+        0, ((0, 0, ACKNOWLEDGED, 1), (1, 1, ARCHIVED, 1), (2, 2, ACKNOWLEDGED, 1), (3, 3, AVAILABLE, 1)))
+    s.members = frozenset()                                                   # an empty group
+    T = A.AlterShareGroupOffsetsRequestTopic
+    body = A(group_id="g", topics=[T(topic_name="t", partitions=[T.AlterShareGroupOffsetsRequestPartition(
+        partition_index=0, start_offset=1)])])
+    ctx = RequestContext(0, 0, "c", "/127.0.0.1", s.clock.ms, api_key=91, broker_id=None)
+    out = asyncio.run(s.b.alter_share_group_offsets(Request(91, 0, 1, "c", body, SUPPORTED[91]), ctx))
+    assert [p.error_code for t in out.responses for p in t.partitions] == [0]
+    last = store.records[-1]
+    assert last.snapshot and last.state_epoch == 1 and (last.start_offset, last.batches) == (1, ())
+    assert store.shard.read(("g", s.tid, 0)) == (1, ())                      # 2's acceptance not kept
+    s.members = None
+    assert acquired(s.fetch("b")) == [(1, 3, 1)]                              # delivered again from 1
