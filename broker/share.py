@@ -337,8 +337,9 @@ class ShareSession:
 
 class ShareStateSide(Protocol):
     """Where share partitions' state is persisted (the share coordinator over __share_group_state, wired in by
-    tenure/server/build.py): `read` a share partition's (start offset, batches) or None, `write` them and wait
-    until durable (False: the writer failed), `delete` them. A batch is (first, last, state - 0 available, 2 acknowledged,
+    tenure/server/build.py): `read` a share partition's (start offset, batches) or None, `write` a start offset
+    and the batches that changed (combined over the state there) and wait until durable (False: the writer
+    failed), `delete` them. A batch is (first, last, state - 0 available, 2 acknowledged,
     4 archived -, delivery count)."""
 
     async def ready(self) -> None: ...            # returns once no shard of the share coordinator is loading
