@@ -12,7 +12,7 @@ partition's leader and moves with it (unloaded, then loaded again from the log b
 coordinator's shards do; while a shard loads, the broker's calls wait for it (`ready`).
 
 What is written: a write names the start offset and the state batches that changed (the broker's, or a
-WriteShareGroupState's). The first write of a share partition, and every `SNAPSHOT_EVERY`-th after it, is a
+WriteShareGroupState's). The first write of a share partition, and one once `SNAPSHOT_EVERY` updates are counted, is a
 ShareSnapshot (the whole state: the recorded batches combined with the new ones, pruned below the start
 offset); the others are ShareUpdates carrying the batches as written, replayed by combining them over the
 state (`combine`: Kafka's rule, the higher delivery count, then the higher state, wins where batches overlap)
@@ -58,7 +58,9 @@ class PartitionState:
     records: dict[int, tuple[int, int]] = field(default_factory=dict)    # offset -> (delivery state, count)
     snapshot_epoch: int = 0
     state_epoch: int = 0
-    updates: int = 0                   # updates since the latest snapshot
+    # Kafka's snapshotUpdateCount: None until the first update, which counts 0, each later one 1 more; a
+    # snapshot resets it to 0 only once it has reached SNAPSHOT_EVERY (the write that made the snapshot)
+    updates: int | None = None
     leader_epoch: int = -1             # the highest leader epoch its records carry (-1: none)
 
     def batches(self) -> tuple[StateBatch, ...]:
@@ -125,12 +127,15 @@ class ShareStateShard:
         st = self.states.get(key)
         if record.snapshot or st is None:
             leader = max(record.leader_epoch, st.leader_epoch if st is not None else -1)
+            counted = None if st is None else (0 if st.updates is not None and st.updates >= SNAPSHOT_EVERY
+                                               else st.updates)
             st = self.states[key] = PartitionState(record.start_offset, snapshot_epoch=record.snapshot_epoch,
-                                                   state_epoch=record.state_epoch, leader_epoch=leader)
+                                                   state_epoch=record.state_epoch, leader_epoch=leader,
+                                                   updates=counted)
             if not record.snapshot:
-                st.updates = 1
+                st.updates = 0
         else:
-            st.updates += 1
+            st.updates = 0 if st.updates is None else st.updates + 1
             if record.start_offset >= 0:
                 st.start_offset = record.start_offset
             st.leader_epoch = max(st.leader_epoch, record.leader_epoch)
@@ -163,24 +168,25 @@ class ShareStateShard:
               leader_epoch: int = -1) -> ShareStateRecord:
         """The record persisting a write of a share partition's state (its start offset and the state batches
         that changed), as Kafka's ShareCoordinatorShard makes it: the first write a snapshot of the batches
-        given; every SNAPSHOT_EVERY-th a snapshot of the whole state - the recorded batches combined with the
-        new ones, those below the start offset pruned; the others an update carrying the batches given (combined
-        among themselves, nothing pruned). A state or leader epoch of -1 keeps the one the state has (0 for a
-        new one)."""
+        given; once SNAPSHOT_EVERY updates are counted (Kafka's count: the first update after the first
+        snapshot counts 0) a snapshot of the whole state - the recorded batches combined with the new ones,
+        those below the start offset pruned; the others an update carrying the batches given (combined among
+        themselves, pruned below the write's start offset, as Kafka's mergeBatches). A state or leader epoch of
+        -1 keeps the one the state has (0 for a new one)."""
         st = self.states.get(key)
         group_id, topic_id, partition = key
         leader = leader_epoch if leader_epoch >= 0 else (0 if st is None else max(st.leader_epoch, 0))
         if st is None:
             state = state_epoch if state_epoch >= 0 else 0
             return ShareStateRecord(group_id, topic_id, partition, True, 0, state, leader, start_offset,
-                                    runs(combine({}, batches, -1)))
-        if st.updates + 1 >= SNAPSHOT_EVERY:
+                                    runs(combine({}, batches, start_offset)))
+        if st.updates is not None and st.updates >= SNAPSHOT_EVERY:
             start = start_offset if start_offset >= 0 else st.start_offset
             state = state_epoch if state_epoch >= 0 else st.state_epoch
             return ShareStateRecord(group_id, topic_id, partition, True, (st.snapshot_epoch + 1) % 65536, state,
                                     leader, start, runs(combine(st.records, batches, start)))
         return ShareStateRecord(group_id, topic_id, partition, False, st.snapshot_epoch, 0, leader, start_offset,
-                                runs(combine({}, batches, -1)))
+                                runs(combine({}, batches, start_offset)))
 
     def initialize(self, key: Key, state_epoch: int, start_offset: int) -> ShareStateRecord:
         """InitializeShareGroupState's record: a snapshot of the state epoch and start offset given, nothing in

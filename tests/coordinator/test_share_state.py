@@ -48,12 +48,17 @@ def test_the_first_write_is_a_snapshot_then_updates_then_a_snapshot_again():
     assert not second.snapshot and encode(second)[0][:2] == SHARE_UPDATE_KEY_VERSION.to_bytes(2, "big")
     assert s.read(KEY) == (2, ((2, 2, ARCHIVED, 5), (3, 4, AVAILABLE, 2)))
     log = [first, second]
-    for i in range(SNAPSHOT_EVERY):
+    for i in range(SNAPSHOT_EVERY + 1):
         log.append(write(s, 3 + i, [(3 + i, 3 + i, AVAILABLE, 1)]))
     snapshots = [r for r in log if r.snapshot]
-    assert len(snapshots) == 2 and snapshots[1].snapshot_epoch == 1
-    assert s.read(KEY) == (3 + SNAPSHOT_EVERY - 1, ((3 + SNAPSHOT_EVERY - 1, 3 + SNAPSHOT_EVERY - 1, AVAILABLE, 1),))
+    # Kafka's snapshotUpdateCount: the first update after the first snapshot counts 0, so the second snapshot
+    # follows SNAPSHOT_EVERY + 1 updates (and each later one SNAPSHOT_EVERY)
+    assert len(snapshots) == 2 and snapshots[1].snapshot_epoch == 1 and snapshots[1] is log[-1]
+    assert s.read(KEY) == (3 + SNAPSHOT_EVERY, ((3 + SNAPSHOT_EVERY, 3 + SNAPSHOT_EVERY, AVAILABLE, 1),))
     assert compacted(log).read(KEY) == s.read(KEY)
+    for i in range(SNAPSHOT_EVERY):
+        log.append(write(s, 3, []))
+    assert not log[-1].snapshot and write(s, 3, []).snapshot              # then every SNAPSHOT_EVERY-th
 
 
 def test_an_update_moves_the_start_and_replaces_the_batches_it_names():
@@ -158,7 +163,8 @@ def test_share_state_spreads_over_the_partitions_and_a_moved_shard_loads_it_back
         assert await asyncio.wait_for(waiter, 5)
         assert {k: rt.read(k) for k in keys[1:]} == {k: before[k] for k in keys[1:]}
         assert rt.read(keys[0]) == (1, ((1, 1, ACKNOWLEDGED, 2), (2, 2, ARCHIVED, 5)))   # an update: what it names
-        assert rt.shards[moved].states[keys[0]].updates == 1       # the loaded snapshot, then an update
+        assert rt.shards[moved].states[keys[0]].updates == 0       # the loaded snapshot, then an update (Kafka
+        #                                                            counts the first one 0)
         rt.begin_move(moved, loading=False)                        # no leader: the broker's write is refused
         assert await rt.write(keys[0], 2, ()) is False
     asyncio.run(run())
@@ -181,7 +187,7 @@ def test_updates_carry_the_batches_written_and_a_snapshot_combines_and_prunes_th
     assert not log[-1].snapshot and log[-1].batches == ((0, 1, ACKNOWLEDGED, 1), (2, 2, ARCHIVED, 1))
     assert log[-1].start_offset == 0
     assert s.read(KEY) == (0, ((0, 1, ACKNOWLEDGED, 1), (2, 2, ARCHIVED, 1), (3, 9, AVAILABLE, 1)))
-    for i in range(SNAPSHOT_EVERY - 2):
+    for i in range(SNAPSHOT_EVERY):
         log.append(write(s, 3, [(3 + i % 7, 3 + i % 7, AVAILABLE, 2)]))
     assert not any(r.snapshot for r in log[1:])
     log.append(write(s, 5, [(9, 9, ARCHIVED, 5)]))                              # the SNAPSHOT_EVERY-th write
@@ -227,7 +233,7 @@ def test_records_below_the_lowest_latest_snapshot_are_pruned_and_a_reload_keeps_
         other = ("h", TID, 1)
         assert await rt.write(KEY, 0, ((0, 9, AVAILABLE, 1),))                    # offset 0: KEY's snapshot
         assert await rt.write(other, 0, ((0, 0, AVAILABLE, 1),))                  # 1: other's snapshot
-        for i in range(SNAPSHOT_EVERY - 1):                                        # 2..: KEY's updates
+        for i in range(SNAPSHOT_EVERY + 1):                                        # 2..: KEY's updates
             assert await rt.write(KEY, 0, ((i % 10, i % 10, AVAILABLE, 2 + i // 10),))
         assert plog.log_start_offset == 0
         assert await rt.write(KEY, 3, ((3, 3, ARCHIVED, 5),))                     # KEY's new snapshot
