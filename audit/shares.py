@@ -4,12 +4,16 @@ delivered more than once or archived: share_deliveries.
 
 A share partition's state is its start offset and its in-flight records' (delivery state, delivery count), as
 the share coordinator replays it (a snapshot replaces the state, an update moves the start offset - -1: unchanged
-- and merges its batches over it; records below the start offset are done). An offset is followed from the first
-record showing it with a delivery count of 2 or more, or archived, to the record whose start offset passes it
-(or the end of the log). Its final state: `archived` or `acknowledged` when a record showed it so last; `done`
-when the start offset moved past it while it was last shown available or acquired (acknowledged or archived:
-the record that moved the start offset does not say which); `available`/`acquired` when it is still in flight
-at the end of the log; `deleted` when the share partition's state was deleted (a tombstone) first.
+- and merges its batches over it; records below the start offset are done). A write names the records whose state
+changed - an acknowledgement's records ACKNOWLEDGED or ARCHIVED, a released or expired one AVAILABLE or, at the
+delivery limit, ARCHIVED, each with its delivery count - with the start offset as it stood before them (the next
+write carries where it moved). An offset is followed from the first record showing it with a delivery count of 2
+or more, or archived, to the record whose start offset passes it (or the end of the log). Its final state:
+`archived` or `acknowledged` when a record showed it so last, done (`done_time`) at the first record showing it so
+- both are terminal - or else at the record whose start offset passed it; `done` when the start offset moved past
+it while it was last shown available or acquired (a log whose writes did not name it); `available`/`acquired`
+when it is still in flight at the end of the log; `deleted` when the share partition's state was deleted (a
+tombstone) first.
 """
 from __future__ import annotations
 
@@ -34,13 +38,14 @@ def fold_share_deliveries(rows, topics: dict[str, str] | None = None):
     names = topics or {}
     key = lambda r: (r.group, r.topic, r.topic_partition)  # noqa: E731
     for (group, topic_id, partition), records in itertools.groupby(rows, key):
-        tracked: dict[int, list] = {}      # offset -> [count, state, first time, last time, log partition, log offset]
+        # offset -> [count, state, first time, last time, log partition, log offset, done time]
+        tracked: dict[int, list] = {}
         start = 0
         share_partition = (group, topic_id, names.get(topic_id), partition)
 
         def row(off: int, final: str, done_time, tracked=tracked, share_partition=share_partition) -> tuple:
-            count, _, first, last, lp, lo = tracked.pop(off)
-            return (*share_partition, off, count, final, first, last, done_time, lp, lo)
+            count, _, first, last, lp, lo, done = tracked.pop(off)
+            return (*share_partition, off, count, final, first, last, done if done is not None else done_time, lp, lo)
 
         for r in records:
             if r.tombstone:
@@ -53,14 +58,19 @@ def fold_share_deliveries(rows, topics: dict[str, str] | None = None):
             if r.protocol_type == "snapshot" or r.committed_offset >= 0:
                 start = r.committed_offset
             for first, last_off, state, count in json.loads(r.metadata):
+                terminal = state in (ACKNOWLEDGED, ARCHIVED)
                 if count < 2 and state != ARCHIVED:
                     for off in range(max(first, start), last_off + 1):
                         if off in tracked:
                             tracked[off][1] = state
+                            if terminal and tracked[off][6] is None:
+                                tracked[off][6] = r.timestamp
                     continue
                 for off in range(max(first, start), last_off + 1):
-                    t = tracked.setdefault(off, [count, state, r.timestamp, r.timestamp, r.partition, r.offset])
+                    t = tracked.setdefault(off, [count, state, r.timestamp, r.timestamp, r.partition, r.offset, None])
                     t[0], t[1], t[3], t[4], t[5] = max(t[0], count), state, r.timestamp, r.partition, r.offset
+                    if terminal and t[6] is None:
+                        t[6] = r.timestamp
             for off in sorted(o for o in tracked if o < start):
                 state = tracked[off][1]
                 yield row(off, STATE_NAMES[state] if state in (ACKNOWLEDGED, ARCHIVED) else DONE, r.timestamp)

@@ -136,8 +136,8 @@ def run(bootstrap: str, label: str, consumers: int, records: int, explicit: bool
 
 
 def replay_figure(partitions: int = 50, in_flight: int = 2000) -> str:
-    """The share coordinator's load: decoding and replaying one snapshot and one update (what compaction and
-    the loader keep) of `partitions` share partitions, each with `in_flight` records in flight, alternating in
+    """The share coordinator's load: decoding and replaying one snapshot and one update naming every record (the
+    loader replays every record after the latest snapshots, in log order) of `partitions` share partitions, each with `in_flight` records in flight, alternating in
     state so that every record is its own state batch (the worst case)."""
     import uuid
 

@@ -13,8 +13,9 @@ renews the lock; the start moves over records that are done. Locks are read agai
 (`now_ms`): a lock whose deadline has passed is released as if the member had released the record, the next time
 the partition is looked at, so advancing the clock expires locks without any wait.
 
-The state lives in memory: a restart of the server starts every share partition afresh from
-`share.auto.offset.reset` (see docs/share-groups.md).
+The state is persisted through the share coordinator (`ShareStateSide`): after each request, the records whose
+state or delivery count changed are written as Kafka's SharePartition writes them (`pending_write`), and a share
+partition used first after a start reads its state back (`restore`; see docs/share-groups.md).
 """
 from __future__ import annotations
 
@@ -73,8 +74,11 @@ class SharePartition:
     start: int
     end: int
     records: dict[int, InFlight] = field(default_factory=dict)
-    persisted: tuple | None = None      # the (start, batches) last written to the share coordinator
     topic_id: uuid.UUID | None = None   # the topic's id when made (a topic deleted and made again is another)
+    persisted: bool = False             # written to (or read from) the share coordinator at least once
+    # records whose state or delivery count changed since the last write: offset -> (state, count) as written
+    changed: dict[int, tuple[int, int]] = field(default_factory=dict)
+    written_start: int = -1             # the start offset the next write carries (-1: the start now)
 
     # ------------------------------------------------------------------ persisted state
     def restore(self, start: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
@@ -90,28 +94,46 @@ class SharePartition:
         for off in range(start, self.end):       # a gap in the state (Kafka's gap window): never delivered yet
             self.records.setdefault(off, InFlight(AVAILABLE, 0))
         self._advance()
-        self.persisted = self.persistable()
+        self.persisted, self.written_start = True, self.start
+        self.changed.clear()
 
-    def persistable(self) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
-        """(start, batches) as the share coordinator keeps them: runs of consecutive offsets with one delivery
-        state and count; an acquired record is written available (after a crash it is delivered again)."""
+    def pending_write(self) -> tuple[int, tuple[tuple[int, int, int, int], ...]] | None:
+        """The write to the share coordinator that the changes since the last one make, as Kafka's
+        SharePartition writes (writeShareGroupState): the start offset as it stood before these changes (the
+        start moves once a write is done, so the next write carries where it moved) and a state batch for each
+        run of consecutive records changed with one state and delivery count - ACKNOWLEDGED, ARCHIVED (a reject,
+        a gap, a release or lock expiry at the delivery limit) or AVAILABLE (a release, a lock expiry) with the
+        count. An acquisition is written too, the record available with its new count (after a crash it is
+        delivered again, that delivery counted). None: nothing to write (a share partition never written writes
+        its start, Kafka's initialization)."""
+        if self.persisted and not self.changed:
+            return None
+        start = self.start if self.written_start < 0 else self.written_start
         out: list[tuple[int, int, int, int]] = []
-        for off in sorted(self.records):
-            r = self.records[off]
-            state = AVAILABLE if r.state == ACQUIRED else r.state
-            if out and out[-1][1] == off - 1 and out[-1][2:] == (state, r.delivery_count):
-                out[-1] = (out[-1][0], off, state, r.delivery_count)
+        for off in sorted(self.changed):
+            state, count = self.changed[off]
+            if out and out[-1][1] == off - 1 and out[-1][2:] == (state, count):
+                out[-1] = (out[-1][0], off, state, count)
             else:
-                out.append((off, off, state, r.delivery_count))
-        return self.start, tuple(out)
+                out.append((off, off, state, count))
+        return start, tuple(out)
+
+    def written(self) -> None:
+        """The pending write is on its way: later changes make the next one, which carries the start now."""
+        self.persisted, self.written_start = True, self.start
+        self.changed.clear()
+
+    def _note(self, off: int, r: InFlight) -> None:
+        self.changed[off] = (AVAILABLE if r.state == ACQUIRED else r.state, r.delivery_count)
 
     # ------------------------------------------------------------------ the lock clock
     def expire(self, now_ms: int, limit: int) -> bool:
         """Release every record whose lock has passed (archived at the delivery limit); True if any did."""
         freed = False
-        for r in self.records.values():
+        for off, r in self.records.items():
             if r.state == ACQUIRED and r.deadline_ms <= now_ms:
                 self._release(r, limit)
+                self._note(off, r)
                 freed = True
         if freed:
             self._advance()
@@ -124,6 +146,8 @@ class SharePartition:
                 del self.records[off]
             self.start = log_start
             self.end = max(self.end, log_start)
+            if self.written_start >= 0:        # Kafka's start moves with the log's at once: the next write says so
+                self.written_start = max(self.written_start, log_start)
 
     # ------------------------------------------------------------------ acquiring
     def first_available(self) -> int:
@@ -184,6 +208,7 @@ class SharePartition:
                 continue
             r.state, r.delivery_count, r.member_id, r.deadline_ms = ACQUIRED, r.delivery_count + 1, member_id, \
                 now_ms + lock_ms
+            self._note(off, r)
             acquired.append((off, r.delivery_count))
             took = True
         return took
@@ -194,12 +219,13 @@ class SharePartition:
             if off >= self.end:
                 if off - self.start >= max_in_flight:
                     return
-                self.records[off] = InFlight(ARCHIVED)
+                self._note(off, self.records.setdefault(off, InFlight(ARCHIVED)))
                 self.end = off + 1
             else:
                 r = self.records.get(off)
                 if r is not None and r.state == AVAILABLE:
                     r.state = ARCHIVED
+                    self._note(off, r)
 
     # ------------------------------------------------------------------ acknowledging
     def acknowledge(self, member_id: str, batches: list[tuple[int, int, list[int]]], now_ms: int, lock_ms: int,
@@ -207,7 +233,7 @@ class SharePartition:
         """Apply one partition's acknowledgement batches, all or nothing: each offset must be in flight and
         acquired by `member_id` (INVALID_RECORD_STATE otherwise; the batches' shape is checked by the caller).
         Returns True if records became available (fetchers to wake)."""
-        changes: list[tuple[InFlight, int]] = []
+        changes: list[tuple[int, InFlight, int]] = []
         for first, last, types in batches:
             for off in range(first, last + 1):
                 r = self.records.get(off)
@@ -218,9 +244,9 @@ class SharePartition:
                     held = "not in flight" if r is None else (
                         f"{STATE_NAMES[r.state]}" if r.state != ACQUIRED else "acquired by another member")
                     raise AckError(INVALID_RECORD_STATE, f"The record at offset {off} is {held}.")
-                changes.append((r, kind))
+                changes.append((off, r, kind))
         freed = False
-        for r, kind in changes:
+        for off, r, kind in changes:
             if kind == ACCEPT:
                 r.state, r.member_id = ACKNOWLEDGED, None
             elif kind in (REJECT, GAP):
@@ -230,15 +256,18 @@ class SharePartition:
                 freed |= r.state == AVAILABLE
             elif kind == RENEW:
                 r.deadline_ms = now_ms + lock_ms
+                continue
+            self._note(off, r)
         self._advance()
         return freed
 
     def release_member(self, member_id: str, limit: int) -> bool:
         """A member's share session closed: every record it holds is released."""
         freed = False
-        for r in self.records.values():
+        for off, r in self.records.items():
             if r.state == ACQUIRED and r.member_id == member_id:
                 self._release(r, limit)
+                self._note(off, r)
                 freed = True
         self._advance()
         return freed
@@ -308,8 +337,9 @@ class ShareSession:
 
 class ShareStateSide(Protocol):
     """Where share partitions' state is persisted (the share coordinator over __share_group_state, wired in by
-    tenure/server/build.py): `read` a share partition's (start offset, batches) or None, `write` them and wait
-    until durable (False: the writer failed), `delete` them. A batch is (first, last, state - 0 available, 2 acknowledged,
+    tenure/server/build.py): `read` a share partition's (start offset, batches) or None, `write` a start offset
+    and the batches that changed (combined over the state there) and wait until durable (False: the writer
+    failed), `delete` them. A batch is (first, last, state - 0 available, 2 acknowledged,
     4 archived -, delivery count)."""
 
     async def ready(self) -> None: ...            # returns once no shard of the share coordinator is loading

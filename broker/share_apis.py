@@ -111,11 +111,11 @@ class ShareApis(BrokerBase):
         if self.share_state is None:
             return
         for sp in self.shares.of_group(group_id):
-            state = sp.persistable()
+            state = sp.pending_write()
             topic = self.topics.get(sp.topic)
-            if state == sp.persisted or topic is None:
+            if state is None or topic is None:
                 continue
-            sp.persisted = state
+            sp.written()
             await self.share_state.write(group_id, topic.topic_id, sp.index, *state)
 
     def _read_committed(self, group_id: str) -> bool:
@@ -544,12 +544,26 @@ class ShareApis(BrokerBase):
                     continue
                 self.shares.drop(gid, p.topic, p.index)
                 sp = self.shares.open(gid, p.topic, p.index, max(q.start_offset, p.log_start_offset))
-                sp.persisted = None
+                if self.share_state is not None and topic is not None:
+                    await self._initialize_share_state(gid, topic.topic_id, sp)
                 parts.append(P(partition_index=q.partition_index, error_code=0, error_message=None))
             out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0),
                          partitions=parts))
         await self.persist_share_state(gid)
         return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
+
+    async def _initialize_share_state(self, gid: str, topic_id: uuid.UUID, sp: SharePartition) -> None:
+        """A share partition started again at an offset: its state replaced, as Kafka's AlterShareGroupOffsets
+        initializes it (InitializeShareGroupState: a snapshot of the start offset, nothing in flight, a new state
+        epoch), not merged over what was recorded."""
+        assert self.share_state is not None
+        if self.share_state.refusal(gid, topic_id, sp.index, None):
+            return                               # not loaded here: the write after the answer carries the start
+        _, st = self.share_state.summary(gid, topic_id, sp.index, -1)
+        code = await self.share_state.initialize(gid, topic_id, sp.index, 0 if st is None else st.state_epoch + 1,
+                                                 sp.start)
+        if code == 0:
+            sp.written()
 
     async def delete_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:
         """DeleteShareGroupOffsets (92), on an empty share group: the named topics' share partitions are

@@ -60,10 +60,14 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     at its marker), each offset record with its log offset, its place (GroupShard.replay). At a commit marker
     a transaction's record replaces its key's latest record only if it was written after it (Kafka's
     replayEndTransactionMarker: the most recent commit stays); a plain tombstone drops its key from the
-    transactions still open (Kafka's replay of a tombstone)."""
+    transactions still open (Kafka's replay of a tombstone).
+    A codec whose records are not full values (`replay_every_record`: the share coordinator's
+    ShareUpdates, deltas over the latest ShareSnapshot) has every record replayed, in log order."""
+    every = getattr(codec, "replay_every_record", False)
+    replayed_at = getattr(shard, "replayed_at", None)      # a shard that keeps where its records are
     # key -> its latest record (with `offset`, `key`, `value`); where that record was committed in a
     # transaction, `moved` holds its marker's offset: a record counts at the marker's place
-    latest: dict[bytes, Any] = {}
+    latest: dict[Any, Any] = {}          # (key, offset) for a codec replaying every record
     moved: dict[bytes, int] = {}
     # transactional batches (offsets committed in a transaction): held per producer until its marker,
     # then counted at the marker's place (commit) or dropped (abort); still open at the end: replayed
@@ -102,7 +106,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             if key is None:
                 report.skip(plog, part, r.offset, "a record", "record without a key")
             elif held is None:
-                latest[key] = r
+                latest[(key, r.offset) if every else key] = r
                 if pending and r.value is None:     # a tombstone drops the open transactions' offsets of its key
                     for _, records in pending.values():
                         records[:] = [t for t in records if t.key != key]
@@ -116,9 +120,9 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
         ordered = sorted(latest.items(), key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))
     else:
         ordered = sorted(latest.items(), key=lambda kr: kr[1].offset)
-    for key, r in ordered:
+    for _, r in ordered:
         try:
-            record = codec.decode(key, r.value)
+            record = codec.decode(r.key, r.value)
         except codec.UnknownRecordType as exc:
             report.unknown[exc.key_version] = report.unknown.get(exc.key_version, 0) + 1
             continue
@@ -129,6 +133,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             shard.replay(record, r.offset)
         else:
             shard.replay(record)
+        if replayed_at is not None:
+            replayed_at(record, r.offset)
         report.replayed += 1
     for pid, (epoch, records) in pending.items():
         for r in records:

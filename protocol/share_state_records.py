@@ -22,6 +22,10 @@ SHARE_UPDATE_KEY_VERSION = 1
 # (first offset, last offset, delivery state, delivery count)
 StateBatch = tuple[int, int, int, int]
 
+# a ShareUpdate is a delta over the state (the batches that changed), not a full value: the loader replays
+# every record of __share_group_state in log order, not only the latest of each key (coordinator/loader.py)
+replay_every_record = True
+
 
 @dataclass(frozen=True)
 class ShareStateRecord:

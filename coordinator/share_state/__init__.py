@@ -11,11 +11,13 @@ state lives in the partition Kafka's ShareCoordinatorService.partitionFor gives 
 partition's leader and moves with it (unloaded, then loaded again from the log by replay), as the group
 coordinator's shards do; while a shard loads, the broker's calls wait for it (`ready`).
 
-What is written: the first write of a share partition, and every `SNAPSHOT_EVERY`-th after it, is a
-ShareSnapshot (the whole state); the others are ShareUpdates carrying the start offset and every in-flight
-batch, so the latest snapshot and the latest update of a key - all that compaction and the loader keep - give
-the state. Records acquired at the time of a write are written as available with their delivery count: after a
-restart they are delivered again, their deliveries counted.
+What is written: a write names the start offset and the state batches that changed (the broker's, or a
+WriteShareGroupState's). The first write of a share partition, and one once `SNAPSHOT_EVERY` updates are counted, is a
+ShareSnapshot (the whole state: the recorded batches combined with the new ones, pruned below the start
+offset); the others are ShareUpdates carrying the batches as written, replayed by combining them over the
+state (`combine`: Kafka's rule, the higher delivery count, then the higher state, wins where batches overlap)
+and pruning below the start offset. Records acquired at the time of a write are written as available with their
+delivery count: after a restart they are delivered again, their deliveries counted.
 """
 from __future__ import annotations
 
@@ -56,7 +58,9 @@ class PartitionState:
     records: dict[int, tuple[int, int]] = field(default_factory=dict)    # offset -> (delivery state, count)
     snapshot_epoch: int = 0
     state_epoch: int = 0
-    updates: int = 0                   # updates since the latest snapshot
+    # Kafka's snapshotUpdateCount: None until the first update, which counts 0, each later one 1 more; a
+    # snapshot resets it to 0 only once it has reached SNAPSHOT_EVERY (the write that made the snapshot)
+    updates: int | None = None
     leader_epoch: int = -1             # the highest leader epoch its records carry (-1: none)
 
     def batches(self) -> tuple[StateBatch, ...]:
@@ -75,12 +79,43 @@ def runs(records: dict[int, tuple[int, int]]) -> tuple[StateBatch, ...]:
     return tuple(out)
 
 
+def combine(records: dict[int, tuple[int, int]], batches: tuple[StateBatch, ...],
+            start: int) -> dict[int, tuple[int, int]]:
+    """`records` with `batches` merged over them and everything below `start` pruned, as Kafka's share
+    coordinator combines state batches (PersisterStateBatchCombiner): where a batch overlaps a record, the one
+    with the higher delivery count wins, at equal counts the higher delivery state (ACKNOWLEDGED and ARCHIVED,
+    terminal, over AVAILABLE)."""
+    out = {o: v for o, v in records.items() if o >= start}
+    for first, last, state, count in batches:
+        for off in range(max(first, start), last + 1):
+            old = out.get(off)
+            if old is None or (count, state) >= (old[1], old[0]):
+                out[off] = (state, count)
+    return out
+
+
 class ShareStateShard:
     """One `__share_group_state` partition's share partitions."""
 
     def __init__(self, partition: int = 0) -> None:
         self.partition = partition
         self.states: dict[Key, PartitionState] = {}
+        self.snapshots: dict[Key, int] = {}     # the log offset of each share partition's latest snapshot
+
+    def replayed_at(self, record: ShareStateRecord, offset: int) -> None:
+        """Where a record replayed is in the log (Kafka's ShareCoordinatorOffsetsManager): a snapshot's offset is
+        its share partition's; a deleted share partition has none."""
+        if record.snapshot:
+            key = (record.group_id, record.topic_id, record.partition)
+            if record.tombstone:
+                self.snapshots.pop(key, None)
+            else:
+                self.snapshots[key] = offset
+
+    def redundant_below(self) -> int | None:
+        """The log offset below which no record is needed (the lowest latest snapshot of a share partition with
+        state; None: none), Kafka's last redundant offset."""
+        return min(self.snapshots.values(), default=None)
 
     # ---- the one mutator
     def replay(self, record: ShareStateRecord) -> None:
@@ -92,19 +127,19 @@ class ShareStateShard:
         st = self.states.get(key)
         if record.snapshot or st is None:
             leader = max(record.leader_epoch, st.leader_epoch if st is not None else -1)
+            counted = None if st is None else (0 if st.updates is not None and st.updates >= SNAPSHOT_EVERY
+                                               else st.updates)
             st = self.states[key] = PartitionState(record.start_offset, snapshot_epoch=record.snapshot_epoch,
-                                                   state_epoch=record.state_epoch, leader_epoch=leader)
+                                                   state_epoch=record.state_epoch, leader_epoch=leader,
+                                                   updates=counted)
             if not record.snapshot:
-                st.updates = 1
+                st.updates = 0
         else:
-            st.updates += 1
+            st.updates = 0 if st.updates is None else st.updates + 1
             if record.start_offset >= 0:
                 st.start_offset = record.start_offset
             st.leader_epoch = max(st.leader_epoch, record.leader_epoch)
-        st.records = {o: v for o, v in st.records.items() if o >= st.start_offset}
-        for first, last, state, count in record.batches:
-            for off in range(max(first, st.start_offset), last + 1):
-                st.records[off] = (state, count)
+        st.records = combine(st.records, record.batches, st.start_offset)
 
     # ---- what the runtime asks of a shard
     def loaded(self, now_ms: int) -> Result:
@@ -112,6 +147,7 @@ class ShareStateShard:
 
     def unload(self, now_ms: int) -> Result:
         self.states.clear()
+        self.snapshots.clear()
         return Result()
 
     def on_timer(self, key: Any, now_ms: int) -> Result:
@@ -130,18 +166,27 @@ class ShareStateShard:
 
     def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...], state_epoch: int = -1,
               leader_epoch: int = -1) -> ShareStateRecord:
-        """The record persisting a share partition's state now: a snapshot the first time and every
-        SNAPSHOT_EVERY-th write, else an update (the start offset and every in-flight batch). A state or leader
-        epoch of -1 keeps the one the state has (0 for a new one)."""
+        """The record persisting a write of a share partition's state (its start offset and the state batches
+        that changed), as Kafka's ShareCoordinatorShard makes it: the first write a snapshot of the batches
+        given; once SNAPSHOT_EVERY updates are counted (Kafka's count: the first update after the first
+        snapshot counts 0) a snapshot of the whole state - the recorded batches combined with the new ones,
+        those below the start offset pruned; the others an update carrying the batches given (combined among
+        themselves, pruned below the write's start offset, as Kafka's mergeBatches). A state or leader epoch of
+        -1 keeps the one the state has (0 for a new one)."""
         st = self.states.get(key)
         group_id, topic_id, partition = key
         leader = leader_epoch if leader_epoch >= 0 else (0 if st is None else max(st.leader_epoch, 0))
-        if st is None or st.updates + 1 >= SNAPSHOT_EVERY:
-            epoch = 0 if st is None else (st.snapshot_epoch + 1) % 65536
-            state = state_epoch if state_epoch >= 0 else (0 if st is None else st.state_epoch)
-            return ShareStateRecord(group_id, topic_id, partition, True, epoch, state, leader, start_offset, batches)
+        if st is None:
+            state = state_epoch if state_epoch >= 0 else 0
+            return ShareStateRecord(group_id, topic_id, partition, True, 0, state, leader, start_offset,
+                                    runs(combine({}, batches, start_offset)))
+        if st.updates is not None and st.updates >= SNAPSHOT_EVERY:
+            start = start_offset if start_offset >= 0 else st.start_offset
+            state = state_epoch if state_epoch >= 0 else st.state_epoch
+            return ShareStateRecord(group_id, topic_id, partition, True, (st.snapshot_epoch + 1) % 65536, state,
+                                    leader, start, runs(combine(st.records, batches, start)))
         return ShareStateRecord(group_id, topic_id, partition, False, st.snapshot_epoch, 0, leader, start_offset,
-                                batches)
+                                runs(combine({}, batches, start_offset)))
 
     def initialize(self, key: Key, state_epoch: int, start_offset: int) -> ShareStateRecord:
         """InitializeShareGroupState's record: a snapshot of the state epoch and start offset given, nothing in
@@ -210,8 +255,7 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
             return False
         records = [ShareStateRecord(*key, snapshot, tombstone=True) for snapshot in (True, False)]
         logs = self.writer.write(records)
-        for r in records:
-            shard.replay(r)
+        self._replay_written(shard, records, logs)
         return await self.writer.sync(logs)
 
     # ---- the share coordinator's APIs (InitializeShareGroupState ... ReadShareGroupStateSummary), asked by a
@@ -258,8 +302,27 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
 
     async def _append(self, shard: ShareStateShard, record: ShareStateRecord) -> int:
         logs = self.writer.write([record])
-        shard.replay(record)
-        return 0 if await self.writer.sync(logs) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._replay_written(shard, [record], logs)
+        if not await self.writer.sync(logs):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._prune(shard)
+        return 0
+
+    @staticmethod
+    def _replay_written(shard: ShareStateShard, records: list[ShareStateRecord], logs: list) -> None:
+        """Replay records just written (one batch, the last of its log) with their offsets."""
+        end = logs[0].log_end_offset
+        for i, r in enumerate(records):
+            shard.replay(r)
+            shard.replayed_at(r, end - len(records) + i)
+
+    def _prune(self, shard: ShareStateShard) -> None:
+        """Kafka's prune of __share_group_state: the records below the lowest latest snapshot of the partition's
+        share partitions are no longer needed and are deleted (the log start moves, as DeleteRecords moves it)."""
+        below = shard.redundant_below()
+        plog = self.offsets_topic.partitions[shard.partition]
+        if below is not None and below > plog.log_start_offset:
+            plog.advance_start(below)
 
     async def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...]) -> bool:
         """Persist a share partition's state: its record written through the one writer and replayed, then
@@ -272,7 +335,4 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
         except ShareStateUnavailable as exc:
             log.warning("share state of %s not written: %s", key, exc)
             return False
-        record = shard.write(key, start_offset, batches)
-        logs = self.writer.write([record])
-        shard.replay(record)
-        return await self.writer.sync(logs)
+        return await self._append(shard, shard.write(key, start_offset, batches)) == 0

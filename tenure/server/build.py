@@ -156,9 +156,11 @@ class ShareStateHandle:
             return self.runtime
         assert self.broker is not None, "built by build()"
         topic = self.topics.get(SHARE_STATE_TOPIC)
+        policy = {"cleanup.policy": "delete", "retention.ms": "-1"}      # as KIP-932 has it: updates are deltas
         if topic is None:
-            topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True,
-                                       configs={"cleanup.policy": "compact"})
+            topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True, configs=policy)
+        elif topic.config("cleanup.policy") != "delete":                # made compacted by an older tenure
+            self.topics.set_topic_configs(SHARE_STATE_TOPIC, {**topic.configs, **policy})
         runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
                                     on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
                                     timer_keys=(),

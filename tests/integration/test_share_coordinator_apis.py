@@ -130,7 +130,14 @@ def test_state_written_over_the_wire_is_where_a_share_consumer_starts_and_bad_re
                 c.close()
             assert sorted(r[1] for r in c.got()) == [3, 5]
             r = _part(w.call(_read("wired-g", tid, 0), 0))
-            assert (r.error_code, r.start_offset) == (0, 6)                   # what the broker wrote since
+            # what the broker wrote since, as Kafka's share partition writes: each acknowledgement's records
+            # ACKNOWLEDGED with the start offset as it was before it (3, or 5 when 5 came in a later write);
+            # the state read back has every record from that start to the end acknowledged
+            states = {o: (b.delivery_state, b.delivery_count) for b in r.state_batches
+                      for o in range(b.first_offset, b.last_offset + 1)}
+            assert r.error_code == 0 and r.start_offset in (3, 5)
+            assert {o: states.get(o) for o in range(r.start_offset, 6)} == {
+                o: (ACKNOWLEDGED, 1) for o in range(r.start_offset, 6)} and max(states) == 5
 
 
 @pytest.mark.tenure(acls=["allow User:ANONYMOUS all topic:*", "allow User:ANONYMOUS all group:*"],
@@ -140,3 +147,27 @@ def test_the_share_coordinator_apis_need_cluster_action(tenure_server, wire):
     for req, version in ((_read("g", tid, 0), 0), (_write("g", tid, 0, 0, 0, 0, []), 1), (_init("g", tid, 0, 0, 0), 0),
                          (_delete("g", tid, 0), 0), (_summary("g", tid, 0), 1)):
         assert _part(wire.call(req, version)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_share_state_topic_has_kafkas_delete_policy_and_an_older_compacted_one_is_switched(tmp_path):
+    """`__share_group_state` is made with cleanup.policy=delete and retention.ms=-1 (KIP-932: its updates are
+    deltas, which compaction would drop); a data dir whose topic an older tenure made compacted is served with
+    that policy from its next start, its state read back whole."""
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path))
+    with ServerThread(cfg) as st:
+        st.create_topics({"pol": 1})
+        tid = st.call(lambda: st.server.topics.get("pol").topic_id)
+        handle = st.server.parts.share_state
+
+        async def writes() -> None:
+            await handle.write("pol-g", tid, 0, 0, ((0, 3, 0, 1),))
+            await handle.write("pol-g", tid, 0, 0, ((0, 0, ACKNOWLEDGED, 1),))
+            await handle.write("pol-g", tid, 0, 0, ((1, 1, 4, 1),))
+        st.call(writes)
+        configs = lambda: dict(st.call(lambda: st.server.topics.get(SHARE_STATE_TOPIC).configs))  # noqa: E731
+        assert configs() == {"cleanup.policy": "delete", "retention.ms": "-1"}
+        st.call(lambda: st.server.topics.set_topic_configs(SHARE_STATE_TOPIC, {"cleanup.policy": "compact"}))
+        st.restart()
+        assert configs() == {"cleanup.policy": "delete", "retention.ms": "-1"}
+        assert st.call(lambda: st.server.parts.share_state.read("pol-g", tid, 0)) == (
+            0, ((0, 0, ACKNOWLEDGED, 1), (1, 1, 4, 1), (2, 3, 0, 1)))

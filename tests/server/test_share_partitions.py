@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from tenure.broker.share import DELIVERY_COUNT_LIMIT, MAX_IN_FLIGHT
+from tenure.coordinator.share_state import ShareStateShard
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
@@ -303,21 +304,24 @@ def test_huge_and_negative_counts_are_bounded():
 
 
 class Persisted:
-    """A ShareStateSide keeping what the broker writes (the share coordinator's part, tested in
-    tests/coordinator/test_share_state.py)."""
+    """A ShareStateSide keeping what the broker writes (`saved`: each share partition's last write) in the share
+    coordinator's state machine, which reads it back (its part, tested in tests/coordinator/test_share_state.py)."""
 
     def __init__(self) -> None:
         self.saved: dict = {}
         self.writes = 0
+        self.shard = ShareStateShard()
 
     async def ready(self) -> None:
         """Its one store never moves."""
 
     def read(self, group_id, topic_id, partition):
-        return self.saved.get((group_id, topic_id, partition))
+        return self.shard.read((group_id, topic_id, partition))
 
     async def write(self, group_id, topic_id, partition, start_offset, batches) -> bool:
-        self.saved[(group_id, topic_id, partition)] = (start_offset, batches)
+        key = (group_id, topic_id, partition)
+        self.saved[key] = (start_offset, batches)
+        self.shard.replay(self.shard.write(key, start_offset, batches))
         self.writes += 1
         return True
 
