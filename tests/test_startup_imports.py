@@ -72,3 +72,44 @@ def test_threads_that_import_kafka_python_clients_at_once_all_get_them():
                    "[t.start() for t in ts]\n"
                    "[t.join() for t in ts]\n"
                    "assert errors == [], errors")
+
+
+RECORD_MODULES = ("records", "consumer_group_records", "share_group_records", "share_state_records", "txn_records")
+
+
+def test_import_tenure_server_builds_no_record_class():
+    """The internal topics' key and value classes are built from their JSON schemas the first time they are used,
+    not at import (structs.LazySchemas)."""
+    _modules_after("import tenure.server, importlib\n"
+                   f"for m in {RECORD_MODULES!r}:\n"
+                   "    lazy = importlib.import_module('tenure.protocol.' + m)._S\n"
+                   "    built = sorted(n for n in lazy.names() if n in vars(lazy))\n"
+                   "    assert lazy.names() and built == [], (m, built)")
+
+
+def test_a_record_class_is_built_once_on_first_use_even_by_threads_at_once_with_warnings_as_errors():
+    _modules_after("import threading\n"
+                   "from tenure.protocol import records as rec\n"
+                   "from tenure.protocol import txn_records\n"
+                   "got, errors = [], []\n"
+                   "def use():\n"
+                   "    try:\n"
+                   "        got.append(rec.OffsetCommitKey)\n"
+                   "    except Exception as exc:\n"
+                   "        errors.append(exc)\n"
+                   "ts = [threading.Thread(target=use) for _ in range(16)]\n"
+                   "[t.start() for t in ts]\n"
+                   "[t.join() for t in ts]\n"
+                   "assert errors == [] and len(got) == 16 and len(set(got)) == 1, (errors, got)\n"
+                   "cls = got[0]\n"
+                   "assert cls.__name__ == 'OffsetCommitKey' and cls.__module__ == 'tenure.protocol.records'\n"
+                   "assert rec._S.OffsetCommitKey is cls and vars(rec._S)['OffsetCommitKey'] is cls\n"
+                   "key = cls(group='g', topic='t', partition=3).encode(version=1)\n"
+                   "assert rec.offset_commit_key(bytes(key)) == ('g', 't', 3)\n"
+                   "assert txn_records.TransactionLogValue.max_version >= 1\n"
+                   "try:\n"
+                   "    rec.NoSuchKey\n"
+                   "except AttributeError as exc:\n"
+                   "    assert 'NoSuchKey' in str(exc)\n"
+                   "else:\n"
+                   "    raise AssertionError('an unknown name must raise AttributeError')", "-W", "error")
