@@ -9,7 +9,6 @@ import importlib.util as _importlib_util
 import sys as _sys
 import threading as _threading
 import warnings as _warnings
-from importlib import import_module as _importlib_import_module
 
 
 def _quietly(fn):
@@ -61,7 +60,8 @@ def _defer_package(package: str, *preload: tuple[str, tuple[str, ...]]) -> None:
     _sys.modules[package] = module
     try:
         for submodule, names in preload:
-            source = _importlib_import_module(f"{package}.{submodule}")
+            __import__(f"{package}.{submodule}")    # (not importlib.import_module: `-X importtime` sees this)
+            source = _sys.modules[f"{package}.{submodule}"]
             for name in names:
                 vars(module)[name] = getattr(source, name)
     except (ImportError, AttributeError):           # another release of the package: import it whole
