@@ -13,7 +13,6 @@ does not have left out - a request outside it is refused as that release refuses
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import import_module
@@ -23,6 +22,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from .releases import DEFAULT_RELEASE, NEWEST, RELEASES, Release, release
+from .structs import quiet_schema_reads
 
 UNSUPPORTED_VERSION = 35
 
@@ -50,12 +50,7 @@ class ApiClasses:
         if pair is None:
             with self._lock:
                 if self.pair is None:
-                    # kafka-python reads a schema with importlib.resources.read_text, deprecated in Python
-                    # 3.11-3.12: silenced as this package's import silences it (protocol/__init__.py), so a suite
-                    # run with `filterwarnings = error` does not fail on the first request of an API
-                    with warnings.catch_warnings():
-                        warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated",
-                                                category=DeprecationWarning)
+                    with quiet_schema_reads():     # (kafka-python's deprecated schema reads: structs.py)
                         module = import_module(self.module)
                         self.pair = (getattr(module, f"{self.name}Request"), getattr(module, f"{self.name}Response"))
                 pair = self.pair

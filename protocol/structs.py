@@ -10,11 +10,13 @@ structs, `max_version`, ...) come from the schema at run time, so they are typed
 """
 from __future__ import annotations
 
+import contextlib
 import struct
+import sys
 import threading
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka.protocol.api_data import ApiData
@@ -23,6 +25,7 @@ from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 from . import schemas
 
 _I16 = struct.Struct(">h")
+_READ_TEXT_DEPRECATED = sys.version_info < (3, 13)
 
 Decoder = Callable[[bytes, int], tuple[Any, int]]      # (data, position) -> (struct, position after it)
 
@@ -38,6 +41,22 @@ def schema_class(name: str, module: str, base: type = ApiData) -> Any:
 def schema_pair(record: str, module: str) -> tuple[Any, Any]:
     """The key and value classes of one record type (`<record>Key`, `<record>Value` schemas)."""
     return schema_class(f"{record}Key", module), schema_class(f"{record}Value", module)
+
+
+@contextlib.contextmanager
+def quiet_schema_reads() -> Iterator[None]:
+    """Around building a schema class after import. kafka-python reads a schema with
+    importlib.resources.read_text, which Python 3.11-3.12 deprecate: silenced as protocol/__init__.py silences it
+    at import, so a suite run with `filterwarnings = error` does not fail on a class built on first use (in the
+    server's thread: the request would fail). `warnings.catch_warnings` swaps the process's warning filters, which
+    another thread changing them in that millisecond would see; Python 3.13 took the deprecation back, and
+    there nothing is swapped."""
+    if not _READ_TEXT_DEPRECATED:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
+        yield
 
 
 class LazySchemas:
@@ -62,12 +81,7 @@ class LazySchemas:
         with self._lock:
             cls = self.__dict__.get(name)
             if cls is None:
-                # kafka-python reads the schema with importlib.resources.read_text, which Python 3.11-3.12
-                # deprecate: silenced as protocol/__init__.py silences it at import, so a suite run with
-                # `filterwarnings = error` does not fail on a class built on first use
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated",
-                                            category=DeprecationWarning)
+                with quiet_schema_reads():
                     cls = schema_class(name, self._module, self._base)
                 setattr(self, name, cls)
         return cls
