@@ -125,3 +125,36 @@ def test_a_record_class_is_built_once_on_first_use_even_by_threads_at_once_with_
                    "    assert 'NoSuchKey' in str(exc)\n"
                    "else:\n"
                    "    raise AssertionError('an unknown name must raise AttributeError')", "-W", "error")
+
+
+def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets_every_class_built_on_first_use():
+    """kafka-python 3 creates a topic, produces and consumes in a group against a ServerThread of a process run
+    with `-W error` (a suite's `filterwarnings = error`): the classes of each API it sends and the records the
+    coordinator writes are built at their first use, in the server's thread, and none of them fails on a warning."""
+    _modules_after(
+        "import tenure.server, sys\n"
+        "from tenure.protocol.apis import SUPPORTED\n"
+        "from tenure.protocol import records as rec\n"
+        "assert SUPPORTED[19].classes.pair is None and 'OffsetCommitValue' not in vars(rec._S)\n"
+        "st = tenure.server.ServerThread(port=0).start()\n"
+        "try:\n"
+        "    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer\n"
+        "    from kafka.admin import NewTopic\n"
+        "    admin = KafkaAdminClient(bootstrap_servers=st.bootstrap)\n"
+        "    admin.create_topics([NewTopic('lazy', 1, 1)])\n"
+        "    admin.close()\n"
+        "    p = KafkaProducer(bootstrap_servers=st.bootstrap)\n"
+        "    for i in range(5):\n"
+        "        p.send('lazy', str(i).encode())\n"
+        "    p.flush(); p.close()\n"
+        "    c = KafkaConsumer('lazy', bootstrap_servers=st.bootstrap, group_id='g', auto_offset_reset='earliest',\n"
+        "                      consumer_timeout_ms=10000)\n"
+        "    got = [m.value for _, m in zip(range(5), c)]\n"
+        "    c.commit(); c.close()\n"
+        "    assert got == [b'0', b'1', b'2', b'3', b'4'], got\n"
+        "finally:\n"
+        "    st.stop()\n"
+        "for key in (0, 1, 8, 11, 14, 19):     # Produce, Fetch, OffsetCommit, JoinGroup, SyncGroup, CreateTopics\n"
+        "    assert SUPPORTED[key].classes.pair is not None, SUPPORTED[key].name\n"
+        "assert 'OffsetCommitValue' in vars(rec._S) and 'GroupMetadataValue' in vars(rec._S)",
+        "-W", "error")
