@@ -15,7 +15,7 @@ Two bytecode settings are measured, interleaved run by run:
           warmed once: what a developer's machine with a normal bytecode cache sees. Nothing is
           written into the source tree.
 
-    .venv/bin/python bench/startup.py [--runs 15] [--baseline TREE] [--settings env,cached]
+    .venv/bin/python bench/startup.py [--runs 15] [--baseline TREE] [--settings env,cached] [--profile 30]
 
 Both `tenure serve` and the imports run through bench/trees.py's launcher (tenure from a given source tree), this
 tree's too, so a --baseline tree (a `git worktree` of main) is timed the same way, interleaved run by run. It also
@@ -182,6 +182,37 @@ def importtime_breakdown(tree: Path, env: dict, top: int = 12) -> tuple[float, l
     return total, ranked
 
 
+# `tenure serve` until ready under cProfile, after its imports (`tenure.tools.cli`, timed apart): the CLI's parser,
+# config, logging set-up, data dir, listeners; SIGTERM once the ready file is there
+PROFILE_SERVE = """
+import cProfile, os, pstats, signal, sys, tempfile, threading, time
+t = time.process_time()
+from tenure.tools import cli
+imported = (time.process_time() - t) * 1000.0
+ready_file = os.path.join(tempfile.mkdtemp(), "ready")
+def stop_when_ready():
+    while not os.path.exists(ready_file):
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=stop_when_ready, daemon=True).start()
+profile = cProfile.Profile()
+profile.enable()
+try:
+    cli.main(["serve", "--port", "0", "--ready-file", ready_file, "--log-level", "WARNING"])
+except SystemExit:
+    pass
+profile.disable()
+print(f"import tenure.tools.cli: {imported:.0f} ms CPU; then, profiled, until ready and stopped:")
+pstats.Stats(profile).sort_stats("cumulative").print_stats(TOP)
+"""
+
+
+def profile_serve(tree: Path, env: dict, top: int) -> str:
+    out = subprocess.run(python_argv(tree, PROFILE_SERVE.replace("TOP", str(top))), capture_output=True, text=True,
+                         env=env, timeout=120)
+    return out.stdout if out.returncode == 0 else f"profile failed (rc {out.returncode}):\n{out.stderr}"
+
+
 def load_average() -> str:
     try:
         return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
@@ -209,6 +240,9 @@ def main() -> int:
                     help="also time `tenure serve` from this source tree (e.g. a `git worktree` of main), its runs "
                     "interleaved with this tree's; repeatable")
     ap.add_argument("--settings", default="env,cached", help="the bytecode settings to time (env, cached)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also print the N largest cumulative entries of a cProfile of `tenure serve` (this tree) "
+                    "from after its imports until ready")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -255,6 +289,7 @@ def main() -> int:
                 m[k]["thread1"].append(first)
                 m[k]["thread2"].append(second)
         breakdown = {k: importtime_breakdown(tree, env) for k, (tree, env) in modes.items()}
+        profiled = profile_serve(REPO, next(iter(modes.values()))[1], args.profile) if args.profile else ""
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
@@ -279,6 +314,10 @@ def main() -> int:
               f"the tracing); self time by top-level package:")
         print(f"[{k}]   " + ", ".join(f"{name} {ms:.0f}" for name, ms in ranked) + " (ms)")
 
+    if profiled:
+        print()
+        print(f"[profile] load average (1/5/15 min): {load_average()}")
+        print("\n".join(line for line in profiled.splitlines() if line.strip()))
     print()
     print(f"load average (1/5/15 min) at end: {load_average()}")
     for k in modes:
