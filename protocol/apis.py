@@ -45,6 +45,9 @@ class ApiClasses:
         self.module = f"{__package__}{module}" if module.startswith(".") else f"kafka.protocol.{module}"
         self.pair: tuple[Any, Any] | None = None
 
+    def __repr__(self) -> str:
+        return f"ApiClasses({self.name!r}, {self.module!r}, {'imported' if self.pair else 'not imported yet'})"
+
     def get(self) -> tuple[Any, Any]:
         pair = self.pair
         if pair is None:
