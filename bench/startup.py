@@ -15,7 +15,7 @@ Two bytecode settings are measured, interleaved run by run:
           warmed once: what a developer's machine with a normal bytecode cache sees. Nothing is
           written into the source tree.
 
-    .venv/bin/python bench/startup.py [--runs 15] [--baseline TREE] [--settings env,cached]
+    .venv/bin/python bench/startup.py [--runs 15] [--baseline TREE] [--settings env,cached] [--profile 30]
 
 Both `tenure serve` and the imports run through bench/trees.py's launcher (tenure from a given source tree), this
 tree's too, so a --baseline tree (a `git worktree` of main) is timed the same way, interleaved run by run. It also
@@ -62,8 +62,20 @@ def summary(values: list[float]) -> str:
             f"p90 {pct(values, 90):6.0f}  max {max(values):6.0f} ms")
 
 
-def one_start(tree: Path, env: dict) -> tuple[float, float, int]:
-    """Return (ms from spawn to the ready line, ms from SIGTERM to exit, exit code)."""
+def process_cpu_ms(pid: int) -> float:
+    """CPU time (user + system) a live process has used so far, from /proc (clock-tick resolution, 10 ms on
+    Linux); NaN where /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def one_start(tree: Path, env: dict) -> tuple[float, float, int, float]:
+    """Return (ms from spawn to the ready line, ms from SIGTERM to exit, exit code, CPU ms the server process had
+    used when its ready line came: unlike the wall time, it barely moves with the machine's load)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(serve_argv(tree, "serve", "--port", "0", "--log-level", "WARNING"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, env=env)
@@ -87,6 +99,7 @@ def one_start(tree: Path, env: dict) -> tuple[float, float, int]:
                 line, buf = buf.split(b"\n", 1)
                 if READY.match(line.decode(errors="replace").strip()):
                     ready_ms = (time.perf_counter() - t0) * 1000.0
+                    ready_cpu = process_cpu_ms(proc.pid)
                     break
         # Popen.wait(timeout) polls with a back-off of up to 50 ms, which would quantise the exit time;
         # a blocking wait (waitpid) with a watchdog that kills a hung server measures it exactly.
@@ -97,7 +110,7 @@ def one_start(tree: Path, env: dict) -> tuple[float, float, int]:
         rc = proc.wait()
         stop_ms = (time.perf_counter() - t1) * 1000.0
         watchdog.cancel()
-        return ready_ms, stop_ms, rc
+        return ready_ms, stop_ms, rc, ready_cpu
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -169,6 +182,37 @@ def importtime_breakdown(tree: Path, env: dict, top: int = 12) -> tuple[float, l
     return total, ranked
 
 
+# `tenure serve` until ready under cProfile, after its imports (`tenure.tools.cli`, timed apart): the CLI's parser,
+# config, logging set-up, data dir, listeners; SIGTERM once the ready file is there
+PROFILE_SERVE = """
+import cProfile, os, pstats, signal, sys, tempfile, threading, time
+t = time.process_time()
+from tenure.tools import cli
+imported = (time.process_time() - t) * 1000.0
+ready_file = os.path.join(tempfile.mkdtemp(), "ready")
+def stop_when_ready():
+    while not os.path.exists(ready_file):
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=stop_when_ready, daemon=True).start()
+profile = cProfile.Profile()
+profile.enable()
+try:
+    cli.main(["serve", "--port", "0", "--ready-file", ready_file, "--log-level", "WARNING"])
+except SystemExit:
+    pass
+profile.disable()
+print(f"import tenure.tools.cli: {imported:.0f} ms CPU; then, profiled, until ready and stopped:")
+pstats.Stats(profile).sort_stats("cumulative").print_stats(TOP)
+"""
+
+
+def profile_serve(tree: Path, env: dict, top: int) -> str:
+    out = subprocess.run(python_argv(tree, PROFILE_SERVE.replace("TOP", str(top))), capture_output=True, text=True,
+                         env=env, timeout=120)
+    return out.stdout if out.returncode == 0 else f"profile failed (rc {out.returncode}):\n{out.stderr}"
+
+
 def load_average() -> str:
     try:
         return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
@@ -196,6 +240,9 @@ def main() -> int:
                     help="also time `tenure serve` from this source tree (e.g. a `git worktree` of main), its runs "
                     "interleaved with this tree's; repeatable")
     ap.add_argument("--settings", default="env,cached", help="the bytecode settings to time (env, cached)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also print the N largest cumulative entries of a cProfile of `tenure serve` (this tree) "
+                    "from after its imports until ready")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -224,13 +271,14 @@ def main() -> int:
             timed_import(tree, env)
 
         # runs interleave the settings and the measurements, so drift in machine load hits all alike
-        m: dict = {k: {"ready": [], "stop": [], "rc": [], "bare": [], "imp": [], "imp_cpu": [], "thread1": [],
+        m: dict = {k: {"ready": [], "ready_cpu": [], "stop": [], "rc": [], "bare": [], "imp": [], "imp_cpu": [], "thread1": [],
                        "thread2": []}
                    for k in modes}
         for _ in range(args.runs):
             for k, (tree, env) in modes.items():
-                r, s, rc = one_start(tree, env)
+                r, s, rc, cpu = one_start(tree, env)
                 m[k]["ready"].append(r)
+                m[k]["ready_cpu"].append(cpu)
                 m[k]["stop"].append(s)
                 m[k]["rc"].append(rc)
                 m[k]["bare"].append(time_cmd([py, "-c", "pass"], env))
@@ -241,6 +289,7 @@ def main() -> int:
                 m[k]["thread1"].append(first)
                 m[k]["thread2"].append(second)
         breakdown = {k: importtime_breakdown(tree, env) for k, (tree, env) in modes.items()}
+        profiled = profile_serve(REPO, next(iter(modes.values()))[1], args.profile) if args.profile else ""
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
@@ -248,6 +297,7 @@ def main() -> int:
         x = m[k]
         print()
         print(f"[{k}] tenure serve --port 0, spawn -> ready line : {summary(x['ready'])}")
+        print(f"[{k}]   the server process's CPU time until ready: {summary(x['ready_cpu'])}")
         print(f"[{k}] SIGTERM -> process exit                    : {summary(x['stop'])}  "
               f"exit codes {sorted(set(x['rc']))}")
         print(f"[{k}] where start-up goes (each in a fresh interpreter):")
@@ -264,6 +314,10 @@ def main() -> int:
               f"the tracing); self time by top-level package:")
         print(f"[{k}]   " + ", ".join(f"{name} {ms:.0f}" for name, ms in ranked) + " (ms)")
 
+    if profiled:
+        print()
+        print(f"[profile] load average (1/5/15 min): {load_average()}")
+        print("\n".join(line for line in profiled.splitlines() if line.strip()))
     print()
     print(f"load average (1/5/15 min) at end: {load_average()}")
     for k in modes:
@@ -282,7 +336,9 @@ def main() -> int:
             for b in (k2 for k2 in modes if k2.endswith(" baseline " + setting)):
                 med = lambda key, kk: statistics.median(m[kk][key])  # noqa: E731
                 print(f"[{setting}] this tree against {b}: spawn to ready {med('ready', k):.0f} vs "
-                      f"{med('ready', b):.0f} ms = {med('ready', k) / med('ready', b):.2f}x; import "
+                      f"{med('ready', b):.0f} ms = {med('ready', k) / med('ready', b):.2f}x, its CPU "
+                      f"{med('ready_cpu', k):.0f} vs {med('ready_cpu', b):.0f} ms = "
+                      f"{med('ready_cpu', k) / med('ready_cpu', b):.2f}x; import "
                       f"{med('imp', k):.0f} vs {med('imp', b):.0f} ms, its CPU {med('imp_cpu', k):.0f} vs "
                       f"{med('imp_cpu', b):.0f} ms = {med('imp_cpu', k) / med('imp_cpu', b):.2f}x; ServerThread start {med('thread1', k):.1f} vs "
                       f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms)")

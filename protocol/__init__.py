@@ -9,7 +9,6 @@ import importlib.util as _importlib_util
 import sys as _sys
 import threading as _threading
 import warnings as _warnings
-from importlib import import_module as _importlib_import_module
 
 
 def _quietly(fn):
@@ -19,10 +18,10 @@ def _quietly(fn):
         return fn()
 
 
-def _defer_package(package: str, preload: tuple[str, tuple[str, ...]] | None = None) -> None:
+def _defer_package(package: str, *preload: tuple[str, tuple[str, ...]]) -> None:
     """Make `package` importable without running its `__init__`. The package module is created from its own spec and
-    put in `sys.modules` unexecuted; its submodules import as usual. `preload`: (a submodule, names): those names
-    of the package are taken from that submodule at once. The first time anything asks the package for another
+    put in `sys.modules` unexecuted; its submodules import as usual. `preload`: (a submodule, names) pairs: those names
+    of the package are taken from those submodules at once. The first time anything asks the package for another
     name its `__init__` defines, that `__init__` runs, once, and the name is there: code that imports tenure and
     then uses the package sees it as it always is.
 
@@ -59,14 +58,14 @@ def _defer_package(package: str, preload: tuple[str, tuple[str, ...]] | None = N
 
     vars(module)["__getattr__"] = __getattr__      # module-level __getattr__ (PEP 562)
     _sys.modules[package] = module
-    if preload is not None:
-        submodule, names = preload
-        try:
-            source = _importlib_import_module(f"{package}.{submodule}")
+    try:
+        for submodule, names in preload:
+            __import__(f"{package}.{submodule}")    # (not importlib.import_module: `-X importtime` sees this)
+            source = _sys.modules[f"{package}.{submodule}"]
             for name in names:
                 vars(module)[name] = getattr(source, name)
-        except (ImportError, AttributeError):       # another release of the package: import it whole
-            del _sys.modules[package]
+    except (ImportError, AttributeError):           # another release of the package: import it whole
+        del _sys.modules[package]
 
 
 # kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
@@ -77,14 +76,32 @@ def _defer_package(package: str, preload: tuple[str, tuple[str, ...]] | None = N
 # layer that uses kafka-python imports this package first (their __init__).
 _defer_package("kafka")
 _defer_package("crc32c", ("_crc32c", ("crc32c", "crc32", "big_endian", "hardware_based")))
+# kafka-python's API packages, whose `__init__` imports every API's classes (each built from its JSON schema): their
+# modules are imported one by one, each served API's by protocol/apis.py the first time a request of it comes.
+# The names preloaded are the ones kafka-python's own broker_version_data (the releases' API versions, which
+# releases.py reads) takes from the packages; `from kafka.protocol.admin import X` of any other name imports the
+# whole package, once, as it always did.
+
+
+def _defer_api_packages() -> None:
+    _defer_package("kafka.protocol.admin", ("groups", ("ListGroupsRequest",)))
+    _defer_package("kafka.protocol.consumer", ("group", ("OffsetFetchRequest",)))
+    _defer_package("kafka.protocol.metadata", ("find_coordinator", ("FindCoordinatorRequest",)),
+                   ("metadata", ("MetadataRequest",)))
+
+
+_quietly(_defer_api_packages)
 
 
 def _import_codecs() -> None:
-    # every kafka-python message package whose classes load their schemas at import (the full `import kafka`
-    # would import these too): loaded here, quietly, not later inside a user's test
-    import kafka.protocol.admin  # noqa: F401
-    import kafka.protocol.consumer  # noqa: F401
-    import kafka.protocol.metadata  # noqa: F401
+    # the kafka-python modules the server's layers import at their own import, loaded here, quietly, not later
+    # inside a user's test; the other APIs' classes are imported, as quietly, when first used (apis.ApiClasses)
+    import kafka.protocol.admin.acl  # noqa: F401
+    import kafka.protocol.admin.groups  # noqa: F401
+    import kafka.protocol.api_header  # noqa: F401
+    import kafka.protocol.api_message  # noqa: F401
+    import kafka.protocol.consumer.group  # noqa: F401
+    import kafka.protocol.consumer.metadata  # noqa: F401
     import kafka.protocol.producer  # noqa: F401
     import kafka.protocol.sasl  # noqa: F401
 

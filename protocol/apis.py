@@ -12,151 +12,17 @@ does not have left out - a request outside it is refused as that release refuses
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from importlib import import_module
+from typing import Any
 
-from kafka.protocol.admin import (
-    AlterConfigsRequest,
-    AlterConfigsResponse,
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
-    AlterReplicaLogDirsRequest,
-    AlterReplicaLogDirsResponse,
-    CreateAclsRequest,
-    CreateAclsResponse,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteAclsRequest,
-    DeleteAclsResponse,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeAclsRequest,
-    DescribeAclsResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
-    DescribeProducersRequest,
-    DescribeProducersResponse,
-    DescribeQuorumRequest,
-    DescribeQuorumResponse,
-    DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse,
-    DescribeTransactionsRequest,
-    DescribeTransactionsResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-    ListConfigResourcesRequest,
-    ListConfigResourcesResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
-    ListTransactionsRequest,
-    ListTransactionsResponse,
-)
-from kafka.protocol.admin.users import (
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse,
-)
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest,
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 
-from .consumer_group import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
 from .releases import DEFAULT_RELEASE, NEWEST, RELEASES, Release, release
-from .share_group import (
-    AlterShareGroupOffsetsRequest,
-    AlterShareGroupOffsetsResponse,
-    DeleteShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsResponse,
-    DeleteShareGroupStateRequest,
-    DeleteShareGroupStateResponse,
-    DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsResponse,
-    InitializeShareGroupStateRequest,
-    InitializeShareGroupStateResponse,
-    ReadShareGroupStateRequest,
-    ReadShareGroupStateResponse,
-    ReadShareGroupStateSummaryRequest,
-    ReadShareGroupStateSummaryResponse,
-    ShareAcknowledgeRequest,
-    ShareAcknowledgeResponse,
-    ShareFetchRequest,
-    ShareFetchResponse,
-    ShareGroupDescribeRequest,
-    ShareGroupDescribeResponse,
-    ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse,
-    WriteShareGroupStateRequest,
-    WriteShareGroupStateResponse,
-)
+from .structs import quiet_schema_reads
 
 UNSUPPORTED_VERSION = 35
 
@@ -165,16 +31,56 @@ UNSUPPORTED_VERSION = 35
 BROKER, GROUP, TRANSACTION = "broker", "group", "transaction"
 
 
+class ApiClasses:
+    """kafka-python's request and response classes of one API (`<name>Request`, `<name>Response` of one module:
+    a `kafka.protocol` module, or this package's when it starts with "."), imported the first time a request of
+    that API is read or answered rather than at import: building every served API's classes from their JSON
+    schemas was ~35-40 ms of the server's start-up, most of them for APIs a test never sends."""
+
+    __slots__ = ("module", "name", "pair")
+    _lock = threading.Lock()
+
+    def __init__(self, name: str, module: str) -> None:
+        self.name = name
+        self.module = f"{__package__}{module}" if module.startswith(".") else f"kafka.protocol.{module}"
+        self.pair: tuple[Any, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"ApiClasses({self.name!r}, {self.module!r}, {'imported' if self.pair else 'not imported yet'})"
+
+    def get(self) -> tuple[Any, Any]:
+        pair = self.pair
+        if pair is None:
+            with self._lock:
+                if self.pair is None:
+                    with quiet_schema_reads():     # (kafka-python's deprecated schema reads: structs.py)
+                        module = import_module(self.module)
+                        self.pair = (getattr(module, f"{self.name}Request"), getattr(module, f"{self.name}Response"))
+                pair = self.pair
+            assert pair is not None
+        return pair
+
+
 @dataclass(frozen=True)
 class ApiSpec:
     key: int
     name: str
-    request: type[ApiMessage]          # kafka-python's classes (untyped: their attributes come from the schema)
-    response: type[ApiMessage]
+    classes: ApiClasses                # kafka-python's classes, imported on first use
     min_version: int
     max_version: int
     owner: str = BROKER
     announced_from: int | None = None  # ApiVersions' least version when below what is served (KAFKA-18659)
+
+    @property
+    def request(self) -> type[ApiMessage]:
+        """kafka-python's request class (untyped: its attributes come from the schema)."""
+        pair = self.classes.pair
+        return (pair if pair is not None else self.classes.get())[0]
+
+    @property
+    def response(self) -> type[ApiMessage]:
+        pair = self.classes.pair
+        return (pair if pair is not None else self.classes.get())[1]
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -183,95 +89,96 @@ class ApiSpec:
         return self.request.flexible_version_q(version)
 
 
-def _spec(req, resp, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
-    assert req.API_KEY == resp.API_KEY
-    assert hi <= req.max_version and hi <= resp.max_version, (req.name, hi)
-    return ApiSpec(req.API_KEY, req.name.removesuffix("Request"), req, resp, lo, hi, owner)
+def _spec(name: str, module: str, lo: int, hi: int, owner: str = BROKER) -> ApiSpec:
+    """One API: its name (Kafka's, kafka-python's `ApiKey` gives the key), the module of its classes (see
+    ApiClasses), the versions served and who answers it. That the classes' schemas reach `hi` is checked by
+    tests/protocol/test_apis_table.py, not here: that would build every class at import."""
+    return ApiSpec(int(ApiKey[name]), name, ApiClasses(name, module), lo, hi, owner)
 
 
 _TABLE = [
-    _spec(ProduceRequest, ProduceResponse, 0, 13),   # v0-2: message formats v0/v1 (broker/message_format.py)
-    _spec(FetchRequest, FetchResponse, 0, 18),       # v0-3: message formats v0/v1 (broker/message_format.py)
-    _spec(ListOffsetsRequest, ListOffsetsResponse, 0, 11),   # v0: old_style_offsets (broker/fetch.py)
-    _spec(MetadataRequest, MetadataResponse, 0, 13),
-    _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6),
-    _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
-    _spec(CreateTopicsRequest, CreateTopicsResponse, 0, 7),
-    _spec(DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
-    _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
-    _spec(DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
-    _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-    _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+    _spec("Produce", "producer.produce", 0, 13),   # v0-2: message formats v0/v1 (broker/message_format.py)
+    _spec("Fetch", "consumer.fetch", 0, 18),       # v0-3: message formats v0/v1 (broker/message_format.py)
+    _spec("ListOffsets", "consumer.offsets", 0, 11),   # v0: old_style_offsets (broker/fetch.py)
+    _spec("Metadata", "metadata.metadata", 0, 13),
+    _spec("FindCoordinator", "metadata.find_coordinator", 0, 6),
+    _spec("ApiVersions", "metadata.api_versions", 0, 4),
+    _spec("CreateTopics", "admin.topics", 0, 7),
+    _spec("DeleteTopics", "admin.topics", 0, 6),
+    _spec("OffsetForLeaderEpoch", "consumer.offsets", 0, 4),
+    _spec("DescribeConfigs", "admin.configs", 0, 4),
+    _spec("CreatePartitions", "admin.topics", 0, 3),
+    _spec("DescribeCluster", "admin.cluster", 0, 2),
     # admin (broker/admin_apis.py)
-    _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
-    _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
-    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 0, 5),
-    _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
-    _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
-    _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
-    _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
-    _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
+    _spec("DeleteRecords", "admin.topics", 0, 2),
+    _spec("AlterConfigs", "admin.configs", 0, 2),
+    _spec("DescribeLogDirs", "admin.cluster", 0, 5),
+    _spec("ElectLeaders", "admin.topics", 0, 2),
+    _spec("IncrementalAlterConfigs", "admin.configs", 0, 1),
+    _spec("AlterPartitionReassignments", "admin.topics", 0, 1),
+    _spec("ListPartitionReassignments", "admin.topics", 0, 0),
+    _spec("DescribeTopicPartitions", "admin.topics", 0, 0),
     # ACLs (security/acl_apis.py, over the authorizer)
-    _spec(DescribeAclsRequest, DescribeAclsResponse, 0, 3),
-    _spec(CreateAclsRequest, CreateAclsResponse, 0, 3),
-    _spec(DeleteAclsRequest, DeleteAclsResponse, 0, 3),
+    _spec("DescribeAcls", "admin.acl", 0, 3),
+    _spec("CreateAcls", "admin.acl", 0, 3),
+    _spec("DeleteAcls", "admin.acl", 0, 3),
     # the cluster's metadata and log dirs (broker/quorum_apis.py)
-    _spec(AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 0, 2),
-    _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
-    _spec(ListConfigResourcesRequest, ListConfigResourcesResponse, 0, 1),
+    _spec("AlterReplicaLogDirs", "admin.cluster", 0, 2),
+    _spec("DescribeQuorum", "admin.cluster", 0, 2),
+    _spec("ListConfigResources", "admin.configs", 0, 1),
     # the classic group coordinator
-    _spec(OffsetCommitRequest, OffsetCommitResponse, 0, 10, GROUP),
-    _spec(OffsetFetchRequest, OffsetFetchResponse, 0, 10, GROUP),
-    _spec(JoinGroupRequest, JoinGroupResponse, 0, 9, GROUP),
-    _spec(HeartbeatRequest, HeartbeatResponse, 0, 4, GROUP),
-    _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5, GROUP),
-    _spec(SyncGroupRequest, SyncGroupResponse, 0, 5, GROUP),
-    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6, GROUP),
-    _spec(ListGroupsRequest, ListGroupsResponse, 0, 5, GROUP),
-    _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2, GROUP),
-    _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, GROUP),
+    _spec("OffsetCommit", "consumer.group", 0, 10, GROUP),
+    _spec("OffsetFetch", "consumer.group", 0, 10, GROUP),
+    _spec("JoinGroup", "consumer.group", 0, 9, GROUP),
+    _spec("Heartbeat", "consumer.group", 0, 4, GROUP),
+    _spec("LeaveGroup", "consumer.group", 0, 5, GROUP),
+    _spec("SyncGroup", "consumer.group", 0, 5, GROUP),
+    _spec("DescribeGroups", "admin.groups", 0, 6, GROUP),
+    _spec("ListGroups", "admin.groups", 0, 5, GROUP),
+    _spec("DeleteGroups", "admin.groups", 0, 2, GROUP),
+    _spec("OffsetDelete", "consumer.group", 0, 0, GROUP),
     # KIP-848 consumer groups (coordinator/consumer/): kafka-python has no classes, protocol/consumer_group.py
-    _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1, GROUP),
-    _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1, GROUP),
+    _spec("ConsumerGroupHeartbeat", ".consumer_group", 0, 1, GROUP),
+    _spec("ConsumerGroupDescribe", ".consumer_group", 0, 1, GROUP),
     # the transaction coordinator (coordinator/transactions.py); EndTxn v5 is transactions v2 (KIP-890: an epoch
     # bump on every commit), which clients use when ApiVersions finalizes transaction.version 2
     # InitProducerId is the transaction coordinator's in Kafka; one without a transactional id gets its producer
     # id from the broker
-    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5, TRANSACTION),
-    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5, TRANSACTION),
-    _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4, TRANSACTION),
-    _spec(EndTxnRequest, EndTxnResponse, 0, 5, TRANSACTION),
+    _spec("InitProducerId", "producer.transaction", 0, 5, TRANSACTION),
+    _spec("AddPartitionsToTxn", "producer.transaction", 0, 5, TRANSACTION),
+    _spec("AddOffsetsToTxn", "producer.transaction", 0, 4, TRANSACTION),
+    _spec("EndTxn", "producer.transaction", 0, 5, TRANSACTION),
     # offsets committed in a transaction go to the group coordinator; v5 is transactions v2 (the group's
     # partition joins the transaction with the commit), as EndTxn's
-    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5, GROUP),
-    _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, TRANSACTION),
-    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 2, TRANSACTION),
-    _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),   # the data plane's (broker/produce.py)
+    _spec("TxnOffsetCommit", "producer.transaction", 0, 5, GROUP),
+    _spec("DescribeTransactions", "admin.transactions", 0, 0, TRANSACTION),
+    _spec("ListTransactions", "admin.transactions", 0, 2, TRANSACTION),
+    _spec("DescribeProducers", "admin.transactions", 0, 0),   # the data plane's (broker/produce.py)
     # authentication (security/): a SASL listener's connection answers SaslHandshake and SaslAuthenticate while it
     # authenticates (security/sasl.py); the broker's handlers answer them after it, or on another listener, with
     # ILLEGAL_SASL_STATE as Kafka's do; the SCRAM users (security/apis.py)
-    _spec(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
-    _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
-    _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
-    _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
+    _spec("SaslHandshake", "sasl", 0, 1),
+    _spec("SaslAuthenticate", "sasl", 0, 2),
+    _spec("DescribeUserScramCredentials", "admin.users", 0, 0),
+    _spec("AlterUserScramCredentials", "admin.users", 0, 0),
     # KIP-932 share groups (coordinator/share/, broker/share.py): kafka-python has no classes,
     # protocol/share_group.py. Kafka 4.0 served only their early-access v0, which 4.1 removed; served at the
     # versions Kafka 4.3 serves and its clients send (the Java 4.3 KafkaShareConsumer, librdkafka 2.16)
-    _spec(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1, GROUP),
-    _spec(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1, GROUP),
-    _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),
-    _spec(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2),
+    _spec("ShareGroupHeartbeat", ".share_group", 1, 1, GROUP),
+    _spec("ShareGroupDescribe", ".share_group", 1, 1, GROUP),
+    _spec("ShareFetch", ".share_group", 1, 2),
+    _spec("ShareAcknowledge", ".share_group", 1, 2),
     # the share group offset admin APIs (Kafka 4.1+): the broker answers them from its share partitions
-    _spec(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1),
-    _spec(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0),
-    _spec(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0),
+    _spec("DescribeShareGroupOffsets", ".share_group", 0, 1),
+    _spec("AlterShareGroupOffsets", ".share_group", 0, 0),
+    _spec("DeleteShareGroupOffsets", ".share_group", 0, 0),
     # the share coordinator's APIs, asked by brokers (Kafka's persister; CLUSTER_ACTION): answered by the broker
     # from the share coordinator its own share partitions persist through (coordinator/share_state/)
-    _spec(InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0),
-    _spec(ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0),
-    _spec(WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 1),
-    _spec(DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, 0, 0),
-    _spec(ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 1),
+    _spec("InitializeShareGroupState", ".share_group", 0, 0),
+    _spec("ReadShareGroupState", ".share_group", 0, 0),
+    _spec("WriteShareGroupState", ".share_group", 0, 1),
+    _spec("DeleteShareGroupState", ".share_group", 0, 0),
+    _spec("ReadShareGroupStateSummary", ".share_group", 0, 1),
 ]
 
 # where tenure's newest version is below Kafka 4.3's, why (`tenure apis` and docs/apis.md print it; a test holds
@@ -282,7 +189,7 @@ SHORT_OF_NEWEST: dict[int, str] = {
 SUPPORTED: dict[int, ApiSpec] = {s.key: s for s in _TABLE}
 for _s in _TABLE:   # never claim more than the newest Kafka release tenure knows serves
     assert _s.max_version <= NEWEST.api_versions[_s.key][1], (_s.name, _s.max_version)
-API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
+API_VERSIONS_KEY = int(ApiKey.ApiVersions)
 
 
 @dataclass(frozen=True)

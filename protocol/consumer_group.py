@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from kafka.protocol.api_message import ApiMessage
 
-from .structs import schema_class
+from .structs import LazySchemas
 
-ConsumerGroupHeartbeatRequest = schema_class("ConsumerGroupHeartbeatRequest", __name__, ApiMessage)
-ConsumerGroupHeartbeatResponse = schema_class("ConsumerGroupHeartbeatResponse", __name__, ApiMessage)
-ConsumerGroupDescribeRequest = schema_class("ConsumerGroupDescribeRequest", __name__, ApiMessage)
-ConsumerGroupDescribeResponse = schema_class("ConsumerGroupDescribeResponse", __name__, ApiMessage)
+# the request and response classes, each built the first time it is used (structs.LazySchemas)
+_S = LazySchemas(__name__, names=(
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+), base=ApiMessage)
+__getattr__ = _S.module_getattr()
 
 
-__all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
-           "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"]
+__all__ = sorted(_S.names())

@@ -10,20 +10,19 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from .structs import decode_struct, encode_struct, key_version, schema_pair
+from .structs import LazySchemas, decode_struct, encode_struct, key_version
 
-ConsumerGroupMetadataKey, ConsumerGroupMetadataValue = schema_pair("ConsumerGroupMetadata", __name__)
-ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue = \
-    schema_pair("ConsumerGroupPartitionMetadata", __name__)
-ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue = schema_pair("ConsumerGroupMemberMetadata", __name__)
-ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue = \
-    schema_pair("ConsumerGroupTargetAssignmentMetadata", __name__)
-ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue = \
-    schema_pair("ConsumerGroupTargetAssignmentMember", __name__)
-ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue = \
-    schema_pair("ConsumerGroupCurrentMemberAssignment", __name__)
-ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue = \
-    schema_pair("ConsumerGroupRegularExpression", __name__)
+# the key and value classes, each built the first time it is used (structs.LazySchemas)
+_S = LazySchemas(__name__, pairs=(
+    "ConsumerGroupMetadata",
+    "ConsumerGroupPartitionMetadata",
+    "ConsumerGroupMemberMetadata",
+    "ConsumerGroupTargetAssignmentMetadata",
+    "ConsumerGroupTargetAssignmentMember",
+    "ConsumerGroupCurrentMemberAssignment",
+    "ConsumerGroupRegularExpression",
+))
+__getattr__ = _S.module_getattr()
 
 # KIP-848 consumer group records: Kafka's own key versions (the record type) and value version 0
 CONSUMER_GROUP_METADATA_KEY_VERSION = 3
@@ -153,7 +152,7 @@ def _assignment(items) -> Assignment:
 def _classic_value(c: ClassicMemberMetadata | None):
     if c is None:
         return None
-    C = ConsumerGroupMemberMetadataValue.fields["classic_member_metadata"].data_class
+    C = _S.ConsumerGroupMemberMetadataValue.fields["classic_member_metadata"].data_class
     P = C.fields["supported_protocols"].data_class
     return C(session_timeout_ms=c.session_timeout_ms,
              supported_protocols=[P(name=n, metadata=m) for n, m in c.protocols])
@@ -162,41 +161,41 @@ def _classic_value(c: ClassicMemberMetadata | None):
 def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
     """The key (its record type as version) and value (v0, flexible) of a KIP-848 record."""
     if isinstance(r, ConsumerGroupMetadataRecord):
-        key = ConsumerGroupMetadataKey(group_id=r.group_id).encode(version=CONSUMER_GROUP_METADATA_KEY_VERSION)
-        value = None if r.tombstone else ConsumerGroupMetadataValue(epoch=r.epoch, metadata_hash=r.metadata_hash)
+        key = _S.ConsumerGroupMetadataKey(group_id=r.group_id).encode(version=CONSUMER_GROUP_METADATA_KEY_VERSION)
+        value = None if r.tombstone else _S.ConsumerGroupMetadataValue(epoch=r.epoch, metadata_hash=r.metadata_hash)
     elif isinstance(r, ConsumerGroupPartitionMetadataRecord):
-        key = ConsumerGroupPartitionMetadataKey(group_id=r.group_id).encode(
+        key = _S.ConsumerGroupPartitionMetadataKey(group_id=r.group_id).encode(
             version=CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION)
-        T = ConsumerGroupPartitionMetadataValue.fields["topics"].data_class
-        value = None if r.tombstone else ConsumerGroupPartitionMetadataValue(topics=[
+        T = _S.ConsumerGroupPartitionMetadataValue.fields["topics"].data_class
+        value = None if r.tombstone else _S.ConsumerGroupPartitionMetadataValue(topics=[
             T(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[]) for tid, name, n in r.topics])
     elif isinstance(r, ConsumerMemberRecord):
-        key = ConsumerGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
+        key = _S.ConsumerGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION)
-        value = None if r.tombstone else ConsumerGroupMemberMetadataValue(
+        value = None if r.tombstone else _S.ConsumerGroupMemberMetadataValue(
             instance_id=r.instance_id, rack_id=r.rack_id, client_id=r.client_id, client_host=r.client_host,
             subscribed_topic_names=list(r.subscribed_topic_names), subscribed_topic_regex=r.subscribed_topic_regex,
             rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor,
             classic_member_metadata=_classic_value(r.classic))
     elif isinstance(r, TargetAssignmentMetadataRecord):
-        key = ConsumerGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
+        key = _S.ConsumerGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
             version=CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION)
-        value = None if r.tombstone else ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
+        value = None if r.tombstone else _S.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
     elif isinstance(r, RegularExpressionRecord):
-        key = ConsumerGroupRegularExpressionKey(group_id=r.group_id, regular_expression=r.regex).encode(
+        key = _S.ConsumerGroupRegularExpressionKey(group_id=r.group_id, regular_expression=r.regex).encode(
             version=CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION)
         # positional: the field named Version would be taken for the struct's own version keyword
-        value = None if r.tombstone else ConsumerGroupRegularExpressionValue(list(r.topics), r.version, r.timestamp)
+        value = None if r.tombstone else _S.ConsumerGroupRegularExpressionValue(list(r.topics), r.version, r.timestamp)
     elif isinstance(r, TargetAssignmentMemberRecord):
-        key = ConsumerGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
+        key = _S.ConsumerGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION)
-        V = ConsumerGroupTargetAssignmentMemberValue
+        V = _S.ConsumerGroupTargetAssignmentMemberValue
         value = None if r.tombstone else V(topic_partitions=_topic_partitions(
             V.fields["topic_partitions"].data_class, r.partitions))
     else:
-        key = ConsumerGroupCurrentMemberAssignmentKey(group_id=r.group_id, member_id=r.member_id).encode(
+        key = _S.ConsumerGroupCurrentMemberAssignmentKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION)
-        V = ConsumerGroupCurrentMemberAssignmentValue
+        V = _S.ConsumerGroupCurrentMemberAssignmentValue
         T = V.fields["assigned_partitions"].data_class
         value = None if r.tombstone else V(
             member_epoch=r.member_epoch, previous_member_epoch=r.previous_member_epoch, state=r.state,
@@ -208,38 +207,38 @@ def encode_consumer_record(r: ConsumerGroupRecord) -> tuple[bytes, bytes | None]
 def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> ConsumerGroupRecord:
     """The record of key version `kv` (3-8, 16), from its key and value (None: a tombstone)."""
     if kv == CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION:
-        rk = decode_struct(ConsumerGroupRegularExpressionKey, key)
+        rk = decode_struct(_S.ConsumerGroupRegularExpressionKey, key)
         if value is None:
             return RegularExpressionRecord(rk.group_id, rk.regular_expression, tombstone=True)
-        rv = decode_struct(ConsumerGroupRegularExpressionValue, value)
+        rv = decode_struct(_S.ConsumerGroupRegularExpressionValue, value)
         return RegularExpressionRecord(rk.group_id, rk.regular_expression, tuple(rv.topics), rv.version,
                                        rv.timestamp)
     if kv == CONSUMER_GROUP_METADATA_KEY_VERSION:
-        k = decode_struct(ConsumerGroupMetadataKey, key)
+        k = decode_struct(_S.ConsumerGroupMetadataKey, key)
         if value is None:
             return ConsumerGroupMetadataRecord(k.group_id, tombstone=True)
-        val = decode_struct(ConsumerGroupMetadataValue, value)
+        val = decode_struct(_S.ConsumerGroupMetadataValue, value)
         return ConsumerGroupMetadataRecord(k.group_id, val.epoch, val.metadata_hash)
     if kv == CONSUMER_GROUP_PARTITION_METADATA_KEY_VERSION:
-        pk = decode_struct(ConsumerGroupPartitionMetadataKey, key)
+        pk = decode_struct(_S.ConsumerGroupPartitionMetadataKey, key)
         if value is None:
             return ConsumerGroupPartitionMetadataRecord(pk.group_id, tombstone=True)
-        pv = decode_struct(ConsumerGroupPartitionMetadataValue, value)
+        pv = decode_struct(_S.ConsumerGroupPartitionMetadataValue, value)
         return ConsumerGroupPartitionMetadataRecord(pk.group_id, tuple(sorted(
             ((t.topic_id, t.topic_name, t.num_partitions) for t in pv.topics), key=lambda t: t[1])))
     if kv == CONSUMER_GROUP_TARGET_METADATA_KEY_VERSION:
-        k = decode_struct(ConsumerGroupTargetAssignmentMetadataKey, key)
+        k = decode_struct(_S.ConsumerGroupTargetAssignmentMetadataKey, key)
         if value is None:
             return TargetAssignmentMetadataRecord(k.group_id, tombstone=True)
         return TargetAssignmentMetadataRecord(
-            k.group_id, decode_struct(ConsumerGroupTargetAssignmentMetadataValue, value).assignment_epoch)
+            k.group_id, decode_struct(_S.ConsumerGroupTargetAssignmentMetadataValue, value).assignment_epoch)
     if kv == CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION:
-        k = decode_struct(ConsumerGroupMemberMetadataKey, key)
+        k = decode_struct(_S.ConsumerGroupMemberMetadataKey, key)
         if value is None:
             return ConsumerMemberRecord(k.group_id, k.member_id, tombstone=True)
         # kafka-python's compiled decoder misreads the tagged nullable struct (ClassicMemberMetadata): this
         # value is read by its field-by-field decoder
-        v = ConsumerGroupMemberMetadataValue.decode(bytes(value), version=key_version(value))
+        v = _S.ConsumerGroupMemberMetadataValue.decode(bytes(value), version=key_version(value))
         c = v.classic_member_metadata
         classic = None if c is None else ClassicMemberMetadata(
             c.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in c.supported_protocols))
@@ -247,14 +246,14 @@ def decode_consumer_record(kv: int, key: bytes, value: bytes | None) -> Consumer
                                     tuple(v.subscribed_topic_names), v.subscribed_topic_regex,
                                     v.rebalance_timeout_ms, v.server_assignor, classic)
     if kv == CONSUMER_GROUP_TARGET_MEMBER_KEY_VERSION:
-        k = decode_struct(ConsumerGroupTargetAssignmentMemberKey, key)
+        k = decode_struct(_S.ConsumerGroupTargetAssignmentMemberKey, key)
         if value is None:
             return TargetAssignmentMemberRecord(k.group_id, k.member_id, tombstone=True)
-        v = decode_struct(ConsumerGroupTargetAssignmentMemberValue, value)
+        v = decode_struct(_S.ConsumerGroupTargetAssignmentMemberValue, value)
         return TargetAssignmentMemberRecord(k.group_id, k.member_id, _assignment(v.topic_partitions))
-    k = decode_struct(ConsumerGroupCurrentMemberAssignmentKey, key)
+    k = decode_struct(_S.ConsumerGroupCurrentMemberAssignmentKey, key)
     if value is None:
         return CurrentAssignmentRecord(k.group_id, k.member_id, tombstone=True)
-    v = decode_struct(ConsumerGroupCurrentMemberAssignmentValue, value)
+    v = decode_struct(_S.ConsumerGroupCurrentMemberAssignmentValue, value)
     return CurrentAssignmentRecord(k.group_id, k.member_id, v.member_epoch, v.previous_member_epoch, v.state,
                                    _assignment(v.assigned_partitions), _assignment(v.partitions_pending_revocation))

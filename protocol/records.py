@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from . import consumer_group_records as cg
 from . import share_group_records as sg
-from .structs import DECODERS, compiled_decoder, decode_struct, key_version, schema_pair
+from .structs import DECODERS, LazySchemas, compiled_decoder, decode_struct, key_version
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -79,10 +79,9 @@ STATIC_EVENT_CAUSES = (JOINED, REPLACED, FENCED, EXPIRED, REGISTRATION_EXPIRED, 
                        LEFT, REMOVED, FORCED_REBALANCE)
 
 
-GroupMetadataKey, GroupMetadataValue = schema_pair("GroupMetadata", __name__)
-OffsetCommitKey, OffsetCommitValue = schema_pair("OffsetCommit", __name__)
-StaticMemberEventKey, StaticMemberEventValue = schema_pair("StaticMemberEvent", __name__)
-CoordinatorLoadKey, CoordinatorLoadValue = schema_pair("CoordinatorLoad", __name__)
+# the key and value classes, each built the first time it is used (structs.LazySchemas)
+_S = LazySchemas(__name__, pairs=("GroupMetadata", "OffsetCommit", "StaticMemberEvent", "CoordinatorLoad"))
+__getattr__ = _S.module_getattr()
 
 
 @dataclass(frozen=True)
@@ -191,12 +190,12 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
     if isinstance(record, TransactionalOffsetCommit):
         record = record.record
     if isinstance(record, GroupMetadataRecord):
-        key = bytes(GroupMetadataKey(group=record.group_id).encode(version=GROUP_METADATA_KEY_VERSION))
+        key = bytes(_S.GroupMetadataKey(group=record.group_id).encode(version=GROUP_METADATA_KEY_VERSION))
         if record.tombstone:
             return key, None
-        M = GroupMetadataValue.MemberMetadata
+        M = _S.GroupMetadataValue.MemberMetadata
         v = GROUP_METADATA_VALUE_VERSION
-        value = GroupMetadataValue(
+        value = _S.GroupMetadataValue(
             protocol_type=record.protocol_type, generation=record.generation, protocol=record.protocol,
             leader=record.leader, current_state_timestamp=record.current_state_timestamp,
             members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
@@ -205,34 +204,34 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
                        assignment=m.assignment) for m in record.members])
         return key, bytes(value.encode(version=v))
     if isinstance(record, OffsetCommitRecord):
-        key = bytes(OffsetCommitKey(
+        key = bytes(_S.OffsetCommitKey(
             group=record.group_id, topic=record.topic, partition=record.partition
         ).encode(version=OFFSET_COMMIT_KEY_VERSION))
         if record.tombstone:
             return key, None
         v = OFFSET_COMMIT_VALUE_VERSION
-        value = OffsetCommitValue(offset=record.offset, leader_epoch=record.leader_epoch,
+        value = _S.OffsetCommitValue(offset=record.offset, leader_epoch=record.leader_epoch,
                                   metadata=record.metadata, commit_timestamp=record.commit_timestamp)
         return key, bytes(value.encode(version=v))
     if isinstance(record, StaticMemberEventRecord):
-        key = bytes(StaticMemberEventKey(
+        key = bytes(_S.StaticMemberEventKey(
             group=record.group_id, group_instance_id=record.group_instance_id
         ).encode(version=STATIC_MEMBER_EVENT_KEY_VERSION))
         if record.tombstone:
             return key, None
         if record.cause not in STATIC_EVENT_CAUSES:
             raise ValueError(f"unknown static-member event cause {record.cause!r}")
-        value = StaticMemberEventValue(
+        value = _S.StaticMemberEventValue(
             cause=record.cause, old_member_id=record.old_member_id, new_member_id=record.new_member_id,
             generation=record.generation, timestamp=record.timestamp, client_id=record.client_id,
             client_host=record.client_host)
         return key, bytes(value.encode(version=STATIC_MEMBER_EVENT_VALUE_VERSION))
     if isinstance(record, CoordinatorLoadRecord):
-        key = bytes(CoordinatorLoadKey(partition=record.offsets_partition).encode(
+        key = bytes(_S.CoordinatorLoadKey(partition=record.offsets_partition).encode(
             version=COORDINATOR_LOAD_KEY_VERSION))
         if record.tombstone:
             return key, None
-        value = CoordinatorLoadValue(broker=record.broker, previous_broker=record.previous_broker,
+        value = _S.CoordinatorLoadValue(broker=record.broker, previous_broker=record.previous_broker,
                                      cause=record.cause, leader_epoch=record.leader_epoch,
                                      timestamp=record.timestamp)
         return key, bytes(value.encode(version=COORDINATOR_LOAD_VALUE_VERSION))
@@ -247,9 +246,9 @@ def offset_commit_key(key: bytes) -> tuple[str, str, int]:
     """An offset commit's key (key version 0 or 1) as its fields: (group, topic, partition). `decode` reads
     offset commit keys through it; the audit calls it once per distinct key (the same keys repeat)."""
     version = key_version(key)
-    fast = DECODERS.get((OffsetCommitKey, version))
+    fast = DECODERS.get((_S.OffsetCommitKey, version))
     if fast is None:
-        fast = compiled_decoder(OffsetCommitKey, version)
+        fast = compiled_decoder(_S.OffsetCommitKey, version)
     k = fast(key if type(key) is bytes else bytes(key), 2)[0]
     return k.group, k.topic, k.partition
 
@@ -259,9 +258,9 @@ def offset_commit_value(value: bytes) -> tuple[int, int, str, int]:
     commit timestamp), through the same compiled decoder as every struct (`decode_struct`, inlined: this is the
     audit's per-record path). `decode` reads offset commit values through it."""
     vv = key_version(value)
-    fast = DECODERS.get((OffsetCommitValue, vv))
+    fast = DECODERS.get((_S.OffsetCommitValue, vv))
     if fast is None:
-        fast = compiled_decoder(OffsetCommitValue, vv)
+        fast = compiled_decoder(_S.OffsetCommitValue, vv)
     val = fast(value if type(value) is bytes else bytes(value), 2)[0]
     return val.offset, val.leader_epoch if vv >= 3 else -1, val.metadata, val.commit_timestamp
 
@@ -270,11 +269,11 @@ def decode(key: bytes, value: bytes | None) -> Record:
     """Decode one record (each key and value starts with its int16 version)."""
     kv = key_version(key)
     if kv == GROUP_METADATA_KEY_VERSION:
-        k = decode_struct(GroupMetadataKey, key)
+        k = decode_struct(_S.GroupMetadataKey, key)
         if value is None:
             return GroupMetadataRecord(group_id=k.group, tombstone=True)
         vv = key_version(value)
-        val = decode_struct(GroupMetadataValue, value)
+        val = decode_struct(_S.GroupMetadataValue, value)
         return GroupMetadataRecord(
             group_id=k.group, protocol_type=val.protocol_type, generation=val.generation,
             protocol=val.protocol, leader=val.leader,
@@ -290,19 +289,19 @@ def decode(key: bytes, value: bytes | None) -> Record:
         offset, leader_epoch, metadata, commit_timestamp = offset_commit_value(value)
         return OffsetCommitRecord(group, topic, partition, offset, leader_epoch, metadata, commit_timestamp)
     if kv == STATIC_MEMBER_EVENT_KEY_VERSION:
-        k = decode_struct(StaticMemberEventKey, key)
+        k = decode_struct(_S.StaticMemberEventKey, key)
         if value is None:
             return StaticMemberEventRecord(k.group, k.group_instance_id, tombstone=True)
-        val = decode_struct(StaticMemberEventValue, value)
+        val = decode_struct(_S.StaticMemberEventValue, value)
         # a cause this version does not know (written by a newer one) is kept as it is
         return StaticMemberEventRecord(k.group, k.group_instance_id, val.cause, val.old_member_id,
                                        val.new_member_id, val.generation, val.timestamp, val.client_id,
                                        val.client_host)
     if kv == COORDINATOR_LOAD_KEY_VERSION:
-        k = decode_struct(CoordinatorLoadKey, key)
+        k = decode_struct(_S.CoordinatorLoadKey, key)
         if value is None:
             return CoordinatorLoadRecord(k.partition, tombstone=True)
-        val = decode_struct(CoordinatorLoadValue, value)
+        val = decode_struct(_S.CoordinatorLoadValue, value)
         return CoordinatorLoadRecord(k.partition, val.broker, val.previous_broker, val.cause, val.leader_epoch,
                                      val.timestamp)
     if cg.CONSUMER_GROUP_METADATA_KEY_VERSION <= kv <= cg.CONSUMER_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION \

@@ -9,16 +9,17 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from .structs import decode_struct, schema_pair
+from .structs import LazySchemas, decode_struct
 
-ShareGroupMetadataKey, ShareGroupMetadataValue = schema_pair("ShareGroupMetadata", __name__)
-ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue = schema_pair("ShareGroupMemberMetadata", __name__)
-ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue = \
-    schema_pair("ShareGroupTargetAssignmentMetadata", __name__)
-ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue = \
-    schema_pair("ShareGroupTargetAssignmentMember", __name__)
-ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue = \
-    schema_pair("ShareGroupCurrentMemberAssignment", __name__)
+# the key and value classes, each built the first time it is used (structs.LazySchemas)
+_S = LazySchemas(__name__, pairs=(
+    "ShareGroupMetadata",
+    "ShareGroupMemberMetadata",
+    "ShareGroupTargetAssignmentMetadata",
+    "ShareGroupTargetAssignmentMember",
+    "ShareGroupCurrentMemberAssignment",
+))
+__getattr__ = _S.module_getattr()
 
 SHARE_GROUP_PARTITION_METADATA_KEY_VERSION = 9         # deprecated: read and ignored
 SHARE_GROUP_MEMBER_METADATA_KEY_VERSION = 10
@@ -109,28 +110,28 @@ def encode_share_record(r: ShareGroupRecord) -> tuple[bytes, bytes | None]:
     """The key (its record type as version) and value (v0, flexible) of a KIP-932 group record."""
     value = None
     if isinstance(r, ShareGroupMetadataRecord):
-        key = ShareGroupMetadataKey(group_id=r.group_id).encode(version=SHARE_GROUP_METADATA_KEY_VERSION)
-        value = None if r.tombstone else ShareGroupMetadataValue(epoch=r.epoch)
+        key = _S.ShareGroupMetadataKey(group_id=r.group_id).encode(version=SHARE_GROUP_METADATA_KEY_VERSION)
+        value = None if r.tombstone else _S.ShareGroupMetadataValue(epoch=r.epoch)
     elif isinstance(r, ShareMemberRecord):
-        key = ShareGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
+        key = _S.ShareGroupMemberMetadataKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=SHARE_GROUP_MEMBER_METADATA_KEY_VERSION)
-        value = None if r.tombstone else ShareGroupMemberMetadataValue(
+        value = None if r.tombstone else _S.ShareGroupMemberMetadataValue(
             rack_id=r.rack_id, client_id=r.client_id, client_host=r.client_host,
             subscribed_topic_names=list(r.subscribed_topic_names))
     elif isinstance(r, ShareTargetMetadataRecord):
-        key = ShareGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
+        key = _S.ShareGroupTargetAssignmentMetadataKey(group_id=r.group_id).encode(
             version=SHARE_GROUP_TARGET_METADATA_KEY_VERSION)
-        value = None if r.tombstone else ShareGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
+        value = None if r.tombstone else _S.ShareGroupTargetAssignmentMetadataValue(assignment_epoch=r.assignment_epoch)
     elif isinstance(r, ShareTargetMemberRecord):
-        key = ShareGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
+        key = _S.ShareGroupTargetAssignmentMemberKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=SHARE_GROUP_TARGET_MEMBER_KEY_VERSION)
-        V = ShareGroupTargetAssignmentMemberValue
+        V = _S.ShareGroupTargetAssignmentMemberValue
         value = None if r.tombstone else V(topic_partitions=_topic_partitions(
             V.fields["topic_partitions"].data_class, r.partitions))
     elif isinstance(r, ShareAssignmentRecord):
-        key = ShareGroupCurrentMemberAssignmentKey(group_id=r.group_id, member_id=r.member_id).encode(
+        key = _S.ShareGroupCurrentMemberAssignmentKey(group_id=r.group_id, member_id=r.member_id).encode(
             version=SHARE_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION)
-        V = ShareGroupCurrentMemberAssignmentValue
+        V = _S.ShareGroupCurrentMemberAssignmentValue
         value = None if r.tombstone else V(
             member_epoch=r.member_epoch, previous_member_epoch=r.previous_member_epoch, state=r.state,
             assigned_partitions=_topic_partitions(V.fields["assigned_partitions"].data_class, r.assigned))
@@ -142,36 +143,36 @@ def encode_share_record(r: ShareGroupRecord) -> tuple[bytes, bytes | None]:
 def decode_share_record(kv: int, key: bytes, value: bytes | None) -> ShareGroupRecord:
     """The record of key version `kv` (9-15), from its key and value (None: a tombstone)."""
     if kv == SHARE_GROUP_METADATA_KEY_VERSION:
-        k = decode_struct(ShareGroupMetadataKey, key)
+        k = decode_struct(_S.ShareGroupMetadataKey, key)
         if value is None:
             return ShareGroupMetadataRecord(k.group_id, tombstone=True)
-        return ShareGroupMetadataRecord(k.group_id, decode_struct(ShareGroupMetadataValue, value).epoch)
+        return ShareGroupMetadataRecord(k.group_id, decode_struct(_S.ShareGroupMetadataValue, value).epoch)
     if kv == SHARE_GROUP_MEMBER_METADATA_KEY_VERSION:
-        k = decode_struct(ShareGroupMemberMetadataKey, key)
+        k = decode_struct(_S.ShareGroupMemberMetadataKey, key)
         if value is None:
             return ShareMemberRecord(k.group_id, k.member_id, tombstone=True)
-        v = decode_struct(ShareGroupMemberMetadataValue, value)
+        v = decode_struct(_S.ShareGroupMemberMetadataValue, value)
         return ShareMemberRecord(k.group_id, k.member_id, v.rack_id, v.client_id, v.client_host,
                                  tuple(v.subscribed_topic_names))
     if kv == SHARE_GROUP_TARGET_METADATA_KEY_VERSION:
-        k = decode_struct(ShareGroupTargetAssignmentMetadataKey, key)
+        k = decode_struct(_S.ShareGroupTargetAssignmentMetadataKey, key)
         if value is None:
             return ShareTargetMetadataRecord(k.group_id, tombstone=True)
         return ShareTargetMetadataRecord(
-            k.group_id, decode_struct(ShareGroupTargetAssignmentMetadataValue, value).assignment_epoch)
+            k.group_id, decode_struct(_S.ShareGroupTargetAssignmentMetadataValue, value).assignment_epoch)
     if kv == SHARE_GROUP_TARGET_MEMBER_KEY_VERSION:
-        k = decode_struct(ShareGroupTargetAssignmentMemberKey, key)
+        k = decode_struct(_S.ShareGroupTargetAssignmentMemberKey, key)
         if value is None:
             return ShareTargetMemberRecord(k.group_id, k.member_id, tombstone=True)
-        v = decode_struct(ShareGroupTargetAssignmentMemberValue, value)
+        v = decode_struct(_S.ShareGroupTargetAssignmentMemberValue, value)
         return ShareTargetMemberRecord(k.group_id, k.member_id, _assignment(v.topic_partitions))
     if kv == SHARE_GROUP_CURRENT_ASSIGNMENT_KEY_VERSION:
-        k = decode_struct(ShareGroupCurrentMemberAssignmentKey, key)
+        k = decode_struct(_S.ShareGroupCurrentMemberAssignmentKey, key)
         if value is None:
             return ShareAssignmentRecord(k.group_id, k.member_id, tombstone=True)
-        v = decode_struct(ShareGroupCurrentMemberAssignmentValue, value)
+        v = decode_struct(_S.ShareGroupCurrentMemberAssignmentValue, value)
         return ShareAssignmentRecord(k.group_id, k.member_id, v.member_epoch, v.previous_member_epoch, v.state,
                                      _assignment(v.assigned_partitions))
     # 9 and 15: keyed by the group id alone, as type 11 - read with that struct
-    k = decode_struct(ShareGroupMetadataKey, SHARE_GROUP_METADATA_KEY_VERSION.to_bytes(2, "big") + bytes(key[2:]))
+    k = decode_struct(_S.ShareGroupMetadataKey, SHARE_GROUP_METADATA_KEY_VERSION.to_bytes(2, "big") + bytes(key[2:]))
     return ShareIgnoredRecord(k.group_id, kv, tombstone=value is None)

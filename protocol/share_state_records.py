@@ -11,10 +11,11 @@ import uuid
 from dataclasses import dataclass
 
 from .internal_topics import share_coordinator_key
-from .structs import decode_struct, key_version, schema_pair
+from .structs import LazySchemas, decode_struct, key_version
 
-ShareSnapshotKey, ShareSnapshotValue = schema_pair("ShareSnapshot", __name__)
-ShareUpdateKey, ShareUpdateValue = schema_pair("ShareUpdate", __name__)
+# the key and value classes, each built the first time it is used (structs.LazySchemas)
+_S = LazySchemas(__name__, pairs=("ShareSnapshot", "ShareUpdate"))
+__getattr__ = _S.module_getattr()
 
 SHARE_SNAPSHOT_KEY_VERSION = 0
 SHARE_UPDATE_KEY_VERSION = 1
@@ -61,7 +62,7 @@ def batch_producer(record: ShareStateRecord) -> None:
 
 
 def encode(record: ShareStateRecord) -> tuple[bytes, bytes | None]:
-    K, V = (ShareSnapshotKey, ShareSnapshotValue) if record.snapshot else (ShareUpdateKey, ShareUpdateValue)
+    K, V = (_S.ShareSnapshotKey, _S.ShareSnapshotValue) if record.snapshot else (_S.ShareUpdateKey, _S.ShareUpdateValue)
     key = bytes(K(group_id=record.group_id, topic_id=record.topic_id, partition=record.partition).encode(
         version=SHARE_SNAPSHOT_KEY_VERSION if record.snapshot else SHARE_UPDATE_KEY_VERSION))
     if record.tombstone:
@@ -82,10 +83,10 @@ def decode(key: bytes, value: bytes | None) -> ShareStateRecord:
     if kv not in (SHARE_SNAPSHOT_KEY_VERSION, SHARE_UPDATE_KEY_VERSION):
         raise UnknownRecordType(kv)
     snapshot = kv == SHARE_SNAPSHOT_KEY_VERSION
-    k = decode_struct(ShareSnapshotKey if snapshot else ShareUpdateKey, key)
+    k = decode_struct(_S.ShareSnapshotKey if snapshot else _S.ShareUpdateKey, key)
     if value is None:
         return ShareStateRecord(k.group_id, k.topic_id, k.partition, snapshot, tombstone=True)
-    v = decode_struct(ShareSnapshotValue if snapshot else ShareUpdateValue, value)
+    v = decode_struct(_S.ShareSnapshotValue if snapshot else _S.ShareUpdateValue, value)
     batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches)
     return ShareStateRecord(k.group_id, k.topic_id, k.partition, snapshot, v.snapshot_epoch,
                             v.state_epoch if snapshot else 0, v.leader_epoch, v.start_offset, batches)

@@ -10,9 +10,13 @@ structs, `max_version`, ...) come from the schema at run time, so they are typed
 """
 from __future__ import annotations
 
+import contextlib
 import struct
+import sys
+import threading
 import types
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka.protocol.api_data import ApiData
@@ -21,6 +25,7 @@ from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 from . import schemas
 
 _I16 = struct.Struct(">h")
+_READ_TEXT_DEPRECATED = sys.version_info < (3, 13)
 
 Decoder = Callable[[bytes, int], tuple[Any, int]]      # (data, position) -> (struct, position after it)
 
@@ -36,6 +41,58 @@ def schema_class(name: str, module: str, base: type = ApiData) -> Any:
 def schema_pair(record: str, module: str) -> tuple[Any, Any]:
     """The key and value classes of one record type (`<record>Key`, `<record>Value` schemas)."""
     return schema_class(f"{record}Key", module), schema_class(f"{record}Value", module)
+
+
+@contextlib.contextmanager
+def quiet_schema_reads() -> Iterator[None]:
+    """Around building a schema class after import. kafka-python reads a schema with
+    importlib.resources.read_text, which Python 3.11-3.12 deprecate: silenced as protocol/__init__.py silences it
+    at import, so a suite run with `filterwarnings = error` does not fail on a class built on first use (in the
+    server's thread: the request would fail). `warnings.catch_warnings` swaps the process's warning filters, which
+    another thread changing them in that millisecond would see; Python 3.13 took the deprecation back, and
+    there nothing is swapped."""
+    if not _READ_TEXT_DEPRECATED:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
+        yield
+
+
+class LazySchemas:
+    """The schema classes of one module, each built the first time it is used rather than at import (building
+    them all took ~25 ms of the server's start-up, most of them for records a test may never write).
+    `S = LazySchemas(__name__, pairs=("OffsetCommit", ...), names=(...))`: `S.OffsetCommitKey` is
+    `schema_class("OffsetCommitKey", module)`, built once (under a lock: two threads asking at once get the same
+    class) and then a plain attribute. `module_getattr()` is the module's `__getattr__` (PEP 562), so
+    `module.OffsetCommitKey` works from outside as it did when the module built it at import."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, module: str, pairs: tuple[str, ...] = (), names: tuple[str, ...] = (),
+                 base: type = ApiData) -> None:
+        self._module = module
+        self._base = base
+        self._names = frozenset(names) | {f"{p}{kv}" for p in pairs for kv in ("Key", "Value")}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._names:
+            raise AttributeError(f"module {self._module!r} has no attribute {name!r}")
+        with self._lock:
+            cls = self.__dict__.get(name)
+            if cls is None:
+                with quiet_schema_reads():
+                    cls = schema_class(name, self._module, self._base)
+                setattr(self, name, cls)
+        return cls
+
+    def names(self) -> frozenset[str]:
+        return self._names
+
+    def module_getattr(self) -> Callable[[str], Any]:
+        def __getattr__(name: str) -> Any:
+            return getattr(self, name)
+        return __getattr__
 
 
 def key_version(key: bytes) -> int:

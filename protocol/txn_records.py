@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .structs import schema_class
+from .structs import LazySchemas
 
 TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_VERSION = 0
@@ -25,8 +25,9 @@ STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCom
                "PrepareEpochFence")
 
 
-TransactionLogKey = schema_class("TransactionLogKey", __name__)
-TransactionLogValue = schema_class("TransactionLogValue", __name__)
+# the key and value classes, each built the first time it is used (structs.LazySchemas)
+_S = LazySchemas(__name__, pairs=("TransactionLog",))
+__getattr__ = _S.module_getattr()
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,15 @@ def batch_producer(record: TransactionRecord) -> None:
 def encode(record: TransactionRecord) -> tuple[bytes, bytes | None]:
     if not isinstance(record, TransactionRecord):
         raise TypeError(f"not a transaction coordinator record: {record!r}")
-    key = bytes(TransactionLogKey(transactional_id=record.transactional_id)
+    key = bytes(_S.TransactionLogKey(transactional_id=record.transactional_id)
                 .encode(version=TRANSACTION_LOG_KEY_VERSION))
     if record.tombstone:
         return key, None
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(record.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    P = TransactionLogValue.PartitionsSchema
-    value = TransactionLogValue(
+    P = _S.TransactionLogValue.PartitionsSchema
+    value = _S.TransactionLogValue(
         producer_id=record.producer_id, producer_epoch=record.producer_epoch,
         transaction_timeout_ms=record.timeout_ms, transaction_status=record.state,
         # null for an Empty transaction, as Kafka writes it
@@ -102,10 +103,10 @@ def decode(key: bytes, value: bytes | None) -> TransactionRecord:
     kv = _I16.unpack_from(key, 0)[0]
     if kv != TRANSACTION_LOG_KEY_VERSION:
         raise UnknownRecordType(kv)
-    k = TransactionLogKey.decode(bytes(key))
+    k = _S.TransactionLogKey.decode(bytes(key))
     if value is None:
         return TransactionRecord(k.transactional_id, tombstone=True)
-    v = TransactionLogValue.decode(bytes(value))
+    v = _S.TransactionLogValue.decode(bytes(value))
     parts = frozenset((p.topic, i) for p in (v.transaction_partitions or ()) for i in p.partition_ids)
     flexible = v.version >= 1
     return TransactionRecord(k.transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,

@@ -15,6 +15,11 @@ DENIED = (
     # crc32c's __init__ reads its version with importlib.metadata (which imports email): tenure takes the C functions
     # only; RE2 is imported at a group's first regular expression
     "importlib.metadata", "email", "crc32c._cli", "re2",
+    # kafka-python's API classes are imported when a request of the API first comes (protocol/apis.py ApiClasses);
+    # at import only the modules the server's layers take names from (groups, ACLs, producer, SASL)
+    "kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster",
+    "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
+    "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
 )
 
 
@@ -72,3 +77,84 @@ def test_threads_that_import_kafka_python_clients_at_once_all_get_them():
                    "[t.start() for t in ts]\n"
                    "[t.join() for t in ts]\n"
                    "assert errors == [], errors")
+
+
+RECORD_MODULES = ("records", "consumer_group_records", "share_group_records", "share_state_records", "txn_records",
+                  "share_group", "consumer_group")
+
+
+# the classes the coordinator's modules import by name at their own import (they answer with them)
+FORCED = {"share_group": ["ShareGroupDescribeResponse", "ShareGroupHeartbeatResponse"],
+          "consumer_group": ["ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatResponse"]}
+
+
+def test_import_tenure_server_builds_no_record_class():
+    """The internal topics' key and value classes, and the share and consumer group APIs' classes, are built from
+    their JSON schemas the first time they are used, not at import (structs.LazySchemas)."""
+    _modules_after("import tenure.server, importlib\n"
+                   f"FORCED = {FORCED!r}\n"
+                   f"for m in {RECORD_MODULES!r}:\n"
+                   "    lazy = importlib.import_module('tenure.protocol.' + m)._S\n"
+                   "    built = sorted(n for n in lazy.names() if n in vars(lazy))\n"
+                   "    assert lazy.names() and built == FORCED.get(m, []), (m, built)")
+
+
+def test_a_record_class_is_built_once_on_first_use_even_by_threads_at_once_with_warnings_as_errors():
+    _modules_after("import threading\n"
+                   "from tenure.protocol import records as rec\n"
+                   "from tenure.protocol import txn_records\n"
+                   "got, errors = [], []\n"
+                   "def use():\n"
+                   "    try:\n"
+                   "        got.append(rec.OffsetCommitKey)\n"
+                   "    except Exception as exc:\n"
+                   "        errors.append(exc)\n"
+                   "ts = [threading.Thread(target=use) for _ in range(16)]\n"
+                   "[t.start() for t in ts]\n"
+                   "[t.join() for t in ts]\n"
+                   "assert errors == [] and len(got) == 16 and len(set(got)) == 1, (errors, got)\n"
+                   "cls = got[0]\n"
+                   "assert cls.__name__ == 'OffsetCommitKey' and cls.__module__ == 'tenure.protocol.records'\n"
+                   "assert rec._S.OffsetCommitKey is cls and vars(rec._S)['OffsetCommitKey'] is cls\n"
+                   "key = cls(group='g', topic='t', partition=3).encode(version=1)\n"
+                   "assert rec.offset_commit_key(bytes(key)) == ('g', 't', 3)\n"
+                   "assert txn_records.TransactionLogValue.max_version >= 1\n"
+                   "try:\n"
+                   "    rec.NoSuchKey\n"
+                   "except AttributeError as exc:\n"
+                   "    assert 'NoSuchKey' in str(exc)\n"
+                   "else:\n"
+                   "    raise AssertionError('an unknown name must raise AttributeError')", "-W", "error")
+
+
+def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets_every_class_built_on_first_use():
+    """kafka-python 3 creates a topic, produces and consumes in a group against a ServerThread of a process run
+    with `-W error` (a suite's `filterwarnings = error`): the classes of each API it sends and the records the
+    coordinator writes are built at their first use, in the server's thread, and none of them fails on a warning."""
+    _modules_after(
+        "import tenure.server, sys\n"
+        "from tenure.protocol.apis import SUPPORTED\n"
+        "from tenure.protocol import records as rec\n"
+        "assert SUPPORTED[19].classes.pair is None and 'OffsetCommitValue' not in vars(rec._S)\n"
+        "st = tenure.server.ServerThread(port=0).start()\n"
+        "try:\n"
+        "    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer\n"
+        "    from kafka.admin import NewTopic\n"
+        "    admin = KafkaAdminClient(bootstrap_servers=st.bootstrap)\n"
+        "    admin.create_topics([NewTopic('lazy', 1, 1)])\n"
+        "    admin.close()\n"
+        "    p = KafkaProducer(bootstrap_servers=st.bootstrap)\n"
+        "    for i in range(5):\n"
+        "        p.send('lazy', str(i).encode())\n"
+        "    p.flush(); p.close()\n"
+        "    c = KafkaConsumer('lazy', bootstrap_servers=st.bootstrap, group_id='g', auto_offset_reset='earliest',\n"
+        "                      consumer_timeout_ms=10000)\n"
+        "    got = [m.value for _, m in zip(range(5), c)]\n"
+        "    c.commit(); c.close()\n"
+        "    assert got == [b'0', b'1', b'2', b'3', b'4'], got\n"
+        "finally:\n"
+        "    st.stop()\n"
+        "for key in (0, 1, 8, 11, 14, 19):     # Produce, Fetch, OffsetCommit, JoinGroup, SyncGroup, CreateTopics\n"
+        "    assert SUPPORTED[key].classes.pair is not None, SUPPORTED[key].name\n"
+        "assert 'OffsetCommitValue' in vars(rec._S) and 'GroupMetadataValue' in vars(rec._S)",
+        "-W", "error")
