@@ -238,7 +238,7 @@ class Compactor:
             st.bytes_read += g.size
             summaries = [self._summaries[s] for s in group]
             done: Rewritten = yield (rewrite_files, [(s.path, s.size) for s in group], g.changed, summaries,
-                                      p.latest, g.droppable, now, stamp)
+                                      p.latest, g.droppable, now, stamp, p.txns)
             if not self._still_in(plog, group):
                 break
             self._install(plog, group, done)
