@@ -314,12 +314,15 @@ def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[b
     txns = txns or Txns({}, frozenset())
     out = bytearray()
     st = CleanStats()
+    parts: list[SegmentSummary | tuple[int, int]] = []    # per segment: its summary if copied, else its bytes
     for batches, change, s in zip(segments, changed, summaries, strict=True):
         st.records_before += s.records
         if not change:
             for _, raw in batches:
                 out += raw
+            parts.append(s)
             continue
+        start = len(out)
         for h, raw in batches:
             horizon = batch_horizon(h)
             if h.is_control:
@@ -369,10 +372,28 @@ def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[b
                 st.batches_stamped += new_horizon != horizon
             else:
                 st.batches_dropped += 1
+        parts.append((start, len(out)))
     data = bytes(out)
-    summary = summarize((h, data[h.position:h.position + h.size]) for h in parse_batches(data))
+    summary = _merge([part if isinstance(part, SegmentSummary) else _summarize_bytes(data[part[0]:part[1]])
+                      for part in parts])
     st.records_after = summary.records
     return Rewritten(data, summary, st)
+
+
+def _summarize_bytes(data: bytes) -> SegmentSummary:
+    return summarize((h, data[h.position:h.position + h.size]) for h in parse_batches(data))
+
+
+def _merge(summaries: list[SegmentSummary]) -> SegmentSummary:
+    keys: KeyIndex = {}
+    txn: list[TxnBatch] = []
+    records = fixed = 0
+    for s in summaries:
+        keys.update(s.keys)
+        txn += s.txn
+        records += s.records
+        fixed += s.fixed
+    return SegmentSummary(keys, records, fixed, tuple(txn))
 
 
 def _read_segment(path, size: int, sync: bool) -> Iterator[Batch]:

@@ -13,7 +13,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.protocol.markers import control_batch
 from tenure.storage import parse_batches
-from tenure.storage.cleaning import DELETE_HORIZON_FLAG
+from tenure.storage.cleaning import DELETE_HORIZON_FLAG, summarize_files
 from tenure.storage.compaction import CompactionPolicy, Compactor
 from tenure.storage.segments import SegmentLog
 
@@ -43,6 +43,16 @@ def batches(plog: SegmentLog) -> list[tuple[int, bool, bool, int]]:
 
 def values(plog: SegmentLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return [(o, key, v) for o, key, v, _, _ in records_of(plog)]
+
+
+def check_summaries(c: Compactor, plog: SegmentLog) -> None:
+    """The key index a pass keeps for a cleaned segment is what reading the segment again gives."""
+    checked = 0
+    for seg in plog.segments[:-1]:
+        if seg in c._summaries:
+            assert c._summaries[seg] == summarize_files([(seg.path, seg.size)])[0]
+            checked += 1
+    assert checked
 
 
 class Clock:
@@ -130,6 +140,7 @@ def test_a_marker_stays_while_data_of_its_transaction_is_left_then_for_the_delet
         clock.now += 1000
         c.clean_fully(plog, RETAIN)
         assert values(plog) == [(4, k(9), b"active"), (5, k(1), b"plain"), (6, k(8), b"x")]
+        check_summaries(c, plog)
         assert file_records(plog) == records_of(plog)
         plog.close()
 
@@ -156,6 +167,7 @@ def test_committed_records_are_deduplicated_by_key_and_a_later_tombstone_deletes
         got = values(plog)
         assert all(key != k(1) for _, key, _ in got)              # the tombstone went, with every k1 record
         assert [o for o, _, _ in got] == [2, 3, 5]
+        check_summaries(c, plog)
         assert file_records(plog) == records_of(plog)
         plog.close()
 
@@ -195,5 +207,6 @@ def test_interleaved_transactions_are_matched_to_their_own_producers_marker():
         assert [(o, key, v) for o, key, v in got if key in (k(1), k(2))] == [(0, k(1), b"p7"), (4, k(2), b"p8 again")]
         st = c.clean_fully(plog, RETAIN)                          # converged: the stamped marker waits
         assert st.groups_cleaned == 0
+        check_summaries(c, plog)
         assert file_records(plog) == records_of(plog)
         plog.close()
