@@ -9,6 +9,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.protocol.markers import control_batch
@@ -256,3 +258,68 @@ def test_kafka_log_cleaner_test_cases():
             assert offsets[:-1] == later and got_keys[:-1] == keys, n
             assert file_records(plog) == records_of(plog)
             plog.close()
+
+
+step = st.one_of(
+    st.tuples(st.just("plain"), st.just(-1), st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=3)),
+    st.tuples(st.just("txn"), st.integers(1, 3), st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=3)),
+    st.tuples(st.sampled_from(["commit", "abort"]), st.integers(1, 3), st.none()),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=1, max_size=30), retention=st.sampled_from([0, 1000]))
+def test_generated_transactional_histories_keep_what_a_read_committed_load_sees(steps, retention):
+    """After cleaning (and a restart), every key's latest committed record is the same, a key whose latest
+    record was a tombstone has either that tombstone or no committed record left (nothing deleted comes
+    back), and every record from the first unstable offset on is untouched."""
+    with tempfile.TemporaryDirectory() as d:
+        plog = new_log(Path(d) / "h-0", segment_bytes=150)
+        for i, (kind, pid, arg) in enumerate(steps):
+            if kind in ("plain", "txn"):
+                recs = [(k(x), None if tomb else f"v{i}".encode()) for x, tomb in arg]
+                plog.append(build(recs, i) if kind == "plain" else txn(recs, i, pid))
+            else:
+                plog.append(marker(pid, kind == "commit", i))
+        plog.append(build([(k(99), b"active")], ts=99))
+
+        def visible(plog):
+            """(offset, key, value) of committed records; the first unstable offset."""
+            batches = [(h, raw) for h, raw in plog.batches(0)]
+            outcome: dict[int, bool] = {}
+            pending: dict[int, list[int]] = {}
+            for h, raw in batches:
+                if h.is_control:
+                    commit = next(iter(DefaultRecordBatch(raw))).key == COMMIT_KEY
+                    for base in pending.pop(h.producer_id, []):
+                        outcome[base] = commit
+                elif h.is_transactional:
+                    pending.setdefault(h.producer_id, []).append(h.base_offset)
+            unstable = min((b for bases in pending.values() for b in bases), default=1 << 62)
+            out = []
+            for h, raw in batches:
+                if h.is_control or (h.is_transactional and not outcome.get(h.base_offset)):
+                    continue
+                out += [(r.offset, r.key, r.value) for r in DefaultRecordBatch(raw)]
+            return out, unstable
+
+        before, unstable = visible(plog)
+        all_before = records_of(plog)
+        clock = Clock(100)
+        c = Compactor(clock_ms=clock)
+        for _ in range(3):
+            c.clean_fully(plog, CompactionPolicy(delete_retention_ms=retention))
+            clock.now += 2000
+        after, unstable_after = visible(plog)
+        assert unstable_after == unstable
+        latest_before = {key: (o, v) for o, key, v in before}
+        latest_after = {key: (o, v) for o, key, v in after}
+        for key, (o, v) in latest_before.items():
+            if v is not None:
+                assert latest_after.get(key) == (o, v)
+            else:
+                assert latest_after.get(key) in (None, (o, v)), f"{key!r} came back"
+        assert set(latest_after) <= set(latest_before)
+        assert [r for r in records_of(plog) if r[0] >= unstable] == [r for r in all_before if r[0] >= unstable]
+        assert file_records(plog) == records_of(plog)
+        plog.close()
