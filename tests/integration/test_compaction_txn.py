@@ -6,6 +6,8 @@ OffsetDelete then writes a plain tombstone of the same key; once the cleaner has
 offset back: the committed transactional record was removed with it, as Kafka's cleaner does."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tenure.config import ServerConfig
@@ -67,3 +69,60 @@ def test_an_offset_deleted_after_a_transactional_commit_stays_deleted_after_clea
         assert s.call(lambda: s.server.topics.get(OFFSETS_TOPIC).partitions[0].log_end_offset) == end
         assert committed(s.bootstrap, group, "tx") < 0, "the deleted offset came back"
         assert committed(s.bootstrap, group, "filler") == 40
+
+
+def test_a_compacted_topic_written_in_transactions_reads_the_same_committed_records_after_cleaning(tmp_path):
+    """confluent-kafka's transactional producer writes a compacted topic in committed and aborted
+    transactions; after the cleaner ran, a read_uncommitted consumer no longer sees the aborted records and a
+    read_committed one sees the latest committed value of every key, as before."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    def read(bootstrap: str, isolation: str, end: int) -> list:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{isolation}", "enable.auto.commit": False,
+                      "isolation.level": isolation})
+        c.assign([TopicPartition("kvt", 0, 0)])
+        got: list = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                got.append((m.key(), m.value()))
+            pos = c.position([TopicPartition("kvt", 0)])[0].offset
+            if pos >= end:
+                break
+        c.close()
+        return got
+
+    cfg = ServerConfig(port=0, data_dir=str(tmp_path / "data"), segment_bytes=1024, cleaner_interval_ms=0)
+    with ServerThread(cfg) as s:
+        admin = AdminClient({"bootstrap.servers": s.bootstrap})
+        admin.create_topics([NewTopic("kvt", 1, 1, config={"cleanup.policy": "compact"})])["kvt"].result(15)
+        p = Producer({"bootstrap.servers": s.bootstrap, "transactional.id": "kvt-writer", "linger.ms": 0})
+        p.init_transactions(15)
+        for i in range(30):
+            p.begin_transaction()
+            for j in range(3):
+                p.produce("kvt", key=f"k{(i + j) % 5}".encode(), value=f"v{i}-{j}".encode() * 20, partition=0)
+            if i % 3 == 2:
+                assert p.flush(15) == 0                  # in the log before the abort (not purged by it)
+                p.abort_transaction(15)
+            else:
+                p.commit_transaction(15)
+        for i in range(30, 36):                          # committed ones roll the last abort out of the active segment
+            p.begin_transaction()
+            p.produce("kvt", key=f"x{i}".encode(), value=b"pad" * 200, partition=0)
+            p.commit_transaction(15)
+        end = s.call(lambda: s.server.topics.get("kvt").partitions[0].log_end_offset)
+        committed_before = read(s.bootstrap, "read_committed", end)
+        latest = {}
+        for key, value in committed_before:
+            latest[key] = value
+        st = s.compact_now()
+        assert st.groups_cleaned > 0 and st.aborted_batches_dropped > 0, st
+        uncommitted = read(s.bootstrap, "read_uncommitted", end)
+        assert all(int(v.split(b"-")[0][1:]) % 3 != 2 for key, v in uncommitted if key.startswith(b"k")), \
+            "an aborted record is still there"
+        committed_after = read(s.bootstrap, "read_committed", end)
+        assert len(committed_after) < len(committed_before)
+        assert {key: v for key, v in committed_after} == latest
