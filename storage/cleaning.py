@@ -29,14 +29,15 @@ CODEC_MASK = DefaultRecordBatch.CODEC_MASK
 _CRC = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")               # a control record's key: version, type (0 ABORT, 1 COMMIT)
 ABORT, COMMIT = 0, 1
+OTHER, EMPTY = -1, -2                             # a control batch of another type (kept); one with no record
 KeyIndex = dict[bytes, tuple[int, bool, int | None]]
 
 
 @dataclass(frozen=True)
 class TxnBatch:
     """A batch of a transaction (transactional data, or a control batch: a transaction marker), as the
-    cleaner needs it: the producer, the offsets, for a marker its type (ABORT/COMMIT, else None) and delete
-    horizon, for data the key index of its records (like `SegmentSummary.keys`) and its keyless count (a
+    cleaner needs it: the producer, the offsets, for a control batch its type (ABORT, COMMIT, OTHER or EMPTY;
+    data: None) and delete horizon, for data the key index of its records (like `SegmentSummary.keys`) and its keyless count (a
     batch whose records do not decode counts them all keyless: it is kept or dropped whole)."""
     producer_id: int
     base_offset: int
@@ -113,9 +114,14 @@ def summarize(batches: Iterable[tuple[BatchHeader, bytes]]) -> SegmentSummary:
     for h, raw in batches:
         if h.is_control:
             recs = _records(h, raw)
-            marker = _CONTROL_KEY.unpack(recs[0].key)[1] if recs and recs[0].key and len(recs[0].key) >= 4 else None
-            txn.append(TxnBatch(h.producer_id, h.base_offset, h.records_count,
-                                marker if marker in (ABORT, COMMIT) else -1, batch_horizon(h), {}, 0))
+            if recs == []:
+                marker = EMPTY                 # Kafka: an empty control batch was already cleaned; it goes
+            elif recs and recs[0].key and len(recs[0].key) >= 4:
+                marker = _CONTROL_KEY.unpack(recs[0].key[:4])[1]
+                marker = marker if marker in (ABORT, COMMIT) else OTHER
+            else:
+                marker = OTHER                 # undecodable or an unknown key: kept
+            txn.append(TxnBatch(h.producer_id, h.base_offset, h.records_count, marker, batch_horizon(h), {}, 0))
             records += h.records_count
             continue
         if h.is_transactional:
@@ -217,6 +223,8 @@ def resolve(summaries: list[SegmentSummary]) -> tuple[Txns, int]:
                     committed[base] = t.marker == COMMIT
                 if not data:
                     discardable.add(t.base_offset)
+            elif t.marker == EMPTY:
+                discardable.add(t.base_offset)
     end = min((i for data in pending.values() for i, _ in data), default=len(summaries))
     return Txns(committed, frozenset(discardable)), end
 
@@ -265,7 +273,8 @@ def plan(summaries: list[SegmentSummary], sizes: list[int], segment_bytes: int, 
             indexes = [s.keys]
             for t in s.txn:
                 if t.marker is not None:
-                    if t.base_offset in txns.discardable and (t.horizon is None or now >= t.horizon):
+                    if t.base_offset in txns.discardable and (t.marker == EMPTY or t.horizon is None
+                                                              or now >= t.horizon):
                         change = True          # to stamp or to drop
                     kept += t.records
                 elif txns.committed.get(t.base_offset):
@@ -326,12 +335,13 @@ def rewrite(segments: list[Iterable[tuple[BatchHeader, bytes]]], changed: list[b
         for h, raw in batches:
             horizon = batch_horizon(h)
             if h.is_control:
+                recs = _records(h, raw)
                 if h.base_offset not in txns.discardable:
                     out += raw
-                elif horizon is not None and now >= horizon:
+                elif recs == [] or (horizon is not None and now >= horizon):
                     st.batches_dropped += 1
                     st.markers_dropped += 1
-                elif horizon is None and (recs := _records(h, raw)):
+                elif horizon is None and recs:
                     out += rebuild_batch(h, recs, stamp)
                     st.batches_rebuilt += 1
                     st.batches_stamped += 1

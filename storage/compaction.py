@@ -23,7 +23,8 @@ keys are in the key map; a rebuilt batch stays transactional). A marker stays wh
 its transaction is in the log; a pass that finds none stamps it with a delete horizon (as a tombstone's
 batch, below) and the first pass at or after the horizon removes it (Kafka removes a COMMIT marker once a
 cleaning round traverses none of its data; tenure waits until none is left, so a marker never goes
-before its data). A marker of a type other than ABORT/COMMIT is kept.
+before its data). A control batch of another type (or whose record does not decode) is kept; one with
+no record at all goes (Kafka: it was already cleaned).
 
 Superseded. A record is superseded when a record with the same key has a higher offset inside the
 cleanable range. Records in the active or uncleanable segments do not supersede anything (as in Kafka:

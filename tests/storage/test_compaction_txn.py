@@ -323,3 +323,31 @@ def test_generated_transactional_histories_keep_what_a_read_committed_load_sees(
         assert [r for r in records_of(plog) if r[0] >= unstable] == [r for r in all_before if r[0] >= unstable]
         assert file_records(plog) == records_of(plog)
         plog.close()
+
+
+def test_an_empty_control_batch_goes_and_a_control_batch_of_another_type_stays():
+    """Kafka's testCleanEmptyControlBatch (an empty control batch is discarded) and ControlRecordType's
+    other types (kept)."""
+    from tenure.protocol.markers import _ControlBatchBuilder
+
+    def control(key: bytes | None) -> bytes:
+        b = _ControlBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=1,
+                                 producer_epoch=0, base_sequence=-1, batch_size=2 ** 20)
+        if key is not None:
+            b.append(0, timestamp=1, key=key, value=MARKER_VALUE, headers=[])
+        return bytes(b.build())
+
+    with tempfile.TemporaryDirectory() as d:
+        plog = new_log(Path(d) / "e-0", segment_bytes=100)
+        plog.append(build([(k(1), b"a")], ts=1))                  # 0
+        plog.append(control(b"\0\0\0\x05"))                        # 1: a control type Kafka does not clean
+        plog.append(build([(k(2), b"b")], ts=2))                  # 2
+        plog.append(control(None))                                 # 3: no record
+        plog.append(build([(k(9), b"active")], ts=3))
+        assert [h.records_count for h, _ in plog.batches(0)][3] == 0
+        c = Compactor(clock_ms=Clock())
+        st = c.clean_fully(plog, RETAIN)
+        assert st.batches_dropped == 1
+        assert [b[0] for b in batches(plog)] == [0, 1, 2, 4]
+        assert not c.clean_fully(plog, RETAIN).groups_cleaned   # converged
+        plog.close()
