@@ -10,7 +10,21 @@ Cleanable range. The active (newest) segment is never read for the key map nor r
 `min.compaction.lag.ms` = L > 0 the range also ends at the first non-active segment whose largest
 timestamp is > now - L: that segment and every later one are left alone, so a record younger than L is
 never removed or rewritten (Kafka's first uncleanable offset). With L = 0 every non-active segment is
-cleanable.
+cleanable. The range also ends at the first segment holding a transactional data batch whose
+transaction has no marker in the range (storage/cleaning.py `resolve`): an open transaction (Kafka's
+first unstable offset, read from the log itself, so `__consumer_offsets`' transactional offset commits
+count as any partition's do), or one whose marker is still in the active segment (Kafka would clean up
+to the first unstable offset here; tenure waits until the marker is in a cleanable segment).
+
+Transactions (Kafka's CleanedTransactionMetadata). A transactional data batch belongs to the next
+marker (control batch) of its producer id. Batches of an aborted transaction are removed whole and
+their keys supersede nothing; records of a committed transaction are compacted like any record (their
+keys are in the key map; a rebuilt batch stays transactional). A marker stays while any data batch of
+its transaction is in the log; a pass that finds none stamps it with a delete horizon (as a tombstone's
+batch, below) and the first pass at or after the horizon removes it (Kafka removes a COMMIT marker once a
+cleaning round traverses none of its data; tenure waits until none is left, so a marker never goes
+before its data). A control batch of another type (or whose record does not decode) is kept; one with
+no record at all goes (Kafka: it was already cleaned).
 
 Superseded. A record is superseded when a record with the same key has a higher offset inside the
 cleanable range. Records in the active or uncleanable segments do not supersede anything (as in Kafka:
@@ -21,9 +35,8 @@ A record is kept unless
 - it is a tombstone (value null), the latest record of its key, in a batch whose delete horizon H has
   passed (now >= H), and no segment outside the group being rewritten holds a record with that key (so
   no older value can come back once the tombstone is gone).
-Records without a key, all records of control or transactional batches, and batches whose records do
-not decode (e.g. a compression codec that is not installed) are kept byte for byte and supersede
-nothing.
+Records without a key and batches whose records do not decode (e.g. a compression codec that is not
+installed; an aborted one is still removed whole) are kept byte for byte and supersede nothing.
 
 Delete horizon (tombstone retention; Kafka's KIP-534). The first pass that rewrites a batch holding a
 kept tombstone stamps the batch with H = now + `delete.retention.ms`: attribute bit 6 (0x40) is set and
@@ -238,7 +251,7 @@ class Compactor:
             st.bytes_read += g.size
             summaries = [self._summaries[s] for s in group]
             done: Rewritten = yield (rewrite_files, [(s.path, s.size) for s in group], g.changed, summaries,
-                                      p.latest, g.droppable, now, stamp)
+                                      p.latest, g.droppable, now, stamp, p.txns)
             if not self._still_in(plog, group):
                 break
             self._install(plog, group, done)

@@ -17,6 +17,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from tenure.coordinator import GroupShard
 from tenure.protocol import records as rec
+from tenure.protocol.markers import control_batch
 from tenure.storage import parse_batches
 from tenure.storage import segments as segments_mod
 from tenure.storage.batch import restamp
@@ -306,7 +307,8 @@ def test_log_append_time_batches_keep_their_timestamp_type():
     assert [(r.offset, r.timestamp) for r in DefaultRecordBatch(out)] == [(1, h.max_timestamp)]
 
 
-def test_transactional_batches_and_keyless_records_are_kept_as_they_are():
+def test_committed_transactional_records_compact_like_others_and_keyless_records_are_kept():
+    # (an open or aborted transaction: tests/storage/test_compaction_txn.py)
     with tempfile.TemporaryDirectory() as d:
         plog = new_log(Path(d) / "u-0", segment_bytes=100)
         plog.append(build([(k(1), b"old")], ts=1))
@@ -314,12 +316,13 @@ def test_transactional_batches_and_keyless_records_are_kept_as_they_are():
         plog.append(build([(None, b"keyless")], ts=3))
         plog.append(build([(k(2), b"old")], ts=4))
         plog.append(build([(k(2), b"new")], ts=5))
-        plog.append(build([(k(9), b"active")], ts=6))
+        plog.append(control_batch(5, 0, True, 0, 6))
+        plog.append(build([(k(9), b"active")], ts=7))
         Compactor(clock_ms=lambda: 100).clean_fully(plog, CompactionPolicy())
         got = [(o, key, v) for o, key, v, _, _ in records_of(plog)]
-        # the transactional record supersedes nothing (it may be aborted) and is itself kept
-        assert got == [(0, k(1), b"old"), (1, k(1), b"txn"), (2, None, b"keyless"), (4, k(2), b"new"),
-                       (5, k(9), b"active")]
+        # the committed transactional record supersedes the older value of its key (Kafka's key map holds it)
+        assert got == [(1, k(1), b"txn"), (2, None, b"keyless"), (4, k(2), b"new"),
+                       (5, b"\0\0\0\1", b"\0" * 6), (6, k(9), b"active")]     # the COMMIT marker
         plog.close()
 
 

@@ -85,6 +85,14 @@ def mixed_log(path, seed: int = 1) -> SegmentLog:
     plog.append(batch([rec.encode(rec.OffsetCommitRecord("g0", "t", 9, 1, -1, "", 1))], producer_id=99,
                       transactional=True))                      # still open at the end
     Compactor(clock_ms=lambda: 1_800_000_000_000).clean_fully(plog, CompactionPolicy(delete_retention_ms=0))
+    # the cleaner removed the aborted transactions and compacted the committed ones by key: appended after
+    # it, a committed and an aborted transaction and more plain batches stay as they were written
+    more = [rec.encode(x) for x in history(seed + 1000)][:40]
+    for i, commit in enumerate((True, False)):
+        plog.append(batch(more[i * 4:i * 4 + 4], producer_id=200 + i, transactional=True))
+        plog.append(control_batch(200 + i, 0, commit, 0, 1_700_000_000_000))
+    for i in range(8, 40, 4):
+        plog.append(batch(more[i:i + 4]))
     path_active, size = plog.active.path, plog.active.size
     plog.append(batch([(b"torn", b"tail")]))
     plog.close()
