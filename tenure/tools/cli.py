@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import sys
-from datetime import UTC
 
 from tenure.config import (
     ADMIN_TOKEN_ENV,
@@ -109,7 +108,7 @@ def _time_ms(text: str | None) -> int | None:
         return None
     if text.lstrip("-").isdigit():
         return int(text)
-    from datetime import datetime
+    from datetime import UTC, datetime
     t = datetime.fromisoformat(text)
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
