@@ -209,3 +209,31 @@ def test_tenure_serve_help_builds_only_the_serve_parser():
     assert out.returncode == 0 and out.stdout.startswith("usage: tenure serve "), out.stderr[-500:]
     imported = [line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")]
     assert "tenure.tools.cli" in imported and _denied(imported, SERVE_DENIED) == []
+
+
+def test_the_serve_only_parser_prints_and_parses_as_the_whole_parser():
+    """What `tenure serve ...` prints (its help, its errors, the top level's error for an argument serve leaves
+    over) and the namespace it parses are the whole parser's, byte for byte."""
+    import contextlib
+    import io
+
+    from tenure.tools.cli import _parser
+
+    def run(parser, argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                got = vars(parser.parse_args(argv))
+                code = None
+            except SystemExit as exc:
+                got, code = None, exc.code
+        return got, code, out.getvalue(), err.getvalue()
+
+    for argv in (["serve"], ["serve", "--help"], ["serve", "-h", "--bogus"], ["serve", "--bogus"], ["serve", "extra"],
+                 ["serve", "--port", "x"], ["serve", "--port"], ["serve", "--log-format", "xml"],
+                 ["serve", "--port", "0", "--no-admin", "--log-level", "DEBUG", "--ready-file", "r.json"]):
+        whole, only = run(_parser(), argv), run(_parser(argv), argv)
+        assert only == whole, argv
+        assert whole[2] or whole[3] or whole[0], argv          # each printed or parsed something
+    err = run(_parser(["serve", "--bogus"]), ["serve", "--bogus"])[3]
+    assert "{serve,apis,demo," in err and err.endswith("tenure: error: unrecognized arguments: --bogus\n"), err
