@@ -38,12 +38,14 @@ import asyncio
 import ctypes
 import ctypes.util
 import glob
+import json
 import os
 import re
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -60,16 +62,23 @@ SESSION_MS = 1800000      # heartbeat bench: the broker's maximum, no member exp
 CLIENT_SESSION_MS = 10000
 
 
-def start_tenure(*extra: str, tree: Path | None = None) -> tuple[subprocess.Popen, str]:
-    """`tenure serve` from this tree (the venv's install) or, with `tree`, from that source tree."""
+def start_tenure(*extra: str, tree: Path | None = None, ready: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`tenure serve` from this tree (the venv's install) or, with `tree`, from that source tree; with `ready`, the
+    server's ready file (its admin endpoint's address) is read into it."""
     args = ["serve", "--port", "0", "--log-level", "WARNING", "--default-partitions", str(PARTITIONS), *extra]
-    proc = subprocess.Popen([sys.executable, "-m", "tenure", *args] if tree is None else serve_argv(tree, *args),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    m = re.match(r"tenure listening on (\S+)", line)
-    if not m:
-        proc.kill()
-        raise RuntimeError(f"tenure did not start: {line!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        if ready is not None:
+            args += ["--ready-file", os.path.join(tmp, "ready.json")]
+        proc = subprocess.Popen([sys.executable, "-m", "tenure", *args] if tree is None else serve_argv(tree, *args),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = proc.stdout.readline()
+        m = re.match(r"tenure listening on (\S+)", line)
+        if not m:
+            proc.kill()
+            raise RuntimeError(f"tenure did not start: {line!r}")
+        if ready is not None:                  # written before the ready line
+            with open(os.path.join(tmp, "ready.json")) as f:
+                ready.update(json.load(f))
     return proc, m.group(1)
 
 
@@ -254,12 +263,31 @@ def formation_and_restart(bootstrap: str, topic: str, group: str, n: int, quiet:
 def heartbeats_on(tree: Path | None, args) -> dict:
     """The heartbeat bench against a `tenure serve` of its own (from `tree`; None: this one), with the server's CPU
     (user + system, from /proc) per heartbeat answered."""
-    # a short initial delay lets each group's ten concurrent first joins form one generation
-    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", tree=tree)
+    # each group is expected with its members through the admin endpoint (expect_group), so its first generation
+    # forms as soon as all of them joined; a tree without expect_group falls back to a short initial delay, which
+    # lets each group's concurrent first joins form one generation
+    ready: dict = {}
+    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", tree=tree, ready=ready)
     try:
+        expect = None
+        if ready.get("admin"):
+            from tenure.control.http_client import request
+            admin = ready["admin"]
+
+            def expect(gid: str) -> None:
+                status, body = request(admin, "POST", f"/groups/{gid}/expect", {"members": args.hb_per_group})
+                if status != 200:
+                    raise RuntimeError(f"expect_group {gid}: HTTP {status} {body}")
+            try:
+                expect("hb-probe")
+            except RuntimeError as exc:
+                print(f"heartbeats: {tree_label(tree) if tree else 'this tree'} has no expect_group ({exc}); groups form with the 200 ms "
+                      "initial delay", file=sys.stderr)
+                expect = None
         holder: dict = {}
         r = asyncio.run(heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds,
-                                        on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid))))
+                                        on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid)),
+                                        expect=expect))
         r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
         return r
     finally:
@@ -274,7 +302,8 @@ def server_cpu_s(pid: int) -> float:
 
 
 async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
-                          on_start: Callable[[], object] = lambda: None) -> dict:
+                          on_start: Callable[[], object] = lambda: None,
+                          expect: Callable[[str], None] | None = None) -> dict:
     from kafka.protocol.consumer.group import (
         HeartbeatRequest, JoinGroupRequest, SyncGroupRequest,
     )
@@ -283,6 +312,8 @@ async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: 
 
     async def one_group(g: int):
         gid = f"hb-{g}"
+        if expect is not None:                   # the first rebalance ends when all per_group have joined
+            await asyncio.to_thread(expect, gid)
         conns = [await AsyncWireClient.connect(bootstrap) for _ in range(per_group)]
 
         def join(i: int, member_id: str = ""):

@@ -687,10 +687,12 @@ def compare(runs: dict, ips: dict, moves: dict, s: dict) -> None:
                   f"{1e6 * rb / s['records']:.2f} us: {rb / ra:.2f}x faster")
     la, lb = ips["this tree"].get("loads"), ips["baseline"].get("loads")
     if la and lb:
-        for x in la:
+        base = {y["reader"]: y for y in lb}
+        for x in la:          # each reader against the baseline's same reader (a baseline without it: its first one)
+            y = base.get(x["reader"], lb[0])
             print(f"in-process load CPU per record, reader {x['reader']}: {1e6 * x['load_cpu_s'] / x['records']:.2f} us "
-                  f"against the baseline's {1e6 * lb[0]['load_cpu_s'] / lb[0]['records']:.2f} us: "
-                  f"{lb[0]['load_cpu_s'] / x['load_cpu_s']:.2f}x")
+                  f"against the baseline's (reader {y['reader']}) {1e6 * y['load_cpu_s'] / y['records']:.2f} us: "
+                  f"{(y['load_cpu_s'] / y['records']) / (x['load_cpu_s'] / x['records']):.2f}x")
         oa, ob = ips["this tree"]["open_cpu_s"], ips["baseline"]["open_cpu_s"]
         print(f"open (scan) CPU: this tree {oa:.2f} s, baseline {ob:.2f} s: {ob / oa:.2f}x")
     ma, mb = moves.get("this tree", {}).get("moves"), moves.get("baseline", {}).get("moves")

@@ -20,7 +20,8 @@ Two bytecode settings are measured, interleaved run by run:
 Both `tenure serve` and the imports run through bench/trees.py's launcher (tenure from a given source tree), this
 tree's too, so a --baseline tree (a `git worktree` of main) is timed the same way, interleaved run by run. It also
 times ServerThread(port=0).start() in a fresh interpreter that has imported tenure: the first server of the process
-and a second one.
+and a second one; and what the command line adds to that import for `tenure serve` (the CPU time of importing
+tenure.tools.cli, of building its parser and parsing a serve command line, and the modules the import adds).
 
 Prints figures only; it never asserts timings.
 """
@@ -151,6 +152,35 @@ print(*out)
 """
 
 
+# what the command line adds to `import tenure.server` for `tenure serve`: the CPU ms of importing tenure.tools.cli,
+# of building its parser and parsing a serve command line, and how many modules the import added; printed as
+# "import parse modules" (CPU time at the clock's resolution, unlike /proc's 10 ms ticks)
+CLI_COST = """
+import sys, time
+import tenure.server
+before = len(sys.modules)
+c = time.process_time()
+from tenure.tools import cli
+imported = time.process_time() - c
+words = ["serve", "--port", "0", "--log-level", "WARNING"]
+c = time.process_time()
+try:
+    parser = cli._parser(words)             # a tree whose parser builds only what the command line needs
+except TypeError:
+    parser = cli._parser()
+parser.parse_args(words)
+parsed = time.process_time() - c
+print(imported * 1000.0, parsed * 1000.0, len(sys.modules) - before)
+"""
+
+
+def cli_cost(tree: Path, env: dict) -> tuple[float, float, int]:
+    out = subprocess.run(python_argv(tree, CLI_COST), check=True, capture_output=True, text=True, env=env,
+                         timeout=60)
+    imported, parsed, modules = out.stdout.split()[-3:]
+    return float(imported), float(parsed), int(modules)
+
+
 def thread_starts(tree: Path, env: dict) -> tuple[float, float]:
     out = subprocess.run(python_argv(tree, THREAD_START), check=True, capture_output=True, text=True, env=env,
                          timeout=60)
@@ -272,7 +302,7 @@ def main() -> int:
 
         # runs interleave the settings and the measurements, so drift in machine load hits all alike
         m: dict = {k: {"ready": [], "ready_cpu": [], "stop": [], "rc": [], "bare": [], "imp": [], "imp_cpu": [], "thread1": [],
-                       "thread2": []}
+                       "thread2": [], "cli_imp": [], "cli_parse": [], "cli_mods": []}
                    for k in modes}
         for _ in range(args.runs):
             for k, (tree, env) in modes.items():
@@ -288,6 +318,10 @@ def main() -> int:
                 first, second = thread_starts(tree, env)
                 m[k]["thread1"].append(first)
                 m[k]["thread2"].append(second)
+                imported, parsed, modules = cli_cost(tree, env)
+                m[k]["cli_imp"].append(imported)
+                m[k]["cli_parse"].append(parsed)
+                m[k]["cli_mods"].append(modules)
         breakdown = {k: importtime_breakdown(tree, env) for k, (tree, env) in modes.items()}
         profiled = profile_serve(REPO, next(iter(modes.values()))[1], args.profile) if args.profile else ""
     finally:
@@ -306,6 +340,9 @@ def main() -> int:
         print(f"[{k}]   import tenure.server, its CPU time         : {summary(x['imp_cpu'])}")
         print(f"[{k}] ServerThread(port=0).start(), first in its process: {summary(x['thread1'])}")
         print(f"[{k}] ServerThread(port=0).start(), the next one        : {summary(x['thread2'])}")
+        print(f"[{k}]   the command line after import tenure.server, CPU: import tenure.tools.cli "
+              f"{summary(x['cli_imp'])} (+{statistics.median(x['cli_mods']):.0f} modules); its parser built and a "
+              f"serve command line parsed {summary(x['cli_parse'])}")
         rest = statistics.median(x["ready"]) - statistics.median(x["bare"]) - statistics.median(x["imp"])
         print(f"[{k}]   remainder (cli, bind, event loop, print)   : {rest:6.0f} ms  (median ready minus the "
               f"two medians above; a difference of noisy figures)")
@@ -340,7 +377,10 @@ def main() -> int:
                       f"{med('ready_cpu', k):.0f} vs {med('ready_cpu', b):.0f} ms = "
                       f"{med('ready_cpu', k) / med('ready_cpu', b):.2f}x; import "
                       f"{med('imp', k):.0f} vs {med('imp', b):.0f} ms, its CPU {med('imp_cpu', k):.0f} vs "
-                      f"{med('imp_cpu', b):.0f} ms = {med('imp_cpu', k) / med('imp_cpu', b):.2f}x; ServerThread start {med('thread1', k):.1f} vs "
+                      f"{med('imp_cpu', b):.0f} ms = {med('imp_cpu', k) / med('imp_cpu', b):.2f}x; the command line's CPU "
+                      f"(import + parser) {med('cli_imp', k) + med('cli_parse', k):.1f} vs "
+                      f"{med('cli_imp', b) + med('cli_parse', b):.1f} ms, +{med('cli_mods', k):.0f} vs "
+                      f"+{med('cli_mods', b):.0f} modules; ServerThread start {med('thread1', k):.1f} vs "
                       f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms)")
     return 0
 

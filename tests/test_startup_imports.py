@@ -158,3 +158,82 @@ def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets
         "    assert SUPPORTED[key].classes.pair is not None, SUPPORTED[key].name\n"
         "assert 'OffsetCommitValue' in vars(rec._S) and 'GroupMetadataValue' in vars(rec._S)",
         "-W", "error")
+
+
+# what the serve command's process leaves out: the admin HTTP client (urllib.request, http.client, email) and the
+# other commands' modules (their parsers are not built for `tenure serve`)
+SERVE_DENIED = ("urllib.request", "urllib.error", "http.client", "email", "tenure.control.commands",
+                "tenure.control.http_client", "tenure.tools.logtool", "tenure.tools.logdir", "tenure.tools.logdump",
+                "tenure.tools.logverify", "tenure.tools.synth", "tenure.tools.demo", "tenure.audit")
+
+
+def _denied(loaded: list[str], denied: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in loaded if any(m == d or m.startswith(d + ".") for d in denied))
+
+
+def test_a_serving_tenure_serve_process_imports_no_other_commands_module_nor_the_http_client(tmp_path):
+    """`tenure serve` run through the command line's main() to ready (its ready file written, the admin endpoint
+    on), then stopped with SIGTERM as a user stops it: what its process has loaded by then."""
+    ready, mods = tmp_path / "ready.json", tmp_path / "modules.json"
+    loaded = _modules_after(
+        "import json, os, signal, sys, threading, time\n"
+        "def watch():\n"
+        f"    while not os.path.exists({str(ready)!r}):\n"
+        "        time.sleep(0.02)\n"
+        f"    with open({str(mods)!r}, 'w') as f:\n"
+        "        json.dump(sorted(sys.modules), f)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "threading.Thread(target=watch, daemon=True).start()\n"
+        "from tenure.tools.cli import main\n"
+        f"assert main(['serve', '--port', '0', '--admin-port', '0', '--ready-file', {str(ready)!r}]) == 0\n"
+        f"assert not os.path.exists({str(ready)!r})")
+    serving = json.loads(mods.read_text())
+    assert "tenure.control.http_server" in serving and "tenure.server" in serving   # it did serve, admin on
+    assert _denied(serving, SERVE_DENIED) == [], f"tenure serve loaded {_denied(serving, SERVE_DENIED)}"
+    assert _denied(loaded, SERVE_DENIED) == []          # nor at its exit
+
+
+def test_tenure_serve_help_builds_only_the_serve_parser():
+    """`python -m tenure serve --help` (the console script's path) prints the serve command's help and imports none
+    of the other commands' modules; `tenure --help` still builds them all."""
+    code = ("import sys, io, contextlib\nfrom tenure.tools.cli import main\nout = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            "    try:\n        main(ARGV)\n    except SystemExit as exc:\n        assert exc.code == 0, exc\n"
+            "assert 'usage: tenure' in out.getvalue(), out.getvalue()\n")
+    serve = _modules_after(code.replace("ARGV", "['serve', '--help']"))
+    assert _denied(serve, SERVE_DENIED) == []
+    everything = _modules_after(code.replace("ARGV", "['--help']"))
+    assert {"tenure.control.commands", "tenure.tools.logtool", "urllib.request"} <= set(everything)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "tenure", "serve", "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("usage: tenure serve "), out.stderr[-500:]
+    imported = [line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")]
+    assert "tenure.tools.cli" in imported and _denied(imported, SERVE_DENIED) == []
+
+
+def test_the_serve_only_parser_prints_and_parses_as_the_whole_parser():
+    """What `tenure serve ...` prints (its help, its errors, the top level's error for an argument serve leaves
+    over) and the namespace it parses are the whole parser's, byte for byte."""
+    import contextlib
+    import io
+
+    from tenure.tools.cli import _parser
+
+    def run(parser, argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                got = vars(parser.parse_args(argv))
+                code = None
+            except SystemExit as exc:
+                got, code = None, exc.code
+        return got, code, out.getvalue(), err.getvalue()
+
+    for argv in (["serve"], ["serve", "--help"], ["serve", "-h", "--bogus"], ["serve", "--bogus"], ["serve", "extra"],
+                 ["serve", "--port", "x"], ["serve", "--port"], ["serve", "--log-format", "xml"],
+                 ["serve", "--port", "0", "--no-admin", "--log-level", "DEBUG", "--ready-file", "r.json"]):
+        whole, only = run(_parser(), argv), run(_parser(argv), argv)
+        assert only == whole, argv
+        assert whole[2] or whole[3] or whole[0], argv          # each printed or parsed something
+    err = run(_parser(["serve", "--bogus"]), ["serve", "--bogus"])[3]
+    assert "{serve,apis,demo," in err and err.endswith("tenure: error: unrecognized arguments: --bogus\n"), err

@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import sys
-from datetime import UTC
 
 from tenure.config import (
     ADMIN_TOKEN_ENV,
@@ -19,16 +18,19 @@ from tenure.config import (
     check_settings,
     flag_settings,
 )
-from tenure.control import commands
 from tenure.server import Server, StartupError, raise_fd_limit, reopen
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
-from tenure.tools import logtool
 
 log = logging.getLogger("tenure")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser (the whole of it without `argv`). For a command line whose first word is `serve`
+    only the serve command's part is built: it prints and parses as the whole parser does, since the top level has
+    no option but -h, which is then not given; the other commands' parsers and their modules (the admin HTTP
+    client, the log tool, the synthesizer) stay unbuilt and unimported."""
+    only_serve = argv is not None and argv[:1] == ["serve"]
     p = argparse.ArgumentParser(prog="tenure", description="A Kafka-compatible test server built around "
                                 "static group membership (KIP-345).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -44,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="stderr log lines as text (default) or as one JSON object per line (time, level, "
                         "logger, message and any extra fields)")
+    if only_serve:
+        # the top level's own errors (an argument serve leaves over) show the whole parser's usage
+        p.error = lambda message: _parser().error(message)  # type: ignore[method-assign]
+        return p
     a = sub.add_parser("apis", help="print the served API/version table (Markdown), generated from the code")
     a.add_argument("--update", metavar="FILE", default=None,
                    help="rewrite the table between the generated-table markers of FILE (e.g. docs/apis.md), "
@@ -56,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                    "temporary dir)")
     d.add_argument("--no-audit", dest="audit", action="store_false", help="skip the Spark audit")
     d.add_argument("--log-level", default="WARNING", help="the server's log level on stderr (default WARNING)")
+    from tenure.control import commands
+    from tenure.tools import logtool
     logtool.add_parser(sub)
     commands.add_parser(sub)
     _audit_parser(sub)
@@ -100,7 +108,7 @@ def _time_ms(text: str | None) -> int | None:
         return None
     if text.lstrip("-").isdigit():
         return int(text)
-    from datetime import datetime
+    from datetime import UTC, datetime
     t = datetime.fromisoformat(text)
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
@@ -376,7 +384,8 @@ def _configure_logging(level: int, fmt: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = _parser(words).parse_args(words)
     level = getattr(args, "log_level", "INFO")
     _configure_logging(getattr(logging, str(level).upper(), logging.INFO), getattr(args, "log_format", "text"))
     if args.command == "demo":
@@ -394,30 +403,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tenure apis: {path}: {exc}", file=sys.stderr)
             return 2
         return 0
-    if args.command in commands.HELP:                # groups, fault, broker, coordinator, network, requests, users, acl
-        return commands.run(args)
-    if args.command == "log":
-        return logtool.run(args)
     if args.command == "audit":
         return _audit(args)
-    if args.command == "serve":
-        try:
-            config = _config(args)
-            return asyncio.run(_serve(config, args.ready_file))
-        except CorruptLogError as exc:
-            print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
-                  file=sys.stderr)
-            return 4
-        except DataDirLocked as exc:
-            print(f"tenure: {exc} (--data-dir): stop that process or give another --data-dir", file=sys.stderr)
-            return 1
-        except StartupError as exc:                # names what failed, the value and the flag
-            print(f"tenure: {exc}", file=sys.stderr)
-            return 1
-        except OSError as exc:
-            print(f"tenure: start-up failed: {exc}", file=sys.stderr)
-            return 1
-    return 2
+    if args.command == "log":
+        from tenure.tools import logtool
+        return logtool.run(args)
+    if args.command != "serve":                      # groups, fault, broker, coordinator, network, requests, users, acl
+        from tenure.control import commands
+        return commands.run(args) if args.command in commands.HELP else 2
+    try:
+        config = _config(args)
+        return asyncio.run(_serve(config, args.ready_file))
+    except CorruptLogError as exc:
+        print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
+              file=sys.stderr)
+        return 4
+    except DataDirLocked as exc:
+        print(f"tenure: {exc} (--data-dir): stop that process or give another --data-dir", file=sys.stderr)
+        return 1
+    except StartupError as exc:                # names what failed, the value and the flag
+        print(f"tenure: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tenure: start-up failed: {exc}", file=sys.stderr)
+        return 1
 
 
 def entry() -> None:
