@@ -66,7 +66,10 @@ def build(spark: SparkSession, opts: Options,
     gens_w = folded.filter(F.col("tag") == "g").select("g.*")
     events_w = window(events, "log_time", None, opts)
     if got.types.get("offset_commit"):
-        offsets = offsets_history(records).cache()     # the offset commits that are rows (few, unless no sink)
+        # a commit marker's verdict reads the plain commits the read tasks wrote too (only with markers)
+        plain = (spark.read.schema(OFFSETS_SCHEMA).parquet(*got.offsets.files)
+                 if got.offsets.files and got.types.get("txn_marker") else None)
+        offsets = offsets_history(records, plain).cache()     # the offset commits that are rows (few, unless no sink)
         ranges = catchup_ranges(offsets)
     else:                                              # none: every commit went to the read tasks' files
         offsets, ranges = spark.createDataFrame([], OFFSETS_SCHEMA), spark.createDataFrame([], RANGE_SCHEMA)

@@ -76,9 +76,9 @@ def summarize(tables: Tables) -> dict:
         "changes_by_cause": dict(sorted(by_cause.items())),
         "generations": n_gens,
         "static_events": n_events,
-        # the group's commits: plain ones and those of committed transactions (aborted and open ones never
-        # count for the group; they are in transactional_commits)
-        "offset_commits": n_offsets - txn.get("aborted", 0) - txn.get("open", 0),
+        # the group's commits: plain ones and those of committed transactions (aborted, open and superseded
+        # ones never count for the group; they are in transactional_commits)
+        "offset_commits": n_offsets - txn.get("aborted", 0) - txn.get("open", 0) - txn.get("superseded", 0),
         "transactional_commits": dict(sorted(txn.items())),
         "anomalies": {r["kind"]: r["count"] for r in tables["anomalies"].groupBy("kind").count().collect()},
         "errors": sum(n for k, n in errs.items() if k != read.TORN_TAIL),     # unstable counts: records left out

@@ -27,14 +27,19 @@ def static_events(records: DataFrame) -> DataFrame:
                     F.col("timestamp").alias("log_time")))
 
 
-def offsets_history(records: DataFrame) -> DataFrame:
+def offsets_history(records: DataFrame, plain: DataFrame | None = None) -> DataFrame:
     """offsets_history rows of the offset commits among `records` (all of them, or with the read tasks
-    writing the plain ones themselves, the transactional ones and the catch-up checkpoints). An offset
-    committed inside a transaction (TxnOffsetCommit: a transactional batch of a producer) gets its producer
-    id and epoch, the transactional id that producer id belongs to (from `__transaction_state`; null if no
-    record of it is left), and its outcome: the first commit or abort marker of that producer id after it in
-    the same partition decides (`committed`, `aborted`, with `marker_offset`), none yet is `open`. Plain
-    commits have nulls there."""
+    writing the plain ones themselves, the transactional ones and the catch-up checkpoints; `plain`: then
+    the read tasks' rows, which the verdict at a commit marker reads). An offset committed inside a
+    transaction (TxnOffsetCommit: a transactional batch of a producer) gets its producer id and epoch, the
+    transactional id that producer id belongs to (from `__transaction_state`; null if no record of it is
+    left), and its outcome: the first commit or abort marker of that producer id after it in the same
+    partition decides (`committed`, `aborted`, with `marker_offset`), none yet is `open`. As the group
+    coordinator's replay of a commit marker (Kafka's replayEndTransactionMarker), a committed one becomes
+    the group's offset only if it is the partition's most recent at its marker: a write of the same
+    (group, topic, partition) later in the log than it and already in effect at the marker - a plain commit
+    or tombstone between it and its marker, or another transaction's offset written after it and committed
+    before this marker - keeps it out (`superseded`). Plain commits have nulls there."""
     commits = (records.filter(F.col("type") == "offset_commit")
                .select("group", "topic", F.col("topic_partition").alias("partition"),
                        F.col("committed_offset").alias("offset"), "commit_time", "metadata",
@@ -52,11 +57,38 @@ def offsets_history(records: DataFrame) -> DataFrame:
     ids = (records.filter((F.col("type") == "transaction_state") & F.col("producer_id").isNotNull())
            .groupBy("producer_id")
            .agg(F.max_by("transactional_id", F.struct("timestamp", "partition", "offset")).alias("transactional_id")))
+    rows = commits.join(ends, ["log_partition", "log_offset"], "left")
+    lost = superseded(rows, plain)
     outcome = (F.when(F.col("producer_id").isNull(), F.lit(None).cast(S))
+               .when((F.col("m_kind") == "commit") & F.col("lost").isNotNull(), F.lit("superseded"))
                .when(F.col("m_kind") == "commit", F.lit("committed"))
                .when(F.col("m_kind") == "abort", F.lit("aborted")).otherwise(F.lit("open")))
-    return (commits.join(ends, ["log_partition", "log_offset"], "left").join(ids, "producer_id", "left")
+    return (rows.join(lost, ["log_partition", "log_offset"], "left").join(ids, "producer_id", "left")
             .select(*(outcome.alias(n) if n == "outcome" else F.col(n) for n in OFFSETS_FIELDS)))
+
+
+_KEY = ("log_partition", "group", "topic", "partition")      # one committed offset's key in the log
+
+
+def superseded(rows: DataFrame, plain: DataFrame | None) -> DataFrame:
+    """(log_partition, log_offset, lost) of each offset committed in a committed transaction that does not
+    become the group's at its marker: a write of its key is in effect at the marker that is later in the
+    log than it - a plain commit or tombstone between the two (`rows`' plain ones and `plain`'s), or a
+    committed transaction's offset written after it whose marker came first. Such a write beats it whether
+    or not it became the group's itself (what kept it out is later still), so no fold is needed."""
+    won = (rows.filter(F.col("m_kind") == "commit")
+           .select(*_KEY, "log_offset", "marker_offset"))
+    writes = rows.filter(F.col("producer_id").isNull()).select(*_KEY, "log_offset")
+    if plain is not None:
+        writes = writes.unionByName(plain.select(*_KEY, "log_offset"))
+    later = (writes.select(*_KEY, F.col("log_offset").alias("w_offset"), F.col("log_offset").alias("w_at"))
+             .unionByName(won.select(*_KEY, F.col("log_offset").alias("w_offset"),
+                                     F.col("marker_offset").alias("w_at"))))
+    c, w = won.alias("c"), later.alias("w")
+    cond = [F.col(f"c.{k}") == F.col(f"w.{k}") for k in _KEY]
+    cond += [F.col("w.w_offset") > F.col("c.log_offset"), F.col("w.w_at") < F.col("c.marker_offset")]
+    return (c.join(w, functools.reduce(lambda a, b: a & b, cond), "left_semi")
+            .select("log_partition", "log_offset", F.lit(True).alias("lost")))
 
 
 def catchup_ranges(offsets: DataFrame) -> DataFrame:
@@ -64,7 +96,8 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
     (group, topic, partition) on the executors: one row per range, when it opened, when it was fully
     processed (or merged into a wider range), and what it still owes at the end of the log. `offsets`:
     offsets_history rows (before --since/--until) holding every checkpoint; one committed in a transaction
-    counts at its commit marker, an aborted or open one not at all."""
+    counts at its commit marker (two of one transaction in their log order), an aborted, open or superseded
+    one not at all."""
     from tenure.catchup.ranges import PREFIX
     commits = (offsets.filter(~F.col("deleted") & F.col("metadata").startswith(PREFIX + " instance=")
                               & (F.col("outcome").isNull() | (F.col("outcome") == "committed")))
@@ -72,9 +105,11 @@ def catchup_ranges(offsets: DataFrame) -> DataFrame:
                        # the commit's own time (the consumer's clock at the broker), else the record's
                        F.coalesce(F.when(F.col("commit_time") >= 0, F.col("commit_time")),
                                   F.col("log_time")).alias("time"),
-                       "log_partition", F.coalesce("marker_offset", "log_offset").alias("log_offset")))
+                       "log_partition", F.coalesce("marker_offset", "log_offset").alias("at"),
+                       "log_offset"))
     key = ("group", "topic", "partition")
-    rows = commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "log_offset")
+    rows = (commits.repartition(*key).sortWithinPartitions(*key, "log_partition", "at", "log_offset")
+            .drop("at"))
     return rows.mapInArrow(in_arrow(fold_catchup_ranges, to_arrow_schema(RANGE_SCHEMA)), RANGE_SCHEMA)
 
 
