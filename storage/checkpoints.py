@@ -22,7 +22,7 @@ import os
 import threading
 from pathlib import Path
 
-from .files import fsync_dir, partition_of_dir
+from .files import fsync_dir, partition_of_dir, write_fsynced
 
 log = logging.getLogger("tenure.storage")
 
@@ -87,13 +87,6 @@ def write_checkpoint(data_dir, entries: dict[tuple[str, int], int], name: str) -
                    + [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]).encode("utf-8")
     path = os.path.join(root, name)
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_fsynced(tmp, data)
     os.replace(tmp, path)
     fsync_dir(Path(root))

@@ -25,7 +25,7 @@ import struct
 from array import array
 from pathlib import Path
 
-from .files import SUFFIX, fsync_dir
+from .files import SUFFIX, fsync_dir, write_fsynced
 
 log = logging.getLogger("tenure.storage")
 
@@ -53,12 +53,7 @@ def write_marker(data_dir: Path) -> None:
     """Write the clean-shutdown marker (fsynced, atomic): the last step of a clean stop."""
     path = data_dir / MARKER
     tmp = path.with_name(MARKER + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, json.dumps({"version": 0, "brokerEpoch": -1}).encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_fsynced(tmp, json.dumps({"version": 0, "brokerEpoch": -1}).encode("ascii"))
     os.replace(tmp, path)
     fsync_dir(data_dir)
 
@@ -90,14 +85,7 @@ def write_index(segment_path: Path, base: int, offsets, positions, max_timestamp
     data = (b"".join(_INDEX_ENTRY.pack(o - base, p) for o, p in zip(offsets, positions, strict=True)),
             _TIME_ENTRY.pack(max_timestamp, max_timestamp_batch - base) if max_timestamp >= 0 else b"")
     for path, blob in zip(paths, data, strict=True):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            written = 0
-            while written < len(blob):
-                written += os.write(fd, blob[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_fsynced(path, blob)
     return True
 
 

@@ -243,15 +243,22 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
         """The share partitions of a group that have state (in the shards loaded now)."""
         return sorted(k for shard in self.shards.values() for k in shard.states if k[0] == group_id)
 
-    async def delete(self, key: Key) -> bool:
-        """Forget a share partition's state: tombstones for its snapshot and update keys."""
+    async def _writable_shard(self, key: Key):
+        """The loaded shard that writes `key`'s state, or None (logged) if none can: the writer has failed
+        (fail-stop) or the key's partition has no leader here."""
         if self.failed is not None:
-            return False
+            return None
         await self.ready(key)
         try:
-            shard = self._shard_of(key)
+            return self._shard_of(key)
         except ShareStateUnavailable as exc:
             log.warning("share state of %s not written: %s", key, exc)
+            return None
+
+    async def delete(self, key: Key) -> bool:
+        """Forget a share partition's state: tombstones for its snapshot and update keys."""
+        shard = await self._writable_shard(key)
+        if shard is None:
             return False
         records = [ShareStateRecord(*key, snapshot, tombstone=True) for snapshot in (True, False)]
         logs = self.writer.write(records)
@@ -327,12 +334,7 @@ class ShareStateRuntime(CoordinatorRuntime[ShareStateShard]):
     async def write(self, key: Key, start_offset: int, batches: tuple[StateBatch, ...]) -> bool:
         """Persist a share partition's state: its record written through the one writer and replayed, then
         waited for until durable. False if the writer has failed (fail-stop)."""
-        if self.failed is not None:
-            return False
-        await self.ready(key)
-        try:
-            shard = self._shard_of(key)
-        except ShareStateUnavailable as exc:
-            log.warning("share state of %s not written: %s", key, exc)
+        shard = await self._writable_shard(key)
+        if shard is None:
             return False
         return await self._append(shard, shard.write(key, start_offset, batches)) == 0
