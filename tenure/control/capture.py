@@ -10,8 +10,8 @@ read (wall clock), how long it took to answer, the first error code of the answe
 of what the request named (`summary()`: group, groups, topics, member id, group instance id, generation,
 transactional id) and the decoded request and answer themselves (kafka-python objects; a Produce request's
 records and a Fetch answer's records are not kept, nor a request or an answer of more than the codec's
-heavy count of array elements (5,000: a describe of thousands of groups) beyond a request's summary, so the
-ring's memory stays bounded by its length).
+heavy count of array elements (5,000: a describe of thousands of groups) beyond the latest
+`HEAVY_BODIES_KEPT` of them - older ones keep their summary -, so the ring's memory stays bounded).
 
 The dispatcher records an exchange with one object and one append (`record`); the summary is worked out only
 when asked. `ServerConfig.capture_requests` is the ring's length (0: no capture).
@@ -31,6 +31,7 @@ from tenure.protocol.codec import heavy_answer as is_heavy
 
 PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
 DEFAULT_CAPACITY = 10000
+HEAVY_BODIES_KEPT = 4      # exchanges with a request or answer of > 5,000 array elements keeping their bodies
 _SCALARS = ("group_id", "member_id", "group_instance_id", "generation_id", "member_epoch", "transactional_id",
             "producer_id", "protocol_type")
 _GROUP_LISTS = ("groups", "groups_names")               # DescribeGroups / OffsetFetch v8+ / DeleteGroups
@@ -181,6 +182,7 @@ class Capture:
         with self._lock:
             self.capacity = capacity
             self._ring: collections.deque[Exchange] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
+            self._heavy: collections.deque[Exchange] = getattr(self, "_heavy", collections.deque())
 
     @property
     def active(self) -> bool:
@@ -190,24 +192,31 @@ class Capture:
                heavy_answer: bool = False) -> Exchange:
         """One served request (`started`: its time.perf_counter() when read); its duration is until now
         (the caller may set it again once the answer is written). `heavy_answer`: the answer holds more than
-        the codec's heavy-answer count of array elements - it is not kept; a request of as many is kept as its
-        summary only (the ring would otherwise hold every large describe's body for its whole length)."""
+        the codec's heavy-answer count of array elements. Only the latest `HEAVY_BODIES_KEPT` exchanges with
+        such a request or answer keep their bodies; an older one keeps its summary (the ring would otherwise
+        hold every large describe's megabytes for its whole length)."""
         now = time.perf_counter()
         self._seq += 1
         key = req.api_key
-        drop_request = key == PRODUCE or is_heavy(key, req.body)
         exchange = Exchange(
             self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
-            None if drop_request else req.body, None if key == FETCH or heavy_answer else body,
-            summarize(key, req.body) if drop_request else None)
+            None if key == PRODUCE else req.body, None if key == FETCH else body,
+            summarize(key, req.body) if key == PRODUCE else None)
         self._ring.append(exchange)
+        if heavy_answer or (key != PRODUCE and is_heavy(key, req.body)):
+            exchange.summary()                             # worked out while the request is still there
+            self._heavy.append(exchange)
+            if len(self._heavy) > HEAVY_BODIES_KEPT:
+                older = self._heavy.popleft()
+                older.request = older.response = None
         return exchange
 
     def clear(self) -> int:
         with self._lock:
             n = len(self._ring)
             self._ring.clear()
+            self._heavy.clear()
         return n
 
     def all(self) -> list[Exchange]:

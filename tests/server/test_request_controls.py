@@ -239,19 +239,26 @@ def test_a_captured_request_naming_topic_ids_turns_into_json_with_its_bodies():
     assert d["request"]["topics"] == [{"topic_id": str(tid), "name": None}]
 
 
-def test_a_describe_of_thousands_of_groups_is_kept_as_its_summary_and_a_small_one_whole():
-    """The ring holds the decoded bodies of its last N requests: a request or answer of more than 5,000 array
-    elements (a describe of 6,000 groups) is kept as its summary only, so a few large describes do not keep
-    megabytes alive for the ring's whole length; a small describe keeps both bodies."""
+def test_only_the_latest_describes_of_thousands_of_groups_keep_their_bodies_older_ones_their_summary():
+    """The ring holds the decoded bodies of its last N requests: of the exchanges whose request or answer has
+    more than 5,000 array elements (a describe of 6,000 groups), only the latest HEAVY_BODIES_KEPT keep their
+    bodies - an older one keeps its summary -, so large describes do not keep megabytes alive for the ring's
+    whole length; a small describe keeps both bodies."""
+    from tenure.control.capture import HEAVY_BODIES_KEPT
     many = [f"g-{i}" for i in range(6000)]
     with ServerThread() as st, WireClient.to(st.bootstrap) as c:
-        big = c.call(DescribeGroupsRequest(groups=many, include_authorized_operations=False), 5)
+        for n in range(HEAVY_BODIES_KEPT + 1):
+            big = c.call(DescribeGroupsRequest(groups=many[n:], include_authorized_operations=False), 5)
+            assert len(big.groups) == 6000 - n
         small = c.call(DescribeGroupsRequest(groups=["a", "b"], include_authorized_operations=False), 5)
-        assert len(big.groups) == 6000 and len(small.groups) == 2
-        heavy, light = st.requests(api="DescribeGroups")
-    assert heavy.request is None and heavy.response is None
-    assert heavy.summary()["groups"] == many and heavy.names_group("g-5999") and heavy.error == 0
-    assert json.loads(json.dumps(heavy.to_dict(bodies=True)))["request"] is None
+        assert len(small.groups) == 2
+        *heavy, light = st.requests(api="DescribeGroups")
+    oldest, kept = heavy[0], heavy[1:]
+    assert oldest.request is None and oldest.response is None
+    assert oldest.summary()["groups"] == many and oldest.names_group("g-5999") and oldest.error == 0
+    assert json.loads(json.dumps(oldest.to_dict(bodies=True)))["request"] is None
+    assert [(len(e.request.groups), len(e.response.groups)) for e in kept] == \
+        [(6000 - n, 6000 - n) for n in range(1, HEAVY_BODIES_KEPT + 1)]
     assert light.request.groups == ["a", "b"] and [g.group_id for g in light.response.groups] == ["a", "b"]
 
 
