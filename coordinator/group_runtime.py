@@ -2,27 +2,67 @@
 shards are GroupShards, with the queries and operations the controls and the server ask of groups."""
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from tenure.gcpause import gc_paused
 from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
+from tenure.protocol.codec import Request
+from tenure.protocol.error_responses import error_response, offset_commit_error
 from tenure.protocol.errors import AdminError, ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
 from .kinds import Group
-from .result import GroupSnapshot, Result
+from .offsets import commit_records
+from .result import GroupSnapshot, RequestContext, Result
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
+from .writer import PreparedBatch
 
 log = logging.getLogger("tenure.coordinator")
+
+T = TypeVar("T")
+OffLoop = Callable[..., Awaitable[Any]]
+
+OFFSET_COMMIT = 8
+# an OffsetCommit naming more partitions than this, or whose batch may be larger than HEAVY_COMMIT_BYTES, has
+# its records made and encoded off the loop before its handler runs (GroupRuntime._commit_heavy)
+HEAVY_COMMIT_PARTITIONS = 1000
+HEAVY_COMMIT_BYTES = 64 * 1024
+
+
+def commit_bound(body, limit: int) -> bool:
+    """Whether an OffsetCommit's batch may be larger than `limit` bytes: an upper bound of each record (the
+    key's and value's fixed fields, a record's varints, 4 bytes a character of the strings) summed, the
+    walk stopping at HEAVY_COMMIT_PARTITIONS partitions (more is heavy whatever their size)."""
+    g = len(body.group_id or "")
+    total, n = 61, 0                                   # a batch's header
+    for t in body.topics or ():
+        tl = len(t.name or "")
+        for p in t.partitions or ():
+            n += 1
+            if n > HEAVY_COMMIT_PARTITIONS:
+                return True
+            total += 80 + 4 * (g + tl + len(p.committed_metadata or ""))
+    return total > limit
+
+
+async def _default_off_loop(fn: Callable[..., T], *args) -> T:
+    """A coordinator run without the server's worker (tests): the loop's default executor, no collection."""
+    def run() -> T:
+        with gc_paused():
+            return fn(*args)
+    return await asyncio.get_running_loop().run_in_executor(None, run)
 
 
 class GroupRuntime(CoordinatorRuntime[GroupShard]):
     def __init__(self, *args: Any, expectations: dict[str, int] | None = None,
-                 on_group_deleted: Callable[[str], None] | None = None, **kwargs: Any) -> None:
+                 on_group_deleted: Callable[[str], None] | None = None, off_loop: OffLoop | None = None,
+                 **kwargs: Any) -> None:
         """`expectations`: the table of `expect_group`, the same dict the shards are made with (their
         factory's), so that a shard made by a later move reads it too. `on_group_deleted(group_id)`: told after a
         group is deleted (DeleteGroups), so what lives outside the coordinator for it goes too (a share group's
@@ -30,6 +70,65 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         self.expectations: dict[str, int] = expectations if expectations is not None else {}
         super().__init__(*args, **kwargs)
         self.on_group_deleted = on_group_deleted
+        # runs a pure function off the loop and awaits it (the server's worker thread: tenure/server/offload.py)
+        self.off_loop: OffLoop = off_loop if off_loop is not None else _default_off_loop
+
+    # ------------------------------------------------------------------ requests
+    async def handle(self, req: Request, ctx: RequestContext):
+        if req.api_key == OFFSET_COMMIT and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
+                                                                       self.writer.max_batch_bytes() // 2)):
+            return await self._commit_heavy(req, ctx)
+        return await super().handle(req, ctx)
+
+    async def _commit_heavy(self, req: Request, ctx: RequestContext):
+        """A large OffsetCommit. Its records (`offsets.commit_records`, a pure function of the request and
+        the time) are made and encoded into their one batch on the worker thread while the loop serves the
+        others; then, on the loop and in one step as any input, the shard's handler decides on the state as
+        it is now (at the time the records carry) and the Result is applied with that batch. Nothing of the
+        commit is in the shard or the log before that step, so the partition's other writes meanwhile come
+        before it in the log as in the shard. Kafka's coordinator writes a commit as one atomic batch and its
+        log refuses a batch over the topic's `max.message.bytes` (RecordTooLargeException), answered
+        UNKNOWN_SERVER_ERROR for every partition and the write reverted: a batch over it is refused here
+        the same way, before anything is replayed."""
+        body = req.body
+        part = self.partition_of(body.group_id)
+        if self.failed is not None:
+            raise self.failed
+        if self._refusal(part, ctx.broker_id):
+            return await super().handle(req, ctx)
+        now = self.clock_ms()
+        max_meta = self.shards[part].config.offset_metadata_max_bytes
+        prepared: PreparedBatch = await self.off_loop(self._prepare_commit, part, body, ctx.api_version, now,
+                                                      max_meta)
+        loop = asyncio.get_running_loop()
+        token = next(self._tokens)
+        fut = loop.create_future()
+        self._waiting[token] = fut
+        try:
+            if self.failed is not None:
+                raise self.failed
+            code = self._refusal(part, ctx.broker_id)     # moved or unloaded meanwhile
+            if code:
+                self._release([(token, error_response(req, code))])
+            else:
+                shard = self.shards[part]
+                res = shard.decide(req.api_key, ctx.for_input(token, now), body)
+                if res.records and prepared.matches(res.records) and \
+                        len(prepared.batch) > self.writer.max_batch_bytes():
+                    log.warning("OffsetCommit of group %s: its batch of %d records is %d bytes, over %s's "
+                                "max.message.bytes (%d): refused (UNKNOWN_SERVER_ERROR), nothing written",
+                                body.group_id, len(res.records), len(prepared.batch), self.writer.topic_name,
+                                self.writer.max_batch_bytes())
+                    self._release([(token, offset_commit_error(body.topics, ErrorCode.UNKNOWN_SERVER_ERROR))])
+                else:
+                    self.apply(shard.done(res), prepared)
+            return await fut
+        finally:
+            self._waiting.pop(token, None)
+
+    def _prepare_commit(self, part: int, body, version: int, now: int, max_meta: int) -> PreparedBatch:
+        """On the worker thread: the commit's records and their batch (pure: reads only the request)."""
+        return self.writer.prepare(part, commit_records(body, version, now, max_meta), now)
 
     # ------------------------------------------------------------------ queries
     def group_ids(self) -> list[str]:

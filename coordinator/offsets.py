@@ -30,6 +30,28 @@ from .handler import ShardHandler
 from .result import RequestContext, Result
 
 
+def commit_record(group_id: str, version: int, topic: str, p, meta: str, now_ms: int) -> OffsetCommitRecord:
+    """The record an accepted OffsetCommit of `version` writes for its partition `p` of `topic` (v1's own
+    commit timestamp kept; the leader epoch from v6)."""
+    stamp = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms
+    return OffsetCommitRecord(group_id, topic, p.partition_index, p.committed_offset,
+                              p.committed_leader_epoch if version >= 6 else -1, meta, stamp)
+
+
+def commit_records(req, version: int, now_ms: int, metadata_max_bytes: int) -> list[OffsetCommitRecord]:
+    """The records an OffsetCommit writes if its group accepts it at `now_ms`: those `Offsets.offset_commit`
+    emits, in its order (a partition whose metadata is too large writes none). A pure function of the
+    request, so a heavy commit's records can be made and encoded off the loop before its handler runs
+    (group_runtime.py)."""
+    out = []
+    for t in req.topics:
+        for p in t.partitions:
+            meta = p.committed_metadata or ""
+            if len(meta.encode()) <= metadata_max_bytes:
+                out.append(commit_record(req.group_id, version, t.name, p, meta, now_ms))
+    return out
+
+
 class Offsets(ShardHandler):
     def offset_commit(self, ctx: RequestContext, req) -> Result:
         res = Result()
@@ -51,9 +73,7 @@ class Offsets(ShardHandler):
             return res
 
         def record(topic: str, p, meta: str) -> OffsetCommitRecord:
-            stamp = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else ctx.now_ms
-            return OffsetCommitRecord(gid, topic, p.partition_index, p.committed_offset,
-                                      p.committed_leader_epoch if v >= 6 else -1, meta, stamp)
+            return commit_record(gid, v, topic, p, meta, ctx.now_ms)
 
         topics = self._commit_partitions(res, req.topics, OffsetCommitResponse.OffsetCommitResponseTopic, record)
         if live is None:                                                   # O1: a simple group

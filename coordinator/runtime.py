@@ -33,7 +33,7 @@ from .clock import CoordinatorClock
 from .loader import LoadReport, finish_report, replay_partition
 from .routing import partition_for
 from .timers import KEY_TYPES, Timer
-from .writer import CoordinatorWriter, InternalTopic, LogAppender, PartitionWriter
+from .writer import CoordinatorWriter, InternalTopic, LogAppender, PartitionWriter, PreparedBatch
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -373,12 +373,13 @@ class CoordinatorRuntime(Generic[S]):
             self.apply(shard.loaded(self.clock_ms()))
             return finish_report(report, self.writer.topic_name, [shard], t0)
 
-    def apply(self, result: Result) -> None:
+    def apply(self, result: Result, prepared: PreparedBatch | None = None) -> None:
         """Apply a shard's Result: records written (then what the runtime's kind adds: `_after_records`),
-        responses released once durable, timers set."""
+        responses released once durable, timers set. `prepared`: a batch of its records encoded ahead
+        (CoordinatorWriter.prepare)."""
         if self.failed is not None:
             raise self.failed
-        logs = self.writer.write(result.records) if result.records else []
+        logs = self.writer.write(result.records, prepared) if result.records else []
         self._after_records(result, logs)
         if self.writer.durable_needed and (logs or self._syncing):
             # an answer with no records of its own can still show state whose records are not durable

@@ -275,6 +275,16 @@ class GroupShard:
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
         return self._done(self.routes[api_key](ctx, body))
 
+    def decide(self, api_key: int, ctx: RequestContext, body) -> Result:
+        """`handle` without its replay: the handler's Result, nothing changed yet. The runtime then either
+        replays it (`done`) or drops it whole (a heavy commit whose batch the topic would refuse), as Kafka's
+        runtime reverts a write its log refused."""
+        return self.routes[api_key](ctx, body)
+
+    def done(self, res: Result) -> Result:
+        """Replay a Result `decide` gave (see `_done`)."""
+        return self._done(res)
+
     def on_timer(self, key: Timer, now_ms: int) -> Result:
         assert isinstance(key, TimerKey), f"not a group timer: {key!r}"
         res = self.kinds.of_timer[type(key)].on_timer(key, now_ms)

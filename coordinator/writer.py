@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -86,6 +87,38 @@ class LogAppender:
         await self.durability.sync(logs)
 
 
+# what a partition of an internal topic takes by default: Kafka's `message.max.bytes` (1 MiB + 12)
+MAX_BATCH_BYTES = 1048588
+
+
+def encode_batch(codec: Any, records: list[Any], now: int, producer: tuple[int, int] | None) -> bytes:
+    """One RecordBatch v2 of `records` (a transactional one of `producer`'s id and epoch), every record
+    stamped `now`; its base offset is the log's to assign."""
+    pid, epoch = producer or (-1, -1)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
+                                  producer_id=pid, producer_epoch=epoch, base_sequence=-1,
+                                  batch_size=2**31 - 1)
+    for i, r in enumerate(records):
+        key, value = codec.encode(r)
+        b.append(i, timestamp=now, key=key, value=value, headers=[])
+    return bytes(b.build())
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """The batch of one partition's records, encoded ahead of the write (`CoordinatorWriter.prepare`)."""
+    part: int
+    records: list[Any]
+    batch: bytes
+
+    def matches(self, records: list[Any]) -> bool:
+        """Whether `records` are those this batch was made of. They come from the same pure function of the
+        same request and time (offsets.commit_records), so they are the same or the handler refused the
+        commit; the count and both ends are compared, not every record (that would be a walk on the loop)."""
+        mine = self.records
+        return len(records) == len(mine) and (not mine or (records[0] == mine[0] and records[-1] == mine[-1]))
+
+
 class CoordinatorWriter:
     def __init__(self, topic: InternalTopic, clock_ms: Callable[[], int], partitions: PartitionWriter | None = None,
                  *, on_fatal: Callable[[BaseException], None] | None = None, codec: Any = rec) -> None:
@@ -108,9 +141,11 @@ class CoordinatorWriter:
     def partitions(self) -> int:
         return len(self.topic.partitions)
 
-    def write(self, records: list[Any]) -> list[Log]:
+    def write(self, records: list[Any], prepared: PreparedBatch | None = None) -> list[Log]:
         """Append `records` (one input's), one batch per offsets partition; returns the logs written.
-        Raises the first failure (and every later call raises it too)."""
+        `prepared`: the batch of one partition's records already encoded (`prepare`), used if that
+        partition's records are the ones it was made of. Raises the first failure (and every later call
+        raises it too)."""
         if self.failed is not None:
             raise self.failed
         by_batch: dict[tuple[int, tuple[int, int] | None], list[Any]] = {}
@@ -122,15 +157,24 @@ class CoordinatorWriter:
         now = self.clock_ms()
         written = []
         for (part, producer), recs in by_batch.items():
-            pid, epoch = producer or (-1, -1)
-            b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
-                                          producer_id=pid, producer_epoch=epoch, base_sequence=-1,
-                                          batch_size=2**31 - 1)
-            for i, r in enumerate(recs):
-                key, value = self.codec.encode(r)
-                b.append(i, timestamp=now, key=key, value=value, headers=[])
-            written.append(self._append(part, bytes(b.build())))
+            if prepared is not None and prepared.part == part and producer is None and prepared.matches(recs):
+                batch = prepared.batch               # encoded off the loop (PreparedBatch)
+            else:
+                batch = encode_batch(self.codec, recs, now, producer)
+            written.append(self._append(part, batch))
         return written
+
+    def max_batch_bytes(self) -> int:
+        """The largest batch the topic takes: its `max.message.bytes` (Kafka's coordinator runtime sizes its
+        batches by the partition's, and the log refuses a larger one)."""
+        config = getattr(self.topic, "config", None)
+        value = config("max.message.bytes") if callable(config) else None
+        return int(value) if value else MAX_BATCH_BYTES
+
+    def prepare(self, part: int, records: list[Any], now: int) -> PreparedBatch:
+        """`records` (all of partition `part`, no producer's) encoded as the one batch `write` would make of
+        them: a pure function, run off the loop for a heavy write (group_runtime.py)."""
+        return PreparedBatch(part, records, encode_batch(self.codec, records, now, None))
 
     def write_marker(self, part: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> Log:

@@ -52,6 +52,7 @@ from tenure.storage.segments import LogConfig
 
 from .dispatch import Dispatcher
 from .listener import descriptor_room
+from .offload import off_loop
 from .routes import BrokerRoute, GroupRoute, Route, TransactionRoute
 
 log = logging.getLogger("tenure.server")
@@ -300,7 +301,7 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
                                                expectations=expectations), offsets,
                           expectations=expectations, clock=clock, on_fatal=on_fatal, metrics=metrics,
                           hosted_on=lambda p: cluster.leader_of(OFFSETS_TOPIC, p), partition_writer=broker.replicas,
-                          on_group_deleted=broker.forget_share_group)
+                          on_group_deleted=broker.forget_share_group, off_loop=off_loop)
     txn.broker, txn.groups = broker, groups
     groups_of.append(groups)
     if config.load_in_background and data is not None:
