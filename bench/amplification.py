@@ -260,9 +260,29 @@ def _answer(sock: socket.socket, frame: bytes) -> str:
         if size is None:
             return "closed"
         body = _recv_exact(sock, struct.unpack(">i", size)[0])
-        return "closed" if body is None else f"answered ({len(body) / 2**20:.1f} MiB)"
+        if body is None:
+            return "closed"
+        return f"answered ({len(body) / 2**20:.1f} MiB{_commit_codes(frame, body)})"
     except (TimeoutError, ConnectionError) as exc:
         return "closed" if isinstance(exc, ConnectionError) else "timeout"
+
+
+def _commit_codes(frame: bytes, body: bytes) -> str:
+    """For an OffsetCommit v2 (the shapes' version): ", error codes {...}" of its answer's partitions."""
+    api, version = struct.unpack(">hh", frame[4:8])
+    if api != 8 or version != 2:
+        return ""
+    codes, at = set(), 4                                  # after the correlation id
+    (topics,) = struct.unpack_from(">i", body, at)
+    at += 4
+    for _ in range(topics):
+        (name_len,) = struct.unpack_from(">h", body, at)
+        (parts,) = struct.unpack_from(">i", body, at + 2 + name_len)
+        at += 6 + name_len
+        for _ in range(parts):
+            codes.add(struct.unpack_from(">h", body, at + 4)[0])
+            at += 6
+    return f", error codes {sorted(codes)}"
 
 
 # --stalls: (name, elements, setup(host, port, n, members) -> held sockets, [(label, frame)])

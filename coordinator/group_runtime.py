@@ -17,7 +17,7 @@ from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
 from .kinds import Group
-from .offsets import commit_records
+from .offsets import CommitPlan, commit_plan
 from .result import GroupSnapshot, RequestContext, Result
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
@@ -81,10 +81,11 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         return await super().handle(req, ctx)
 
     async def _commit_heavy(self, req: Request, ctx: RequestContext):
-        """A large OffsetCommit. Its records (`offsets.commit_records`, a pure function of the request and
-        the time) are made and encoded into their one batch on the worker thread while the loop serves the
-        others; then, on the loop and in one step as any input, the shard's handler decides on the state as
-        it is now (at the time the records carry) and the Result is applied with that batch. Nothing of the
+        """A large OffsetCommit. Its plan (`offsets.commit_plan`: its records and its answer, a pure function of
+        the request and the time) is made and its records encoded into their one batch on the worker thread
+        while the loop serves the others; then, on the loop and in one step as any input, the shard's handler
+        decides with that plan on the state as it is now (at the time the records carry) and the Result is
+        applied with that batch. Nothing of the
         commit is in the shard or the log before that step, so the partition's other writes meanwhile come
         before it in the log as in the shard. Kafka's coordinator writes a commit as one atomic batch and its
         log refuses a batch over the topic's `max.message.bytes` (RecordTooLargeException), answered
@@ -98,8 +99,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             return await super().handle(req, ctx)
         now = self.clock_ms()
         max_meta = self.shards[part].config.offset_metadata_max_bytes
-        prepared: PreparedBatch = await self.off_loop(self._prepare_commit, part, body, ctx.api_version, now,
-                                                      max_meta)
+        plan, prepared = await self.off_loop(self._prepare_commit, part, body, ctx.api_version, now, max_meta)
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
         fut = loop.create_future()
@@ -112,7 +112,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                 self._release([(token, error_response(req, code))])
             else:
                 shard = self.shards[part]
-                res = shard.decide(req.api_key, ctx.for_input(token, now), body)
+                res = shard.decide_commit(ctx.for_input(token, now), body, plan)
                 if res.records and prepared.matches(res.records) and \
                         len(prepared.batch) > self.writer.max_batch_bytes():
                     log.warning("OffsetCommit of group %s: its batch of %d records is %d bytes, over %s's "
@@ -126,9 +126,12 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         finally:
             self._waiting.pop(token, None)
 
-    def _prepare_commit(self, part: int, body, version: int, now: int, max_meta: int) -> PreparedBatch:
-        """On the worker thread: the commit's records and their batch (pure: reads only the request)."""
-        return self.writer.prepare(part, commit_records(body, version, now, max_meta), now)
+    def _prepare_commit(self, part: int, body, version: int, now: int,
+                        max_meta: int) -> tuple[CommitPlan, PreparedBatch]:
+        """On the worker thread: the commit's plan (its records and answer) and its records' batch (pure:
+        reads only the request)."""
+        plan = commit_plan(body, version, now, max_meta)
+        return plan, self.writer.prepare(part, plan.records, now)
 
     # ------------------------------------------------------------------ queries
     def group_ids(self) -> list[str]:

@@ -17,6 +17,10 @@ exists from v6, -1 before.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
@@ -38,22 +42,47 @@ def commit_record(group_id: str, version: int, topic: str, p, meta: str, now_ms:
                               p.committed_leader_epoch if version >= 6 else -1, meta, stamp)
 
 
-def commit_records(req, version: int, now_ms: int, metadata_max_bytes: int) -> list[OffsetCommitRecord]:
-    """The records an OffsetCommit writes if its group accepts it at `now_ms`: those `Offsets.offset_commit`
-    emits, in its order (a partition whose metadata is too large writes none). A pure function of the
-    request, so a heavy commit's records can be made and encoded off the loop before its handler runs
-    (group_runtime.py)."""
-    out = []
-    for t in req.topics:
+@dataclass(frozen=True)
+class CommitPlan:
+    """What an OffsetCommit writes and answers if its group accepts it: its records, in the order they are
+    emitted, and its answer's topics (every partition NONE, or OFFSET_METADATA_TOO_LARGE and no record)."""
+    records: list
+    topics: list
+
+
+def plan_partitions(topics_in, T, record_of: Callable[[str, Any, str], Any], metadata_max_bytes: int) -> CommitPlan:
+    """Each partition of an OffsetCommit or TxnOffsetCommit: the metadata size check (O5), else NONE with the
+    record `record_of(topic, partition, metadata)`. A pure function of the request."""
+    P = T.fields["partitions"].data_class
+    records: list = []
+    topics = []
+    for t in topics_in:
+        parts = []
         for p in t.partitions:
+            pcode = E.NONE
             meta = p.committed_metadata or ""
-            if len(meta.encode()) <= metadata_max_bytes:
-                out.append(commit_record(req.group_id, version, t.name, p, meta, now_ms))
-    return out
+            if len(meta.encode()) > metadata_max_bytes:
+                pcode = E.OFFSET_METADATA_TOO_LARGE                        # O5
+            else:
+                records.append(record_of(t.name, p, meta))
+            parts.append(P(partition_index=p.partition_index, error_code=pcode))
+        topics.append(T(name=t.name, partitions=parts))
+    return CommitPlan(records, topics)
+
+
+def commit_plan(req, version: int, now_ms: int, metadata_max_bytes: int) -> CommitPlan:
+    """The plan of an OffsetCommit at `now_ms`. A pure function of the request, so a heavy commit's plan
+    is made and its records encoded off the loop before its handler runs (group_runtime.py)."""
+    gid = req.group_id
+    return plan_partitions(req.topics, OffsetCommitResponse.OffsetCommitResponseTopic,
+                           lambda topic, p, meta: commit_record(gid, version, topic, p, meta, now_ms),
+                           metadata_max_bytes)
 
 
 class Offsets(ShardHandler):
-    def offset_commit(self, ctx: RequestContext, req) -> Result:
+    def offset_commit(self, ctx: RequestContext, req, plan: CommitPlan | None = None) -> Result:
+        """`plan`: `commit_plan(req, ctx.api_version, ctx.now_ms, ...)` made ahead (a heavy commit); made
+        here if None."""
         res = Result()
         v, gid = ctx.api_version, req.group_id
         generation, mid = req.generation_id_or_member_epoch, req.member_id
@@ -72,10 +101,10 @@ class Offsets(ShardHandler):
             res.respond(ctx.token, offset_commit_error(req.topics, code))
             return res
 
-        def record(topic: str, p, meta: str) -> OffsetCommitRecord:
-            return commit_record(gid, v, topic, p, meta, ctx.now_ms)
-
-        topics = self._commit_partitions(res, req.topics, OffsetCommitResponse.OffsetCommitResponseTopic, record)
+        if plan is None:
+            plan = commit_plan(req, v, ctx.now_ms, self.config.offset_metadata_max_bytes)
+        res.emit_all(plan.records)
+        topics = plan.topics
         if live is None:                                                   # O1: a simple group
             res.install(gid, ClassicGroup(gid, state_timestamp=ctx.now_ms))
         if member is not None:
@@ -121,22 +150,11 @@ class Offsets(ShardHandler):
         return res
 
     def _commit_partitions(self, res: Result, topics_in, T, record_of) -> list:
-        """Each partition of an accepted OffsetCommit or TxnOffsetCommit: the metadata size check (O5), else
-        NONE with the record `record_of(topic, partition, metadata)` emitted."""
-        P = T.fields["partitions"].data_class
-        topics = []
-        for t in topics_in:
-            parts = []
-            for p in t.partitions:
-                pcode = E.NONE
-                meta = p.committed_metadata or ""
-                if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                    pcode = E.OFFSET_METADATA_TOO_LARGE                    # O5
-                else:
-                    res.emit(record_of(t.name, p, meta))
-                parts.append(P(partition_index=p.partition_index, error_code=pcode))
-            topics.append(T(name=t.name, partitions=parts))
-        return topics
+        """Each partition of an accepted TxnOffsetCommit (`plan_partitions`), its records emitted; the answer's
+        topics."""
+        plan = plan_partitions(topics_in, T, record_of, self.config.offset_metadata_max_bytes)
+        res.emit_all(plan.records)
+        return plan.topics
 
     def offset_fetch(self, ctx: RequestContext, req) -> Result:
         res = Result()

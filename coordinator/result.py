@@ -59,6 +59,11 @@ class Result:
         self.records.append(record)
         self.events.append(record)
 
+    def emit_all(self, records: list) -> None:
+        """`emit` each of `records`, in order."""
+        self.records.extend(records)
+        self.events.extend(records)
+
     def install(self, group_id: str, group: Group | None) -> None:
         """A group's new full value (None: gone), replayed as a `GroupSnapshot`, never persisted."""
         self.events.append(GroupSnapshot(group_id, group))

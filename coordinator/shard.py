@@ -31,7 +31,7 @@ from .config import CoordinatorConfig, default_member_id
 from .consumer.hash import TopicHashCache
 from .group_admin import GroupAdmin
 from .kinds import KINDS, Group, GroupKind, ShardKinds
-from .offsets import Offsets
+from .offsets import CommitPlan, Offsets
 from .result import GroupSnapshot, RequestContext, Result
 from .timers import Timer, TimerKey
 
@@ -280,6 +280,10 @@ class GroupShard:
         replays it (`done`) or drops it whole (a heavy commit whose batch the topic would refuse), as Kafka's
         runtime reverts a write its log refused."""
         return self.routes[api_key](ctx, body)
+
+    def decide_commit(self, ctx: RequestContext, body, plan: CommitPlan) -> Result:
+        """`decide` for an OffsetCommit whose plan (offsets.commit_plan at `ctx.now_ms`) was made ahead."""
+        return self.offset_store.offset_commit(ctx, body, plan)
 
     def done(self, res: Result) -> Result:
         """Replay a Result `decide` gave (see `_done`)."""

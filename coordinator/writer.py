@@ -112,9 +112,9 @@ class PreparedBatch:
     batch: bytes
 
     def matches(self, records: list[Any]) -> bool:
-        """Whether `records` are those this batch was made of. They come from the same pure function of the
-        same request and time (offsets.commit_records), so they are the same or the handler refused the
-        commit; the count and both ends are compared, not every record (that would be a walk on the loop)."""
+        """Whether `records` are those this batch was made of: the handler emits the records of the plan the
+        batch was made from (offsets.commit_plan) or none; the count and both ends are compared, not every
+        record (that would be a walk on the loop)."""
         mine = self.records
         return len(records) == len(mine) and (not mine or (records[0] == mine[0] and records[-1] == mine[-1]))
 
@@ -148,11 +148,17 @@ class CoordinatorWriter:
         raises it too)."""
         if self.failed is not None:
             raise self.failed
+        if prepared is not None and prepared.matches(records):   # all of them: one group's, one partition's
+            return [self._append(prepared.part, prepared.batch)]
         by_batch: dict[tuple[int, tuple[int, int] | None], list[Any]] = {}
         n = self.partitions
+        parts: dict[str | int, int] = {}
         for r in records:       # one batch per partition, and per producer for transactional offsets
             by = self.codec.partition_key(r)      # a group id, or (a coordinator load record) the partition
-            key = (by if isinstance(by, int) else partition_for(by, n), self.codec.batch_producer(r))
+            part = parts.get(by)
+            if part is None:
+                part = parts[by] = by if isinstance(by, int) else partition_for(by, n)
+            key = (part, self.codec.batch_producer(r))
             by_batch.setdefault(key, []).append(r)
         now = self.clock_ms()
         written = []
