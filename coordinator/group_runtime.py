@@ -99,7 +99,9 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             return await super().handle(req, ctx)
         now = self.clock_ms()
         max_meta = self.shards[part].config.offset_metadata_max_bytes
-        plan, prepared = await self.off_loop(self._prepare_commit, part, body, ctx.api_version, now, max_meta)
+        max_bytes = self.writer.max_batch_bytes()
+        plan, prepared, refusal = await self.off_loop(self._prepare_commit, part, body, ctx.api_version, now,
+                                                      max_meta, max_bytes)
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
         fut = loop.create_future()
@@ -113,25 +115,27 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             else:
                 shard = self.shards[part]
                 res = shard.decide_commit(ctx.for_input(token, now), body, plan)
-                if res.records and prepared.matches(res.records) and \
-                        len(prepared.batch) > self.writer.max_batch_bytes():
+                if refusal is not None and res.records and prepared.matches(res.records):
                     log.warning("OffsetCommit of group %s: its batch of %d records is %d bytes, over %s's "
                                 "max.message.bytes (%d): refused (UNKNOWN_SERVER_ERROR), nothing written",
                                 body.group_id, len(res.records), len(prepared.batch), self.writer.topic_name,
-                                self.writer.max_batch_bytes())
-                    self._release([(token, offset_commit_error(body.topics, ErrorCode.UNKNOWN_SERVER_ERROR))])
+                                max_bytes)
+                    self._release([(token, refusal)])
                 else:
                     self.apply(shard.done(res), prepared)
             return await fut
         finally:
             self._waiting.pop(token, None)
 
-    def _prepare_commit(self, part: int, body, version: int, now: int,
-                        max_meta: int) -> tuple[CommitPlan, PreparedBatch]:
-        """On the worker thread: the commit's plan (its records and answer) and its records' batch (pure:
-        reads only the request)."""
+    def _prepare_commit(self, part: int, body, version: int, now: int, max_meta: int,
+                        max_bytes: int) -> tuple[CommitPlan, PreparedBatch, Any]:
+        """On the worker thread: the commit's plan (its records and answer), its records' batch, and the
+        answer refusing it if that batch is over `max_bytes` (else None). Pure: reads only the request."""
         plan = commit_plan(body, version, now, max_meta)
-        return plan, self.writer.prepare(part, plan.records, now)
+        prepared = self.writer.prepare(part, plan.records, now)
+        refusal = offset_commit_error(body.topics, ErrorCode.UNKNOWN_SERVER_ERROR) \
+            if len(prepared.batch) > max_bytes else None
+        return plan, prepared, refusal
 
     # ------------------------------------------------------------------ queries
     def group_ids(self) -> list[str]:
