@@ -269,8 +269,12 @@ class ConsumerGroups(ShardHandler):
     def _shared_names(g: ConsumerGroup, names: list[str]) -> tuple[str, ...]:
         """A subscription as the sorted tuple of its names; another member's equal tuple if there is one, so the
         members of a group subscribing the same names share one copy (and the group's union counts it once)."""
-        mine = tuple(sorted(set(names)))
-        for theirs in {id(m.subscribed_topic_names): m.subscribed_topic_names for m in g.members.values()}.values():
+        shared = {id(m.subscribed_topic_names): m.subscribed_topic_names for m in g.members.values()}.values()
+        for theirs in shared:                # names sent as another member's, in its (sorted) order: no sort
+            if len(theirs) == len(names) and theirs == tuple(names):
+                return theirs
+        mine = tuple(dict.fromkeys(sorted(names)))     # sorted, each name once (a sorted list sorts in one pass)
+        for theirs in shared:
             if len(theirs) == len(mine) and theirs == mine:
                 return theirs
         return mine
@@ -539,7 +543,15 @@ class ConsumerGroups(ShardHandler):
         topics = self._topics(subscribed_union(members.values(), resolved))
         wanted = [m.server_assignor for m in members.values() if m.server_assignor is not None]
         name = max(sorted(set(wanted)), key=wanted.count) if wanted else DEFAULT_ASSIGNOR
-        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id, frozenset(subscribed[mid] & topics.keys()),
+        kept: dict[int, frozenset[str]] = {}          # the existing topics of each distinct subscription, once
+
+        def existing_of(names: frozenset[str]) -> frozenset[str]:
+            got = kept.get(id(names))                 # (the sets live as long as `subscribed`)
+            if got is None:
+                got = kept[id(names)] = frozenset(t for t in topics if t in names) if len(topics) < len(names) \
+                    else frozenset(names & topics.keys())
+            return got
+        out = ASSIGNORS[name]([AssignorMember(mid, m.instance_id, existing_of(subscribed[mid]),
                                               targets.get(mid, {})) for mid, m in sorted(members.items())], topics)
         return {mid: out.get(mid, {}) for mid in members}
 

@@ -130,7 +130,9 @@ def subscribed_union(members: Iterable[ConsumerMember], resolved: Mapping[str, R
     share (one tuple: heartbeat.py shares equal ones) is counted once, so a group of N members subscribing the
     same M names costs M, not N x M."""
     members = list(members)
-    out = frozenset().union(*{id(m.subscribed_topic_names): m.subscribed_topic_names for m in members}.values())
+    sets = [names_set(names) for names in
+            {id(m.subscribed_topic_names): m.subscribed_topic_names for m in members}.values()]
+    out = sets[0] if len(sets) == 1 else frozenset().union(*sets)
     for regex in {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}:
         r = resolved.get(regex)
         if r is not None:
@@ -156,7 +158,29 @@ def member_topics(m: ConsumerMember, resolved: Mapping[str, ResolvedRegex]) -> f
     """What a member subscribes to: its topic names and what its regular expression resolved to (Kafka takes
     both when a request carries both)."""
     r = resolved.get(m.subscribed_topic_regex) if m.subscribed_topic_regex else None
-    return frozenset(m.subscribed_topic_names) | (r.topics if r is not None else frozenset())
+    names = names_set(m.subscribed_topic_names)
+    return names | r.topics if r is not None else names
+
+
+# the sets of the latest large subscriptions, by the identity of their (shared: heartbeat.py) tuple; each entry
+# holds its tuple, so an id in it is that tuple's. Bounded: a group's members share one tuple.
+_SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
+_SETS_KEPT = 8
+_SETS_FROM = 1000          # smaller subscriptions are made a set each time (cheaper than keeping them)
+
+
+def names_set(names: tuple[str, ...]) -> frozenset[str]:
+    """A subscription's names as a set: made once per (shared) tuple of a large subscription, not per join."""
+    if len(names) < _SETS_FROM:
+        return frozenset(names)
+    got = _SETS.get(id(names))
+    if got is not None and got[0] is names:
+        return got[1]
+    made = frozenset(names)
+    if len(_SETS) >= _SETS_KEPT:
+        del _SETS[next(iter(_SETS))]                  # the oldest
+    _SETS[id(names)] = (names, made)
+    return made
 
 
 @dataclass

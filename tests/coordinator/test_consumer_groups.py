@@ -347,3 +347,21 @@ def test_a_groups_own_configs_set_its_members_interval_and_session():
     h.topics.dynamic_configs["group"]["g"]["consumer.heartbeat.interval.ms"] = "7000"
     t = h.hb("a", 1)
     assert h.responses[t]["heartbeat_interval_ms"] == 7000
+
+
+def test_large_subscriptions_sent_in_any_order_with_repeats_are_one_shared_sorted_tuple():
+    """Three members subscribing the same 2,000 names (one of them, "t", exists): sent sorted, reversed with a
+    name twice, and sorted again. Each member keeps the names sorted and once; the members share one tuple (the
+    group's union counts it once); each is assigned from "t" alone, as with a one-name subscription."""
+    h = ConsumerHarness(topics=Topics(t=6))
+    names = sorted([f"n{i:05d}" for i in range(1999)] + ["t"])
+    h.cjoin("a", topics=list(names))
+    h.cjoin("b", topics=list(reversed(names)) + [names[5]])
+    h.cjoin("c", topics=list(names))
+    h.settle({"a": None, "b": None, "c": None})
+    members = h.group["g"].members
+    assert members["a"].subscribed_topic_names == tuple(names)
+    assert members["b"].subscribed_topic_names is members["a"].subscribed_topic_names
+    assert members["c"].subscribed_topic_names is members["a"].subscribed_topic_names
+    owned = [h.owned(m) for m in "abc"]
+    assert all(set(o) <= {"t"} for o in owned) and sorted(p for o in owned for p in o.get("t", [])) == list(range(6))
