@@ -16,19 +16,22 @@ from tenure.protocol.errors import AdminError, ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
+from .consumer.heartbeat import ConsumerGroups
 from .kinds import Group
 from .offsets import CommitPlan, commit_plan
 from .result import GroupSnapshot, RequestContext, Result
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
-from .writer import PreparedBatch
+from .writer import PreparedBatch, ahead_key
 
 log = logging.getLogger("tenure.coordinator")
 
 T = TypeVar("T")
 OffLoop = Callable[..., Awaitable[Any]]
 
-OFFSET_COMMIT = 8
+OFFSET_COMMIT, CONSUMER_HEARTBEAT = 8, 68
+# a KIP-848 heartbeat subscribing at least this many names has its member record encoded off the loop first
+HEAVY_NAMES = 1000
 # an OffsetCommit naming more partitions than this, or whose batch may be larger than HEAVY_COMMIT_BYTES, has
 # its records made and encoded off the loop before its handler runs (GroupRuntime._commit_heavy)
 HEAVY_COMMIT_PARTITIONS = 1000
@@ -78,7 +81,33 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         if req.api_key == OFFSET_COMMIT and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
                                                                        self.writer.max_batch_bytes() // 2)):
             return await self._commit_heavy(req, ctx)
+        if req.api_key == CONSUMER_HEARTBEAT and len(req.body.subscribed_topic_names or ()) >= HEAVY_NAMES:
+            return await self._join_heavy(req, ctx)
         return await super().handle(req, ctx)
+
+    async def _join_heavy(self, req: Request, ctx: RequestContext):
+        """A KIP-848 join subscribing many names: the member metadata record it is expected to write
+        (`ConsumerGroups.expected_member_record`) is made and encoded on the worker thread first, then the
+        heartbeat is handled as any; the writer takes that encoding for a record equal to it (else encodes as
+        always). The loop is spared the record's encoding, the most of such a join."""
+        expected = await self.off_loop(self._encode_expected, req.body, ctx.client_id, ctx.client_host)
+        if expected is None:
+            return await super().handle(req, ctx)
+        key = ahead_key(expected[0])
+        self.writer.ahead[key] = expected
+        try:
+            return await super().handle(req, ctx)
+        finally:
+            if self.writer.ahead.get(key) is expected:
+                del self.writer.ahead[key]
+
+    def _encode_expected(self, body, client_id: str, client_host: str) -> tuple[Any, bytes, bytes | None] | None:
+        """On the worker thread: the expected member record and its key and value (None: no guess)."""
+        record = ConsumerGroups.expected_member_record(body, client_id, client_host)
+        if record is None:
+            return None
+        key, value = self.codec.encode(record)
+        return record, key, value
 
     async def _commit_heavy(self, req: Request, ctx: RequestContext):
         """A large OffsetCommit. Its plan (`offsets.commit_plan`: its records and its answer, a pure function of

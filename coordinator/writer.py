@@ -91,15 +91,26 @@ class LogAppender:
 MAX_BATCH_BYTES = 1048588
 
 
-def encode_batch(codec: Any, records: list[Any], now: int, producer: tuple[int, int] | None) -> bytes:
+def ahead_key(record: Any) -> tuple:
+    """What a record encoded ahead (`CoordinatorWriter.ahead`) is found by."""
+    return type(record), getattr(record, "group_id", None), getattr(record, "member_id", None)
+
+
+def encode_batch(codec: Any, records: list[Any], now: int, producer: tuple[int, int] | None,
+                 ahead: dict | None = None) -> bytes:
     """One RecordBatch v2 of `records` (a transactional one of `producer`'s id and epoch), every record
-    stamped `now`; its base offset is the log's to assign."""
+    stamped `now`; its base offset is the log's to assign. `ahead`: records encoded ahead, by `ahead_key`:
+    (the record, its key, its value), used for a record equal to it."""
     pid, epoch = producer or (-1, -1)
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
                                   producer_id=pid, producer_epoch=epoch, base_sequence=-1,
                                   batch_size=2**31 - 1)
     for i, r in enumerate(records):
-        key, value = codec.encode(r)
+        done = ahead.get(ahead_key(r)) if ahead else None
+        if done is not None and done[0] == r:
+            key, value = done[1], done[2]
+        else:
+            key, value = codec.encode(r)
         b.append(i, timestamp=now, key=key, value=value, headers=[])
     return bytes(b.build())
 
@@ -132,6 +143,9 @@ class CoordinatorWriter:
         self.clock_ms = clock_ms                 # the record timestamps: the coordinator's time
         self.on_fatal = on_fatal
         self.failed: BaseException | None = None
+        # records encoded ahead, off the loop, by whoever expects them to be written (ahead_key -> (record,
+        # key, value)); the entry's owner removes it
+        self.ahead: dict[tuple, tuple[Any, bytes, bytes | None]] = {}
 
     @property
     def durable_needed(self) -> bool:
@@ -166,7 +180,7 @@ class CoordinatorWriter:
             if prepared is not None and prepared.part == part and producer is None and prepared.matches(recs):
                 batch = prepared.batch               # encoded off the loop (PreparedBatch)
             else:
-                batch = encode_batch(self.codec, recs, now, producer)
+                batch = encode_batch(self.codec, recs, now, producer, self.ahead)
             written.append(self._append(part, batch))
         return written
 

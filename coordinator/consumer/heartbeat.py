@@ -266,6 +266,23 @@ class ConsumerGroups(ShardHandler):
                                                      for tid, ps in freeze(updated.assigned)]) if send else None))
 
     @staticmethod
+    def expected_member_record(req, client_id: str, client_host: str) -> ConsumerMemberRecord | None:
+        """The member metadata record a first join (epoch 0, v1+: the client names its member id) of a member
+        new to its group writes, made from the request alone (None for any other heartbeat): what
+        `_join_or_heartbeat` makes of a new ConsumerMember with the request's fields. It is a guess, made to
+        encode a large subscription's record off the loop (group_runtime.py); the writer uses that encoding
+        only for a record equal to it, so a member that turns out to be known, static or refused costs
+        nothing but the guess."""
+        if req.member_epoch != 0 or _blank(req.member_id) or req.subscribed_topic_names is None:
+            return None
+        regex = getattr(req, "subscribed_topic_regex", None)
+        return ConsumerMemberRecord(
+            req.group_id, req.member_id, instance_id=req.instance_id, rack_id=req.rack_id, client_id=client_id,
+            client_host=client_host, subscribed_topic_names=tuple(dict.fromkeys(sorted(req.subscribed_topic_names))),
+            subscribed_topic_regex=regex or None, rebalance_timeout_ms=req.rebalance_timeout_ms,
+            server_assignor=req.server_assignor)
+
+    @staticmethod
     def _shared_names(g: ConsumerGroup, names: list[str]) -> tuple[str, ...]:
         """A subscription as the sorted tuple of its names; another member's equal tuple if there is one, so the
         members of a group subscribing the same names share one copy (and the group's union counts it once)."""
