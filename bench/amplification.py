@@ -3,7 +3,7 @@
 For each API that amplified (issue 11, finding 4), one request of tiny elements is sent to a fresh
 `tenure serve` (a subprocess of the Python running this script, so `/work/main/.venv/bin/python
 bench/amplification.py` measures main's code), while 3 other connections keep doing small Metadata round
-trips. Printed per request: the outcome (answered or connection closed) and how long it took, the
+trips. Printed per request: the outcome (answered - with an OffsetCommit v2's error codes - or connection closed) and how long it took, the
 server's peak RSS growth (VmHWM, reset before the request) in MiB and per MiB of request, and the other
 connections' round-trip p50/p99/max over the time the request was in the server.
 
