@@ -126,6 +126,8 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             raise self.failed
         if self._refusal(part, ctx.broker_id):
             return await super().handle(req, ctx)
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_request(req, ctx.client_host)
         now = self.clock_ms()
         max_meta = self.shards[part].config.offset_metadata_max_bytes
         max_bytes = self.writer.max_batch_bytes()
