@@ -7,6 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from kafka.protocol.consumer.group import OffsetCommitResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
+
 from tenure.gcpause import gc_paused
 from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
@@ -18,7 +21,7 @@ from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
 from .consumer.heartbeat import ConsumerGroups
 from .kinds import Group
-from .offsets import CommitPlan, commit_plan
+from .offsets import CommitPlan, commit_plan, txn_commit_plan
 from .result import GroupSnapshot, RequestContext, Result
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
@@ -29,7 +32,7 @@ log = logging.getLogger("tenure.coordinator")
 T = TypeVar("T")
 OffLoop = Callable[..., Awaitable[Any]]
 
-OFFSET_COMMIT, CONSUMER_HEARTBEAT = 8, 68
+OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_HEARTBEAT = 8, 28, 68
 # a KIP-848 heartbeat subscribing at least this many names has its member record encoded off the loop first
 HEAVY_NAMES = 1000
 # an OffsetCommit naming more partitions than this, or whose batch may be larger than HEAVY_COMMIT_BYTES, has
@@ -78,7 +81,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
 
     # ------------------------------------------------------------------ requests
     async def handle(self, req: Request, ctx: RequestContext):
-        if req.api_key == OFFSET_COMMIT and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
+        if req.api_key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT) and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
                                                                        self.writer.max_batch_bytes() // 2)):
             return await self._commit_heavy(req, ctx)
         if req.api_key == CONSUMER_HEARTBEAT and len(req.body.subscribed_topic_names or ()) >= HEAVY_NAMES:
@@ -131,8 +134,8 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         now = self.clock_ms()
         max_meta = self.shards[part].config.offset_metadata_max_bytes
         max_bytes = self.writer.max_batch_bytes()
-        plan, prepared, refusal = await self.off_loop(self._prepare_commit, part, body, ctx.api_version, now,
-                                                      max_meta, max_bytes)
+        plan, prepared, refusal = await self.off_loop(self._prepare_commit, req.api_key, part, body,
+                                                      ctx.api_version, now, max_meta, max_bytes)
         loop = asyncio.get_running_loop()
         token = next(self._tokens)
         fut = loop.create_future()
@@ -145,11 +148,11 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                 self._release([(token, error_response(req, code))])
             else:
                 shard = self.shards[part]
-                res = shard.decide_commit(ctx.for_input(token, now), body, plan)
+                res = shard.decide_commit(req.api_key, ctx.for_input(token, now), body, plan)
                 if refusal is not None and res.records and prepared.matches(res.records):
-                    log.warning("OffsetCommit of group %s: its batch of %d records is %d bytes, over %s's "
+                    log.warning("%s of group %s: its batch of %d records is %d bytes, over %s's "
                                 "max.message.bytes (%d): refused (UNKNOWN_SERVER_ERROR), nothing written",
-                                body.group_id, len(res.records), len(prepared.batch), self.writer.topic_name,
+                                req.name, body.group_id, len(res.records), len(prepared.batch), self.writer.topic_name,
                                 max_bytes)
                     self._release([(token, refusal)])
                 else:
@@ -158,13 +161,19 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         finally:
             self._waiting.pop(token, None)
 
-    def _prepare_commit(self, part: int, body, version: int, now: int, max_meta: int,
+    def _prepare_commit(self, api_key: int, part: int, body, version: int, now: int, max_meta: int,
                         max_bytes: int) -> tuple[CommitPlan, PreparedBatch, Any]:
-        """On the worker thread: the commit's plan (its records and answer), its records' batch, and the
-        answer refusing it if that batch is over `max_bytes` (else None). Pure: reads only the request."""
-        plan = commit_plan(body, version, now, max_meta)
-        prepared = self.writer.prepare(part, plan.records, now)
-        refusal = offset_commit_error(body.topics, ErrorCode.UNKNOWN_SERVER_ERROR) \
+        """On the worker thread: the commit's plan (its records and answer), its records' batch (a
+        TxnOffsetCommit's: its producer's transactional batch), and the answer refusing it if that batch is
+        over `max_bytes` (else None). Pure: reads only the request."""
+        if api_key == TXN_OFFSET_COMMIT:
+            plan = txn_commit_plan(body, version, now, max_meta)
+            producer: tuple[int, int] | None = (body.producer_id, body.producer_epoch)
+        else:
+            plan, producer = commit_plan(body, version, now, max_meta), None
+        prepared = self.writer.prepare(part, plan.records, now, producer)
+        refusal = offset_commit_error(body.topics, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                      TxnOffsetCommitResponse if producer else OffsetCommitResponse) \
             if len(prepared.batch) > max_bytes else None
         return plan, prepared, refusal
 

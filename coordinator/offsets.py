@@ -79,6 +79,17 @@ def commit_plan(req, version: int, now_ms: int, metadata_max_bytes: int) -> Comm
                            metadata_max_bytes)
 
 
+def txn_commit_plan(req, version: int, now_ms: int, metadata_max_bytes: int) -> CommitPlan:
+    """The plan of a TxnOffsetCommit at `now_ms`: its offsets as the producer's (written in its transactional
+    batch). A pure function of the request, as `commit_plan`."""
+    gid, pid, epoch = req.group_id, req.producer_id, req.producer_epoch
+    return plan_partitions(req.topics, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
+                           lambda topic, p, meta: TransactionalOffsetCommit(pid, epoch, OffsetCommitRecord(
+                               gid, topic, p.partition_index, p.committed_offset,
+                               p.committed_leader_epoch if version >= 2 else -1, meta, now_ms)),
+                           metadata_max_bytes)
+
+
 class Offsets(ShardHandler):
     def offset_commit(self, ctx: RequestContext, req, plan: CommitPlan | None = None) -> Result:
         """`plan`: `commit_plan(req, ctx.api_version, ctx.now_ms, ...)` made ahead (a heavy commit); made
@@ -118,7 +129,8 @@ class Offsets(ShardHandler):
     # count for the group only once its commit marker follows (the shard replays TransactionEnd); an abort
     # drops them. Before v3 (no member fields) the commit is accepted whatever the group's generation, as
     # Kafka does for old producers.
-    def txn_offset_commit(self, ctx: RequestContext, req) -> Result:
+    def txn_offset_commit(self, ctx: RequestContext, req, plan: CommitPlan | None = None) -> Result:
+        """`plan`: `txn_commit_plan(req, ctx.api_version, ctx.now_ms, ...)` made ahead; made here if None."""
         res = Result()
         v, gid = ctx.api_version, req.group_id
         generation, mid = (req.generation_id, req.member_id) if v >= 3 else (-1, "")
@@ -137,24 +149,14 @@ class Offsets(ShardHandler):
             res.respond(ctx.token, offset_commit_error(req.topics, code, TxnOffsetCommitResponse))
             return res
 
-        def record(topic: str, p, meta: str) -> TransactionalOffsetCommit:
-            return TransactionalOffsetCommit(req.producer_id, req.producer_epoch, OffsetCommitRecord(
-                gid, topic, p.partition_index, p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
-                meta, ctx.now_ms))
-
-        topics = self._commit_partitions(res, req.topics, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
-                                         record)
+        if plan is None:
+            plan = txn_commit_plan(req, v, ctx.now_ms, self.config.offset_metadata_max_bytes)
+        res.emit_all(plan.records)
+        topics = plan.topics
         if live is None:                                                   # a simple group
             res.install(gid, ClassicGroup(gid, state_timestamp=ctx.now_ms))
         res.respond(ctx.token, TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics))
         return res
-
-    def _commit_partitions(self, res: Result, topics_in, T, record_of) -> list:
-        """Each partition of an accepted TxnOffsetCommit (`plan_partitions`), its records emitted; the answer's
-        topics."""
-        plan = plan_partitions(topics_in, T, record_of, self.config.offset_metadata_max_bytes)
-        res.emit_all(plan.records)
-        return plan.topics
 
     def offset_fetch(self, ctx: RequestContext, req) -> Result:
         res = Result()

@@ -281,9 +281,11 @@ class GroupShard:
         runtime reverts a write its log refused."""
         return self.routes[api_key](ctx, body)
 
-    def decide_commit(self, ctx: RequestContext, body, plan: CommitPlan) -> Result:
-        """`decide` for an OffsetCommit whose plan (offsets.commit_plan at `ctx.now_ms`) was made ahead."""
-        return self.offset_store.offset_commit(ctx, body, plan)
+    def decide_commit(self, api_key: int, ctx: RequestContext, body, plan: CommitPlan) -> Result:
+        """`decide` for an OffsetCommit (8) or TxnOffsetCommit (28) whose plan (offsets.commit_plan,
+        txn_commit_plan at `ctx.now_ms`) was made ahead."""
+        store = self.offset_store
+        return (store.offset_commit if api_key == 8 else store.txn_offset_commit)(ctx, body, plan)
 
     def done(self, res: Result) -> Result:
         """Replay a Result `decide` gave (see `_done`)."""

@@ -121,6 +121,7 @@ class PreparedBatch:
     part: int
     records: list[Any]
     batch: bytes
+    producer: tuple[int, int] | None = None      # the transactional batch's producer id and epoch
 
     def matches(self, records: list[Any]) -> bool:
         """Whether `records` are those this batch was made of: the handler emits the records of the plan the
@@ -162,7 +163,7 @@ class CoordinatorWriter:
         raises it too)."""
         if self.failed is not None:
             raise self.failed
-        if prepared is not None and prepared.matches(records):   # all of them: one group's, one partition's
+        if prepared is not None and prepared.matches(records):   # all of them: one group's, one batch's
             return [self._append(prepared.part, prepared.batch)]
         by_batch: dict[tuple[int, tuple[int, int] | None], list[Any]] = {}
         n = self.partitions
@@ -177,7 +178,8 @@ class CoordinatorWriter:
         now = self.clock_ms()
         written = []
         for (part, producer), recs in by_batch.items():
-            if prepared is not None and prepared.part == part and producer is None and prepared.matches(recs):
+            if prepared is not None and (prepared.part, prepared.producer) == (part, producer) and \
+                    prepared.matches(recs):
                 batch = prepared.batch               # encoded off the loop (PreparedBatch)
             else:
                 batch = encode_batch(self.codec, recs, now, producer, self.ahead)
@@ -191,10 +193,12 @@ class CoordinatorWriter:
         value = config("max.message.bytes") if callable(config) else None
         return int(value) if value else MAX_BATCH_BYTES
 
-    def prepare(self, part: int, records: list[Any], now: int) -> PreparedBatch:
-        """`records` (all of partition `part`, no producer's) encoded as the one batch `write` would make of
-        them: a pure function, run off the loop for a heavy write (group_runtime.py)."""
-        return PreparedBatch(part, records, encode_batch(self.codec, records, now, None))
+    def prepare(self, part: int, records: list[Any], now: int,
+                producer: tuple[int, int] | None = None) -> PreparedBatch:
+        """`records` (all of partition `part`, in `producer`'s transactional batch or none) encoded as the one
+        batch `write` would make of them: a pure function, run off the loop for a heavy write
+        (group_runtime.py)."""
+        return PreparedBatch(part, records, encode_batch(self.codec, records, now, producer), producer)
 
     def write_marker(self, part: int, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int, now_ms: int) -> Log:

@@ -158,3 +158,34 @@ def test_the_heavy_path_answers_as_the_one_step_path():
         assert shard.committed_offsets("g") == rt.committed_offsets("g")
         assert [len(b) for b in batches(rt, "g")] == [1199]
     asyncio.run(run())
+
+
+def txn_commit(group: str, offsets: dict[tuple[str, int], int], producer_id: int = 7):
+    from kafka.protocol.producer import TxnOffsetCommitRequest
+    TT = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    TP = TT.TxnOffsetCommitRequestPartition
+    topics: dict[str, list] = {}
+    for (t, p), off in offsets.items():
+        topics.setdefault(t, []).append(TP(version=3, partition_index=p, committed_offset=off,
+                                           committed_leader_epoch=-1, committed_metadata=""))
+    return TxnOffsetCommitRequest(version=3, transactional_id="tx", group_id=group, producer_id=producer_id,
+                                  producer_epoch=0, generation_id=-1, member_id="", group_instance_id=None,
+                                  topics=[TT(version=3, name=t, partitions=ps) for t, ps in topics.items()])
+
+
+def test_a_heavy_txn_offset_commit_is_the_producers_one_transactional_batch_or_refused_whole():
+    """TxnOffsetCommit as OffsetCommit (Kafka's transactional write is atomic too): 3,000 partitions over the
+    limit are refused -1 for each, nothing pending; 1,500 are one transactional batch of producer 7, pending
+    until the transaction ends."""
+    async def run():
+        rt = runtime()
+        answer = await call(rt, txn_commit("g", wide(3000)), 3)
+        assert codes(answer) == {-1} and sum(len(t["partitions"]) for t in answer["topics"]) == 3000
+        assert batches(rt, "g") == [] and rt.shard_for("g").pending_partitions("g") == set()
+        assert codes(await call(rt, txn_commit("g", wide(1500)), 3)) == {0}
+        plog = rt.offsets_topic.partitions[partition_for("g", rt.partitions)]
+        [(_, raw)] = list(iter_batches(plog))
+        batch = DefaultRecordBatch(raw)
+        assert batch.is_transactional and batch.producer_id == 7 and len(list(DefaultRecordBatch(raw))) == 1500
+        assert len(rt.shard_for("g").pending_partitions("g")) == 1500 and rt.committed_offsets("g") == {}
+    asyncio.run(run())

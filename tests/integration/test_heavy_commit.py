@@ -8,6 +8,8 @@ UNKNOWN_SERVER_ERROR (-1) and nothing is committed. tenure refuses the same comm
   ~1.6 MiB batch): both see the unknown server error (kafka-python raises UnknownError, librdkafka "Unknown
   broker error", code -1), nothing is committed, and the server keeps serving: the same consumer then commits
   10,000 partitions (~0.5 MiB), all of them there;
+- confluent-kafka's transactional producer sending 20,000 partitions' offsets (TxnOffsetCommit): -1 for each,
+  an abortable error; after the abort, 10,000 partitions' offsets commit with the transaction;
 - a server SIGKILLed while a commit of 10,000 partitions is in it: after the restart, every commit acknowledged
   before (kafka-python's, one of them of 10,000 partitions) is there, and the one in flight is there whole or
   not at all.
@@ -19,7 +21,7 @@ import struct
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
@@ -59,6 +61,34 @@ def test_kafka_python_and_confluent_commits_over_the_batch_limit_are_refused_who
         assert len(got) == 10000 and {m.offset for m in got.values()} == {7}
     finally:
         kp.close()
+        cf.close()
+        admin.close()
+
+
+@pytest.mark.tenure(topics={"hc-a": 10000, "hc-b": 10000})
+def test_confluent_transactional_offsets_over_the_batch_limit_abort_and_a_smaller_commit_goes_through(tenure_server):
+    """confluent-kafka's transactional producer sends 20,000 partitions' offsets (TxnOffsetCommit, ~1.6 MiB):
+    every partition is answered -1, librdkafka makes it an abortable error; after the abort, 10,000 partitions'
+    offsets (one transactional batch of the producer) commit with the transaction."""
+    p = Producer({"bootstrap.servers": tenure_server.bootstrap, "transactional.id": "tx-big"})
+    cf = Consumer({"bootstrap.servers": tenure_server.bootstrap, "group.id": "big-tx", "enable.auto.commit": False})
+    admin = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap, request_timeout_ms=120000)
+    try:
+        p.init_transactions(30)
+        meta = cf.consumer_group_metadata()
+        p.begin_transaction()
+        with pytest.raises(KafkaException) as refused:
+            p.send_offsets_to_transaction([CTP(tp.topic, tp.partition, 5, metadata="m" * 30) for tp in WIDE], meta, 60)
+        err = refused.value.args[0]
+        assert err.code() == -1 and err.txn_requires_abort() and not err.fatal(), err
+        p.abort_transaction(30)
+        assert offsets_of(admin, "big-tx") == {}
+        p.begin_transaction()
+        p.send_offsets_to_transaction([CTP(tp.topic, tp.partition, 7) for tp in WIDE[:10000]], meta, 60)
+        p.commit_transaction(60)
+        got = offsets_of(admin, "big-tx")
+        assert len(got) == 10000 and {m.offset for m in got.values()} == {7}
+    finally:
         cf.close()
         admin.close()
 
