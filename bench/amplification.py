@@ -17,14 +17,15 @@ answers every copy (a 0.05 MiB request makes a 190 MiB answer), so run it there 
 
 Stalls (issue 30): `--stalls` runs, instead, the largest requests each API still accepts whose answers are
 huge - a ConsumerGroupDescribe and a DescribeTransactions of `--elements` - 1 distinct ids that name no group
-or transaction, and a KIP-848 group of `--members` members each subscribing `--elements` - 1 topic names (the
+or transaction, an OffsetCommit of 23,000 partitions of a topic of 10,000 (about the largest whose batch
+`__consumer_offsets` takes: one of 100,000 is refused, as Kafka refuses it), and a KIP-848 group of `--members` members each subscribing `--elements` - 1 topic names (the
 last member's join is timed, then a ConsumerGroupDescribe of the group). The other connections are the
 canary: their round-trip p99 while the request is in the server is the stall. Each `--server PY` (repeat it)
 runs `PY -m tenure serve`, so a worktree of main's Python and this tree's run in the same script:
 
     .venv/bin/python bench/amplification.py --stalls --server ../base/.venv/bin/python --server .venv/bin/python
 
-Bounded: 12 requests (--stalls: 4 per server, and --members - 1 joins to set up), each given at most --timeout
+Bounded: 12 requests (--stalls: 5 per server, and --members - 1 joins to set up), each given at most --timeout
 seconds; the servers are killed at the end.
 """
 from __future__ import annotations
@@ -285,6 +286,14 @@ def _commit_codes(frame: bytes, body: bytes) -> str:
     return f", error codes {sorted(codes)}"
 
 
+# the largest OffsetCommit of the shape's names whose batch __consumer_offsets takes (1 MiB: ~45 bytes a record)
+COMMIT_PARTITIONS = 23_000
+
+
+def _framed(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
 # --stalls: (name, elements, setup(host, port, n, members) -> held sockets, [(label, frame)])
 def _stall_shapes(n: int, members: int) -> list[tuple]:
     names = _names(n, "topic-")
@@ -302,6 +311,9 @@ def _stall_shapes(n: int, members: int) -> list[tuple]:
          [("", _describe_groups_frame(_names(n, "group-")))]),
         ("DescribeTransactions v0 (distinct ids, none exist)", n, None,
          [("", _describe_txns_frame(_names(n, "txn-")))]),
+        (f"OffsetCommit v2 of {COMMIT_PARTITIONS:,} partitions of topic w (about the largest batch accepted)",
+         COMMIT_PARTITIONS, lambda host, port: [_wide_topic(host, port)],
+         [("", _framed(SHAPES["OffsetCommit v2 (partitions of an existing topic: one write)"](COMMIT_PARTITIONS)))]),
         (f"KIP-848 group of {members} members, each subscribing {n:,} names", n,
          lambda host, port: wide_group(host, port, members - 1),
          [(f"member {members}'s join", _join_frame(members - 1, names)),
