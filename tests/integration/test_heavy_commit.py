@@ -10,6 +10,8 @@ UNKNOWN_SERVER_ERROR (-1) and nothing is committed. tenure refuses the same comm
   10,000 partitions (~0.5 MiB), all of them there;
 - confluent-kafka's transactional producer sending 20,000 partitions' offsets (TxnOffsetCommit): -1 for each,
   an abortable error; after the abort, 10,000 partitions' offsets commit with the transaction;
+- small confluent-kafka commits of one partition during a kafka-python commit of 10,000: the offsets whole, and
+  the same after a SIGKILL and a reload from the log;
 - a server SIGKILLed while a commit of 10,000 partitions is in it: after the restart, every commit acknowledged
   before (kafka-python's, one of them of 10,000 partitions) is there, and the one in flight is there whole or
   not at all.
@@ -91,6 +93,52 @@ def test_confluent_transactional_offsets_over_the_batch_limit_abort_and_a_smalle
     finally:
         cf.close()
         admin.close()
+
+
+def test_small_commits_during_a_heavy_one_land_in_the_same_order_in_state_and_log(tmp_path):
+    """kafka-python commits 10,000 partitions (offset 5) while confluent-kafka commits partition 0 of the same
+    topic for the same group over and over (offsets 100, 101, ...). Whatever the interleaving, the group's
+    offsets are whole - 9,999 partitions at 5, partition 0 at 5 or at one of the small commits - and a server
+    SIGKILLed after every commit was acknowledged reloads exactly those offsets from its log (the state and the
+    log saw the commits in one order)."""
+    import threading
+    with TenureProcess(tmp_path / "data", fsync="batch") as srv:
+        srv.start()
+        admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=60000)
+        admin.create_topics([NewTopic("hc-a", 10000, 1)])
+        part_a = [tp for tp in WIDE if tp.topic == "hc-a"]
+        kp = KafkaConsumer(bootstrap_servers=srv.bootstrap, group_id="g", enable_auto_commit=False,
+                           request_timeout_ms=60000)
+        cf = Consumer({"bootstrap.servers": srv.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        done = threading.Event()
+        small: list[int] = []
+
+        def commit_small() -> None:
+            offset = 100
+            while not done.is_set() or not small:
+                cf.commit(offsets=[CTP("hc-a", 0, offset)], asynchronous=False)
+                small.append(offset)
+                offset += 1
+        t = threading.Thread(target=commit_small)
+        t.start()
+        try:
+            kp.commit({tp: OffsetAndMetadata(5, "", -1) for tp in part_a})
+        finally:
+            done.set()
+            t.join(60)
+            kp.close()
+            cf.close()
+        got = {tp: m.offset for tp, m in offsets_of(admin, "g").items()}
+        admin.close()
+        assert len(got) == 10000 and small, small
+        assert {o for tp, o in got.items() if tp != part_a[0]} == {5} and got[part_a[0]] in [5, *small]
+        srv.kill()
+        srv.start()
+        admin = KafkaAdminClient(bootstrap_servers=srv.bootstrap, request_timeout_ms=60000)
+        try:
+            assert {tp: m.offset for tp, m in offsets_of(admin, "g").items()} == got
+        finally:
+            admin.close()
 
 
 def _commit_frame(group: str, tps: list[TopicPartition], offset: int) -> bytes:
