@@ -33,7 +33,7 @@ T = TypeVar("T")
 OffLoop = Callable[..., Awaitable[Any]]
 
 OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_HEARTBEAT = 8, 28, 68
-# a KIP-848 heartbeat subscribing at least this many names has its member record encoded off the loop first
+# a KIP-848 join (epoch 0) subscribing at least this many names has its member record encoded off the loop first
 HEAVY_NAMES = 1000
 # an OffsetCommit naming more partitions than this, or whose batch may be larger than HEAVY_COMMIT_BYTES, has
 # its records made and encoded off the loop before its handler runs (GroupRuntime._commit_heavy)
@@ -84,7 +84,8 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         if req.api_key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT) and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
                                                                        self.writer.max_batch_bytes() // 2)):
             return await self._commit_heavy(req, ctx)
-        if req.api_key == CONSUMER_HEARTBEAT and len(req.body.subscribed_topic_names or ()) >= HEAVY_NAMES:
+        if req.api_key == CONSUMER_HEARTBEAT and req.body.member_epoch == 0 and \
+                len(req.body.subscribed_topic_names or ()) >= HEAVY_NAMES:
             return await self._join_heavy(req, ctx)
         return await super().handle(req, ctx)
 
