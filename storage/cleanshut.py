@@ -84,8 +84,8 @@ def write_index(segment_path: Path, base: int, offsets, positions, max_timestamp
         return False
     data = (b"".join(_INDEX_ENTRY.pack(o - base, p) for o, p in zip(offsets, positions, strict=True)),
             _TIME_ENTRY.pack(max_timestamp, max_timestamp_batch - base) if max_timestamp >= 0 else b"")
-    for path, blob in zip(paths, data, strict=True):
-        write_fsynced(path, blob)
+    for path, blob in reversed(list(zip(paths, data, strict=True))):   # the time index first: an offset index
+        write_fsynced(path, blob)              # left from before (a prefix of this one) never meets an older one
     return True
 
 
