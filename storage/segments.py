@@ -112,6 +112,7 @@ class SegmentLog:
         if not self.segments:
             self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
             self._dir_dirty = True
+        self.active.sealed = False                 # appends go there: its roll flushes it and writes its index
         if clean and self.trusted and not self._pending_cuts:
             known = self.log_end_offset            # the clean stop fsynced it all
         else:                                      # only what the last checkpoint names was fsynced

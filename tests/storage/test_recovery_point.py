@@ -195,3 +195,28 @@ def test_a_recovery_cut_removes_the_cut_segments_index_files(tmp_path):
     data, lg = reopen(tmp_path)
     assert len(lg.truncated) == 1 and not index_paths(last)[0].exists()
     data.close()
+
+
+def test_the_segment_active_at_a_clean_stop_gets_fresh_index_files_at_its_roll(tmp_path):
+    """After a clean stop the last segment is trusted by the index files the stop wrote; appends go on into
+    it, and its roll must flush it and write its index anew (the old files cover only what it held then)."""
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = run(data, 400)
+    lg.flush()
+    for x in data.logs.values():
+        x.close()
+    assert data.mark_clean_shutdown(list(data.logs.values()))
+    data.close()
+    data, lg = reopen(tmp_path)
+    assert lg.scanned == 0
+    old_active = lg.active
+    stale = index_paths(old_active.path)[0].read_bytes()
+    run(data, 100, start=400)                                        # fills it up and rolls
+    assert lg.active is not old_active and old_active.sealed
+    assert len(index_paths(old_active.path)[0].read_bytes()) > len(stale)
+    assert lg.recovery_point == lg.active.base_offset
+    before = read_all(lg)
+    kill(data)
+    data, lg = reopen(tmp_path)
+    assert (lg.scanned, lg.trusted) == (1, len(lg.segments) - 1) and read_all(lg) == before
+    data.close()
