@@ -14,7 +14,10 @@ LogManager and LogLoader do):
 
 After a clean stop a segment with sound index files is trusted up to its last index entry (its batches are
 not read); the batches from there to its end (at most about `index_interval_bytes`) are verified as at
-any open, which finds the log end and cuts a torn tail. Without the marker every batch is verified.
+any open, which finds the log end and cuts a torn tail. The index files of a rolled segment are also written by
+the flush of its roll (`SegmentLog.take_roll_flush`), so without the marker (a kill) the same is done for each
+segment wholly below the log's checkpointed recovery point (storage/datadir.py), and every batch of the rest is
+verified.
 """
 from __future__ import annotations
 
