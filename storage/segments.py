@@ -300,10 +300,12 @@ class SegmentLog:
         """Claim, on the appending thread, the segments below the active one not yet known to be fsynced with
         their index files on disk; returns the blocking job (for a worker thread) that fsyncs them, writes their
         index files (a segment of `index_files_min_bytes` or more; a smaller one loses stale ones), fsyncs the
-        directory and raises the recovery point to the active segment's base offset: Kafka's flush at a roll,
-        whatever the flush policy. The segments stay dirty: the policy's own flush still covers them."""
-        segs = [s for s in self.segments[:-1] if not s.sealed and s.hold()]
-        end = self.active.base_offset
+        directory and raises the recovery point to the active segment's base offset, or to the first segment
+        below it a job (queued, or failed) has not sealed: Kafka's flush at a roll, whatever the flush policy.
+        The segments stay dirty: the policy's own flush still covers them."""
+        segs = [s for s in self.segments[:-1] if not (s.sealed or s.claimed) and s.hold()]
+        for s in segs:                             # a burst of rolls: each segment in one job only
+            s.claimed = True
         directory, min_bytes = self.dir, self.config.index_files_min_bytes
 
         def run() -> None:
@@ -320,12 +322,18 @@ class SegmentLog:
                         else:
                             remove_index(s.path)
                 fsync_dir(directory)
-                for s in segs:
-                    s.sealed = True
-                self.recovery_point = max(self.recovery_point, end)
+            except BaseException:
+                for s in segs:                     # the next roll claims them again
+                    s.claimed = False
+                raise
             finally:
                 for s in segs:
                     s.release()
+            for s in segs:
+                s.sealed = True
+            now = list(self.segments)              # up to the first segment no job has sealed (yet)
+            point = next((s.base_offset for s in now[:-1] if not s.sealed), now[-1].base_offset)
+            self.recovery_point = max(self.recovery_point, point)
         return run
 
     def _segment_for(self, offset: int) -> int:

@@ -220,3 +220,46 @@ def test_the_segment_active_at_a_clean_stop_gets_fresh_index_files_at_its_roll(t
     data, lg = reopen(tmp_path)
     assert (lg.scanned, lg.trusted) == (1, len(lg.segments) - 1) and read_all(lg) == before
     data.close()
+
+
+def test_a_burst_of_rolls_flushes_each_segment_once_and_a_failed_flush_holds_the_recovery_point(tmp_path,
+                                                                                               monkeypatch):
+    import tenure.storage.segments as segments
+    lg = SegmentLog(tmp_path / "t-0", CONFIG)
+    jobs = []
+    lg.on_roll = jobs.append                                           # queued, not run (a busy flusher)
+    for i in range(400):
+        lg.append(batch(i, 2, size=40))
+    assert len(jobs) == len(lg.segments) - 1 >= 5
+    fsynced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(segments.os, "fsync", lambda fd: (fsynced.append(fd), real_fsync(fd))[1])
+    jobs[1]()                                                          # the second roll's job ran first
+    seg_fds = {s.fd for s in lg.segments}                              # (os.fsync also covers the index files)
+    assert seg_fds & set(fsynced) == {lg.segments[1].fd}               # its own segment only
+    assert lg.recovery_point == 0                                      # the first segment is not fsynced yet
+    assert lg.segments[1].sealed and not lg.segments[0].sealed
+    jobs[0]()
+    assert lg.recovery_point == lg.segments[2].base_offset             # ... the job covering it only now
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(segments.os, "fsync", failing)
+    with pytest.raises(OSError):
+        jobs[2]()
+    assert lg.recovery_point == lg.segments[2].base_offset and not lg.segments[2].sealed
+    monkeypatch.setattr(segments.os, "fsync", lambda fd: (fsynced.append(fd), real_fsync(fd))[1])
+    jobs[3]()                                                          # sealed, but the failed one is below it
+    assert lg.segments[3].sealed and lg.recovery_point == lg.segments[2].base_offset
+    fsynced.clear()
+    n = len(jobs)
+    lg.append(batch(999, 1, size=9_500))                               # the next roll claims the failed one again
+    assert len(jobs) == n + 1
+    jobs[-1]()
+    assert lg.segments[2].fd in fsynced and lg.segments[2].sealed
+    assert lg.segments[4].fd not in fsynced                            # claimed by its own job (not run yet)
+    for job in jobs[4:n]:                                              # the rest of the queue
+        job()
+    assert all(s.sealed for s in lg.segments[:-1])
+    assert lg.recovery_point == lg.active.base_offset
+    lg.close()
