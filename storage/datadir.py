@@ -169,9 +169,14 @@ class DataDir:
             return True
 
     def finish_recovery(self) -> None:
-        """After every log opened (none refused): cut the damaged tails recovery found."""
+        """After every log opened (none refused): cut the damaged tails recovery found; then, on the flusher
+        thread, flush the segments below each active one that recovery verified in full and write their index
+        files (as Kafka's recovery rebuilds them), so that the next kill need not verify them again."""
         for seg_log in self.logs.values():
             seg_log.finish_recovery()
+        for seg_log in self.logs.values():
+            if any(not seg.sealed for seg in seg_log.segments[:-1]):
+                self._roll_flush(seg_log.take_roll_flush())
         scanned, trusted = self.recovery_report()
         log.info("opened %d log(s) after a%s stop: %d segment(s) verified batch by batch, %d trusted up to their "
                  "index%s", len(self.logs), " clean" if self.clean_shutdown else "n unclean", scanned, trusted,

@@ -173,9 +173,12 @@ class SegmentLog:
 
     def write_index_files(self) -> int:
         """At a clean stop, after the last flush: write the index files of each segment of at least
-        `index_files_min_bytes` and remove those of smaller ones (storage/cleanshut.py); how many were written."""
+        `index_files_min_bytes` and remove those of smaller ones (storage/cleanshut.py), except where a roll's
+        flush already did (sealed segments); how many were written."""
         written, changed = 0, False
         for seg in self.segments:
+            if seg.sealed:                         # its roll's flush (or the last stop) wrote them: current
+                continue
             if seg.size >= self.config.index_files_min_bytes and write_index(
                     seg.path, seg.base_offset, seg.index_offsets, seg.index_positions, seg.max_timestamp,
                     seg.max_timestamp_batch):

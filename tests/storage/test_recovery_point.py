@@ -263,3 +263,27 @@ def test_a_burst_of_rolls_flushes_each_segment_once_and_a_failed_flush_holds_the
     assert all(s.sealed for s in lg.segments[:-1])
     assert lg.recovery_point == lg.active.base_offset
     lg.close()
+
+
+def test_segments_verified_in_full_after_a_kill_are_sealed_once_the_logs_are_open(tmp_path):
+    """A data dir killed before anything was checkpointed (or written by an older tenure): every batch is
+    verified once; then the rolled segments are flushed and get index files (Kafka rebuilds the index of a
+    segment it recovers), the recovery point and its checkpoint follow, and the next kill trusts them."""
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = data.open_log("t", 0)
+    for i in range(400):
+        lg.append(batch(i, 2, size=40))
+    kill(data)
+    for p in (tmp_path / "t-0").iterdir():                             # no index files, no checkpoint
+        if p.suffix != ".log":
+            p.unlink()
+    (tmp_path / RECOVERY_POINT_CHECKPOINT).unlink(missing_ok=True)
+    data, lg = reopen(tmp_path)
+    assert (lg.scanned, lg.trusted) == (len(lg.segments), 0)
+    data.wait_flushes()
+    assert all(s.sealed for s in lg.segments[:-1]) and lg.recovery_point == lg.active.base_offset
+    assert read_checkpoint(tmp_path, RECOVERY_POINT_CHECKPOINT) == {("t", 0): lg.active.base_offset}
+    kill(data)
+    data, lg = reopen(tmp_path)
+    assert (lg.scanned, lg.trusted) == (1, len(lg.segments) - 1)
+    data.close()
