@@ -89,6 +89,7 @@ class SegmentLog:
         # a roll's flush job (see `roll`): DataDir runs it on its flusher thread; None: no roll flush
         self.on_roll: Callable[[Callable[[], None]], None] | None = None
         self._index_lock = threading.Lock()        # index files written (roll flush) vs removed (swap, deletion)
+        self._point_lock = threading.Lock()        # the recovery point is raised from several threads
         self._recover(trusted_end, flushed_to)
 
     # ------------------------------------------------------------------ recovery
@@ -335,9 +336,13 @@ class SegmentLog:
             for s in segs:
                 s.sealed = True
             now = list(self.segments)              # up to the first segment no job has sealed (yet)
-            point = next((s.base_offset for s in now[:-1] if not s.sealed), now[-1].base_offset)
-            self.recovery_point = max(self.recovery_point, point)
+            self._raise_recovery_point(next((s.base_offset for s in now[:-1] if not s.sealed), now[-1].base_offset))
         return run
+
+    def _raise_recovery_point(self, offset: int) -> None:
+        with self._point_lock:                     # never lowered by a slower thread's older value
+            if offset > self.recovery_point:
+                self.recovery_point = offset
 
     def _segment_for(self, offset: int) -> int:
         bases = [s.base_offset for s in self.segments]
@@ -437,7 +442,7 @@ class SegmentLog:
                 if dir_too:
                     fsync_dir(directory)
                 self.bytes_synced = max(self.bytes_synced, target)
-                self.recovery_point = max(self.recovery_point, end)
+                self._raise_recovery_point(end)
             finally:
                 for seg in segs:
                     seg.release()
