@@ -133,3 +133,40 @@ def test_after_a_sigkill_only_what_is_past_the_checkpointed_recovery_point_is_ve
         srv.start()
         assert _committed(srv.bootstrap, "rp") == 60
         assert srv.terminate() == 0, srv.stderr()
+
+
+def _produce_kafka_python(bootstrap: str, topic: str, n: int) -> None:
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks=1)
+    try:
+        for i in range(n):
+            p.send(topic, key=f"k{i}".encode(), value=b"v" * 100)
+        p.flush(30)
+    finally:
+        p.close()
+
+
+def test_the_periodic_checkpoint_follows_group_commits_and_0_leaves_it_to_the_rolls(tmp_path):
+    """kafka-python produces (acks=1, --fsync batch: each answer after its group commit); the recovery point
+    of the partition follows, and the checkpoint file with it every interval; with the interval 0 it is only
+    written at rolls (none here), as the flag says."""
+    from tenure.config import ServerConfig
+    from tenure.server.thread import ServerThread
+
+    data = tmp_path / "periodic"
+    with ServerThread(ServerConfig(port=0, data_dir=str(data), fsync="batch",
+                                   log_flush_offset_checkpoint_interval_ms=100)) as st:
+        create_topic(st.bootstrap, "p")
+        _produce_kafka_python(st.bootstrap, "p", 50)
+        assert _wait_checkpoint(data, "p-0", 50) == 50
+        _produce_kafka_python(st.bootstrap, "p", 30)
+        assert _wait_checkpoint(data, "p-0", 80) == 80
+
+    data = tmp_path / "rolls-only"
+    with ServerThread(ServerConfig(port=0, data_dir=str(data), fsync="batch",
+                                   log_flush_offset_checkpoint_interval_ms=0)) as st:
+        create_topic(st.bootstrap, "p")
+        _produce_kafka_python(st.bootstrap, "p", 50)
+        time.sleep(0.5)
+        assert "p-0" not in _checkpoint(data)
+    assert _checkpoint(data)["p-0"] == 50                          # the clean stop writes it
