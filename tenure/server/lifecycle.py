@@ -313,7 +313,7 @@ class Server:
             try:
                 await loop.run_in_executor(None, data.checkpoint_recovery_points)
             except OSError as exc:
-                log.error("writing the recovery-point checkpoint: %s (the next try in %.0f s)", exc, interval_s)
+                log.error("writing the recovery-point checkpoint: %s (the next try in %g s)", exc, interval_s)
 
     def _connection(self, peer: Peer, reader, writer) -> Connection:
         """The Listener's factory: a Connection served by this server's dispatcher."""
