@@ -55,7 +55,7 @@ moves, interleaved with this tree's, and prints the ratios; each runs its own tr
 
     .venv/bin/python bench/recovery.py [--records 1000000] [--groups 2000] [--members 8]
                                        [--segment-bytes 104857600] [--keep DIR] [--warm] [--background]
-                                       [--baseline-python PY] [--no-move] [--what-if] [--profile]
+                                       [--baseline-python PY] [--no-move] [--what-if] [--profile] [--roll-flush]
 
 --keep DIR generates into DIR (or reuses it when a previous run with the same parameters left it
 there) and keeps it. --profile also runs the in-process load and the log open under cProfile and
@@ -435,6 +435,33 @@ def move_in_process(data_dir: str, segment_bytes: int) -> dict:
     return out
 
 
+def roll_flush_cost(segment_bytes: int) -> list[dict]:
+    """A roll's own flush (storage/segments.py take_roll_flush: fsync, index files, directory) of one segment of
+    `segment_bytes`, timed twice: its pages dirty (--fsync never) and already fsynced (--fsync batch)."""
+    from tenure.storage.segments import LogConfig, SegmentLog
+    from tests.support.wire import build_batch
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="tenure-roll-") as d:
+        lg = SegmentLog(Path(d) / "t-0", LogConfig(segment_bytes=segment_bytes))
+        jobs: list = []
+        lg.on_roll = jobs.append
+        raw = build_batch([(f"k{i}".encode(), b"v" * 180) for i in range(20)])
+        while not jobs:
+            lg.append(raw)
+        seg = lg.segments[0]
+        for pages in ("dirty (--fsync never)", "already fsynced (--fsync batch)"):
+            t0, c0 = time.perf_counter(), time.process_time()
+            jobs[-1]()
+            out.append({"pages": pages, "mib": seg.size / 2**20, "batches": seg.batches,
+                        "s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                        "load_avg": os.getloadavg()[0]})
+            seg.sealed = seg.claimed = False
+            jobs.append(lg.take_roll_flush())
+        lg.close()
+    return out
+
+
 def last_per_key(topic, full) -> dict:
     """What-if (NOT what tenure does): read every record but decode and replay only the last one per
     key, in offset order (a compaction on read that keeps tombstones). Timed, and its state compared
@@ -518,6 +545,8 @@ def main() -> int:
     ap.add_argument("--background", action="store_true", help="also start this tree's server with "
                     "--load-in-background: ready (listening) and all loaded timed apart")
     ap.add_argument("--no-move", action="store_true", help="skip the coordinator move in a 2-broker server")
+    ap.add_argument("--roll-flush", action="store_true", help="also time this tree's roll flush of one segment "
+                    "of --segment-bytes (written into a temporary dir)")
     ap.add_argument("--in-process", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--move-in-process", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -607,6 +636,12 @@ def main() -> int:
                 forget_clean_stop(data_dir)
                 moves[label] = run_in_process(python, data_dir, args, cold=False, mode="--move-in-process")
                 report_move(label, moves[label], s)
+        if args.roll_flush:
+            print()
+            for r in roll_flush_cost(args.segment_bytes):
+                print(f"[this tree] a roll's flush of a {r['mib']:.0f} MiB segment ({r['batches']:,} batches), pages "
+                      f"{r['pages']}: {r['s']:.3f} s wall, {r['cpu_s']:.3f} s CPU, on the data dir's flusher "
+                      f"thread; load average {r['load_avg']:.1f}")
         for label, _ in trees:
             if "error" not in ips[label]:
                 summarize(label, runs[label], ips[label], s)
