@@ -132,6 +132,17 @@ def read_index(segment_path: Path, base: int, size: int) -> SegmentIndex | str:
     return SegmentIndex(offsets, positions, ts, base + ts_rel if traw else -1)
 
 
+def index_older_than(segment_path: Path) -> bool:
+    """Were the segment's index files written before the segment file last changed? A roll's flush and a clean
+    stop write them after the segment's last write, so such files describe other bytes (e.g. left by an older
+    tenure next to a segment its cleaner replaced)."""
+    try:
+        written = min(os.stat(p).st_mtime_ns for p in index_paths(segment_path))
+        return written < os.stat(segment_path).st_mtime_ns
+    except FileNotFoundError:
+        return True
+
+
 def remove_orphans(directory: Path, entries) -> None:
     """Remove index files whose segment is gone (`entries`: the directory's paths), as Kafka's loader does."""
     logs = {p.name for p in entries if p.suffix == SUFFIX}

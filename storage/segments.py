@@ -41,7 +41,15 @@ from pathlib import Path
 
 from .batch import BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp
 from .checkpoints import LOG_START_CHECKPOINT, advance_checkpoint
-from .cleanshut import INDEX_MIN_BYTES, SegmentIndex, read_index, remove_index, remove_orphans, write_index
+from .cleanshut import (
+    INDEX_MIN_BYTES,
+    SegmentIndex,
+    index_older_than,
+    read_index,
+    remove_index,
+    remove_orphans,
+    write_index,
+)
 from .files import CLEANED, MERGING, SUFFIX, SWAP, fsync_dir, partition_dir_name, segment_name  # noqa: F401 (partition_dir_name: imported from here too)
 from .reader import BadBatch, SegmentReader
 from .recovery import CorruptLogError, Damage, gaps_below, scan_segment, segment_gap
@@ -147,6 +155,8 @@ class SegmentLog:
             start, first, size, trusted = 0, base, os.fstat(seg.fd).st_size, False
             if trust:
                 index = read_index(p, base, size)
+                if isinstance(index, SegmentIndex) and not trust_all and index_older_than(p):
+                    index = "its index files are older than the segment file"
                 if isinstance(index, SegmentIndex):
                     seg.load_index(index.offsets, index.positions, index.max_timestamp, index.max_timestamp_batch)
                     start, first, trusted = index.positions[-1], index.offsets[-1], True

@@ -287,3 +287,24 @@ def test_segments_verified_in_full_after_a_kill_are_sealed_once_the_logs_are_ope
     data, lg = reopen(tmp_path)
     assert (lg.scanned, lg.trusted) == (1, len(lg.segments) - 1)
     data.close()
+
+
+def test_index_files_older_than_their_segment_are_not_trusted_after_a_kill(tmp_path):
+    """Index files describe the bytes of their segment when they were written (after its last write, at its
+    roll or a clean stop). A segment rewritten after them - an older tenure's cleaner swapped a segment in
+    and left a clean stop's index files beside it - is verified in full, not read through them."""
+    data = DataDir.open(tmp_path, CONFIG)
+    lg = run(data, 400)
+    seg = lg.segments[1]
+    path, base, batches = seg.path, seg.base_offset, seg.batches
+    kill(data)
+    index = index_paths(path)[0].read_bytes()
+    raw = bytearray(path.read_bytes())
+    later = os.stat(index_paths(path)[0]).st_mtime_ns + 5_000_000_000
+    path.write_bytes(raw)                                              # the same bytes, rewritten after
+    os.utime(path, ns=(later, later))
+    data, lg = reopen(tmp_path)
+    assert lg.segments[1].base_offset == base and lg.segments[1].batches == batches     # verified batch by batch
+    assert (lg.scanned, lg.trusted) == (2, len(lg.segments) - 2)
+    assert index_paths(path)[0].read_bytes() == index
+    data.close()
