@@ -111,9 +111,10 @@ def test_the_segment_holding_the_recovery_point_is_verified_in_full(tmp_path):
 def test_a_segment_below_the_recovery_point_torn_after_the_checkpoint_refuses_the_start(tmp_path):
     """Decided as follows (Kafka would trust the segment: it checks only the index files, and meet the
     damage when it reads it): records below the recovery point were fsynced, so a crash cannot tear them;
-    damage there is outside damage. tenure verifies each trusted segment's bytes after its last index entry
-    (which finds its end) and the segments' offsets following each other, so a cut segment below the
-    recovery point is found and the start refused, naming the file - as damage in any older segment is."""
+    damage there is outside damage. A segment changed after its index files were written is verified in
+    full; otherwise its bytes after its last index entry (which finds its end) and the segments' offsets
+    following each other still are. So a cut segment below the recovery point is found and the start refused,
+    naming the file - as damage in any older segment is."""
     data = DataDir.open(tmp_path, CONFIG)
     lg = run(data, 400)
     seg = lg.segments[1]
