@@ -38,10 +38,15 @@
               answered COORDINATOR_LOAD_IN_PROGRESS meanwhile); each move timed (--no-move skips it). The moves
               append their CoordinatorLoadRecords to the kept log.
 
-After this tree's cold start (every batch verified: the clean-shutdown marker is removed first, as after a
-kill) it starts once more on the marker its SIGTERM stop just left (storage/cleanshut.py: segments trusted up
-to their index files), timed the same way; each start prints the server's `opened N log(s) after a ... stop`
-line. Every other start and in-process run removes the marker first.
+After this tree's cold start (every batch verified: the clean-shutdown marker and the recovery-point checkpoint
+are removed first, as after a kill before anything was checkpointed) it starts once more on the marker its
+SIGTERM stop just left (storage/cleanshut.py: segments trusted up to their index files), timed the same way;
+that server commits one offset (confluent-kafka), waits for its periodic recovery-point checkpoint
+(--log-flush-offset-checkpoint-interval-ms 500) to name it and is SIGKILLed; a third cold start then recovers
+from that kill (storage/datadir.py: the segments below the checkpointed recovery point trusted up to their index
+files, the rest verified batch by batch). Each start prints the server's `opened N log(s) after a ... stop`
+line. Every other start and in-process run removes the marker and the checkpoint first; the in-process run also
+times an open after a simulated kill that leaves the checkpoint of its clean stop.
 
 --background adds a start of this tree's server with --load-in-background: timed to its ready line (it
 listens at once) and to its `loaded __consumer_offsets` line (every partition loaded). --baseline-python PY
@@ -50,7 +55,7 @@ moves, interleaved with this tree's, and prints the ratios; each runs its own tr
 
     .venv/bin/python bench/recovery.py [--records 1000000] [--groups 2000] [--members 8]
                                        [--segment-bytes 104857600] [--keep DIR] [--warm] [--background]
-                                       [--baseline-python PY] [--no-move] [--what-if] [--profile]
+                                       [--baseline-python PY] [--no-move] [--what-if] [--profile] [--roll-flush]
 
 --keep DIR generates into DIR (or reuses it when a previous run with the same parameters left it
 there) and keeps it. --profile also runs the in-process load and the log open under cProfile and
@@ -113,13 +118,16 @@ def generate(data_dir: Path, args) -> dict:
 
 # ------------------------------------------------------------------------------------------ server
 def server_start(python: str, data_dir: Path, args, label: str, manifest: dict | None,
-                 background: bool = False) -> dict:
+                 background: bool = False, kill: bool = False) -> dict:
     """`background`: with --load-in-background, timed to its ready line (listening) and to its `loaded
-    __consumer_offsets` line (every partition loaded; groups answered 14 until then)."""
+    __consumer_offsets` line (every partition loaded; groups answered 14 until then). `kill`: once ready,
+    commit an offset, wait for the server's periodic recovery-point checkpoint to name it, then SIGKILL."""
     cmd = [python, "-m", "tenure", "serve", "--port", "0", "--data-dir", str(data_dir),
            "--offsets-partitions", str(args.offsets_partitions), "--log-level", "INFO"]
     if background:
         cmd.append("--load-in-background")
+    if kill:
+        cmd += ["--log-flush-offset-checkpoint-interval-ms", "500"]
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0, cwd=NEUTRAL_CWD)
@@ -141,6 +149,10 @@ def server_start(python: str, data_dir: Path, args, label: str, manifest: dict |
             out["error"] = f"no ready line within {args.ready_timeout:.0f} s (exit code {proc.poll()})"
         elif manifest is not None:
             out["check"] = check_offsets(bootstrap, manifest, args.check_groups)
+        if bootstrap is not None and kill:
+            out["killed"] = commit_and_wait_checkpoint(bootstrap, data_dir, args.ready_timeout)
+            proc.kill()
+            proc.wait()
     finally:
         if proc.poll() is None:
             t1 = time.perf_counter()
@@ -176,9 +188,48 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def forget_clean_stop(data_dir: Path) -> None:
-    """Remove the clean-shutdown marker (storage/cleanshut.py): the next start verifies every batch, as after
-    a kill (a peer tree's server neither writes nor removes it, so it must not outlive a peer's run)."""
+    """Remove the clean-shutdown marker (storage/cleanshut.py) and the recovery-point checkpoint
+    (storage/datadir.py): the next start verifies every batch, as after a kill before anything was checkpointed
+    (a peer tree's server neither writes nor removes them, so they must not outlive a peer's run)."""
     (data_dir / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    (data_dir / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
+
+
+def _checkpointed(data_dir: Path) -> dict[str, int]:
+    try:
+        lines = (data_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[2:]
+    except FileNotFoundError:
+        return {}
+    return {f"{t}-{p}": int(o) for t, p, o in (ln.split(" ") for ln in lines)}
+
+
+def commit_and_wait_checkpoint(bootstrap: str, data_dir: Path, timeout: float) -> dict:
+    """Commit one offset (confluent-kafka; --fsync batch fsyncs it, raising the recovery point) and wait until
+    the running server's periodic checkpoint names the new recovery point of __consumer_offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from confluent_kafka import KafkaException
+
+    from tests.support.clients import create_topic
+    try:
+        create_topic(bootstrap, "bench-recovery-kill")
+    except KafkaException as exc:            # a kept log from an earlier run has it
+        if "already exists" not in str(exc).lower() and "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+    before = _checkpointed(data_dir)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-recovery-kill", "enable.auto.commit": False,
+                  "log_level": 0})
+    try:
+        c.commit(offsets=[TopicPartition("bench-recovery-kill", 0, 1)], asynchronous=False)
+    finally:
+        c.close()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        now = _checkpointed(data_dir)
+        if any(now.get(k, -1) > before.get(k, -1) for k in now if k.startswith(OFFSETS_TOPIC)):
+            return {"checkpoint": now, "waited_s": time.perf_counter() - t0}
+        time.sleep(0.05)
+    return {"checkpoint": _checkpointed(data_dir), "waited_s": None}
 
 
 def check_offsets(bootstrap: str, manifest: dict, n: int) -> dict:
@@ -265,9 +316,9 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
             finally:
                 spent["decode"] += clock() - t
 
-        def replay(event, spent=spent, real_replay=real_replay):
+        def replay(event, *offset, spent=spent, real_replay=real_replay):
             t = clock()
-            real_replay(event)
+            real_replay(event, *offset)
             spent["replay"] += clock() - t
 
         rec.decode = decode
@@ -342,6 +393,17 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
             out["clean_open_segments"] = data.recovery_report()
             for plog in registry.get(OFFSETS_TOPIC).partitions:
                 plog.close()
+            if hasattr(data, "checkpoint_recovery_points"):   # a tree that trusts the checkpoint after a kill
+                data.close()                   # a kill: no marker, the clean stop's recovery points still there
+                t0, c0 = time.perf_counter(), time.process_time()
+                data = DataDir.open(data_dir, LogConfig(segment_bytes=segment_bytes))
+                registry = TopicRegistry(1, data.open_log, data.catalog)
+                registry.load()
+                data.finish_recovery()
+                out["kill_open_s"], out["kill_open_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+                out["kill_open_segments"] = data.recovery_report()
+                for plog in registry.get(OFFSETS_TOPIC).partitions:
+                    plog.close()
     data.close()
     return out
 
@@ -370,6 +432,33 @@ def move_in_process(data_dir: str, segment_bytes: int) -> dict:
         out["records"] = server.live.load_report.records
     finally:
         server.stop()
+    return out
+
+
+def roll_flush_cost(segment_bytes: int) -> list[dict]:
+    """A roll's own flush (storage/segments.py take_roll_flush: fsync, index files, directory) of one segment of
+    `segment_bytes`, timed twice: its pages dirty (--fsync never) and already fsynced (--fsync batch)."""
+    from tenure.storage.segments import LogConfig, SegmentLog
+    from tests.support.wire import build_batch
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="tenure-roll-") as d:
+        lg = SegmentLog(Path(d) / "t-0", LogConfig(segment_bytes=segment_bytes))
+        jobs: list = []
+        lg.on_roll = jobs.append
+        raw = build_batch([(f"k{i}".encode(), b"v" * 180) for i in range(20)])
+        while not jobs:
+            lg.append(raw)
+        seg = lg.segments[0]
+        for pages in ("dirty (--fsync never)", "already fsynced (--fsync batch)"):
+            t0, c0 = time.perf_counter(), time.process_time()
+            jobs[-1]()
+            out.append({"pages": pages, "mib": seg.size / 2**20, "batches": seg.batches,
+                        "s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                        "load_avg": os.getloadavg()[0]})
+            seg.sealed = seg.claimed = False
+            jobs.append(lg.take_roll_flush())
+        lg.close()
     return out
 
 
@@ -456,6 +545,8 @@ def main() -> int:
     ap.add_argument("--background", action="store_true", help="also start this tree's server with "
                     "--load-in-background: ready (listening) and all loaded timed apart")
     ap.add_argument("--no-move", action="store_true", help="skip the coordinator move in a 2-broker server")
+    ap.add_argument("--roll-flush", action="store_true", help="also time this tree's roll flush of one segment "
+                    "of --segment-bytes (written into a temporary dir)")
     ap.add_argument("--in-process", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--move-in-process", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -514,7 +605,11 @@ def main() -> int:
             if label == "this tree":                 # its SIGTERM stop just left the clean-shutdown marker
                 drop_cache(data_dir)
                 runs[label].append(server_start(python, data_dir, args, f"{label}: after a clean stop, cold "
-                                                "page cache", manifest))
+                                                "page cache", manifest, kill=True))
+                report_run(runs[label][-1])
+                drop_cache(data_dir)                 # ... and that server was SIGKILLed after its checkpoint
+                runs[label].append(server_start(python, data_dir, args, f"{label}: after a SIGKILL, checkpoint "
+                                                "kept, cold page cache", manifest))
                 report_run(runs[label][-1])
         if args.background:                          # this tree only (a flag the baseline may not have)
             drop_cache(data_dir)
@@ -541,6 +636,12 @@ def main() -> int:
                 forget_clean_stop(data_dir)
                 moves[label] = run_in_process(python, data_dir, args, cold=False, mode="--move-in-process")
                 report_move(label, moves[label], s)
+        if args.roll_flush:
+            print()
+            for r in roll_flush_cost(args.segment_bytes):
+                print(f"[this tree] a roll's flush of a {r['mib']:.0f} MiB segment ({r['batches']:,} batches), pages "
+                      f"{r['pages']}: {r['s']:.3f} s wall, {r['cpu_s']:.3f} s CPU, on the data dir's flusher "
+                      f"thread; load average {r['load_avg']:.1f}")
         for label, _ in trees:
             if "error" not in ips[label]:
                 summarize(label, runs[label], ips[label], s)
@@ -572,6 +673,11 @@ def report_run(r: dict) -> None:
         line += f"; VmRSS {mib(r.get('VmRSS'))}, VmHWM {mib(r.get('VmHWM'))}"
         if "exit_s" in r:
             line += f"; SIGTERM to exit {r['exit_s']:.2f} s (code {r['exit_code']})"
+        if "killed" in r:
+            k = r["killed"]
+            line += (f"; committed one offset, SIGKILLed {k['waited_s']:.2f} s later once the periodic checkpoint "
+                     f"named it ({k['checkpoint']})" if k["waited_s"] is not None else
+                     f"; SIGKILLed without a checkpoint naming the commit ({k['checkpoint']})")
     print(line, flush=True)
     if "opened" in r:
         print("    server: " + r["opened"], flush=True)
@@ -607,6 +713,11 @@ def report_in_process(label: str, ip: dict, s: dict) -> None:
         print(f"  open the logs after it ({scanned} segment(s) verified, {trusted} trusted)             "
               f"{ip['clean_open_s']:7.2f} s  (CPU {ip['clean_open_cpu_s']:.2f} s; against {ip['open_cpu_s']:.2f} s "
               f"after a kill: {ip['open_cpu_s'] / max(ip['clean_open_cpu_s'], 1e-9):.0f}x less CPU)")
+    if "kill_open_s" in ip:
+        scanned, trusted = ip["kill_open_segments"]
+        print(f"  open after a kill that kept that checkpoint ({scanned} verified, {trusted} trusted)       "
+              f"{ip['kill_open_s']:7.2f} s  (CPU {ip['kill_open_cpu_s']:.2f} s; against {ip['open_cpu_s']:.2f} s "
+              f"with no checkpoint)")
     print(f"  batch reads alone (the segment reader, every batch checked again)   {ip['read_only_s']:7.2f} s  "
           f"(CPU {ip['read_only_cpu_s']:.2f} s)")
     print(f"  memory: VmRSS {mib(ip['rss_start_kb'])} after imports, {mib(ip['rss_after_open_kb'])} after "
@@ -669,6 +780,14 @@ def compare(runs: dict, ips: dict, moves: dict, s: dict) -> None:
         return got[0] if got else None
     a, b = cold("this tree"), cold("baseline")
     clean = [r for r in runs["this tree"] if "clean stop" in r["label"] and r.get("ready_s")]
+    killed = [r for r in runs["this tree"] if "SIGKILL" in r["label"] and r.get("ready_s")]
+    if a and b and killed:
+        k = killed[0]
+        print(f"ready after a SIGKILL with a recovery-point checkpoint (cold cache): this tree {k['ready_s']:.2f} s "
+              f"(load average {k['load_avg']:.1f}, CPU to ready {k.get('cpu_s') or 0:.2f} s); with no checkpoint "
+              f"{a['ready_s']:.2f} s (CPU {a.get('cpu_s') or 0:.2f} s): {a['ready_s'] / k['ready_s']:.2f}x; the "
+              f"baseline after a kill {b['ready_s']:.2f} s (load average {b['load_avg']:.1f}, CPU "
+              f"{b.get('cpu_s') or 0:.2f} s): {b['ready_s'] / k['ready_s']:.2f}x")
     if a and b and clean:
         c = clean[0]
         print(f"ready after a clean stop (cold cache): this tree {c['ready_s']:.2f} s (load average "

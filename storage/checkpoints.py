@@ -9,8 +9,10 @@ then one `topic partition offset` line per partition.
   `SegmentLog.advance_start` before any segment goes, its entry removed by `SegmentLog.delete`; read by
   `DataDir` when it opens the logs.
 - `recovery-point-offset-checkpoint` (`RECOVERY_POINT_CHECKPOINT`): per partition, the offset below which
-  every record was fsynced. Written whole by `DataDir.mark_clean_shutdown` at a clean stop (with the
-  `.kafka_cleanshutdown` marker, storage/cleanshut.py); read by `DataDir` at the next open.
+  every record was fsynced. Written whole by `DataDir.checkpoint_recovery_points` after each segment roll's
+  flush and every log.flush.offset.checkpoint.interval.ms while the server runs, and by
+  `DataDir.mark_clean_shutdown` at a clean stop (with the `.kafka_cleanshutdown` marker, storage/cleanshut.py);
+  read by `DataDir` at the next open, clean or not.
 
 Both files sit next to the partition directories and are replaced atomically (written, fsynced, renamed,
 directory fsynced); an entry is only ever raised, or removed with its partition.

@@ -14,7 +14,10 @@ LogManager and LogLoader do):
 
 After a clean stop a segment with sound index files is trusted up to its last index entry (its batches are
 not read); the batches from there to its end (at most about `index_interval_bytes`) are verified as at
-any open, which finds the log end and cuts a torn tail. Without the marker every batch is verified.
+any open, which finds the log end and cuts a torn tail. The index files of a rolled segment are also written by
+the flush of its roll (`SegmentLog.take_roll_flush`), so without the marker (a kill) the same is done for each
+segment wholly below the log's checkpointed recovery point (storage/datadir.py), and every batch of the rest is
+verified.
 """
 from __future__ import annotations
 
@@ -84,8 +87,8 @@ def write_index(segment_path: Path, base: int, offsets, positions, max_timestamp
         return False
     data = (b"".join(_INDEX_ENTRY.pack(o - base, p) for o, p in zip(offsets, positions, strict=True)),
             _TIME_ENTRY.pack(max_timestamp, max_timestamp_batch - base) if max_timestamp >= 0 else b"")
-    for path, blob in zip(paths, data, strict=True):
-        write_fsynced(path, blob)
+    for path, blob in reversed(list(zip(paths, data, strict=True))):   # the time index first: an offset index
+        write_fsynced(path, blob)              # left from before (a prefix of this one) never meets an older one
     return True
 
 
@@ -127,6 +130,17 @@ def read_index(segment_path: Path, base: int, size: int) -> SegmentIndex | str:
     if traw and (ts < 0 or ts_rel < 0):
         return f"time index entry ({ts}, {ts_rel}) invalid"
     return SegmentIndex(offsets, positions, ts, base + ts_rel if traw else -1)
+
+
+def index_older_than(segment_path: Path) -> bool:
+    """Were the segment's index files written before the segment file last changed? A roll's flush and a clean
+    stop write them after the segment's last write, so such files describe other bytes (e.g. left by an older
+    tenure next to a segment its cleaner replaced)."""
+    try:
+        written = min(os.stat(p).st_mtime_ns for p in index_paths(segment_path))
+        return written < os.stat(segment_path).st_mtime_ns
+    except FileNotFoundError:
+        return True
 
 
 def remove_orphans(directory: Path, entries) -> None:

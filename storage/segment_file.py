@@ -32,6 +32,8 @@ class Segment:
         self.max_timestamp_batch = -1        # base offset of the first batch holding max_timestamp
         self.created = time.monotonic()
         self.batches = 0
+        self.sealed = False                  # fsynced whole with its index files (a roll's flush, or trusted)
+        self.claimed = False                 # in a roll flush's job not run yet
         self._holds = 0                      # claimed fsyncs still to run on this fd (see `hold`)
         self._close_pending = False
         self._fd_lock = threading.Lock()

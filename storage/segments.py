@@ -17,24 +17,39 @@ valid after it - is cut off and logged with what was cut. Damage anywhere else i
 raises `CorruptLogError` naming the file, byte position and offset. After a clean stop (`trusted_end`: the
 log's recovery point, given by `DataDir` when it found the clean-shutdown marker) a segment with sound index
 files is trusted up to its last index entry and only the batches after it are verified (storage/cleanshut.py).
+After an unclean stop (`flushed_to`: the recovery point `DataDir` last checkpointed while the server ran) the
+same is done for each segment wholly below it - as Kafka's LogLoader recovers only the segments from the one
+holding the recovery point on - and every batch of the rest is verified.
 
 Durability is the caller's choice: `append` writes to the OS (a process crash loses nothing that
 was appended); `flush` fsyncs every segment written since the last flush (and the directory when a
-segment file was created), for the fsync policies in `storage.durability`.
+segment file was created), for the fsync policies in `storage.durability`. A roll, whatever the policy, hands
+`on_roll` (set by `DataDir`; unset: nothing) a job that fsyncs every segment below the new one, writes their
+index files and then raises the recovery point to the new segment's base offset - Kafka's
+`flushUptoOffsetExclusive(newSegment.baseOffset)`, scheduled at each roll.
 """
 from __future__ import annotations
 
 import bisect
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .batch import BatchHeader, first_record_with_max_timestamp, offset_at_or_after, parse_batches, read_header, restamp
 from .checkpoints import LOG_START_CHECKPOINT, advance_checkpoint
-from .cleanshut import INDEX_MIN_BYTES, SegmentIndex, read_index, remove_index, remove_orphans, write_index
+from .cleanshut import (
+    INDEX_MIN_BYTES,
+    SegmentIndex,
+    index_older_than,
+    read_index,
+    remove_index,
+    remove_orphans,
+    write_index,
+)
 from .files import CLEANED, MERGING, SUFFIX, SWAP, fsync_dir, partition_dir_name, segment_name  # noqa: F401 (partition_dir_name: imported from here too)
 from .reader import BadBatch, SegmentReader
 from .recovery import CorruptLogError, Damage, gaps_below, scan_segment, segment_gap
@@ -60,7 +75,8 @@ class SegmentLog:
     """A partition log on disk (see the module docstring). Implements `storage.Log`."""
 
     def __init__(self, directory: str | os.PathLike, config: LogConfig = LogConfig(),
-                 name: str | None = None, defer_cut: bool = False, trusted_end: int | None = None) -> None:
+                 name: str | None = None, defer_cut: bool = False, trusted_end: int | None = None,
+                 flushed_to: int | None = None) -> None:
         self.dir = Path(directory)
         self.config = config
         self.name = name or self.dir.name
@@ -77,40 +93,58 @@ class SegmentLog:
         self.start_floor = 0                       # DeleteRecords' log start offset (the data dir checkpoints it)
         self.recovery_point = 0                    # every offset below it is fsynced (advanced by each flush)
         self.scanned = 0                           # non-empty segments verified batch by batch at open
-        self.trusted = 0                           # segments trusted up to their last index entry (clean stop)
-        self._recover(trusted_end)
+        self.trusted = 0                           # segments trusted up to their last index entry
+        # a roll's flush job (see `roll`): DataDir runs it on its flusher thread; None: no roll flush
+        self.on_roll: Callable[[Callable[[], None]], None] | None = None
+        self._index_lock = threading.Lock()        # index files written (roll flush) vs removed (swap, deletion)
+        self._point_lock = threading.Lock()        # the recovery point is raised from several threads
+        self._recover(trusted_end, flushed_to)
 
     # ------------------------------------------------------------------ recovery
-    def _recover(self, trusted_end: int | None = None) -> None:
+    def _recover(self, trusted_end: int | None = None, flushed_to: int | None = None) -> None:
         self._finish_interrupted_swap()
         entries = list(self.dir.iterdir())
         files = sorted(p for p in entries if p.suffix == SUFFIX and p.stem.isdigit())
         gaps = gaps_below(self.dir, int(files[-1].stem)) if files else 0
-        if trusted_end is not None:
-            remove_orphans(self.dir, entries)
-        self._open_segments(files, gaps, trusted_end is not None)
-        if self.trusted and self.log_end_offset != trusted_end:
+        remove_orphans(self.dir, entries)
+        clean = trusted_end is not None
+        self._open_segments(files, gaps, clean, None if clean else flushed_to)
+        if clean and self.trusted and self.log_end_offset != trusted_end:
             # the files changed after the clean stop (or its index files disagree with them): verify it all
             log.warning("%s: log end offset %d is not the recovery point %s of the clean stop; verifying every "
                         "batch", self.name, self.log_end_offset, trusted_end)
             for seg in self.segments:
                 seg.close()
             self.segments, self._pending_cuts, self.trusted, self.scanned = [], [], 0, 0
-            self._open_segments(files, gaps, False)
+            self._open_segments(files, gaps, False, None)
+            clean = False
         if not self.segments:
             self.segments.append(Segment(self.dir / segment_name(0), 0, self.config.index_interval_bytes))
             self._dir_dirty = True
-        unsynced = [] if self.trusted and not self._pending_cuts else [seg for seg in self.segments if seg.size]
+        self.active.sealed = False                 # appends go there: its roll flushes it and writes its index
+        if clean and self.trusted and not self._pending_cuts:
+            known = self.log_end_offset            # the clean stop fsynced it all
+        else:                                      # only what the last checkpoint names was fsynced
+            known = min(flushed_to or 0, self.log_end_offset)
+            if flushed_to is not None and flushed_to > self.log_end_offset:
+                log.warning("%s: the log ends at offset %d, below its checkpointed recovery point %d: records "
+                            "fsynced before the stop are gone", self.name, self.log_end_offset, flushed_to)
+        unsynced = [seg for seg in self.segments if seg.size and seg.next_offset > known]
         if unsynced:                               # what is on disk was read back, not known to be fsynced:
             self._dirty.update(unsynced)           # the first flush covers it and advances the recovery point
+            self.recovery_point = known
         else:
             self.recovery_point = self.log_end_offset
         if not self._defer_cut:
             self.finish_recovery()
 
-    def _open_segments(self, files: list[Path], gaps: int, trust: bool) -> None:
+    def _open_segments(self, files: list[Path], gaps: int, trust_all: bool, flushed_to: int | None) -> None:
+        """Open the segment files in order. `trust_all` (a clean stop): each segment with sound index files is
+        trusted up to its last index entry; `flushed_to` (an unclean stop's checkpointed recovery point): so is
+        each segment wholly below it (the next segment starts at or below it); everything else is verified."""
         expect = 0
         for i, p in enumerate(files):
+            trust = trust_all or (flushed_to is not None and i + 1 < len(files) and int(files[i + 1].stem) <= flushed_to)
             base = int(p.stem)
             problem = segment_gap(base, expect, gaps) if i else None
             if problem is not None:
@@ -121,12 +155,16 @@ class SegmentLog:
             start, first, size, trusted = 0, base, os.fstat(seg.fd).st_size, False
             if trust:
                 index = read_index(p, base, size)
+                if isinstance(index, SegmentIndex) and not trust_all and index_older_than(p):
+                    index = "its index files are older than the segment file"
                 if isinstance(index, SegmentIndex):
                     seg.load_index(index.offsets, index.positions, index.max_timestamp, index.max_timestamp_batch)
                     start, first, trusted = index.positions[-1], index.offsets[-1], True
                     self.trusted += 1
+                    seg.sealed = True              # below the recovery point, with its index files on disk
                 elif size >= self.config.index_files_min_bytes:
-                    log.info("%s: verifying %s after a clean stop: %s", self.name, p.name, index)
+                    log.info("%s: verifying %s after a%s stop: %s", self.name, p.name,
+                             " clean" if trust_all else "n unclean (below the recovery point)", index)
             if not trusted and size:
                 self.scanned += 1
             _, damage = scan_segment(p, first, on_batch=lambda h, seg=seg: seg.add(h, h.position), gaps_below=gaps,
@@ -146,9 +184,12 @@ class SegmentLog:
 
     def write_index_files(self) -> int:
         """At a clean stop, after the last flush: write the index files of each segment of at least
-        `index_files_min_bytes` and remove those of smaller ones (storage/cleanshut.py); how many were written."""
+        `index_files_min_bytes` and remove those of smaller ones (storage/cleanshut.py), except where a roll's
+        flush already did (sealed segments); how many were written."""
         written, changed = 0, False
         for seg in self.segments:
+            if seg.sealed:                         # its roll's flush (or the last stop) wrote them: current
+                continue
             if seg.size >= self.config.index_files_min_bytes and write_index(
                     seg.path, seg.base_offset, seg.index_offsets, seg.index_positions, seg.max_timestamp,
                     seg.max_timestamp_batch):
@@ -168,6 +209,8 @@ class SegmentLog:
             cut = p.stat().st_size - damage.position
             log.warning("%s: recovery cut %d byte(s) from %s at byte %d (offset %s): %s", self.name, cut,
                         p.name, damage.position, damage.offset, damage.reason)
+            if remove_index(p):                    # its entries past the cut would point into new appends
+                fsync_dir(self.dir)
             with open(p, "r+b") as f:
                 f.truncate(damage.position)
                 f.flush()
@@ -189,10 +232,12 @@ class SegmentLog:
             advance_checkpoint(self.dir, offset, LOG_START_CHECKPOINT)     # durable before anything goes
             self.start_floor = offset
             while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
-                seg = self.segments.pop(0)
-                self._dirty.discard(seg)
-                seg.close()
-                seg.path.unlink()
+                with self._index_lock:
+                    seg = self.segments.pop(0)
+                    self._dirty.discard(seg)
+                    seg.close()
+                    seg.path.unlink()
+                    remove_index(seg.path)
                 self._dir_dirty = True
         return self.log_start_offset
 
@@ -253,14 +298,61 @@ class SegmentLog:
             self.roll()
 
     def roll(self) -> Segment:
-        """Start a new active segment at the log end offset (the old one stays dirty until flushed)."""
+        """Start a new active segment at the log end offset (the old one stays dirty until flushed), and hand
+        `on_roll` the flush of everything below it (`take_roll_flush`)."""
         base = self.log_end_offset
         if self.active.size == 0:
             return self.active
         seg = Segment(self.dir / segment_name(base), base, self.config.index_interval_bytes)
         self.segments.append(seg)
         self._dir_dirty = True
+        if self.on_roll is not None:
+            self.on_roll(self.take_roll_flush())
         return seg
+
+    def take_roll_flush(self) -> Callable[[], None]:
+        """Claim, on the appending thread, the segments below the active one not yet known to be fsynced with
+        their index files on disk; returns the blocking job (for a worker thread) that fsyncs them, writes their
+        index files (a segment of `index_files_min_bytes` or more; a smaller one loses stale ones), fsyncs the
+        directory and raises the recovery point to the active segment's base offset, or to the first segment
+        below it a job (queued, or failed) has not sealed: Kafka's flush at a roll, whatever the flush policy.
+        The segments stay dirty: the policy's own flush still covers them."""
+        segs = [s for s in self.segments[:-1] if not (s.sealed or s.claimed) and s.hold()]
+        for s in segs:                             # a burst of rolls: each segment in one job only
+            s.claimed = True
+        directory, min_bytes = self.dir, self.config.index_files_min_bytes
+
+        def run() -> None:
+            try:
+                for s in segs:
+                    os.fsync(s.fd)
+                for s in segs:
+                    with self._index_lock:         # not while a swap or a deletion removes its files
+                        if not any(s is t for t in list(self.segments)):
+                            continue
+                        if s.size >= min_bytes:
+                            write_index(s.path, s.base_offset, s.index_offsets, s.index_positions,
+                                        s.max_timestamp, s.max_timestamp_batch)
+                        else:
+                            remove_index(s.path)
+                fsync_dir(directory)
+            except BaseException:
+                for s in segs:                     # the next roll claims them again
+                    s.claimed = False
+                raise
+            finally:
+                for s in segs:
+                    s.release()
+            for s in segs:
+                s.sealed = True
+            now = list(self.segments)              # up to the first segment no job has sealed (yet)
+            self._raise_recovery_point(next((s.base_offset for s in now[:-1] if not s.sealed), now[-1].base_offset))
+        return run
+
+    def _raise_recovery_point(self, offset: int) -> None:
+        with self._point_lock:                     # never lowered by a slower thread's older value
+            if offset > self.recovery_point:
+                self.recovery_point = offset
 
     def _segment_for(self, offset: int) -> int:
         bases = [s.base_offset for s in self.segments]
@@ -360,7 +452,7 @@ class SegmentLog:
                 if dir_too:
                     fsync_dir(directory)
                 self.bytes_synced = max(self.bytes_synced, target)
-                self.recovery_point = max(self.recovery_point, end)
+                self._raise_recovery_point(end)
             finally:
                 for seg in segs:
                     seg.release()
@@ -400,9 +492,16 @@ class SegmentLog:
         if headers and (headers[0].base_offset < base or headers[-1].next_offset > limit):
             raise ValueError(f"{self.name}: cleaned segment offsets {headers[0].base_offset}.."
                              f"{headers[-1].last_offset} outside [{base}, {limit})")
+        with self._index_lock:                   # no roll flush writes the old segments' index files meanwhile
+            return self._swap_in(old, i, cleaned, headers)
+
+    def _swap_in(self, old: list[Segment], i: int, cleaned: Path, headers: list[BatchHeader]) -> Segment:
+        base = old[0].base_offset
         target = old[0].path
         swap = target.with_name(target.name + SWAP)
         moved: list[tuple[Path, Path]] = []
+        if any([remove_index(seg.path) for seg in old]):   # they would describe the old files
+            fsync_dir(self.dir)
         try:
             for seg in old[1:]:
                 merging = seg.path.with_name(seg.path.name + MERGING)

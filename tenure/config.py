@@ -110,6 +110,11 @@ class ServerConfig:
                                                        "cleanup.policy=delete topics past their retention.ms or "
                                                        "retention.bytes are removed (default 300000; 0: never)",
                                                least=0)
+    log_flush_offset_checkpoint_interval_ms: int = setting(
+        60000, "log.flush.offset.checkpoint.interval.ms: with --data-dir, how often each log's recovery point (below "
+               "it every record was fsynced) is written to recovery-point-offset-checkpoint, as it also is after "
+               "each segment roll's flush; after a kill the next start verifies only the segments from it on "
+               "(default 60000; 0: only at rolls)", least=0)
     replica_selector_class: str | None = setting(None, "replica.selector.class: with org.apache.kafka.common."
                                                        "replica.RackAwareReplicaSelector a consumer with client.rack "
                                                        "is sent to a replica in its rack (preferred_read_replica, "

@@ -124,6 +124,7 @@ class Server:
         self._admin_sock: socket.socket | None = None    # ... its listening socket, bound in start()
         self._admin_task: asyncio.Task | None = None
         self._close_task: asyncio.Future | None = None
+        self._checkpointer: asyncio.Task | None = None   # the recovery-point checkpoint's period (with a data dir)
         self.admin_port: int | None = None
 
     # ---- listeners, TLS, users, connections (security.py; the admin endpoint's /users and /connections)
@@ -298,8 +299,21 @@ class Server:
         self.retention = RetentionChecker(lambda now: enforce_retention(broker.topics, broker.replicas, now),
                                           self.runtime.clock_ms, self.config.retention_check_interval_ms)
         self.retention.start()
+        if self.data is not None and c.log_flush_offset_checkpoint_interval_ms > 0:
+            self._checkpointer = loop.create_task(self._checkpoint_recovery_points(
+                self.data, c.log_flush_offset_checkpoint_interval_ms / 1000))
         if self.config.admin_port is not None:
             await self._start_admin()
+
+    async def _checkpoint_recovery_points(self, data: DataDir, interval_s: float) -> None:
+        """Kafka's kafka-recovery-point-checkpoint task: the recovery points to their file (storage/datadir.py)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await loop.run_in_executor(None, data.checkpoint_recovery_points)
+            except OSError as exc:
+                log.error("writing the recovery-point checkpoint: %s (the next try in %g s)", exc, interval_s)
 
     def _connection(self, peer: Peer, reader, writer) -> Connection:
         """The Listener's factory: a Connection served by this server's dispatcher."""
@@ -459,6 +473,9 @@ class Server:
             await self.cleaner.stop(bound)
         if self.retention is not None:
             await self.retention.stop(bound)
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            await asyncio.wait([self._checkpointer], timeout=bound)
         self.ratelog.close()
         if self._loop_handler is not None:
             loop, previous = self._loop_handler

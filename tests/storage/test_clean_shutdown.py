@@ -37,6 +37,13 @@ def stop(data: DataDir, *, clean: bool = True) -> bool:
     return marked
 
 
+def forget(tmp_path) -> None:
+    """Neither the marker nor a recovery-point checkpoint: a data dir killed before anything was checkpointed
+    (every batch is verified at the next open)."""
+    (tmp_path / MARKER).unlink(missing_ok=True)
+    (tmp_path / RECOVERY_POINT_CHECKPOINT).unlink(missing_ok=True)
+
+
 def state(lg: SegmentLog):
     return ([(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.max_timestamp_batch,
               list(s.index_offsets), list(s.index_positions)) for s in lg.segments],
@@ -61,7 +68,7 @@ def test_a_clean_restart_trusts_every_segment_and_opens_the_same_log(tmp_path):
     assert lg.recovery_point == 800
     trusted = state(lg)
     stop(data, clean=False)
-    (tmp_path / MARKER).unlink(missing_ok=True)
+    forget(tmp_path)
 
     data = DataDir.open(tmp_path, CONFIG)                       # the same files, verified batch by batch
     full = data.open_log("t", 0)
@@ -81,6 +88,7 @@ def test_a_kill_leaves_no_marker_so_every_batch_is_verified_and_a_torn_tail_cut(
     last = lg.segments[-1].path
     lg.close()
     data.close()                                               # no marker: the process died here
+    forget(tmp_path)                                           # ... before any recovery point was checkpointed
     with open(last, "r+b") as f:
         f.truncate(os.path.getsize(last) - 20)                  # the last batch torn
     data = DataDir.open(tmp_path, CONFIG)
@@ -132,7 +140,8 @@ def test_a_marker_with_a_batch_changed_after_the_stop_is_trusted_as_kafka_does(t
             pass
     lg.close()
     data.close()
-    with pytest.raises(CorruptLogError, match=path.name):     # without the marker: refused at open
+    forget(tmp_path)
+    with pytest.raises(CorruptLogError, match=path.name):     # with nothing checkpointed: refused at open
         DataDir.open(tmp_path, CONFIG).open_log("t", 0)
 
 
@@ -214,6 +223,7 @@ def test_a_crash_after_a_clean_start_is_unclean_and_small_segments_lose_stale_in
     data = DataDir.open(tmp_path, CONFIG)                       # the marker is gone from here on
     data.open_log("t", 0)
     data.close()                                               # a crash: nothing written at the stop
+    forget(tmp_path)
     data = DataDir.open(tmp_path, CONFIG)
     assert not data.clean_shutdown
     lg = data.open_log("t", 0)
@@ -314,6 +324,12 @@ def test_compaction_between_two_clean_stops_leaves_index_files_of_the_cleaned_se
     assert state(lg) == compacted
     lg.close()
     data.close()                                               # no clean stop this time
+    data = DataDir.open(tmp_path, CONFIG)                       # below the recovery point: trusted by index
+    lg = data.open_log("t", 0)
+    assert (lg.scanned, lg.trusted) == (1, len(lg.segments) - 1) and state(lg) == compacted
+    lg.close()
+    data.close()
+    forget(tmp_path)
     data = DataDir.open(tmp_path, CONFIG)                       # the same, verified batch by batch
     lg = data.open_log("t", 0)
     assert lg.trusted == 0 and state(lg) == compacted
