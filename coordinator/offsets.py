@@ -18,9 +18,9 @@ exists from v6, -1 before.
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
-from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
+from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.error_responses import offset_commit_error, offset_delete_error
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
@@ -28,6 +28,8 @@ from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommi
 from .classic.group import DEAD, ClassicGroup
 from .handler import ShardHandler
 from .result import RequestContext, Result
+
+TXN_OFFSET_COMMIT = 28      # its classes come from the served-API table, imported at its first request
 
 
 class Offsets(ShardHandler):
@@ -70,7 +72,7 @@ class Offsets(ShardHandler):
     # drops them. Before v3 (no member fields) the commit is accepted whatever the group's generation, as
     # Kafka does for old producers.
     def txn_offset_commit(self, ctx: RequestContext, req) -> Result:
-        res = Result()
+        res, TxnOffsetCommitResponse = Result(), SUPPORTED[TXN_OFFSET_COMMIT].response
         v, gid = ctx.api_version, req.group_id
         generation, mid = (req.generation_id, req.member_id) if v >= 3 else (-1, "")
         iid = req.group_instance_id if v >= 3 else None

@@ -20,6 +20,10 @@ DENIED = (
     "kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
     "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
+    # the server's deferred parts (tenure/server/deferred.py), imported when first started: the transaction
+    # coordinator (and kafka-python's transaction APIs), the share coordinator, with their internal topics' records
+    "kafka.protocol.producer.transaction", "tenure.coordinator.transactions", "tenure.coordinator.txn_runtime",
+    "tenure.protocol.txn_records", "tenure.coordinator.share_state", "tenure.protocol.share_state_records",
 )
 
 

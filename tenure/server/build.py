@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -23,11 +24,7 @@ from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport, iter_batches
-from tenure.coordinator.share_state import ShareStateRuntime, ShareStateShard
-from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
-from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
-from tenure.protocol import share_state_records, txn_records
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -50,11 +47,25 @@ from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
 from tenure.storage.segments import LogConfig
 
+from .deferred import deferred
 from .dispatch import Dispatcher
 from .listener import descriptor_room
 from .routes import BrokerRoute, GroupRoute, Route, TransactionRoute
 
+if TYPE_CHECKING:
+    from tenure.coordinator.share_state import ShareStateRuntime
+    from tenure.coordinator.transactions import TransactionCoordinator
+    from tenure.coordinator.txn_runtime import TransactionRuntime
+
 log = logging.getLogger("tenure.server")
+
+# The parts a plain `serve` does not start with, imported when first started (deferred.py; docs/README.md
+# "Deferred parts"): the transaction coordinator and the share coordinator, with their internal topics' records
+transactions = deferred("tenure.coordinator.transactions")
+txn_runtime = deferred("tenure.coordinator.txn_runtime")
+txn_records = deferred("tenure.protocol.txn_records")
+share_coordinator = deferred("tenure.coordinator.share_state")
+share_state_records = deferred("tenure.protocol.share_state_records")
 
 
 class TransactionCoordinatorHandle:
@@ -96,13 +107,15 @@ class TransactionCoordinatorHandle:
             return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
 
         def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
-            return TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of,
+            return transactions.TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of,
                                           transaction_version=self.transaction_version,
                                           offsets_partitions=lambda: groups.partitions)
-        runtime = TransactionRuntime(new_coordinator, topic, clock=self.clock, partition_writer=broker.replicas,
-                                     on_fatal=self.on_fatal, metrics=self.metrics, codec=txn_records,
-                                     write_markers=broker.write_txn_markers, timer_keys=(TxnTimeoutKey,),
-                                     hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
+        runtime = txn_runtime.TransactionRuntime(new_coordinator, topic, clock=self.clock,
+                                                 partition_writer=broker.replicas, on_fatal=self.on_fatal,
+                                                 metrics=self.metrics, codec=txn_records.module,
+                                                 write_markers=broker.write_txn_markers,
+                                                 timer_keys=(transactions.TxnTimeoutKey,),
+                                                 hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
         report = runtime.load()
         coordinator = runtime.shards[0]
         broker.producers.reserve(coordinator.max_producer_id())
@@ -161,10 +174,10 @@ class ShareStateHandle:
             topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True, configs=policy)
         elif topic.config("cleanup.policy") != "delete":                # made compacted by an older tenure
             self.topics.set_topic_configs(SHARE_STATE_TOPIC, {**topic.configs, **policy})
-        runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
-                                    on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
-                                    timer_keys=(),
-                                    hosted_on=lambda p: self.cluster.leader_of(SHARE_STATE_TOPIC, p))
+        runtime = share_coordinator.ShareStateRuntime(
+            share_coordinator.ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
+            on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records.module, timer_keys=(),
+            hosted_on=lambda p: self.cluster.leader_of(SHARE_STATE_TOPIC, p))
         report = runtime.load()
         for part in range(len(topic.partitions)):     # the share coordinator's shards are placed from the start
             self.cluster.state(SHARE_STATE_TOPIC, part)

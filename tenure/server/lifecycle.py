@@ -17,7 +17,7 @@ import shutil
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -31,7 +31,6 @@ from tenure.control.network import Network
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
-from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from tenure.security.authorizer import Authorizer
@@ -47,6 +46,9 @@ from tenure.server.security import ServerSecurity
 from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
+
+if TYPE_CHECKING:            # imported when first started (deferred.py)
+    from tenure.coordinator.txn_runtime import TransactionRuntime
 
 log = logging.getLogger("tenure.server")
 T = TypeVar("T")

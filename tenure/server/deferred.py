@@ -1,0 +1,49 @@
+"""The server's deferred parts: modules a plain `tenure serve` does not need to start, imported the first time one of
+their names is used.
+
+A deferred module is named once, where its user imports its other modules: `transactions =
+deferred("tenure.coordinator.txn_runtime")`, then `transactions.TransactionRuntime(...)` where the part is
+made - at its first request, or at start-up when the data dir holds its internal topic (build.py's
+`TransactionCoordinatorHandle.start`, `ShareStateHandle.start`), at the log cleaner's first pass, at the first
+ACL or SCRAM request. Until then the module is not imported (tests/test_startup_imports.py keeps each one on its
+deny list); after it, the name is the module's own. Types come from `TYPE_CHECKING` imports, as for any
+annotation. kafka-python's schema reads are silenced while it is imported, as at the server's own import
+(protocol/structs.py `quiet_schema_reads`), so a suite run with `filterwarnings = error` sees no warning from
+it. Which parts are deferred, and when each is imported: docs/README.md "Deferred parts"."""
+from __future__ import annotations
+
+from importlib import import_module
+from types import ModuleType
+from typing import Any
+
+from tenure.protocol.structs import quiet_schema_reads
+
+
+class Deferred:
+    """A module imported on the first use of one of its names (then every name is the module's own)."""
+
+    __slots__ = ("name", "_module")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._module: ModuleType | None = None
+
+    def __repr__(self) -> str:
+        return f"deferred({self.name!r}, {'imported' if self._module is not None else 'not imported yet'})"
+
+    @property
+    def module(self) -> ModuleType:
+        module = self._module
+        if module is None:                 # the import system's own lock: threads asking at once get one module
+            with quiet_schema_reads():
+                module = self._module = import_module(self.name)
+        return module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.module, name)
+
+
+def deferred(name: str) -> Any:
+    """`name`'s module, imported the first time one of its names is asked (typed Any: annotate with the module's
+    own classes through `TYPE_CHECKING` imports)."""
+    return Deferred(name)
