@@ -24,6 +24,8 @@ DENIED = (
     # coordinator (and kafka-python's transaction APIs), the share coordinator, with their internal topics' records
     "kafka.protocol.producer.transaction", "tenure.coordinator.transactions", "tenure.coordinator.txn_runtime",
     "tenure.protocol.txn_records", "tenure.coordinator.share_state", "tenure.protocol.share_state_records",
+    # the log cleaner's passes: at its first pass (tenure/server/cleaner.py)
+    "tenure.storage.compaction", "tenure.storage.cleaning",
 )
 
 

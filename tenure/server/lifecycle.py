@@ -36,19 +36,19 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
-from tenure.server.cleaner import LogCleaner, RetentionChecker
+from tenure.server.cleaner import LogCleaner, RetentionChecker, compaction
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
 from tenure.server.listener import Listener, effective_max_connections, fd_limit, resolve_ip_overrides
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.server.security import ServerSecurity
-from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
 
-if TYPE_CHECKING:            # imported when first started (deferred.py)
+if TYPE_CHECKING:            # imported when first used (deferred.py)
     from tenure.coordinator.txn_runtime import TransactionRuntime
+    from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
 T = TypeVar("T")
@@ -415,7 +415,7 @@ class Server:
     @property
     def cleaner_stats(self) -> CleanStats:
         """What the log cleaner has done since start."""
-        return self.cleaner.stats if self.cleaner is not None else CleanStats()
+        return self.cleaner.stats if self.cleaner is not None else compaction.CleanStats()
 
     async def compact_now(self) -> CleanStats:
         """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""

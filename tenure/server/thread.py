@@ -20,7 +20,9 @@ from tenure.control.registry import add_thread_methods
 from tenure.control.views import GroupView
 from tenure.counters import Metrics
 from tenure.server.lifecycle import Server, reopen
-from tenure.storage.compaction import CleanStats
+
+if TYPE_CHECKING:
+    from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
 
