@@ -25,6 +25,7 @@ from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport, iter_batches
 from tenure.counters import Metrics
+from tenure.deferred import deferred
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
@@ -47,7 +48,6 @@ from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
 from tenure.storage.segments import LogConfig
 
-from .deferred import deferred
 from .dispatch import Dispatcher
 from .listener import descriptor_room
 from .routes import BrokerRoute, GroupRoute, Route, TransactionRoute

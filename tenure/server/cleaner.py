@@ -12,9 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tenure.deferred import deferred
 from tenure.storage.segments import SegmentLog
-
-from .deferred import deferred
 
 if TYPE_CHECKING:
     from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor

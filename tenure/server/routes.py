@@ -17,14 +17,13 @@ from tenure.broker.offsets_gate import (
 )
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.group_runtime import GroupRuntime
+from tenure.deferred import deferred
 from tenure.protocol.acl import READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
-
-from .deferred import deferred
 
 if TYPE_CHECKING:
     from tenure.coordinator.txn_runtime import TransactionRuntime

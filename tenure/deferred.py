@@ -1,11 +1,11 @@
-"""The server's deferred parts: modules a plain `tenure serve` does not need to start, imported the first time one of
-their names is used.
+"""Deferred modules: what a plain `tenure serve` does not need to start, imported the first time one of their names
+is used. A leaf module every layer may import (it imports nothing of tenure's until a deferred module is used).
 
 A deferred module is named once, where its user imports its other modules: `transactions =
 deferred("tenure.coordinator.txn_runtime")`, then `transactions.TransactionRuntime(...)` where the part is
-made - at its first request, or at start-up when the data dir holds its internal topic (build.py's
-`TransactionCoordinatorHandle.start`, `ShareStateHandle.start`), at the log cleaner's first pass, at the first
-ACL or SCRAM request. Until then the module is not imported (tests/test_startup_imports.py keeps each one on its
+made - at its first request, or at start-up when the data dir holds its internal topic (tenure/server/build.py's
+`TransactionCoordinatorHandle.start`, `ShareStateHandle.start`), at the log cleaner's first pass
+(tenure/server/cleaner.py), at the first ACL request or the first ACL an admin call names. Until then the module is not imported (tests/test_startup_imports.py keeps each one on its
 deny list); after it, the name is the module's own. Types come from `TYPE_CHECKING` imports, as for any
 annotation. kafka-python's schema reads are silenced while it is imported, as at the server's own import
 (protocol/structs.py `quiet_schema_reads`), so a suite run with `filterwarnings = error` sees no warning from
@@ -15,8 +15,6 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 from typing import Any
-
-from tenure.protocol.structs import quiet_schema_reads
 
 
 class Deferred:
@@ -35,6 +33,7 @@ class Deferred:
     def module(self) -> ModuleType:
         module = self._module
         if module is None:                 # the import system's own lock: threads asking at once get one module
+            from tenure.protocol.structs import quiet_schema_reads  # (a leaf: nothing of tenure's at import)
             with quiet_schema_reads():
                 module = self._module = import_module(self.name)
         return module
