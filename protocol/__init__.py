@@ -97,7 +97,6 @@ _quietly(_defer_api_packages)
 def _import_codecs() -> None:
     # the kafka-python modules the server's layers import at their own import, loaded here, quietly, not later
     # inside a user's test; the other APIs' classes are imported, as quietly, when first used (apis.ApiClasses)
-    import kafka.protocol.admin.acl  # noqa: F401
     import kafka.protocol.admin.groups  # noqa: F401
     import kafka.protocol.api_header  # noqa: F401
     import kafka.protocol.api_message  # noqa: F401

@@ -26,6 +26,8 @@ DENIED = (
     "tenure.protocol.txn_records", "tenure.coordinator.share_state", "tenure.protocol.share_state_records",
     # the log cleaner's passes: at its first pass (tenure/server/cleaner.py)
     "tenure.storage.compaction", "tenure.storage.cleaning",
+    # the ACLs: the authorizer when --authorizer is on, the ACL APIs at their first request (tenure/server/build.py)
+    "tenure.security.authorizer", "tenure.security.acls", "tenure.security.acl_apis", "kafka.protocol.admin.acl",
 )
 
 

@@ -11,7 +11,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.api_key import ApiKey
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -27,6 +29,7 @@ from tenure.coordinator.loader import LoadReport, iter_batches
 from tenure.counters import Metrics
 from tenure.deferred import deferred
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
+from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import (
@@ -38,10 +41,7 @@ from tenure.protocol.internal_topics import (
 )
 from tenure.protocol.markers import TxnMarker
 from tenure.security.access import acl_access
-from tenure.security.acl_apis import AclApis
-from tenure.security.acls import parse_acl
 from tenure.security.apis import handlers as security_api_handlers
-from tenure.security.authorizer import Authorizer
 from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
 from tenure.storage import Log
 from tenure.storage.datadir import DataDir
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from tenure.coordinator.share_state import ShareStateRuntime
     from tenure.coordinator.transactions import TransactionCoordinator
     from tenure.coordinator.txn_runtime import TransactionRuntime
+    from tenure.security.authorizer import Authorizer
 
 log = logging.getLogger("tenure.server")
 
@@ -66,6 +67,11 @@ txn_runtime = deferred("tenure.coordinator.txn_runtime")
 txn_records = deferred("tenure.protocol.txn_records")
 share_coordinator = deferred("tenure.coordinator.share_state")
 share_state_records = deferred("tenure.protocol.share_state_records")
+# the ACLs: the authorizer when --authorizer is on, else at the first ACL request (`acl_handlers`)
+authorizers = deferred("tenure.security.authorizer")
+acls = deferred("tenure.security.acls")
+acl_apis = deferred("tenure.security.acl_apis")
+ACL_APIS = (int(ApiKey.DescribeAcls), int(ApiKey.CreateAcls), int(ApiKey.DeleteAcls))
 
 
 class TransactionCoordinatorHandle:
@@ -277,6 +283,20 @@ def open_users(config: ServerConfig, data: DataDir | None) -> UserStore:
     return users
 
 
+def acl_handlers(authorizer: Authorizer | None) -> dict[int, Route]:
+    """The ACL APIs' handlers (security/acl_apis.py over the authorizer, or answering SECURITY_DISABLED without
+    one), made at the first ACL request: a server that is never asked about ACLs never imports them."""
+    made: dict[int, Route] = {}
+
+    def handler(key: int) -> Route:
+        async def handle(req: Request, ctx: RequestContext) -> Any:
+            if not made:
+                made.update(acl_apis.AclApis(authorizer).handlers())
+            return await made[key](req, ctx)
+        return handle
+    return {key: handler(key) for key in ACL_APIS}
+
+
 def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, cluster_id: str | None, *, node: Node,
           cluster: Cluster, durability: Durability, faults: Faults, metrics: Metrics,
           hooks: Hooks | None = None, capture: Capture | None = None, on_fatal: Callable[[BaseException], None], static_configs: Callable[[], dict[str, str | None]],
@@ -334,10 +354,11 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     users = open_users(config, data)
     authorizer = None
     if config.acls_checked:                          # the ACLs, kept in the data dir (docs/security.md#acls)
-        authorizer = Authorizer(super_users=config.super_users, allow_if_no_acl=config.allow_everyone_if_no_acl,
-                                data_dir=data.path if data is not None else None,
-                                initial=[parse_acl(a) for a in config.acls])
-    handlers = {**broker.handlers, **security_api_handlers(users), **AclApis(authorizer).handlers()}
+        authorizer = authorizers.Authorizer(super_users=config.super_users,
+                                            allow_if_no_acl=config.allow_everyone_if_no_acl,
+                                            data_dir=data.path if data is not None else None,
+                                            initial=[acls.parse_acl(a) for a in config.acls])
+    handlers = {**broker.handlers, **security_api_handlers(users), **acl_handlers(authorizer)}
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}

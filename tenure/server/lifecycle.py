@@ -33,7 +33,6 @@ from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
-from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner, RetentionChecker, compaction
@@ -48,6 +47,7 @@ from tenure.storage.durability import Durability
 
 if TYPE_CHECKING:            # imported when first used (deferred.py)
     from tenure.coordinator.txn_runtime import TransactionRuntime
+    from tenure.security.authorizer import Authorizer
     from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
@@ -211,7 +211,12 @@ class Server:
     dispatch = _Built[Dispatcher]("dispatch")
     clock = _Built[CoordinatorClock]("clock")
     load_report = _Built[LoadReport]("load_report")
-    authorizer = _Built[Authorizer | None]("authorizer")    # the ACLs (--authorizer); None: no authorizer
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The ACLs (--authorizer); None: no authorizer. (A property, not a `_Built`: its class is imported only
+        when --authorizer is on.)"""
+        return self._parts().authorizer
 
     @property
     def txn_runtime(self) -> TransactionRuntime | None:
