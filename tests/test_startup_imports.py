@@ -29,6 +29,8 @@ DENIED = (
     # the ACLs: the authorizer when --authorizer is on, the ACL APIs at their first request (tenure/server/build.py)
     "tenure.security.authorizer", "tenure.security.acls", "tenure.security.acl_apis", "kafka.protocol.admin.acl",
 )
+# the parts above that tenure/deferred.py imports on first use: a started server has none of them either
+DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
 
 
 def _modules_after(code: str, *flags: str) -> list[str]:
@@ -146,6 +148,7 @@ def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets
         "assert SUPPORTED[19].classes.pair is None and 'OffsetCommitValue' not in vars(rec._S)\n"
         "st = tenure.server.ServerThread(port=0).start()\n"
         "try:\n"
+        "    assert loaded() == [], loaded()        # (kafka-python's clients import its own ACL and txn classes)\n"
         "    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer\n"
         "    from kafka.admin import NewTopic\n"
         "    admin = KafkaAdminClient(bootstrap_servers=st.bootstrap)\n"
@@ -245,3 +248,85 @@ def test_the_serve_only_parser_prints_and_parses_as_the_whole_parser():
         assert whole[2] or whole[3] or whole[0], argv          # each printed or parsed something
     err = run(_parser(["serve", "--bogus"]), ["serve", "--bogus"])[3]
     assert "{serve,apis,demo," in err and err.endswith("tenure: error: unrecognized arguments: --bogus\n"), err
+
+
+def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_first_uses_it(tmp_path):
+    """A ServerThread with a data dir, started and served (a process run with `-W error`): none of the deferred
+    parts is imported, nor after a topic is created. Then kafka-python 3 asks for the ACLs (answered SECURITY_DISABLED without --authorizer),
+    runs a transaction and the log cleaner makes a pass: each part is imported then, its warnings silenced, and
+    serves as always (the transaction's records are read back committed)."""
+    _modules_after(
+        "import sys, time, tenure.server\n"
+        f"DEFERRED = {DEFERRED_PARTS!r}\n"
+        "def loaded():\n"
+        "    return sorted(m for m in DEFERRED if m in sys.modules)\n"
+        f"st = tenure.server.ServerThread(port=0, data_dir={str(tmp_path / 'data')!r}, cleaner_interval_ms=0).start()\n"
+        "try:\n"
+        "    assert loaded() == [], loaded()        # (kafka-python's clients import its own ACL and txn classes)\n"
+        "    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer\n"
+        "    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, NewTopic, ResourcePatternFilter\n"
+        "    from kafka.admin import ResourceType, ACLResourcePatternType\n"
+        "    from kafka.errors import SecurityDisabledError\n"
+        "    admin = KafkaAdminClient(bootstrap_servers=st.bootstrap)\n"
+        "    admin.create_topics([NewTopic('t', 1, 1, topic_configs={'cleanup.policy': 'compact'})])\n"
+        "    assert [m for m in loaded() if m.startswith('tenure.')] == [], loaded()\n"
+        "    flt = ACLFilter(None, '*', ACLOperation.ANY, ACLPermissionType.ANY,\n"
+        "                    ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))\n"
+        "    try:\n"
+        "        admin.describe_acls(flt)\n"
+        "    except SecurityDisabledError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError('describe_acls without an authorizer must answer SECURITY_DISABLED')\n"
+        "    admin.close()\n"
+        "    assert 'tenure.security.acl_apis' in sys.modules and 'tenure.coordinator.transactions' not in sys.modules\n"
+        "    p = KafkaProducer(bootstrap_servers=st.bootstrap, transactional_id='tx')\n"
+        "    p.init_transactions(); p.begin_transaction()\n"
+        "    p.send('t', key=b'k', value=b'v'); p.commit_transaction(); p.close()\n"
+        "    assert {'tenure.coordinator.txn_runtime', 'tenure.protocol.txn_records'} <= set(sys.modules)\n"
+        "    c = KafkaConsumer('t', bootstrap_servers=st.bootstrap, isolation_level='read_committed',\n"
+        "                      auto_offset_reset='earliest', consumer_timeout_ms=10000)\n"
+        "    got = [(m.key, m.value) for _, m in zip(range(1), c)]\n"
+        "    c.close()\n"
+        "    assert got == [(b'k', b'v')], got\n"
+        "    assert 'tenure.storage.compaction' not in sys.modules\n"
+        "    stats = st.compact_now()\n"
+        "    from tenure.storage.compaction import CleanStats\n"
+        "    assert type(stats) is CleanStats and type(st.server.cleaner_stats) is CleanStats, stats\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once():
+    _modules_after(
+        "import sys, threading\n"
+        "from tenure.deferred import deferred\n"
+        "d = deferred('tenure.storage.compaction')\n"
+        "assert 'tenure.storage.compaction' not in sys.modules and 'not imported yet' in repr(d)\n"
+        "got, errors = [], []\n"
+        "def use():\n"
+        "    try:\n"
+        "        got.append(d.Compactor)\n"
+        "    except Exception as exc:\n"
+        "        errors.append(exc)\n"
+        "ts = [threading.Thread(target=use) for _ in range(16)]\n"
+        "[t.start() for t in ts]\n"
+        "[t.join() for t in ts]\n"
+        "import tenure.storage.compaction as real\n"
+        "assert errors == [] and set(got) == {real.Compactor} and len(got) == 16, (errors, got)\n"
+        "assert d.module is real and 'imported' in repr(d) and 'not' not in repr(d)\n"
+        "try:\n"
+        "    d.NoSuchName\n"
+        "except AttributeError as exc:\n"
+        "    assert 'NoSuchName' in str(exc)\n"
+        "else:\n"
+        "    raise AssertionError('an unknown name must raise AttributeError')\n"
+        "try:\n"
+        "    deferred('tenure.no_such_module').x\n"
+        "except ModuleNotFoundError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('a module that is not there must raise on first use')\n"
+        "assert deferred('tenure.protocol.share_state_records').ShareStateRecord",
+        "-W", "error")
