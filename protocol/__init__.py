@@ -88,7 +88,7 @@ def _defer_api_packages() -> None:
     _defer_package("kafka.protocol.consumer", ("group", ("OffsetFetchRequest",)))
     _defer_package("kafka.protocol.metadata", ("find_coordinator", ("FindCoordinatorRequest",)),
                    ("metadata", ("MetadataRequest",)))
-    _defer_package("kafka.protocol.producer")      # the transactions' APIs (producer.transaction) on first use
+    _defer_package("kafka.protocol.producer")      # Produce's and the transactions' APIs: each on first use
 
 
 _quietly(_defer_api_packages)
@@ -102,7 +102,6 @@ def _import_codecs() -> None:
     import kafka.protocol.api_message  # noqa: F401
     import kafka.protocol.consumer.group  # noqa: F401
     import kafka.protocol.consumer.metadata  # noqa: F401
-    import kafka.protocol.producer.produce  # noqa: F401
     import kafka.protocol.sasl  # noqa: F401
 
     from . import consumer_group, records, share_group  # noqa: F401

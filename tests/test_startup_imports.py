@@ -20,6 +20,7 @@ DENIED = (
     "kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
     "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
+    "kafka.protocol.producer.produce",
     # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
     "tenure.control.views",
     # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
