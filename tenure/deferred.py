@@ -1,15 +1,16 @@
 """Deferred modules: what a plain `tenure serve` does not need to start, imported the first time one of their names
 is used. A leaf module every layer may import (it imports nothing of tenure's until a deferred module is used).
 
-A deferred module is named once, where its user imports its other modules: `transactions =
-deferred("tenure.coordinator.txn_runtime")`, then `transactions.TransactionRuntime(...)` where the part is
-made - at its first request, or at start-up when the data dir holds its internal topic (tenure/server/build.py's
+A deferred module is named once, beside its user's other imports: `txn_runtime =
+deferred("tenure.coordinator.txn_runtime")`, then `txn_runtime.TransactionRuntime(...)` where the part is made
+- at its first request, or at start-up when the data dir holds its internal topic (tenure/server/build.py's
 `TransactionCoordinatorHandle.start`, `ShareStateHandle.start`), at the log cleaner's first pass
-(tenure/server/cleaner.py), at the first ACL request or the first ACL an admin call names. Until then the module is not imported (tests/test_startup_imports.py keeps each one on its
-deny list); after it, the name is the module's own. Types come from `TYPE_CHECKING` imports, as for any
-annotation. kafka-python's schema reads are silenced while it is imported, as at the server's own import
-(protocol/structs.py `quiet_schema_reads`), so a suite run with `filterwarnings = error` sees no warning from
-it. Which parts are deferred, and when each is imported: docs/README.md "Deferred parts"."""
+(tenure/server/cleaner.py), at the first ACL request or the first ACL a control or `--acl` names. Until then the
+module is not imported (tests/test_startup_imports.py keeps each one on its deny list); from then on every name
+is the module's own. Its classes are named for types through `TYPE_CHECKING` imports. kafka-python's schema
+reads are silenced while it is imported, as at the server's own import (protocol/structs.py
+`quiet_schema_reads`), so a suite run with `filterwarnings = error` sees no warning from it. The parts deferred
+and when each is imported: docs/README.md, "Start-up: the parts imported on first use"."""
 from __future__ import annotations
 
 from importlib import import_module

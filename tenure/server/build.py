@@ -60,14 +60,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tenure.server")
 
-# The parts a plain `serve` does not start with, imported when first started (deferred.py; docs/README.md
-# "Deferred parts"): the transaction coordinator and the share coordinator, with their internal topics' records
+# The parts a plain `serve` does not start with, imported when first started (tenure/deferred.py; docs/README.md,
+# "Start-up: the parts imported on first use"): the transaction coordinator and the share coordinator, with their
+# internal topics' records
 transactions = deferred("tenure.coordinator.transactions")
 txn_runtime = deferred("tenure.coordinator.txn_runtime")
 txn_records = deferred("tenure.protocol.txn_records")
 share_coordinator = deferred("tenure.coordinator.share_state")
 share_state_records = deferred("tenure.protocol.share_state_records")
-# the ACLs: the authorizer when --authorizer is on, else at the first ACL request (`acl_handlers`)
+# the ACLs: the authorizer when --authorizer is on or an --acl is given, the ACL APIs at their first request
+# (`acl_handlers`)
 authorizers = deferred("tenure.security.authorizer")
 acls = deferred("tenure.security.acls")
 acl_apis = deferred("tenure.security.acl_apis")
