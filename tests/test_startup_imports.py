@@ -332,3 +332,16 @@ def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once
         "    raise AssertionError('a module that is not there must raise on first use')\n"
         "assert deferred('tenure.protocol.share_state_records').ShareStateRecord",
         "-W", "error")
+
+
+def test_the_import_holds_automatic_collection_off_and_leaves_it_as_it_was():
+    """`import tenure.server` runs with automatic garbage collection off (no young collection walks what it makes:
+    with it on, the import set off ~75) and leaves it on when it was on, off when the importer had turned it off."""
+    _modules_after("import gc\n"
+                   "before = [g['collections'] for g in gc.get_stats()]\n"
+                   "import tenure.server\n"
+                   "after = [g['collections'] for g in gc.get_stats()]\n"
+                   "assert gc.isenabled() and after[0] - before[0] <= 5 and after[1:] == before[1:], (before, after)\n"
+                   "from tenure import gcpause\n"
+                   "assert not gcpause.paused()")
+    _modules_after("import gc\ngc.disable()\nimport tenure.server\nassert not gc.isenabled()")
