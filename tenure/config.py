@@ -6,15 +6,18 @@ flag (`add_serve_flags` below, which tenure/tools/cli.py calls), its check (`che
 (`@pytest.mark.tenure(field=...)`) and `ServerThread(ServerConfig(...))` all follow from it."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tenure.deferred import deferred
 from tenure.protocol.apis import ServedApis, served_apis
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 from tenure.protocol.releases import RELEASES, Release, release
+
+if TYPE_CHECKING:                  # (the command line's parser: tenure/tools/cli.py imports argparse)
+    import argparse
 
 DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token

@@ -21,6 +21,8 @@ DENIED = (
     "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
     "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
     "kafka.protocol.producer.produce",
+    # the command line's parser: imported by the command line (tenure/tools/cli.py), not by the server's settings
+    "argparse", "gettext",
     # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
     "tenure.control.views",
     # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
