@@ -115,9 +115,10 @@ class TransactionCoordinatorHandle:
             return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
 
         def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
-            return transactions.TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of,
-                                          transaction_version=self.transaction_version,
-                                          offsets_partitions=lambda: groups.partitions)
+            return transactions.TransactionCoordinator(broker.producers.next_producer_id, partitions_of,
+                                                       offsets_partition_of,
+                                                       transaction_version=self.transaction_version,
+                                                       offsets_partitions=lambda: groups.partitions)
         runtime = txn_runtime.TransactionRuntime(new_coordinator, topic, clock=self.clock,
                                                  partition_writer=broker.replicas, on_fatal=self.on_fatal,
                                                  metrics=self.metrics, codec=txn_records.module,
