@@ -256,9 +256,10 @@ def test_the_serve_only_parser_prints_and_parses_as_the_whole_parser():
 
 def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_first_uses_it(tmp_path):
     """A ServerThread with a data dir, started and served (a process run with `-W error`): none of the deferred
-    parts is imported, nor after a topic is created. Then kafka-python 3 asks for the ACLs (answered SECURITY_DISABLED without --authorizer),
-    runs a transaction and the log cleaner makes a pass: each part is imported then, its warnings silenced, and
-    serves as always (the transaction's records are read back committed)."""
+    parts is imported, nor after a topic is created. Then kafka-python 3 asks for the ACLs (answered
+    SECURITY_DISABLED without --authorizer), runs a transaction and the log cleaner makes a pass: each part is
+    imported then, its warnings silenced, and serves as always (the transaction's records are read back
+    committed)."""
     _modules_after(
         "import sys, time, tenure.server\n"
         f"DEFERRED = {DEFERRED_PARTS!r}\n"
@@ -283,7 +284,8 @@ def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_fir
         "    else:\n"
         "        raise AssertionError('describe_acls without an authorizer must answer SECURITY_DISABLED')\n"
         "    admin.close()\n"
-        "    assert 'tenure.security.acl_apis' in sys.modules and 'tenure.coordinator.transactions' not in sys.modules\n"
+        "    assert 'tenure.security.acl_apis' in sys.modules\n"
+        "    assert 'tenure.coordinator.transactions' not in sys.modules\n"
         "    p = KafkaProducer(bootstrap_servers=st.bootstrap, transactional_id='tx')\n"
         "    p.init_transactions(); p.begin_transaction()\n"
         "    p.send('t', key=b'k', value=b'v'); p.commit_transaction(); p.close()\n"
