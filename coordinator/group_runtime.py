@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
-from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from tenure.gcpause import gc_paused
 from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
+from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response, offset_commit_error
 from tenure.protocol.errors import AdminError, ErrorCode
@@ -174,7 +174,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             plan, producer = commit_plan(body, version, now, max_meta), None
         prepared = self.writer.prepare(part, plan.records, now, producer)
         refusal = offset_commit_error(body.topics, ErrorCode.UNKNOWN_SERVER_ERROR,
-                                      TxnOffsetCommitResponse if producer else OffsetCommitResponse) \
+                                      SUPPORTED[TXN_OFFSET_COMMIT].response if producer else OffsetCommitResponse) \
             if len(prepared.batch) > max_bytes else None
         return plan, prepared, refusal
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
-from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
+from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.error_responses import offset_commit_error, offset_delete_error
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
@@ -32,6 +32,8 @@ from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommi
 from .classic.group import DEAD, ClassicGroup
 from .handler import ShardHandler
 from .result import RequestContext, Result
+
+TXN_OFFSET_COMMIT = 28      # its classes come from the served-API table, imported at its first request
 
 
 def commit_record(group_id: str, version: int, topic: str, p, meta: str, now_ms: int) -> OffsetCommitRecord:
@@ -83,7 +85,7 @@ def txn_commit_plan(req, version: int, now_ms: int, metadata_max_bytes: int) -> 
     """The plan of a TxnOffsetCommit at `now_ms`: its offsets as the producer's (written in its transactional
     batch). A pure function of the request, as `commit_plan`."""
     gid, pid, epoch = req.group_id, req.producer_id, req.producer_epoch
-    return plan_partitions(req.topics, TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
+    return plan_partitions(req.topics, SUPPORTED[TXN_OFFSET_COMMIT].response.TxnOffsetCommitResponseTopic,
                            lambda topic, p, meta: TransactionalOffsetCommit(pid, epoch, OffsetCommitRecord(
                                gid, topic, p.partition_index, p.committed_offset,
                                p.committed_leader_epoch if version >= 2 else -1, meta, now_ms)),
@@ -131,7 +133,7 @@ class Offsets(ShardHandler):
     # Kafka does for old producers.
     def txn_offset_commit(self, ctx: RequestContext, req, plan: CommitPlan | None = None) -> Result:
         """`plan`: `txn_commit_plan(req, ctx.api_version, ctx.now_ms, ...)` made ahead; made here if None."""
-        res = Result()
+        res, TxnOffsetCommitResponse = Result(), SUPPORTED[TXN_OFFSET_COMMIT].response
         v, gid = ctx.api_version, req.group_id
         generation, mid = (req.generation_id, req.member_id) if v >= 3 else (-1, "")
         iid = req.group_instance_id if v >= 3 else None

@@ -39,7 +39,10 @@ class Timer:
 
 @dataclass(frozen=True)
 class TimerKey(Timer):
-    """Base of every group timer key: the group it belongs to."""
+    """Base of every group timer key: the group it belongs to. A kind of key is a plain subclass of
+    `TimerKey` or `_MemberTimer` naming its `kind` and adding no field: the base's dataclass methods (init,
+    repr, eq - which compares the classes too -, hash, frozen fields) serve it, and building them again for each
+    kind was ~0.3 ms of the server's start-up apiece."""
     group_id: str
 
     @property
@@ -52,75 +55,63 @@ class _MemberTimer(TimerKey):
     member_id: str
 
 
-@dataclass(frozen=True)
 class HeartbeatKey(_MemberTimer):
     """A member's session (T1, T2); for a new member, the new-member join timeout."""
     kind: ClassVar[str] = "heartbeat"
 
 
-@dataclass(frozen=True)
 class PendingKey(_MemberTimer):
     """A member id handed out by the KIP-394 handshake, not yet joined with (J6)."""
     kind: ClassVar[str] = "pending"
 
 
-@dataclass(frozen=True)
 class JoinKey(TimerKey):
     """The join phase: the initial delay (J12) or the rebalance timeout (J13)."""
     kind: ClassVar[str] = "join"
 
 
-@dataclass(frozen=True)
 class SyncKey(TimerKey):
     """The sync phase: members that do not send SyncGroup in time are removed (J16)."""
     kind: ClassVar[str] = "sync"
 
 
-@dataclass(frozen=True)
 class ExpansionKey(TimerKey):
     """The KIP-345 draft's expansion window (static_expansion_timeout_ms)."""
     kind: ClassVar[str] = "expansion"
 
 
-@dataclass(frozen=True)
 class RegistrationKey(TimerKey):
     """The KIP-345 draft's registration timeout of offline static members."""
     kind: ClassVar[str] = "registration"
 
 
-@dataclass(frozen=True)
 class ConsumerSessionKey(_MemberTimer):
     """A consumer group (KIP-848) member's session: no heartbeat before it fires fences the member."""
     kind: ClassVar[str] = "consumer-session"
 
 
-@dataclass(frozen=True)
 class ConsumerRebalanceKey(_MemberTimer):
     """A consumer group member that must revoke partitions: not done before it fires, it is fenced."""
     kind: ClassVar[str] = "consumer-rebalance"
 
 
-@dataclass(frozen=True)
 class ShareSessionKey(_MemberTimer):
     """A share group (KIP-932) member's session: no heartbeat before it fires removes the member."""
     kind: ClassVar[str] = "share-session"
 
 
-@dataclass(frozen=True)
 class ConsumerJoinKey(_MemberTimer):
     """A classic member of a consumer group told to rejoin (REBALANCE_IN_PROGRESS): no JoinGroup within its
     rebalance timeout, it is fenced (coordinator/consumer/classic_members.py)."""
     kind: ClassVar[str] = "consumer-join"
 
 
-@dataclass(frozen=True)
 class ConsumerSyncKey(_MemberTimer):
     """A classic member of a consumer group answered its JoinGroup: no SyncGroup within its rebalance timeout,
     it is fenced."""
     kind: ClassVar[str] = "consumer-sync"
 
 
-@dataclass(frozen=True)
 class ConsumerHoldKey(TimerKey):
     """A new consumer group waiting for the members a test said it starts (`expect_group`): when it fires, the
     target assignment is computed for the members there (coordinator/consumer/expectation.py)."""

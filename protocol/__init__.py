@@ -88,6 +88,7 @@ def _defer_api_packages() -> None:
     _defer_package("kafka.protocol.consumer", ("group", ("OffsetFetchRequest",)))
     _defer_package("kafka.protocol.metadata", ("find_coordinator", ("FindCoordinatorRequest",)),
                    ("metadata", ("MetadataRequest",)))
+    _defer_package("kafka.protocol.producer")      # Produce's and the transactions' APIs: each on first use
 
 
 _quietly(_defer_api_packages)
@@ -96,16 +97,14 @@ _quietly(_defer_api_packages)
 def _import_codecs() -> None:
     # the kafka-python modules the server's layers import at their own import, loaded here, quietly, not later
     # inside a user's test; the other APIs' classes are imported, as quietly, when first used (apis.ApiClasses)
-    import kafka.protocol.admin.acl  # noqa: F401
     import kafka.protocol.admin.groups  # noqa: F401
     import kafka.protocol.api_header  # noqa: F401
     import kafka.protocol.api_message  # noqa: F401
     import kafka.protocol.consumer.group  # noqa: F401
     import kafka.protocol.consumer.metadata  # noqa: F401
-    import kafka.protocol.producer  # noqa: F401
     import kafka.protocol.sasl  # noqa: F401
 
-    from . import consumer_group, records, share_group, share_state_records, txn_records  # noqa: F401
+    from . import consumer_group, records, share_group  # noqa: F401
 
 
 _quietly(_import_codecs)

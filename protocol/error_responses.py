@@ -24,9 +24,8 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from . import consumer_group, share_group  # (their classes are built at their first use: structs.py)
 from .apis import API_VERSIONS_KEY, SUPPORTED
-from .consumer_group import ConsumerGroupHeartbeatResponse
-from .share_group import ShareGroupHeartbeatResponse
 
 
 def _item(cls, field: str, **kw):
@@ -266,9 +265,10 @@ def _join_group(req, R, code):
     return join_group_error(req.api_version, code, req.body.member_id or "")
 
 
-def consumer_group_heartbeat_error(code: int, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
-    return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
-                                          member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+def consumer_group_heartbeat_error(code: int, message: str | None = None) -> Any:
+    return consumer_group.ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                                         member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                                                         assignment=None)
 
 
 def _consumer_group_describe(req, R, code):
@@ -288,9 +288,10 @@ def _alter_replica_log_dirs(req, R, code):
     P = T.fields["partitions"].data_class
     return R(throttle_time_ms=0, results=[T(topic_name=n, partitions=[P(partition_index=i, error_code=code)
                                                                       for i in ps]) for n, ps in by_topic.items()])
-def share_group_heartbeat_error(code: int, message: str | None = None) -> ShareGroupHeartbeatResponse:
-    return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
-                                       member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+def share_group_heartbeat_error(code: int, message: str | None = None) -> Any:
+    return share_group.ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                                   member_id=None, member_epoch=0, heartbeat_interval_ms=0,
+                                                   assignment=None)
 
 
 def _share_group_describe(req, R, code):

@@ -6,17 +6,22 @@ flag (`add_serve_flags` below, which tenure/tools/cli.py calls), its check (`che
 (`@pytest.mark.tenure(field=...)`) and `ServerThread(ServerConfig(...))` all follow from it."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from tenure.deferred import deferred
 from tenure.protocol.apis import ServedApis, served_apis
 from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 from tenure.protocol.releases import RELEASES, Release, release
 
+if TYPE_CHECKING:                  # (the command line's parser: tenure/tools/cli.py imports argparse)
+    import argparse
+
 DEFAULT_ADMIN_PORT = 9644                    # `tenure serve`'s admin endpoint (tenure/control/http_server.py)
 ADMIN_TOKEN_ENV = "TENURE_ADMIN_TOKEN"       # `tenure serve` and `tenure groups/fault`: the bearer token
+security_acls = deferred("tenure.security.acls")    # the --acl texts' parser: when one is given (tenure/deferred.py)
 
 
 def setting(default, help: str | None = None, *, least: int | None = None, choices: tuple | None = None,
@@ -254,11 +259,10 @@ class ServerConfig:
             value = getattr(self, name)
             object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
         if self.acls:
-            from tenure.security.acls import AclError, parse_acl
             for spec in self.acls:
                 try:
-                    parse_acl(spec)
-                except AclError as exc:
+                    security_acls.parse_acl(spec)
+                except security_acls.AclError as exc:
                     raise ValueError(f"--acl {spec!r}: {exc}") from None
         racks = self.racks
         if isinstance(racks, str):                  # the CLI's and the pytest marker's "r1,r2,r3"

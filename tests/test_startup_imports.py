@@ -20,7 +20,22 @@ DENIED = (
     "kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
     "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
+    "kafka.protocol.producer.produce",
+    # the command line's parser: imported by the command line (tenure/tools/cli.py), not by the server's settings
+    "argparse", "gettext",
+    # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
+    "tenure.control.views",
+    # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
+    # coordinator (and kafka-python's transaction APIs), the share coordinator, with their internal topics' records
+    "kafka.protocol.producer.transaction", "tenure.coordinator.transactions", "tenure.coordinator.txn_runtime",
+    "tenure.protocol.txn_records", "tenure.coordinator.share_state", "tenure.protocol.share_state_records",
+    # the log cleaner's passes: at its first pass (tenure/server/cleaner.py)
+    "tenure.storage.compaction", "tenure.storage.cleaning",
+    # the ACLs: the authorizer when --authorizer is on, the ACL APIs at their first request (tenure/server/build.py)
+    "tenure.security.authorizer", "tenure.security.acls", "tenure.security.acl_apis", "kafka.protocol.admin.acl",
 )
+# the parts above that tenure/deferred.py imports on first use: a started server has none of them either
+DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
 
 
 def _modules_after(code: str, *flags: str) -> list[str]:
@@ -83,9 +98,9 @@ RECORD_MODULES = ("records", "consumer_group_records", "share_group_records", "s
                   "share_group", "consumer_group")
 
 
-# the classes the coordinator's modules import by name at their own import (they answer with them)
-FORCED = {"share_group": ["ShareGroupDescribeResponse", "ShareGroupHeartbeatResponse"],
-          "consumer_group": ["ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatResponse"]}
+# the classes built at import: none (the coordinator's group kinds and the error answers take the share and consumer
+# group APIs' response classes at their first answer)
+FORCED: dict[str, list[str]] = {}
 
 
 def test_import_tenure_server_builds_no_record_class():
@@ -237,3 +252,100 @@ def test_the_serve_only_parser_prints_and_parses_as_the_whole_parser():
         assert whole[2] or whole[3] or whole[0], argv          # each printed or parsed something
     err = run(_parser(["serve", "--bogus"]), ["serve", "--bogus"])[3]
     assert "{serve,apis,demo," in err and err.endswith("tenure: error: unrecognized arguments: --bogus\n"), err
+
+
+def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_first_uses_it(tmp_path):
+    """A ServerThread with a data dir, started and served (a process run with `-W error`): none of the deferred
+    parts is imported, nor after a topic is created. Then kafka-python 3 asks for the ACLs (answered
+    SECURITY_DISABLED without --authorizer), runs a transaction and the log cleaner makes a pass: each part is
+    imported then, its warnings silenced, and serves as always (the transaction's records are read back
+    committed)."""
+    _modules_after(
+        "import sys, time, tenure.server\n"
+        f"DEFERRED = {DEFERRED_PARTS!r}\n"
+        "def loaded():\n"
+        "    return sorted(m for m in DEFERRED if m in sys.modules)\n"
+        f"st = tenure.server.ServerThread(port=0, data_dir={str(tmp_path / 'data')!r}, cleaner_interval_ms=0).start()\n"
+        "try:\n"
+        "    assert loaded() == [], loaded()        # (kafka-python's clients import its own ACL and txn classes)\n"
+        "    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer\n"
+        "    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, NewTopic, ResourcePatternFilter\n"
+        "    from kafka.admin import ResourceType, ACLResourcePatternType\n"
+        "    from kafka.errors import SecurityDisabledError\n"
+        "    admin = KafkaAdminClient(bootstrap_servers=st.bootstrap)\n"
+        "    admin.create_topics([NewTopic('t', 1, 1, topic_configs={'cleanup.policy': 'compact'})])\n"
+        "    assert [m for m in loaded() if m.startswith('tenure.')] == [], loaded()\n"
+        "    flt = ACLFilter(None, '*', ACLOperation.ANY, ACLPermissionType.ANY,\n"
+        "                    ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))\n"
+        "    try:\n"
+        "        admin.describe_acls(flt)\n"
+        "    except SecurityDisabledError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise AssertionError('describe_acls without an authorizer must answer SECURITY_DISABLED')\n"
+        "    admin.close()\n"
+        "    assert 'tenure.security.acl_apis' in sys.modules\n"
+        "    assert 'tenure.coordinator.transactions' not in sys.modules\n"
+        "    p = KafkaProducer(bootstrap_servers=st.bootstrap, transactional_id='tx')\n"
+        "    p.init_transactions(); p.begin_transaction()\n"
+        "    p.send('t', key=b'k', value=b'v'); p.commit_transaction(); p.close()\n"
+        "    assert {'tenure.coordinator.txn_runtime', 'tenure.protocol.txn_records'} <= set(sys.modules)\n"
+        "    c = KafkaConsumer('t', bootstrap_servers=st.bootstrap, isolation_level='read_committed',\n"
+        "                      auto_offset_reset='earliest', consumer_timeout_ms=10000)\n"
+        "    got = [(m.key, m.value) for _, m in zip(range(1), c)]\n"
+        "    c.close()\n"
+        "    assert got == [(b'k', b'v')], got\n"
+        "    assert 'tenure.storage.compaction' not in sys.modules\n"
+        "    stats = st.compact_now()\n"
+        "    from tenure.storage.compaction import CleanStats\n"
+        "    assert type(stats) is CleanStats and type(st.server.cleaner_stats) is CleanStats, stats\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once():
+    _modules_after(
+        "import sys, threading\n"
+        "from tenure.deferred import deferred\n"
+        "d = deferred('tenure.storage.compaction')\n"
+        "assert 'tenure.storage.compaction' not in sys.modules and 'not imported yet' in repr(d)\n"
+        "got, errors = [], []\n"
+        "def use():\n"
+        "    try:\n"
+        "        got.append(d.Compactor)\n"
+        "    except Exception as exc:\n"
+        "        errors.append(exc)\n"
+        "ts = [threading.Thread(target=use) for _ in range(16)]\n"
+        "[t.start() for t in ts]\n"
+        "[t.join() for t in ts]\n"
+        "import tenure.storage.compaction as real\n"
+        "assert errors == [] and set(got) == {real.Compactor} and len(got) == 16, (errors, got)\n"
+        "assert d.module is real and 'imported' in repr(d) and 'not' not in repr(d)\n"
+        "try:\n"
+        "    d.NoSuchName\n"
+        "except AttributeError as exc:\n"
+        "    assert 'NoSuchName' in str(exc)\n"
+        "else:\n"
+        "    raise AssertionError('an unknown name must raise AttributeError')\n"
+        "try:\n"
+        "    deferred('tenure.no_such_module').x\n"
+        "except ModuleNotFoundError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('a module that is not there must raise on first use')\n"
+        "assert deferred('tenure.protocol.share_state_records').ShareStateRecord",
+        "-W", "error")
+
+
+def test_the_import_holds_automatic_collection_off_and_leaves_it_as_it_was():
+    """`import tenure.server` runs with automatic garbage collection off (no young collection walks what it makes:
+    with it on, the import set off ~75) and leaves it on when it was on, off when the importer had turned it off."""
+    _modules_after("import gc\n"
+                   "before = [g['collections'] for g in gc.get_stats()]\n"
+                   "import tenure.server\n"
+                   "after = [g['collections'] for g in gc.get_stats()]\n"
+                   "assert gc.isenabled() and after[0] - before[0] <= 5 and after[1:] == before[1:], (before, after)\n"
+                   "from tenure import gcpause\n"
+                   "assert not gcpause.paused()")
+    _modules_after("import gc\ngc.disable()\nimport tenure.server\nassert not gc.isenabled()")

@@ -2,11 +2,12 @@
 (tenure/inspection.py)."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from tenure.inspection import GroupInfo, MemberInfo
+from tenure.protocol import consumer_group as wire
 from tenure.protocol.acl import DESCRIBE, GROUP, authorized_operations, bits
-from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse
 from tenure.protocol.errors import ErrorCode as E
 
 from ..handler import ShardHandler
@@ -15,17 +16,22 @@ from .assignors import DEFAULT_ASSIGNOR
 from .group import ConsumerGroup, Partitions, freeze
 from .group_config import consumer_timeouts
 
-DG = ConsumerGroupDescribeResponse.DescribedGroup
-DM = DG.Member
-_D_ASSIGNMENT = DM.fields["assignment"].data_class
-_D_TP = _D_ASSIGNMENT.fields["topic_partitions"].data_class
+
+@functools.cache
+def _answer_classes() -> tuple[Any, Any, Any, Any, Any]:
+    """ConsumerGroupDescribe's response, described group, member, assignment and topic-partitions classes: built at the
+    first answer (protocol/structs.py LazySchemas), not at import."""
+    answer = wire.ConsumerGroupDescribeResponse
+    member = answer.DescribedGroup.Member
+    assignment = member.fields["assignment"].data_class
+    return answer, answer.DescribedGroup, member, assignment, assignment.fields["topic_partitions"].data_class
 
 
 def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
     """ConsumerGroupDescribe: each named group (once, in first-asked order) with its members, their assignments
     and targets by topic id and name, and the assignor most of its members ask for."""
-    res = Result()
-    out = []
+    res, out = Result(), []
+    R, DG, DM, _, _ = _answer_classes()
     asked = req.include_authorized_operations
     for gid in dict.fromkeys(req.group_ids):
         if not ctx.allows(DESCRIBE, GROUP, gid):
@@ -51,15 +57,15 @@ def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
                                   member_type=0 if m.classic is not None else 1)   # 0: classic protocol
                                for m in g.members.values()],
                       authorized_operations=bits(authorized_operations(ctx, GROUP, gid, asked))))
-    res.respond(ctx.token, ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out))
+    res.respond(ctx.token, R(throttle_time_ms=0, groups=out))
     return res
 
 def _described(kind: ShardHandler, assignment: Partitions) -> Any:
-    tps = []
+    tps, (_, _, _, assignment_class, tp_class) = [], _answer_classes()
     for tid, ps in freeze(assignment):
         t = kind.shard.topics.by_id(tid)
-        tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
-    return _D_ASSIGNMENT(topic_partitions=tps)
+        tps.append(tp_class(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
+    return assignment_class(topic_partitions=tps)
 
 
 def group_info(kind: ShardHandler, g: ConsumerGroup) -> GroupInfo:

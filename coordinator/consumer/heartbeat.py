@@ -19,12 +19,13 @@ members left, turns the group into a classic group instead (the downgrade).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import Any, ClassVar
 
 from tenure.inspection import GroupInfo
-from tenure.protocol.consumer_group import ConsumerGroupHeartbeatResponse
+from tenure.protocol import consumer_group as wire
 from tenure.protocol.consumer_group_records import (
     ConsumerGroupMetadataRecord,
     ConsumerGroupPartitionMetadataRecord,
@@ -79,9 +80,13 @@ from .reconcile import reconcile
 from .regex import InvalidRegex, TopicRegexes, subscribed_union, topic_sets
 from .replay import replay_consumer_record
 
-HB = ConsumerGroupHeartbeatResponse
-_ASSIGNMENT = HB.Assignment
-_HB_TP = _ASSIGNMENT.fields["topic_partitions"].data_class
+
+@functools.cache
+def _answer_classes() -> tuple[Any, Any, Any]:
+    """ConsumerGroupHeartbeat's response, its assignment and topic-partitions classes: built at the first answer
+    (protocol/structs.py LazySchemas), not at import."""
+    hb = wire.ConsumerGroupHeartbeatResponse
+    return hb, hb.Assignment, hb.Assignment.fields["topic_partitions"].data_class
 
 
 class HeartbeatError(Exception):
@@ -259,11 +264,12 @@ class ConsumerGroups(ShardHandler):
         full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                               and req.topic_partitions is not None)
         send = full or updated.assigned != old.assigned
-        res.respond(ctx.token, HB(
+        answer, assignment, topic_partitions = _answer_classes()
+        res.respond(ctx.token, answer(
             throttle_time_ms=0, error_code=0, error_message=None, member_id=updated.member_id,
             member_epoch=updated.member_epoch, heartbeat_interval_ms=interval_ms,
-            assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
-                                                     for tid, ps in freeze(updated.assigned)]) if send else None))
+            assignment=assignment(topic_partitions=[topic_partitions(topic_id=tid, partitions=list(ps))
+                                                    for tid, ps in freeze(updated.assigned)]) if send else None))
 
     @staticmethod
     def expected_member_record(req, client_id: str, client_host: str) -> ConsumerMemberRecord | None:
@@ -438,8 +444,9 @@ class ConsumerGroups(ShardHandler):
             res.cancel_timer(ConsumerRebalanceKey(gid, mid))
         else:
             self._remove(res, g, member, LEFT, ctx.client_id, ctx.client_host, ctx.now_ms)
-        res.respond(ctx.token, HB(throttle_time_ms=0, error_code=0, error_message=None, member_id=mid,
-                                  member_epoch=epoch, heartbeat_interval_ms=0, assignment=None))
+        res.respond(ctx.token, _answer_classes()[0](throttle_time_ms=0, error_code=0, error_message=None,
+                                                    member_id=mid, member_epoch=epoch, heartbeat_interval_ms=0,
+                                                    assignment=None))
 
     def _remove(self, res: Result, g: ConsumerGroup, member: ConsumerMember, cause: str, client_id: str,
                 client_host: str, now_ms: int) -> None:

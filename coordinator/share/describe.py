@@ -2,11 +2,12 @@
 (tenure/inspection.py)."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from tenure.inspection import GroupInfo, MemberInfo
+from tenure.protocol import share_group as wire
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.share_group import ShareGroupDescribeResponse
 
 from ..handler import ShardHandler
 from ..result import RequestContext, Result
@@ -14,18 +15,23 @@ from .assignor import ASSIGNOR_NAME
 from .group import DEAD, Partitions, ShareGroup, freeze
 from .group_config import share_timeouts
 
-DG = ShareGroupDescribeResponse.DescribedGroup
-DM = DG.Member
-_D_ASSIGNMENT = DM.fields["assignment"].data_class
-_D_TP = _D_ASSIGNMENT.fields["topic_partitions"].data_class
+
+@functools.cache
+def _answer_classes() -> tuple[Any, Any, Any, Any, Any]:
+    """ShareGroupDescribe's response, described group, member, assignment and topic-partitions classes: built at the
+    first answer (protocol/structs.py LazySchemas), not at import."""
+    answer = wire.ShareGroupDescribeResponse
+    member = answer.DescribedGroup.Member
+    assignment = member.fields["assignment"].data_class
+    return answer, answer.DescribedGroup, member, assignment, assignment.fields["topic_partitions"].data_class
 _NO_OPERATIONS = -2147483648
 
 
 def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
     """ShareGroupDescribe: each named group (once, in first-asked order) with its members and their
     assignments by topic id and name; a group that is unknown or of another kind answers 69."""
-    res = Result()
-    out = []
+    res, out = Result(), []
+    R, DG, DM, _, _ = _answer_classes()
     for gid in dict.fromkeys(req.group_ids or []):
         g = kind.groups.get(gid)
         if not isinstance(g, ShareGroup):
@@ -42,16 +48,16 @@ def describe_groups(kind: ShardHandler, ctx: RequestContext, req) -> Result:
                                   assignment=_described(kind, m.assigned))
                                for m in g.members.values()],
                       authorized_operations=_NO_OPERATIONS))
-    res.respond(ctx.token, ShareGroupDescribeResponse(throttle_time_ms=0, groups=out))
+    res.respond(ctx.token, R(throttle_time_ms=0, groups=out))
     return res
 
 
 def _described(kind: ShardHandler, assignment: Partitions) -> Any:
-    tps = []
+    tps, (_, _, _, assignment_class, tp_class) = [], _answer_classes()
     for tid, ps in freeze(assignment):
         t = kind.shard.topics.by_id(tid)
-        tps.append(_D_TP(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
-    return _D_ASSIGNMENT(topic_partitions=tps)
+        tps.append(tp_class(topic_id=tid, topic_name=t.name if t is not None else "", partitions=list(ps)))
+    return assignment_class(topic_partitions=tps)
 
 
 def group_info(kind: ShardHandler, g: ShareGroup) -> GroupInfo:

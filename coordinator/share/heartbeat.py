@@ -13,10 +13,12 @@ same way.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from tenure.inspection import GroupInfo
+from tenure.protocol import share_group as wire
 from tenure.protocol.error_responses import (
     heartbeat_error,
     join_group_error,
@@ -26,7 +28,6 @@ from tenure.protocol.error_responses import (
 )
 from tenure.protocol.errors import AdminError
 from tenure.protocol.errors import ErrorCode as E
-from tenure.protocol.share_group import ShareGroupHeartbeatResponse
 from tenure.protocol.share_group_records import (
     ShareAssignmentRecord,
     ShareGroupMetadataRecord,
@@ -44,9 +45,13 @@ from .describe import describe_groups, group_info
 from .group import LEAVE_EPOCH, Partitions, ShareGroup, ShareMember, freeze, replay_share_record
 from .group_config import share_timeouts
 
-HB = ShareGroupHeartbeatResponse
-_ASSIGNMENT = HB.Assignment
-_HB_TP = _ASSIGNMENT.fields["topic_partitions"].data_class
+
+@functools.cache
+def _answer_classes() -> tuple[Any, Any, Any]:
+    """ShareGroupHeartbeat's response, its assignment and topic-partitions classes: built at the first answer
+    (protocol/structs.py LazySchemas), not at import."""
+    hb = wire.ShareGroupHeartbeatResponse
+    return hb, hb.Assignment, hb.Assignment.fields["topic_partitions"].data_class
 
 
 class HeartbeatError(Exception):
@@ -192,11 +197,12 @@ class ShareGroups(ShardHandler):
         session_ms, interval_ms = share_timeouts(self.shard.topics, self.config, gid)   # the group's own configs
         res.set_timer(ShareSessionKey(gid, mid), now + session_ms)
         send = epoch == 0 or updated.assigned != old.assigned or updated.member_epoch != epoch
-        res.respond(ctx.token, HB(
+        answer, assignment, topic_partitions = _answer_classes()
+        res.respond(ctx.token, answer(
             throttle_time_ms=0, error_code=0, error_message=None, member_id=mid, member_epoch=updated.member_epoch,
             heartbeat_interval_ms=interval_ms,
-            assignment=_ASSIGNMENT(topic_partitions=[_HB_TP(topic_id=tid, partitions=list(ps))
-                                                     for tid, ps in freeze(updated.assigned)]) if send else None))
+            assignment=assignment(topic_partitions=[topic_partitions(topic_id=tid, partitions=list(ps))
+                                                    for tid, ps in freeze(updated.assigned)]) if send else None))
 
     def _assign(self, members: dict[str, ShareMember]) -> dict[str, Partitions]:
         topics = {}
@@ -211,8 +217,9 @@ class ShareGroups(ShardHandler):
         g = self._share_group(req.group_id, create=False)
         member = self._member(g, req.member_id)
         self._remove(res, g, member)
-        res.respond(ctx.token, HB(throttle_time_ms=0, error_code=0, error_message=None, member_id=req.member_id,
-                                  member_epoch=LEAVE_EPOCH, heartbeat_interval_ms=0, assignment=None))
+        res.respond(ctx.token, _answer_classes()[0](throttle_time_ms=0, error_code=0, error_message=None,
+                                                    member_id=req.member_id, member_epoch=LEAVE_EPOCH,
+                                                    heartbeat_interval_ms=0, assignment=None))
 
     def _remove(self, res: Result, g: ShareGroup, member: ShareMember) -> None:
         """Tombstones for the member's assignment, target and subscription, and one group epoch bump (the next

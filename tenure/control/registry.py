@@ -19,11 +19,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.control.faults import MAX_DELAY_MS
+from tenure.deferred import deferred
 from tenure.protocol.errors import AdminError, ErrorCode
-from tenure.security.acls import AclBinding, AclFilter, parse_acl
+
+if TYPE_CHECKING:
+    from tenure.security.acls import AclBinding
+
+acls = deferred("tenure.security.acls")       # the ACLs' text form: at the first ACL a control names
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,7 @@ def _acls_list(server) -> list[str]:
 def _acl_of(acl) -> AclBinding:
     if not isinstance(acl, str):
         raise ValueError(f"want an ACL as text, not {acl!r}")
-    return parse_acl(acl)               # AclError is a ValueError: 400 with its message
+    return acls.parse_acl(acl)          # AclError is a ValueError: 400 with its message
 
 
 def _acls_add(server, acl) -> str:
@@ -303,7 +308,7 @@ def _acls_add(server, acl) -> str:
 def _acls_remove(server, acl) -> list[str]:
     """Remove the one binding the text names (its exact resource, principal, host, operation, permission)."""
     b = _acl_of(acl)
-    f = AclFilter(b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation, b.permission)
+    f = acls.AclFilter(b.resource_type, b.name, b.pattern_type, b.principal, b.host, b.operation, b.permission)
     [gone] = _authorizer(server).delete([f])
     return [x.text() for x in gone or []]
 

@@ -11,6 +11,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.api_key import ApiKey
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -23,12 +26,10 @@ from tenure.coordinator import GroupShard
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport, iter_batches
-from tenure.coordinator.share_state import ShareStateRuntime, ShareStateShard
-from tenure.coordinator.transactions import TransactionCoordinator, TxnTimeoutKey
-from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
-from tenure.protocol import share_state_records, txn_records
+from tenure.deferred import deferred
 from tenure.protocol.apis import BROKER, GROUP, TRANSACTION
+from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import (
@@ -40,10 +41,7 @@ from tenure.protocol.internal_topics import (
 )
 from tenure.protocol.markers import TxnMarker
 from tenure.security.access import acl_access
-from tenure.security.acl_apis import AclApis
-from tenure.security.acls import parse_acl
 from tenure.security.apis import handlers as security_api_handlers
-from tenure.security.authorizer import Authorizer
 from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
 from tenure.storage import Log
 from tenure.storage.datadir import DataDir
@@ -55,7 +53,28 @@ from .listener import descriptor_room
 from .offload import off_loop
 from .routes import BrokerRoute, GroupRoute, Route, TransactionRoute
 
+if TYPE_CHECKING:
+    from tenure.coordinator.share_state import ShareStateRuntime
+    from tenure.coordinator.transactions import TransactionCoordinator
+    from tenure.coordinator.txn_runtime import TransactionRuntime
+    from tenure.security.authorizer import Authorizer
+
 log = logging.getLogger("tenure.server")
+
+# The parts a plain `serve` does not start with, imported when first started (tenure/deferred.py; docs/README.md,
+# "Start-up: the parts imported on first use"): the transaction coordinator and the share coordinator, with their
+# internal topics' records
+transactions = deferred("tenure.coordinator.transactions")
+txn_runtime = deferred("tenure.coordinator.txn_runtime")
+txn_records = deferred("tenure.protocol.txn_records")
+share_coordinator = deferred("tenure.coordinator.share_state")
+share_state_records = deferred("tenure.protocol.share_state_records")
+# the ACLs: the authorizer when --authorizer is on or an --acl is given, the ACL APIs at their first request
+# (`acl_handlers`)
+authorizers = deferred("tenure.security.authorizer")
+acls = deferred("tenure.security.acls")
+acl_apis = deferred("tenure.security.acl_apis")
+ACL_APIS = (int(ApiKey.DescribeAcls), int(ApiKey.CreateAcls), int(ApiKey.DeleteAcls))
 
 
 class TransactionCoordinatorHandle:
@@ -97,13 +116,16 @@ class TransactionCoordinatorHandle:
             return OFFSETS_TOPIC, partition_for(group_id, groups.partitions)
 
         def new_coordinator(part: int) -> TransactionCoordinator:    # one per load (a move loads a new one)
-            return TransactionCoordinator(broker.producers.next_producer_id, partitions_of, offsets_partition_of,
-                                          transaction_version=self.transaction_version,
-                                          offsets_partitions=lambda: groups.partitions)
-        runtime = TransactionRuntime(new_coordinator, topic, clock=self.clock, partition_writer=broker.replicas,
-                                     on_fatal=self.on_fatal, metrics=self.metrics, codec=txn_records,
-                                     write_markers=broker.write_txn_markers, timer_keys=(TxnTimeoutKey,),
-                                     hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
+            return transactions.TransactionCoordinator(broker.producers.next_producer_id, partitions_of,
+                                                       offsets_partition_of,
+                                                       transaction_version=self.transaction_version,
+                                                       offsets_partitions=lambda: groups.partitions)
+        runtime = txn_runtime.TransactionRuntime(new_coordinator, topic, clock=self.clock,
+                                                 partition_writer=broker.replicas, on_fatal=self.on_fatal,
+                                                 metrics=self.metrics, codec=txn_records.module,
+                                                 write_markers=broker.write_txn_markers,
+                                                 timer_keys=(transactions.TxnTimeoutKey,),
+                                                 hosted_on=lambda p: self.cluster.leader_of(TRANSACTION_TOPIC, p))
         report = runtime.load()
         coordinator = runtime.shards[0]
         broker.producers.reserve(coordinator.max_producer_id())
@@ -162,10 +184,10 @@ class ShareStateHandle:
             topic = self.topics.create(SHARE_STATE_TOPIC, self.partitions, internal=True, configs=policy)
         elif topic.config("cleanup.policy") != "delete":                # made compacted by an older tenure
             self.topics.set_topic_configs(SHARE_STATE_TOPIC, {**topic.configs, **policy})
-        runtime = ShareStateRuntime(ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
-                                    on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records,
-                                    timer_keys=(),
-                                    hosted_on=lambda p: self.cluster.leader_of(SHARE_STATE_TOPIC, p))
+        runtime = share_coordinator.ShareStateRuntime(
+            share_coordinator.ShareStateShard, topic, clock=self.clock, partition_writer=self.broker.replicas,
+            on_fatal=self.on_fatal, metrics=self.metrics, codec=share_state_records.module, timer_keys=(),
+            hosted_on=lambda p: self.cluster.leader_of(SHARE_STATE_TOPIC, p))
         report = runtime.load()
         for part in range(len(topic.partitions)):     # the share coordinator's shards are placed from the start
             self.cluster.state(SHARE_STATE_TOPIC, part)
@@ -265,6 +287,20 @@ def open_users(config: ServerConfig, data: DataDir | None) -> UserStore:
     return users
 
 
+def acl_handlers(authorizer: Authorizer | None) -> dict[int, Route]:
+    """The ACL APIs' handlers (security/acl_apis.py over the authorizer, or answering SECURITY_DISABLED without
+    one), made at the first ACL request: a server that is never asked about ACLs never imports them."""
+    made: dict[int, Route] = {}
+
+    def handler(key: int) -> Route:
+        async def handle(req: Request, ctx: RequestContext) -> Any:
+            if not made:
+                made.update(acl_apis.AclApis(authorizer).handlers())
+            return await made[key](req, ctx)
+        return handle
+    return {key: handler(key) for key in ACL_APIS}
+
+
 def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, cluster_id: str | None, *, node: Node,
           cluster: Cluster, durability: Durability, faults: Faults, metrics: Metrics,
           hooks: Hooks | None = None, capture: Capture | None = None, on_fatal: Callable[[BaseException], None], static_configs: Callable[[], dict[str, str | None]],
@@ -322,10 +358,11 @@ def build(config: ServerConfig, data: DataDir | None, topics: TopicRegistry, clu
     users = open_users(config, data)
     authorizer = None
     if config.acls_checked:                          # the ACLs, kept in the data dir (docs/security.md#acls)
-        authorizer = Authorizer(super_users=config.super_users, allow_if_no_acl=config.allow_everyone_if_no_acl,
-                                data_dir=data.path if data is not None else None,
-                                initial=[parse_acl(a) for a in config.acls])
-    handlers = {**broker.handlers, **security_api_handlers(users), **AclApis(authorizer).handlers()}
+        authorizer = authorizers.Authorizer(super_users=config.super_users,
+                                            allow_if_no_acl=config.allow_everyone_if_no_acl,
+                                            data_dir=data.path if data is not None else None,
+                                            initial=[acls.parse_acl(a) for a in config.acls])
+    handlers = {**broker.handlers, **security_api_handlers(users), **acl_handlers(authorizer)}
     broker_route = BrokerRoute(handlers)
     routes: dict[str, Route] = {BROKER: broker_route, GROUP: GroupRoute(groups, topics, txn.start),
                                 TRANSACTION: TransactionRoute(txn.start, broker_route)}

@@ -2,17 +2,24 @@
 
 With --data-dir, every cleaner_interval_ms one bounded pass (cleaner_pass_bytes of segment reads in all)
 over the partitions of compacted topics, round robin; parsing runs on a worker thread, every file and
-segment-list change on the server's loop. `compact_now` cleans until there is nothing left to do."""
+segment-list change on the server's loop. `compact_now` cleans until there is nothing left to do. The cleaning
+modules (storage/compaction.py, storage/cleaning.py) are imported at the first pass, or when the stats are first
+asked for (deferred.py): a server whose cleaner never runs never imports them."""
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor, is_compacted
+from tenure.deferred import deferred
 from tenure.storage.segments import SegmentLog
 
+if TYPE_CHECKING:
+    from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor
+
 log = logging.getLogger("tenure.server")
+compaction = deferred("tenure.storage.compaction")      # the log cleaner's passes: at the first one
 
 
 class _Periodic:
@@ -40,29 +47,36 @@ class LogCleaner(_Periodic):
         self.topics = topics
         self.clock_ms = clock_ms
         self.interval_ms, self.pass_bytes = interval_ms, pass_bytes
-        self.stats = CleanStats()                 # what the log cleaner has done since start
+        self._stats: CleanStats | None = None     # what the log cleaner has done since start (`stats`)
         self._lock = asyncio.Lock()
         self._next = 0
         self._compactor: Compactor | None = None
         self._task: asyncio.Task | None = None
 
+    @property
+    def stats(self) -> CleanStats:
+        """What the log cleaner has done since start."""
+        if self._stats is None:
+            self._stats = compaction.CleanStats()
+        return self._stats
+
     def _compacted_logs(self) -> list[tuple[SegmentLog, CompactionPolicy]]:
         out = []
         for topic in self.topics.all():
-            if is_compacted(topic.config("cleanup.policy")):
-                policy = CompactionPolicy.from_configs(topic.config)
+            if compaction.is_compacted(topic.config("cleanup.policy")):
+                policy = compaction.CompactionPolicy.from_configs(topic.config)
                 out += [(plog, policy) for plog in topic.partitions if isinstance(plog, SegmentLog)]
         return out
 
     @property
     def compactor(self) -> Compactor:
         if self._compactor is None:
-            self._compactor = Compactor(clock_ms=self.clock_ms, pass_bytes=self.pass_bytes)
+            self._compactor = compaction.Compactor(clock_ms=self.clock_ms, pass_bytes=self.pass_bytes)
         return self._compactor
 
     async def clean_pass(self, budget: int | None) -> CleanStats:
         """One pass over the compacted logs, starting where the last pass stopped."""
-        total = CleanStats()
+        total: CleanStats = compaction.CleanStats()
         async with self._lock:
             logs = self._compacted_logs()
             for k in range(len(logs)):
@@ -74,7 +88,8 @@ class LogCleaner(_Periodic):
                     break
                 plog, policy = logs[i]
                 total += await self.compactor.clean_async(plog, policy, 1 << 62 if left is None else left)
-        self.stats += total
+        stats = self.stats
+        stats += total                            # (in place: the stats object a caller holds adds up)
         return total
 
     async def _loop(self) -> None:
@@ -94,7 +109,7 @@ class LogCleaner(_Periodic):
 
     async def compact_now(self) -> CleanStats:
         """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""
-        total = CleanStats()
+        total: CleanStats = compaction.CleanStats()
         while True:
             st = await self.clean_pass(None)
             total += st

@@ -17,7 +17,7 @@ import shutil
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import Broker, Node
@@ -31,22 +31,24 @@ from tenure.control.network import Network
 from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
-from tenure.coordinator.txn_runtime import TransactionRuntime
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
-from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
-from tenure.server.cleaner import LogCleaner, RetentionChecker
+from tenure.server.cleaner import LogCleaner, RetentionChecker, compaction
 from tenure.server.connection import Connection, Peer, RequestBudget
 from tenure.server.dispatch import Dispatcher
 from tenure.server.listener import Listener, effective_max_connections, fd_limit, resolve_ip_overrides
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.server.security import ServerSecurity
-from tenure.storage.compaction import CleanStats
 from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
+
+if TYPE_CHECKING:            # imported when first used (deferred.py)
+    from tenure.coordinator.txn_runtime import TransactionRuntime
+    from tenure.security.authorizer import Authorizer
+    from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
 T = TypeVar("T")
@@ -210,7 +212,12 @@ class Server:
     dispatch = _Built[Dispatcher]("dispatch")
     clock = _Built[CoordinatorClock]("clock")
     load_report = _Built[LoadReport]("load_report")
-    authorizer = _Built[Authorizer | None]("authorizer")    # the ACLs (--authorizer); None: no authorizer
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The ACLs (--authorizer); None: no authorizer. (A property, not a `_Built`: its class is imported only
+        when --authorizer is on.)"""
+        return self._parts().authorizer
 
     @property
     def txn_runtime(self) -> TransactionRuntime | None:
@@ -427,7 +434,7 @@ class Server:
     @property
     def cleaner_stats(self) -> CleanStats:
         """What the log cleaner has done since start."""
-        return self.cleaner.stats if self.cleaner is not None else CleanStats()
+        return self.cleaner.stats if self.cleaner is not None else compaction.CleanStats()
 
     async def compact_now(self) -> CleanStats:
         """Clean every compacted log until a pass finds nothing to do (call on the server's loop)."""

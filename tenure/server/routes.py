@@ -4,7 +4,7 @@ once and awaits `route(request, context)`; each route here is that owner's way i
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.broker.offsets_gate import (
     merge_commit,
@@ -17,14 +17,19 @@ from tenure.broker.offsets_gate import (
 )
 from tenure.broker.topics import TopicRegistry
 from tenure.coordinator.group_runtime import GroupRuntime
-from tenure.coordinator.transactions import is_transaction_request, txn_offset_commit_error
-from tenure.coordinator.txn_runtime import TransactionRuntime
+from tenure.deferred import deferred
 from tenure.protocol.acl import READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
+
+if TYPE_CHECKING:
+    from tenure.coordinator.txn_runtime import TransactionRuntime
+
+# the transaction coordinator's rules, imported at the first request routed to it (deferred.py)
+transactions = deferred("tenure.coordinator.transactions")
 
 Route = Callable[[Request, RequestContext], Awaitable[Any]]
 OFFSET_COMMIT_KEY = 8
@@ -71,7 +76,7 @@ class GroupRoute:
             txn = txn_runtime.shards.get(0)          # none while a move loads it: retry
             code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if txn is None else txn.verify(
                 body.transactional_id, body.producer_id, body.producer_epoch, *offsets_partition)
-        return txn_offset_commit_error(code, req.api_version)
+        return transactions.txn_offset_commit_error(code, req.api_version)
 
     async def _fetch_by_ids(self, req: Request, ctx: RequestContext) -> Any:
         asked: dict[str, object] = {}
@@ -114,7 +119,7 @@ class TransactionRoute:
         self.start, self.broker = start, broker
 
     async def __call__(self, req: Request, ctx: RequestContext) -> Any:
-        if not is_transaction_request(req.api_key, req.body):
+        if not transactions.is_transaction_request(req.api_key, req.body):
             return await self.broker(req, ctx)
         if req.api_key == INIT_PRODUCER_ID_KEY and req.body.transactional_id == "":
             return error_response(req, ErrorCode.INVALID_REQUEST)

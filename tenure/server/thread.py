@@ -17,10 +17,12 @@ from tenure.control.faults import Faults
 from tenure.control.hooks import Hook, Hooks
 from tenure.control.network import Network
 from tenure.control.registry import add_thread_methods
-from tenure.control.views import GroupView
 from tenure.counters import Metrics
 from tenure.server.lifecycle import Server, reopen
-from tenure.storage.compaction import CleanStats
+
+if TYPE_CHECKING:           # (the group views: imported by the controls that make them, tenure/control/registry.py)
+    from tenure.control.views import GroupView
+    from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
 
