@@ -36,6 +36,7 @@ from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from tenure.security.authorizer import Authorizer
 from tenure.security.tls import ClientCert
+from tenure.server import eventloop
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner, RetentionChecker
 from tenure.server.connection import Connection, Peer, RequestBudget
@@ -282,6 +283,7 @@ class Server:
                 raise StartupError(exc, f"{which}cannot listen on {ep.host}:{ep.port} ({flags})") from exc
             node.endpoints = {ep.name: (c.advertised_host or ep.host, ep.port) for ep in self.listeners[b].endpoints}
         self.port = self.node.port = self.cluster.brokers[0].port
+        log.info("event loop: %s", eventloop.describe(loop))     # uvloop's or asyncio's (eventloop.py)
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()

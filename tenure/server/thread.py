@@ -19,6 +19,7 @@ from tenure.control.network import Network
 from tenure.control.registry import add_thread_methods
 from tenure.control.views import GroupView
 from tenure.counters import Metrics
+from tenure.server import eventloop
 from tenure.server.lifecycle import Server, reopen
 from tenure.storage.compaction import CleanStats
 
@@ -40,7 +41,7 @@ class ServerThread:
         if config is not None and settings:
             raise TypeError("give a ServerConfig or its fields as keywords, not both")
         self.config = config or ServerConfig(**{"port": 0, **settings})
-        self.loop = asyncio.new_event_loop()
+        self.loop = eventloop.new_event_loop(self.config.event_loop)     # uvloop's when installed
         self.server: Server | None = None
         self.faults = Faults()
         self.metrics = Metrics()
