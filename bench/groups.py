@@ -293,7 +293,7 @@ def heartbeats_on(tree: Path | None, args) -> dict:
         holder: dict = {}
         r = heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds,
                             on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid)), expect=expect,
-                            depth=args.hb_depth, procs=args.hb_procs)
+                            depth=args.hb_depth, procs=args.hb_procs, rate=args.hb_rate)
         r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
         return r
     finally:
@@ -364,9 +364,10 @@ class HeartbeatPump(asyncio.Protocol):
     are answered. Answers are not decoded: their size, correlation id and error code are read."""
 
     def __init__(self, frames: list[bytes], depth: int, start_at: float, stop_at: float, lat: list[float],
-                 codes: dict) -> None:
+                 codes: dict, interval: float = 0.0) -> None:
         self.frames = [bytearray(f) for f in frames]
         self.depth, self.start_at, self.stop_at, self.lat, self.codes = depth, start_at, stop_at, lat, codes
+        self.interval = interval           # > 0: a round every interval seconds, answered or not (an offered rate)
         self.buf = bytearray()
         self.i = self.cid = 0
         self.sent: dict[int, float] = {}
@@ -375,8 +376,17 @@ class HeartbeatPump(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        asyncio.get_running_loop().call_at(asyncio.get_running_loop().time() + max(0.0, self.start_at - time.time()),
-                                           self._round)
+        loop = asyncio.get_running_loop()
+        loop.call_at(loop.time() + max(0.0, self.start_at - time.time()), self._tick if self.interval else self._round)
+
+    def _tick(self) -> None:
+        """Open loop: a round now and the next one `interval` later, until the run's end."""
+        if time.time() >= self.stop_at:
+            if not self.sent:
+                self.transport.close()
+            return
+        self._round()
+        asyncio.get_running_loop().call_later(self.interval, self._tick)
 
     def _round(self) -> None:
         out = []
@@ -407,7 +417,8 @@ class HeartbeatPump(asyncio.Protocol):
                 if time.time() >= self.stop_at:
                     self.transport.close()
                     return
-                self._round()
+                if not self.interval:
+                    self._round()
 
     def connection_lost(self, exc) -> None:
         if not self.done.done():
@@ -415,7 +426,7 @@ class HeartbeatPump(asyncio.Protocol):
 
 
 def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: int, start_at: float,
-                    seconds: float) -> dict:
+                    seconds: float, interval: float = 0.0) -> dict:
     """One generator process: a HeartbeatPump per group from `start_at` (wall clock) for `seconds`; its latencies,
     the answers' error codes and its own CPU seconds."""
     lat: list[float] = []
@@ -424,10 +435,10 @@ def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: 
     async def run() -> None:
         loop = asyncio.get_running_loop()
         pumps = []
-        for frames in frame_sets:
+        for k, frames in enumerate(frame_sets):     # open loop: the connections' rounds spread over the interval
             _, p = await loop.create_connection(
-                lambda f=frames: HeartbeatPump(f, depth or len(f), start_at, start_at + seconds, lat, codes),
-                host, port)
+                lambda f=frames, k=k: HeartbeatPump(f, depth or len(f), start_at + interval * k / len(frame_sets),
+                                                    start_at + seconds, lat, codes, interval), host, port)
             pumps.append(p)
         await asyncio.gather(*(p.done for p in pumps))
     t = os.times()
@@ -443,20 +454,24 @@ def _pump_child(conn, *args) -> None:
 
 def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
                     on_start: Callable[[], object] = lambda: None,
-                    expect: Callable[[str], None] | None = None, depth: int = 0, procs: int = 1) -> dict:
+                    expect: Callable[[str], None] | None = None, depth: int = 0, procs: int = 1,
+                    rate: float = 0.0) -> dict:
     """Form the groups, then heartbeat for `seconds` from `procs` generator processes (the groups split among
-    them), `depth` heartbeats in flight per connection (0: one per member of its group)."""
+    them), `depth` heartbeats per round on each connection (0: one per member of its group); `rate`: heartbeats/s
+    offered in all (open loop: each connection's rounds on a fixed interval), 0: each round as soon as the last is
+    answered (closed loop: the most the server answers)."""
     import multiprocessing
     setups, setup_s = asyncio.run(form_heartbeat_groups(bootstrap, groups, per_group, expect))
     sets = heartbeat_frames(setups)
     host, port = bootstrap.rsplit(":", 1)
+    interval = (depth or per_group) * groups / rate if rate > 0 else 0.0
     ctx = multiprocessing.get_context("fork")
     start_at = time.time() + 1.0                  # every process connected and waiting by then
     children = []
     for k in range(procs):
         parent_end, child_end = ctx.Pipe(duplex=False)
         child = ctx.Process(target=_pump_child, args=(child_end, host, int(port), sets[k::procs], depth, start_at,
-                                                      seconds))
+                                                      seconds, interval))
         child.start()
         children.append((child, parent_end))
     time.sleep(max(0.0, start_at - time.time()))
@@ -511,6 +526,9 @@ def main() -> int:
                     help="heartbeats in flight per group's connection, written in one write per round (default 0: "
                     "one per member of the group; 1: one at a time, the members in turn)")
     ap.add_argument("--hb-procs", type=int, default=1, help="load generator processes (the groups split among them)")
+    ap.add_argument("--hb-rate", type=float, default=0,
+                    help="heartbeats/s offered (open loop: p50/p99 at that rate); default 0: closed loop, each "
+                    "connection's next round as soon as the last is answered (the most the server answers)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run the heartbeat bench against `tenure serve` from this source tree (e.g. a `git "
                     "worktree` of main), this tree and the baselines in turn, --hb-rounds times; prints the ratios")
