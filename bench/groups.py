@@ -22,9 +22,13 @@
    --mock-initial-delay-ms overrides the mock's.
    A rolling restart is bounded by --restart-budget-s (shrunk to fit --deadline-s); if the budget runs out, the output
    prints the measured part and, clearly labelled EXTRAPOLATED, the per-restart median times N.
-2. heartbeats: 1,000 static members in 100 groups (raw wire clients, one connection per group; a
-   30-minute session so members set up first do not expire while the rest are set up) send
-   Heartbeat v4 back to back for a fixed time; prints throughput and latency percentiles.
+2. heartbeats: 1,000 static members in 100 groups (formed with kafka-python's codec; a 30-minute session so
+   members set up first do not expire while the rest are set up) send Heartbeat v4 for a fixed time over one
+   connection per group: each round writes one heartbeat per member of the group in one write (--hb-depth; 1:
+   one at a time) and the next round starts when all are answered. The heartbeats are encoded once before the
+   run (only the correlation id is patched; answers are not decoded), from --hb-procs generator processes, so
+   the server rather than the generator is the bound; prints throughput, latency percentiles and the CPU per
+   heartbeat of the server and of the generator.
 
     .venv/bin/python bench/groups.py [--members 6,50] [--restart-budget-s 1000] [--hb-seconds 10]
 
@@ -42,7 +46,9 @@ import json
 import os
 import re
 import signal
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -285,9 +291,9 @@ def heartbeats_on(tree: Path | None, args) -> dict:
                       "initial delay", file=sys.stderr)
                 expect = None
         holder: dict = {}
-        r = asyncio.run(heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds,
-                                        on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid)),
-                                        expect=expect))
+        r = heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds,
+                            on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid)), expect=expect,
+                            depth=args.hb_depth, procs=args.hb_procs, rate=args.hb_rate)
         r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
         return r
     finally:
@@ -301,12 +307,12 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
-                          on_start: Callable[[], object] = lambda: None,
-                          expect: Callable[[str], None] | None = None) -> dict:
-    from kafka.protocol.consumer.group import (
-        HeartbeatRequest, JoinGroupRequest, SyncGroupRequest,
-    )
+async def form_heartbeat_groups(bootstrap: str, groups: int, per_group: int,
+                                expect: Callable[[str], None] | None = None) -> tuple[list[tuple], float]:
+    """Each of `groups` groups of `per_group` static members formed once (kafka-python's codec, one connection per
+    member while forming): [(group id, generation, [(member id, instance id), ...])], and the seconds it took."""
+    from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+
     from tests.support.wire import AsyncWireClient
     P = JoinGroupRequest.JoinGroupRequestProtocol
 
@@ -333,41 +339,156 @@ async def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: 
         await asyncio.gather(*(c.call(SyncGroupRequest(
             group_id=gid, generation_id=gen, member_id=j.member_id, group_instance_id=f"{gid}-i{i}",
             assignments=[]), 3) for i, (c, j) in enumerate(zip(conns, joins))))
-        for c in conns[1:]:
+        for c in conns:
             await c.close()
-        return conns[0], [(j.member_id, f"{gid}-i{i}") for i, j in enumerate(joins)], gen, gid
+        return gid, gen, [(j.member_id, f"{gid}-i{i}") for i, j in enumerate(joins)]
 
     t_setup = time.monotonic()
     setups = [await one_group(g) for g in range(groups)]
-    setup_s = time.monotonic() - t_setup
+    return setups, time.monotonic() - t_setup
+
+
+def heartbeat_frames(setups: list[tuple]) -> list[list[bytes]]:
+    """Per group, one pre-encoded Heartbeat v4 frame per member (kafka-python's codec, encoded once before the run;
+    the pump patches only the correlation id)."""
+    from kafka.protocol.consumer.group import HeartbeatRequest
+
+    from tests.support.wire import request_bytes
+    return [[request_bytes(HeartbeatRequest(group_id=gid, generation_id=gen, member_id=mid, group_instance_id=iid),
+                           4, 0, client_id="hb") for mid, iid in members] for gid, gen, members in setups]
+
+
+class HeartbeatPump(asyncio.Protocol):
+    """One connection carrying one group's members: each round writes `depth` heartbeats (the next members in turn)
+    in one write, as a client of many members does at a heartbeat tick, and the next round starts when all of them
+    are answered. Answers are not decoded: their size, correlation id and error code are read."""
+
+    def __init__(self, frames: list[bytes], depth: int, start_at: float, stop_at: float, lat: list[float],
+                 codes: dict, interval: float = 0.0) -> None:
+        self.frames = [bytearray(f) for f in frames]
+        self.depth, self.start_at, self.stop_at, self.lat, self.codes = depth, start_at, stop_at, lat, codes
+        self.interval = interval           # > 0: a round every interval seconds, answered or not (an offered rate)
+        self.buf = bytearray()
+        self.i = self.cid = 0
+        self.sent: dict[int, float] = {}
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        loop = asyncio.get_running_loop()
+        loop.call_at(loop.time() + max(0.0, self.start_at - time.time()), self._tick if self.interval else self._round)
+
+    def _tick(self) -> None:
+        """Open loop: a round now and the next one `interval` later, until the run's end."""
+        if time.time() >= self.stop_at:
+            if not self.sent:
+                self.transport.close()
+            return
+        self._round()
+        asyncio.get_running_loop().call_later(self.interval, self._tick)
+
+    def _round(self) -> None:
+        out = []
+        now = time.perf_counter()
+        for _ in range(self.depth):
+            f = self.frames[self.i % len(self.frames)]
+            self.i += 1
+            self.cid += 1
+            struct.pack_into(">i", f, 8, self.cid)
+            self.sent[self.cid] = now
+            out.append(bytes(f))
+        self.transport.write(b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            size = struct.unpack_from(">i", buf)[0]
+            if len(buf) < 4 + size:
+                return
+            now = time.perf_counter()
+            cid = struct.unpack_from(">i", buf, 4)[0]
+            code = struct.unpack_from(">h", buf, 4 + 4 + 1 + 4)[0]     # v4: header tags, throttle_time_ms
+            self.codes[code] = self.codes.get(code, 0) + 1
+            self.lat.append(now - self.sent.pop(cid))
+            del buf[:4 + size]
+            if not self.sent:
+                if time.time() >= self.stop_at:
+                    self.transport.close()
+                    return
+                if not self.interval:
+                    self._round()
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: int, start_at: float,
+                    seconds: float, interval: float = 0.0) -> dict:
+    """One generator process: a HeartbeatPump per group from `start_at` (wall clock) for `seconds`; its latencies,
+    the answers' error codes and its own CPU seconds."""
     lat: list[float] = []
-    errors = 0
     codes: dict[int, int] = {}
-    stop = time.monotonic() + seconds
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        pumps = []
+        for k, frames in enumerate(frame_sets):     # open loop: the connections' rounds spread over the interval
+            _, p = await loop.create_connection(
+                lambda f=frames, k=k: HeartbeatPump(f, depth or len(f), start_at + interval * k / len(frame_sets),
+                                                    start_at + seconds, lat, codes, interval), host, port)
+            pumps.append(p)
+        await asyncio.gather(*(p.done for p in pumps))
+    t = os.times()
+    asyncio.run(run())
+    u = os.times()
+    return {"lat": lat, "codes": codes, "cpu_s": (u.user - t.user) + (u.system - t.system)}
+
+
+def _pump_child(conn, *args) -> None:
+    conn.send(pump_heartbeats(*args))
+    conn.close()
+
+
+def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
+                    on_start: Callable[[], object] = lambda: None,
+                    expect: Callable[[str], None] | None = None, depth: int = 0, procs: int = 1,
+                    rate: float = 0.0) -> dict:
+    """Form the groups, then heartbeat for `seconds` from `procs` generator processes (the groups split among
+    them), `depth` heartbeats per round on each connection (0: one per member of its group); `rate`: heartbeats/s
+    offered in all (open loop: each connection's rounds on a fixed interval), 0: each round as soon as the last is
+    answered (closed loop: the most the server answers)."""
+    import multiprocessing
+    setups, setup_s = asyncio.run(form_heartbeat_groups(bootstrap, groups, per_group, expect))
+    sets = heartbeat_frames(setups)
+    host, port = bootstrap.rsplit(":", 1)
+    interval = (depth or per_group) * groups / rate if rate > 0 else 0.0
+    ctx = multiprocessing.get_context("fork")
+    start_at = time.time() + 1.0                  # every process connected and waiting by then
+    children = []
+    for k in range(procs):
+        parent_end, child_end = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_pump_child, args=(child_end, host, int(port), sets[k::procs], depth, start_at,
+                                                      seconds, interval))
+        child.start()
+        children.append((child, parent_end))
+    time.sleep(max(0.0, start_at - time.time()))
     on_start()
-
-    async def pump(conn, members, gen, gid):
-        nonlocal errors
-        i = 0
-        while time.monotonic() < stop:
-            mid, iid = members[i % len(members)]
-            t = time.perf_counter()
-            r = await conn.call(HeartbeatRequest(group_id=gid, generation_id=gen, member_id=mid,
-                                                 group_instance_id=iid), 4)
-            lat.append(time.perf_counter() - t)
-            errors += r.error_code != 0
-            codes[r.error_code] = codes.get(r.error_code, 0) + 1
-            i += 1
-
-    t0 = time.monotonic()
-    await asyncio.gather(*(pump(*s) for s in setups))
-    elapsed = time.monotonic() - t0
-    for s in setups:
-        await s[0].close()
-    lat.sort()
-    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000
+    results = [end.recv() for _, end in children]
+    elapsed = time.time() - start_at
+    for child, _ in children:
+        child.join(10)
+    lat = sorted(x for r in results for x in r["lat"])
+    codes: dict[int, int] = {}
+    for r in results:
+        for code, n in r["codes"].items():
+            codes[code] = codes.get(code, 0) + n
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
     return {"heartbeats": len(lat), "per_s": len(lat) / elapsed, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-            "max_ms": lat[-1] * 1000, "errors": errors, "codes": codes, "setup_s": setup_s}
+            "max_ms": lat[-1] * 1000, "errors": sum(n for c, n in codes.items() if c), "codes": codes,
+            "setup_s": setup_s, "client_us": sum(r["cpu_s"] for r in results) / max(1, len(lat)) * 1e6}
 
 
 def fmt_result(n: int, target: str, r: dict) -> str:
@@ -401,6 +522,13 @@ def main() -> int:
     ap.add_argument("--hb-groups", type=int, default=100)
     ap.add_argument("--hb-per-group", type=int, default=10)
     ap.add_argument("--hb-seconds", type=float, default=10)
+    ap.add_argument("--hb-depth", type=int, default=0,
+                    help="heartbeats in flight per group's connection, written in one write per round (default 0: "
+                    "one per member of the group; 1: one at a time, the members in turn)")
+    ap.add_argument("--hb-procs", type=int, default=1, help="load generator processes (the groups split among them)")
+    ap.add_argument("--hb-rate", type=float, default=0,
+                    help="heartbeats/s offered (open loop: p50/p99 at that rate); default 0: closed loop, each "
+                    "connection's next round as soon as the last is answered (the most the server answers)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run the heartbeat bench against `tenure serve` from this source tree (e.g. a `git "
                     "worktree` of main), this tree and the baselines in turn, --hb-rounds times; prints the ratios")
@@ -462,7 +590,7 @@ def main() -> int:
                 print(f"heartbeats [{label}, round {rnd + 1}]: {args.hb_groups * args.hb_per_group} static members "
                       f"in {args.hb_groups} groups, {r['heartbeats']} heartbeats in {args.hb_seconds:.0f}s = "
                       f"{r['per_s']:.0f}/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} "
-                      f"ms, server CPU {r['server_us']:.0f} us per heartbeat, errors {r['errors']} (by code "
+                      f"ms, server CPU {r['server_us']:.0f} us per heartbeat (generator {r['client_us']:.0f} us), errors {r['errors']} (by code "
                       f"{r['codes']}); groups formed in {r['setup_s']:.1f}s; load average {os.getloadavg()[0]:.1f}",
                       flush=True)
         if len(runs) > 1:

@@ -187,10 +187,22 @@ def _is_struct(value: Any) -> bool:
     return isinstance(getattr(value, "fields", None), dict)
 
 
+_SIZE_CID = struct.Struct(">ii")             # the frame's size, the response header v0 (correlation id)
+_SIZE_CID_TAGS = struct.Struct(">iiB")       # ... header v1: the correlation id and no tagged field
+
+
 def encode_response(request: Request, body: Any) -> bytes:
-    body.API_VERSION = request.api_version
-    body.with_header(correlation_id=request.correlation_id)
-    return bytes(body.encode(header=True, framed=True))
+    """The answer's frame: kafka-python encodes the body; the response header before it is Kafka's v1 (the
+    correlation id and an empty tagged-field section) at a flexible version, v0 (the correlation id) otherwise and
+    always for ApiVersions - written with the frame's size here rather than through a header object per answer
+    (tests/protocol/test_codec.py holds it to kafka-python's `encode(header=True, framed=True)` for every API and
+    version)."""
+    version = request.api_version
+    body.API_VERSION = version
+    data = body.encode()
+    if request.api_key != API_VERSIONS_KEY and body.flexible_version_q(version):
+        return _SIZE_CID_TAGS.pack(len(data) + 5, request.correlation_id, 0) + data
+    return _SIZE_CID.pack(len(data) + 4, request.correlation_id) + data
 
 
 def api_versions_body(version: int, error_code: int = ErrorCode.NONE, served: ServedApis = DEFAULT_SERVED,

@@ -150,6 +150,8 @@ class _Walk:
         for step in steps:
             pos = self.step(step, pos, end, compact)
         if tags is not None:
+            if pos < end and self.data[pos] == 0:         # no tagged field (the usual case): one byte
+                return pos + 1
             count, pos = self.uvarint(pos, end, "taggedFields")
             for _ in range(count):
                 tag, pos = self.uvarint(pos, end, "taggedFields")
@@ -164,15 +166,22 @@ class _Walk:
     def step(self, step: tuple, pos: int, end: int, compact: bool) -> int:
         kind = step[0]
         if kind == _FIXED:
+            if step[1] <= end - pos:
+                return pos + step[1]
             return self.need(pos, step[1], end, "of fixed width")
         name, nullable = step[1], step[2]
         if kind == _STRING or kind == _BYTES:
-            n, pos = self.length(pos, end, name, ">h" if kind == _STRING else ">i", compact)
+            if compact and pos < end and self.data[pos] < 0x80:     # a one-byte length (the usual case)
+                n, pos = self.data[pos] - 1, pos + 1
+            else:
+                n, pos = self.length(pos, end, name, ">h" if kind == _STRING else ">i", compact)
             if n < 0:
                 self.null(name, nullable, n)
                 return pos
             if kind == _STRING and n > 0x7FFF:
                 self.fail(f"string field {name} had invalid length {n}")
+            if n <= end - pos:
+                return pos + n
             return self.need(pos, n, end, name)
         if kind == _STRUCT:
             if nullable:

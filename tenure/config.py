@@ -185,6 +185,10 @@ class ServerConfig:
                                             f"${ADMIN_TOKEN_ENV}; none: any local process may call it)")
     capture_requests: int = setting(10000, "requests (with their answers) the server keeps for inspection, the "
                                            "oldest dropped first (GET /requests; default 10000; 0: none)", least=0)
+    # the event loop the server runs on (tenure/server/eventloop.py)
+    event_loop: str = setting("auto", "the event loop: uvloop, asyncio (the standard library's) or auto (default: "
+                                      "$TENURE_EVENT_LOOP if set, else uvloop when installed)",
+                              choices=("auto", "uvloop", "asyncio"))
     # listeners and security (security/, docs/security.md)
     listeners: tuple[str, ...] | None = setting(None, "a listener NAME://HOST:PORT, repeatable (NAME: PLAINTEXT, SSL, "
                                                       "SASL_PLAINTEXT, SASL_SSL or a name of "

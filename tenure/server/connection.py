@@ -34,6 +34,16 @@ from tenure.server.ratelog import RateLimitedLog
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024
+# Answers to requests pipelined in one read are written together: an answer is held while the request after it in
+# that read is one of these APIs, which are answered without waiting for anything (Metadata, OffsetFetch,
+# FindCoordinator, Heartbeat, DescribeGroups, ListGroups, ApiVersions), and goes out with the next answer not held -
+# one write (one send) for a run of them instead of one each. Held answers go out at once when they pass
+# HOLD_BYTES (then the connection waits for the client to read, as for any answer), and at most HOLD_S after the
+# first was held (a request that waits after all: an injected delay, a test's hook, a slow broker; or a busy loop,
+# where a run of requests takes several turns: the bound keeps what holding adds to an answer's latency small).
+QUICK_APIS = frozenset({3, 9, 10, 12, 15, 16, 18})
+HOLD_BYTES = 64 * 1024
+HOLD_S = 0.002
 
 
 class Reader(Protocol):
@@ -127,6 +137,10 @@ class Connection:
         self._reader_task: asyncio.Task | None = None
         self._idled = False                    # the idle timer ended the connection's read
         self._yield_first = False              # the next request needs its own loop turn first (see _serve)
+        self._hold = False                     # the answer being sent now is held (see QUICK_APIS)
+        self._held: list[bytes] = []           # answers held, in order
+        self._held_bytes = 0
+        self._hold_timer: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
         try:
@@ -159,6 +173,7 @@ class Connection:
                              self.peer.conn_id, self.peer.address, exc)
             self.metrics.closed_connections[close_reason(exc)] += 1
         finally:
+            self._write_held()
             self.budget.used -= self.held
             self.held = 0
             if self._idle_timer is not None:
@@ -238,13 +253,39 @@ class Connection:
             if passed is None:
                 return                           # lost on its way to the client
             frame = passed
-        self.writer.write(frame)
+        if self._hold:
+            self._held.append(frame)
+            self._held_bytes += len(frame)
+            if self._held_bytes < HOLD_BYTES:
+                if self._hold_timer is None:
+                    self._hold_timer = asyncio.get_running_loop().call_later(HOLD_S, self._write_held)
+                return
+            self._write_held()
+        elif self._held:
+            self._held.append(frame)
+            self._write_held()
+        else:
+            self.writer.write(frame)
         await self.writer.drain()
+
+    def _write_held(self) -> None:
+        """Write the answers held, in one write."""
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        if not self._held:
+            return
+        held, self._held, self._held_bytes = self._held, [], 0
+        try:
+            self.writer.write(b"".join(held))
+        except (ConnectionError, OSError, RuntimeError) as exc:      # the transport closed meanwhile
+            log.debug("connection %d: held answers not written: %s", self.peer.conn_id, exc)
 
     async def _reset(self, partial: bytes) -> None:
         """A network fault's reset: what got through is written, then the connection is reset (RST)."""
         self.metrics.closed_connections["network_reset"] += 1
         log.info("connection %d from %s: reset by a network fault", self.peer.conn_id, self.peer.address)
+        self._write_held()
         try:
             if partial:
                 self.writer.write(partial)
@@ -268,11 +309,15 @@ class Connection:
         # turn if it waited; it returns at once only with bytes that arrived while this connection yielded,
         # which it did (before the last request of the previous frames, if there were several) - then the
         # first request yields too. A connection sending one request at a time does not yield twice per request.
+        last = len(frames) - 1
         for i, payload in enumerate(frames):
             if i or self._yield_first:
                 await asyncio.sleep(0)
             if self.draining:
                 return False
+            # this request's answer is held if the next one of this read is answered without waiting (QUICK_APIS)
+            self._hold = i < last and len(frames[i + 1]) >= 2 and \
+                (frames[i + 1][0] << 8 | frames[i + 1][1]) in QUICK_APIS
             sasl = self.sasl
             if sasl is not None and sasl.raw and sasl.state == AUTHENTICATE:      # a raw token (handshake v0)
                 if not await self._authenticate(sasl.raw_token(payload)):
@@ -314,5 +359,7 @@ class Connection:
                     return False
             finally:
                 self.serving = False
+        self._hold = False
+        self._write_held()
         self._yield_first = len(frames) > 1
         return True

@@ -34,6 +34,7 @@ from tenure.coordinator.loader import LoadReport
 from tenure.counters import Metrics
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from tenure.security.tls import ClientCert
+from tenure.server import eventloop
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner, RetentionChecker, compaction
 from tenure.server.connection import Connection, Peer, RequestBudget
@@ -290,6 +291,7 @@ class Server:
                 raise StartupError(exc, f"{which}cannot listen on {ep.host}:{ep.port} ({flags})") from exc
             node.endpoints = {ep.name: (c.advertised_host or ep.host, ep.port) for ep in self.listeners[b].endpoints}
         self.port = self.node.port = self.cluster.brokers[0].port
+        log.info("event loop: %s", eventloop.describe(loop))     # uvloop's or asyncio's (eventloop.py)
         self._loop_handler = (loop, loop.get_exception_handler())
         loop.set_exception_handler(self._loop_exception)
         self.runtime.start_timers()

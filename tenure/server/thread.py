@@ -18,6 +18,7 @@ from tenure.control.hooks import Hook, Hooks
 from tenure.control.network import Network
 from tenure.control.registry import add_thread_methods
 from tenure.counters import Metrics
+from tenure.server import eventloop
 from tenure.server.lifecycle import Server, reopen
 
 if TYPE_CHECKING:           # (the group views: imported by the controls that make them, tenure/control/registry.py)
@@ -42,7 +43,7 @@ class ServerThread:
         if config is not None and settings:
             raise TypeError("give a ServerConfig or its fields as keywords, not both")
         self.config = config or ServerConfig(**{"port": 0, **settings})
-        self.loop = asyncio.new_event_loop()
+        self.loop = eventloop.new_event_loop(self.config.event_loop)     # uvloop's when installed
         self.server: Server | None = None
         self.faults = Faults()
         self.metrics = Metrics()

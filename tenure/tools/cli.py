@@ -18,7 +18,7 @@ from tenure.config import (
     check_settings,
     flag_settings,
 )
-from tenure.server import Server, StartupError, raise_fd_limit, reopen
+from tenure.server import Server, StartupError, eventloop, raise_fd_limit, reopen
 from tenure.storage.datadir import DataDirLocked
 from tenure.storage.segments import CorruptLogError
 
@@ -413,7 +413,13 @@ def main(argv: list[str] | None = None) -> int:
         return commands.run(args) if args.command in commands.HELP else 2
     try:
         config = _config(args)
-        return asyncio.run(_serve(config, args.ready_file))
+        try:
+            new_loop = eventloop.loop_factory(config.event_loop)
+        except ValueError as exc:
+            print(f"tenure: {exc} (--event-loop)", file=sys.stderr)
+            return 2
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(_serve(config, args.ready_file))
     except CorruptLogError as exc:
         print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
               file=sys.stderr)

@@ -78,3 +78,25 @@ def test_the_answer_names_what_the_request_named():
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in body.topics] == \
         [(t.name, [(p.partition_index, 16) for p in t.partitions]) for t in req.body.topics]
     assert sum(len(t.partitions) for t in body.topics) == 4
+
+
+ALL = [(k, v) for k, s in sorted(SUPPORTED.items()) for v in range(s.min_version, s.max_version + 1)]
+
+
+@pytest.mark.parametrize("key,version", ALL, ids=[f"{SUPPORTED[k].name}-v{v}" for k, v in ALL])
+def test_encode_response_writes_the_header_kafka_python_writes(key, version):
+    """encode_response writes the response header itself (no header object per answer): the same bytes as
+    kafka-python's `with_header` + `encode(header=True, framed=True)`, for every served API and version (an
+    answer with two of everything, or Metadata's empty answer)."""
+    from tenure.protocol.codec import api_versions_body
+    req = _request(key, version)
+    spec = SUPPORTED[key]
+    make = (lambda: api_versions_body(version)) if key == 18 else \
+        (lambda: spec.response(**_filled(spec.response, version))) if not can_fail(key) else \
+        (lambda: error_response(req, 15))
+    ours = encode_response(req, make())
+    body = make()
+    body.API_VERSION = version
+    body.with_header(correlation_id=req.correlation_id)
+    assert ours == bytes(body.encode(header=True, framed=True))
+    assert spec.response.decode(ours, version=version, header=True, framed=True).header.correlation_id == 7

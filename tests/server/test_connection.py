@@ -64,7 +64,13 @@ class EchoDispatch:
 
 
 def answered(writer: ListWriter) -> list[int]:
-    return [struct.unpack(">ii", f)[1] for f in writer.frames]
+    """The correlation ids of the answers written, in order (answers to pipelined requests may share a write)."""
+    data, out = b"".join(writer.frames), []
+    while data:
+        size, cid = struct.unpack_from(">ii", data)
+        out.append(cid)
+        data = data[4 + size:]
+    return out
 
 
 def connection(reader, dispatch, *, budget: RequestBudget | None = None, metrics: Metrics | None = None,
@@ -274,3 +280,90 @@ def test_a_heavy_request_decoded_off_the_loop_is_serving_and_a_drain_meanwhile_s
     writer, serving = asyncio.run(run())
     assert serving
     assert answered(writer) == [1] and dispatch.seen == [1]
+
+
+def heartbeat(correlation_id: int) -> bytes:
+    from kafka.protocol.consumer.group import HeartbeatRequest
+    return request_bytes(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id="i"), 4,
+                         correlation_id)
+
+
+def offset_commit(correlation_id: int) -> bytes:
+    from kafka.protocol.consumer import OffsetCommitRequest
+    return request_bytes(OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=1, member_id="m",
+                                             group_instance_id="i", topics=[]), 8, correlation_id)
+
+
+def test_answers_to_pipelined_requests_answered_without_waiting_go_out_in_one_write():
+    """Ten heartbeats in one read (a client of ten members at a heartbeat tick): ten answers, in order, in one
+    write; each request still takes its own loop turn."""
+    conn, writer = connection(ChunkReader(b"".join(heartbeat(i) for i in range(1, 11))), EchoDispatch())
+    asyncio.run(conn.run())
+    assert answered(writer) == list(range(1, 11)) and len(writer.frames) == 1
+
+
+def test_an_answer_is_not_held_behind_a_request_that_may_wait():
+    """A heartbeat's answer is written before an OffsetCommit after it in the same read is served (the commit
+    waits for its write): only answers followed by a request answered without waiting are held."""
+    written_when_commit_came: list[list[int]] = []
+
+    class Recording(EchoDispatch):
+        async def __call__(self, req, peer, send) -> bool:
+            if req.api_key == 8:
+                written_when_commit_came.append(answered(writer))
+            return await super().__call__(req, peer, send)
+
+    conn, writer = connection(ChunkReader(heartbeat(1) + heartbeat(2) + offset_commit(3) + heartbeat(4)),
+                              Recording(slow={3: 0.05}))
+    asyncio.run(conn.run())
+    assert written_when_commit_came == [[1, 2]]
+    assert answered(writer) == [1, 2, 3, 4] and len(writer.frames) == 2      # [1, 2], then [3, 4]
+
+
+def test_held_answers_go_out_within_the_hold_bound_when_a_quick_request_waits_after_all():
+    """A heartbeat held up (an injected delay, a hook) does not hold back the answers before it for longer than
+    HOLD_S: they are written by then, the delayed one after its delay."""
+    from tenure.server.connection import HOLD_S
+    seen_at: dict[int, float] = {}
+
+    class Timed(ListWriter):
+        def write(self, data: bytes) -> None:
+            super().write(data)
+            now = asyncio.get_running_loop().time()
+            for cid in answered(self):
+                seen_at.setdefault(cid, now)
+
+    conn, _ = connection(ChunkReader(heartbeat(1) + heartbeat(2) + heartbeat(3)), EchoDispatch(slow={3: 0.5}))
+    conn.writer = Timed()
+
+    async def run() -> float:
+        t0 = asyncio.get_running_loop().time()
+        await conn.run()
+        return t0
+    t0 = asyncio.run(run())
+    assert sorted(seen_at) == [1, 2, 3]
+    assert seen_at[1] - t0 < HOLD_S + 0.2 and seen_at[2] - t0 < HOLD_S + 0.2 and seen_at[3] - t0 >= 0.5
+
+
+def test_held_answers_past_the_byte_bound_are_written_and_waited_on():
+    """Answers held pass HOLD_BYTES: they are written at once and the connection waits for the client to read
+    them (drain), as for any answer."""
+    from tenure.server.connection import HOLD_BYTES
+
+    class Big(EchoDispatch):
+        async def __call__(self, req, peer, send) -> bool:
+            await send(struct.pack(">ii", 4 + 40_000, req.correlation_id) + bytes(40_000))
+            return True
+
+    drains: list[int] = []
+
+    class Counting(ListWriter):
+        async def drain(self) -> None:
+            drains.append(len(self.frames))
+            await super().drain()
+
+    conn, _ = connection(ChunkReader(b"".join(heartbeat(i) for i in range(1, 5))), Big())
+    conn.writer = writer = Counting()
+    asyncio.run(conn.run())
+    assert answered(writer) == [1, 2, 3, 4]
+    assert 40_000 * 2 > HOLD_BYTES and len(writer.frames) == 2 and drains == [1, 2]     # [1, 2] then [3, 4]
