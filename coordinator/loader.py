@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from tenure.gcpause import gc_paused
@@ -19,6 +20,7 @@ from tenure.storage.reader import batch_records
 
 log = logging.getLogger("tenure.coordinator")
 
+_offset_of = attrgetter("offset")
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 
 
@@ -150,10 +152,11 @@ def _replay_survivors(plog: Log, part: int, shard, codec, report: LoadReport, la
     # the survivors in the order of their last write: a record's offset, or its transaction's marker if that
     # is later (a plain write after the marker has a higher offset than it), then the record's offset
     if moved:
-        ordered = sorted(latest.items(), key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))
+        ordered = [r for _, r in sorted(latest.items(),
+                                        key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))]
     else:
-        ordered = sorted(latest.items(), key=lambda kr: kr[1].offset)
-    for _, r in ordered:
+        ordered = sorted(latest.values(), key=_offset_of)      # (a key function in C: no frame per record)
+    for r in ordered:
         try:
             record = codec.decode(r.key, r.value)
         except codec.UnknownRecordType as exc:
