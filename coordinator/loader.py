@@ -8,8 +8,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
+from tenure.gcpause import gc_paused
 from tenure.protocol.markers import COMMIT, marker_type
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
 from tenure.storage import BatchHeader, Log
@@ -18,6 +20,7 @@ from tenure.storage.reader import batch_records
 
 log = logging.getLogger("tenure.coordinator")
 
+_offset_of = attrgetter("offset")
 _SKIPS_LOGGED = 20                  # unreadable records named one by one at load; the rest counted
 
 
@@ -74,53 +77,86 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     # as pending
     pending: dict[int, tuple[int, list]] = {}
     batches = count = 0
-    for h, raw in iter_batches(plog):
-        if end is not None and h.base_offset >= end:
-            break
-        batches += 1
-        if abandoned is not None and not batches & 1023 and abandoned():
-            raise LoadAbandoned(f"{plog.locate(h.base_offset)}: the load was abandoned (the server stops)")
-        attributes = h.attributes
-        if attributes & CONTROL_FLAG:
-            ended = pending.pop(h.producer_id, None)
-            if ended is not None and attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
-                for r in ended[1]:
-                    # as Kafka's replay of the marker: the transaction's record counts only if it was written
-                    # after the key's latest record (a plain commit, or a tombstone, in between wins)
-                    before = latest.get(r.key)
-                    if before is None or before.offset < r.offset:
-                        latest[r.key] = r
-                        moved[r.key] = h.base_offset
-            continue
-        try:                                   # a batch is one coordinator write: all of it or none
-            batch = batch_records(h, raw)
-        except Exception as exc:               # under a valid CRC: written so, not damaged on disk
-            report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
-                        f"be read", f"{type(exc).__name__}: {exc}")
-            continue
-        count += len(batch)
-        held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1] \
-            if attributes & TRANSACTIONAL_FLAG else None
-        for r in batch:                        # (the hot loop: one attribute read and one dict store a record)
-            key = r.key
-            if key is None:
-                report.skip(plog, part, r.offset, "a record", "record without a key")
-            elif held is None:
-                latest[(key, r.offset) if every else key] = r
-                if pending and r.value is None:     # a tombstone drops the open transactions' offsets of its key
-                    for _, records in pending.values():
-                        records[:] = [t for t in records if t.key != key]
-            else:
-                held.append(r)
+    stop = (1 << 63) if end is None else end
+    special = CONTROL_FLAG | TRANSACTIONAL_FLAG
+    # no automatic collection while the load builds its ~one object per record (a collection of the young
+    # generation every ~700 of them, and full ones walking the growing state): what survives is moved to the
+    # oldest generation at the end without a walk (tenure/gcpause.py)
+    with gc_paused():
+        for h, raw in iter_batches(plog):
+            if h.base_offset >= stop:
+                break
+            batches += 1
+            if not batches & 1023 and abandoned is not None and abandoned():
+                raise LoadAbandoned(f"{plog.locate(h.base_offset)}: the load was abandoned (the server stops)")
+            attributes = h.attributes
+            if not (attributes & special or pending or every):
+                # the common case: a plain batch of full-value upserts, no transaction open. Each record
+                # replaces its key's latest (a keyless one is taken out again and reported below)
+                try:
+                    batch = batch_records(h, raw)
+                except Exception as exc:           # under a valid CRC: written so, not damaged on disk
+                    report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that "
+                                f"cannot be read", f"{type(exc).__name__}: {exc}")
+                    continue
+                count += len(batch)
+                for r in batch:                    # the hot loop: one attribute read and one dict store
+                    latest[r.key] = r
+                if None in latest:
+                    del latest[None]
+                    for r in batch:
+                        if r.key is None:
+                            report.skip(plog, part, r.offset, "a record", "record without a key")
+                continue
+            if attributes & CONTROL_FLAG:
+                ended = pending.pop(h.producer_id, None)
+                if ended is not None and attributes & TRANSACTIONAL_FLAG and marker_type(raw) == COMMIT:
+                    for r in ended[1]:
+                        # as Kafka's replay of the marker: the transaction's record counts only if it was
+                        # written after the key's latest record (a plain commit, or a tombstone, in between
+                        # wins)
+                        before = latest.get(r.key)
+                        if before is None or before.offset < r.offset:
+                            latest[r.key] = r
+                            moved[r.key] = h.base_offset
+                continue
+            try:                                   # a batch is one coordinator write: all of it or none
+                batch = batch_records(h, raw)
+            except Exception as exc:               # under a valid CRC: written so, not damaged on disk
+                report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
+                            f"be read", f"{type(exc).__name__}: {exc}")
+                continue
+            count += len(batch)
+            held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1] \
+                if attributes & TRANSACTIONAL_FLAG else None
+            for r in batch:
+                key = r.key
+                if key is None:
+                    report.skip(plog, part, r.offset, "a record", "record without a key")
+                elif held is None:
+                    latest[(key, r.offset) if every else key] = r
+                    if pending and r.value is None:     # a tombstone drops the open transactions' offsets of its key
+                        for _, records in pending.values():
+                            records[:] = [t for t in records if t.key != key]
+                else:
+                    held.append(r)
+        _replay_survivors(plog, part, shard, codec, report, latest, moved, pending, replayed_at)
     report.batches += batches
     report.records += count
+
+
+def _replay_survivors(plog: Log, part: int, shard, codec, report: LoadReport, latest: dict, moved: dict,
+                      pending: dict, replayed_at) -> None:
+    """Decode and replay the latest record of each key, in the order of their last write, then the offsets of
+    the transactions still open (as pending)."""
     # the survivors in the order of their last write: a record's offset, or its transaction's marker if that
     # is later (a plain write after the marker has a higher offset than it), then the record's offset
     if moved:
-        ordered = sorted(latest.items(), key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))
+        ordered = [r for _, r in sorted(latest.items(),
+                                        key=lambda kr: (max(kr[1].offset, moved.get(kr[0], -1)), kr[1].offset))]
     else:
-        ordered = sorted(latest.items(), key=lambda kr: kr[1].offset)
-    for _, r in ordered:
+        ordered = sorted(latest.values(), key=_offset_of)      # (a key function in C: no frame per record)
+    for r in ordered:
         try:
             record = codec.decode(r.key, r.value)
         except codec.UnknownRecordType as exc:

@@ -211,7 +211,9 @@ class SegmentReader:
         if self.done:
             return
         self._stat()
-        header, crc, make = HEADER.unpack_from, crc32c.crc32c, BatchHeader._make
+        # the named tuples are made by tuple.__new__ directly: `_make` and a NamedTuple's `__new__` are Python
+        # functions, a frame per batch
+        header, crc, new = HEADER.unpack_from, crc32c.crc32c, tuple.__new__
         while True:
             pos = self.position
             limit = self.size if self.stop is None else self.stop
@@ -234,9 +236,9 @@ class SegmentReader:
                     break
                 if forward:
                     self.expect = expect = f[0] + f[6] + 1
-                h = make((pos, *f))
+                h = new(BatchHeader, (pos, *f))
                 self.position = pos = pos + end - off
-                yield Batch(h, buf[off:end])
+                yield new(Batch, (h, buf[off:end]))
                 off = end
             del view
             if pos >= limit:

@@ -7,7 +7,9 @@ of 100,000 ids is answered, its 200,000 answer objects make each such pass take 
 Those objects are freed by reference counting when the answer has left (they hold no cycles), so nothing is
 lost by not collecting while they are built: `gc_paused()` turns automatic collection off for as long as any
 heavy request is in a step that builds objects (its decoding, its chunks: tenure/server/offload.py,
-coordinator/runtime.py), and back on (if it was on) when the last one ends, what was made meanwhile moved to the
+coordinator/runtime.py) or a coordinator partition is loaded (coordinator/loader.py: about one object per
+record read, most of them freed as a later record of their key replaces them), and back on (if it was on) when
+the last one ends, what was made meanwhile moved to the
 oldest generation without a walk (`_promote`). Cyclic garbage made meanwhile is collected by the next full
 collection.
 """

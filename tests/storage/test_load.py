@@ -159,3 +159,44 @@ def test_a_batch_changed_on_disk_after_open_stops_the_load_naming_file_and_byte(
         CoordinatorRuntime(lambda _partition: GroupShard(), topic).load()
     assert str(path) in str(err.value) and "at byte 0" in str(err.value) and "CRC-32C" in str(err.value)
     topic.partitions[0].close()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_load_holds_automatic_collection_off_and_leaves_it_as_it_was(tmp_path, enabled):
+    """The load makes about one object per record: automatic garbage collection is off while it runs
+    (tenure/gcpause.py) and as it was afterwards - also when the load stops at a damaged batch - and the
+    loaded state is the same as a load with collection on."""
+    import gc
+
+    from tenure import gcpause
+    records = history(5)
+    seen = []
+
+    class Watching(GroupShard):
+        def replay(self, *args):
+            seen.append((gc.isenabled(), gcpause.paused()))
+            return super().replay(*args)
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        watched = Watching()
+        CoordinatorRuntime(lambda _partition: watched, offsets_topic_with(records)).load()
+        assert seen and set(seen) == {(False, True)}
+        assert gc.isenabled() == enabled and not gcpause.paused()
+        reference = GroupShard()
+        for r in records:
+            reference.replay(r)
+        assert state(watched) == state(reference)
+
+        topic = offsets_topic_with(records, log_factory=lambda t, p: SegmentLog(tmp_path / f"{t}-{p}"))
+        path = topic.partitions[0].active.path
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF                                # the last batch's CRC no longer matches
+        path.write_bytes(bytes(data))
+        with pytest.raises(CorruptLogError):
+            CoordinatorRuntime(lambda _partition: GroupShard(), topic).load()
+        assert gc.isenabled() == enabled and not gcpause.paused()
+        topic.partitions[0].close()
+    finally:
+        (gc.enable if was else gc.disable)()
