@@ -239,7 +239,7 @@ def main() -> None:
                       f"{brate:9,.0f}/s = {rate / brate:.2f}x   p99 {med(mine, i, 'p99'):6.2f} vs "
                       f"{med(base, i, 'p99'):6.2f} ms")
     print(f"load average at end {os.getloadavg()}")
-    if args.profile:
+    if args.profile and not args.in_process:
         import pstats
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
 
@@ -347,9 +347,18 @@ def in_process_child(opts: dict) -> None:
                     conn = st.server._connection(Peer(1_000_000, ("127.0.0.1", 1), "/127.0.0.1"),
                                                  _Feed(frames, time.perf_counter() + args.seconds), sink)
                     assert threading.current_thread() is not threading.main_thread()
+                    prof = None
+                    if args.profile:                 # cProfile of the loop thread during this API's run
+                        import cProfile
+                        prof = cProfile.Profile()
+                        prof.enable()
                     c0, t0 = time.thread_time(), time.perf_counter()
                     await conn.run()
-                    return time.thread_time() - c0, time.perf_counter() - t0, sink
+                    took = time.thread_time() - c0, time.perf_counter() - t0
+                    if prof is not None:
+                        prof.disable()
+                        prof.dump_stats(f"{args.profile}.{api}")
+                    return *took, sink
                 cpu, wall, sink = asyncio.run_coroutine_threadsafe(drive(), st.loop).result(args.seconds + 60)
                 out.append({"api": api, "n": sink.answers, "per_s": sink.answers / wall,
                             "server_us": cpu / max(1, sink.answers) * 1e6, "errors": sink.errors})
@@ -377,6 +386,13 @@ def run_in_process(tree: Path, args) -> list[dict]:
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"the in-process child failed:\n{proc.stdout}\n{proc.stderr}")
+    if args.profile:                         # the child's cProfile of each API: kept per tree, the top printed
+        import pstats
+        for api in args.apis.split(","):
+            path = Path(f"{args.profile}.{tree_label(tree)}.{api}")
+            Path(f"{args.profile}.{api}").replace(path)
+            print(f"cProfile of the loop thread, {api}, tree {tree_label(tree)} ({path}):")
+            pstats.Stats(str(path)).sort_stats("tottime").print_stats(25)
     rows = json.loads(line[len("RESULT "):])
     for r in rows:
         r.update(p50=0.0, p99=0.0, max=0.0, conns=1, client_us=0.0)

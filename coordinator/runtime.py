@@ -186,7 +186,10 @@ class CoordinatorRuntime(Generic[S]):
         read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks)."""
         subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
         if subs is None:
-            return await self._in_partition_turns(req, ctx)
+            parts = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
+            if parts is None:
+                return await self._handle(req, ctx)          # most requests: in one go, one coroutine less
+            return await self._partition_turns(req, ctx, parts)
         asked: list[Any] = []
         answers: list[Any] = []
         with gc_paused():                          # no full collection walking the answer as it grows
@@ -203,6 +206,10 @@ class CoordinatorRuntime(Generic[S]):
         parts = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
         if parts is None:
             return await self._handle(req, ctx)
+        return await self._partition_turns(req, ctx, parts)
+
+    async def _partition_turns(self, req: Request, ctx: RequestContext, parts: routing.PartitionChunks):
+        """`req` answered by the chunks `parts` of its partitions, a loop turn between them."""
         answers: list[Any] = []
         with gc_paused():
             for sub in parts:
