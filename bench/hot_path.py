@@ -158,6 +158,37 @@ def print_profile(path: str, top: int = 25) -> None:
         print(f"    total {k / n:6.1%}  {f}")
 
 
+# (part, file, function): the entry points whose cumulative time make the split of a request's time
+SPLIT = (("coordinator runtime (routing, handler, replay, timers)", "coordinator/runtime.py", "handle"),
+         ("coordinator runtime (routing, handler, replay, timers)", "coordinator/group_runtime.py", "handle"),
+         ("  of it: the shard (handler and replay)", "coordinator/shard.py", "handle"),
+         ("  of it: the Result applied (answers, timers)", "coordinator/runtime.py", "apply"),
+         ("decoding the request", "protocol/codec.py", "decode_request"),
+         ("encoding the answer", "protocol/codec.py", "encode_response"),
+         ("the dispatcher, all of it", "tenure/server/dispatch.py", "__call__"))
+
+
+def print_split(stats, api: str, label: str) -> None:
+    """The shares of a cProfile (of the loop thread) spent under each of SPLIT's entry points, of the time of the
+    connection's loop (`Connection.run`). A part named by two entry points (a method a tree overrides) counts the
+    outermost, the larger."""
+    cum: dict[tuple[str, str], float] = {}
+    for (file, _line, fn), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():   # type: ignore[attr-defined]
+        key = (file.replace("\\", "/"), fn)
+        cum[key] = max(cum.get(key, 0.0), ct)
+    total = max((ct for (f, fn), ct in cum.items() if f.endswith("tenure/server/connection.py") and fn == "run"),
+                default=0.0)
+    if not total:
+        return
+    shares: dict[str, float] = {}
+    for part, file, fn in SPLIT:
+        ct = max((c for (f, name), c in cum.items() if f.endswith(file) and name == fn), default=0.0)
+        shares[part] = max(shares.get(part, 0.0), ct)
+    print(f"    split of {api} ({label}), share of the connection loop's time under cProfile:")
+    for part, ct in shares.items():
+        print(f"    {ct / total:6.1%}  {part}")
+
+
 def frame(req, version: int) -> bytes:
     from tests.support.wire import request_bytes
     return request_bytes(req, version, 0, client_id="hot")
@@ -392,7 +423,9 @@ def run_in_process(tree: Path, args) -> list[dict]:
             path = Path(f"{args.profile}.{tree_label(tree)}.{api}")
             Path(f"{args.profile}.{api}").replace(path)
             print(f"cProfile of the loop thread, {api}, tree {tree_label(tree)} ({path}):")
-            pstats.Stats(str(path)).sort_stats("tottime").print_stats(25)
+            stats = pstats.Stats(str(path))
+            stats.sort_stats("tottime").print_stats(25)
+            print_split(stats, api, tree_label(tree))
     rows = json.loads(line[len("RESULT "):])
     for r in rows:
         r.update(p50=0.0, p99=0.0, max=0.0, conns=1, client_us=0.0)
