@@ -20,6 +20,12 @@ p99 / max latency, the server's CPU per request in microseconds (user + system t
 --baseline TREE runs the same against `tenure serve` from another source tree (a `git worktree` of main: `git
 worktree add --detach ../base main`), both through bench/trees.py's launcher, the trees taking turns --rounds
 times, and prints this tree's figures against the baseline's (medians).
+
+--in-process feeds each API's requests to one connection of an in-process server (no socket) and measures the CPU
+time of its loop thread per request; with --profile PATH it also runs cProfile on that thread during each API's
+run (PATH.TREE.API) and prints the top functions and the split of a request's time (coordinator runtime, its
+shard and the Result applied, decoding, encoding, the dispatcher). --coordinator measures the group coordinator's
+runtime alone: decoded Heartbeat and OffsetCommit requests handed to `GroupRuntime.handle`, no server, no codec.
 """
 from __future__ import annotations
 
@@ -158,6 +164,37 @@ def print_profile(path: str, top: int = 25) -> None:
         print(f"    total {k / n:6.1%}  {f}")
 
 
+# (part, file, function): the entry points whose cumulative time make the split of a request's time
+SPLIT = (("coordinator runtime (routing, handler, replay, timers)", "coordinator/runtime.py", "handle"),
+         ("coordinator runtime (routing, handler, replay, timers)", "coordinator/group_runtime.py", "handle"),
+         ("  of it: the shard (handler and replay)", "coordinator/shard.py", "handle"),
+         ("  of it: the Result applied (answers, timers)", "coordinator/runtime.py", "apply"),
+         ("decoding the request", "protocol/codec.py", "decode_request"),
+         ("encoding the answer", "protocol/codec.py", "encode_response"),
+         ("the dispatcher, all of it", "tenure/server/dispatch.py", "__call__"))
+
+
+def print_split(stats, api: str, label: str) -> None:
+    """The shares of a cProfile (of the loop thread) spent under each of SPLIT's entry points, of the time of the
+    connection's loop (`Connection.run`). A part named by two entry points (a method a tree overrides) counts the
+    outermost, the larger."""
+    cum: dict[tuple[str, str], float] = {}
+    for (file, _line, fn), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():   # type: ignore[attr-defined]
+        key = (file.replace("\\", "/"), fn)
+        cum[key] = max(cum.get(key, 0.0), ct)
+    total = max((ct for (f, fn), ct in cum.items() if f.endswith("tenure/server/connection.py") and fn == "run"),
+                default=0.0)
+    if not total:
+        return
+    shares: dict[str, float] = {}
+    for part, file, fn in SPLIT:
+        ct = max((c for (f, name), c in cum.items() if f.endswith(file) and name == fn), default=0.0)
+        shares[part] = max(shares.get(part, 0.0), ct)
+    print(f"    split of {api} ({label}), share of the connection loop's time under cProfile:")
+    for part, ct in shares.items():
+        print(f"    {ct / total:6.1%}  {part}")
+
+
 def frame(req, version: int) -> bytes:
     from tests.support.wire import request_bytes
     return request_bytes(req, version, 0, client_id="hot")
@@ -211,6 +248,10 @@ def main() -> None:
     ap.add_argument("--in-process", action="store_true",
                     help="no sockets: each API's requests fed to one connection of an in-process server, and the "
                     "CPU time of the server's loop thread per request (tenure and the codec, without the kernel)")
+    ap.add_argument("--coordinator", action="store_true",
+                    help="the group coordinator's runtime alone (no server, no codec: decoded requests handed to "
+                    "GroupRuntime.handle over an in-memory __consumer_offsets, on uvloop): the CPU time per "
+                    "heartbeat and commit of the coordinator itself (apis heartbeat and commit only)")
     ap.add_argument("--rounds", type=int, default=1, help="runs of every tree, taking turns (medians compared)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run every API against `tenure serve` from this source tree (e.g. a `git worktree` of "
@@ -224,8 +265,9 @@ def main() -> None:
     for rnd in range(args.rounds):
         for tree, label in zip(trees, labels, strict=True):   # the trees take turns: drift in load hits both
             print(f"round {rnd + 1}: tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
-            results.setdefault(label, []).append(run_in_process(tree, args) if args.in_process
-                                                 else run_tree(tree, args))
+            results.setdefault(label, []).append(
+                run_in_process(tree, args, "coordinator_child") if args.coordinator
+                else run_in_process(tree, args) if args.in_process else run_tree(tree, args))
     if len(results) > 1:
         (this, mine), *others = results.items()
         med = lambda runs, i, k: statistics.median(rows[i][k] for rows in runs)  # noqa: E731
@@ -239,7 +281,7 @@ def main() -> None:
                       f"{brate:9,.0f}/s = {rate / brate:.2f}x   p99 {med(mine, i, 'p99'):6.2f} vs "
                       f"{med(base, i, 'p99'):6.2f} ms")
     print(f"load average at end {os.getloadavg()}")
-    if args.profile:
+    if args.profile and not (args.in_process or args.coordinator):
         import pstats
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
 
@@ -347,9 +389,18 @@ def in_process_child(opts: dict) -> None:
                     conn = st.server._connection(Peer(1_000_000, ("127.0.0.1", 1), "/127.0.0.1"),
                                                  _Feed(frames, time.perf_counter() + args.seconds), sink)
                     assert threading.current_thread() is not threading.main_thread()
+                    prof = None
+                    if args.profile:                 # cProfile of the loop thread during this API's run
+                        import cProfile
+                        prof = cProfile.Profile()
+                        prof.enable()
                     c0, t0 = time.thread_time(), time.perf_counter()
                     await conn.run()
-                    return time.thread_time() - c0, time.perf_counter() - t0, sink
+                    took = time.thread_time() - c0, time.perf_counter() - t0
+                    if prof is not None:
+                        prof.disable()
+                        prof.dump_stats(f"{args.profile}.{api}")
+                    return *took, sink
                 cpu, wall, sink = asyncio.run_coroutine_threadsafe(drive(), st.loop).result(args.seconds + 60)
                 out.append({"api": api, "n": sink.answers, "per_s": sink.answers / wall,
                             "server_us": cpu / max(1, sink.answers) * 1e6, "errors": sink.errors})
@@ -358,10 +409,85 @@ def in_process_child(opts: dict) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_in_process(tree: Path, args) -> list[dict]:
-    """The in-process mode against `tree`: a child interpreter with tenure from that tree."""
+def coordinator_child(opts: dict) -> None:
+    """The --coordinator mode's child (tenure imported from the tree under test): a GroupRuntime over an in-memory
+    `__consumer_offsets` of 50 partitions on uvloop, --groups groups of --members static members formed through
+    it (expect_group, JoinGroup, SyncGroup); then, per API, decoded requests handed to `GroupRuntime.handle` in
+    turn for --seconds (heartbeat: each member's Heartbeat v4; commit: one member per group commits
+    --commit-partitions partitions, OffsetCommit v8); the thread's CPU time per request printed as JSON."""
+    import uvloop
+    from kafka.protocol.consumer.group import (
+        HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest,
+    )
+
+    from tenure.broker.topics import TopicRegistry
+    from tenure.coordinator import GroupShard
+    from tenure.coordinator.group_runtime import GroupRuntime
+    from tenure.protocol.apis import SUPPORTED
+    from tenure.protocol.codec import Request
+    from tenure.protocol.context import RequestContext
+    from tenure.protocol.internal_topics import OFFSETS_TOPIC
+    args = argparse.Namespace(**opts)
+
+    def request(body, version: int) -> Request:
+        return Request(body.API_KEY, version, 1, "hot", body, SUPPORTED[body.API_KEY])
+
+    async def run() -> list[dict]:
+        topic = TopicRegistry().create(OFFSETS_TOPIC, 50, internal=True, configs={"cleanup.policy": "compact"})
+        rt = GroupRuntime(lambda p: GroupShard(partition=p), topic)
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        members = []
+        for g in range(args.groups):
+            gid = f"hp-{g}"
+            rt.expect_group(gid, args.members)
+            ctx = RequestContext(0, 9, "hot", "/127.0.0.1", 0, api_key=11)
+            joins = await asyncio.gather(*(rt.handle(request(JoinGroupRequest(
+                group_id=gid, session_timeout_ms=1_800_000, rebalance_timeout_ms=30000, member_id="",
+                group_instance_id=f"{gid}-i{i}", protocol_type="consumer", protocols=[P(name="range", metadata=b"")],
+                reason=None), 9), ctx) for i in range(args.members)))
+            ctx = RequestContext(0, 5, "hot", "/127.0.0.1", 0, api_key=14)
+            await asyncio.gather(*(rt.handle(request(SyncGroupRequest(
+                group_id=gid, generation_id=j.generation_id, member_id=j.member_id, group_instance_id=f"{gid}-i{i}",
+                protocol_type="consumer", protocol_name="range", assignments=[]), 5), ctx)
+                for i, j in enumerate(joins)))
+            members.append([(gid, j.member_id, f"{gid}-i{i}", j.generation_id) for i, j in enumerate(joins)])
+        out = []
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        for api in args.apis.split(","):
+            if api == "heartbeat":
+                reqs = [request(HeartbeatRequest(group_id=g, generation_id=gen, member_id=m, group_instance_id=i), 4)
+                        for grp in members for g, m, i, gen in grp]
+            elif api == "commit":
+                reqs = [request(OffsetCommitRequest(
+                    group_id=g, generation_id_or_member_epoch=gen, member_id=m, group_instance_id=i,
+                    topics=[T(name="hp-commits", partitions=[T.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")
+                        for p in range(args.commit_partitions)])]), 8) for g, m, i, gen in (grp[0] for grp in members)]
+            else:
+                raise SystemExit(f"--coordinator measures heartbeat and commit, not {api}")
+            ctxs = [RequestContext(0, r.api_version, "hot", "/127.0.0.1", 0, api_key=r.api_key) for r in reqs[:1]]
+            errors: dict[int, int] = {}
+            n, stop_at = 0, time.perf_counter() + args.seconds
+            c0, t0 = time.thread_time(), time.perf_counter()
+            while time.perf_counter() < stop_at:
+                for r in reqs:
+                    answer = await rt.handle(r, ctxs[0])
+                    code = answer.error_code if api == "heartbeat" else answer.topics[0].partitions[0].error_code
+                    errors[code] = errors.get(code, 0) + 1
+                n += len(reqs)
+                await asyncio.sleep(0)
+            cpu, wall = time.thread_time() - c0, time.perf_counter() - t0
+            out.append({"api": api, "n": n, "per_s": n / wall, "server_us": cpu / max(1, n) * 1e6, "errors": errors})
+        rt.close()
+        return out
+    print("RESULT " + json.dumps(uvloop.run(run())), flush=True)
+
+
+def run_in_process(tree: Path, args, entry: str = "in_process_child") -> list[dict]:
+    """The in-process mode (or, with `entry` "coordinator_child", the --coordinator mode) against `tree`: a child
+    interpreter with tenure from that tree."""
     code = (f"sys.path[:0] = [{str(Path(__file__).resolve().parent)!r}, {str(REPO)!r}]\n"
-            f"import hot_path\nhot_path.in_process_child({vars(args)!r})\n")
+            f"import hot_path\nhot_path.{entry}({vars(args)!r})\n")
     child = subprocess.Popen(python_argv(tree, code), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     spy = None
     if args.pyspy:                           # the whole child: its set-up too (keep --groups small)
@@ -377,10 +503,21 @@ def run_in_process(tree: Path, args) -> list[dict]:
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"the in-process child failed:\n{proc.stdout}\n{proc.stderr}")
+    if args.profile:                         # the child's cProfile of each API: kept per tree, the top printed
+        import pstats
+        for api in args.apis.split(","):
+            path = Path(f"{args.profile}.{tree_label(tree)}.{api}")
+            Path(f"{args.profile}.{api}").replace(path)
+            print(f"cProfile of the loop thread, {api}, tree {tree_label(tree)} ({path}):")
+            stats = pstats.Stats(str(path))
+            stats.sort_stats("tottime").print_stats(25)
+            print_split(stats, api, tree_label(tree))
     rows = json.loads(line[len("RESULT "):])
     for r in rows:
         r.update(p50=0.0, p99=0.0, max=0.0, conns=1, client_us=0.0)
-        print(f"  {r['api']:<10} in process, one connection, no socket: {r['per_s']:>9,.0f}/s  server loop thread "
+        where = ("the coordinator runtime alone" if entry == "coordinator_child"
+                 else "in process, one connection, no socket")
+        print(f"  {r['api']:<10} {where}: {r['per_s']:>9,.0f}/s  server loop thread "
               f"{r['server_us']:6.1f} us/req  errors {r['errors']}", flush=True)
     return rows
 

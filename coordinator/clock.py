@@ -45,10 +45,20 @@ class CoordinatorClock:
             self._owners[kind] = fire
 
     def set_timers(self, ops) -> None:
-        """Apply a Result's timer changes (TimerOps) and keep the loop callback on the earliest deadline."""
+        """Apply a Result's timer changes (TimerOps) and keep the loop callback at or before the earliest
+        deadline. A timer re-armed later or cancelled leaves the callback where it is (it may then wake early:
+        `_wake` fires what is due and waits again for the earliest deadline), so a heartbeat moving its member's
+        session deadline on neither walks the wheel nor touches the loop's timers; one armed before the callback
+        (or with none waiting) moves it."""
+        if not ops:
+            return
+        wheel, wakeup_at = self.timers, self._wakeup_at
+        earlier = wakeup_at is None
         for op in ops:
-            self.timers.apply(op)
-        if ops:
+            wheel.apply(op)
+            if not earlier and op.deadline_ms is not None and op.deadline_ms < wakeup_at:
+                earlier = True
+        if earlier:
             self._schedule()
 
     def cancel_all(self, key_types: Iterable[type]) -> None:

@@ -80,14 +80,16 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         self.off_loop: OffLoop = off_loop if off_loop is not None else _default_off_loop
 
     # ------------------------------------------------------------------ requests
-    async def handle(self, req: Request, ctx: RequestContext):
-        if req.api_key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT) and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
-                                                                       self.writer.max_batch_bytes() // 2)):
-            return await self._commit_heavy(req, ctx)
-        if req.api_key == CONSUMER_HEARTBEAT and req.body.member_epoch == 0 and \
+    def _special(self, req: Request, ctx: RequestContext) -> Awaitable[Any] | None:
+        """A large commit (`_commit_heavy`) or a KIP-848 join subscribing many names (`_join_heavy`); else None."""
+        api_key = req.api_key
+        if api_key in (OFFSET_COMMIT, TXN_OFFSET_COMMIT) and commit_bound(req.body, min(HEAVY_COMMIT_BYTES,
+                                                                   self.writer.max_batch_bytes() // 2)):
+            return self._commit_heavy(req, ctx)
+        if api_key == CONSUMER_HEARTBEAT and req.body.member_epoch == 0 and \
                 len(req.body.subscribed_topic_names or ()) >= HEAVY_NAMES:
-            return await self._join_heavy(req, ctx)
-        return await super().handle(req, ctx)
+            return self._join_heavy(req, ctx)
+        return None
 
     async def _join_heavy(self, req: Request, ctx: RequestContext):
         """A KIP-848 join subscribing many names: the member metadata record it is expected to write
@@ -96,11 +98,11 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         always). The loop is spared the record's encoding, the most of such a join."""
         expected = await self.off_loop(self._encode_expected, req.body, ctx.client_id, ctx.client_host)
         if expected is None:
-            return await super().handle(req, ctx)
+            return await self._dispatch(req, ctx)
         key = ahead_key(expected[0])
         self.writer.ahead[key] = expected
         try:
-            return await super().handle(req, ctx)
+            return await self._dispatch(req, ctx)
         finally:
             if self.writer.ahead.get(key) is expected:
                 del self.writer.ahead[key]
@@ -129,7 +131,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         if self.failed is not None:
             raise self.failed
         if self._refusal(part, ctx.broker_id):
-            return await super().handle(req, ctx)
+            return await self._dispatch(req, ctx)
         if log.isEnabledFor(logging.DEBUG):
             self._log_request(req, ctx.client_host)
         now = self.clock_ms()
@@ -264,6 +266,8 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         """A Result's static-member events and rebalances: counted and logged; its deleted groups told; a group
         that rebalanced and is Stable again (or Empty, or gone) says so, with how long that took on the
         coordinator's clock."""
+        if not (result.events or result.notes or result.rebalances):
+            return                           # changed nothing (a heartbeat): nothing to count, log or close
         if self.on_group_deleted is not None:
             for e in result.events:
                 if isinstance(e, GroupSnapshot) and e.group is None and self.group(e.group_id) is None:

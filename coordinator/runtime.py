@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from tenure.coordinator import RequestContext, Result, TimerWheel
@@ -183,10 +183,26 @@ class CoordinatorRuntime(Generic[S]):
     async def handle(self, req: Request, ctx: RequestContext):
         """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
         shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now. A large
-        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks)."""
+        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks).
+        A request the runtime's kind handles its own way first (`_special`) is answered by that."""
+        special = self._special(req, ctx)
+        return await (special if special is not None else self._dispatch(req, ctx))
+
+    def _special(self, req: Request, ctx: RequestContext) -> Awaitable[Any] | None:
+        """The answer of a request this runtime handles its own way before the usual path (the group
+        coordinator's heavy commits and joins), or None (the usual path: `_dispatch`)."""
+        return None
+
+    def _dispatch(self, req: Request, ctx: RequestContext) -> Awaitable[Any]:
+        """The usual path of a request, as an awaitable: in one go (most requests; one coroutine), or in chunks."""
         subs = routing.chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_ITEMS)
-        if subs is None:
-            return await self._in_partition_turns(req, ctx)
+        if subs is not None:
+            return self._chunked(req, ctx, subs)
+        parts = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
+        return self._handle(req, ctx) if parts is None else self._partition_turns(req, ctx, parts)
+
+    async def _chunked(self, req: Request, ctx: RequestContext, subs):
+        """`req` answered by the chunks `subs` of its items (routing.chunks), a loop turn between them."""
         asked: list[Any] = []
         answers: list[Any] = []
         with gc_paused():                          # no full collection walking the answer as it grows
@@ -203,6 +219,10 @@ class CoordinatorRuntime(Generic[S]):
         parts = routing.partition_chunks(req.api_key, ctx.api_version, req.body, routing.CHUNK_PARTITIONS)
         if parts is None:
             return await self._handle(req, ctx)
+        return await self._partition_turns(req, ctx, parts)
+
+    async def _partition_turns(self, req: Request, ctx: RequestContext, parts: routing.PartitionChunks):
+        """`req` answered by the chunks `parts` of its partitions, a loop turn between them."""
         answers: list[Any] = []
         with gc_paused():
             for sub in parts:

@@ -9,6 +9,10 @@ A timer key is a frozen dataclass naming what the timer is for (a member's sessi
 `TimerWheel` holds armed timers ordered by (deadline, arming sequence): of timers due at the same moment
 the one armed first fires first, wherever the wheel is used (the runtime, `advance_clock`, the test
 harness). Re-arming a key replaces its deadline and takes a new place in the order.
+
+Re-arming a key later (a member's heartbeat moving its session deadline on) is a dict update: the heap keeps the
+key's earlier entry, which stands for it until it reaches the top, and only then is the key queued again at its
+deadline of that moment (as Kafka's timer replaces a heartbeat's task, in O(1), rather than re-sorting it).
 """
 from __future__ import annotations
 
@@ -126,20 +130,34 @@ KEY_TYPES: dict[str, type[TimerKey]] = {
 
 class TimerWheel:
     """Armed timers by key, ordered by (deadline, arming sequence). Not thread-safe; no clock of its own:
-    callers say what time it is."""
+    callers say what time it is.
+
+    Every armed key has one entry in the heap that stands for it (`_queued`): its own (deadline, sequence) or an
+    earlier one (the key was re-armed later since). The head is exact once its entry is the key's armed one: an
+    earlier stand-in at the top is queued again at the key's deadline, a cancelled key's entry is dropped. So the
+    order fired is exactly (deadline, arming sequence), while re-arming a key later costs no heap operation."""
 
     def __init__(self) -> None:
         self._armed: dict[Timer, tuple[int, int]] = {}      # key -> (deadline, sequence)
+        self._queued: dict[Timer, tuple[int, int]] = {}     # key -> the heap entry standing for it
         self._heap: list[tuple[int, int, Timer]] = []       # may hold superseded entries (lazy deletion)
         self._seq = itertools.count()
 
     def arm(self, key: Timer, deadline_ms: int) -> None:
         entry = (deadline_ms, next(self._seq))
         self._armed[key] = entry
+        queued = self._queued.get(key)
+        if queued is not None and queued <= entry:          # its entry in the heap comes first: it stands for it
+            return
+        self._queued[key] = entry
         heapq.heappush(self._heap, (*entry, key))
-        if len(self._heap) > 2 * len(self._armed) + 64:     # re-armed keys leave stale entries: bound them
-            self._heap = [(d, s, k) for k, (d, s) in self._armed.items()]
-            heapq.heapify(self._heap)
+        if len(self._heap) > 2 * len(self._armed) + 64:     # keys re-armed earlier leave stale entries: bound them
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._heap = [(d, s, k) for k, (d, s) in self._armed.items()]
+        heapq.heapify(self._heap)
+        self._queued = dict(self._armed)
 
     def cancel(self, key: Timer) -> bool:
         """Disarm `key`; False if it was not armed."""
@@ -157,12 +175,21 @@ class TimerWheel:
         return None if entry is None else entry[0]
 
     def _head(self) -> tuple[int, int, Timer] | None:
-        heap = self._heap
+        heap, armed, queued = self._heap, self._armed, self._queued
         while heap:
-            d, s, k = heap[0]
-            if self._armed.get(k) == (d, s):
-                return heap[0]
-            heapq.heappop(heap)                              # superseded or cancelled
+            d, s, k = top = heap[0]
+            if queued.get(k) != (d, s):                      # superseded by an earlier entry of its key
+                heapq.heappop(heap)
+                continue
+            entry = armed.get(k)
+            if entry == (d, s):
+                return top
+            if entry is None:                                # cancelled
+                heapq.heappop(heap)
+                del queued[k]
+            else:                                            # re-armed later: queued again at its deadline
+                queued[k] = entry
+                heapq.heapreplace(heap, (*entry, k))
         return None
 
     def next_deadline(self) -> int | None:
@@ -176,6 +203,7 @@ class TimerWheel:
             return None
         d, _, k = heapq.heappop(self._heap)
         del self._armed[k]
+        del self._queued[k]
         return k, d
 
     def due(self, now_ms: int) -> list[Timer]:
@@ -188,6 +216,7 @@ class TimerWheel:
 
     def clear(self) -> None:
         self._armed.clear()
+        self._queued.clear()
         self._heap.clear()
 
     def __contains__(self, key: object) -> bool:

@@ -43,6 +43,13 @@ class Member:
     assignment: bytes = b""
     is_new: bool = False
 
+    def copy(self) -> Member:
+        """A shallow copy (every field is immutable: strings, numbers, bytes, a tuple of tuples), made without
+        `dataclasses.replace`'s per-field work."""
+        new = object.__new__(Member)
+        new.__dict__.update(self.__dict__)
+        return new
+
     @property
     def is_static(self) -> bool:
         return self.group_instance_id is not None
@@ -98,11 +105,20 @@ class ClassicGroup:
     kind = "classic"   # KIP-848 "consumer" groups are the second kind
 
     def copy(self) -> ClassicGroup:
-        return dataclasses.replace(
-            self, members={k: dataclasses.replace(m) for k, m in self.members.items()},
-            static_members=dict(self.static_members), pending_members=set(self.pending_members),
-            pending_sync=set(self.pending_sync), offline_since=dict(self.offline_since),
-            joins=dict(self.joins), syncs=dict(self.syncs))
+        """A draft: its own members and containers, the rest shared (strings, numbers, tuples, frozen values).
+        Made without the per-field work of `dataclasses.replace`: every JoinGroup and SyncGroup copies its group
+        and each of its members."""
+        new = object.__new__(ClassicGroup)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["members"] = {k: m.copy() for k, m in self.members.items()}
+        d["static_members"] = dict(self.static_members)
+        d["pending_members"] = set(self.pending_members)
+        d["pending_sync"] = set(self.pending_sync)
+        d["offline_since"] = dict(self.offline_since)
+        d["joins"] = dict(self.joins)
+        d["syncs"] = dict(self.syncs)
+        return new
 
     # ---- derived views
     def is_empty(self) -> bool:

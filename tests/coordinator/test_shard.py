@@ -97,6 +97,38 @@ def test_queries_return_copies():
     assert c.group("nope") is None and c.committed_offsets("nope") == {}
 
 
+def test_a_group_copy_owns_every_container_and_member():
+    """`ClassicGroup.copy` (a handler's draft) is made without dataclasses.replace: it must still be equal to the
+    group and share none of its mutable parts - every field with a container default (one added later too), and
+    each member - so a handler's change to the draft leaves the installed group as it was."""
+    import dataclasses
+
+    from tenure.coordinator.classic.group import ClassicGroup, Parked
+    h = Harness()
+    h.form_group(["i1", "i2", None])
+    live = h.coordinator.groups["g"]
+    live.pending_members.add("p")
+    live.offline_since["x"] = 1
+    live.joins["j"] = Parked(1, 5)
+    live.syncs["s"] = Parked(2, 3)
+    draft = live.copy()
+    assert type(draft) is ClassicGroup and draft == live and draft is not live
+    containers = [f.name for f in dataclasses.fields(ClassicGroup) if f.default_factory is not dataclasses.MISSING]
+    assert {"members", "static_members", "pending_members", "pending_sync", "offline_since", "joins",
+            "syncs"} <= set(containers)
+    for name in containers:
+        assert getattr(draft, name) == getattr(live, name) and getattr(draft, name) is not getattr(live, name), name
+    for mid, m in live.members.items():
+        assert draft.members[mid] == m and draft.members[mid] is not m
+    before = dataclasses.replace(live, members={k: dataclasses.replace(m) for k, m in live.members.items()})
+    for m in draft.members.values():
+        m.assignment, m.session_timeout_ms = b"changed", 1
+    draft.generation = 99
+    draft.static_members.clear()
+    draft.pending_sync.add("q")
+    assert live == before and live.generation != 99 and live.static_members
+
+
 def test_partition_identity():
     assert GroupShard().partition == 0
     assert GroupShard(partition=7).partition == 7

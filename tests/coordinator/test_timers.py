@@ -64,3 +64,111 @@ def test_timers_of_ids_whose_names_collide_route_to_their_own_member():
     assert h.g("a/b").state == EMPTY and h.g("a/b/c").state == STABLE and k2 in h.wheel
     assert h.resp(h.heartbeat("a/b/c", m2, 1, "d")) == heartbeat_resp(4, 0)
     assert h.timer("heartbeat", "a/b/c", m2) == h.now_ms + SESSION
+
+
+class _ReferenceWheel:
+    """The wheel's contract, stated plainly: armed keys fire by (deadline, arming sequence)."""
+
+    def __init__(self) -> None:
+        self.armed: dict = {}
+        self.seq = 0
+
+    def arm(self, key, deadline: int) -> None:
+        self.seq += 1
+        self.armed[key] = (deadline, self.seq)
+
+    def cancel(self, key) -> None:
+        self.armed.pop(key, None)
+
+    def pop_due(self, now: int):
+        if not self.armed:
+            return None
+        key = min(self.armed, key=lambda k: self.armed[k])
+        d = self.armed[key][0]
+        if d > now:
+            return None
+        del self.armed[key]
+        return key, d
+
+
+def test_wheel_rearmed_later_without_a_heap_entry_fires_as_armed():
+    """Re-arming a key later leaves its earlier heap entry standing for it (no push per heartbeat), yet the
+    wheel fires exactly by (deadline, arming order): a stand-in at the top is queued again at its deadline."""
+    w = TimerWheel()
+    a, b, c = HeartbeatKey("g", "a"), HeartbeatKey("g", "b"), HeartbeatKey("g", "c")
+    w.arm(a, 100)
+    w.arm(b, 150)
+    w.arm(c, 200)
+    for t in range(101, 1101, 10):                 # a heartbeats on: its deadline moves past b's and c's
+        w.arm(a, t + 100)
+    assert len(w._heap) == 3                       # no entry per re-arm
+    assert w.next_deadline() == 150 and w.pop_due(149) is None
+    assert w.pop_due(10 ** 6) == (b, 150) and w.pop_due(10 ** 6) == (c, 200) and w.pop_due(10 ** 6) == (a, 1191)
+    w.arm(a, 50)
+    w.arm(b, 50)                                   # same deadline, armed after a: fires after it
+    w.arm(a, 60)                                   # a re-armed later again
+    assert [w.pop_due(100) for _ in range(3)] == [(b, 50), (a, 60), None]
+    w.arm(c, 500)
+    w.cancel(c)
+    w.arm(c, 700)                                  # cancelled then re-armed later: its old entry is not its deadline
+    assert w.pop_due(699) is None and w.deadline(c) == 700 and w.pop_due(700) == (c, 700)
+
+
+def test_wheel_matches_its_contract_under_random_arming():
+    import random
+    rnd = random.Random(7)
+    keys = [HeartbeatKey("g", str(i)) for i in range(12)] + [JoinKey(str(i)) for i in range(4)]
+    w, ref = TimerWheel(), _ReferenceWheel()
+    now = 0
+    for _ in range(20000):
+        op = rnd.random()
+        k = rnd.choice(keys)
+        if op < 0.6:
+            d = now + rnd.choice([0, 1, 5, 50, 100, rnd.randrange(0, 300)])
+            w.arm(k, d)
+            ref.arm(k, d)
+        elif op < 0.7:
+            assert w.cancel(k) == (k in ref.armed)
+            ref.cancel(k)
+        else:
+            now += rnd.randrange(0, 40)
+            while True:
+                got, want = w.pop_due(now), ref.pop_due(now)
+                assert got == want
+                if got is None:
+                    break
+        assert len(w) == len(ref.armed)
+        assert w.next_deadline() == (min(ref.armed.values())[0] if ref.armed else None)
+        assert len(w._heap) <= 2 * len(keys) + 65     # stale entries are bounded
+
+
+def test_clock_leaves_its_loop_callback_when_a_timer_moves_later():
+    """A heartbeat re-arms its member's session later: the clock's one loop callback stays where it is (no
+    cancel and re-create per heartbeat); it then wakes early, fires nothing, and waits again - the session
+    expires at its last deadline, not before. A timer armed earlier moves the callback at once."""
+    import asyncio
+
+    from tenure.coordinator.clock import CoordinatorClock
+
+    async def run() -> None:
+        clock = CoordinatorClock()
+        fired: list[tuple[object, int]] = []
+        clock.register([HeartbeatKey, JoinKey], lambda key: fired.append((key, clock.now_ms())))
+        k = HeartbeatKey("g", "m")
+        t0 = clock.now_ms()
+        clock.set_timers([TimerOp(k, t0 + 40)])
+        handle = clock._wakeup
+        assert handle is not None and clock._wakeup_at == t0 + 40
+        for i in range(1, 6):                                # heartbeats: the deadline moves on
+            clock.set_timers([TimerOp(k, t0 + 40 + 100 * i)])
+        assert clock._wakeup is handle and clock.timers.deadline(k) == t0 + 540
+        await asyncio.sleep(0.1)                             # past the first deadline: nothing expired
+        assert fired == [] and k in clock.timers and clock._wakeup_at == t0 + 540
+        clock.set_timers([TimerOp(JoinKey("g"), clock.now_ms() + 10)])   # earlier: the callback moves
+        assert clock._wakeup_at < t0 + 540
+        await asyncio.sleep(0.6)
+        assert [key for key, _ in fired] == [JoinKey("g"), k]
+        assert fired[1][1] >= t0 + 540                       # the session expired at its last deadline
+        clock.close()
+
+    asyncio.run(run())
