@@ -273,7 +273,7 @@ def heartbeats_on(tree: Path | None, args) -> dict:
     # forms as soon as all of them joined; a tree without expect_group falls back to a short initial delay, which
     # lets each group's concurrent first joins form one generation
     ready: dict = {}
-    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", tree=tree, ready=ready)
+    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", *args.serve_arg, tree=tree, ready=ready)
     try:
         expect = None
         if ready.get("admin"):
@@ -533,6 +533,9 @@ def main() -> int:
                     help="also run the heartbeat bench against `tenure serve` from this source tree (e.g. a `git "
                     "worktree` of main), this tree and the baselines in turn, --hb-rounds times; prints the ratios")
     ap.add_argument("--hb-rounds", type=int, default=1)
+    ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument to every heartbeat bench's `tenure serve` (repeatable), e.g. "
+                         "--serve-arg=--capture-requests=0")
     args = ap.parse_args()
     started = time.monotonic()
     from confluent_kafka import version, libversion
