@@ -367,7 +367,6 @@ class Listener:
         except Exception:
             log.exception("connection %d from %s: internal error; closing it", conn_id, peer)
         finally:
-            self.metrics.connections_open -= 1
             self._per_ip[address] -= 1
             if self._per_ip[address] <= 0:
                 del self._per_ip[address]
@@ -383,3 +382,4 @@ class Listener:
                         writer.transport.abort()  # a TLS close waiting for the client's close_notify: dropped
             finally:
                 self._tasks.pop(conn_id, None)    # only now: a drain waits for the close (TLS's takes a while)
+                self.metrics.connections_open -= 1    # with it: the gauge is the count --max-connections holds to
