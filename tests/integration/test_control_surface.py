@@ -64,8 +64,14 @@ def consume_static(bootstrap: str, group: str, topic: str, instance: str, kind: 
     p = Producer({"bootstrap.servers": bootstrap})
     p.produce(topic, b"v")
     assert p.flush(10) == 0
+    # fetch.wait.max.ms short: librdkafka sends FindCoordinator on the connection its long-poll Fetch holds, and
+    # a broker answers one request per connection at a time (Kafka mutes the channel; so does tenure). After an
+    # injected NOT_COORDINATOR, an answer later than librdkafka's 100 ms retry backoff makes the new coordinator's
+    # address arrive while the retried commit waits, and librdkafka fails that commit with its own transport error
+    # and looks the coordinator up again, round after round, until the session expires (librdkafka issue 3645:
+    # "endless 'broker has no address yet'"); seen here under a loaded CI machine with the default 500 ms.
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False}
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 50}
     conf.update({"session.timeout.ms": SESSION_MS[kind]} if kind == "classic" else {"group.protocol": "consumer"})
     c = Consumer(conf)
     c.subscribe([topic])
