@@ -23,10 +23,9 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.apis import API_VERSIONS_KEY, DEFAULT_SERVED, SUPPORTED
 from tenure.protocol.codec import heavy_answer as is_heavy
 
 PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
@@ -103,24 +102,75 @@ def _plain(value):
     return repr(value)
 
 
-@dataclass(eq=False)
+def _frozen(summary: dict[str, Any]) -> tuple:
+    """A summary as a tuple of (key, value) pairs, its lists as tuples: the collector stops tracking a tuple of
+    strings and numbers once it has seen it, where a dict or a list stays tracked for the ring's whole length."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in summary.items())
+
+
 class Exchange:
-    """One request and what became of it (see the module's docs)."""
-    seq: int
-    api_key: int
-    version: int
-    correlation_id: int
-    client_id: str
-    connection: int
-    peer: str
-    broker: int | None
-    received: float                   # wall clock (time.time()) when the request was read
-    duration_ms: float
-    error: int                        # the first error code of the answer (0: none)
-    outcome: str                      # answered | no_answer | closed
-    request: Any = field(repr=False)  # the decoded request (a Produce's records dropped: None)
-    response: Any = field(repr=False)     # the answer's body (a Fetch's: None)
-    _summary: dict | None = field(default=None, repr=False)
+    """One request and what became of it (see the module's docs). The request and the answer are kept as their
+    encoded bytes (bytes are not tracked by the garbage collector: a full collection does not walk the ring's
+    bodies) and decoded by kafka-python, at the exchange's version, when `request` / `response` is read."""
+
+    __slots__ = ("seq", "api_key", "version", "correlation_id", "client_id", "connection", "peer", "broker",
+                 "received", "duration_ms", "error", "outcome", "_req", "_req_at", "_resp", "_resp_at",
+                 "_resp_version", "_summary", "_dropped")
+
+    def __init__(self, seq: int, api_key: int, version: int, correlation_id: int, client_id: str,
+                 connection: int, peer: str, broker: int | None, received: float, duration_ms: float,
+                 error: int, outcome: str, request: bytes | None = None, request_at: int = 0,
+                 summary: tuple | None = None) -> None:
+        self.seq, self.api_key, self.version, self.correlation_id = seq, api_key, version, correlation_id
+        self.client_id, self.connection, self.peer, self.broker = client_id, connection, peer, broker
+        self.received = received          # wall clock (time.time()) when the request was read
+        self.duration_ms = duration_ms
+        self.error = error                # the first error code of the answer (0: none)
+        self.outcome = outcome            # answered | no_answer | closed
+        self._req, self._req_at = request, request_at        # the request's frame (a Produce's: None)
+        self._resp: bytes | None = None                       # the answer's frame as sent (a Fetch's: None)
+        self._resp_at = 0
+        self._resp_version = version
+        self._summary = summary
+        self._dropped = False
+
+    def __repr__(self) -> str:
+        return (f"Exchange(seq={self.seq}, api={self.api}, version={self.version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, outcome={self.outcome}, "
+                f"error={self.error_name})")
+
+    @property
+    def request(self) -> Any:
+        """The decoded request (a Produce's: None - its records are not kept)."""
+        if self._req is None:
+            return None
+        cls = DEFAULT_SERVED.specs[self.api_key].request
+        return cls.decode(memoryview(self._req)[self._req_at:], version=self.version)
+
+    @property
+    def response(self) -> Any:
+        """The decoded answer, as it was sent (a Fetch's: None - its records are not kept)."""
+        if self._resp is None:
+            return None
+        cls = DEFAULT_SERVED.specs[self.api_key].response
+        return cls.decode(memoryview(self._resp)[self._resp_at:], version=self._resp_version)
+
+    def answered(self, frame: bytes, version: int | None = None) -> None:
+        """The answer's frame as it is sent (`version`: the one it is encoded at, if not the request's)."""
+        if self._dropped or self.api_key == FETCH:
+            return
+        if version is not None:
+            self._resp_version = version
+        self._resp = frame if frame.__class__ is bytes else bytes(frame)
+        flexible = self.api_key != API_VERSIONS_KEY and DEFAULT_SERVED.specs[self.api_key].response \
+            .flexible_version_q(self._resp_version)
+        self._resp_at = 9 if flexible else 8       # the frame's size, the correlation id (, no tagged field)
+
+    def drop_bodies(self) -> None:
+        """Keep only the summary (worked out first)."""
+        self.summary()
+        self._dropped = True
+        self._req = self._resp = None
 
     @property
     def api(self) -> str:
@@ -132,9 +182,10 @@ class Exchange:
         return error_name(self.error) if self.error else "NONE"
 
     def summary(self) -> dict[str, Any]:
+        """What the request names (worked out once, from the decoded request, when first asked)."""
         if self._summary is None:
-            self._summary = summarize(self.api_key, self.request)
-        return self._summary
+            self._summary = _frozen(summarize(self.api_key, self.request))
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._summary}
 
     @property
     def group(self) -> str | None:
@@ -198,18 +249,24 @@ class Capture:
         now = time.perf_counter()
         self._seq += 1
         key = req.api_key
+        if key == PRODUCE:
+            frame, at, summary = None, 0, _frozen(summarize(key, req.body))
+        else:
+            frame, at, summary = getattr(req, "payload", None), getattr(req, "body_at", 0), None
+            if frame is None:                              # a request made in process: encoded (kafka-python)
+                frame = None if req.body is None else req.body.encode(version=req.api_version)
+            elif frame.__class__ is not bytes:
+                frame = bytes(frame)
         exchange = Exchange(
             self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
-            None if key == PRODUCE else req.body, None if key == FETCH else body,
-            summarize(key, req.body) if key == PRODUCE else None)
+            frame, at, summary)
         self._ring.append(exchange)
         if heavy_answer or (key != PRODUCE and is_heavy(key, req.body)):
-            exchange.summary()                             # worked out while the request is still there
+            exchange.summary()                             # worked out while the request is decoded
             self._heavy.append(exchange)
             if len(self._heavy) > HEAVY_BODIES_KEPT:
-                older = self._heavy.popleft()
-                older.request = older.response = None
+                self._heavy.popleft().drop_bodies()
         return exchange
 
     def clear(self) -> int:
