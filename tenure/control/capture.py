@@ -8,13 +8,16 @@ Each `Exchange` holds the API, version, correlation id, client id, connection, p
 read (wall clock), how long it took to answer, the first error code of the answer (0: none), the outcome
 (`answered`, `no_answer` - a Produce with acks=0 -, `closed`: the connection was closed instead), a summary
 of what the request named (`summary()`: group, groups, topics, member id, group instance id, generation,
-transactional id) and the decoded request and answer themselves (kafka-python objects; a Produce request's
+transactional id) and the request and answer themselves (kept as the bytes received and sent - bytes are not
+tracked by the garbage collector, so a full collection does not walk the ring - and decoded by kafka-python
+when read; a Produce request's
 records and a Fetch answer's records are not kept, nor a request or an answer of more than the codec's
 heavy count of array elements (5,000: a describe of thousands of groups) beyond the latest
 `HEAVY_BODIES_KEPT` of them - older ones keep their summary -, so the ring's memory stays bounded).
 
-The dispatcher records an exchange with one object and one append (`record`); the summary is worked out only
-when asked. `ServerConfig.capture_requests` is the ring's length (0: no capture).
+The dispatcher records an exchange with one object and one append (`record`) and hands it the answer's frame
+before sending it (`Exchange.answered`); the summary is worked out only when asked (a Produce's when recorded,
+its records being dropped), and kept as tuples of strings and numbers, which the collector stops tracking. `ServerConfig.capture_requests` is the ring's length (0: no capture).
 """
 from __future__ import annotations
 
