@@ -117,8 +117,7 @@ class Exchange:
     bodies) and decoded by kafka-python, at the exchange's version, when `request` / `response` is read."""
 
     __slots__ = ("seq", "api_key", "version", "correlation_id", "client_id", "connection", "peer", "broker",
-                 "received", "duration_ms", "error", "outcome", "_req", "_req_at", "_resp", "_resp_at",
-                 "_resp_version", "_summary", "_dropped")
+                 "received", "duration_ms", "error", "outcome", "_req", "_req_at", "_resp", "_resp_version", "_summary", "_dropped")
 
     def __init__(self, seq: int, api_key: int, version: int, correlation_id: int, client_id: str,
                  connection: int, peer: str, broker: int | None, received: float, duration_ms: float,
@@ -132,7 +131,6 @@ class Exchange:
         self.outcome = outcome            # answered | no_answer | closed
         self._req, self._req_at = request, request_at        # the request's frame (a Produce's: None)
         self._resp: bytes | None = None                       # the answer's frame as sent (a Fetch's: None)
-        self._resp_at = 0
         self._resp_version = version
         self._summary = summary
         self._dropped = False
@@ -155,8 +153,11 @@ class Exchange:
         """The decoded answer, as it was sent (a Fetch's: None - its records are not kept)."""
         if self._resp is None:
             return None
+        version = self._resp_version
         cls = DEFAULT_SERVED.specs[self.api_key].response
-        return cls.decode(memoryview(self._resp)[self._resp_at:], version=self._resp_version)
+        # after the frame's size and the correlation id, a flexible version's (empty) tagged fields, not ApiVersions'
+        at = 9 if self.api_key != API_VERSIONS_KEY and cls.flexible_version_q(version) else 8
+        return cls.decode(memoryview(self._resp)[at:], version=version)
 
     def answered(self, frame: bytes, version: int | None = None) -> None:
         """The answer's frame as it is sent (`version`: the one it is encoded at, if not the request's)."""
@@ -164,10 +165,7 @@ class Exchange:
             return
         if version is not None:
             self._resp_version = version
-        self._resp = frame if frame.__class__ is bytes else bytes(frame)
-        flexible = self.api_key != API_VERSIONS_KEY and DEFAULT_SERVED.specs[self.api_key].response \
-            .flexible_version_q(self._resp_version)
-        self._resp_at = 9 if flexible else 8       # the frame's size, the correlation id (, no tagged field)
+        self._resp = frame
 
     def drop_bodies(self) -> None:
         """Keep only the summary (worked out first)."""
