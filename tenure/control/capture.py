@@ -117,7 +117,8 @@ class Exchange:
     bodies) and decoded by kafka-python, at the exchange's version, when `request` / `response` is read."""
 
     __slots__ = ("seq", "api_key", "version", "correlation_id", "client_id", "connection", "peer", "broker",
-                 "received", "duration_ms", "error", "outcome", "_req", "_req_at", "_resp", "_resp_version", "_summary", "_dropped")
+                 "received", "duration_ms", "error", "outcome", "_req", "_req_at", "_resp", "_resp_version",
+                 "_summary", "_dropped")
 
     def __init__(self, seq: int, api_key: int, version: int, correlation_id: int, client_id: str,
                  connection: int, peer: str, broker: int | None, received: float, duration_ms: float,
@@ -133,7 +134,26 @@ class Exchange:
         self._resp: bytes | None = None                       # the answer's frame as sent (a Fetch's: None)
         self._resp_version = version
         self._summary = summary
-        self._dropped = False
+        self._dropped: bool | None = False             # None: heavy (kept as the object), True: bodies dropped
+
+    def _row(self) -> tuple:
+        """The exchange as a tuple of strings, numbers and bytes: what the ring keeps of a finished exchange (the
+        collector stops tracking such a tuple at its first look, so it is never promoted nor walked again)."""
+        return tuple(getattr(self, slot) for slot in Exchange.__slots__)
+
+    @classmethod
+    def _of_row(cls, row: tuple) -> Exchange:
+        e = cls.__new__(cls)
+        for slot, value in zip(Exchange.__slots__, row, strict=True):
+            setattr(e, slot, value)
+        return e
+
+    def __eq__(self, other: object) -> bool:      # the same exchange, read from the ring twice
+        return isinstance(other, Exchange) and (self.seq, self.received, self.connection, self.correlation_id) == \
+            (other.seq, other.received, other.connection, other.correlation_id)
+
+    def __hash__(self) -> int:
+        return hash((self.seq, self.received))
 
     def __repr__(self) -> str:
         return (f"Exchange(seq={self.seq}, api={self.api}, version={self.version}, "
@@ -233,7 +253,7 @@ class Capture:
             raise ValueError(f"capacity: want a whole number of requests >= 0, not {capacity!r}")
         with self._lock:
             self.capacity = capacity
-            self._ring: collections.deque[Exchange] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
+            self._ring: collections.deque[Exchange | tuple] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
             self._heavy: collections.deque[Exchange] = getattr(self, "_heavy", collections.deque())
 
     @property
@@ -265,10 +285,20 @@ class Capture:
         self._ring.append(exchange)
         if heavy_answer or (key != PRODUCE and is_heavy(key, req.body)):
             exchange.summary()                             # worked out while the request is decoded
+            exchange._dropped = None                       # kept as the object: its bodies may be dropped
             self._heavy.append(exchange)
             if len(self._heavy) > HEAVY_BODIES_KEPT:
                 self._heavy.popleft().drop_bodies()
         return exchange
+
+    def finish(self, exchange: Exchange) -> None:
+        """The exchange is done (its answer and duration set): the ring keeps it as a tuple from now on."""
+        if exchange._dropped is not False:                 # a heavy one (its bodies dropped later): the object
+            return
+        ring = self._ring
+        at = len(ring) - 1 - (self._seq - exchange.seq)    # the ring holds consecutive sequence numbers
+        if at >= 0 and ring[at] is exchange:
+            ring[at] = exchange._row()
 
     def clear(self) -> int:
         with self._lock:
@@ -281,9 +311,10 @@ class Capture:
         with self._lock:
             while True:
                 try:
-                    return list(self._ring)
+                    kept = list(self._ring)
                 except RuntimeError:          # appended to meanwhile (the loop's thread): look again
                     continue
+                return [e if isinstance(e, Exchange) else Exchange._of_row(e) for e in kept]
 
     def query(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
               topic: str | None = None, broker: int | None = None, connection: int | None = None,

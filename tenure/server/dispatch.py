@@ -131,6 +131,7 @@ class Dispatcher:
         self.metrics.request(req.name, error_name(code) if code else "NONE", took)
         if seen is not None:
             seen.duration_ms = took * 1000.0
+            self.capture.finish(seen)
         return True
 
     def _closed(self, req: Request, ctx: RequestContext, t0: float) -> bool:

@@ -1,6 +1,6 @@
 """The request capture keeps each exchange's request and answer as their encoded bytes and decodes them with
-kafka-python when read: what a test reads equals what the client sent and got, and the ring holds nothing the
-garbage collector walks but the exchanges themselves (a full collection over 10,000 decoded bodies held the
+kafka-python when read, and a finished exchange as a tuple of them: what a test reads equals what the client sent
+and got, and the ring holds nothing the garbage collector walks (a full collection over 10,000 decoded bodies held the
 heartbeat tail at tens of milliseconds - issue 30)."""
 from __future__ import annotations
 
@@ -70,10 +70,13 @@ def _record(cap: Capture, n: int) -> None:
     for payload in frames:
         req = decode_request(payload)
         resp = HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.NONE)
-        cap.record(req, _Ctx, resp, 0, time.perf_counter(), "answered").answered(encode_response(req, resp))
+        seen = cap.record(req, _Ctx, resp, 0, time.perf_counter(), "answered")
+        seen.answered(encode_response(req, resp))            # as the dispatcher does: the frame, sent, then done
+        seen.duration_ms = 0.5
+        cap.finish(seen)
 
 
-def test_the_ring_holds_no_object_the_collector_walks_but_its_exchanges():
+def test_the_ring_holds_no_object_the_collector_walks():
     cap = Capture(2000)
     _record(cap, 10)                                     # the decoders compiled, the classes loaded
     cap.clear()
@@ -82,9 +85,10 @@ def test_the_ring_holds_no_object_the_collector_walks_but_its_exchanges():
     _record(cap, 1000)
     gc.collect()
     grown = len(gc.get_objects()) - before
-    assert grown <= 1000 + 50, grown                    # one tracked object per exchange (decoded: ~15 each)
+    assert grown <= 50, grown        # a finished exchange is an untracked tuple (decoded bodies: 3-15 objects each)
+    assert not any(gc.is_tracked(row) for row in cap._ring)
     kept = cap.query()
-    assert len(kept) == 1000
+    assert len(kept) == 1000 and cap.query() == kept and all(e.duration_ms == 0.5 for e in kept)
     for e in kept:
         assert not any(gc.is_tracked(getattr(e, slot)) for slot in type(e).__slots__)
     assert [e.request.member_id for e in kept[:3]] == ["m-0", "m-1", "m-2"] and kept[5].response.error_code == 0
