@@ -16,7 +16,9 @@ heavy count of array elements (5,000: a describe of thousands of groups) beyond 
 `HEAVY_BODIES_KEPT` of them - older ones keep their summary -, so the ring's memory stays bounded).
 
 The dispatcher records an exchange with one object and one append (`record`) and hands it the answer's frame
-before sending it (`Exchange.answered`); the summary is worked out only when asked (a Produce's when recorded,
+before sending it (`Exchange.answered`); once the answer is written (`finish`) the ring keeps the exchange as a
+tuple of strings, numbers and bytes - which the collector stops tracking - and `query` turns it back into an
+`Exchange`; the summary is worked out only when asked (a Produce's when recorded,
 its records being dropped), and kept as tuples of strings and numbers, which the collector stops tracking. `ServerConfig.capture_requests` is the ring's length (0: no capture).
 """
 from __future__ import annotations
