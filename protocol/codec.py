@@ -9,7 +9,7 @@ a response body with the header version its API/version calls for; ApiVersions a
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.api_header import RequestHeader
@@ -73,6 +73,8 @@ class Request:
     body: Any
     spec: ApiSpec
     served: ServedApis = DEFAULT_SERVED      # what the server it came to presents (its ApiVersions answer)
+    payload: Any = field(default=None, repr=False, compare=False)  # the frame's bytes it was decoded from
+    body_at: int = field(default=0, repr=False, compare=False)     # where the body starts in `payload`
 
     @property
     def name(self) -> str:
@@ -140,7 +142,7 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
         body = spec.request.decode(data, version=api_version)
     except Exception as exc:  # e.g. invalid UTF-8 in a string
         raise MalformedRequest(f"{what}: undecodable body: {exc!r}") from exc
-    return Request(api_key, api_version, correlation_id, header.client_id, body, spec, served)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, spec, served, payload, end)
 
 
 # Requests and answers too heavy for one turn of the event loop (issue 30): one event loop serves every client,

@@ -8,25 +8,30 @@ Each `Exchange` holds the API, version, correlation id, client id, connection, p
 read (wall clock), how long it took to answer, the first error code of the answer (0: none), the outcome
 (`answered`, `no_answer` - a Produce with acks=0 -, `closed`: the connection was closed instead), a summary
 of what the request named (`summary()`: group, groups, topics, member id, group instance id, generation,
-transactional id) and the decoded request and answer themselves (kafka-python objects; a Produce request's
+transactional id) and the request and answer themselves (kept as the bytes received and sent - bytes are not
+tracked by the garbage collector, so a full collection does not walk the ring - and decoded by kafka-python
+when read; a Produce request's
 records and a Fetch answer's records are not kept, nor a request or an answer of more than the codec's
 heavy count of array elements (5,000: a describe of thousands of groups) beyond the latest
 `HEAVY_BODIES_KEPT` of them - older ones keep their summary -, so the ring's memory stays bounded).
 
-The dispatcher records an exchange with one object and one append (`record`); the summary is worked out only
-when asked. `ServerConfig.capture_requests` is the ring's length (0: no capture).
+The dispatcher records an exchange with one object and one append (`record`) and hands it the answer's frame
+before sending it (`Exchange.answered`); once the answer is written (`finish`) the ring keeps the exchange as a
+tuple of strings, numbers and bytes - which the collector stops tracking - and `query` turns it back into an
+`Exchange`; the summary is worked out only when asked (a Produce's when recorded,
+its records being dropped), and kept as tuples of strings and numbers, which the collector stops tracking. `ServerConfig.capture_requests` is the ring's length (0: no capture).
 """
 from __future__ import annotations
 
 import collections
 import json
+import operator
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.protocol.apis import SUPPORTED
+from tenure.protocol.apis import API_VERSIONS_KEY, DEFAULT_SERVED, SUPPORTED
 from tenure.protocol.codec import heavy_answer as is_heavy
 
 PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
@@ -103,24 +108,93 @@ def _plain(value):
     return repr(value)
 
 
-@dataclass(eq=False)
+def _frozen(summary: dict[str, Any]) -> tuple:
+    """A summary as a tuple of (key, value) pairs, its lists as tuples: the collector stops tracking a tuple of
+    strings and numbers once it has seen it, where a dict or a list stays tracked for the ring's whole length."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in summary.items())
+
+
 class Exchange:
-    """One request and what became of it (see the module's docs)."""
-    seq: int
-    api_key: int
-    version: int
-    correlation_id: int
-    client_id: str
-    connection: int
-    peer: str
-    broker: int | None
-    received: float                   # wall clock (time.time()) when the request was read
-    duration_ms: float
-    error: int                        # the first error code of the answer (0: none)
-    outcome: str                      # answered | no_answer | closed
-    request: Any = field(repr=False)  # the decoded request (a Produce's records dropped: None)
-    response: Any = field(repr=False)     # the answer's body (a Fetch's: None)
-    _summary: dict | None = field(default=None, repr=False)
+    """One request and what became of it (see the module's docs). The request and the answer are kept as their
+    encoded bytes (bytes are not tracked by the garbage collector: a full collection does not walk the ring's
+    bodies) and decoded by kafka-python, at the exchange's version, when `request` / `response` is read."""
+
+    __slots__ = ("seq", "api_key", "version", "correlation_id", "client_id", "connection", "peer", "broker",
+                 "received", "duration_ms", "error", "outcome", "_req", "_req_at", "_resp", "_resp_version",
+                 "_summary", "_dropped")
+
+    def __init__(self, seq: int, api_key: int, version: int, correlation_id: int, client_id: str,
+                 connection: int, peer: str, broker: int | None, received: float, duration_ms: float,
+                 error: int, outcome: str, request: bytes | None = None, request_at: int = 0,
+                 summary: tuple | None = None) -> None:
+        self.seq, self.api_key, self.version, self.correlation_id = seq, api_key, version, correlation_id
+        self.client_id, self.connection, self.peer, self.broker = client_id, connection, peer, broker
+        self.received = received          # wall clock (time.time()) when the request was read
+        self.duration_ms = duration_ms
+        self.error = error                # the first error code of the answer (0: none)
+        self.outcome = outcome            # answered | no_answer | closed
+        self._req, self._req_at = request, request_at        # the request's frame (a Produce's: None)
+        self._resp: bytes | None = None                       # the answer's frame as sent (a Fetch's: None)
+        self._resp_version = version
+        self._summary = summary
+        self._dropped: bool | None = False             # None: heavy (kept as the object), True: bodies dropped
+
+    def _row(self) -> tuple:
+        """The exchange as a tuple of strings, numbers and bytes: what the ring keeps of a finished exchange (the
+        collector stops tracking such a tuple at its first look, so it is never promoted nor walked again)."""
+        return _ROW(self)
+
+    @classmethod
+    def _of_row(cls, row: tuple) -> Exchange:
+        e = cls.__new__(cls)
+        for slot, value in zip(Exchange.__slots__, row, strict=True):
+            setattr(e, slot, value)
+        return e
+
+    def __eq__(self, other: object) -> bool:      # the same exchange, read from the ring twice
+        return isinstance(other, Exchange) and (self.seq, self.received, self.connection, self.correlation_id) == \
+            (other.seq, other.received, other.connection, other.correlation_id)
+
+    def __hash__(self) -> int:
+        return hash((self.seq, self.received))
+
+    def __repr__(self) -> str:
+        return (f"Exchange(seq={self.seq}, api={self.api}, version={self.version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, outcome={self.outcome}, "
+                f"error={self.error_name})")
+
+    @property
+    def request(self) -> Any:
+        """The decoded request (a Produce's: None - its records are not kept)."""
+        if self._req is None:
+            return None
+        cls = DEFAULT_SERVED.specs[self.api_key].request
+        return cls.decode(memoryview(self._req)[self._req_at:], version=self.version)
+
+    @property
+    def response(self) -> Any:
+        """The decoded answer, as it was sent (a Fetch's: None - its records are not kept)."""
+        if self._resp is None:
+            return None
+        version = self._resp_version
+        cls = DEFAULT_SERVED.specs[self.api_key].response
+        # after the frame's size and the correlation id, a flexible version's (empty) tagged fields, not ApiVersions'
+        at = 9 if self.api_key != API_VERSIONS_KEY and cls.flexible_version_q(version) else 8
+        return cls.decode(memoryview(self._resp)[at:], version=version)
+
+    def answered(self, frame: bytes, version: int | None = None) -> None:
+        """The answer's frame as it is sent (`version`: the one it is encoded at, if not the request's)."""
+        if self._dropped or self.api_key == FETCH:
+            return
+        if version is not None:
+            self._resp_version = version
+        self._resp = frame
+
+    def drop_bodies(self) -> None:
+        """Keep only the summary (worked out first)."""
+        self.summary()
+        self._dropped = True
+        self._req = self._resp = None
 
     @property
     def api(self) -> str:
@@ -132,9 +206,10 @@ class Exchange:
         return error_name(self.error) if self.error else "NONE"
 
     def summary(self) -> dict[str, Any]:
+        """What the request names (worked out once, from the decoded request, when first asked)."""
         if self._summary is None:
-            self._summary = summarize(self.api_key, self.request)
-        return self._summary
+            self._summary = _frozen(summarize(self.api_key, self.request))
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._summary}
 
     @property
     def group(self) -> str | None:
@@ -167,6 +242,9 @@ class Exchange:
         return d
 
 
+_ROW = operator.attrgetter(*Exchange.__slots__)     # an exchange's slots as one tuple (in C)
+
+
 class Capture:
     """The ring of one server's exchanges (`capacity` of them; 0: off). `record` is called on the server's
     loop; `query`, `clear` and `write_jsonl` from any thread."""
@@ -181,7 +259,7 @@ class Capture:
             raise ValueError(f"capacity: want a whole number of requests >= 0, not {capacity!r}")
         with self._lock:
             self.capacity = capacity
-            self._ring: collections.deque[Exchange] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
+            self._ring: collections.deque[Exchange | tuple] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
             self._heavy: collections.deque[Exchange] = getattr(self, "_heavy", collections.deque())
 
     @property
@@ -198,19 +276,35 @@ class Capture:
         now = time.perf_counter()
         self._seq += 1
         key = req.api_key
+        if key == PRODUCE:
+            frame, at, summary = None, 0, _frozen(summarize(key, req.body))
+        else:
+            frame, at, summary = getattr(req, "payload", None), getattr(req, "body_at", 0), None
+            if frame is None:                              # a request made in process: encoded (kafka-python)
+                frame = None if req.body is None else req.body.encode(version=req.api_version)
+            elif frame.__class__ is not bytes:
+                frame = bytes(frame)
         exchange = Exchange(
             self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
-            None if key == PRODUCE else req.body, None if key == FETCH else body,
-            summarize(key, req.body) if key == PRODUCE else None)
+            frame, at, summary)
         self._ring.append(exchange)
         if heavy_answer or (key != PRODUCE and is_heavy(key, req.body)):
-            exchange.summary()                             # worked out while the request is still there
+            exchange.summary()                             # worked out while the request is decoded
+            exchange._dropped = None                       # kept as the object: its bodies may be dropped
             self._heavy.append(exchange)
             if len(self._heavy) > HEAVY_BODIES_KEPT:
-                older = self._heavy.popleft()
-                older.request = older.response = None
+                self._heavy.popleft().drop_bodies()
         return exchange
+
+    def finish(self, exchange: Exchange) -> None:
+        """The exchange is done (its answer and duration set): the ring keeps it as a tuple from now on."""
+        if exchange._dropped is not False:                 # a heavy one (its bodies dropped later): the object
+            return
+        ring = self._ring
+        at = len(ring) - 1 - (self._seq - exchange.seq)    # the ring holds consecutive sequence numbers
+        if at >= 0 and ring[at] is exchange:
+            ring[at] = exchange._row()
 
     def clear(self) -> int:
         with self._lock:
@@ -223,9 +317,10 @@ class Capture:
         with self._lock:
             while True:
                 try:
-                    return list(self._ring)
+                    kept = list(self._ring)
                 except RuntimeError:          # appended to meanwhile (the loop's thread): look again
                     continue
+                return [e if isinstance(e, Exchange) else Exchange._of_row(e) for e in kept]
 
     def query(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
               topic: str | None = None, broker: int | None = None, connection: int | None = None,

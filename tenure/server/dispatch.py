@@ -117,16 +117,21 @@ class Dispatcher:
         seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer",
                                    heavy) if self.capture.active else None
         if body is not None:
+            version = None
             if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
-                await send(encode_api_versions_error(req.correlation_id, refused or code, req.served))  # as v0, as Kafka
+                frame, version = encode_api_versions_error(req.correlation_id, refused or code, req.served), 0  # v0, as Kafka
             elif heavy:                                    # encoded off the loop (offload.py)
-                await send(await off_loop(encode_response, req, body))
+                frame = await off_loop(encode_response, req, body)
             else:
-                await send(encode_response(req, body))
+                frame = encode_response(req, body)
+            if seen is not None:
+                seen.answered(frame, version)              # the bytes sent, kept before they leave
+            await send(frame)
         took = time.perf_counter() - t0
         self.metrics.request(req.name, error_name(code) if code else "NONE", took)
         if seen is not None:
             seen.duration_ms = took * 1000.0
+            self.capture.finish(seen)
         return True
 
     def _closed(self, req: Request, ctx: RequestContext, t0: float) -> bool:

@@ -1,0 +1,98 @@
+"""The request capture keeps each exchange's request and answer as their encoded bytes and decodes them with
+kafka-python when read, and a finished exchange as a tuple of them: what a test reads equals what the client sent
+and got, and the ring holds nothing the garbage collector walks (a full collection over 10,000 decoded bodies held the
+heartbeat tail at tens of milliseconds - issue 30)."""
+from __future__ import annotations
+
+import gc
+import time
+
+from kafka.protocol.admin.groups import DescribeGroupsRequest
+from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse, OffsetFetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+
+from tenure.control.capture import Capture
+from tenure.protocol.codec import decode_request, encode_response
+from tenure.protocol.errors import ErrorCode
+from tenure.server import ServerThread
+from tests.support.wire import (WireClient, build_batch, create_topic, fetch_request, metadata_request,
+                                produce_request, request_bytes)
+
+
+def _same(a, b) -> bool:
+    """Two kafka-python bodies hold the same fields (a client's decoded answer also carries its header)."""
+    return a.__class__ is b.__class__ and all(getattr(a, n) == getattr(b, n) for n in a.fields)
+
+
+def test_a_captured_exchange_decodes_to_the_request_sent_and_the_answer_got_for_each_api():
+    G = OffsetFetchRequest.fields["groups"].data_class
+    calls = [(ApiVersionsRequest(client_software_name="cap", client_software_version="1"), 3),
+             (metadata_request("cap-t"), 12),
+             (FindCoordinatorRequest(key_type=0, coordinator_keys=["cap-g"]), 4),
+             (DescribeGroupsRequest(groups=["cap-g", "other"], include_authorized_operations=True), 5),
+             (HeartbeatRequest(group_id="cap-g", generation_id=3, member_id="m-1", group_instance_id=None), 4),
+             (OffsetFetchRequest(groups=[G(group_id="cap-g", member_id=None, member_epoch=-1, topics=None)],
+                                 require_stable=False), 8)]
+    with ServerThread() as st, WireClient.to(st.bootstrap) as c:
+        create_topic(c, "cap-t")
+        for sent, version in calls:
+            got = c.call(sent, version)
+            seen = st.requests(api=sent.API_KEY)[-1]
+            assert seen.version == version and seen.outcome == "answered"
+            assert _same(seen.request, sent), sent
+            assert _same(seen.response, got), got
+            assert seen.error == getattr(got, "error_code", 0) or sent.API_KEY != 18
+        produced = c.call(produce_request("cap-t", 0, build_batch([(b"k", b"v")])), 9)
+        fetched = c.call(fetch_request("cap-t", 0, 0), 12)
+        assert fetched.responses[0].partitions[0].records
+        produce, fetch = st.requests(api="Produce")[-1], st.requests(api="Fetch")[-1]
+    assert produce.request is None and _same(produce.response, produced)     # a Produce's records not kept
+    assert produce.summary()["topics"] == ["cap-t"] and produce.names_topic("cap-t")
+    assert _same(fetch.request, fetch_request("cap-t", 0, 0)) and fetch.response is None   # nor a Fetch answer's
+    assert fetch.summary() == {"topics": ["cap-t"]}
+
+
+def test_a_hooks_rewritten_answer_is_captured_as_sent():
+    with ServerThread() as st, st.on_request("Heartbeat", lambda call: call.error("REBALANCE_IN_PROGRESS")):
+        with WireClient.to(st.bootstrap) as c:
+            got = c.call(HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None), 4)
+        seen = st.requests(api="Heartbeat")[-1]
+    assert got.error_code == 27 and seen.response.error_code == 27 and seen.error_name == "REBALANCE_IN_PROGRESS"
+
+
+class _Ctx:
+    client_id, connection_id, peer, broker_id = "c", 1, "127.0.0.1:1", 0
+
+
+def _record(cap: Capture, n: int) -> None:
+    frames = [request_bytes(HeartbeatRequest(group_id=f"g-{i % 7}", generation_id=i, member_id=f"m-{i}",
+                                             group_instance_id=None), 4, i)[4:] for i in range(n)]
+    for payload in frames:
+        req = decode_request(payload)
+        resp = HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.NONE)
+        seen = cap.record(req, _Ctx, resp, 0, time.perf_counter(), "answered")
+        seen.answered(encode_response(req, resp))            # as the dispatcher does: the frame, sent, then done
+        seen.duration_ms = 0.5
+        cap.finish(seen)
+
+
+def test_the_ring_holds_no_object_the_collector_walks():
+    cap = Capture(2000)
+    _record(cap, 10)                                     # the decoders compiled, the classes loaded
+    cap.clear()
+    gc.collect()
+    before = len(gc.get_objects())
+    _record(cap, 1000)
+    gc.collect()
+    grown = len(gc.get_objects()) - before
+    assert grown <= 50, grown        # a finished exchange is an untracked tuple (decoded bodies: 3-15 objects each)
+    assert not any(gc.is_tracked(row) for row in cap._ring)
+    kept = cap.query()
+    assert len(kept) == 1000 and cap.query() == kept and all(e.duration_ms == 0.5 for e in kept)
+    for e in kept:
+        assert not any(gc.is_tracked(getattr(e, slot)) for slot in type(e).__slots__)
+    assert [e.request.member_id for e in kept[:3]] == ["m-0", "m-1", "m-2"] and kept[5].response.error_code == 0
+    assert kept[8].summary() == {"group": "g-1", "generation_id": 8, "member_id": "m-8"}
+    gc.collect()
+    gc.collect()       # the collector stops tracking a tuple of strings once it has seen it (the inner ones first)
+    assert not gc.is_tracked(kept[8]._summary)          # a summary worked out is kept as tuples of strings
