@@ -288,7 +288,8 @@ class Capture:
             self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
             frame, at, summary)
-        self._ring.append(exchange)
+        with self._lock:                                   # a query may be writing summaries back (`_keep_summaries`)
+            self._ring.append(exchange)
         if heavy_answer or (key != PRODUCE and is_heavy(key, req.body)):
             exchange.summary()                             # worked out while the request is decoded
             exchange._dropped = None                       # kept as the object: its bodies may be dropped
@@ -301,10 +302,18 @@ class Capture:
         """The exchange is done (its answer and duration set): the ring keeps it as a tuple from now on."""
         if exchange._dropped is not False:                 # a heavy one (its bodies dropped later): the object
             return
+        row = exchange._row()
+        with self._lock:
+            self._put_back(exchange, row)
+
+    def _put_back(self, was: Exchange | tuple, row: tuple) -> None:
+        """Replace `was` (an exchange or its row, by identity) with `row` where the ring still holds it (the ring
+        holds consecutive sequence numbers, the latest last). The lock held."""
         ring = self._ring
-        at = len(ring) - 1 - (self._seq - exchange.seq)    # the ring holds consecutive sequence numbers
-        if at >= 0 and ring[at] is exchange:
-            ring[at] = exchange._row()
+        seq = was.seq if isinstance(was, Exchange) else was[0]
+        at = len(ring) - 1 - (self._seq - seq)
+        if at >= 0 and ring[at] is was:
+            ring[at] = row
 
     def clear(self) -> int:
         with self._lock:
@@ -315,12 +324,8 @@ class Capture:
 
     def all(self) -> list[Exchange]:
         with self._lock:
-            while True:
-                try:
-                    kept = list(self._ring)
-                except RuntimeError:          # appended to meanwhile (the loop's thread): look again
-                    continue
-                return [e if isinstance(e, Exchange) else Exchange._of_row(e) for e in kept]
+            kept = list(self._ring)
+        return [e if isinstance(e, Exchange) else Exchange._of_row(e) for e in kept]
 
     def query(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
               topic: str | None = None, broker: int | None = None, connection: int | None = None,
@@ -332,13 +337,29 @@ class Capture:
         key = api_key(api) if api is not None else None
         code = error_code(error) if error is not None else None
         out = []
-        for e in self.all():
+        summarized: list[tuple[tuple, Exchange]] = []      # rows whose summary this query worked out
+        with self._lock:
+            kept = list(self._ring)
+        for row in kept:
+            e = row if isinstance(row, Exchange) else Exchange._of_row(row)
             if ((key is None or e.api_key == key) and (client_id is None or e.client_id == client_id)
                     and (broker is None or e.broker == broker) and (connection is None or e.connection == connection)
-                    and (code is None or e.error == code) and (since is None or e.seq > since)
-                    and (group is None or e.names_group(group)) and (topic is None or e.names_topic(topic))):
-                out.append(e)
+                    and (code is None or e.error == code) and (since is None or e.seq > since)):
+                had = e._summary
+                if (group is None or e.names_group(group)) and (topic is None or e.names_topic(topic)):
+                    out.append(e)
+                if had is None and e._summary is not None and e is not row:
+                    summarized.append((row, e))
+        if summarized:
+            self._keep_summaries(summarized)
         return out
+
+    def _keep_summaries(self, summarized: list[tuple[tuple, Exchange]]) -> None:
+        """Put the summaries a query decoded back into the ring's rows, so the next query by group or topic does
+        not decode those requests again."""
+        with self._lock:
+            for row, e in summarized:
+                self._put_back(row, e._row())
 
     @property
     def last_seq(self) -> int:
