@@ -337,7 +337,7 @@ class Capture:
         key = api_key(api) if api is not None else None
         code = error_code(error) if error is not None else None
         out = []
-        summarized: list[tuple[tuple, Exchange]] = []      # rows whose summary this query worked out
+        summarized: list[tuple[Exchange | tuple, Exchange]] = []      # rows whose summary this query worked out
         with self._lock:
             kept = list(self._ring)
         for row in kept:
@@ -354,7 +354,7 @@ class Capture:
             self._keep_summaries(summarized)
         return out
 
-    def _keep_summaries(self, summarized: list[tuple[tuple, Exchange]]) -> None:
+    def _keep_summaries(self, summarized: list[tuple[Exchange | tuple, Exchange]]) -> None:
         """Put the summaries a query decoded back into the ring's rows, so the next query by group or topic does
         not decode those requests again."""
         with self._lock:
