@@ -44,6 +44,8 @@ READ_CHUNK = 256 * 1024
 QUICK_APIS = frozenset({3, 9, 10, 12, 15, 16, 18})
 HOLD_BYTES = 64 * 1024
 HOLD_S = 0.002
+# how long a connection closing after its answer (a failed authentication) waits for the client to close first
+CLOSE_WAIT_S = 1.0
 
 
 class Reader(Protocol):
@@ -237,6 +239,8 @@ class Connection:
             self.metrics.closed_connections["authentication_failed" if step.failed else "sasl_state"] += 1
             self.ratelog.log("authentication failed", logging.INFO, "connection %d from %s on listener %s: closing: %s",
                              self.peer.conn_id, self.peer.address, self.peer.listener, step.reason)
+            if step.frame is not None:
+                await self._let_the_client_close()
             return False
         if sasl.authenticated and step.frame is not None and sasl.completions != self._completions:
             self._completions = sasl.completions           # this step completed an exchange
@@ -246,6 +250,21 @@ class Connection:
                 self.peer = dataclasses.replace(self.peer, principal=sasl.principal)
             self.decoder.max_frame_bytes = self.max_frame_bytes
         return True
+
+    async def _let_the_client_close(self) -> None:
+        """After an answer the connection closes on (a failed authentication's): wait up to CLOSE_WAIT_S for the
+        client to close first, reading and dropping what it sends meanwhile. Kafka closes once the answer is sent;
+        a client that reads the answer and the connection's end in one go may then lose the answer (kafka-python
+        3.0 drops the bytes of a read that also saw the end, and reports a lost connection instead of Kafka's
+        SASL_AUTHENTICATION_FAILED - seen with a loaded machine). A client that reads the answer closes at once
+        (kafka-python, aiokafka, librdkafka, Java), so this costs them nothing; one that does not is closed after
+        the bound."""
+        try:
+            async with asyncio.timeout(CLOSE_WAIT_S):
+                while await self.reader.read(READ_CHUNK):
+                    pass
+        except (TimeoutError, ConnectionError, OSError):
+            pass
 
     async def _send(self, frame: bytes) -> None:
         if self.network is not None and self.network.active:

@@ -265,3 +265,29 @@ def test_a_client_without_sasl_on_a_sasl_listener_gets_api_versions_then_is_clos
         c.send_raw(request_bytes(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9, 2))
         assert closed(c.sock)
     healthy(tenure_server)
+
+
+@LISTENERS
+def test_after_a_failed_authentication_the_server_lets_the_client_close_first_within_a_bound(tenure_server,
+                                                                                            no_tracebacks):
+    """The failure's answer, then the server waits (up to a second) for the client's close before closing: a client
+    that reads the answer and the end of the connection in one read keeps the answer (kafka-python 3.0 drops the
+    bytes of such a read). What the client sends meanwhile is read and dropped, never answered; a client that never
+    closes is closed after the bound."""
+    from tenure.server.connection import CLOSE_WAIT_S
+    wrong = SaslAuthenticateRequest(auth_bytes=b"\0alice\0nope")
+    with WireClient(*address(tenure_server, "SASL_PLAINTEXT")) as c:          # the client closes: at once
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        assert c.call(wrong, 2).error_code == 58
+        assert not closed(c.sock, timeout=CLOSE_WAIT_S / 4)                # the answer alone, not the end after it
+    eventually(lambda: tenure_server.metrics.closed_connections["authentication_failed"] == 1)
+    with WireClient(*address(tenure_server, "SASL_PLAINTEXT")) as c:          # the client never closes
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        t0 = time.monotonic()
+        assert c.call(wrong, 2).error_code == 58
+        from tests.support.wire import request_bytes
+        c.send_raw(request_bytes(MetadataRequest(topics=[], allow_auto_topic_creation=False), 9, 3))
+        assert closed(c.sock, timeout=CLOSE_WAIT_S + 5)                     # no answer to it: the end
+        assert CLOSE_WAIT_S * 0.9 <= time.monotonic() - t0 < CLOSE_WAIT_S + 5
+    assert tenure_server.metrics.closed_connections["authentication_failed"] == 2
+    healthy(tenure_server)
