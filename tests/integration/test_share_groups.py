@@ -185,10 +185,15 @@ def test_held_records_go_to_another_consumer_when_the_locks_expire(server):
     holder = Sharer(st, group, topic, "holder", lambda m: ACCEPT, stop_after=1)
     try:
         wait_for(lambda: holder.got(), what="the holder's records")
+
+        def acquired() -> list[int]:
+            return [r["offset"] for r in st.share_partition(group, topic, 0)["records"] if r["state"] == "acquired"]
+        # the holder's thread takes a polled batch's records one at a time: wait for the batch's last one
+        wait_for(lambda: [r[1] for r in holder.got()] == acquired(), what="the holder's records to be the acquired")
         view = st.share_partition(group, topic, 0)
         held = [r["offset"] for r in view["records"] if r["state"] == "acquired"]
-        assert held == [r[1] for r in holder.got()] and all(r["delivery_count"] == 1 for r in view["records"]
-                                                            if r["state"] == "acquired")
+        assert held and held == [r[1] for r in holder.got()] and all(r["delivery_count"] == 1 for r in view["records"]
+                                                                     if r["state"] == "acquired")
         other = Sharer(st, group, topic, "other", lambda m: ACCEPT)
         try:
             time.sleep(1.0)

@@ -142,9 +142,15 @@ def test_java_killed_holders_records_go_to_another_consumer_after_the_lock_expir
     produce(st, topic, range(6))
     holder = jvms(st, group, topic, "holder", ack="hold")
     wait_for(lambda: holder.records(), timeout=90, what="the holder's records")
+
+    def acquired() -> list[int]:
+        return [r["offset"] for r in st.share_partition(group, topic, 0)["records"] if r["state"] == "acquired"]
+    # the records the server handed the holder are the ones it prints (the JVM prints a fetched batch one record at a
+    # time: the test may look in the middle of it, so it waits for the batch's last line)
+    wait_for(lambda: sorted(r[1] for r in holder.records()) == acquired(), timeout=30,
+             what="the holder's records to be the acquired ones")
     held = sorted(r[1] for r in holder.records())
-    view = st.share_partition(group, topic, 0)
-    assert [r["offset"] for r in view["records"] if r["state"] == "acquired"] == held
+    assert held and held == acquired()
     holder.kill()
     other = jvms(st, group, topic, "other", ack="accept")
     wait_for(lambda: (v := st.group(group)) is not None and any(x.client_id == "other" for x in v.members),
