@@ -33,6 +33,10 @@ DENIED = (
     "tenure.storage.compaction", "tenure.storage.cleaning",
     # the ACLs: the authorizer when --authorizer is on, the ACL APIs at their first request (tenure/server/build.py)
     "tenure.security.authorizer", "tenure.security.acls", "tenure.security.acl_apis", "kafka.protocol.admin.acl",
+    # the KIP-848 consumer and the share group kinds (coordinator/kinds.py LazyKind) with their records: at a
+    # shard's first request, record or group of either
+    "tenure.coordinator.consumer", "tenure.coordinator.migration", "tenure.protocol.consumer_group_records",
+    "tenure.coordinator.share", "tenure.protocol.share_group_records",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
