@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,6 +93,8 @@ class ScramServer:
     """SCRAM over scramp's server, the credential read from the user store (unknown user: invalid credentials)."""
 
     def __init__(self, mechanism: str, users: UserStore) -> None:
+        import secrets  # (with scramp: OpenSSL's hashes, at the first SCRAM exchange)
+
         from scramp import ScramMechanism
         self.mechanism, self.users = mechanism, users
         # the server's nonce as Kafka's ScramFormatter makes it: letters and digits (older librdkafka clients fail

@@ -362,3 +362,34 @@ def test_the_import_holds_automatic_collection_off_and_leaves_it_as_it_was():
                    "from tenure import gcpause\n"
                    "assert not gcpause.paused()")
     _modules_after("import gc\ngc.disable()\nimport tenure.server\nassert not gc.isenabled()")
+
+
+# what a started server has not imported until a client needs it: OpenSSL's hashes (imported where a SCRAM
+# credential is made or checked: security/users.py, sasl.py) and the IDNA codec (the listeners' ASCII addresses are
+# resolved as bytes: tenure/server/listener.py)
+NOT_AT_START = ("hashlib", "hmac", "secrets", "_hashlib", "encodings.idna", "stringprep", "unicodedata")
+
+
+def test_a_started_server_imports_no_hash_nor_the_idna_codec_until_a_client_authenticates():
+    """A ServerThread with a PLAINTEXT and a SASL_PLAINTEXT listener (a process run with `-W error`), started: none
+    of NOT_AT_START is imported. Then a user is added through the thread's control and kafka-python 3
+    authenticates with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN (the server salts, hashes and checks with the modules
+    imported then) and produces."""
+    _modules_after(
+        "import sys, tenure.server\n"
+        f"NOT_AT_START = {NOT_AT_START!r}\n"
+        "st = tenure.server.ServerThread(port=0, listeners=['PLAINTEXT', 'SASL_PLAINTEXT']).start()\n"
+        "try:\n"
+        "    loaded = [m for m in NOT_AT_START if m in sys.modules]\n"
+        "    assert loaded == [], loaded\n"
+        "    st.add_user('alice', 'alice-pw')\n"
+        "    from kafka import KafkaProducer\n"
+                "    for mechanism in ('SCRAM-SHA-512', 'SCRAM-SHA-256', 'PLAIN'):\n"
+        "        conf = st.client_settings('SASL_PLAINTEXT', 'alice', mechanism=mechanism,\n"
+        "                                  password='alice-pw').kafka_python()\n"
+        "        p = KafkaProducer(**conf)\n"
+        "        p.send('t', b'v').get(timeout=15)\n"
+        "        p.close()\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
