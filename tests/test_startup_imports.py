@@ -23,6 +23,9 @@ DENIED = (
     "kafka.protocol.producer.produce",
     # the command line's parser: imported by the command line (tenure/tools/cli.py), not by the server's settings
     "argparse", "gettext",
+    # ServerThread's module and the table of controls its methods are made from: at the first use of the name
+    # (tenure/server/__init__.py); `tenure serve` runs a Server
+    "tenure.server.thread", "tenure.control.registry",
     # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
     "tenure.control.views",
     # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
@@ -75,6 +78,34 @@ def test_a_regular_expression_subscription_still_compiles_with_re2():
     loaded = _modules_after("import tenure.server\nfrom tenure.coordinator.consumer.regex import compile_regex\n"
                             "assert compile_regex('top.*').fullmatch('topic')")
     assert "re2" in loaded
+
+
+def test_server_thread_is_imported_when_its_name_is_first_asked_for():
+    """`import tenure.server` leaves ServerThread's module (and the controls' table) out; the first time the name is
+    asked - `from tenure.server import ServerThread` or the package's attribute - it is imported, once, with
+    automatic collection held off as the package's own import; then both names are plain attributes, the same
+    classes, and an unknown name is still an AttributeError (-W error)."""
+    _modules_after("import gc, sys, tenure.server\n"
+                   "assert 'tenure.server.thread' not in sys.modules and 'tenure.control.registry' not in sys.modules\n"
+                   "assert 'ServerThread' not in vars(tenure.server)\n"
+                   "before = gc.get_stats()[0]['collections']\n"
+                   "from tenure.server import ServerThread\n"
+                   "assert gc.get_stats()[0]['collections'] - before <= 2 and gc.isenabled()\n"
+                   "import tenure.server.thread as thread\n"
+                   "assert ServerThread is thread.ServerThread is vars(tenure.server)['ServerThread']\n"
+                   "assert tenure.server.AsyncServerThread is thread.AsyncServerThread\n"
+                   "assert callable(ServerThread.expire_session)       # a method the controls' table made\n"
+                   "try:\n"
+                   "    tenure.server.NoSuchName\n"
+                   "except AttributeError as exc:\n"
+                   "    assert 'NoSuchName' in str(exc)\n"
+                   "else:\n"
+                   "    raise AssertionError('an unknown name must raise AttributeError')\n"
+                   "st = ServerThread(port=0).start()\n"
+                   "st.stop()", "-W", "error")
+    _modules_after("from tenure.server import AsyncServerThread, ServerThread\n"
+                   "import tenure.server.thread as thread\n"
+                   "assert (AsyncServerThread, ServerThread) == (thread.AsyncServerThread, thread.ServerThread)")
 
 
 def test_kafka_imported_before_tenure_is_left_as_it_is():
@@ -181,7 +212,7 @@ def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets
 
 # what the serve command's process leaves out: the admin HTTP client (urllib.request, http.client, email) and the
 # other commands' modules (their parsers are not built for `tenure serve`)
-SERVE_DENIED = ("urllib.request", "urllib.error", "http.client", "email", "tenure.control.commands",
+SERVE_DENIED = ("urllib.request", "urllib.error", "http.client", "email", "tenure.control.commands", "tenure.server.thread",
                 "tenure.control.http_client", "tenure.tools.logtool", "tenure.tools.logdir", "tenure.tools.logdump",
                 "tenure.tools.logverify", "tenure.tools.synth", "tenure.tools.demo", "tenure.audit")
 
