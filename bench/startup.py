@@ -20,7 +20,8 @@ Two bytecode settings are measured, interleaved run by run:
 Both `tenure serve` and the imports run through bench/trees.py's launcher (tenure from a given source tree), this
 tree's too, so a --baseline tree (a `git worktree` of main) is timed the same way, interleaved run by run. It also
 times ServerThread(port=0).start() in a fresh interpreter that has imported tenure: the first server of the process
-and a second one; and what the command line adds to that import for `tenure serve` (the CPU time of importing
+and a second one (and, beside the import's CPU time, the import with `from tenure.server import ServerThread`: a
+tree that imports ServerThread's module at the first use of the name pays it there); and what the command line adds to that import for `tenure serve` (the CPU time of importing
 tenure.tools.cli, of building its parser and parsing a serve command line, and the modules the import adds).
 
 Prints figures only; it never asserts timings.

@@ -26,6 +26,9 @@ DENIED = (
     # ServerThread's module and the table of controls its methods are made from: at the first use of the name
     # (tenure/server/__init__.py); `tenure serve` runs a Server
     "tenure.server.thread", "tenure.control.registry",
+    # the data dir and its segment logs: opened by a server with --data-dir (tenure/server/build.py open_topics)
+    "tenure.storage.datadir", "tenure.storage.segments", "tenure.storage.recovery", "tenure.storage.segment_file",
+    "tenure.storage.cleanshut", "tenure.storage.checkpoints",
     # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
     "tenure.control.views",
     # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
@@ -40,6 +43,8 @@ DENIED = (
     # shard's first request, record or group of either
     "tenure.coordinator.consumer", "tenure.coordinator.migration", "tenure.protocol.consumer_group_records",
     "tenure.coordinator.share", "tenure.protocol.share_group_records",
+    # the SASL servers and the OAUTHBEARER validator: at a SASL listener's first connection (tenure/server/security.py)
+    "tenure.security.sasl", "tenure.security.oauth",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
@@ -212,8 +217,8 @@ def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets
 
 # what the serve command's process leaves out: the admin HTTP client (urllib.request, http.client, email) and the
 # other commands' modules (their parsers are not built for `tenure serve`)
-SERVE_DENIED = ("urllib.request", "urllib.error", "http.client", "email", "tenure.control.commands", "tenure.server.thread",
-                "tenure.control.http_client", "tenure.tools.logtool", "tenure.tools.logdir", "tenure.tools.logdump",
+SERVE_DENIED = ("urllib.request", "urllib.error", "http.client", "email", "tenure.control.commands",
+                "tenure.server.thread", "tenure.storage.datadir", "tenure.storage.segments", "tenure.control.http_client", "tenure.tools.logtool", "tenure.tools.logdir", "tenure.tools.logdump",
                 "tenure.tools.logverify", "tenure.tools.synth", "tenure.tools.demo", "tenure.audit")
 
 
@@ -395,13 +400,15 @@ def test_the_import_holds_automatic_collection_off_and_leaves_it_as_it_was():
     _modules_after("import gc\ngc.disable()\nimport tenure.server\nassert not gc.isenabled()")
 
 
-# what a started server has not imported until a client needs it: OpenSSL's hashes (imported where a SCRAM
-# credential is made or checked: security/users.py, sasl.py) and the IDNA codec (the listeners' ASCII addresses are
-# resolved as bytes: tenure/server/listener.py)
-NOT_AT_START = ("hashlib", "hmac", "secrets", "_hashlib", "encodings.idna", "stringprep", "unicodedata")
+# what a started server with a SASL listener has not imported until a client needs it: the SASL servers (at a SASL
+# listener's first connection; the OAUTHBEARER validator is made at start, where it checks its settings), OpenSSL's
+# hashes (imported where a SCRAM credential is made or checked: security/users.py, sasl.py)
+# and the IDNA codec (the listeners' ASCII addresses are resolved as bytes: tenure/server/listener.py)
+NOT_AT_START = ("tenure.security.sasl", "hashlib", "hmac", "secrets", "_hashlib",
+                "encodings.idna", "stringprep", "unicodedata")
 
 
-def test_a_started_server_imports_no_hash_nor_the_idna_codec_until_a_client_authenticates():
+def test_a_started_server_imports_no_sasl_server_nor_hash_nor_the_idna_codec_until_a_client_authenticates():
     """A ServerThread with a PLAINTEXT and a SASL_PLAINTEXT listener (a process run with `-W error`), started: none
     of NOT_AT_START is imported. Then a user is added through the thread's control and kafka-python 3
     authenticates with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN (the server salts, hashes and checks with the modules
@@ -421,6 +428,32 @@ def test_a_started_server_imports_no_hash_nor_the_idna_codec_until_a_client_auth
         "        p = KafkaProducer(**conf)\n"
         "        p.send('t', b'v').get(timeout=15)\n"
         "        p.close()\n"
+        "    assert 'tenure.security.sasl' in sys.modules\n"
+        "    in_memory = [m for m in ('tenure.storage.datadir', 'tenure.storage.segments') if m in sys.modules]\n"
+        "    assert in_memory == [], in_memory       # (a server without --data-dir never opens one)\n"
         "finally:\n"
         "    st.stop()",
         "-W", "error")
+
+
+def test_tenure_serve_in_memory_imports_no_data_dir_module_and_still_names_a_locked_data_dir(tmp_path):
+    """The command line's `serve` (run through main()) in a fresh process: a server whose --data-dir another server
+    holds exits 1 naming the flag, as before, the data dir's modules imported for it; the errors it names are the
+    storage layer's own classes."""
+    held = tmp_path / "held"
+    _modules_after(
+        "import contextlib, io, sys\n"
+        "from tenure.tools import cli\n"
+        "assert 'tenure.storage.datadir' not in sys.modules and 'tenure.storage.segments' not in sys.modules\n"
+        "from tenure.server import ServerThread\n"
+        f"st = ServerThread(port=0, data_dir={str(held)!r}).start()\n"
+        "try:\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        f"        code = cli.main(['serve', '--port', '0', '--no-admin', '--data-dir', {str(held)!r}])\n"
+        "    assert code == 1 and 'stop that process or give another --data-dir' in err.getvalue(), (code, err.getvalue())\n"
+        "finally:\n"
+        "    st.stop()\n"
+        "from tenure.storage import datadir, segments\n"
+        "assert cli.datadir.DataDirLocked is datadir.DataDirLocked\n"
+        "assert cli.recovery.CorruptLogError is segments.CorruptLogError", "-W", "error")

@@ -32,6 +32,7 @@ from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
 from tenure.counters import Metrics
+from tenure.deferred import deferred
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from tenure.security.tls import ClientCert
 from tenure.server import eventloop
@@ -43,15 +44,16 @@ from tenure.server.listener import Listener, effective_max_connections, fd_limit
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.server.security import ServerSecurity
-from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
 
 if TYPE_CHECKING:            # imported when first used (deferred.py)
     from tenure.coordinator.txn_runtime import TransactionRuntime
     from tenure.security.authorizer import Authorizer
     from tenure.storage.compaction import CleanStats
+    from tenure.storage.datadir import DataDir
 
 log = logging.getLogger("tenure.server")
+datadir = deferred("tenure.storage.datadir")     # the data dir: opened by build.py's open_topics with --data-dir
 T = TypeVar("T")
 
 
@@ -184,7 +186,7 @@ class Server:
         except BaseException as exc:
             self._close_logs(flush=False, refused=True)   # release the data dir (its lock) for a retry
             self._topics = None
-            if isinstance(exc, OSError) and not isinstance(exc, DataDirLocked | StartupError) and config.data_dir:
+            if isinstance(exc, OSError) and not isinstance(exc, datadir.DataDirLocked | StartupError) and config.data_dir:
                 raise StartupError(exc, f"cannot use the data dir {config.data_dir} (--data-dir)",
                                    config.data_dir) from exc
             raise
