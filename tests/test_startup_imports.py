@@ -457,3 +457,50 @@ def test_tenure_serve_in_memory_imports_no_data_dir_module_and_still_names_a_loc
         "from tenure.storage import datadir, segments\n"
         "assert cli.datadir.DataDirLocked is datadir.DataDirLocked\n"
         "assert cli.recovery.CorruptLogError is segments.CorruptLogError", "-W", "error")
+
+
+def test_tenure_serve_imports_the_admin_endpoint_off_the_loop_after_binding_its_socket(tmp_path):
+    """`tenure serve` with the admin endpoint (through main(), a fresh process): before it is ready it binds the
+    endpoint's socket with tenure/control/admin_socket.py only; the endpoint's modules (http_server.py, the table
+    of controls its routes come from, aiohttp.web) are imported on the admin import thread, and then the endpoint
+    answers. Neither socket's address brings in the IDNA codec."""
+    ready, seen = tmp_path / "ready.json", tmp_path / "seen.json"
+    _modules_after(
+        "import json, os, signal, sys, threading, time, urllib.request\n"
+        "WATCHED = ('tenure.control.http_server', 'tenure.control.registry', 'aiohttp.web')\n"
+        "where = {}\n"
+        "class Watch:\n"
+        "    @staticmethod\n"
+        "    def find_spec(name, path=None, target=None):\n"
+        "        if name in WATCHED or name == 'encodings.idna':\n"
+        "            where.setdefault(name, threading.current_thread().name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch)\n"
+        "def watch():\n"
+        f"    while not os.path.exists({str(ready)!r}) or 'aiohttp.web' not in sys.modules or any(\n"
+        "            t.name == 'tenure-admin-import' for t in threading.enumerate()):\n"
+        "        time.sleep(0.02)\n"
+        f"    admin = json.load(open({str(ready)!r}))['admin']\n"
+        "    deadline = time.monotonic() + 10\n"
+        "    while True:\n"
+        "        try:\n"
+        "            body = urllib.request.urlopen(f'http://{admin}/health', timeout=5).read()\n"
+        "            break\n"
+        "        except OSError:\n"
+        "            assert time.monotonic() < deadline\n"
+        "            time.sleep(0.05)\n"
+        f"    json.dump({{'where': where, 'health': json.loads(body)}}, open({str(seen)!r}, 'w'))\n"
+        "def stop():\n"
+        "    try:\n"
+        "        watch()\n"
+        "    finally:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "threading.Thread(target=stop, daemon=True).start()\n"
+        "from tenure.tools.cli import main\n"
+        f"assert main(['serve', '--port', '0', '--admin-port', '0', '--ready-file', {str(ready)!r}]) == 0\n")
+    got = json.loads(seen.read_text())
+    assert got["health"] == {"status": "ok"}
+    where = got["where"]
+    assert {where.get(m) for m in ("tenure.control.http_server", "tenure.control.registry", "aiohttp.web")} == {
+        "tenure-admin-import"}, where
+    assert "encodings.idna" not in where or where["encodings.idna"] != "MainThread", where

@@ -343,7 +343,7 @@ class Server:
     async def _start_admin(self) -> None:
         """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
         the HTTP library is imported, in the background: that import is most of a start-up's time."""
-        from tenure.control.http_server import bind_admin, is_loopback
+        from tenure.control.admin_socket import bind_admin, is_loopback
         c = self.config
         assert c.admin_port is not None, "the admin endpoint is on"
         try:
@@ -368,9 +368,10 @@ class Server:
         log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
 
     async def _serve_admin(self, sock: socket.socket) -> None:
-        from tenure.control.http_server import serve_admin
+        from tenure.control.admin_socket import import_in_thread
         try:
-            self._admin = await serve_admin(self, sock, token=self.config.admin_token)
+            http_server = await import_in_thread("tenure.control.http_server")   # (its routes, the controls' table)
+            self._admin = await http_server.serve_admin(self, sock, token=self.config.admin_token)
         except Exception:
             log.exception("the admin endpoint could not start; it is off")
             sock.close()
