@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
 from tenure.deferred import deferred
 from tenure.gcpause import gc_paused
-from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
@@ -26,6 +25,9 @@ from .result import GroupSnapshot, RequestContext, Result
 from .runtime import CoordinatorRuntime
 from .shard import GroupShard
 from .writer import PreparedBatch, ahead_key
+
+if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo
 
 log = logging.getLogger("tenure.coordinator")
 # the consumer group kind (coordinator/kinds.py LazyKind): imported by a heavy KIP-848 join's first guess, if no

@@ -20,13 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tenure.deferred import deferred
-from tenure.inspection import GroupInfo
 
 from .classic import ClassicGroups
 from .result import RequestContext, Result
 from .timers import TimerKey
 
 if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo
+
     from .shard import GroupShard
 
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenure.deferred import deferred
-from tenure.inspection import GroupInfo
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
     CoordinatorLoadRecord,
@@ -36,6 +35,8 @@ from .result import GroupSnapshot, RequestContext, Result
 from .timers import Timer, TimerKey
 
 if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo
+
     from .consumer.hash import TopicHashCache
 # the consumer group kind's topic hashes (coordinator/kinds.py: the kind is made on first use, and so is its cache)
 consumer_hash = deferred("tenure.coordinator.consumer.hash")

@@ -29,8 +29,9 @@ DENIED = (
     # the data dir and its segment logs: opened by a server with --data-dir (tenure/server/build.py open_topics)
     "tenure.storage.datadir", "tenure.storage.segments", "tenure.storage.recovery", "tenure.storage.segment_file",
     "tenure.storage.cleanshut", "tenure.storage.checkpoints",
-    # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
-    "tenure.control.views",
+    # the controls' group views: imported by the controls that make them (tenure/control/registry.py); the read model
+    # of a group they are made of, at a group kind's first `info` (coordinator/classic/__init__.py)
+    "tenure.control.views", "tenure.inspection",
     # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
     # coordinator (and kafka-python's transaction APIs), the share coordinator, with their internal topics' records
     "kafka.protocol.producer.transaction", "tenure.coordinator.transactions", "tenure.coordinator.txn_runtime",
