@@ -44,8 +44,9 @@ DENIED = (
     # shard's first request, record or group of either
     "tenure.coordinator.consumer", "tenure.coordinator.migration", "tenure.protocol.consumer_group_records",
     "tenure.coordinator.share", "tenure.protocol.share_group_records",
-    # the SASL servers and the OAUTHBEARER validator: at a SASL listener's first connection (tenure/server/security.py)
-    "tenure.security.sasl", "tenure.security.oauth",
+    # the SASL servers and the OAUTHBEARER validator: at a SASL listener's first connection (tenure/server/security.py);
+    # the certificates, with a TLS listener
+    "tenure.security.sasl", "tenure.security.oauth", "tenure.security.tls",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]

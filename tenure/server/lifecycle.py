@@ -34,7 +34,6 @@ from tenure.coordinator.loader import LoadReport
 from tenure.counters import Metrics
 from tenure.deferred import deferred
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
-from tenure.security.tls import ClientCert
 from tenure.server import eventloop
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner, RetentionChecker, compaction
@@ -49,6 +48,7 @@ from tenure.storage.durability import Durability
 if TYPE_CHECKING:            # imported when first used (deferred.py)
     from tenure.coordinator.txn_runtime import TransactionRuntime
     from tenure.security.authorizer import Authorizer
+    from tenure.security.tls import ClientCert
     from tenure.storage.compaction import CleanStats
     from tenure.storage.datadir import DataDir
 

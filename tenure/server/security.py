@@ -13,19 +13,20 @@ from tenure.broker.cluster import BrokerNode
 from tenure.config import ServerConfig
 from tenure.deferred import deferred
 from tenure.security.listeners import SSL, parse_listeners
-from tenure.security.tls import ClientCert, ServerTls
 
 from .listener import Endpoint
 
 if TYPE_CHECKING:
     from tenure.security.oauth import TokenValidator
     from tenure.security.sasl import SaslAuthenticator, SaslSettings
+    from tenure.security.tls import ClientCert, ServerTls
     from tenure.security.users import UserStore
 
 # the SASL servers and the OAUTHBEARER validator: imported when a SASL listener's first connection comes, or at
 # start-up for a SASL listener with OAUTHBEARER (its JWKS file is checked then)
 sasl = deferred("tenure.security.sasl")
 oauth = deferred("tenure.security.oauth")
+certificates = deferred("tenure.security.tls")   # TLS: with a TLS listener (SSL, SASL_SSL)
 
 
 class ServerSecurity:
@@ -46,12 +47,12 @@ class ServerSecurity:
         --tls-dir (default DATA_DIR/tls, else a new temporary dir)."""
         c = self.config
         if c.ssl_cert_file:
-            return ServerTls.from_files(c.ssl_cert_file, c.ssl_key_file, c.ssl_ca_file)
+            return certificates.ServerTls.from_files(c.ssl_cert_file, c.ssl_key_file, c.ssl_ca_file)
         if c.ssl_key_file:
             raise ValueError("--ssl-key-file needs --ssl-cert-file")
         directory = c.tls_dir or (str(Path(c.data_dir) / "tls") if c.data_dir else None)
         hosts = [c.advertised_host or "", c.host, *(spec.host for spec in self.specs)]
-        return ServerTls.generate(directory, hosts)
+        return certificates.ServerTls.generate(directory, hosts)
 
     def _token_validator(self) -> TokenValidator:
         c = self.config
