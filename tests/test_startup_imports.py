@@ -16,11 +16,12 @@ DENIED = (
     # only; RE2 is imported at a group's first regular expression
     "importlib.metadata", "email", "crc32c._cli", "re2",
     # kafka-python's API classes are imported when a request of the API first comes (protocol/apis.py ApiClasses);
-    # at import only the modules the server's layers take names from (groups, ACLs, producer, SASL)
+    # at import only the modules the server's layers take names from (groups, ACLs, producer); SASL's at the first
+    # SASL answer (protocol/error_responses.py)
     "kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
     "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
-    "kafka.protocol.producer.produce",
+    "kafka.protocol.producer.produce", "kafka.protocol.sasl",
     # the command line's parser: imported by the command line (tenure/tools/cli.py), not by the server's settings
     "argparse", "gettext",
     # ServerThread's module and the table of controls its methods are made from: at the first use of the name
@@ -113,6 +114,20 @@ def test_server_thread_is_imported_when_its_name_is_first_asked_for():
     _modules_after("from tenure.server import AsyncServerThread, ServerThread\n"
                    "import tenure.server.thread as thread\n"
                    "assert (AsyncServerThread, ServerThread) == (thread.AsyncServerThread, thread.ServerThread)")
+
+
+def test_the_first_sasl_answer_imports_kafka_pythons_sasl_classes_quietly():
+    """kafka-python's SASL classes are imported at the first SASL answer, with its schema reads' warning silenced
+    (a process run with `-W error`), and they are kafka-python's own."""
+    _modules_after("import sys, tenure.server\n"
+                   "from tenure.protocol.error_responses import sasl_authenticate_error, sasl_handshake_error\n"
+                   "assert 'kafka.protocol.sasl' not in sys.modules\n"
+                   "r = sasl_handshake_error(33, ['PLAIN'])\n"
+                   "a = sasl_authenticate_error(58, 'no')\n"
+                   "from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse\n"
+                   "assert type(r) is SaslHandshakeResponse and (r.error_code, r.mechanisms) == (33, ['PLAIN'])\n"
+                   "assert type(a) is SaslAuthenticateResponse and (a.error_code, a.error_message) == (58, 'no')",
+                   "-W", "error")
 
 
 def test_kafka_imported_before_tenure_is_left_as_it_is():
