@@ -7,8 +7,9 @@ GroupKind interface and the registry of kinds), inspection.py (a group's read mo
 (Kafka's group hash: the offsets partition, and so the shard, of a group); the runtime
 (`tenure.coordinator.runtime`), the one writer to `__consumer_offsets` (`writer.py`).
 """
+from typing import TYPE_CHECKING, Any
+
 import tenure.protocol  # noqa: F401 - first: it loads kafka-python without its import-time warning
-from tenure.inspection import GroupInfo, MemberInfo  # noqa: E402
 
 from .classic import ClassicGroups  # noqa: E402
 from .classic.group import (  # noqa: E402
@@ -39,6 +40,19 @@ from .timers import (  # noqa: E402
     TimerKey,
     TimerWheel,
 )
+
+if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo, MemberInfo
+
+
+def __getattr__(name: str) -> Any:
+    """GroupInfo and MemberInfo (tenure/inspection.py, the read model of a group): imported the first time either
+    is asked of this package, as the group kinds import them at their first `info`."""
+    if name in ("GroupInfo", "MemberInfo"):
+        from tenure import inspection
+        return getattr(inspection, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ALL_STATES", "COMPLETING_REBALANCE", "DEAD", "EMPTY", "PREPARING_REBALANCE", "STABLE", "VALID_PREVIOUS",

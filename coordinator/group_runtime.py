@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
+from tenure.deferred import deferred
 from tenure.gcpause import gc_paused
-from tenure.inspection import GroupInfo
 from tenure.protocol import records as rec
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
@@ -19,7 +19,6 @@ from tenure.protocol.errors import AdminError, ErrorCode
 from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
-from .consumer.heartbeat import ConsumerGroups
 from .kinds import Group
 from .offsets import CommitPlan, commit_plan, txn_commit_plan
 from .result import GroupSnapshot, RequestContext, Result
@@ -27,7 +26,13 @@ from .runtime import CoordinatorRuntime
 from .shard import GroupShard
 from .writer import PreparedBatch, ahead_key
 
+if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo
+
 log = logging.getLogger("tenure.coordinator")
+# the consumer group kind (coordinator/kinds.py LazyKind): imported by a heavy KIP-848 join's first guess, if no
+# shard made the kind before
+consumer_heartbeat = deferred("tenure.coordinator.consumer.heartbeat")
 
 T = TypeVar("T")
 OffLoop = Callable[..., Awaitable[Any]]
@@ -109,7 +114,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
 
     def _encode_expected(self, body, client_id: str, client_host: str) -> tuple[Any, bytes, bytes | None] | None:
         """On the worker thread: the expected member record and its key and value (None: no guess)."""
-        record = ConsumerGroups.expected_member_record(body, client_id, client_host)
+        record = consumer_heartbeat.ConsumerGroups.expected_member_record(body, client_id, client_host)
         if record is None:
             return None
         key, value = self.codec.encode(record)

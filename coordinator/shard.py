@@ -14,9 +14,9 @@ handler has returned, so a handler that raises changes nothing. `load` is replay
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenure.inspection import GroupInfo
+from tenure.deferred import deferred
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import (
     CoordinatorLoadRecord,
@@ -28,12 +28,18 @@ from tenure.protocol.records import (
 
 from .classic import ClassicGroup
 from .config import CoordinatorConfig, default_member_id
-from .consumer.hash import TopicHashCache
 from .group_admin import GroupAdmin
-from .kinds import KINDS, Group, GroupKind, ShardKinds
+from .kinds import KINDS, Group, GroupKind, LazyKind, ShardKinds
 from .offsets import CommitPlan, Offsets
 from .result import GroupSnapshot, RequestContext, Result
 from .timers import Timer, TimerKey
+
+if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo
+
+    from .consumer.hash import TopicHashCache
+# the consumer group kind's topic hashes (coordinator/kinds.py: the kind is made on first use, and so is its cache)
+consumer_hash = deferred("tenure.coordinator.consumer.hash")
 
 # the group APIs that are no kind's: the offsets' (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit) and
 # the admin APIs' (ListGroups, DeleteGroups); each kind lists its own (`GroupKind.apis`)
@@ -54,7 +60,7 @@ class NoTopics:
 class GroupShard:
     def __init__(self, config: CoordinatorConfig | None = None,
                  member_id_generator: Callable[[str], str] = default_member_id, *, partition: int = 0,
-                 topics=None, kinds: Sequence[Callable[[GroupShard], GroupKind]] = (),
+                 topics=None, kinds: Sequence[Callable[[GroupShard], GroupKind] | LazyKind] = (),
                  expectations: Mapping[str, int] | None = None) -> None:
         """`kinds`: the group kinds this shard serves (kinds.py's KINDS unless given: tests add kinds).
         `expectations`: group id -> the members a test said it starts (`expect_group`); the runtime's table,
@@ -62,9 +68,9 @@ class GroupShard:
         self.config = config if config is not None else CoordinatorConfig()
         self.expectations: Mapping[str, int] = expectations if expectations is not None else {}
         # the topic table consumer groups assign from (`get(name)`, `by_id(id)`: topics with `topic_id`,
-        # `name` and `partitions`), and its KIP-1101 topic hashes, computed lazily
+        # `name` and `partitions`), and its KIP-1101 topic hashes (`topic_hashes`), computed lazily
         self.topics = topics if topics is not None else NoTopics()
-        self.topic_hashes = TopicHashCache(self.topics)
+        self._topic_hashes: TopicHashCache | None = None
         self._new_id = member_id_generator
         self.partition = partition            # the __consumer_offsets partition whose groups this shard owns
         # replayed state (these dicts are never rebound: the parts below hold them)
@@ -93,6 +99,15 @@ class GroupShard:
         self.routes: dict[int, Callable[[RequestContext, Any], Result]] = {
             8: o.offset_commit, 9: o.offset_fetch, 47: o.offset_delete, 28: o.txn_offset_commit,
             16: a.list_groups, 42: a.delete_groups, **self.kinds.handlers}
+
+    @property
+    def topic_hashes(self) -> TopicHashCache:
+        """The KIP-1101 topic hashes of the topic table, for this shard's consumer groups: made the first time
+        the consumer group kind asks (a cache over the topic table, watching it from then on; no group state)."""
+        cache = self._topic_hashes
+        if cache is None:
+            cache = self._topic_hashes = consumer_hash.TopicHashCache(self.topics)
+        return cache
 
     # ================================================================== the one mutator
     def replay(self, event, place: int | None = None) -> None:
@@ -147,9 +162,10 @@ class GroupShard:
             # history only (who coordinated this partition since when, and why): no group state
             self.last_load = None if event.tombstone else event
         else:
-            kind = self.kinds.of_record.get(type(event))
-            if kind is None:
-                raise TypeError(f"not a coordinator event: {event!r}")
+            try:
+                kind = self.kinds.of_record[type(event)]
+            except KeyError:
+                raise TypeError(f"not a coordinator event: {event!r}") from None
             kind.replay(event)
 
     def _place(self, given: int | None) -> int:

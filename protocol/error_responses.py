@@ -11,7 +11,7 @@ brokers is not an error a client can act on - close the connection or delay it i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse
 from kafka.protocol.consumer.group import (
@@ -22,10 +22,17 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
     SyncGroupResponse,
 )
-from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+
+from tenure.deferred import deferred
 
 from . import consumer_group, share_group  # (their classes are built at their first use: structs.py)
 from .apis import API_VERSIONS_KEY, SUPPORTED
+
+if TYPE_CHECKING:
+    from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+# kafka-python's SASL classes: imported (quietly, as at import) by the first SASL answer - a SASL listener's
+# exchange, or a SaslHandshake/SaslAuthenticate outside one
+kafka_sasl = deferred("kafka.protocol.sasl")
 
 
 def _item(cls, field: str, **kw):
@@ -86,12 +93,12 @@ def heartbeat_error(code: int) -> HeartbeatResponse:
 def sasl_handshake_error(code: int, mechanisms: list[str] | None = None) -> SaslHandshakeResponse:
     """A SaslHandshake answer: its code and the mechanisms the listener enables (UNSUPPORTED_SASL_MECHANISM
     tells the client which it may use; ILLEGAL_SASL_STATE outside an exchange names none)."""
-    return SaslHandshakeResponse(error_code=code, mechanisms=list(mechanisms or []))
+    return kafka_sasl.SaslHandshakeResponse(error_code=code, mechanisms=list(mechanisms or []))
 
 
 def sasl_authenticate_error(code: int, message: str | None = None) -> SaslAuthenticateResponse:
     """A SaslAuthenticate answer of a failure: its code, Kafka's message, no token, no session."""
-    return SaslAuthenticateResponse(error_code=code, error_message=message, auth_bytes=b"", session_lifetime_ms=0)
+    return kafka_sasl.SaslAuthenticateResponse(error_code=code, error_message=message, auth_bytes=b"", session_lifetime_ms=0)
 
 
 def leave_group_error(code: int) -> LeaveGroupResponse:

@@ -51,9 +51,10 @@ member ids of each group of the partition.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
-from . import consumer_group_records as cg
-from . import share_group_records as sg
+from tenure.deferred import deferred
+
 from .structs import DECODERS, LazySchemas, compiled_decoder, decode_struct, key_version
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -64,6 +65,15 @@ STATIC_MEMBER_EVENT_KEY_VERSION = 345
 STATIC_MEMBER_EVENT_VALUE_VERSION = 0
 COORDINATOR_LOAD_KEY_VERSION = 346
 COORDINATOR_LOAD_VALUE_VERSION = 0
+
+# the KIP-848 consumer groups' and the share groups' records: imported with their group kind (coordinator/kinds.py
+# LazyKind), or by the first of their records read or written here
+if TYPE_CHECKING:
+    from . import consumer_group_records as cg
+    from . import share_group_records as sg
+else:
+    cg = deferred("tenure.protocol.consumer_group_records")
+    sg = deferred("tenure.protocol.share_group_records")
 
 JOINED = "joined"
 REPLACED = "replaced"
@@ -173,11 +183,11 @@ class TransactionEnd:
     commit: bool
 
 
-Record = (GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord
-          | cg.ConsumerGroupMetadataRecord | cg.ConsumerGroupPartitionMetadataRecord | cg.ConsumerMemberRecord
-          | cg.TargetAssignmentMetadataRecord | cg.TargetAssignmentMemberRecord | cg.CurrentAssignmentRecord
-          | cg.RegularExpressionRecord
-          | sg.ShareGroupRecord)
+Record: TypeAlias = (
+    "GroupMetadataRecord | OffsetCommitRecord | StaticMemberEventRecord | CoordinatorLoadRecord"
+    "| cg.ConsumerGroupMetadataRecord | cg.ConsumerGroupPartitionMetadataRecord | cg.ConsumerMemberRecord"
+    "| cg.TargetAssignmentMetadataRecord | cg.TargetAssignmentMemberRecord | cg.CurrentAssignmentRecord"
+    "| cg.RegularExpressionRecord | sg.ShareGroupRecord")
 
 
 class UnknownRecordType(ValueError):

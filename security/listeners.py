@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+HANDSHAKE_TIMEOUT_S = 10.0             # a TLS listener's handshake (security/tls.py makes its context)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _SPEC = re.compile(r"^(?P<name>[^:/]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
 

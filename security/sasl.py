@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,12 +25,11 @@ from tenure.protocol.error_responses import can_fail, error_response, sasl_authe
 from tenure.protocol.errors import ErrorCode
 
 from .oauth import BadInitialResponse, TokenError, TokenValidator, parse_initial_response
+from .sasl_names import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, MECHANISMS, OAUTHBEARER, PLAIN
 from .users import SCRAM_MECHANISMS, UserStore
 
 log = logging.getLogger("tenure.security")
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-PLAIN, OAUTHBEARER = "PLAIN", "OAUTHBEARER"
-MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
 DEFAULT_MAX_RECEIVE_BYTES = 524288      # Kafka's sasl.server.max.receive.size
 MAX_ROUNDS = 8                          # SASL tokens one authentication may take (the mechanisms need at most 2)
 
@@ -94,6 +92,8 @@ class ScramServer:
     """SCRAM over scramp's server, the credential read from the user store (unknown user: invalid credentials)."""
 
     def __init__(self, mechanism: str, users: UserStore) -> None:
+        import secrets  # (with scramp: OpenSSL's hashes, at the first SCRAM exchange)
+
         from scramp import ScramMechanism
         self.mechanism, self.users = mechanism, users
         # the server's nonce as Kafka's ScramFormatter makes it: letters and digits (older librdkafka clients fail
@@ -201,7 +201,7 @@ class Step:
     reason: str = ""
 
 
-INITIAL, HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = "initial", "handshake", "authenticate", "complete", "failed"
+# the states of a connection's authentication: sasl_names.py (INITIAL, HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED)
 
 
 class SaslAuthenticator:

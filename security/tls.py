@@ -18,7 +18,6 @@ if TYPE_CHECKING:                      # cryptography is imported when TLS is us
 log = logging.getLogger("tenure.security")
 CLIENT_AUTH = ("none", "requested", "required")      # Kafka's ssl.client.auth values
 CA_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE = "ca.pem", "ca-key.pem", "server.pem", "server-key.pem"
-HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def pkcs8(key_pem: bytes) -> bytes:

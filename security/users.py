@@ -5,16 +5,15 @@ admin endpoint; with a data dir they are kept in its `users.json`."""
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import logging
 import os
-import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+# hashlib, hmac and secrets (OpenSSL's hashes, ~2 ms to import) are imported where a credential is made or checked:
+# a server no client authenticates with never imports them (tests/test_startup_imports.py)
 log = logging.getLogger("tenure.security")
 USERS_FILE = "users.json"
 # Kafka's ScramMechanism: its type id in the SCRAM credential APIs, hash, and least iteration count
@@ -37,6 +36,8 @@ class ScramCredential:
 
     @classmethod
     def from_salted_password(cls, mechanism: str, salt: bytes, iterations: int, salted: bytes) -> ScramCredential:
+        import hashlib
+        import hmac
         h = SCRAM_MECHANISMS[mechanism][1]
         client_key = hmac.new(salted, b"Client Key", h).digest()
         return cls(salt, iterations, hashlib.new(h, client_key).digest(), hmac.new(salted, b"Server Key", h).digest())
@@ -44,11 +45,12 @@ class ScramCredential:
     @classmethod
     def from_password(cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
                       salt: bytes | None = None) -> ScramCredential:
-        salt = salt if salt is not None else secrets.token_bytes(24)
+        salt = salt if salt is not None else os.urandom(24)          # (what secrets.token_bytes is)
         return cls.from_salted_password(mechanism, salt, iterations, salted_password(mechanism, password, salt,
                                                                                      iterations))
 
     def matches(self, mechanism: str, password: str) -> bool:
+        import hmac
         other = ScramCredential.from_password(mechanism, password, self.iterations, self.salt)
         return hmac.compare_digest(other.stored_key, self.stored_key)
 
@@ -65,6 +67,7 @@ class ScramCredential:
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """RFC 5802 Hi(): PBKDF2 with the mechanism's hash (the password as given: Kafka does not SASLprep it)."""
+    import hashlib
     return hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[mechanism][1], password.encode(), salt, iterations)
 
 
@@ -98,7 +101,7 @@ class UserStore:
         # PLAIN passwords verified since the user last changed, as keyed digests under a secret of this process
         # (never the password, never written): a client's next connections skip the salting (milliseconds each)
         self._verified: dict[tuple[str, bytes], None] = {}
-        self._secret = secrets.token_bytes(32)
+        self._secret = os.urandom(32)                  # (what secrets.token_bytes is)
         if path is not None and path.is_file():
             doc = json.loads(path.read_text())
             for name, creds in doc.get("users", {}).items():
@@ -153,6 +156,7 @@ class UserStore:
 
     def verify_password(self, name: str, password: str) -> bool:
         """PLAIN: the password salts to the user's stored key (SCRAM-SHA-512's credential first)."""
+        import hmac
         seen = (name, hmac.new(self._secret, password.encode(), "sha256").digest())
         with self._lock:
             if seen in self._verified:

@@ -294,7 +294,7 @@ class ServerConfig:
         parse_listeners(self.listeners, self.listener_security_protocol_map, self.host, self.port)   # or ValueError
         for user in self.users or ():
             parse_user(user)
-        from tenure.security.sasl import MECHANISMS
+        from tenure.security.sasl_names import MECHANISMS
         mechanisms = [m.strip().upper() for m in self.sasl_mechanisms.split(",") if m.strip()]
         unknown = [m for m in mechanisms if m not in MECHANISMS]
         if unknown or not mechanisms:

@@ -5,7 +5,9 @@ A deferred module is named once, beside its user's other imports: `txn_runtime =
 deferred("tenure.coordinator.txn_runtime")`, then `txn_runtime.TransactionRuntime(...)` where the part is made
 - at its first request, or at start-up when the data dir holds its internal topic (tenure/server/build.py's
 `TransactionCoordinatorHandle.start`, `ShareStateHandle.start`), at the log cleaner's first pass
-(tenure/server/cleaner.py), at the first ACL request or the first ACL a control or `--acl` names. Until then the
+(tenure/server/cleaner.py), at the first ACL request or the first ACL a control or `--acl` names, at a shard's first
+use of a group kind registered as a `LazyKind` (coordinator/kinds.py), at a SASL listener's first connection
+(tenure/server/security.py), when a data dir is opened (tenure/server/build.py). Until then the
 module is not imported (tests/test_startup_imports.py keeps each one on its deny list); from then on every name
 is the module's own. Its classes are named for types through `TYPE_CHECKING` imports. kafka-python's schema
 reads are silenced while it is imported, as at the server's own import (protocol/structs.py

@@ -16,15 +16,23 @@ DENIED = (
     # only; RE2 is imported at a group's first regular expression
     "importlib.metadata", "email", "crc32c._cli", "re2",
     # kafka-python's API classes are imported when a request of the API first comes (protocol/apis.py ApiClasses);
-    # at import only the modules the server's layers take names from (groups, ACLs, producer, SASL)
+    # at import only the modules the server's layers take names from (groups, ACLs, producer); SASL's at the first
+    # SASL answer (protocol/error_responses.py)
     "kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster",
     "kafka.protocol.admin.client_quotas", "kafka.protocol.admin.users", "kafka.protocol.admin.transactions",
     "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.offsets", "kafka.protocol.metadata.api_versions",
-    "kafka.protocol.producer.produce",
+    "kafka.protocol.producer.produce", "kafka.protocol.sasl",
     # the command line's parser: imported by the command line (tenure/tools/cli.py), not by the server's settings
     "argparse", "gettext",
-    # the controls' group views: imported by the controls that make them (tenure/control/registry.py)
-    "tenure.control.views",
+    # ServerThread's module and the table of controls its methods are made from: at the first use of the name
+    # (tenure/server/__init__.py); `tenure serve` runs a Server
+    "tenure.server.thread", "tenure.control.registry",
+    # the data dir and its segment logs: opened by a server with --data-dir (tenure/server/build.py open_topics)
+    "tenure.storage.datadir", "tenure.storage.segments", "tenure.storage.recovery", "tenure.storage.segment_file",
+    "tenure.storage.cleanshut", "tenure.storage.checkpoints",
+    # the controls' group views: imported by the controls that make them (tenure/control/registry.py); the read model
+    # of a group they are made of, at a group kind's first `info` (coordinator/classic/__init__.py)
+    "tenure.control.views", "tenure.inspection",
     # the server's deferred parts (tenure/deferred.py), imported when first started: the transaction
     # coordinator (and kafka-python's transaction APIs), the share coordinator, with their internal topics' records
     "kafka.protocol.producer.transaction", "tenure.coordinator.transactions", "tenure.coordinator.txn_runtime",
@@ -33,6 +41,13 @@ DENIED = (
     "tenure.storage.compaction", "tenure.storage.cleaning",
     # the ACLs: the authorizer when --authorizer is on, the ACL APIs at their first request (tenure/server/build.py)
     "tenure.security.authorizer", "tenure.security.acls", "tenure.security.acl_apis", "kafka.protocol.admin.acl",
+    # the KIP-848 consumer and the share group kinds (coordinator/kinds.py LazyKind) with their records: at a
+    # shard's first request, record or group of either
+    "tenure.coordinator.consumer", "tenure.coordinator.migration", "tenure.protocol.consumer_group_records",
+    "tenure.coordinator.share", "tenure.protocol.share_group_records",
+    # the SASL servers and the OAUTHBEARER validator: at a SASL listener's first connection (tenure/server/security.py);
+    # the certificates, with a TLS listener
+    "tenure.security.sasl", "tenure.security.oauth", "tenure.security.tls",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
@@ -71,6 +86,48 @@ def test_a_regular_expression_subscription_still_compiles_with_re2():
     loaded = _modules_after("import tenure.server\nfrom tenure.coordinator.consumer.regex import compile_regex\n"
                             "assert compile_regex('top.*').fullmatch('topic')")
     assert "re2" in loaded
+
+
+def test_server_thread_is_imported_when_its_name_is_first_asked_for():
+    """`import tenure.server` leaves ServerThread's module (and the controls' table) out; the first time the name is
+    asked - `from tenure.server import ServerThread` or the package's attribute - it is imported, once, with
+    automatic collection held off as the package's own import; then both names are plain attributes, the same
+    classes, and an unknown name is still an AttributeError (-W error)."""
+    _modules_after("import gc, sys, tenure.server\n"
+                   "assert 'tenure.server.thread' not in sys.modules and 'tenure.control.registry' not in sys.modules\n"
+                   "assert 'ServerThread' not in vars(tenure.server)\n"
+                   "before = gc.get_stats()[0]['collections']\n"
+                   "from tenure.server import ServerThread\n"
+                   "assert gc.get_stats()[0]['collections'] - before <= 2 and gc.isenabled()\n"
+                   "import tenure.server.thread as thread\n"
+                   "assert ServerThread is thread.ServerThread is vars(tenure.server)['ServerThread']\n"
+                   "assert tenure.server.AsyncServerThread is thread.AsyncServerThread\n"
+                   "assert callable(ServerThread.expire_session)       # a method the controls' table made\n"
+                   "try:\n"
+                   "    tenure.server.NoSuchName\n"
+                   "except AttributeError as exc:\n"
+                   "    assert 'NoSuchName' in str(exc)\n"
+                   "else:\n"
+                   "    raise AssertionError('an unknown name must raise AttributeError')\n"
+                   "st = ServerThread(port=0).start()\n"
+                   "st.stop()", "-W", "error")
+    _modules_after("from tenure.server import AsyncServerThread, ServerThread\n"
+                   "import tenure.server.thread as thread\n"
+                   "assert (AsyncServerThread, ServerThread) == (thread.AsyncServerThread, thread.ServerThread)")
+
+
+def test_the_first_sasl_answer_imports_kafka_pythons_sasl_classes_quietly():
+    """kafka-python's SASL classes are imported at the first SASL answer, with its schema reads' warning silenced
+    (a process run with `-W error`), and they are kafka-python's own."""
+    _modules_after("import sys, tenure.server\n"
+                   "from tenure.protocol.error_responses import sasl_authenticate_error, sasl_handshake_error\n"
+                   "assert 'kafka.protocol.sasl' not in sys.modules\n"
+                   "r = sasl_handshake_error(33, ['PLAIN'])\n"
+                   "a = sasl_authenticate_error(58, 'no')\n"
+                   "from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse\n"
+                   "assert type(r) is SaslHandshakeResponse and (r.error_code, r.mechanisms) == (33, ['PLAIN'])\n"
+                   "assert type(a) is SaslAuthenticateResponse and (a.error_code, a.error_message) == (58, 'no')",
+                   "-W", "error")
 
 
 def test_kafka_imported_before_tenure_is_left_as_it_is():
@@ -178,7 +235,7 @@ def test_a_real_client_against_an_in_process_server_with_warnings_as_errors_gets
 # what the serve command's process leaves out: the admin HTTP client (urllib.request, http.client, email) and the
 # other commands' modules (their parsers are not built for `tenure serve`)
 SERVE_DENIED = ("urllib.request", "urllib.error", "http.client", "email", "tenure.control.commands",
-                "tenure.control.http_client", "tenure.tools.logtool", "tenure.tools.logdir", "tenure.tools.logdump",
+                "tenure.server.thread", "tenure.storage.datadir", "tenure.storage.segments", "tenure.control.http_client", "tenure.tools.logtool", "tenure.tools.logdir", "tenure.tools.logdump",
                 "tenure.tools.logverify", "tenure.tools.synth", "tenure.tools.demo", "tenure.audit")
 
 
@@ -358,3 +415,109 @@ def test_the_import_holds_automatic_collection_off_and_leaves_it_as_it_was():
                    "from tenure import gcpause\n"
                    "assert not gcpause.paused()")
     _modules_after("import gc\ngc.disable()\nimport tenure.server\nassert not gc.isenabled()")
+
+
+# what a started server with a SASL listener has not imported until a client needs it: the SASL servers (at a SASL
+# listener's first connection; the OAUTHBEARER validator is made at start, where it checks its settings), OpenSSL's
+# hashes (imported where a SCRAM credential is made or checked: security/users.py, sasl.py)
+# and the IDNA codec (the listeners' ASCII addresses are resolved as bytes: tenure/server/listener.py)
+NOT_AT_START = ("tenure.security.sasl", "hashlib", "hmac", "secrets", "_hashlib",
+                "encodings.idna", "stringprep", "unicodedata")
+
+
+def test_a_started_server_imports_no_sasl_server_nor_hash_nor_the_idna_codec_until_a_client_authenticates():
+    """A ServerThread with a PLAINTEXT and a SASL_PLAINTEXT listener (a process run with `-W error`), started: none
+    of NOT_AT_START is imported. Then a user is added through the thread's control and kafka-python 3
+    authenticates with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN (the server salts, hashes and checks with the modules
+    imported then) and produces."""
+    _modules_after(
+        "import sys, tenure.server\n"
+        f"NOT_AT_START = {NOT_AT_START!r}\n"
+        "st = tenure.server.ServerThread(port=0, listeners=['PLAINTEXT', 'SASL_PLAINTEXT']).start()\n"
+        "try:\n"
+        "    loaded = [m for m in NOT_AT_START if m in sys.modules]\n"
+        "    assert loaded == [], loaded\n"
+        "    st.add_user('alice', 'alice-pw')\n"
+        "    from kafka import KafkaProducer\n"
+                "    for mechanism in ('SCRAM-SHA-512', 'SCRAM-SHA-256', 'PLAIN'):\n"
+        "        conf = st.client_settings('SASL_PLAINTEXT', 'alice', mechanism=mechanism,\n"
+        "                                  password='alice-pw').kafka_python()\n"
+        "        p = KafkaProducer(**conf)\n"
+        "        p.send('t', b'v').get(timeout=15)\n"
+        "        p.close()\n"
+        "    assert 'tenure.security.sasl' in sys.modules\n"
+        "    in_memory = [m for m in ('tenure.storage.datadir', 'tenure.storage.segments') if m in sys.modules]\n"
+        "    assert in_memory == [], in_memory       # (a server without --data-dir never opens one)\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_tenure_serve_in_memory_imports_no_data_dir_module_and_still_names_a_locked_data_dir(tmp_path):
+    """The command line's `serve` (run through main()) in a fresh process: a server whose --data-dir another server
+    holds exits 1 naming the flag, as before, the data dir's modules imported for it; the errors it names are the
+    storage layer's own classes."""
+    held = tmp_path / "held"
+    _modules_after(
+        "import contextlib, io, sys\n"
+        "from tenure.tools import cli\n"
+        "assert 'tenure.storage.datadir' not in sys.modules and 'tenure.storage.segments' not in sys.modules\n"
+        "from tenure.server import ServerThread\n"
+        f"st = ServerThread(port=0, data_dir={str(held)!r}).start()\n"
+        "try:\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        f"        code = cli.main(['serve', '--port', '0', '--no-admin', '--data-dir', {str(held)!r}])\n"
+        "    assert code == 1 and 'stop that process or give another --data-dir' in err.getvalue(), (code, err.getvalue())\n"
+        "finally:\n"
+        "    st.stop()\n"
+        "from tenure.storage import datadir, segments\n"
+        "assert cli.datadir.DataDirLocked is datadir.DataDirLocked\n"
+        "assert cli.recovery.CorruptLogError is segments.CorruptLogError", "-W", "error")
+
+
+def test_tenure_serve_imports_the_admin_endpoint_off_the_loop_after_binding_its_socket(tmp_path):
+    """`tenure serve` with the admin endpoint (through main(), a fresh process): before it is ready it binds the
+    endpoint's socket with tenure/control/admin_socket.py only; the endpoint's modules (http_server.py, the table
+    of controls its routes come from, aiohttp.web) are imported on the admin import thread, and then the endpoint
+    answers. Neither socket's address brings in the IDNA codec."""
+    ready, seen = tmp_path / "ready.json", tmp_path / "seen.json"
+    _modules_after(
+        "import json, os, signal, sys, threading, time, urllib.request\n"
+        "WATCHED = ('tenure.control.http_server', 'tenure.control.registry', 'aiohttp.web')\n"
+        "where = {}\n"
+        "class Watch:\n"
+        "    @staticmethod\n"
+        "    def find_spec(name, path=None, target=None):\n"
+        "        if name in WATCHED or name == 'encodings.idna':\n"
+        "            where.setdefault(name, threading.current_thread().name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch)\n"
+        "def watch():\n"
+        f"    while not os.path.exists({str(ready)!r}) or 'aiohttp.web' not in sys.modules or any(\n"
+        "            t.name == 'tenure-admin-import' for t in threading.enumerate()):\n"
+        "        time.sleep(0.02)\n"
+        f"    admin = json.load(open({str(ready)!r}))['admin']\n"
+        "    deadline = time.monotonic() + 10\n"
+        "    while True:\n"
+        "        try:\n"
+        "            body = urllib.request.urlopen(f'http://{admin}/health', timeout=5).read()\n"
+        "            break\n"
+        "        except OSError:\n"
+        "            assert time.monotonic() < deadline\n"
+        "            time.sleep(0.05)\n"
+        f"    json.dump({{'where': where, 'health': json.loads(body)}}, open({str(seen)!r}, 'w'))\n"
+        "def stop():\n"
+        "    try:\n"
+        "        watch()\n"
+        "    finally:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "threading.Thread(target=stop, daemon=True).start()\n"
+        "from tenure.tools.cli import main\n"
+        f"assert main(['serve', '--port', '0', '--admin-port', '0', '--ready-file', {str(ready)!r}]) == 0\n")
+    got = json.loads(seen.read_text())
+    assert got["health"] == {"status": "ok"}
+    where = got["where"]
+    assert {where.get(m) for m in ("tenure.control.http_server", "tenure.control.registry", "aiohttp.web")} == {
+        "tenure-admin-import"}, where
+    assert "encodings.idna" not in where or where["encodings.idna"] != "MainThread", where

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from tenure.inspection import GroupInfo, MemberInfo
+from tenure.deferred import deferred
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
 from tenure.protocol.errors import AdminError
@@ -37,7 +37,12 @@ from .replay import replay_group_metadata
 from .static import StaticMembership, fenced, static_event
 
 if TYPE_CHECKING:
+    from tenure.inspection import GroupInfo
+
     from ..shard import GroupShard
+
+# the read model of a group (GroupInfo): imported by the first control or view that asks for one (`info`)
+inspection = deferred("tenure.inspection")
 
 __all__ = ["ClassicGroups"]          # the kind; its group value and states are in group.py
 
@@ -198,11 +203,11 @@ class ClassicGroups(ShardHandler):
     # ---- inspection (tenure/inspection.py)
     @staticmethod
     def info(g: ClassicGroup) -> GroupInfo:
-        members = tuple(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+        members = tuple(inspection.MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                    m.session_timeout_ms, m.rebalance_timeout_ms, decode_assignment(m.assignment),
                                    len(m.assignment or b""))
                         for m in g.members.values())
-        return GroupInfo(g.group_id, g.kind, g.state, g.generation, g.protocol_type, g.protocol_name, g.leader_id,
+        return inspection.GroupInfo(g.group_id, g.kind, g.state, g.generation, g.protocol_type, g.protocol_name, g.leader_id,
                          members, dict(g.static_members))
 
     # ---- the admin APIs and controls (coordinator/group_admin.py)

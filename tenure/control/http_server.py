@@ -31,19 +31,17 @@ calling it through tenure/control/http_client.py). Its routes come from the tabl
 from __future__ import annotations
 
 import asyncio
-import errno
 import hmac
-import importlib
 import inspect
 import ipaddress
 import json
 import logging
 import socket
 import sys
-import threading
 import urllib.parse
 
 from tenure.config import ADMIN_TOKEN_ENV
+from tenure.control.admin_socket import import_in_thread, is_loopback
 from tenure.control.faults import error_name
 from tenure.control.metrics import render as render_metrics
 from tenure.control.registry import CONTROLS, Control, status_of
@@ -73,15 +71,6 @@ class Refused(Exception):
 
 def bad(message: str) -> Refused:
     return Refused(400, ErrorCode.INVALID_REQUEST, message)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower().rstrip(".") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def host_allowed(name: str | None, admin_host: str, own_names: tuple[str, ...] = ()) -> bool:
@@ -119,53 +108,6 @@ def _finite(text: str) -> float:
     if value in (float("inf"), float("-inf")):
         raise ValueError(f"number {text} is out of range")
     return value
-
-
-def bind_admin(host: str, port: int, *, fallback: bool = False) -> tuple[socket.socket, bool]:
-    """The admin endpoint's listening socket, and whether it fell back: with `fallback` a `port` in use
-    is replaced by a free one (tenure serve's default port)."""
-    def listen(p: int) -> socket.socket:
-        family, *_, address = socket.getaddrinfo(host or None, p, type=socket.SOCK_STREAM,
-                                                 flags=socket.AI_PASSIVE)[0]
-        sock = socket.create_server(address, family=family, backlog=128)
-        sock.setblocking(False)
-        return sock
-    try:
-        return listen(port), False
-    except OSError as exc:
-        if not (fallback and port and exc.errno == errno.EADDRINUSE):
-            raise
-    return listen(0), True
-
-
-def _import_web() -> asyncio.Future:
-    """aiohttp.web, imported on a daemon thread: the loop keeps serving Kafka clients meanwhile, and a
-    server stopped before it is done does not wait for it (an executor's thread would hold up the exit)."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    if "aiohttp.web" in sys.modules:
-        fut.set_result(sys.modules["aiohttp.web"])
-        return fut
-
-    def settle(module, error) -> None:
-        if fut.done():                        # cancelled: the server closed first
-            return
-        if error is not None:
-            fut.set_exception(error)
-        else:
-            fut.set_result(module)
-
-    def run() -> None:
-        try:
-            module, error = importlib.import_module("aiohttp.web"), None
-        except BaseException as exc:          # handed to the loop, which logs it
-            module, error = None, exc
-        try:
-            loop.call_soon_threadsafe(settle, module, error)
-        except RuntimeError:                  # the loop closed meanwhile: nobody waits any more
-            pass
-    threading.Thread(target=run, name="tenure-admin-import", daemon=True).start()
-    return fut
 
 
 class MalformedHttpLog(logging.LoggerAdapter):
@@ -221,7 +163,7 @@ async def serve_admin(server, sock: socket.socket, *, token: str | None = None):
     """Serve the HTTP admin endpoint on the server's loop from a bound socket; returns the runner."""
     host = server.config.admin_host
     own_names = (server.config.advertised_host or "",)
-    web = await _import_web()
+    web = await import_in_thread("aiohttp.web")
     ratelog = RateLimitedLog(log, server.config.log_window_ms / 1000, server.config.log_burst)
 
     def answer(status: int, code: int, message: str):

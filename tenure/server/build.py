@@ -44,9 +44,7 @@ from tenure.security.access import acl_access
 from tenure.security.apis import handlers as security_api_handlers
 from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
 from tenure.storage import Log
-from tenure.storage.datadir import DataDir
 from tenure.storage.durability import Durability
-from tenure.storage.segments import LogConfig
 
 from .dispatch import Dispatcher
 from .listener import descriptor_room
@@ -58,6 +56,7 @@ if TYPE_CHECKING:
     from tenure.coordinator.transactions import TransactionCoordinator
     from tenure.coordinator.txn_runtime import TransactionRuntime
     from tenure.security.authorizer import Authorizer
+    from tenure.storage.datadir import DataDir
 
 log = logging.getLogger("tenure.server")
 
@@ -74,6 +73,9 @@ share_state_records = deferred("tenure.protocol.share_state_records")
 authorizers = deferred("tenure.security.authorizer")
 acls = deferred("tenure.security.acls")
 acl_apis = deferred("tenure.security.acl_apis")
+# the data dir and its segment logs: a server with --data-dir opens them (`open_topics`); one in memory never does
+datadir = deferred("tenure.storage.datadir")
+segments = deferred("tenure.storage.segments")
 ACL_APIS = (int(ApiKey.DescribeAcls), int(ApiKey.CreateAcls), int(ApiKey.DeleteAcls))
 
 
@@ -264,7 +266,8 @@ def open_topics(config: ServerConfig, cluster: Cluster) -> tuple[DataDir | None,
     if config.data_dir is None:
         return None, TopicRegistry(config.default_partitions, max_partitions_per_topic=config.max_partitions_per_topic,
                                    max_partitions=config.max_partitions, replica_racks=racks), config.cluster_id
-    data = DataDir.open(config.data_dir, LogConfig(segment_bytes=config.segment_bytes, segment_ms=config.segment_ms))
+    data = datadir.DataDir.open(config.data_dir, segments.LogConfig(segment_bytes=config.segment_bytes,
+                                                                   segment_ms=config.segment_ms))
     try:
         topics = TopicRegistry(config.default_partitions, data.open_log, data.catalog,
                                config.max_partitions_per_topic, config.max_partitions, room=descriptor_room,

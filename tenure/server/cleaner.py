@@ -13,13 +13,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tenure.deferred import deferred
-from tenure.storage.segments import SegmentLog
 
 if TYPE_CHECKING:
     from tenure.storage.compaction import CleanStats, CompactionPolicy, Compactor
+    from tenure.storage.segments import SegmentLog
 
 log = logging.getLogger("tenure.server")
 compaction = deferred("tenure.storage.compaction")      # the log cleaner's passes: at the first one
+segments = deferred("tenure.storage.segments")          # (a server with --data-dir has imported it at start)
 
 
 class _Periodic:
@@ -65,7 +66,7 @@ class LogCleaner(_Periodic):
         for topic in self.topics.all():
             if compaction.is_compacted(topic.config("cleanup.policy")):
                 policy = compaction.CompactionPolicy.from_configs(topic.config)
-                out += [(plog, policy) for plog in topic.partitions if isinstance(plog, SegmentLog)]
+                out += [(plog, policy) for plog in topic.partitions if isinstance(plog, segments.SegmentLog)]
         return out
 
     @property

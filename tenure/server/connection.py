@@ -18,7 +18,7 @@ import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
@@ -28,9 +28,12 @@ from tenure.protocol.context import ANONYMOUS, PLAINTEXT, RequestContext
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
 from tenure.protocol.limits import DecodeLimits
-from tenure.security.sasl import AUTHENTICATE, SaslAuthenticator, Step
+from tenure.security.sasl_names import AUTHENTICATE
 from tenure.server.offload import heavy_request, off_loop
 from tenure.server.ratelog import RateLimitedLog
+
+if TYPE_CHECKING:       # (the SASL servers: imported with a server's first SASL listener, tenure/server/security.py)
+    from tenure.security.sasl import SaslAuthenticator, Step
 
 log = logging.getLogger("tenure.server")
 READ_CHUNK = 256 * 1024

@@ -32,8 +32,8 @@ from tenure.coordinator.clock import CoordinatorClock
 from tenure.coordinator.group_runtime import GroupRuntime
 from tenure.coordinator.loader import LoadReport
 from tenure.counters import Metrics
+from tenure.deferred import deferred
 from tenure.protocol.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
-from tenure.security.tls import ClientCert
 from tenure.server import eventloop
 from tenure.server.build import Parts, TransactionCoordinatorHandle, build, open_topics
 from tenure.server.cleaner import LogCleaner, RetentionChecker, compaction
@@ -43,15 +43,17 @@ from tenure.server.listener import Listener, effective_max_connections, fd_limit
 from tenure.server.moves import Moves
 from tenure.server.ratelog import RateLimitedLog
 from tenure.server.security import ServerSecurity
-from tenure.storage.datadir import DataDir, DataDirLocked
 from tenure.storage.durability import Durability
 
 if TYPE_CHECKING:            # imported when first used (deferred.py)
     from tenure.coordinator.txn_runtime import TransactionRuntime
     from tenure.security.authorizer import Authorizer
+    from tenure.security.tls import ClientCert
     from tenure.storage.compaction import CleanStats
+    from tenure.storage.datadir import DataDir
 
 log = logging.getLogger("tenure.server")
+datadir = deferred("tenure.storage.datadir")     # the data dir: opened by build.py's open_topics with --data-dir
 T = TypeVar("T")
 
 
@@ -184,7 +186,7 @@ class Server:
         except BaseException as exc:
             self._close_logs(flush=False, refused=True)   # release the data dir (its lock) for a retry
             self._topics = None
-            if isinstance(exc, OSError) and not isinstance(exc, DataDirLocked | StartupError) and config.data_dir:
+            if isinstance(exc, OSError) and not isinstance(exc, datadir.DataDirLocked | StartupError) and config.data_dir:
                 raise StartupError(exc, f"cannot use the data dir {config.data_dir} (--data-dir)",
                                    config.data_dir) from exc
             raise
@@ -341,7 +343,7 @@ class Server:
     async def _start_admin(self) -> None:
         """Bind the admin endpoint's socket now (connections wait in its backlog) and serve it as soon as
         the HTTP library is imported, in the background: that import is most of a start-up's time."""
-        from tenure.control.http_server import bind_admin, is_loopback
+        from tenure.control.admin_socket import bind_admin, is_loopback
         c = self.config
         assert c.admin_port is not None, "the admin endpoint is on"
         try:
@@ -366,9 +368,10 @@ class Server:
         log.info("admin endpoint on http://%s:%d (%s)", host, self.admin_port, "; ".join(notes))
 
     async def _serve_admin(self, sock: socket.socket) -> None:
-        from tenure.control.http_server import serve_admin
+        from tenure.control.admin_socket import import_in_thread
         try:
-            self._admin = await serve_admin(self, sock, token=self.config.admin_token)
+            http_server = await import_in_thread("tenure.control.http_server")   # (its routes, the controls' table)
+            self._admin = await http_server.serve_admin(self, sock, token=self.config.admin_token)
         except Exception:
             log.exception("the admin endpoint could not start; it is off")
             sock.close()

@@ -7,16 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tenure.broker.cluster import BrokerNode
 from tenure.config import ServerConfig
+from tenure.deferred import deferred
 from tenure.security.listeners import SSL, parse_listeners
-from tenure.security.oauth import TokenValidator
-from tenure.security.sasl import SaslAuthenticator, SaslSettings
-from tenure.security.tls import ClientCert, ServerTls
-from tenure.security.users import UserStore
 
 from .listener import Endpoint
+
+if TYPE_CHECKING:
+    from tenure.security.oauth import TokenValidator
+    from tenure.security.sasl import SaslAuthenticator, SaslSettings
+    from tenure.security.tls import ClientCert, ServerTls
+    from tenure.security.users import UserStore
+
+# the SASL servers and the OAUTHBEARER validator: imported when a SASL listener's first connection comes, or at
+# start-up for a SASL listener with OAUTHBEARER (its JWKS file is checked then)
+sasl = deferred("tenure.security.sasl")
+oauth = deferred("tenure.security.oauth")
+certificates = deferred("tenure.security.tls")   # TLS: with a TLS listener (SSL, SASL_SSL)
 
 
 class ServerSecurity:
@@ -37,17 +47,17 @@ class ServerSecurity:
         --tls-dir (default DATA_DIR/tls, else a new temporary dir)."""
         c = self.config
         if c.ssl_cert_file:
-            return ServerTls.from_files(c.ssl_cert_file, c.ssl_key_file, c.ssl_ca_file)
+            return certificates.ServerTls.from_files(c.ssl_cert_file, c.ssl_key_file, c.ssl_ca_file)
         if c.ssl_key_file:
             raise ValueError("--ssl-key-file needs --ssl-cert-file")
         directory = c.tls_dir or (str(Path(c.data_dir) / "tls") if c.data_dir else None)
         hosts = [c.advertised_host or "", c.host, *(spec.host for spec in self.specs)]
-        return ServerTls.generate(directory, hosts)
+        return certificates.ServerTls.generate(directory, hosts)
 
     def _token_validator(self) -> TokenValidator:
         c = self.config
         try:
-            return TokenValidator(c.oauth_jwks_file, audience=c.oauth_audience, issuer=c.oauth_issuer)
+            return oauth.TokenValidator(c.oauth_jwks_file, audience=c.oauth_audience, issuer=c.oauth_issuer)
         except (OSError, ValueError) as exc:
             raise ValueError(f"--oauth-jwks-file {c.oauth_jwks_file}: {exc}") from exc
 
@@ -89,9 +99,9 @@ class ServerSecurity:
             return None
         if self._sasl is None:
             c = self.config
-            self._sasl = SaslSettings(users(), self.mechanisms, self.validator or TokenValidator(),
-                                      c.connections_max_reauth_ms, c.sasl_max_receive_bytes)
-        return SaslAuthenticator(self._sasl, now_ms)
+            self._sasl = sasl.SaslSettings(users(), self.mechanisms, self.validator or oauth.TokenValidator(),
+                                           c.connections_max_reauth_ms, c.sasl_max_receive_bytes)
+        return sasl.SaslAuthenticator(self._sasl, now_ms)
 
     def static_configs(self, endpoints: list[Endpoint]) -> dict[str, str]:
         """The broker configs DescribeConfigs reports for the listeners."""

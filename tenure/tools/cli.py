@@ -18,11 +18,14 @@ from tenure.config import (
     check_settings,
     flag_settings,
 )
+from tenure.deferred import deferred
 from tenure.server import Server, StartupError, eventloop, raise_fd_limit, reopen
-from tenure.storage.datadir import DataDirLocked
-from tenure.storage.segments import CorruptLogError
 
 log = logging.getLogger("tenure")
+# the data dir's errors `tenure serve` names (a server in memory never imports the data dir's modules; a server
+# that raised one of them has)
+datadir = deferred("tenure.storage.datadir")
+recovery = deferred("tenure.storage.recovery")
 
 
 def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -420,11 +423,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         with asyncio.Runner(loop_factory=new_loop) as runner:
             return runner.run(_serve(config, args.ready_file))
-    except CorruptLogError as exc:
+    except recovery.CorruptLogError as exc:
         print(f"tenure: {exc}; run `tenure log verify {args.data_dir}` for the full report",
               file=sys.stderr)
         return 4
-    except DataDirLocked as exc:
+    except datadir.DataDirLocked as exc:
         print(f"tenure: {exc} (--data-dir): stop that process or give another --data-dir", file=sys.stderr)
         return 1
     except StartupError as exc:                # names what failed, the value and the flag

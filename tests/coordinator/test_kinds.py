@@ -23,7 +23,7 @@ import pytest
 from tenure.coordinator import GroupShard, GroupInfo, MemberInfo, RequestContext, Result, TimerKey
 from tenure.coordinator import kinds as kinds_module
 from tenure.coordinator.config import AdminError
-from tenure.coordinator.kinds import KINDS
+from tenure.coordinator.kinds import KINDS, LazyKind
 from tenure.coordinator.handler import ShardHandler
 from tenure.protocol.errors import ErrorCode as E
 
@@ -146,7 +146,7 @@ def _fake_kind(c: GroupShard) -> FakeGroups:
 
 def _check_routes_to_the_fake_kind(c: GroupShard) -> None:
     fake = _fake_kind(c)
-    assert len(c.kinds.all) == len(KINDS) + 1
+    assert len(c.kinds.registered) == len(KINDS) + 1 and fake in c.kinds.all
     # its API
     res = c.handle(FAKE_API, _ctx(1), SimpleNamespace(group_id="fg", member_id="m1"))
     assert res.responses == [(1, ("joined", "m1"))]
@@ -200,6 +200,92 @@ def test_the_real_kinds_serve_alongside_the_fake_one():
         group_id="g", member_id="", group_instance_id="i1", session_timeout_ms=10000, rebalance_timeout_ms=10000,
         protocol_type="consumer", protocols=[SimpleNamespace(name="range", metadata=b"")]))
     assert {gid: c.kind_of(c.groups[gid]).name for gid in c.group_ids()} == {"fg": "fake", "g": "classic"}
+
+
+def _lazy_fake(name: str = "fake", apis: frozenset[int] = frozenset({FAKE_API})) -> LazyKind:
+    return LazyKind(name, apis, __name__, "FakeGroups")
+
+
+def _made(c: GroupShard) -> list[FakeGroups]:
+    return [k for k in c.kinds.all if isinstance(k, FakeGroups)]
+
+
+def test_a_lazy_kind_is_made_at_its_first_request_and_then_serves_as_an_eager_one():
+    """A kind registered as a LazyKind: the shard knows its APIs and makes it at the first request of one (the
+    route then goes straight to the kind's handler); from then on it is served as any kind."""
+    c = GroupShard(kinds=(*KINDS, _lazy_fake()))
+    assert _made(c) == [] and FAKE_API in c.routes
+    assert getattr(c.routes[FAKE_API], "__self__", None) is None      # the first-use step, not a kind's handler
+    assert c.kinds.of_group.get(FakeGroup) is None and c.group_info("fg") is None
+    res = c.handle(FAKE_API, _ctx(1), SimpleNamespace(group_id="fg", member_id="m1"))
+    assert res.responses == [(1, ("joined", "m1"))] and res.records == [FakeJoined("fg", "m1")]
+    fake, = _made(c)
+    assert c.routes[FAKE_API].__self__ is fake and c.kinds.handlers[FAKE_API].__self__ is fake
+    assert c.kind_of(c.groups["fg"]) is fake
+    c.unload(0)
+    assert fake.unloaded_with == E.NOT_COORDINATOR
+    _check_routes_to_the_fake_kind(c)          # every route of the eager kind's test, through the made one
+    assert _made(c) == [fake]                  # made once
+
+
+def test_a_lazy_kind_is_made_by_its_first_record_or_group_value():
+    """A record (a load replays the partition before any request) or a group value of a lazy kind makes it in
+    that shard; an unknown record still raises TypeError, a made kind's shard unloads it, one not made is not
+    asked."""
+    by_record = GroupShard(kinds=(*KINDS, _lazy_fake()))
+    by_record.replay(FakeJoined("fg", "m1"))
+    fake, = _made(by_record)
+    assert by_record.group("fg").members == {"m1": "client"} and by_record.kind_of(by_record.groups["fg"]) is fake
+    loaded = by_record.loaded(100)
+    assert [(op.key, op.deadline_ms) for op in loaded.timers] == [(FakeSessionKey("fg", "m1"), 100 + SESSION_MS)]
+
+    by_group = GroupShard(kinds=(*KINDS, _lazy_fake()))
+    by_group.groups["fg"] = FakeGroup("fg", members={"m1": "c"})   # (as a snapshot's replay puts it)
+    info = by_group.group_info("fg")
+    assert info is not None and info.kind == "fake" and len(_made(by_group)) == 1
+
+    untouched = GroupShard(kinds=(*KINDS, _lazy_fake()))
+    untouched.unload(0)
+    assert _made(untouched) == []
+    with pytest.raises(TypeError, match="not a coordinator event"):
+        untouched.replay(object())
+    assert len(_made(untouched)) == 1          # (looked for among every kind first)
+
+
+def test_a_lazy_kinds_registry_line_must_be_its_class():
+    """The registry line's name and APIs are what the shard routes before the class is imported: one that is
+    not the class's fails at its first use, and every use after it, never routing to a kind half made."""
+    for line in (_lazy_fake(name="other"), _lazy_fake(apis=frozenset({FAKE_API, FAKE_API + 1}))):
+        c = GroupShard(kinds=(*KINDS, line))
+        for _ in range(2):
+            with pytest.raises(AssertionError, match="registry line"):
+                c.handle(FAKE_API, _ctx(1), SimpleNamespace(group_id="fg", member_id="m1"))
+        assert _made(c) == [] and c.groups == {}
+
+
+def test_the_consumer_and_share_kinds_are_made_at_a_shards_first_request_of_theirs():
+    """The registry's consumer and share group kinds are lazy: a shard makes them at its first
+    ConsumerGroupHeartbeat or ShareGroupHeartbeat; other shards stay without them."""
+    lazy = {k.name: k for k in KINDS if isinstance(k, LazyKind)}
+    assert sorted(lazy) == ["consumer", "share"]
+    assert all(k.apis == k.load().apis for k in lazy.values())
+    first, other = GroupShard(), GroupShard()
+    assert [k.name for k in first.kinds.all] == ["classic"] and first._topic_hashes is None
+    req = SimpleNamespace(group_id="sg", member_id="m1", member_epoch=0, rack_id=None,
+                          subscribed_topic_names=["t"])
+    res = first.handle(76, RequestContext(1, 1, "client", "/127.0.0.1", 0), req)
+    (_, body), = res.responses
+    assert body.error_code == 0 and body.member_epoch == 1, body
+    assert {k.name for k in first.kinds.all} == {"classic", "consumer", "share"}   # (every lazy kind at once)
+    assert first.group_info("sg").kind == "share" and [k.name for k in other.kinds.all] == ["classic"]
+    # a KIP-848 join: a group of the consumer kind, its topic hashes' cache made then
+    req = SimpleNamespace(group_id="cg", member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
+                          rebalance_timeout_ms=10000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
+                          server_assignor=None, topic_partitions=[])
+    res = other.handle(68, RequestContext(2, 0, "client", "/127.0.0.1", 0), req)
+    (_, body), = res.responses
+    assert body.error_code == 0 and body.member_epoch == 1, body
+    assert other.group_info("cg").kind == "consumer" and other._topic_hashes is not None
 
 
 # ---------------------------------------------------------------------------------- the source's rules

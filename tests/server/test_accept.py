@@ -42,3 +42,20 @@ def test_waiting_connections_are_taken_without_the_loop_and_the_next_is_waited_f
     for kind in ("uvloop", "asyncio"):
         before, calls, blocking = eventloop.run(run(), kind)
         assert (before, calls, blocking) == (0, 1, False), kind
+
+
+def test_listen_resolves_an_ascii_host_as_its_bytes_and_another_through_idna(monkeypatch):
+    """An address or an ASCII name is handed to getaddrinfo as its bytes (what the IDNA codec would make of it, the
+    codec not imported for it); a name with other characters as the text it is (getaddrinfo applies IDNA)."""
+    asked: list = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        asked.append(host)
+        return real("127.0.0.1", *args, **kwargs)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for host in ("127.0.0.1", "localhost", "bücher.example", ""):
+        for s in listen(host, 0):
+            assert s.getsockname()[0] == "127.0.0.1" and s.getsockname()[1] > 0
+            s.close()
+    assert asked == [b"127.0.0.1", b"localhost", "bücher.example", None]
