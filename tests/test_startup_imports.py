@@ -116,6 +116,29 @@ def test_server_thread_is_imported_when_its_name_is_first_asked_for():
                    "assert (AsyncServerThread, ServerThread) == (thread.AsyncServerThread, thread.ServerThread)")
 
 
+def test_the_first_server_threads_start_imports_no_module():
+    """uvloop (when installed and not refused by TENURE_EVENT_LOOP) comes with ServerThread's class, not inside the
+    first server's start, which a test fixture waits for: that start imports nothing but the standard library's
+    `resource` (the descriptor limit, a C module); with TENURE_EVENT_LOOP=asyncio uvloop is never imported."""
+    import importlib.util
+    import os
+    code = ("import sys\n"
+            "from tenure.server import ServerThread\n"
+            "before = set(sys.modules)\n"
+            "st = ServerThread(port=0).start()\n"
+            "st.stop()\n"
+            "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+            "print(json.dumps('uvloop' in sys.modules))\n")
+    code = "import json\n" + code
+    for env, uv in ((None, importlib.util.find_spec("uvloop") is not None), ("asyncio", False)):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             env={k: v for k, v in os.environ.items() if k != "TENURE_EVENT_LOOP"}
+                             | ({"TENURE_EVENT_LOOP": env} if env else {}))
+        assert out.returncode == 0, out.stderr
+        new, has_uvloop = (json.loads(line) for line in out.stdout.strip().splitlines()[-2:])
+        assert set(new) <= {"resource"} and has_uvloop is uv, (env, new, has_uvloop)
+
+
 def test_the_first_sasl_answer_imports_kafka_pythons_sasl_classes_quietly():
     """kafka-python's SASL classes are imported at the first SASL answer, with its schema reads' warning silenced
     (a process run with `-W error`), and they are kafka-python's own."""

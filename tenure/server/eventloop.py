@@ -67,3 +67,10 @@ def _uvloop():
     except ImportError:
         return None
     return uvloop
+
+
+def preload() -> None:
+    """Import uvloop now if the environment's choice may take it (ServerThread's module does this when it is
+    imported: once per process, rather than inside the first server's start, which a test fixture waits for)."""
+    if os.environ.get(ENV, "").strip().lower() in ("", "auto", "uvloop"):
+        _uvloop()

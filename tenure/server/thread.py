@@ -26,6 +26,7 @@ if TYPE_CHECKING:           # (the group views: imported by the controls that ma
     from tenure.storage.compaction import CleanStats
 
 log = logging.getLogger("tenure.server")
+eventloop.preload()          # uvloop imported with this module, not in the first ServerThread's start
 
 
 @add_thread_methods
