@@ -271,7 +271,7 @@ def encode_body(body: Any, version: int) -> bytes:
     data = _answers.get(key)
     if data is None:
         data = bytes(body.encode())
-        if all(v.__class__ is int for v in values[2:]):    # (a bool or None would share a key with an int)
+        if all(isinstance(v, int) for v in values[2:]):    # (an error code: an IntEnum, equal to its int)
             if len(_answers) >= ANSWERS_KEPT:
                 _answers.clear()
             _answers[key] = data

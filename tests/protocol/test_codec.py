@@ -313,8 +313,7 @@ def test_bad_bytes_after_a_repeating_heartbeat_are_still_refused():
 @pytest.mark.parametrize("version", range(0, 5))
 def test_a_numbers_only_answer_is_kafka_pythons_encoding_whether_kept_or_not(version):
     """An answer of plain integer fields (Heartbeat's) is the bytes kafka-python encodes (codec.ANSWERS_KEPT), for
-    every error code and throttle time, first encoded or kept; an answer carrying tagged fields is encoded anew;
-    an answer with a bool where a number goes does not share a kept encoding with the number."""
+    every error code and throttle time, first encoded or kept; an answer carrying tagged fields is encoded anew."""
     from kafka.protocol.consumer.group import HeartbeatResponse
     from tenure.protocol import codec
     req = decode_request(heartbeat_payload(9, version=version))
@@ -334,8 +333,21 @@ def test_a_numbers_only_answer_is_kafka_pythons_encoding_whether_kept_or_not(ver
     ours = encode_response(req, tagged)
     tagged.with_header(correlation_id=9)
     assert ours == bytes(tagged.encode(header=True, framed=True)) and not codec._answers
-    assert encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=True))
-    assert not codec._answers
+    codec._answers.clear()
+    kept = encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+    assert kept == encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=27)) and \
+        len(codec._answers) == 1                       # an error code (an IntEnum) shares its int's encoding
+    unset = HeartbeatResponse(throttle_time_ms=None, error_code=0)      # what kafka-python makes of it: not kept
+    unset.API_VERSION = version
+    unset.with_header(correlation_id=9)
+    try:
+        theirs = bytes(unset.encode(header=True, framed=True))
+    except struct.error:                               # a version that has the field refuses the None
+        with pytest.raises(struct.error):
+            encode_response(req, HeartbeatResponse(throttle_time_ms=None, error_code=0))
+    else:
+        assert encode_response(req, HeartbeatResponse(throttle_time_ms=None, error_code=0)) == theirs
+    assert len(codec._answers) == 1
 
 
 def test_the_table_of_kept_answers_starts_again_at_its_bound():
