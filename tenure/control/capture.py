@@ -330,9 +330,13 @@ class Capture:
             kept.duration_ms = duration_ms
             self.finish(kept)
             return
-        row = kept[:9] + (duration_ms,) + kept[10:]            # the slot of duration_ms
-        with self._lock:
-            self._put_back(kept, row)
+        with self._lock:                   # the row now there: a query may have put its summary in meanwhile
+            ring = self._ring
+            at = len(ring) - 1 - (self._seq - kept[0])
+            if at >= 0:
+                row = ring[at]
+                if row is kept or (row.__class__ is tuple and row[0] == kept[0]):
+                    ring[at] = row[:9] + (duration_ms,) + row[10:]      # the slot of duration_ms
 
     def finish(self, exchange: Exchange) -> None:
         """The exchange is done (its answer and duration set): the ring keeps it as a tuple from now on."""
