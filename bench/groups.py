@@ -326,15 +326,14 @@ def heartbeats_on(tree: Path | None, args) -> dict:
                             depth=args.hb_depth, procs=args.hb_procs, rate=args.hb_rate)
         r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
         r["server_sys_us"] = (server_cpu_s(proc.pid, True) - holder["sys"]) / max(1, r["heartbeats"]) * 1e6
-        r["window"] = (holder["t"], holder["t"] + args.hb_seconds)
-        return r
     finally:
         if spy is not None:
             spy.wait(60)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)           # the GC timer writes its rows as the server exits
         proc.wait(15)
-        if gc_out is not None and "r" in locals():
-            r["gc"] = gc_summary(gc_out, *r["window"])
+    if gc_out is not None:
+        r["gc"] = gc_summary(gc_out, holder["t"], holder["t"] + args.hb_seconds)
+    return r
 
 
 def spy_path(base: str, tree: Path | None) -> str:
