@@ -68,14 +68,35 @@ SESSION_MS = 1800000      # heartbeat bench: the broker's maximum, no member exp
 CLIENT_SESSION_MS = 10000
 
 
-def start_tenure(*extra: str, tree: Path | None = None, ready: dict | None = None) -> tuple[subprocess.Popen, str]:
+# --gc-timer: run in the server's process before tenure: every garbage collection's start (wall clock), generation
+# and duration, written as JSON to the path given when the process exits
+GC_TIMER = """
+import atexit as _atexit, gc as _gc, json as _json, time as _time
+_gc_rows, _gc_start = [], [0.0]
+def _gc_cb(phase, info):
+    if phase == "start":
+        _gc_start[0] = _time.perf_counter()
+    else:
+        _gc_rows.append((_time.time(), info["generation"], _time.perf_counter() - _gc_start[0]))
+_gc.callbacks.append(_gc_cb)
+_atexit.register(lambda: _json.dump(_gc_rows, open(%r, "w")))
+"""
+
+
+def start_tenure(*extra: str, tree: Path | None = None, ready: dict | None = None,
+                 gc_out: str | None = None) -> tuple[subprocess.Popen, str]:
     """`tenure serve` from this tree (the venv's install) or, with `tree`, from that source tree; with `ready`, the
-    server's ready file (its admin endpoint's address) is read into it."""
+    server's ready file (its admin endpoint's address) is read into it; with `gc_out`, its garbage collections are
+    timed (GC_TIMER) and written there when it exits (both trees then run through bench/trees.py's launcher)."""
     args = ["serve", "--port", "0", "--log-level", "WARNING", "--default-partitions", str(PARTITIONS), *extra]
     with tempfile.TemporaryDirectory() as tmp:
         if ready is not None:
             args += ["--ready-file", os.path.join(tmp, "ready.json")]
-        proc = subprocess.Popen([sys.executable, "-m", "tenure", *args] if tree is None else serve_argv(tree, *args),
+        if gc_out is not None:
+            argv = serve_argv(REPO if tree is None else tree, *args, prelude=GC_TIMER % gc_out)
+        else:
+            argv = [sys.executable, "-m", "tenure", *args] if tree is None else serve_argv(tree, *args)
+        proc = subprocess.Popen(argv,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = proc.stdout.readline()
         m = re.match(r"tenure listening on (\S+)", line)
@@ -273,7 +294,10 @@ def heartbeats_on(tree: Path | None, args) -> dict:
     # forms as soon as all of them joined; a tree without expect_group falls back to a short initial delay, which
     # lets each group's concurrent first joins form one generation
     ready: dict = {}
-    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", *args.serve_arg, tree=tree, ready=ready)
+    gc_out = tempfile.mktemp(prefix="tenure-gc-", suffix=".json") if args.gc_timer else None
+    proc, bs = start_tenure("--initial-rebalance-delay-ms", "200", *args.serve_arg, tree=tree, ready=ready,
+                            gc_out=gc_out)
+    spy = None
     try:
         expect = None
         if ready.get("admin"):
@@ -291,20 +315,57 @@ def heartbeats_on(tree: Path | None, args) -> dict:
                       "initial delay", file=sys.stderr)
                 expect = None
         holder: dict = {}
-        r = heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds,
-                            on_start=lambda: holder.setdefault("cpu", server_cpu_s(proc.pid)), expect=expect,
+
+        def on_start() -> None:
+            nonlocal spy
+            holder["cpu"], holder["sys"], holder["t"] = server_cpu_s(proc.pid), server_cpu_s(proc.pid, True), time.time()
+            if args.pyspy:                       # the heartbeat phase only (the groups formed before it)
+                from hot_path import sample
+                spy = sample(proc.pid, spy_path(args.pyspy, tree), args.hb_seconds)
+        r = heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds, on_start=on_start, expect=expect,
                             depth=args.hb_depth, procs=args.hb_procs, rate=args.hb_rate)
         r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
-        return r
+        r["server_sys_us"] = (server_cpu_s(proc.pid, True) - holder["sys"]) / max(1, r["heartbeats"]) * 1e6
     finally:
-        proc.send_signal(signal.SIGTERM)
+        if spy is not None:
+            spy.wait(60)
+        proc.send_signal(signal.SIGTERM)           # the GC timer writes its rows as the server exits
         proc.wait(15)
+    if gc_out is not None:
+        r["gc"] = gc_summary(gc_out, holder["t"], holder["t"] + args.hb_seconds)
+    return r
 
 
-def server_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process, from /proc."""
+def spy_path(base: str, tree: Path | None) -> str:
+    return f"{base}.{tree_label(REPO if tree is None else tree)}.txt"
+
+
+def gc_summary(path: str, start: float, stop: float) -> dict:
+    """The server's garbage collections in the heartbeat window (GC_TIMER's rows): per generation, how many, their
+    total and longest durations (ms)."""
+    try:
+        with open(path) as f:
+            rows = json.load(f)
+        os.remove(path)
+    except (OSError, ValueError):
+        return {}
+    out: dict = {}
+    for t, gen, dur in rows:
+        if start <= t <= stop:
+            n, total, longest = out.get(gen, (0, 0.0, 0.0))
+            out[gen] = (n + 1, total + dur * 1000, max(longest, dur * 1000))
+    return out
+
+
+def fmt_gc(gc: dict) -> str:
+    return "; ".join(f"gen{g}: {n} collections, {total:.1f} ms in all, longest {longest:.1f} ms"
+                     for g, (n, total, longest) in sorted(gc.items())) or "no collection"
+
+
+def server_cpu_s(pid: int, system: bool = False) -> float:
+    """User + system CPU seconds of a process, from /proc (`system`: the system time alone)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[12]) + (0 if system else int(fields[11]))) / os.sysconf("SC_CLK_TCK")
 
 
 async def form_heartbeat_groups(bootstrap: str, groups: int, per_group: int,
@@ -364,10 +425,11 @@ class HeartbeatPump(asyncio.Protocol):
     are answered. Answers are not decoded: their size, correlation id and error code are read."""
 
     def __init__(self, frames: list[bytes], depth: int, start_at: float, stop_at: float, lat: list[float],
-                 codes: dict, interval: float = 0.0) -> None:
+                 codes: dict, interval: float = 0.0, reads: list[int] | None = None) -> None:
         self.frames = [bytearray(f) for f in frames]
         self.depth, self.start_at, self.stop_at, self.lat, self.codes = depth, start_at, stop_at, lat, codes
         self.interval = interval           # > 0: a round every interval seconds, answered or not (an offered rate)
+        self.reads = reads if reads is not None else [0]   # [the process's reads so far] (answers per read: how the server batches)
         self.buf = bytearray()
         self.i = self.cid = 0
         self.sent: dict[int, float] = {}
@@ -401,6 +463,7 @@ class HeartbeatPump(asyncio.Protocol):
         self.transport.write(b"".join(out))
 
     def data_received(self, data: bytes) -> None:
+        self.reads[0] += 1
         buf = self.buf
         buf += data
         while len(buf) >= 4:
@@ -431,6 +494,7 @@ def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: 
     the answers' error codes and its own CPU seconds."""
     lat: list[float] = []
     codes: dict[int, int] = {}
+    reads = [0]
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
@@ -438,13 +502,13 @@ def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: 
         for k, frames in enumerate(frame_sets):     # open loop: the connections' rounds spread over the interval
             _, p = await loop.create_connection(
                 lambda f=frames, k=k: HeartbeatPump(f, depth or len(f), start_at + interval * k / len(frame_sets),
-                                                    start_at + seconds, lat, codes, interval), host, port)
+                                                    start_at + seconds, lat, codes, interval, reads), host, port)
             pumps.append(p)
         await asyncio.gather(*(p.done for p in pumps))
     t = os.times()
     asyncio.run(run())
     u = os.times()
-    return {"lat": lat, "codes": codes, "cpu_s": (u.user - t.user) + (u.system - t.system)}
+    return {"lat": lat, "codes": codes, "reads": reads[0], "cpu_s": (u.user - t.user) + (u.system - t.system)}
 
 
 def _pump_child(conn, *args) -> None:
@@ -485,10 +549,11 @@ def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
     for r in results:
         for code, n in r["codes"].items():
             codes[code] = codes.get(code, 0) + n
+    reads = sum(r["reads"] for r in results)       # the generator's reads (data_received calls)
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
     return {"heartbeats": len(lat), "per_s": len(lat) / elapsed, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
             "max_ms": lat[-1] * 1000, "errors": sum(n for c, n in codes.items() if c), "codes": codes,
-            "setup_s": setup_s, "client_us": sum(r["cpu_s"] for r in results) / max(1, len(lat)) * 1e6}
+            "setup_s": setup_s, "answers_per_read": len(lat) / max(1, reads), "client_us": sum(r["cpu_s"] for r in results) / max(1, len(lat)) * 1e6}
 
 
 def fmt_result(n: int, target: str, r: dict) -> str:
@@ -533,6 +598,12 @@ def main() -> int:
                     help="also run the heartbeat bench against `tenure serve` from this source tree (e.g. a `git "
                     "worktree` of main), this tree and the baselines in turn, --hb-rounds times; prints the ratios")
     ap.add_argument("--hb-rounds", type=int, default=1)
+    ap.add_argument("--gc-timer", action="store_true",
+                    help="time the server's garbage collections (gc.callbacks, in its process) and print those of the "
+                         "heartbeat phase: per generation, how many and how long")
+    ap.add_argument("--py-spy", metavar="PATH", dest="pyspy",
+                    help="sample the server with py-spy (--nonblocking) during the heartbeat phase, write the "
+                         "collapsed stacks to PATH.TREE.txt and print the functions with the most samples")
     ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
                     help="one more argument to every heartbeat bench's `tenure serve` (repeatable), e.g. "
                          "--serve-arg=--capture-requests=0")
@@ -593,9 +664,15 @@ def main() -> int:
                 print(f"heartbeats [{label}, round {rnd + 1}]: {args.hb_groups * args.hb_per_group} static members "
                       f"in {args.hb_groups} groups, {r['heartbeats']} heartbeats in {args.hb_seconds:.0f}s = "
                       f"{r['per_s']:.0f}/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} "
-                      f"ms, server CPU {r['server_us']:.0f} us per heartbeat (generator {r['client_us']:.0f} us), errors {r['errors']} (by code "
+                      f"ms, server CPU {r['server_us']:.0f} us per heartbeat ({r['server_sys_us']:.0f} us of it system; generator {r['client_us']:.0f} us), {r['answers_per_read']:.1f} answers per generator read, errors {r['errors']} (by code "
                       f"{r['codes']}); groups formed in {r['setup_s']:.1f}s; load average {os.getloadavg()[0]:.1f}",
                       flush=True)
+                if "gc" in r:
+                    print(f"    the server's garbage collections in those {args.hb_seconds:.0f}s: {fmt_gc(r['gc'])}",
+                          flush=True)
+                if args.pyspy:
+                    from hot_path import print_profile
+                    print_profile(spy_path(args.pyspy, tree))
         if len(runs) > 1:
             (this, mine), *others = runs.items()
             med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731

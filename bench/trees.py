@@ -45,9 +45,10 @@ def packages(tree: str | os.PathLike) -> dict[str, str]:
     return {name: str(root / folder) for name, folder in dirs.items()}
 
 
-def serve_argv(tree: str | os.PathLike, *args: str) -> list[str]:
-    """The command line that runs `python -m tenure ARGS` from the source tree `tree`."""
-    return [sys.executable, "-c", _FINDER % packages(tree) + _RUN_TENURE, *args]
+def serve_argv(tree: str | os.PathLike, *args: str, prelude: str = "") -> list[str]:
+    """The command line that runs `python -m tenure ARGS` from the source tree `tree` (`prelude`: Python code run
+    first, e.g. a bench's timer of garbage collections)."""
+    return [sys.executable, "-c", _FINDER % packages(tree) + prelude + "\n" + _RUN_TENURE, *args]
 
 
 def python_argv(tree: str | os.PathLike, code: str) -> list[str]:

@@ -38,6 +38,7 @@ from .writer import CoordinatorWriter, InternalTopic, LogAppender, PartitionWrit
 log = logging.getLogger("tenure.coordinator")
 
 T = TypeVar("T")
+_NOT_YET = object()                            # no answer released yet
 
 class Shard(Protocol):
     """What the runtime asks of a shard, whatever coordinator it is (the group coordinator's GroupShard, the
@@ -105,6 +106,8 @@ class CoordinatorRuntime(Generic[S]):
         self.closed = False                   # set by close(): a load on a worker thread gives up
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
+        self._routing = 0                     # the token of the request `_handle` is routing now (0: none)
+        self._answered: Any = _NOT_YET        # its answer, if released while it is routed
         self._syncing: set[asyncio.Task] = set()
 
     @property
@@ -180,13 +183,14 @@ class CoordinatorRuntime(Generic[S]):
             self.apply(shard.loaded(now))
 
     # ------------------------------------------------------------------ requests
-    async def handle(self, req: Request, ctx: RequestContext):
-        """Answer one request; `ctx.broker_id` is the broker it came in on (None: no hosting check). The
-        shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock now. A large
-        read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks, routing.partition_chunks).
-        A request the runtime's kind handles its own way first (`_special`) is answered by that."""
+    def handle(self, req: Request, ctx: RequestContext) -> Awaitable[Any]:
+        """Answer one request (an awaitable of its answer); `ctx.broker_id` is the broker it came in on (None: no
+        hosting check). The shards see a copy of `ctx` with this runtime's token for it and the coordinator's clock
+        now. A large read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks,
+        routing.partition_chunks). A request the runtime's kind handles its own way first (`_special`) is answered
+        by that."""
         special = self._special(req, ctx)
-        return await (special if special is not None else self._dispatch(req, ctx))
+        return special if special is not None else self._dispatch(req, ctx)
 
     def _special(self, req: Request, ctx: RequestContext) -> Awaitable[Any] | None:
         """The answer of a request this runtime handles its own way before the usual path (the group
@@ -232,15 +236,22 @@ class CoordinatorRuntime(Generic[S]):
             return parts.join(answers)
 
     async def _handle(self, req: Request, ctx: RequestContext):
-        loop = asyncio.get_running_loop()
+        """Route the request; its answer as soon as it is released: at once when its Result answers it (a
+        heartbeat), else a future waits for its token (a parked join, an answer waiting for durability)."""
         token = next(self._tokens)
-        fut = loop.create_future()
+        ctx = ctx.for_input(token, self.clock_ms())
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_request(req, ctx.client_host)
+        self._routing = token
+        try:
+            self._route(req, ctx)
+        finally:
+            answer, self._routing, self._answered = self._answered, 0, _NOT_YET
+        if answer is not _NOT_YET:
+            return answer
+        fut = asyncio.get_running_loop().create_future()
         self._waiting[token] = fut
         try:
-            ctx = ctx.for_input(token, self.clock_ms())
-            if log.isEnabledFor(logging.DEBUG):
-                self._log_request(req, ctx.client_host)
-            self._route(req, ctx)
             return await fut
         finally:
             self._waiting.pop(token, None)
@@ -448,6 +459,10 @@ class CoordinatorRuntime(Generic[S]):
 
     def _release(self, responses) -> None:
         for token, body in responses:
+            if token == self._routing:                 # the request being routed now: answered at once
+                if self._answered is _NOT_YET:
+                    self._answered = body
+                continue
             fut = self._waiting.get(token)
             if fut is not None and not fut.done():
                 fut.set_result(body)

@@ -8,7 +8,9 @@ a response body with the header version its API/version calls for; ApiVersions a
 """
 from __future__ import annotations
 
+import operator
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +113,27 @@ def peek_prefix(payload: bytes) -> tuple[int, int, int]:
     return _PREFIX.unpack_from(payload, 0)
 
 
+def _request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any, spec: ApiSpec,
+             served: ServedApis, payload: Any, body_at: int) -> Request:
+    """A decoded `Request`, made without the per-field work of a frozen dataclass's constructor (one per request)."""
+    req = object.__new__(Request)
+    d = req.__dict__
+    d["api_key"], d["api_version"], d["correlation_id"], d["client_id"] = api_key, api_version, correlation_id, client_id
+    d["body"], d["spec"], d["served"], d["payload"], d["body_at"] = body, spec, served, payload, body_at
+    return req
+
+
+# Requests that repeat byte for byte but for their correlation id - a member's Heartbeat is the same bytes at every
+# heartbeat of a generation. What the request header's decode and the decoding limits' walk make of such bytes (the
+# client id, where the body starts, that the body passed) is kept, keyed by the bytes after the correlation id
+# (and the API, version and element limit they were checked at): the next such request decodes only its body.
+# Up to REPEATS_KEPT of them (then the table starts again); requests of at most REPEAT_BYTES.
+REPEATING_APIS = frozenset({12})          # Heartbeat
+REPEATS_KEPT = 4096
+REPEAT_BYTES = 512
+_repeats: dict[bytes, tuple[int, int, int, str | None, int]] = {}
+
+
 def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
                    served: ServedApis = DEFAULT_SERVED) -> Request | UnsupportedApiVersions:
     """`served`: the APIs and versions the server presents (tenure's table, or a Kafka release's cut of it); a
@@ -126,6 +149,18 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
             return UnsupportedApiVersions(correlation_id, api_version, served)
         raise UnsupportedApi(api_key, api_version,
                              f"{spec.name} is served at versions {spec.min_version}-{spec.max_version}")
+    key = None
+    if api_key in REPEATING_APIS and len(payload) <= REPEAT_BYTES:
+        key = bytes(payload[8:])
+        seen = _repeats.get(key)
+        if seen is not None and seen[0] == api_key and seen[1] == api_version and \
+                seen[2] == limits.max_request_elements:
+            end = seen[4]
+            try:
+                body = spec.request.decode(memoryview(payload)[end:], version=api_version)
+            except Exception as exc:  # the same bytes decoded before: not expected
+                raise MalformedRequest(f"{spec.name} v{api_version}: undecodable body: {exc!r}") from exc
+            return _request(api_key, api_version, correlation_id, seen[3], body, spec, served, payload, end)
     flexible = spec.flexible(api_version)
     what = f"{spec.name} v{api_version}"
     whole = memoryview(payload)
@@ -142,7 +177,11 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
         body = spec.request.decode(data, version=api_version)
     except Exception as exc:  # e.g. invalid UTF-8 in a string
         raise MalformedRequest(f"{what}: undecodable body: {exc!r}") from exc
-    return Request(api_key, api_version, correlation_id, header.client_id, body, spec, served, payload, end)
+    if key is not None:                        # a repeating request: its header and walk kept for the next
+        if len(_repeats) >= REPEATS_KEPT:
+            _repeats.clear()
+        _repeats[key] = (api_key, api_version, limits.max_request_elements, header.client_id, end)
+    return _request(api_key, api_version, correlation_id, header.client_id, body, spec, served, payload, end)
 
 
 # Requests and answers too heavy for one turn of the event loop (issue 30): one event loop serves every client,
@@ -193,6 +232,52 @@ _SIZE_CID = struct.Struct(">ii")             # the frame's size, the response he
 _SIZE_CID_TAGS = struct.Struct(">iiB")       # ... header v1: the correlation id and no tagged field
 
 
+# Answers whose body is a few numbers and nothing else (Heartbeat's: its throttle time and error code) are the same
+# bytes for the same numbers at a version: kafka-python's encoding of each is kept, keyed by its class, version and
+# numbers (up to ANSWERS_KEPT, then the table starts again). A body carrying tagged fields is encoded every time.
+ANSWERS_KEPT = 1024
+_INTEGERS = frozenset({"int8", "int16", "int32", "int64", "uint16"})
+# class -> what reads its tagged fields and numbers as one tuple (None: not a numbers-only answer)
+_numbers_only: dict[type, Callable[[Any], tuple] | None] = {}
+_answers: dict[tuple, bytes] = {}
+
+
+def _numbers_of(cls: type) -> Callable[[Any], tuple] | None:
+    """For a class every one of whose fields is a plain integer (no array, string, struct or tagged field): what
+    reads an answer's (tags, unknown tags, *numbers); None for any other class."""
+    if cls in _numbers_only:
+        return _numbers_only[cls]
+    fields = getattr(cls, "fields", None)
+    getter = None
+    if isinstance(fields, dict) and fields and all(
+            getattr(f, "_type_str", None) in _INTEGERS and getattr(f, "_tag", None) is None
+            and getattr(f, "_fields", None) is None for f in fields.values()):
+        getter = operator.attrgetter("tags", "unknown_tags", *fields)
+    _numbers_only[cls] = getter
+    return getter
+
+
+def encode_body(body: Any, version: int) -> bytes:
+    """kafka-python's encoding of `body` at `version` (kept for a numbers-only answer, see ANSWERS_KEPT)."""
+    body.API_VERSION = version
+    cls = body.__class__
+    getter = _numbers_only[cls] if cls in _numbers_only else _numbers_of(cls)
+    if getter is None:
+        return body.encode()
+    values = getter(body)
+    if values[0] is not None or values[1] is not None:       # tagged fields: encoded every time
+        return body.encode()
+    key = (cls, version, values)
+    data = _answers.get(key)
+    if data is None:
+        data = bytes(body.encode())
+        if all(isinstance(v, int) for v in values[2:]):    # (an error code: an IntEnum, equal to its int)
+            if len(_answers) >= ANSWERS_KEPT:
+                _answers.clear()
+            _answers[key] = data
+    return data
+
+
 def encode_response(request: Request, body: Any) -> bytes:
     """The answer's frame: kafka-python encodes the body; the response header before it is Kafka's v1 (the
     correlation id and an empty tagged-field section) at a flexible version, v0 (the correlation id) otherwise and
@@ -200,8 +285,7 @@ def encode_response(request: Request, body: Any) -> bytes:
     (tests/protocol/test_codec.py holds it to kafka-python's `encode(header=True, framed=True)` for every API and
     version)."""
     version = request.api_version
-    body.API_VERSION = version
-    data = body.encode()
+    data = encode_body(body, version)
     if request.api_key != API_VERSIONS_KEY and body.flexible_version_q(version):
         return _SIZE_CID_TAGS.pack(len(data) + 5, request.correlation_id, 0) + data
     return _SIZE_CID.pack(len(data) + 4, request.correlation_id) + data

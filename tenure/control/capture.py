@@ -15,10 +15,12 @@ records and a Fetch answer's records are not kept, nor a request or an answer of
 heavy count of array elements (5,000: a describe of thousands of groups) beyond the latest
 `HEAVY_BODIES_KEPT` of them - older ones keep their summary -, so the ring's memory stays bounded).
 
-The dispatcher records an exchange with one object and one append (`record`) and hands it the answer's frame
-before sending it (`Exchange.answered`); once the answer is written (`finish`) the ring keeps the exchange as a
-tuple of strings, numbers and bytes - which the collector stops tracking - and `query` turns it back into an
-`Exchange`; the summary is worked out only when asked (a Produce's when recorded,
+The ring keeps a finished exchange as a tuple of strings, numbers and bytes - which the collector stops tracking -
+and `query` turns it back into an `Exchange`. The dispatcher keeps the usual exchange, whose answer it encodes on the
+loop, as that tuple at once with the answer's frame before sending it (`keep`), and its duration once the answer is
+written (`written`); an exchange with no answer, or a heavy one, is recorded as an object first (`record`), handed
+the answer's frame before it is sent (`Exchange.answered`) and made a tuple once the answer is written (`finish`).
+The summary is worked out only when asked (a Produce's when recorded,
 its records being dropped), and kept as tuples of strings and numbers, which the collector stops tracking. `ServerConfig.capture_requests` is the ring's length (0: no capture).
 """
 from __future__ import annotations
@@ -297,6 +299,44 @@ class Capture:
             if len(self._heavy) > HEAVY_BODIES_KEPT:
                 self._heavy.popleft().drop_bodies()
         return exchange
+
+    def keep(self, req, ctx, error: int, started: float, frame: bytes, version: int | None = None) -> Exchange | tuple:
+        """One served request and the frame of its answer, about to be sent (`version`: the answer's, if not the
+        request's): the usual exchange - an answer encoded on the loop - kept at once as the tuple of a finished
+        one, no `Exchange` made (its duration until now, set again by `written`). A Produce, or a request heavy
+        enough to keep as an object, takes `record`'s way. What is kept goes to `written` once the answer is."""
+        key = req.api_key
+        if key == PRODUCE or is_heavy(key, req.body):
+            exchange = self.record(req, ctx, None, error, started, "answered")
+            exchange.answered(frame, version)
+            return exchange
+        took = time.perf_counter() - started
+        self._seq += 1
+        payload, at = getattr(req, "payload", None), getattr(req, "body_at", 0)
+        if payload is None:                                # a request made in process: encoded (kafka-python)
+            payload = None if req.body is None else req.body.encode(version=req.api_version)
+        elif payload.__class__ is not bytes:
+            payload = bytes(payload)
+        row = (self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
+               ctx.broker_id, time.time() - took, took * 1000.0, error, "answered", payload, at,
+               None if key == FETCH else frame, req.api_version if version is None else version, None, False)
+        with self._lock:
+            self._ring.append(row)
+        return row
+
+    def written(self, kept: Exchange | tuple, duration_ms: float) -> None:
+        """The answer of an exchange `keep` kept is written: its duration set (from the request read to now)."""
+        if isinstance(kept, Exchange):
+            kept.duration_ms = duration_ms
+            self.finish(kept)
+            return
+        with self._lock:                   # the row now there: a query may have put its summary in meanwhile
+            ring = self._ring
+            at = len(ring) - 1 - (self._seq - kept[0])
+            if at >= 0:
+                row = ring[at]
+                if row is kept or (row.__class__ is tuple and row[0] == kept[0]):
+                    ring[at] = row[:9] + (duration_ms,) + row[10:]      # the slot of duration_ms
 
     def finish(self, exchange: Exchange) -> None:
         """The exchange is done (its answer and duration set): the ring keeps it as a tuple from now on."""

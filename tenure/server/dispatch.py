@@ -112,10 +112,13 @@ class Dispatcher:
             body = self.hooks.rewrite(hooked, req, body)
         heavy = body is not None and heavy_answer(req.api_key, body)      # walked and encoded off the loop
         code = (await off_loop(response_error, body) if heavy else response_error(body)) if body is not None else 0
-        # captured before the answer leaves (a client that has its answer finds it in the capture), its
-        # duration set once the answer is written
-        seen = self.capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer",
-                                   heavy) if self.capture.active else None
+        # captured before the answer leaves (a client that has its answer finds it in the capture), its duration
+        # set once the answer is written: the usual answer, encoded here, kept at once with its frame
+        # (`Capture.keep`); one with no answer or a heavy one recorded first
+        capture = self.capture
+        seen = capture.record(req, ctx, body, code, t0, "answered" if body is not None else "no_answer",
+                              heavy) if capture.active and (body is None or heavy) else None
+        kept = None
         if body is not None:
             version = None
             if req.api_key == API_VERSIONS_KEY and (answered_error or (hooked.response is not None and code)):
@@ -126,12 +129,16 @@ class Dispatcher:
                 frame = encode_response(req, body)
             if seen is not None:
                 seen.answered(frame, version)              # the bytes sent, kept before they leave
+            elif capture.active:
+                kept = capture.keep(req, ctx, code, t0, frame, version)
             await send(frame)
         took = time.perf_counter() - t0
         self.metrics.request(req.name, error_name(code) if code else "NONE", took)
-        if seen is not None:
+        if kept is not None:
+            capture.written(kept, took * 1000.0)
+        elif seen is not None:
             seen.duration_ms = took * 1000.0
-            self.capture.finish(seen)
+            capture.finish(seen)
         return True
 
     def _closed(self, req: Request, ctx: RequestContext, t0: float) -> bool:

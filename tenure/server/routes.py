@@ -86,12 +86,18 @@ class GroupRoute:
         unknown = split_fetch(req.body)
         return merge_fetch(await self.runtime.handle(req, ctx), unknown, asked, self.topics)
 
-    async def __call__(self, req: Request, ctx: RequestContext) -> Any:
+    def __call__(self, req: Request, ctx: RequestContext) -> Awaitable[Any]:
+        """The runtime's answer (an awaitable); an OffsetCommit, a TxnOffsetCommit or an OffsetFetch by topic ids
+        after the broker's part (`_offsets`)."""
+        if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY, OFFSET_FETCH_KEY) or \
+                (req.api_key == OFFSET_FETCH_KEY and req.api_version < TOPIC_IDS_VERSION):
+            return self.runtime.handle(req, ctx)
+        return self._offsets(req, ctx)
+
+    async def _offsets(self, req: Request, ctx: RequestContext) -> Any:
         by_id = req.api_version >= TOPIC_IDS_VERSION and req.api_key in (OFFSET_COMMIT_KEY, OFFSET_FETCH_KEY)
         if by_id and req.api_key == OFFSET_FETCH_KEY:
             return await self._fetch_by_ids(req, ctx)
-        if req.api_key not in (OFFSET_COMMIT_KEY, TXN_OFFSET_COMMIT_KEY):
-            return await self.runtime.handle(req, ctx)
         if by_id:
             resolve_ids(req.body.topics, self.topics)
         order = request_order(req.body)

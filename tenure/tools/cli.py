@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 
+from tenure import gcpause
 from tenure.config import (
     ADMIN_TOKEN_ENV,
     DEFAULT_ADMIN_PORT,
@@ -341,6 +342,7 @@ async def _serve(config: ServerConfig, ready_file: str | None = None) -> int:
             except OSError as exc:
                 await server.close()
                 raise StartupError(exc, f"cannot write the ready file {ready_file} (--ready-file)") from exc
+        gcpause.freeze_started()             # what start-up made: out of the later collections (gcpause.py)
         print(f"tenure listening on {server.bootstrap}", flush=True)
         log.info("serving on %s:%d (advertised %s)", config.host, server.port, server.bootstrap)
         if config.admin_port is None:
@@ -363,6 +365,7 @@ async def _run(server: Server, stop: asyncio.Event) -> int:
             break
         log.info("restart requested through the admin endpoint")
         server = await reopen(server)
+        gcpause.freeze_started()
     log.info("shutting down")
     await server.close()
     if server.fatal_error is not None:

@@ -246,3 +246,115 @@ def test_the_first_error_of_an_answer_looks_into_arrays_of_structs_only():
         error_code = 0
         ids = [uuid4(), uuid4()]
     assert response_error(WithIds()) == 0
+
+
+def heartbeat_payload(correlation_id: int, generation: int = 3, client_id: str = "hb", version: int = 4) -> bytes:
+    from kafka.protocol.consumer.group import HeartbeatRequest
+    return request_bytes(HeartbeatRequest(group_id="g", generation_id=generation, member_id="m-1",
+                                          group_instance_id="i-1" if version >= 3 else None),
+                         version, correlation_id=correlation_id, client_id=client_id)[4:]
+
+
+def test_a_repeating_heartbeat_decodes_as_a_fresh_one_with_its_own_correlation_id_and_body():
+    """A Heartbeat whose bytes after the correlation id were seen before reuses what its header and the limits walk
+    made of them (codec.REPEATING_APIS): the request equals the one a first decode gives, with its own correlation
+    id, client id and a body object of its own."""
+    from tenure.protocol import codec
+    codec._repeats.clear()
+    first = decode_request(heartbeat_payload(1))
+    again = decode_request(heartbeat_payload(2))
+    assert len(codec._repeats) == 1
+    codec._repeats.clear()
+    fresh = decode_request(heartbeat_payload(2))
+    assert again == fresh and again.correlation_id == 2 and first.correlation_id == 1
+    assert (again.client_id, again.body_at, again.payload) == (fresh.client_id, fresh.body_at, fresh.payload)
+    assert again.body is not first.body and again.body.to_dict() == first.body.to_dict()
+    assert again.body.generation_id == 3 and again.body.member_id == "m-1"
+
+
+def test_what_a_repeating_request_reuses_is_keyed_by_its_bytes_version_and_element_limit():
+    """Another generation, client id or version is another key; a decode under another element limit walks the
+    limits again; a table at its bound starts again; a large request is not kept."""
+    from kafka.protocol.consumer.group import HeartbeatRequest
+    from tenure.protocol import codec
+    codec._repeats.clear()
+    decode_request(heartbeat_payload(1))
+    assert decode_request(heartbeat_payload(2, generation=4)).body.generation_id == 4
+    assert decode_request(heartbeat_payload(3, client_id="other")).client_id == "other"
+    old = decode_request(heartbeat_payload(4, version=2))
+    assert old.api_version == 2 and old.body.group_instance_id is None
+    assert len(codec._repeats) == 4
+    decode_request(heartbeat_payload(5), DecodeLimits(max_request_elements=7))
+    assert codec._repeats[heartbeat_payload(5)[8:]][2] == 7
+    for i in range(codec.REPEATS_KEPT):
+        codec._repeats[b"x%d" % i] = (0, 0, 0, None, 0)
+    decode_request(heartbeat_payload(6))
+    assert len(codec._repeats) == 1
+    big = request_bytes(HeartbeatRequest(group_id="g" * codec.REPEAT_BYTES, generation_id=1, member_id="m",
+                                         group_instance_id=None), 4, correlation_id=7)[4:]
+    assert decode_request(big).body.group_id == "g" * codec.REPEAT_BYTES and len(codec._repeats) == 1
+
+
+def test_bad_bytes_after_a_repeating_heartbeat_are_still_refused():
+    """A Heartbeat cut short or with a null where none may be is refused as before, whatever was seen before it."""
+    from tenure.protocol import codec
+    codec._repeats.clear()
+    good = heartbeat_payload(1)
+    decode_request(good)
+    with pytest.raises(MalformedRequest):
+        decode_request(good[:-3])
+    nulled = bytearray(good)
+    at = good.index(b"\x02g")                    # the group id: a compact string of one character
+    nulled[at] = 0                               # compact length 0: null
+    with pytest.raises(MalformedRequest):
+        decode_request(bytes(nulled))
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_a_numbers_only_answer_is_kafka_pythons_encoding_whether_kept_or_not(version):
+    """An answer of plain integer fields (Heartbeat's) is the bytes kafka-python encodes (codec.ANSWERS_KEPT), for
+    every error code and throttle time, first encoded or kept; an answer carrying tagged fields is encoded anew."""
+    from kafka.protocol.consumer.group import HeartbeatResponse
+    from tenure.protocol import codec
+    req = decode_request(heartbeat_payload(9, version=version))
+    for _ in range(2):
+        for code in (0, 16, 22, 25, 27, 82):
+            for throttle in (0, 100):
+                body = HeartbeatResponse(throttle_time_ms=throttle, error_code=code)
+                ours = encode_response(req, body)
+                theirs = HeartbeatResponse(throttle_time_ms=throttle, error_code=code)
+                theirs.API_VERSION = version
+                theirs.with_header(correlation_id=9)
+                assert ours == bytes(theirs.encode(header=True, framed=True))
+    assert codec._numbers_of(HeartbeatResponse) is not None and codec._numbers_of(MetadataRequest) is None
+    codec._answers.clear()
+    tagged = HeartbeatResponse(throttle_time_ms=0, error_code=0)
+    tagged.unknown_tags = {"_99": b"\x01"}
+    ours = encode_response(req, tagged)
+    tagged.with_header(correlation_id=9)
+    assert ours == bytes(tagged.encode(header=True, framed=True)) and not codec._answers
+    codec._answers.clear()
+    kept = encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+    assert kept == encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=27)) and \
+        len(codec._answers) == 1                       # an error code (an IntEnum) shares its int's encoding
+    unset = HeartbeatResponse(throttle_time_ms=None, error_code=0)      # what kafka-python makes of it: not kept
+    unset.API_VERSION = version
+    unset.with_header(correlation_id=9)
+    try:
+        theirs = bytes(unset.encode(header=True, framed=True))
+    except struct.error:                               # a version that has the field refuses the None
+        with pytest.raises(struct.error):
+            encode_response(req, HeartbeatResponse(throttle_time_ms=None, error_code=0))
+    else:
+        assert encode_response(req, HeartbeatResponse(throttle_time_ms=None, error_code=0)) == theirs
+    assert len(codec._answers) == 1
+
+
+def test_the_table_of_kept_answers_starts_again_at_its_bound():
+    from kafka.protocol.consumer.group import HeartbeatResponse
+    from tenure.protocol import codec
+    req = decode_request(heartbeat_payload(9))
+    codec._answers.clear()
+    for t in range(codec.ANSWERS_KEPT + 5):
+        encode_response(req, HeartbeatResponse(throttle_time_ms=t, error_code=0))
+    assert 0 < len(codec._answers) <= codec.ANSWERS_KEPT

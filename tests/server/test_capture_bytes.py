@@ -124,3 +124,47 @@ def test_a_query_by_group_decodes_each_request_once_and_the_ring_keeps_what_it_f
 def cap_slot(name: str) -> int:
     from tenure.control.capture import Exchange
     return Exchange.__slots__.index(name)
+
+
+def test_an_exchange_kept_at_once_is_the_one_recorded_then_finished():
+    """Capture.keep (the dispatcher's usual way: the answer encoded on the loop) keeps the finished row at once and
+    `written` its duration: query gives what record, answered and finish give, in the same slots; the row is
+    untracked after a look; a Fetch answer and a Produce's records are not kept either way; a Produce, or a heavy
+    request, goes by record."""
+    from tenure.control.capture import HEAVY_BODIES_KEPT
+    req = decode_request(request_bytes(HeartbeatRequest(group_id="g", generation_id=2, member_id="m",
+                                                        group_instance_id="i"), 4, 41)[4:])
+    frame = encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+    two, one = Capture(10), Capture(10)
+    seen = two.record(req, _Ctx, None, 27, time.perf_counter(), "answered")
+    seen.answered(frame)
+    two.finish(seen)
+    kept = one.keep(req, _Ctx, 27, time.perf_counter(), frame)
+    assert one.query(group="g")[0].duration_ms < 1000       # a query by group puts the summary in the row meanwhile
+    assert one._ring[0] is not kept and one._ring[0][16] is not None
+    one.written(kept, 1234.5)
+    assert one._ring[0][16] is not None                      # the summary kept with the duration
+    [a], [b] = two.query(), one.query()
+    for slot in type(a).__slots__:
+        if slot not in ("received", "duration_ms", "_summary"):
+            assert getattr(a, slot) == getattr(b, slot), slot
+    assert b.duration_ms == 1234.5 and abs(b.received - time.time()) < 5
+    assert b.request.member_id == "m" and b.response.error_code == 27 and b.error_name == "REBALANCE_IN_PROGRESS"
+    for _ in range(3):               # a tuple is untracked once what it holds is: the summary's pairs, the summary, the row
+        gc.collect()
+    assert not gc.is_tracked(one._ring[0])
+    from kafka.protocol.consumer import FetchRequest
+    fetch = decode_request(request_bytes(
+        FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1024, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[], forgotten_topics_data=[], rack_id=""), 12, 42)[4:])
+    one.written(one.keep(fetch, _Ctx, 0, time.perf_counter(), b"\x00" * 20), 1.0)
+    assert one.query(api="Fetch")[0].response is None and one.query(api="Fetch")[0].request.max_bytes == 1024
+    produce = decode_request(request_bytes(produce_request("t", 0, build_batch([(b"k", b"v")]), acks=1), 9, 44)[4:])
+    one.written(one.keep(produce, _Ctx, 0, time.perf_counter(), frame), 150.0)
+    done = one.query(api="Produce")[0]
+    assert done.request is None and done.summary()["topics"] == ["t"] and done.duration_ms == 150.0
+    many = DescribeGroupsRequest(groups=[f"g{i}" for i in range(6000)], include_authorized_operations=False)
+    heavy = decode_request(request_bytes(many, 5, 43)[4:])
+    one.written(one.keep(heavy, _Ctx, 0, time.perf_counter(), frame), 2.0)
+    assert one.query(api="DescribeGroups")[0].duration_ms == 2.0 and len(one._heavy) == 1 <= HEAVY_BODIES_KEPT and one.query(api="DescribeGroups")[0].summary()["groups"]

@@ -77,3 +77,40 @@ def test_someone_elses_freeze_is_left_alone():
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_started_servers_objects_are_frozen_and_a_later_pause_joins_them():
+    """freeze_started (tenure serve, once ready): what is alive goes to the permanent generation; what a later pause
+    made joins it (its young objects unwalked), a cycle made outside a pause is still collected, and a second
+    call (a restart) freezes what the new server made."""
+    class Node:
+        pass
+    gc.collect()
+    try:
+        gcpause.freeze_started()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0 and gc.get_count()[0] < 10
+        with gcpause.gc_paused():
+            kept = [[i] for i in range(5000)]
+        assert gc.get_freeze_count() >= frozen + 5000 and gc.get_count()[0] < 100
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        del a, b
+        assert gc.collect() >= 2                       # the cycle, made after the freeze, is found
+        more = [[i] for i in range(1000)]
+        gcpause.freeze_started()
+        assert gc.get_freeze_count() >= frozen + 6000 and len(kept) + len(more) == 6000
+    finally:
+        gc.unfreeze()
+        gcpause._frozen = False
+
+
+def test_a_freeze_of_someone_elses_is_not_followed_by_freeze_started():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        _ = [[i] for i in range(100)]
+        gcpause.freeze_started()
+        assert gc.get_freeze_count() == frozen and not gcpause._frozen
+    finally:
+        gc.unfreeze()
