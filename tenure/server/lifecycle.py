@@ -514,6 +514,8 @@ class Server:
             self._admin = None
         if self._admin_sock is not None:
             self._admin_sock.close()
+            from tenure.control.admin_socket import imports_done
+            await imports_done(bound)           # its modules' import, if still running: never exit under it
 
     def _close_logs(self, *, flush: bool, refused: bool = False) -> None:
         """Flush (unless after a storage failure) and close every partition log, then release the data dir;
