@@ -79,6 +79,16 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
     batches = count = 0
     stop = (1 << 63) if end is None else end
     special = CONTROL_FLAG | TRANSACTIONAL_FLAG
+
+    def read(h, raw):
+        """The batch's records; None (reported, skipped) for a batch that cannot be read under a valid CRC - written
+        so, not damaged on disk."""
+        try:
+            return batch_records(h, raw)
+        except Exception as exc:
+            report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot be read",
+                        f"{type(exc).__name__}: {exc}")
+            return None
     # no automatic collection while the load builds its ~one object per record (a collection of the young
     # generation every ~700 of them, and full ones walking the growing state): what survives is moved to the
     # oldest generation at the end without a walk (tenure/gcpause.py)
@@ -93,11 +103,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
             if not (attributes & special or pending or every):
                 # the common case: a plain batch of full-value upserts, no transaction open. Each record
                 # replaces its key's latest (a keyless one is taken out again and reported below)
-                try:
-                    batch = batch_records(h, raw)
-                except Exception as exc:           # under a valid CRC: written so, not damaged on disk
-                    report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that "
-                                f"cannot be read", f"{type(exc).__name__}: {exc}")
+                batch = read(h, raw)
+                if batch is None:
                     continue
                 count += len(batch)
                 for r in batch:                    # the hot loop: one attribute read and one dict store
@@ -120,11 +127,8 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
                             latest[r.key] = r
                             moved[r.key] = h.base_offset
                 continue
-            try:                                   # a batch is one coordinator write: all of it or none
-                batch = batch_records(h, raw)
-            except Exception as exc:               # under a valid CRC: written so, not damaged on disk
-                report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot "
-                            f"be read", f"{type(exc).__name__}: {exc}")
+            batch = read(h, raw)                   # a batch is one coordinator write: all of it or none
+            if batch is None:
                 continue
             count += len(batch)
             held = pending.setdefault(h.producer_id, (h.producer_epoch, []))[1] \
