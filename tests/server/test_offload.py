@@ -111,6 +111,8 @@ def test_a_freeze_of_someone_elses_is_not_followed_by_freeze_started():
         frozen = gc.get_freeze_count()
         _ = [[i] for i in range(100)]
         gcpause.freeze_started()
-        assert gc.get_freeze_count() == frozen and not gcpause._frozen
+        # not frozen again: the 100 new lists would add ~100; a frozen object freed meanwhile (another test's, another
+        # thread's) takes one off, so the count may only shrink (CI saw it 3 lower)
+        assert gc.get_freeze_count() <= frozen and not gcpause._frozen
     finally:
         gc.unfreeze()
