@@ -25,6 +25,11 @@ runs `PY -m tenure serve`, so a worktree of main's Python and this tree's run in
 
     .venv/bin/python bench/amplification.py --stalls --server ../base/.venv/bin/python --server .venv/bin/python
 
+The servers load their modules' bytecode from a cache filled (compileall) before the first one starts, as an
+installed tenure does (`--bytecode cached`, the default); `--bytecode env` runs them in the environment as inherited:
+with PYTHONDONTWRITEBYTECODE set (this repository's sandbox) and no cache, what a server imports on first use (the
+KIP-848 group kind at the first ConsumerGroupDescribe: ~50 ms compiled, ~14 ms loaded) is compiled on its loop.
+
 Bounded: 12 requests (--stalls: 5 per server, and --members - 1 joins to set up), each given at most --timeout
 seconds; the servers are killed at the end.
 """
@@ -42,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchcommon import tree_version, wait_ready_line  # noqa: E402
+from benchcommon import bytecode_env, tree_version, wait_ready_line  # noqa: E402
 
 
 def _header(api_key: int, version: int, cid: int = 1, flexible: bool = False) -> bytes:
@@ -321,14 +326,20 @@ def _stall_shapes(n: int, members: int) -> list[tuple]:
     ]
 
 
+_ENVS: dict[str, dict[str, str]] = {}        # python -> the environment its servers run in (--bytecode)
+
+
 def measure(python: str, frames: list[tuple[str, bytes]], timeout: float, setup=None,
-            extra: tuple[str, ...] = ()) -> list[dict]:
+            extra: tuple[str, ...] = (), bytecode: str = "cached") -> list[dict]:
     """One fresh server run by `python`; `setup(host, port)` first, then each frame in turn while the
     bystanders (the canary) keep going; one row per frame."""
     biggest = max(len(f) for _, f in frames)
+    env = _ENVS.get(python)
+    if env is None:
+        env = _ENVS[python] = bytecode_env(python, bytecode)
     proc = subprocess.Popen([python, "-m", "tenure", "serve", "--port", "0", "--max-frame-bytes",
                              str(biggest + 1024), "--no-auto-create-topics", "--log-level", "CRITICAL", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir(), env=env)
     rows = []
     try:
         bootstrap, _ = wait_ready_line(proc, 60)
@@ -393,7 +404,7 @@ def stalls(args) -> None:
             tree = _tree_of(python)
             rows = measure(python, frames, args.timeout, setup,
                            (("--consumer-session-timeout-ms", "600000") if setup is not None else ())
-                           + tuple(args.serve_arg))
+                           + tuple(args.serve_arg), args.bytecode)
             for r in rows:
                 note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
                 what = f"{name}: {r['label']}" if r["label"] else name
@@ -416,12 +427,16 @@ def main() -> int:
     ap.add_argument("--server", action="append", help="the Python whose tenure serves (repeatable)")
     ap.add_argument("--serve-arg", action="append", default=[],
                     help="--stalls: one more `tenure serve` argument (repeatable), e.g. --serve-arg=--capture-requests=0")
+    ap.add_argument("--bytecode", choices=("cached", "env"), default="cached",
+                    help="cached (the default): the servers load their modules' bytecode from a cache filled first, "
+                         "as an installed tenure does; env: the environment as inherited (PYTHONDONTWRITEBYTECODE "
+                         "with no cache compiles what a server imports on first use on its loop)")
     args = ap.parse_args()
     import kafka
     served = subprocess.run([sys.executable, "-c", "import tenure; print(tenure.__file__)"], capture_output=True,
                             text=True, cwd=tempfile.gettempdir()).stdout.strip()
     print(f"bench tree {tree_version()}; server: {served} (python {sys.executable}), "
-          f"kafka-python {kafka.__version__}; load {os.getloadavg()}")
+          f"kafka-python {kafka.__version__}; bytecode {args.bytecode}; load {os.getloadavg()}")
     if args.stalls:
         stalls(args)
         return 0
@@ -436,7 +451,7 @@ def main() -> int:
             setup = (lambda h, p, f=SETUP[name]: f(h, p)) if name in SETUP else None
             for python in [os.path.abspath(p) for p in args.server or [sys.executable]]:
                 r = dict(measure(python, [("", struct.pack(">i", len(frame)) + frame)], args.timeout,
-                                 setup)[0], name=name, n=n)
+                                 setup, bytecode=args.bytecode)[0], name=name, n=n)
                 note = f" (their connections: {r['stuck']})" if r["stuck"] else ""
                 print(f"| {_tree_of(python)} | {r['name']} | {r['n'] + OUTER.get(name, 0):,} | {r['mib']:.2f} | "
                       f"{r['outcome']} | {r['seconds']:.2f} | "

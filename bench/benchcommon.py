@@ -76,3 +76,23 @@ def drop_cache(data_dir: Path) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+
+def bytecode_env(python: str, mode: str) -> dict[str, str]:
+    """The environment to run `python`'s tenure in. "cached": PYTHONDONTWRITEBYTECODE unset and PYTHONPYCACHEPREFIX
+    pointed at a new temporary directory that is filled first with the bytecode of every module of the tree that
+    `python` imports tenure from (compileall), as an installed package or a developer's checkout has it; the parts a
+    server imports on first use (tenure/deferred.py) are then loaded, not compiled, when a request first needs them.
+    "env": the environment as inherited (this repository's sandbox sets PYTHONDONTWRITEBYTECODE, so those parts are
+    compiled from source at their first use, on the server's loop)."""
+    env = dict(os.environ)
+    if mode == "env":
+        return env
+    import tempfile
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="tenure-bench-pycache-")
+    subprocess.run([python, "-c", "import compileall, os, re, tenure; "
+                    "root = os.path.dirname(os.path.dirname(os.path.abspath(tenure.__file__))); "
+                    "compileall.compile_dir(root, quiet=1, rx=re.compile(r'/(\\.venv|\\.git|tests|\\.cache)/'))"],
+                   check=True, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL)
+    return env
