@@ -101,7 +101,6 @@ def _import_codecs() -> None:
     import kafka.protocol.api_header  # noqa: F401
     import kafka.protocol.api_message  # noqa: F401
     import kafka.protocol.consumer.group  # noqa: F401
-    import kafka.protocol.consumer.metadata  # noqa: F401
 
     from . import consumer_group, records, share_group  # noqa: F401
 

@@ -48,6 +48,10 @@ DENIED = (
     # the SASL servers and the OAUTHBEARER validator: at a SASL listener's first connection (tenure/server/security.py);
     # the certificates, with a TLS listener
     "tenure.security.sasl", "tenure.security.oauth", "tenure.security.tls",
+    # the broker's share partitions and sessions (broker/share.py): at the first share request (broker/share_apis.py);
+    # kafka-python's consumer protocol classes (a member's subscription and assignment): at a classic group's first
+    # OffsetDelete or view (coordinator/classic/__init__.py)
+    "tenure.broker.share", "kafka.protocol.consumer.metadata",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
@@ -388,6 +392,54 @@ def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_fir
         "    stats = st.compact_now()\n"
         "    from tenure.storage.compaction import CleanStats\n"
         "    assert type(stats) is CleanStats and type(st.server.cleaner_stats) is CleanStats, stats\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_share_partitions_and_the_consumer_protocol_classes_are_imported_when_real_clients_first_need_them():
+    """A ServerThread started (a process run with `-W error`) imports neither the broker's share partitions nor
+    kafka-python's consumer protocol classes, and confluent-kafka producing brings in neither. A confluent-kafka
+    consumer in a classic group: the group's first rebalance reads its members' assignments in the consumer
+    protocol (the rebalance's log line takes the group's read model), which imports the classes, and the group's
+    view shows the assignment; the share partitions are still not imported. A confluent-kafka ShareConsumer's
+    first share request imports them, and it gets records."""
+    _modules_after(
+        "import sys, time, tenure.server\n"
+        "from confluent_kafka import Consumer, Producer, ShareConsumer\n"
+        "SHARE, PROTOCOL = 'tenure.broker.share', 'kafka.protocol.consumer.metadata'\n"
+        "st = tenure.server.ServerThread(port=0, initial_rebalance_delay_ms=0).start()\n"
+        "try:\n"
+        "    assert SHARE not in sys.modules and PROTOCOL not in sys.modules\n"
+        "    p = Producer({'bootstrap.servers': st.bootstrap})\n"
+        "    for i in range(3):\n"
+        "        p.produce('t', value=str(i).encode())\n"
+        "    assert p.flush(10) == 0\n"
+        "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g', 'auto.offset.reset': 'earliest'})\n"
+        "    c.subscribe(['t'])\n"
+        "    got, deadline = [], time.monotonic() + 30\n"
+        "    while len(got) < 3 and time.monotonic() < deadline:\n"
+        "        m = c.poll(0.2)\n"
+        "        if m is not None and not m.error():\n"
+        "            got.append(m.value())\n"
+        "    c.commit(asynchronous=False)\n"
+        "    assert got == [b'0', b'1', b'2'], got\n"
+        "    assert SHARE not in sys.modules and PROTOCOL in sys.modules\n"
+        "    view = st.group('g')\n"
+        "    assert list(view.assignments.values()) == [{'t': [0]}], view\n"
+        "    c.close()\n"
+        "    s = ShareConsumer({'bootstrap.servers': st.bootstrap, 'group.id': 'sg'})\n"
+        "    s.subscribe(['t'])\n"
+        "    p.produce('t', value=b'3')\n"
+        "    assert p.flush(10) == 0\n"
+        "    shared, deadline = [], time.monotonic() + 30\n"
+        "    while not shared and time.monotonic() < deadline:\n"
+        "        shared += [m.value() for m in s.poll(0.2) if not m.error()]\n"
+        "        if not shared:\n"
+        "            p.produce('t', value=b'more')\n"
+        "            p.flush(10)\n"
+        "    s.close()\n"
+        "    assert shared and SHARE in sys.modules, shared\n"
         "finally:\n"
         "    st.stop()",
         "-W", "error")
