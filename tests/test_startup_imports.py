@@ -52,6 +52,9 @@ DENIED = (
     # kafka-python's consumer protocol classes (a member's subscription and assignment): at a classic group's first
     # OffsetDelete or view (coordinator/classic/__init__.py)
     "tenure.broker.share", "kafka.protocol.consumer.metadata",
+    # kafka-python's readers and writers of the old message formats (v0, v1) and its record package's `__init__`
+    # that imports them: at the first old Produce or Fetch (broker/message_format.py)
+    "kafka.record.memory_records", "kafka.record.legacy_records",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
@@ -443,6 +446,60 @@ def test_share_partitions_and_the_consumer_protocol_classes_are_imported_when_re
         "finally:\n"
         "    st.stop()",
         "-W", "error")
+
+
+# kafka-python 3 pinned to a 0.10 broker (Produce v2 with message format v1, Fetch v2), in a process of its own
+OLD_CLIENT = """
+import json, sys
+from kafka import KafkaConsumer, KafkaProducer
+p = KafkaProducer(bootstrap_servers=sys.argv[1], api_version=(0, 10))
+for i in range(3):
+    p.send('t', str(i).encode())
+p.flush(); p.close()
+c = KafkaConsumer('t', bootstrap_servers=sys.argv[1], api_version=(0, 10), auto_offset_reset='earliest',
+                  consumer_timeout_ms=10000)
+print(json.dumps([m.value.decode() for _, m in zip(range(4), c)]))
+c.close()
+"""
+
+
+def test_the_old_message_formats_are_imported_when_a_real_client_first_uses_them():
+    """A ServerThread presenting Kafka 2.8 (a process run with `-W error`): kafka-python's old message formats are
+    not imported, nor by a producer of today's format (confluent-kafka). kafka-python pinned to a 0.10 broker, in
+    a process of its own, produces - the server converts its messages to a v2 batch, which imports them - and
+    reads every message back, converted down."""
+    _modules_after(
+        "import json, subprocess, sys, tenure.server\n"
+        "from confluent_kafka import Producer\n"
+        "OLD = ('kafka.record.memory_records', 'kafka.record.legacy_records')\n"
+        "st = tenure.server.ServerThread(port=0, kafka_version='2.8').start()\n"
+        "try:\n"
+        "    p = Producer({'bootstrap.servers': st.bootstrap})\n"
+        "    p.produce('t', value=b'new')\n"
+        "    assert p.flush(10) == 0\n"
+        "    assert not any(m in sys.modules for m in OLD)\n"
+        f"    out = subprocess.run([sys.executable, '-c', {OLD_CLIENT!r}, st.bootstrap], capture_output=True,\n"
+        "                         text=True, timeout=60)\n"
+        "    assert out.returncode == 0, out.stderr\n"
+        "    assert json.loads(out.stdout.splitlines()[-1]) == ['new', '0', '1', '2'], out.stdout\n"
+        "    assert all(m in sys.modules for m in OLD)\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_kafka_pythons_packages_imported_without_their_init_are_attributes_of_their_parents():
+    """A package tenure imports without running its `__init__` (`kafka.record`, kafka-python's API packages) is
+    bound on its parent, as the import system binds a submodule: `import kafka.record` then `kafka.record.X` works,
+    the package's `__init__` running at the first name it alone defines."""
+    _modules_after("import sys, tenure.server\n"
+                   "import kafka.record, kafka.protocol.admin\n"
+                   "assert 'kafka.record.memory_records' not in sys.modules\n"
+                   "assert kafka.record is sys.modules['kafka.record']\n"
+                   "assert kafka.record.MemoryRecords.__module__ == 'kafka.record.memory_records'\n"
+                   "assert kafka.protocol.admin.DescribeConfigsRequest.__name__ == 'DescribeConfigsRequest'\n"
+                   "from kafka.record import MemoryRecordsBuilder\n"
+                   "assert MemoryRecordsBuilder is kafka.record.MemoryRecordsBuilder", "-W", "error")
 
 
 def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once():
