@@ -30,6 +30,9 @@ DENIED = (
     # the data dir and its segment logs: opened by a server with --data-dir (tenure/server/build.py open_topics)
     "tenure.storage.datadir", "tenure.storage.segments", "tenure.storage.recovery", "tenure.storage.segment_file",
     "tenure.storage.cleanshut", "tenure.storage.checkpoints",
+    # ... and the segment reader's batches, which a load reads records with: a server in memory loads empty
+    # partitions at start, so the first load that reads a batch imports it (coordinator/loader.py)
+    "tenure.storage.reader",
     # the controls' group views: imported by the controls that make them (tenure/control/registry.py); the read model
     # of a group they are made of, at a group kind's first `info` (coordinator/classic/__init__.py)
     "tenure.control.views", "tenure.inspection",
@@ -500,6 +503,30 @@ def test_kafka_pythons_packages_imported_without_their_init_are_attributes_of_th
                    "assert kafka.protocol.admin.DescribeConfigsRequest.__name__ == 'DescribeConfigsRequest'\n"
                    "from kafka.record import MemoryRecordsBuilder\n"
                    "assert MemoryRecordsBuilder is kafka.record.MemoryRecordsBuilder", "-W", "error")
+
+
+def test_a_server_in_memory_reads_batches_with_the_segment_reader_at_its_first_load_of_records():
+    """A 2-broker ServerThread in memory (a process run with `-W error`) loads its empty __consumer_offsets
+    partitions without importing the reader of a batch's records; confluent-kafka commits in a group, the group's
+    coordinator moves to the other broker, whose load reads the partition's batches (the reader imported then),
+    and the committed offset is there."""
+    _modules_after(
+        "import sys, tenure.server\n"
+        "from confluent_kafka import Consumer, TopicPartition\n"
+        "st = tenure.server.ServerThread(port=0, brokers=2).start()\n"
+        "try:\n"
+        "    st.create_topics({'t': 1})\n"
+        "    assert 'tenure.storage.reader' not in sys.modules\n"
+        "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g', 'enable.auto.commit': False})\n"
+        "    c.commit(offsets=[TopicPartition('t', 0, 7)], asynchronous=False)\n"
+        "    assert 'tenure.storage.reader' not in sys.modules\n"
+        "    st.move_coordinator('g', 1 - st.coordinator_of('g'))\n"
+        "    assert 'tenure.storage.reader' in sys.modules\n"
+        "    assert [p.offset for p in c.committed([TopicPartition('t', 0)], timeout=30)] == [7]\n"
+        "    c.close()\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
 
 
 def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once():
