@@ -529,6 +529,26 @@ def test_a_server_in_memory_reads_batches_with_the_segment_reader_at_its_first_l
         "-W", "error")
 
 
+def test_a_transaction_marker_is_the_transaction_coordinators_class_named_by_the_markers_module_too():
+    """The class of a marker the transaction coordinator asks for is made with the coordinator's records
+    (protocol/txn_records.py), which `import tenure.server` leaves out; `tenure.protocol.markers` names it as well
+    (imported then), and an unknown name there is still an AttributeError (-W error)."""
+    _modules_after("import sys, tenure.server\n"
+                   "import tenure.protocol.markers as markers\n"
+                   "assert 'tenure.protocol.txn_records' not in sys.modules\n"
+                   "from tenure.protocol.markers import TxnMarker\n"
+                   "from tenure.protocol.txn_records import TxnMarker as made\n"
+                   "assert TxnMarker is made is markers.TxnMarker\n"
+                   "m = TxnMarker('tx', 't', 0, 5, 1, True)\n"
+                   "assert (m.coordinator_epoch, m) == (0, TxnMarker('tx', 't', 0, 5, 1, True))\n"
+                   "try:\n"
+                   "    markers.NoSuchName\n"
+                   "except AttributeError as exc:\n"
+                   "    assert 'NoSuchName' in str(exc)\n"
+                   "else:\n"
+                   "    raise AssertionError('an unknown name must raise AttributeError')", "-W", "error")
+
+
 def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once():
     _modules_after(
         "import sys, threading\n"
