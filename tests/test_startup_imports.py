@@ -509,7 +509,7 @@ def test_a_server_in_memory_reads_batches_with_the_segment_reader_at_its_first_l
     """A 2-broker ServerThread in memory (a process run with `-W error`) loads its empty __consumer_offsets
     partitions without importing the reader of a batch's records; confluent-kafka commits in a group, the group's
     coordinator moves to the other broker, whose load reads the partition's batches (the reader imported then),
-    and the committed offset is there."""
+    and a new consumer of the group finds the committed offset there."""
     _modules_after(
         "import sys, tenure.server\n"
         "from confluent_kafka import Consumer, TopicPartition\n"
@@ -519,9 +519,11 @@ def test_a_server_in_memory_reads_batches_with_the_segment_reader_at_its_first_l
         "    assert 'tenure.storage.reader' not in sys.modules\n"
         "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g', 'enable.auto.commit': False})\n"
         "    c.commit(offsets=[TopicPartition('t', 0, 7)], asynchronous=False)\n"
+        "    c.close()\n"
         "    assert 'tenure.storage.reader' not in sys.modules\n"
         "    st.move_coordinator('g', 1 - st.coordinator_of('g'))\n"
         "    assert 'tenure.storage.reader' in sys.modules\n"
+        "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g'})\n"
         "    assert [p.offset for p in c.committed([TopicPartition('t', 0)], timeout=30)] == [7]\n"
         "    c.close()\n"
         "finally:\n"
