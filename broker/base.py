@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tenure.gcpause import gc_paused
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.markers import TxnMarker
 from tenure.storage import Log
 
 from .cluster import Cluster
@@ -21,6 +20,9 @@ from .partition import Partition
 from .producers import ProducerIds
 from .replica_manager import ReplicaManager
 from .topics import TopicRegistry
+
+if TYPE_CHECKING:                  # (made by the transaction coordinator: protocol/txn_records.py)
+    from tenure.protocol.txn_records import TxnMarker
 
 NODE_ID = 0
 PARTITIONS_PER_TURN = 1000     # partitions a read-only per-partition answer makes per loop turn

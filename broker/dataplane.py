@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.protocol.acl import (
     CLUSTER,
@@ -41,10 +41,12 @@ from .fetch import READ_COMMITTED, FetchApis
 from .produce import CLOSE_CONNECTION, MAX_BATCH_BYTES, ProduceApis
 from .producers import ProducerIds
 from .replica_manager import ReplicaManager
-from .share import ShareState, ShareStateSide
 from .share_apis import ShareApis
 from .topic_apis import MAX_PARTITIONS_PER_REQUEST, TopicApis
 from .topics import OFFSETS_TOPIC, TRANSACTION_TOPIC, TopicError, TopicRegistry, validate_topic_name
+
+if TYPE_CHECKING:
+    from .share import ShareStateSide
 
 __all__ = ["Broker", "Node", "NODE_ID", "CLOSE_CONNECTION", "MAX_BATCH_BYTES", "MAX_PARTITIONS_PER_REQUEST",
            "READ_COMMITTED"]
@@ -98,9 +100,9 @@ class Broker(TopicApis, ProduceApis, FetchApis, ShareApis):
         # FindCoordinator, asked by Produce, writer of an internal partition's markers
         self.txn_side = txn_side
         self.transaction_version = transaction_version     # the transaction.version feature ApiVersions finalizes
-        # share groups (KIP-932, share.py): the share partitions and sessions; their acquisition locks run on
-        # the coordinators' clock, and a group of another kind is asked of the group coordinator (build.py)
-        self.shares = ShareState()
+        # share groups (KIP-932, share.py): the share partitions and sessions (`shares`, made at the first share
+        # request); their acquisition locks run on the coordinators' clock, and a group of another kind is asked
+        # of the group coordinator (build.py)
         self.share_clock = share_clock
         self.share_group = share_group
         self.share_state = share_state            # the share coordinator (None: share partitions in memory only)

@@ -21,13 +21,19 @@ the magic byte that says which format a MessageSet is."""
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
 
+from tenure.deferred import deferred
 from tenure.protocol.errors import ErrorCode
 from tenure.storage import InvalidBatch
+
+if TYPE_CHECKING:
+    from kafka.record import legacy_records, memory_records
+else:   # kafka-python's reader of MessageSets and its writer of the old formats: at the first old Produce or Fetch
+    legacy_records = deferred("kafka.record.legacy_records")
+    memory_records = deferred("kafka.record.memory_records")
 
 MAGIC_OFFSET = 16              # offset (8), length (4), crc (4): then the magic byte, in every format
 NO_TIMESTAMP = -1
@@ -42,7 +48,7 @@ def upconvert(records: bytes) -> bytes:
     """The messages of a v0/v1 MessageSet as one RecordBatch v2 (offsets from 0: the append assigns the real
     ones); InvalidBatch for a corrupt message (CORRUPT_MESSAGE), an empty or truncated set (CORRUPT_MESSAGE, as
     Kafka's validator finds no message), or a v2 batch mixed into it (INVALID_RECORD)."""
-    mr = MemoryRecords(bytes(records))
+    mr = memory_records.MemoryRecords(bytes(records))
     builder = None
     count = 0
     try:
@@ -86,7 +92,7 @@ class CannotDownConvert(Exception):
 def downconvert(records: bytes, magic: int, fetch_offset: int) -> bytes:
     """RecordBatches v2 (a read of the log) as a MessageSet of format `magic` (0 or 1): see the module's docs."""
     out = bytearray()
-    mr = MemoryRecords(bytes(records))
+    mr = memory_records.MemoryRecords(bytes(records))
     batch = mr.next_batch()
     while batch is not None:
         if batch.is_control_batch:
@@ -103,7 +109,7 @@ def downconvert(records: bytes, magic: int, fetch_offset: int) -> bytes:
 
 
 def _legacy(records: list, magic: int, codec: int) -> bytes:
-    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec,
+    builder = legacy_records.LegacyRecordBatchBuilder(magic=magic, compression_type=codec,
                                        batch_size=sum(len(r.value or b"") + len(r.key or b"") + 64 for r in records))
     relative = codec and magic == 1
     for i, r in enumerate(records):

@@ -5,7 +5,7 @@ into data partitions (Kafka's WriteTxnMarkers, in process)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -13,12 +13,14 @@ from tenure.protocol.acl import READ, TOPIC, WRITE
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.markers import TxnMarker
 from tenure.storage import BatchHeader, InvalidBatch, Log, parse_batches, stamp_log_append_time
 
 from .base import BrokerBase, per_partition_in_turns, resp
 from .message_format import is_legacy, upconvert
 from .topics import DEFAULT_TOPIC_CONFIGS, TopicError
+
+if TYPE_CHECKING:                  # (made by the transaction coordinator: protocol/txn_records.py)
+    from tenure.protocol.txn_records import TxnMarker
 
 log = logging.getLogger("tenure.broker")
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.markers import TxnMarker, control_batch
+from tenure.protocol.markers import control_batch
 from tenure.storage import BatchHeader, Log
 from tenure.storage.durability import Durability
 
@@ -32,6 +33,9 @@ from .cluster import Cluster
 from .partition import Partition
 from .topics import TopicRegistry
 from .txn_index import cut_at
+
+if TYPE_CHECKING:                  # (made by the transaction coordinator: protocol/txn_records.py)
+    from tenure.protocol.txn_records import TxnMarker
 
 
 @dataclass

@@ -35,11 +35,7 @@ STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "ackn
 # Kafka's broker defaults (a group's own: its share.delivery.count.limit, share.partition.max.record.locks)
 DELIVERY_COUNT_LIMIT = 5            # group.share.delivery.count.limit
 MAX_IN_FLIGHT = 2000                # group.share.partition.max.record.locks
-MAX_SESSIONS = 2000                 # group.share.max.share.sessions
 INVALID_RECORD_STATE = 121
-SHARE_SESSION_NOT_FOUND = 122
-INVALID_SHARE_SESSION_EPOCH = 123
-SHARE_SESSION_LIMIT_REACHED = 133
 
 
 class AckError(Exception):

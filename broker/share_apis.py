@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
+from tenure.deferred import deferred
 from tenure.protocol.acl import DESCRIBE, GROUP, READ, TOPIC
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
@@ -25,23 +27,18 @@ from tenure.protocol.internal_topics import OFFSETS_TOPIC, partition_for
 
 from .base import BrokerBase, resp
 from .partition import Partition
-from .share import (
-    ACKNOWLEDGED,
-    ACQUIRED,
-    ARCHIVED,
-    DELIVERY_COUNT_LIMIT,
-    INVALID_SHARE_SESSION_EPOCH,
-    MAX_IN_FLIGHT,
-    MAX_SESSIONS,
-    SHARE_SESSION_LIMIT_REACHED,
-    SHARE_SESSION_NOT_FOUND,
-    AckError,
-    SharePartition,
-    ShareSession,
-    ShareState,
-    ShareStateSide,
-    check_batches,
-)
+
+if TYPE_CHECKING:
+    from . import share
+    from .share import SharePartition, ShareSession, ShareState, ShareStateSide
+else:   # the share partitions and sessions (share.py): at the first share request (tenure/deferred.py)
+    share = deferred("tenure.broker.share")
+
+# the share sessions this file keeps (each a share.py ShareSession): Kafka's limit and the sessions' errors
+MAX_SESSIONS = 2000                 # group.share.max.share.sessions
+SHARE_SESSION_NOT_FOUND = 122
+INVALID_SHARE_SESSION_EPOCH = 123
+SHARE_SESSION_LIMIT_REACHED = 133
 
 RECORD_LIMIT_MODE = 1          # ShareFetch v2 ShareAcquireMode: at most max_records, even inside a batch
 FINAL_EPOCH = -1
@@ -49,10 +46,14 @@ DEFAULT_MAX_RECORDS = 500
 
 
 class ShareApis(BrokerBase):
-    shares: ShareState
     share_clock: Callable[[], int]                     # the coordinators' clock (ms): acquisition locks
     share_group: Callable[[str], tuple[str, frozenset[str]] | None]   # a group id's group: (kind, member ids)
     share_state: ShareStateSide | None                  # where share partitions' state is persisted
+
+    @cached_property
+    def shares(self) -> ShareState:
+        """Every share partition and share session of the broker: made at the first share request."""
+        return share.ShareState()
 
     # ---------------------------------------------------------------- group configs
     def _group_config(self, group_id: str, name: str, default: str) -> str:
@@ -62,10 +63,10 @@ class ShareApis(BrokerBase):
         return int(self._group_config(group_id, "share.record.lock.duration.ms", "30000"))
 
     def delivery_limit(self, group_id: str) -> int:
-        return int(self._group_config(group_id, "share.delivery.count.limit", str(DELIVERY_COUNT_LIMIT)))
+        return int(self._group_config(group_id, "share.delivery.count.limit", str(share.DELIVERY_COUNT_LIMIT)))
 
     def max_in_flight(self, group_id: str) -> int:
-        return int(self._group_config(group_id, "share.partition.max.record.locks", str(MAX_IN_FLIGHT)))
+        return int(self._group_config(group_id, "share.partition.max.record.locks", str(share.MAX_IN_FLIGHT)))
 
     def share_partition(self, group_id: str, p: Partition) -> SharePartition:
         """The group's share partition of `p`, made on first use from the share coordinator's state or else at
@@ -92,7 +93,8 @@ class ShareApis(BrokerBase):
         freed = sp.expire(self.share_clock(), self.delivery_limit(group_id))
         g = self.share_group(group_id)
         if g is not None and g[0] == "share":       # records of members the group no longer has: released
-            held = {r.member_id for r in sp.records.values() if r.state == ACQUIRED and r.member_id is not None}
+            acquired = share.ACQUIRED
+            held = {r.member_id for r in sp.records.values() if r.state == acquired and r.member_id is not None}
             for holder in held - g[1]:
                 freed |= sp.release_member(holder, self.delivery_limit(group_id))
         if freed:
@@ -133,7 +135,7 @@ class ShareApis(BrokerBase):
                 self._evict_sessions()
             if len(self.shares.sessions) >= MAX_SESSIONS:
                 return None, SHARE_SESSION_LIMIT_REACHED, "The limit of share sessions is reached."
-            s = self.shares.sessions[key] = ShareSession()
+            s = self.shares.sessions[key] = share.ShareSession()
             return s, 0, None
         found = self.shares.sessions.get(key)
         if found is None:
@@ -201,12 +203,12 @@ class ShareApis(BrokerBase):
         if p is None or code:
             return code, None
         try:
-            checked = check_batches(batches, renew_allowed)
+            checked = share.check_batches(batches, renew_allowed)
             sp = self.share_partition(group_id, p)
             if sp.acknowledge(member_id, checked, self.share_clock(), self.lock_duration_ms(group_id),
                               self.delivery_limit(group_id)):
                 p.wake()
-        except AckError as exc:
+        except share.AckError as exc:
             return exc.code, exc.message
         return 0, None
 
@@ -415,11 +417,11 @@ class ShareApis(BrokerBase):
     def expire_share_locks(self, group_id: str) -> int:
         """Expire every acquisition lock of the group now, as if each lock's duration had passed: each record
         held is released (archived at the delivery limit). Returns how many records were held."""
-        now, limit, held = self.share_clock(), self.delivery_limit(group_id), 0
+        now, limit, held, acquired = self.share_clock(), self.delivery_limit(group_id), 0, share.ACQUIRED
         for sp in self.shares.of_group(group_id):
             sp.expire(now, limit)                  # the locks that have passed already are not counted
             for r in sp.records.values():
-                if r.state == ACQUIRED:
+                if r.state == acquired:
                     r.deadline_ms = now
                     held += 1
             p = self.replicas.get(sp.topic, sp.index)
@@ -460,7 +462,8 @@ class ShareApis(BrokerBase):
     def _share_lag(self, sp: SharePartition, p: Partition, group_id: str) -> int:
         """The records from the start up to the end of what can be read that are not yet acknowledged or
         archived (KIP-1226's lag)."""
-        done = sum(1 for o, r in sp.records.items() if r.state in (ACKNOWLEDGED, ARCHIVED))
+        finished = (share.ACKNOWLEDGED, share.ARCHIVED)
+        done = sum(1 for o, r in sp.records.items() if r.state in finished)
         return max(self.replicas.read_end(p, self._read_committed(group_id)) - sp.start - done, 0)
 
     async def describe_share_group_offsets(self, req: Request, ctx: RequestContext) -> Any:

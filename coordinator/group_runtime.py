@@ -16,7 +16,6 @@ from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.error_responses import error_response, offset_commit_error
 from tenure.protocol.errors import AdminError, ErrorCode
-from tenure.protocol.markers import TxnMarker
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
 from .kinds import Group
@@ -28,6 +27,7 @@ from .writer import PreparedBatch, ahead_key
 
 if TYPE_CHECKING:
     from tenure.inspection import GroupInfo
+    from tenure.protocol.txn_records import TxnMarker
 
 log = logging.getLogger("tenure.coordinator")
 # the consumer group kind (coordinator/kinds.py LazyKind): imported by a heavy KIP-848 join's first guess, if no

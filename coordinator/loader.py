@@ -9,14 +9,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tenure.deferred import deferred
 from tenure.gcpause import gc_paused
 from tenure.protocol.markers import COMMIT, marker_type
 from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit
 from tenure.storage import BatchHeader, Log
 from tenure.storage.batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
-from tenure.storage.reader import batch_records
+
+if TYPE_CHECKING:
+    from tenure.storage import reader
+else:   # the records of a batch: at the first batch a load reads (a server in memory loads empty partitions)
+    reader = deferred("tenure.storage.reader")
 
 log = logging.getLogger("tenure.coordinator")
 
@@ -84,7 +89,7 @@ def replay_partition(plog: Log, part: int, shard, codec, report: LoadReport, end
         """The batch's records; None (reported, skipped) for a batch that cannot be read under a valid CRC - written
         so, not damaged on disk."""
         try:
-            return batch_records(h, raw)
+            return reader.batch_records(h, raw)
         except Exception as exc:
             report.skip(plog, part, h.base_offset, f"a batch of {h.records_count} record(s) that cannot be read",
                         f"{type(exc).__name__}: {exc}")

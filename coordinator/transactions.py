@@ -36,7 +36,6 @@ from tenure.protocol.acl import DESCRIBE, TOPIC, TRANSACTIONAL_ID, WRITE
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.protocol.markers import TxnMarker
 from tenure.protocol.txn_records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -47,6 +46,7 @@ from tenure.protocol.txn_records import (
     PREPARE_COMMIT,
     STATE_NAMES,
     TransactionRecord,
+    TxnMarker,
 )
 
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26

@@ -13,7 +13,7 @@ from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
 from tenure.protocol.errors import ErrorCode
-from tenure.protocol.markers import TxnMarker
+from tenure.protocol.txn_records import TxnMarker
 
 from .result import Result
 from .routing import partition_for

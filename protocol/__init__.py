@@ -58,6 +58,9 @@ def _defer_package(package: str, *preload: tuple[str, tuple[str, ...]]) -> None:
 
     vars(module)["__getattr__"] = __getattr__      # module-level __getattr__ (PEP 562)
     _sys.modules[package] = module
+    parent, _, child = package.rpartition(".")
+    if parent in _sys.modules:                      # `import kafka.record` then `kafka.record.X`: the attribute
+        setattr(_sys.modules[parent], child, module)    # the import system binds on the parent package
     try:
         for submodule, names in preload:
             __import__(f"{package}.{submodule}")    # (not importlib.import_module: `-X importtime` sees this)
@@ -66,6 +69,8 @@ def _defer_package(package: str, *preload: tuple[str, tuple[str, ...]]) -> None:
                 vars(module)[name] = getattr(source, name)
     except (ImportError, AttributeError):           # another release of the package: import it whole
         del _sys.modules[package]
+        if parent in _sys.modules and vars(_sys.modules[parent]).get(child) is module:
+            delattr(_sys.modules[parent], child)
 
 
 # kafka-python 3.0 reads its message schemas (and this package's: records.py, consumer_group_records.py,
@@ -76,6 +81,10 @@ def _defer_package(package: str, *preload: tuple[str, tuple[str, ...]]) -> None:
 # layer that uses kafka-python imports this package first (their __init__).
 _defer_package("kafka")
 _defer_package("crc32c", ("_crc32c", ("crc32c", "crc32", "big_endian", "hardware_based")))
+# kafka-python's record package, whose `__init__` imports its reader of every message format (MemoryRecords, with
+# the legacy formats' classes): the server takes the v2 batch classes from `kafka.record.default_records`; the old
+# formats' modules are imported at the first old Produce or Fetch (broker/message_format.py)
+_defer_package("kafka.record")
 # kafka-python's API packages, whose `__init__` imports every API's classes (each built from its JSON schema): their
 # modules are imported one by one, each served API's by protocol/apis.py the first time a request of it comes.
 # The names preloaded are the ones kafka-python's own broker_version_data (the releases' API versions, which
@@ -101,7 +110,6 @@ def _import_codecs() -> None:
     import kafka.protocol.api_header  # noqa: F401
     import kafka.protocol.api_message  # noqa: F401
     import kafka.protocol.consumer.group  # noqa: F401
-    import kafka.protocol.consumer.metadata  # noqa: F401
 
     from . import consumer_group, records, share_group  # noqa: F401
 

@@ -4,7 +4,7 @@ EndTransactionMarker), written by the transaction coordinator's side into data p
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
@@ -12,18 +12,16 @@ CONTROL_KEY = struct.Struct(">hh")        # version 0, type (0 abort, 1 commit)
 CONTROL_VALUE = struct.Struct(">hi")      # version 0, coordinator epoch
 ABORT, COMMIT = 0, 1
 
+if TYPE_CHECKING:
+    from .txn_records import TxnMarker as TxnMarker
 
-@dataclass(frozen=True)
-class TxnMarker:
-    """One marker the transaction coordinator asks to be written: the end of `producer_id`'s transaction in
-    one partition."""
-    transactional_id: str
-    topic: str
-    partition: int
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    coordinator_epoch: int = 0
+
+def __getattr__(name: str) -> Any:
+    """`TxnMarker`: the transaction coordinator's (txn_records.py, imported with it), named here as well."""
+    if name == "TxnMarker":
+        from .txn_records import TxnMarker
+        return TxnMarker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _ControlBatchBuilder(DefaultRecordBatchBuilder):

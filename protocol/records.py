@@ -96,6 +96,7 @@ __getattr__ = _S.module_getattr()
 
 @dataclass(frozen=True)
 class MemberRecord:
+    """One member of a classic group as GroupMetadataValue keeps it (its protocol's subscription and assignment)."""
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -121,6 +122,7 @@ class GroupMetadataRecord:
 
 @dataclass(frozen=True)
 class OffsetCommitRecord:
+    """OffsetCommitKey/Value: a group's committed offset of one partition (value None = tombstone)."""
     group_id: str
     topic: str
     partition: int

