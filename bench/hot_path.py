@@ -252,6 +252,9 @@ def main() -> None:
                     help="the group coordinator's runtime alone (no server, no codec: decoded requests handed to "
                     "GroupRuntime.handle over an in-memory __consumer_offsets, on uvloop): the CPU time per "
                     "heartbeat and commit of the coordinator itself (apis heartbeat and commit only)")
+    ap.add_argument("--per-read", type=int, default=1,
+                    help="--in-process: requests given in one read (10: a group's heartbeats, as bench/groups.py's "
+                    "generator sends them on one connection per group of ten members)")
     ap.add_argument("--rounds", type=int, default=1, help="runs of every tree, taking turns (medians compared)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run every API against `tenure serve` from this source tree (e.g. a `git worktree` of "
@@ -330,18 +333,21 @@ class _Feed:
     """A connection's reader in the in-process mode: the next frame of the cycle at each read (after a loop turn, as
     a socket's reader waits for the client's next request) until the run's end, then b"" (the client closed)."""
 
-    def __init__(self, frames: list[bytes], stop_at: float) -> None:
+    def __init__(self, frames: list[bytes], stop_at: float, per_read: int = 1) -> None:
         self.frames = [bytearray(f) for f in frames]
-        self.stop_at, self.i = stop_at, 0
+        self.stop_at, self.i, self.per_read = stop_at, 0, per_read
 
     async def read(self, n: int) -> bytes:
         await asyncio.sleep(0)
         if time.perf_counter() >= self.stop_at:
             return b""
-        f = self.frames[self.i % len(self.frames)]
-        self.i += 1
-        struct.pack_into(">i", f, 8, self.i)
-        return bytes(f)
+        out = []
+        for _ in range(self.per_read):       # --per-read: that many requests in one read (a group's heartbeats)
+            f = self.frames[self.i % len(self.frames)]
+            self.i += 1
+            struct.pack_into(">i", f, 8, self.i)
+            out.append(bytes(f))
+        return b"".join(out)
 
 
 class _Sink:
@@ -351,9 +357,12 @@ class _Sink:
         self.error_at, self.answers, self.errors = error_at, 0, {}
 
     def write(self, data: bytes) -> None:
-        self.answers += 1
-        code = struct.unpack_from(">h", data, 4 + self.error_at)[0]
-        self.errors[code] = self.errors.get(code, 0) + 1
+        at = 0                               # one write may carry several answers (held answers: connection.py)
+        while at < len(data):
+            self.answers += 1
+            code = struct.unpack_from(">h", data, at + 4 + self.error_at)[0]
+            self.errors[code] = self.errors.get(code, 0) + 1
+            at += 4 + struct.unpack_from(">i", data, at)[0]
 
     async def drain(self) -> None:
         pass
@@ -387,7 +396,8 @@ def in_process_child(opts: dict) -> None:
                 async def drive(frames: list[bytes] = frames, error_at: int = error_at) -> tuple[float, float, _Sink]:
                     sink = _Sink(error_at)
                     conn = st.server._connection(Peer(1_000_000, ("127.0.0.1", 1), "/127.0.0.1"),
-                                                 _Feed(frames, time.perf_counter() + args.seconds), sink)
+                                                 _Feed(frames, time.perf_counter() + args.seconds,
+                                                       getattr(args, "per_read", 1)), sink)
                     assert threading.current_thread() is not threading.main_thread()
                     prof = None
                     if args.profile:                 # cProfile of the loop thread during this API's run
