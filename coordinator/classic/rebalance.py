@@ -22,7 +22,6 @@ from ..timers import ExpansionKey, HeartbeatKey, JoinKey, SyncKey
 from .group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member, Parked
 from .static import static_event
 
-
 # A member's session key, made once and found again at each of its heartbeats: the timer wheel's and the shard's
 # dicts then find the very key they hold (an identity check) instead of comparing two equal frozen dataclasses
 # field by field three times per heartbeat. Up to SESSION_KEYS_KEPT (then the table starts again).
