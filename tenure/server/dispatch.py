@@ -119,7 +119,19 @@ class Dispatcher:
         if body is CLOSE_CONNECTION:
             self.metrics.closed_connections["produce_error_acks_0"] += 1
             return self._closed(req, ctx, t0)
-        return await self._answer(req, ctx, send, t0, body, 0, False, NO_FAULT)
+        if body is None or heavy_answer(req.api_key, body):
+            return await self._answer(req, ctx, send, t0, body, 0, False, NO_FAULT)
+        # the usual answer, encoded here: what `_answer` does with it, in line
+        code = response_error(body)
+        frame = encode_response(req, body)
+        capture = self.capture
+        kept = capture.keep(req, ctx, code, t0, frame) if capture.active else None
+        await send(frame)
+        took = perf_counter() - t0
+        self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
+        if kept is not None:
+            capture.written(kept, took * 1000.0)
+        return True
 
     async def _controlled(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]],
                           ctx: RequestContext, t0: float) -> bool:
