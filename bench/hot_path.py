@@ -252,6 +252,13 @@ def main() -> None:
                     help="the group coordinator's runtime alone (no server, no codec: decoded requests handed to "
                     "GroupRuntime.handle over an in-memory __consumer_offsets, on uvloop): the CPU time per "
                     "heartbeat and commit of the coordinator itself (apis heartbeat and commit only)")
+    ap.add_argument("--split", action="store_true",
+                    help="a heartbeat's path in parts, in process: the whole connection (capture on and off), the "
+                    "connection with a fixed answer, decode_request, the dispatcher (with the owners answering at "
+                    "once, capture on and off), the coordinator runtime alone: CPU time per heartbeat of each")
+    ap.add_argument("--per-read", type=int, default=1,
+                    help="--in-process: requests given in one read (10: a group's heartbeats, as bench/groups.py's "
+                    "generator sends them on one connection per group of ten members)")
     ap.add_argument("--rounds", type=int, default=1, help="runs of every tree, taking turns (medians compared)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run every API against `tenure serve` from this source tree (e.g. a `git worktree` of "
@@ -267,6 +274,7 @@ def main() -> None:
             print(f"round {rnd + 1}: tree {tree} = {label}; load average {os.getloadavg()}", flush=True)
             results.setdefault(label, []).append(
                 run_in_process(tree, args, "coordinator_child") if args.coordinator
+                else run_in_process(tree, args, "split_child") if args.split
                 else run_in_process(tree, args) if args.in_process else run_tree(tree, args))
     if len(results) > 1:
         (this, mine), *others = results.items()
@@ -274,10 +282,11 @@ def main() -> None:
         for other, base in others:
             print(f"this tree {this} against {other}, medians of {args.rounds} round(s): server CPU per request, "
                   f"requests/s, p99 (ratio this/baseline)")
+            width = max(10, *(len(r["api"]) for r in mine[0]))
             for i, r in enumerate(mine[0]):
                 cpu, bcpu = med(mine, i, "server_us"), med(base, i, "server_us")
                 rate, brate = med(mine, i, "per_s"), med(base, i, "per_s")
-                print(f"  {r['api']:<10} {cpu:6.1f} us vs {bcpu:6.1f} us = {cpu / bcpu:.2f}x   {rate:9,.0f}/s vs "
+                print(f"  {r['api']:<{width}} {cpu:6.1f} us vs {bcpu:6.1f} us = {cpu / bcpu:.2f}x   {rate:9,.0f}/s vs "
                       f"{brate:9,.0f}/s = {rate / brate:.2f}x   p99 {med(mine, i, 'p99'):6.2f} vs "
                       f"{med(base, i, 'p99'):6.2f} ms")
     print(f"load average at end {os.getloadavg()}")
@@ -330,18 +339,21 @@ class _Feed:
     """A connection's reader in the in-process mode: the next frame of the cycle at each read (after a loop turn, as
     a socket's reader waits for the client's next request) until the run's end, then b"" (the client closed)."""
 
-    def __init__(self, frames: list[bytes], stop_at: float) -> None:
+    def __init__(self, frames: list[bytes], stop_at: float, per_read: int = 1) -> None:
         self.frames = [bytearray(f) for f in frames]
-        self.stop_at, self.i = stop_at, 0
+        self.stop_at, self.i, self.per_read = stop_at, 0, per_read
 
     async def read(self, n: int) -> bytes:
         await asyncio.sleep(0)
         if time.perf_counter() >= self.stop_at:
             return b""
-        f = self.frames[self.i % len(self.frames)]
-        self.i += 1
-        struct.pack_into(">i", f, 8, self.i)
-        return bytes(f)
+        out = []
+        for _ in range(self.per_read):       # --per-read: that many requests in one read (a group's heartbeats)
+            f = self.frames[self.i % len(self.frames)]
+            self.i += 1
+            struct.pack_into(">i", f, 8, self.i)
+            out.append(bytes(f))
+        return b"".join(out)
 
 
 class _Sink:
@@ -351,9 +363,12 @@ class _Sink:
         self.error_at, self.answers, self.errors = error_at, 0, {}
 
     def write(self, data: bytes) -> None:
-        self.answers += 1
-        code = struct.unpack_from(">h", data, 4 + self.error_at)[0]
-        self.errors[code] = self.errors.get(code, 0) + 1
+        at = 0                               # one write may carry several answers (held answers: connection.py)
+        while at < len(data):
+            self.answers += 1
+            code = struct.unpack_from(">h", data, at + 4 + self.error_at)[0]
+            self.errors[code] = self.errors.get(code, 0) + 1
+            at += 4 + struct.unpack_from(">i", data, at)[0]
 
     async def drain(self) -> None:
         pass
@@ -387,7 +402,8 @@ def in_process_child(opts: dict) -> None:
                 async def drive(frames: list[bytes] = frames, error_at: int = error_at) -> tuple[float, float, _Sink]:
                     sink = _Sink(error_at)
                     conn = st.server._connection(Peer(1_000_000, ("127.0.0.1", 1), "/127.0.0.1"),
-                                                 _Feed(frames, time.perf_counter() + args.seconds), sink)
+                                                 _Feed(frames, time.perf_counter() + args.seconds,
+                                                       getattr(args, "per_read", 1)), sink)
                     assert threading.current_thread() is not threading.main_thread()
                     prof = None
                     if args.profile:                 # cProfile of the loop thread during this API's run
@@ -407,6 +423,116 @@ def in_process_child(opts: dict) -> None:
         finally:
             st.stop()
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def split_child(opts: dict) -> None:
+    """The --split mode's child (tenure imported from the tree under test): a ServerThread with a data dir and
+    --groups groups of --members static members, as --in-process; then each part of a heartbeat's path timed on
+    the server's loop thread, alone and together (best of 3 runs of `n` heartbeats each, CPU time per heartbeat):
+    the whole connection with --per-read requests per read (the capture on, then off); the connection with a
+    dispatcher that answers a fixed frame (framing, decode, the loop turn, the send); `decode_request` alone; the
+    dispatcher fed decoded requests, with the owners' routes answering a ready answer and with the real ones; the
+    coordinator runtime's `handle` alone. What the parts take apart does not add up to what they take together
+    (a longer path misses the CPU's caches more): both are printed."""
+    import threading
+
+    from tenure.protocol.codec import decode_request
+    from tenure.server import ServerThread
+    from tenure.server.connection import Peer
+    args = argparse.Namespace(**opts)
+    n = 20000
+    with tempfile.TemporaryDirectory() as d:
+        st = ServerThread(port=0, data_dir=str(Path(d) / "data"), fsync="batch").start()
+        try:
+            groups = asyncio.run(form_groups(st.bootstrap, st.expect_group, args.groups, args.members))
+            sets, error_at = frames_for("heartbeat", groups, args)
+            frames = [f for fs in sets for f in fs]
+
+            async def run() -> list[dict]:
+                assert threading.current_thread() is not threading.main_thread()
+                conn = st.server._connection(Peer(1_000_000, ("127.0.0.1", 1), "/127.0.0.1"), None, _Sink(error_at))
+                dispatch, peer, capture = conn.dispatch, conn.peer, conn.dispatch.capture
+                reqs = [decode_request(f[4:], conn.limits, conn.served) for f in frames]
+                answer = await st.server.runtime.handle(reqs[0], peer.context.for_request(12, 4, "hot", 0, None))
+
+                async def sent(frame: bytes) -> None:
+                    pass
+
+                async def ready(req, ctx):
+                    return answer
+
+                async def fixed(req, peer, send) -> bool:
+                    await send(b"\x00\x00\x00\x0a" + b"\x00" * 10)
+                    return True
+
+                def whole(stub=None):
+                    async def go() -> float:
+                        sink = _Sink(0 if stub else error_at)
+                        c = st.server._connection(Peer(1_000_001, ("127.0.0.1", 1), "/127.0.0.1"),
+                                                  _Feed(frames, time.perf_counter() + 60, args.per_read), sink)
+                        if stub is not None:
+                            c.dispatch = stub
+                        feed = c.reader
+                        stop = feed.read
+
+                        async def bounded(k: int) -> bytes:       # n requests, then the client closes
+                            return b"" if sink.answers >= n else await stop(k)
+                        feed.read = bounded
+                        c0 = time.thread_time()
+                        await c.run()
+                        return (time.thread_time() - c0) / max(1, sink.answers)
+                    return go
+
+                def loop(fn):
+                    async def go() -> float:
+                        c0 = time.thread_time()
+                        for i in range(n):
+                            await fn(i)
+                        return (time.thread_time() - c0) / n
+                    return go
+
+                async def decode(i):
+                    decode_request(frames[i % len(frames)][4:], conn.limits, conn.served)
+
+                async def dispatched(i):
+                    await dispatch(reqs[i % len(reqs)], peer, sent)
+
+                ctx = peer.context.for_request(12, 4, "hot", 0, None)
+
+                async def handled(i):
+                    await st.server.runtime.handle(reqs[i % len(reqs)], ctx)
+
+                async def best(go) -> float:
+                    return min([await go() for _ in range(3)]) * 1e6
+
+                out: dict[str, float] = {}
+                size = capture.capacity
+                out["connection, the whole path"] = await best(whole())
+                capture.resize(0)
+                out["  the same, the capture off"] = await best(whole())
+                capture.resize(size)
+                import gc
+                gc.disable()
+                try:
+                    out["  the same, the collector off"] = await best(whole())
+                finally:
+                    gc.enable()
+                out["connection, a fixed answer (decode incl.)"] = await best(whole(fixed))
+                out["decode_request"] = await best(loop(decode))
+                out["dispatcher (coordinator incl.)"] = await best(loop(dispatched))
+                routes = dict(dispatch.routes)
+                dispatch.routes.update({k: ready for k in routes})
+                out["dispatcher, owners answering at once"] = await best(loop(dispatched))
+                capture.resize(0)
+                out["  the same, the capture off "] = await best(loop(dispatched))
+                capture.resize(size)
+                dispatch.routes.update(routes)
+                out["coordinator runtime.handle"] = await best(loop(handled))
+                return [{"api": k, "n": n, "per_s": 1e6 / v, "server_us": v, "errors": {}} for k, v in out.items()]
+            rows = asyncio.run_coroutine_threadsafe(run(), st.loop).result(600)
+        finally:
+            st.stop()
+    print("RESULT " + json.dumps(rows), flush=True)
 
 
 def coordinator_child(opts: dict) -> None:
@@ -515,6 +641,9 @@ def run_in_process(tree: Path, args, entry: str = "in_process_child") -> list[di
     rows = json.loads(line[len("RESULT "):])
     for r in rows:
         r.update(p50=0.0, p99=0.0, max=0.0, conns=1, client_us=0.0)
+        if entry == "split_child":
+            print(f"  {r['api']:<45} {r['server_us']:6.1f} us per heartbeat (CPU, loop thread)", flush=True)
+            continue
         where = ("the coordinator runtime alone" if entry == "coordinator_child"
                  else "in process, one connection, no socket")
         print(f"  {r['api']:<10} {where}: {r['per_s']:>9,.0f}/s  server loop thread "

@@ -9,8 +9,8 @@ fire in one order whatever runtime armed them, and one `advance_clock` moves eve
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable
+from time import time as _time
 
 from .timers import Timer, TimerWheel
 
@@ -27,8 +27,8 @@ class CoordinatorClock:
     """`now_ms()` is the coordinators' time; `set_timers` arms and cancels; `register(types, fire)` names the
     runtime that fires timers of those key types (`fire(key)`, called with the timer already disarmed)."""
 
-    def __init__(self, wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
-        self._wall_ms = wall_ms
+    def __init__(self, wall_ms: Callable[[], int] | None = None) -> None:
+        self._wall_ms = wall_ms             # None: the wall clock (read in `now_ms` itself: every request reads it)
         self.offset_ms = 0                  # advance_clock: the coordinators' time runs ahead of the wall
         self.timers = TimerWheel()
         self._owners: dict[type, Callable[[Timer], None]] = {}
@@ -36,7 +36,8 @@ class CoordinatorClock:
         self._wakeup_at: int | None = None  # the deadline (coordinator ms) the loop callback waits for
 
     def now_ms(self) -> int:
-        return self._wall_ms() + self.offset_ms
+        wall = self._wall_ms
+        return (int(_time() * 1000) if wall is None else wall()) + self.offset_ms
 
     def register(self, key_types: Iterable[type], fire: Callable[[Timer], None]) -> None:
         for kind in key_types:

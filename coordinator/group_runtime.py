@@ -18,6 +18,7 @@ from tenure.protocol.error_responses import error_response, offset_commit_error
 from tenure.protocol.errors import AdminError, ErrorCode
 from tenure.protocol.records import OffsetCommitRecord, TransactionEnd
 
+from . import routing
 from .kinds import Group
 from .offsets import CommitPlan, commit_plan, txn_commit_plan
 from .result import GroupSnapshot, RequestContext, Result
@@ -71,6 +72,7 @@ async def _default_off_loop(fn: Callable[..., T], *args) -> T:
 
 
 class GroupRuntime(CoordinatorRuntime[GroupShard]):
+    direct_apis = routing.ONE_GROUP_APIS
     def __init__(self, *args: Any, expectations: dict[str, int] | None = None,
                  on_group_deleted: Callable[[str], None] | None = None, off_loop: OffLoop | None = None,
                  **kwargs: Any) -> None:

@@ -27,6 +27,10 @@ from tenure.protocol.internal_topics import java_string_hash, partition_for  # n
 OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE = 9, 15, 16, 42, 69
 SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_TRANSACTIONS = 65
+# the member requests of a classic group (JoinGroup, Heartbeat, LeaveGroup, SyncGroup): each names one group and
+# is answered in one go (never split, chunked or merged), so the group runtime routes them straight to their
+# group's shard (`CoordinatorRuntime.direct_apis`)
+ONE_GROUP_APIS = frozenset({11, 12, 13, 14})
 CHUNK_ITEMS = 250          # items of a large read-only request handled per loop turn
 CHUNK_PARTITIONS = 1000    # partitions of one group's large OffsetFetch v1-7 answered per loop turn
 

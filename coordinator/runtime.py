@@ -62,6 +62,10 @@ def _routing_key(x) -> str:
 
 
 class CoordinatorRuntime(Generic[S]):
+    # APIs whose every request names one group (or transactional id) by `group_id`, is answered in one go and is
+    # handled no way of its own (`_special`): routed straight to its shard (`_handle_one`)
+    direct_apis: frozenset[int] = frozenset()
+
     """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
     partition of `offsets_topic` and writes through its `CoordinatorWriter`, which appends through
     `partition_writer` (the broker's replica manager; without one, straight to the topic's logs, calling
@@ -189,6 +193,8 @@ class CoordinatorRuntime(Generic[S]):
         now. A large read-only request is answered chunk by chunk, a loop turn between chunks (routing.chunks,
         routing.partition_chunks). A request the runtime's kind handles its own way first (`_special`) is answered
         by that."""
+        if req.api_key in self.direct_apis:
+            return self._handle_one(req, ctx)
         special = self._special(req, ctx)
         return special if special is not None else self._dispatch(req, ctx)
 
@@ -245,6 +251,29 @@ class CoordinatorRuntime(Generic[S]):
         self._routing = token
         try:
             self._route(req, ctx)
+        finally:
+            answer, self._routing, self._answered = self._answered, 0, _NOT_YET
+        if answer is not _NOT_YET:
+            return answer
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[token] = fut
+        try:
+            return await fut
+        finally:
+            self._waiting.pop(token, None)
+
+    async def _handle_one(self, req: Request, ctx: RequestContext):
+        """`_handle` of a request of `direct_apis`: run on the shard of the one group it names, as `_route` would
+        (its partition by `group_id`), without `_route`'s questions of a request that may name several."""
+        if self.failed is not None:
+            raise self.failed
+        token = next(self._tokens)
+        ctx = ctx.for_input(token, self.clock_ms())
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_request(req, ctx.client_host)
+        self._routing = token
+        try:
+            self._run(partition_for(req.body.group_id or "", self.partitions), req, ctx)
         finally:
             answer, self._routing, self._answered = self._answered, 0, _NOT_YET
         if answer is not _NOT_YET:

@@ -90,6 +90,25 @@ def heartbeat_error(code: int) -> HeartbeatResponse:
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
+def shared_heartbeat_answer(code: int) -> HeartbeatResponse:
+    """The coordinator's Heartbeat answer of `code`: one object per code, shared by every answer with that code
+    (made once, as `heartbeat_error` makes it). Nothing in the server changes an answer once made but a test's
+    `on_response` hook, which the dispatcher hands a copy of a shared one (`is_shared_answer`)."""
+    answer = _HEARTBEAT_ANSWERS.get(code)
+    if answer is None:
+        answer = _HEARTBEAT_ANSWERS[code] = heartbeat_error(code)
+    return answer
+
+
+_HEARTBEAT_ANSWERS: dict[int, HeartbeatResponse] = {}
+
+
+def is_shared_answer(body: Any) -> bool:
+    """Whether `body` is an answer object shared between requests (`shared_heartbeat_answer`'s)."""
+    code = getattr(body, "error_code", None)
+    return isinstance(code, int) and _HEARTBEAT_ANSWERS.get(code) is body
+
+
 def sasl_handshake_error(code: int, mechanisms: list[str] | None = None) -> SaslHandshakeResponse:
     """A SaslHandshake answer: its code and the mechanisms the listener enables (UNSUPPORTED_SASL_MECHANISM
     tells the client which it may use; ILLEGAL_SASL_STATE outside an exchange names none)."""

@@ -97,7 +97,7 @@ class ClassicGroups(ShardHandler):
 
     # ---- the APIs (`apis`)
     def handlers(self) -> dict[int, Callable[[RequestContext, Any], Result]]:
-        return {11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+        return {11: self.join_group, 12: self.member_requests.heartbeat, 13: self.leave_group, 14: self.sync_group,
                 15: self.describe_groups}
 
     def join_group(self, ctx: RequestContext, req) -> Result:

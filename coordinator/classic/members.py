@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kafka.protocol.consumer.group import LeaveGroupResponse
 
 from tenure.protocol import records as rec
-from tenure.protocol.error_responses import heartbeat_error, leave_group_error, sync_group_error
+from tenure.protocol.error_responses import leave_group_error, shared_heartbeat_answer, sync_group_error
 from tenure.protocol.errors import ErrorCode as E
 
 from ..result import RequestContext, Result
@@ -118,7 +118,7 @@ class MemberRequests:
                     res.install(g.group_id, g)
                 if g.state == PREPARING_REBALANCE:
                     code = E.REBALANCE_IN_PROGRESS
-        res.respond(ctx.token, heartbeat_error(code))                     # 0 included: the answer is its code
+        res.respond(ctx.token, shared_heartbeat_answer(code))             # 0 included: the answer is its code
         return res
 
     def leave_group(self, ctx: RequestContext, req) -> Result:

@@ -22,6 +22,23 @@ from ..timers import ExpansionKey, HeartbeatKey, JoinKey, SyncKey
 from .group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member, Parked
 from .static import static_event
 
+# A member's session key, made once and found again at each of its heartbeats: the timer wheel's and the shard's
+# dicts then find the very key they hold (an identity check) instead of comparing two equal frozen dataclasses
+# field by field three times per heartbeat. Up to SESSION_KEYS_KEPT (then the table starts again).
+SESSION_KEYS_KEPT = 65536
+_session_keys: dict[tuple[str, str], HeartbeatKey] = {}
+
+
+def session_key(group_id: str, member_id: str) -> HeartbeatKey:
+    """The `HeartbeatKey` of a member's session (one equal to any other made for it)."""
+    ids = (group_id, member_id)
+    key = _session_keys.get(ids)
+    if key is None:
+        if len(_session_keys) >= SESSION_KEYS_KEPT:
+            _session_keys.clear()
+        key = _session_keys[ids] = HeartbeatKey(group_id, member_id)
+    return key
+
 
 class Rebalance(ShardHandler):
     """The machinery of a classic group's rebalance, over one shard's groups."""
@@ -62,7 +79,7 @@ class Rebalance(ShardHandler):
 
     def reset_heartbeat(self, res: Result, g: ClassicGroup, m: Member, now_ms: int) -> None:
         timeout = self.config.new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
-        res.set_timer(HeartbeatKey(g.group_id, m.member_id), now_ms + timeout)
+        res.set_timer(session_key(g.group_id, m.member_id), now_ms + timeout)
 
     def group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
         return GroupMetadataRecord(

@@ -263,6 +263,10 @@ class Capture:
             self.capacity = capacity
             self._ring: collections.deque[Exchange | tuple] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
             self._heavy: collections.deque[Exchange] = getattr(self, "_heavy", collections.deque())
+            # (sequence number, duration) of the usual exchanges once their answer is written (`written`), read into
+            # their rows when the ring is read (`_rows`): no row rebuilt per request
+            self._durations: collections.deque[tuple[int, float]] = collections.deque(
+                getattr(self, "_durations", ()), maxlen=capacity)
 
     @property
     def active(self) -> bool:
@@ -325,18 +329,28 @@ class Capture:
         return row
 
     def written(self, kept: Exchange | tuple, duration_ms: float) -> None:
-        """The answer of an exchange `keep` kept is written: its duration set (from the request read to now)."""
+        """The answer of an exchange `keep` kept is written: its duration set (from the request read to now). A
+        row's is noted beside the ring (one append; the ring is read with it: `_rows`)."""
         if isinstance(kept, Exchange):
             kept.duration_ms = duration_ms
             self.finish(kept)
             return
-        with self._lock:                   # the row now there: a query may have put its summary in meanwhile
-            ring = self._ring
-            at = len(ring) - 1 - (self._seq - kept[0])
-            if at >= 0:
-                row = ring[at]
-                if row is kept or (row.__class__ is tuple and row[0] == kept[0]):
-                    ring[at] = row[:9] + (duration_ms,) + row[10:]      # the slot of duration_ms
+        self._durations.append((kept[0], duration_ms))
+
+    def _rows(self) -> list[tuple[Exchange | tuple, Exchange | tuple]]:
+        """What the ring holds, oldest first: (what the ring holds, that with the duration `written` noted for it).
+        The lock held."""
+        kept = list(self._ring)
+        durations = dict(self._durations)
+        out: list[tuple[Exchange | tuple, Exchange | tuple]] = []
+        for row in kept:
+            if durations and row.__class__ is tuple:
+                took = durations.get(row[0])
+                if took is not None and took != row[9]:
+                    out.append((row, row[:9] + (took,) + row[10:]))     # the slot of duration_ms
+                    continue
+            out.append((row, row))
+        return out
 
     def finish(self, exchange: Exchange) -> None:
         """The exchange is done (its answer and duration set): the ring keeps it as a tuple from now on."""
@@ -359,13 +373,14 @@ class Capture:
         with self._lock:
             n = len(self._ring)
             self._ring.clear()
+            self._durations.clear()
             self._heavy.clear()
         return n
 
     def all(self) -> list[Exchange]:
         with self._lock:
-            kept = list(self._ring)
-        return [e if isinstance(e, Exchange) else Exchange._of_row(e) for e in kept]
+            kept = self._rows()
+        return [e if isinstance(e, Exchange) else Exchange._of_row(e) for _, e in kept]
 
     def query(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
               topic: str | None = None, broker: int | None = None, connection: int | None = None,
@@ -379,8 +394,8 @@ class Capture:
         out = []
         summarized: list[tuple[Exchange | tuple, Exchange]] = []      # rows whose summary this query worked out
         with self._lock:
-            kept = list(self._ring)
-        for row in kept:
+            kept = self._rows()
+        for held, row in kept:
             e = row if isinstance(row, Exchange) else Exchange._of_row(row)
             if ((key is None or e.api_key == key) and (client_id is None or e.client_id == client_id)
                     and (broker is None or e.broker == broker) and (connection is None or e.connection == connection)
@@ -389,7 +404,7 @@ class Capture:
                 if (group is None or e.names_group(group)) and (topic is None or e.names_topic(topic)):
                     out.append(e)
                 if had is None and e._summary is not None and e is not row:
-                    summarized.append((row, e))
+                    summarized.append((held, e))
         if summarized:
             self._keep_summaries(summarized)
         return out

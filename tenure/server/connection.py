@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Protocol
 from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
 from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
-from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
+from tenure.protocol.codec import (
+    HEAVY_REQUEST_BYTES,
+    Request,
+    UnsupportedApiVersions,
+    decode_request,
+    encode_unsupported_api_versions,
+)
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT, RequestContext
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
@@ -332,6 +338,8 @@ class Connection:
         # which it did (before the last request of the previous frames, if there were several) - then the
         # first request yields too. A connection sending one request at a time does not yield twice per request.
         last = len(frames) - 1
+        sasl, network, limits, served = self.sasl, self.network, self.limits, self.served
+        dispatch, send = self.dispatch, self._send
         for i, payload in enumerate(frames):
             if i or self._yield_first:
                 await asyncio.sleep(0)
@@ -340,27 +348,25 @@ class Connection:
             # this request's answer is held if the next one of this read is answered without waiting (QUICK_APIS)
             self._hold = i < last and len(frames[i + 1]) >= 2 and \
                 (frames[i + 1][0] << 8 | frames[i + 1][1]) in QUICK_APIS
-            sasl = self.sasl
             if sasl is not None and sasl.raw and sasl.state == AUTHENTICATE:      # a raw token (handshake v0)
                 if not await self._authenticate(sasl.raw_token(payload)):
                     return False
                 continue
-            if heavy_request(payload):           # decoded off the loop (offload.py); a drain waits for its answer
-                self.serving = True
+            if len(payload) >= HEAVY_REQUEST_BYTES and heavy_request(payload):
+                self.serving = True              # decoded off the loop (offload.py); a drain waits for its answer
                 try:
-                    req = await off_loop(decode_request, payload, self.limits, self.served)
+                    req = await off_loop(decode_request, payload, limits, served)
                 finally:
                     self.serving = False
             else:
-                req = decode_request(payload, self.limits, self.served)
+                req = decode_request(payload, limits, served)
             if isinstance(req, UnsupportedApiVersions):
                 self.ratelog.log("unsupported ApiVersions", logging.INFO, "connection %d: ApiVersions v%d is not "
                                  "served; answering v0 with error 35", self.peer.conn_id, req.api_version)
                 await self._send(encode_unsupported_api_versions(req))
                 continue
             self.client_id = req.client_id
-            if self.network is not None and self.network.active \
-                    and not await self.network.inbound(self, len(payload) + 4):
+            if network is not None and network.active and not await network.inbound(self, len(payload) + 4):
                 continue                         # lost on its way to the server
             if sasl is not None:
                 if sasl.wants(req):
@@ -377,7 +383,7 @@ class Connection:
                     return False
             self.serving = True
             try:
-                if not await self.dispatch(req, self.peer, self._send):
+                if not await dispatch(req, self.peer, send):
                     return False
             finally:
                 self.serving = False

@@ -8,9 +8,11 @@ metrics and kept in the request capture (tenure/control/capture.py)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
-import time
 from collections.abc import Awaitable, Callable
+from time import perf_counter
+from typing import Any
 
 from tenure.broker.cluster import Cluster
 from tenure.broker.dataplane import CLOSE_CONNECTION
@@ -22,7 +24,7 @@ from tenure.protocol.acl import Authorization
 from tenure.protocol.apis import API_VERSIONS_KEY, SUPPORTED
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
 from tenure.protocol.context import RequestContext
-from tenure.protocol.error_responses import can_fail, error_response
+from tenure.protocol.error_responses import can_fail, error_response, is_shared_answer
 from tenure.server.connection import Peer
 from tenure.server.offload import heavy_answer, off_loop
 from tenure.server.routes import Route
@@ -44,7 +46,10 @@ def response_error(body, depth: int = 3) -> int:
     code = getattr(body, "error_code", 0) or 0
     if code or depth == 0:
         return code
-    for name in getattr(body, "fields", {}):
+    arrays = _struct_arrays.get(body.__class__)
+    if arrays is None:
+        arrays = _arrays_of(body)
+    for name in arrays:
         value = getattr(body, name, None)
         if isinstance(value, list) and value and isinstance(getattr(value[0], "fields", None), dict):
             for item in value:           # arrays of structs only (an array is of one type; a UUID's fields: ints)
@@ -52,6 +57,26 @@ def response_error(body, depth: int = 3) -> int:
                 if code:
                     return code
     return 0
+
+
+# a response class -> the names of its fields that may hold an array of structs (a Heartbeat's answer: none, so
+# its error is its code alone); worked out once per class from kafka-python's field specs
+_struct_arrays: dict[type, tuple[str, ...]] = {}
+
+
+def _arrays_of(body) -> tuple[str, ...]:
+    fields = getattr(body, "fields", None)
+    if not isinstance(fields, dict):
+        return ()                        # not a message struct: nothing to walk (not kept)
+    names = tuple(name for name, f in fields.items()
+                  if getattr(f, "_type_str", None) not in _SCALARS or getattr(f, "_fields", None) is not None)
+    _struct_arrays[body.__class__] = names
+    return names
+
+
+# kafka-python's type names of fields that never hold an array
+_SCALARS = frozenset({"int8", "int16", "int32", "int64", "uint16", "float64", "bool", "string", "bytes", "uuid",
+                      "records"})
 
 
 class Dispatcher:
@@ -74,11 +99,44 @@ class Dispatcher:
                                         self.authorizer)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
-        t0 = time.perf_counter()
-        ctx = self.context(req, peer)
-        node = self.cluster.node(peer.broker_id) if self.cluster is not None else None
-        if node is not None and node.slow_ms:
-            await asyncio.sleep(node.slow_ms / 1000)      # set_broker_slow
+        t0 = perf_counter()
+        ctx = peer.context.for_request(req.api_key, req.api_version, req.client_id or "", self.clock_ms(),
+                                       self.authorizer)
+        cluster = self.cluster
+        if cluster is not None:
+            node = cluster.node(peer.broker_id)
+            if node is not None and node.slow_ms:
+                await asyncio.sleep(node.slow_ms / 1000)      # set_broker_slow
+        if self.faults.active or self.hooks.active:
+            return await self._controlled(req, peer, send, ctx, t0)
+        # the usual request: no fault rule and no hook to consult (both only while a test has some)
+        refused = req.served.refusal(req.api_key) or self.access(req, ctx)
+        if refused:
+            if not can_fail(req.api_key):
+                return self._refused(req, ctx, peer, refused, t0)
+            return await self._answer(req, ctx, send, t0, error_response(req, refused), refused, True, NO_FAULT)
+        body = await self.routes[SUPPORTED[req.api_key].owner](req, ctx)
+        if body is CLOSE_CONNECTION:
+            self.metrics.closed_connections["produce_error_acks_0"] += 1
+            return self._closed(req, ctx, t0)
+        if body is None or heavy_answer(req.api_key, body):
+            return await self._answer(req, ctx, send, t0, body, 0, False, NO_FAULT)
+        # the usual answer, encoded here: what `_answer` does with it, in line
+        code = response_error(body)
+        frame = encode_response(req, body)
+        capture = self.capture
+        kept = capture.keep(req, ctx, code, t0, frame) if capture.active else None
+        await send(frame)
+        took = perf_counter() - t0
+        self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
+        if kept is not None:
+            capture.written(kept, took * 1000.0)
+        return True
+
+    async def _controlled(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]],
+                          ctx: RequestContext, t0: float) -> bool:
+        """A request while fault rules or request hooks are set: the rules first, then the hooks (an injected
+        error wins), then the release's refusal and the access check, then its owner."""
         fault = self.faults.decide(req.api_key)
         if fault.rules and not await self._inject(fault, req, peer):
             return self._closed(req, ctx, t0)      # an injected close
@@ -95,10 +153,7 @@ class Dispatcher:
                                                                    or self.access(req, ctx))
             answered_error = fault.error is not None or refused != 0     # an injected error may be 0 (NONE)
         if refused and fault.error is None and not can_fail(req.api_key):
-            self.metrics.closed_connections["access_refused"] += 1     # no error answer of its own: closed
-            log.info("connection %d from %s: closing instead of answering %s v%d (refused: %s)", peer.conn_id,
-                     ctx.peer, req.name, req.api_version, error_name(refused))
-            return self._closed(req, ctx, t0)
+            return self._refused(req, ctx, peer, refused, t0)
         if answered_error:
             body = error_response(req, refused)
         elif hooked.response is not None:
@@ -109,7 +164,21 @@ class Dispatcher:
                 self.metrics.closed_connections["produce_error_acks_0"] += 1
                 return self._closed(req, ctx, t0)
         if hooked.rewrites and body is not None:
-            body = self.hooks.rewrite(hooked, req, body)
+            # a hook may change the answer in place: it gets a copy of one shared between requests (a
+            # Heartbeat's, protocol/error_responses.py `shared_answer`)
+            body = self.hooks.rewrite(hooked, req, copy.deepcopy(body) if is_shared_answer(body) else body)
+        return await self._answer(req, ctx, send, t0, body, refused, answered_error, hooked)
+
+    def _refused(self, req: Request, ctx: RequestContext, peer: Peer, refused: int, t0: float) -> bool:
+        """A refused request of an API with no error answer of its own (Metadata): the connection is closed."""
+        self.metrics.closed_connections["access_refused"] += 1
+        log.info("connection %d from %s: closing instead of answering %s v%d (refused: %s)", peer.conn_id,
+                 ctx.peer, req.name, req.api_version, error_name(refused))
+        return self._closed(req, ctx, t0)
+
+    async def _answer(self, req: Request, ctx: RequestContext, send: Callable[[bytes], Awaitable[None]], t0: float,
+                      body: Any, refused: int, answered_error: bool, hooked: Decision) -> bool:
+        """The answer (None: a request that has none) encoded, kept in the capture, sent and counted."""
         heavy = body is not None and heavy_answer(req.api_key, body)      # walked and encoded off the loop
         code = (await off_loop(response_error, body) if heavy else response_error(body)) if body is not None else 0
         # captured before the answer leaves (a client that has its answer finds it in the capture), its duration
@@ -132,8 +201,8 @@ class Dispatcher:
             elif capture.active:
                 kept = capture.keep(req, ctx, code, t0, frame, version)
             await send(frame)
-        took = time.perf_counter() - t0
-        self.metrics.request(req.name, error_name(code) if code else "NONE", took)
+        took = perf_counter() - t0
+        self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
         if kept is not None:
             capture.written(kept, took * 1000.0)
         elif seen is not None:

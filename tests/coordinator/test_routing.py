@@ -233,3 +233,39 @@ def test_list_groups_answers_14_while_a_partition_it_coordinates_loads_and_lists
         assert on_broker_0["error_code"] == 0 and [x["group_id"] for x in on_broker_0["groups"]] == [groups[0]]
         rt.close()
     asyncio.run(run())
+
+
+def test_member_requests_go_straight_to_their_groups_shard_and_are_refused_as_any_other():
+    """JoinGroup, Heartbeat, LeaveGroup and SyncGroup (`direct_apis`) are routed by their group id straight to
+    its shard: a heartbeat of a member of each of 4 shards is answered there, one for a partition still loading
+    is answered 14, one for a partition another broker coordinates 16 - as every other request is."""
+    from kafka.protocol.consumer.group import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
+
+    def ask(rt, body, version, broker=None):
+        req = Request(type(body).API_KEY, version, 1, "test", body, SUPPORTED[type(body).API_KEY])
+        ctx = RequestContext(0, version, "test", "/127.0.0.1", 0, api_key=req.api_key, broker_id=broker)
+        return rt.handle(req, ctx)
+
+    async def run():
+        rt = runtime(4)
+        assert {11, 12, 13, 14} <= rt.direct_apis
+        groups = {partition_for(f"g{i}", 4): f"g{i}" for i in range(40)}
+        for g in groups.values():
+            await call(rt, commit(g, {0: 1}), 8)         # an Empty group in each shard
+        hb = {p: (await ask(rt, HeartbeatRequest(version=4, group_id=g, generation_id=-1, member_id="m",
+                                                 group_instance_id=None), 4)).error_code for p, g in groups.items()}
+        assert hb == {p: 25 for p in groups}             # UNKNOWN_MEMBER_ID from each group's own shard
+        assert (await ask(rt, HeartbeatRequest(version=4, group_id="", generation_id=-1, member_id="m",
+                                               group_instance_id=None), 4)).error_code == 24   # INVALID_GROUP_ID
+        rt.begin_move(2)                                 # partition 2 loading
+        rt.hosted_on = lambda p: 1 if p == 3 else 0      # partition 3 coordinated by broker 1
+        loading, elsewhere = groups[2], groups[3]
+        assert (await ask(rt, HeartbeatRequest(version=4, group_id=loading, generation_id=-1, member_id="m",
+                                               group_instance_id=None), 4, 0)).error_code == 14
+        assert (await ask(rt, SyncGroupRequest(version=5, group_id=elsewhere, generation_id=1, member_id="m",
+                                               group_instance_id=None, protocol_type="consumer",
+                                               protocol_name="range", assignments=[]), 5, 0)).error_code == 16
+        left = await ask(rt, LeaveGroupRequest(version=3, group_id=elsewhere, members=[]), 3, 0)
+        assert left.error_code == 16
+        rt.close()
+    asyncio.run(run())

@@ -172,3 +172,20 @@ def test_clock_leaves_its_loop_callback_when_a_timer_moves_later():
         clock.close()
 
     asyncio.run(run())
+
+
+def test_a_members_session_key_is_made_once_and_equals_any_other_made_for_it():
+    """The classic kind's session key of a member (`session_key`) is the same object at every heartbeat, so the
+    wheel finds the key it holds; it equals, hashes and names as a `HeartbeatKey` made anew, and ids whose
+    names collide get keys of their own."""
+    from tenure.coordinator.classic.rebalance import session_key
+    from tenure.coordinator.timers import HeartbeatKey
+    key = session_key("g", "m-1")
+    assert session_key("g", "m-1") is key
+    assert key == HeartbeatKey("g", "m-1") and hash(key) == hash(HeartbeatKey("g", "m-1"))
+    assert key.name == "heartbeat/g/m-1"
+    assert session_key("a/b", "c") != session_key("a", "b/c")
+    wheel = TimerWheel()
+    wheel.arm(HeartbeatKey("g", "m-1"), 10)
+    wheel.arm(key, 20)                                 # the same timer, re-armed
+    assert len(wheel) == 1 and wheel.deadline(HeartbeatKey("g", "m-1")) == 20

@@ -100,3 +100,23 @@ def test_encode_response_writes_the_header_kafka_python_writes(key, version):
     body.with_header(correlation_id=req.correlation_id)
     assert ours == bytes(body.encode(header=True, framed=True))
     assert spec.response.decode(ours, version=version, header=True, framed=True).header.correlation_id == 7
+
+
+def test_the_coordinators_heartbeat_answer_is_one_object_per_code_encoding_as_a_fresh_one():
+    """The coordinator answers every Heartbeat of a code with one shared object (`shared_heartbeat_answer`): the
+    same bytes as a fresh answer at every version, its code found by the dispatcher's walk, and told apart
+    (`is_shared_answer`) so that whatever would change it (a test's on_response hook) gets a copy."""
+    from tenure.protocol.error_responses import heartbeat_error, is_shared_answer, shared_heartbeat_answer
+    from tenure.protocol.errors import ErrorCode
+    from tenure.server.dispatch import response_error
+    ok, unknown = shared_heartbeat_answer(ErrorCode.NONE), shared_heartbeat_answer(ErrorCode.UNKNOWN_MEMBER_ID)
+    assert shared_heartbeat_answer(0) is ok and shared_heartbeat_answer(25) is unknown and ok is not unknown
+    assert is_shared_answer(ok) and is_shared_answer(unknown)
+    assert not is_shared_answer(heartbeat_error(0)) and not is_shared_answer(None)
+    spec = SUPPORTED[12]
+    for version in range(spec.min_version, spec.max_version + 1):
+        req = Request(12, version, 7, "c", None, spec)
+        for code, shared in ((0, ok), (25, unknown)):
+            assert encode_response(req, shared) == encode_response(req, heartbeat_error(code))
+    assert (response_error(ok), response_error(unknown)) == (0, 25)
+    assert (ok.error_code, unknown.error_code) == (0, 25)        # encoding changed neither

@@ -168,3 +168,27 @@ def test_an_exchange_kept_at_once_is_the_one_recorded_then_finished():
     heavy = decode_request(request_bytes(many, 5, 43)[4:])
     one.written(one.keep(heavy, _Ctx, 0, time.perf_counter(), frame), 2.0)
     assert one.query(api="DescribeGroups")[0].duration_ms == 2.0 and len(one._heavy) == 1 <= HEAVY_BODIES_KEPT and one.query(api="DescribeGroups")[0].summary()["groups"]
+
+
+def test_a_written_duration_is_noted_beside_the_ring_and_read_into_its_row():
+    """`written` notes a kept row's duration beside the ring (no row rebuilt per request): every read (`query`,
+    `all`) gives the row with it, a row not written yet keeps its duration until `keep`, what the ring drops
+    the notes drop too (bounded by the capacity), and `clear` clears both."""
+    req = decode_request(request_bytes(HeartbeatRequest(group_id="g", generation_id=2, member_id="m",
+                                                        group_instance_id="i"), 4, 41)[4:])
+    frame = encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=0))
+    cap = Capture(3)
+    kept = [cap.keep(req, _Ctx, 0, time.perf_counter(), frame) for _ in range(3)]
+    rows = list(cap._ring)
+    cap.written(kept[0], 7.5)
+    cap.written(kept[2], 9.5)
+    assert list(cap._ring) == rows and all(a is b for a, b in zip(cap._ring, rows, strict=True))
+    durations = [e.duration_ms for e in cap.query()]
+    assert durations[0] == 7.5 and durations[2] == 9.5 and durations[1] < 1000
+    assert [e.duration_ms for e in cap.all()] == durations
+    assert cap.query(group="g")[0].duration_ms == 7.5          # a summary put back keeps the noted duration
+    more = [cap.keep(req, _Ctx, 0, time.perf_counter(), frame) for _ in range(3)]
+    for i, k in enumerate(more):
+        cap.written(k, 100.0 + i)
+    assert [e.duration_ms for e in cap.query()] == [100.0, 101.0, 102.0] and len(cap._durations) == 3
+    assert cap.clear() == 3 and not cap._durations and cap.query() == []

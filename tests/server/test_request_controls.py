@@ -194,6 +194,24 @@ def test_an_async_hook_a_drop_and_errors_in_hooks_and_rewrites_never_stop_the_se
         assert st.hooks.errors == [] and st.hooks.hooks() == ()
 
 
+def test_a_rewrite_changing_an_answer_in_place_changes_that_answer_only():
+    """The coordinator shares one Heartbeat answer object per error code between requests: a hook's
+    on_response that changes its answer in place works on a copy, so the next heartbeats are answered as
+    before (the coordinator's own answer, not the rewritten one)."""
+    def rewrite(r):
+        r.error_code = ErrorCode.REBALANCE_IN_PROGRESS     # in place, returning None
+
+    with ServerThread() as st:
+        with WireClient.to(st.bootstrap) as c:
+            before = _heartbeat(c).error_code
+            with st.on_request("Heartbeat", lambda call: call.on_response(rewrite)):
+                rewritten = [_heartbeat(c).error_code for _ in range(2)]
+            after = [_heartbeat(c).error_code for _ in range(2)]
+    assert before == ErrorCode.UNKNOWN_MEMBER_ID
+    assert rewritten == [ErrorCode.REBALANCE_IN_PROGRESS] * 2
+    assert after == [ErrorCode.UNKNOWN_MEMBER_ID] * 2
+
+
 def test_on_request_refuses_bad_arguments():
     hooks = Hooks()
     for api, fn, filters, match in (("NoSuchApi", print, {}, "unknown API"), ("Heartbeat", 5, {}, "callable"),
