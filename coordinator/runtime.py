@@ -62,10 +62,6 @@ def _routing_key(x) -> str:
 
 
 class CoordinatorRuntime(Generic[S]):
-    # APIs whose every request names one group (or transactional id) by `group_id`, is answered in one go and is
-    # handled no way of its own (`_special`): routed straight to its shard (`_handle_one`)
-    direct_apis: frozenset[int] = frozenset()
-
     """`new_shard(partition)` makes the (empty) shard of one offsets partition; the runtime holds one per
     partition of `offsets_topic` and writes through its `CoordinatorWriter`, which appends through
     `partition_writer` (the broker's replica manager; without one, straight to the topic's logs, calling
@@ -75,6 +71,10 @@ class CoordinatorRuntime(Generic[S]):
     transaction coordinator's (txn_runtime.py, over `__transaction_state`; `codec` is its records' codec). Each
     arms its own `timer_keys` on the one `clock` they share (coordinator/clock.py), so their timers fire in one
     deadline order and one `advance_clock` moves both."""
+
+    # APIs whose every request names one group by `group_id`, is answered in one go and is handled no way of its
+    # own (`_special`): run straight on that group's shard (`_handle` with its partition)
+    direct_apis: frozenset[int] = frozenset()
 
     def __init__(self, new_shard: Callable[[int], S], offsets_topic: InternalTopic,
                  notify_append: Callable[[str, int], None] | None = None,
@@ -194,7 +194,7 @@ class CoordinatorRuntime(Generic[S]):
         routing.partition_chunks). A request the runtime's kind handles its own way first (`_special`) is answered
         by that."""
         if req.api_key in self.direct_apis:
-            return self._handle_one(req, ctx)
+            return self._handle(req, ctx, partition_for(req.body.group_id or "", self.partitions))
         special = self._special(req, ctx)
         return special if special is not None else self._dispatch(req, ctx)
 
@@ -241,39 +241,23 @@ class CoordinatorRuntime(Generic[S]):
                 answers.append(await self._handle(dataclasses.replace(req, body=sub), ctx))
             return parts.join(answers)
 
-    async def _handle(self, req: Request, ctx: RequestContext):
-        """Route the request; its answer as soon as it is released: at once when its Result answers it (a
-        heartbeat), else a future waits for its token (a parked join, an answer waiting for durability)."""
+    async def _handle(self, req: Request, ctx: RequestContext, part: int | None = None):
+        """Route the request (`part`: run it on that partition's shard, a request of `direct_apis`, without
+        `_route`'s questions of a request that may name several groups); its answer as soon as it is released: at
+        once when its Result answers it (a heartbeat), else a future waits for its token (a parked join, an answer
+        waiting for durability)."""
         token = next(self._tokens)
         ctx = ctx.for_input(token, self.clock_ms())
         if log.isEnabledFor(logging.DEBUG):
             self._log_request(req, ctx.client_host)
         self._routing = token
         try:
-            self._route(req, ctx)
-        finally:
-            answer, self._routing, self._answered = self._answered, 0, _NOT_YET
-        if answer is not _NOT_YET:
-            return answer
-        fut = asyncio.get_running_loop().create_future()
-        self._waiting[token] = fut
-        try:
-            return await fut
-        finally:
-            self._waiting.pop(token, None)
-
-    async def _handle_one(self, req: Request, ctx: RequestContext):
-        """`_handle` of a request of `direct_apis`: run on the shard of the one group it names, as `_route` would
-        (its partition by `group_id`), without `_route`'s questions of a request that may name several."""
-        if self.failed is not None:
-            raise self.failed
-        token = next(self._tokens)
-        ctx = ctx.for_input(token, self.clock_ms())
-        if log.isEnabledFor(logging.DEBUG):
-            self._log_request(req, ctx.client_host)
-        self._routing = token
-        try:
-            self._run(partition_for(req.body.group_id or "", self.partitions), req, ctx)
+            if part is None:
+                self._route(req, ctx)
+            else:
+                if self.failed is not None:
+                    raise self.failed
+                self._run(part, req, ctx)
         finally:
             answer, self._routing, self._answered = self._answered, 0, _NOT_YET
         if answer is not _NOT_YET:
