@@ -22,7 +22,8 @@ tree's too, so a --baseline tree (a `git worktree` of main) is timed the same wa
 times ServerThread(port=0).start() in a fresh interpreter that has imported tenure: the first server of the process
 and a second one (and, beside the import's CPU time, the import with `from tenure.server import ServerThread`: a
 tree that imports ServerThread's module at the first use of the name pays it there); and what the command line adds to that import for `tenure serve` (the CPU time of importing
-tenure.tools.cli, of building its parser and parsing a serve command line, and the modules the import adds).
+tenure.tools.cli, of building its parser and parsing a serve command line, and the modules the import adds); and `tenure serve`'s own path in-process,
+the command line imported first, to a started server, at the CPU clock's resolution).
 
 Prints figures only; it never asserts timings.
 """
@@ -179,6 +180,42 @@ print(imported * 1000.0, parsed * 1000.0, len(sys.modules) - before)
 """
 
 
+# `tenure serve`'s own path in a fresh interpreter, timed at the CPU clock's resolution (the spawn's /proc figure
+# counts 10 ms ticks): the command line imported first (as `python -m tenure` does: its imports come before the
+# server's), its parser built and a serve command line parsed, the config, the event loop, Server(...).start();
+# printed as "import started" (CPU ms of the import alone, and from before the import until started)
+SERVE_CPU = """
+import time
+c0 = time.process_time()
+from tenure.tools import cli
+c1 = time.process_time()
+words = ["serve", "--port", "0", "--log-level", "WARNING", "--no-admin"]
+try:
+    parser = cli._parser(words)
+except TypeError:
+    parser = cli._parser()
+config = cli._config(parser.parse_args(words))
+from tenure.server import Server, eventloop
+loop = eventloop.loop_factory(config.event_loop)()
+async def started():
+    server = Server(config)
+    await server.start()
+    c2 = time.process_time()
+    await server.close()
+    return c2
+c2 = loop.run_until_complete(started())
+loop.close()
+print((c1 - c0) * 1000.0, (c2 - c0) * 1000.0)
+"""
+
+
+def serve_cpu(tree: Path, env: dict) -> tuple[float, float]:
+    out = subprocess.run(python_argv(tree, SERVE_CPU), check=True, capture_output=True, text=True, env=env,
+                         timeout=60)
+    imported, started = out.stdout.split()[-2:]
+    return float(imported), float(started)
+
+
 def cli_cost(tree: Path, env: dict) -> tuple[float, float, int]:
     out = subprocess.run(python_argv(tree, CLI_COST), check=True, capture_output=True, text=True, env=env,
                          timeout=60)
@@ -308,7 +345,7 @@ def main() -> int:
         # runs interleave the settings and the measurements, so drift in machine load hits all alike
         m: dict = {k: {"ready": [], "ready_cpu": [], "stop": [], "rc": [], "bare": [], "imp": [], "imp_cpu": [], "imp_thread": [],
                        "thread1": [],
-                       "thread2": [], "cli_imp": [], "cli_parse": [], "cli_mods": []}
+                       "thread2": [], "cli_imp": [], "cli_parse": [], "cli_mods": [], "serve_imp": [], "serve_cpu": []}
                    for k in modes}
         for _ in range(args.runs):
             for k, (tree, env) in modes.items():
@@ -329,6 +366,9 @@ def main() -> int:
                 m[k]["cli_imp"].append(imported)
                 m[k]["cli_parse"].append(parsed)
                 m[k]["cli_mods"].append(modules)
+                imported, started = serve_cpu(tree, env)
+                m[k]["serve_imp"].append(imported)
+                m[k]["serve_cpu"].append(started)
         breakdown = {k: importtime_breakdown(tree, env) for k, (tree, env) in modes.items()}
         profiled = profile_serve(REPO, next(iter(modes.values()))[1], args.profile) if args.profile else ""
     finally:
@@ -351,6 +391,8 @@ def main() -> int:
         print(f"[{k}]   the command line after import tenure.server, CPU: import tenure.tools.cli "
               f"{summary(x['cli_imp'])} (+{statistics.median(x['cli_mods']):.0f} modules); its parser built and a "
               f"serve command line parsed {summary(x['cli_parse'])}")
+        print(f"[{k}]   tenure serve's path in-process, CPU: import tenure.tools.cli first {summary(x['serve_imp'])}; "
+              f"to a started server {summary(x['serve_cpu'])}")
         rest = statistics.median(x["ready"]) - statistics.median(x["bare"]) - statistics.median(x["imp"])
         print(f"[{k}]   remainder (cli, bind, event loop, print)   : {rest:6.0f} ms  (median ready minus the "
               f"two medians above; a difference of noisy figures)")
@@ -390,7 +432,9 @@ def main() -> int:
                       f"{med('imp_thread', k) / med('imp_thread', b):.2f}x); the command line's CPU "
                       f"(import + parser) {med('cli_imp', k) + med('cli_parse', k):.1f} vs "
                       f"{med('cli_imp', b) + med('cli_parse', b):.1f} ms, +{med('cli_mods', k):.0f} vs "
-                      f"+{med('cli_mods', b):.0f} modules; ServerThread start {med('thread1', k):.1f} vs "
+                      f"+{med('cli_mods', b):.0f} modules; tenure serve's path in-process, CPU: import "
+                      f"{med('serve_imp', k):.1f} vs {med('serve_imp', b):.1f} ms, to started {med('serve_cpu', k):.1f} "
+                      f"vs {med('serve_cpu', b):.1f} ms = {med('serve_cpu', k) / med('serve_cpu', b):.2f}x; ServerThread start {med('thread1', k):.1f} vs "
                       f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms)")
     return 0
 

@@ -10,10 +10,14 @@ import sys as _sys
 import threading as _threading
 import warnings as _warnings
 
+from tenure.gcpause import gc_paused as _gc_paused
+
 
 def _quietly(fn):
-    """Run fn with kafka-python's import-time deprecation warning silenced (see below)."""
-    with _warnings.catch_warnings():
+    """Run fn with kafka-python's import-time deprecation warning silenced (see below), and automatic collection
+    held off: what it imports (modules, kafka-python's schema classes) lives as long as the process, which ~20
+    young-generation collections would otherwise walk while it is made (tenure/gcpause.py)."""
+    with _warnings.catch_warnings(), _gc_paused():
         _warnings.filterwarnings("ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning)
         return fn()
 

@@ -6,15 +6,20 @@ flag (`add_serve_flags` below, which tenure/tools/cli.py calls), its check (`che
 (`@pytest.mark.tenure(field=...)`) and `ServerThread(ServerConfig(...))` all follow from it."""
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from tenure.gcpause import gc_paused
 
-from tenure.deferred import deferred
-from tenure.protocol.apis import ServedApis, served_apis
-from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
-from tenure.protocol.releases import RELEASES, Release, release
+# imported with automatic collection held off (modules and classes live as long as the process: tenure/gcpause.py),
+# as `import tenure.server` and `tenure serve` import
+with gc_paused():
+    import dataclasses
+    from dataclasses import dataclass, field
+    from typing import TYPE_CHECKING
+
+    from tenure.deferred import deferred
+    from tenure.protocol.apis import ServedApis, served_apis
+    from tenure.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+    from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
+    from tenure.protocol.releases import RELEASES, Release, release
 
 if TYPE_CHECKING:                  # (the command line's parser: tenure/tools/cli.py imports argparse)
     import argparse

@@ -598,6 +598,22 @@ def test_the_import_holds_automatic_collection_off_and_leaves_it_as_it_was():
     _modules_after("import gc\ngc.disable()\nimport tenure.server\nassert not gc.isenabled()")
 
 
+def test_tenure_serves_imports_hold_automatic_collection_off_and_leave_it_as_it_was():
+    """What `tenure serve` imports before its server (the command line's modules; `tenure.protocol`, whose
+    kafka-python codecs `tenure.config` and `tenure.tools` import first) runs with automatic collection off too
+    (~40 young collections with it on), and each leaves it as the importer had it."""
+    for module in ("tenure.tools.cli", "tenure.protocol", "tenure.config"):
+        _modules_after("import gc\n"
+                       "before = [g['collections'] for g in gc.get_stats()]\n"
+                       f"import {module}\n"
+                       "after = [g['collections'] for g in gc.get_stats()]\n"
+                       "assert gc.isenabled() and after[0] - before[0] <= 5 and after[1:] == before[1:], "
+                       "(before, after)\n"
+                       "from tenure import gcpause\n"
+                       "assert not gcpause.paused()")
+        _modules_after(f"import gc\ngc.disable()\nimport {module}\nassert not gc.isenabled()")
+
+
 # what a started server with a SASL listener has not imported until a client needs it: the SASL servers (at a SASL
 # listener's first connection; the OAUTHBEARER validator is made at start, where it checks its settings), OpenSSL's
 # hashes (imported where a SCRAM credential is made or checked: security/users.py, sasl.py)
