@@ -167,8 +167,22 @@ def test_a_taken_port_names_the_address_and_the_flags(tenure_server, capsys):
 
 def test_a_taken_port_of_a_second_broker_names_the_broker(capsys):
     import socket
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+
+    def taken_after_a_free_port() -> socket.socket:
+        """A listening socket on a port whose port - 1 was free a moment ago (broker 0 listens there: another
+        process on the machine may hold the port below an ephemeral one)."""
+        for _ in range(100):
+            taken = socket.socket()
+            taken.bind(("127.0.0.1", 0))
+            try:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", taken.getsockname()[1] - 1))
+                return taken
+            except OSError:
+                taken.close()
+        raise AssertionError("no ephemeral port with a free port below it")
+
+    with taken_after_a_free_port() as taken:
         taken.listen()
         port = taken.getsockname()[1]
         assert main(["serve", "--port", str(port - 1), "--brokers", "2", "--no-admin"]) == 1
