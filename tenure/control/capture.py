@@ -25,7 +25,6 @@ its records being dropped), and kept as tuples of strings and numbers, which the
 """
 from __future__ import annotations
 
-import array
 import collections
 import json
 import operator
@@ -261,16 +260,13 @@ class Capture:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
             raise ValueError(f"capacity: want a whole number of requests >= 0, not {capacity!r}")
         with self._lock:
-            # the durations of the usual exchanges once their answer is written (`written`), read into their rows
-            # when the ring is read (`_rows`): no row rebuilt, nothing allocated per request. Two doubles per slot
-            # of the ring, at 2 x (sequence number % capacity): the sequence number, then the duration
-            durations = self._written() if hasattr(self, "_took") else {}
             self.capacity = capacity
             self._ring: collections.deque[Exchange | tuple] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
             self._heavy: collections.deque[Exchange] = getattr(self, "_heavy", collections.deque())
-            self._took = array.array("d", [-1.0]) * (2 * capacity)
-            for seq, took in durations.items():
-                self._note(seq, took)
+            # (sequence number, duration) of the usual exchanges once their answer is written (`written`), read into
+            # their rows when the ring is read (`_rows`): no row rebuilt per request
+            self._durations: collections.deque[tuple[int, float]] = collections.deque(
+                getattr(self, "_durations", ()), maxlen=capacity)
 
     @property
     def active(self) -> bool:
@@ -339,36 +335,17 @@ class Capture:
             kept.duration_ms = duration_ms
             self.finish(kept)
             return
-        self._note(kept[0], duration_ms)
-
-    def _note(self, seq: int, duration_ms: float) -> None:
-        took, capacity = self._took, self.capacity
-        if capacity:
-            at = seq % capacity * 2
-            took[at] = seq
-            took[at + 1] = duration_ms
-
-    def _written(self) -> dict[int, float]:
-        """Sequence number -> duration of the rows whose answer `written` noted. The lock held."""
-        took, capacity = self._took, self.capacity
-        out = {}
-        for row in self._ring:
-            if row.__class__ is tuple and capacity:
-                at = row[0] % capacity * 2
-                if took[at] == row[0]:
-                    out[row[0]] = took[at + 1]
-        return out
+        self._durations.append((kept[0], duration_ms))
 
     def _rows(self) -> list[tuple[Exchange | tuple, Exchange | tuple]]:
         """What the ring holds, oldest first: (what the ring holds, that with the duration `written` noted for it).
         The lock held."""
         kept = list(self._ring)
-        durations, capacity = self._took, self.capacity
+        durations = dict(self._durations)
         out: list[tuple[Exchange | tuple, Exchange | tuple]] = []
         for row in kept:
-            if row.__class__ is tuple and capacity:
-                at = row[0] % capacity * 2
-                took = durations[at + 1] if durations[at] == row[0] else None
+            if durations and row.__class__ is tuple:
+                took = durations.get(row[0])
                 if took is not None and took != row[9]:
                     out.append((row, row[:9] + (took,) + row[10:]))     # the slot of duration_ms
                     continue
@@ -396,7 +373,7 @@ class Capture:
         with self._lock:
             n = len(self._ring)
             self._ring.clear()
-            self._took = array.array("d", [-1.0]) * (2 * self.capacity)
+            self._durations.clear()
             self._heavy.clear()
         return n
 
