@@ -323,7 +323,7 @@ def heartbeats_on(tree: Path | None, args) -> dict:
                 from hot_path import sample
                 spy = sample(proc.pid, spy_path(args.pyspy, tree), args.hb_seconds)
         r = heartbeat_bench(bs, args.hb_groups, args.hb_per_group, args.hb_seconds, on_start=on_start, expect=expect,
-                            depth=args.hb_depth, procs=args.hb_procs, rate=args.hb_rate)
+                            depth=args.hb_depth, procs=args.hb_procs, rate=args.hb_rate, anchored=args.hb_anchor)
         r["server_us"] = (server_cpu_s(proc.pid) - holder["cpu"]) / max(1, r["heartbeats"]) * 1e6
         r["server_sys_us"] = (server_cpu_s(proc.pid, True) - holder["sys"]) / max(1, r["heartbeats"]) * 1e6
     finally:
@@ -425,11 +425,16 @@ class HeartbeatPump(asyncio.Protocol):
     are answered. Answers are not decoded: their size, correlation id and error code are read."""
 
     def __init__(self, frames: list[bytes], depth: int, start_at: float, stop_at: float, lat: list[float],
-                 codes: dict, interval: float = 0.0, reads: list[int] | None = None) -> None:
+                 codes: dict, interval: float = 0.0, reads: list[int] | None = None,
+                 sends: list[float] | None = None, anchored: bool = False) -> None:
         self.frames = [bytearray(f) for f in frames]
         self.depth, self.start_at, self.stop_at, self.lat, self.codes = depth, start_at, stop_at, lat, codes
         self.interval = interval           # > 0: a round every interval seconds, answered or not (an offered rate)
         self.reads = reads if reads is not None else [0]   # [the process's reads so far] (answers per read: how the server batches)
+        self.sends = sends if sends is not None else []     # perf_counter() of each open-loop round (how they cluster)
+        self.anchored = anchored           # open loop: round k at the first's time + k * interval (no drift)
+        self.ticks = 0
+        self.first_tick = 0.0
         self.buf = bytearray()
         self.i = self.cid = 0
         self.sent: dict[int, float] = {}
@@ -448,7 +453,15 @@ class HeartbeatPump(asyncio.Protocol):
                 self.transport.close()
             return
         self._round()
-        asyncio.get_running_loop().call_later(self.interval, self._tick)
+        self.sends.append(time.perf_counter())
+        loop = asyncio.get_running_loop()
+        if not self.anchored:          # the next round an interval after this one ran: late rounds drift
+            loop.call_later(self.interval, self._tick)
+            return
+        if not self.ticks:
+            self.first_tick = loop.time()
+        self.ticks += 1
+        loop.call_at(self.first_tick + self.ticks * self.interval, self._tick)
 
     def _round(self) -> None:
         out = []
@@ -489,12 +502,13 @@ class HeartbeatPump(asyncio.Protocol):
 
 
 def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: int, start_at: float,
-                    seconds: float, interval: float = 0.0) -> dict:
+                    seconds: float, interval: float = 0.0, anchored: bool = False) -> dict:
     """One generator process: a HeartbeatPump per group from `start_at` (wall clock) for `seconds`; its latencies,
     the answers' error codes and its own CPU seconds."""
     lat: list[float] = []
     codes: dict[int, int] = {}
     reads = [0]
+    sends: list[float] = []
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
@@ -502,13 +516,15 @@ def pump_heartbeats(host: str, port: int, frame_sets: list[list[bytes]], depth: 
         for k, frames in enumerate(frame_sets):     # open loop: the connections' rounds spread over the interval
             _, p = await loop.create_connection(
                 lambda f=frames, k=k: HeartbeatPump(f, depth or len(f), start_at + interval * k / len(frame_sets),
-                                                    start_at + seconds, lat, codes, interval, reads), host, port)
+                                                    start_at + seconds, lat, codes, interval, reads, sends,
+                                                    anchored), host, port)
             pumps.append(p)
         await asyncio.gather(*(p.done for p in pumps))
     t = os.times()
     asyncio.run(run())
     u = os.times()
-    return {"lat": lat, "codes": codes, "reads": reads[0], "cpu_s": (u.user - t.user) + (u.system - t.system)}
+    return {"lat": lat, "codes": codes, "reads": reads[0], "cpu_s": (u.user - t.user) + (u.system - t.system),
+            "sends": sends}
 
 
 def _pump_child(conn, *args) -> None:
@@ -519,7 +535,7 @@ def _pump_child(conn, *args) -> None:
 def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
                     on_start: Callable[[], object] = lambda: None,
                     expect: Callable[[str], None] | None = None, depth: int = 0, procs: int = 1,
-                    rate: float = 0.0) -> dict:
+                    rate: float = 0.0, anchored: bool = False) -> dict:
     """Form the groups, then heartbeat for `seconds` from `procs` generator processes (the groups split among
     them), `depth` heartbeats per round on each connection (0: one per member of its group); `rate`: heartbeats/s
     offered in all (open loop: each connection's rounds on a fixed interval), 0: each round as soon as the last is
@@ -535,7 +551,7 @@ def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
     for k in range(procs):
         parent_end, child_end = ctx.Pipe(duplex=False)
         child = ctx.Process(target=_pump_child, args=(child_end, host, int(port), sets[k::procs], depth, start_at,
-                                                      seconds, interval))
+                                                      seconds, interval, anchored))
         child.start()
         children.append((child, parent_end))
     time.sleep(max(0.0, start_at - time.time()))
@@ -551,7 +567,20 @@ def heartbeat_bench(bootstrap: str, groups: int, per_group: int, seconds: float,
             codes[code] = codes.get(code, 0) + n
     reads = sum(r["reads"] for r in results)       # the generator's reads (data_received calls)
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
-    return {"heartbeats": len(lat), "per_s": len(lat) / elapsed, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+    # how the open loop's rounds cluster: for each round, the other connections' rounds sent within 1 ms of it
+    # (perf_counter is the system's monotonic clock: comparable between the generator processes); spread evenly
+    # over the interval, 2 ms x the connections / the interval
+    sends = sorted(t for r in results for t in r["sends"])
+    near, j, k = 0, 0, 0
+    for t in sends:
+        while sends[j] < t - 0.001:
+            j += 1
+        while k < len(sends) and sends[k] <= t + 0.001:
+            k += 1
+        near += k - j - 1
+    cluster = {"near_1ms": near / len(sends) if sends else 0.0,
+               "even_1ms": 0.002 * groups / interval if interval else 0.0}
+    return {"cluster": cluster, "heartbeats": len(lat), "per_s": len(lat) / elapsed, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
             "max_ms": lat[-1] * 1000, "errors": sum(n for c, n in codes.items() if c), "codes": codes,
             "setup_s": setup_s, "answers_per_read": len(lat) / max(1, reads), "client_us": sum(r["cpu_s"] for r in results) / max(1, len(lat)) * 1e6}
 
@@ -594,6 +623,9 @@ def main() -> int:
     ap.add_argument("--hb-rate", type=float, default=0,
                     help="heartbeats/s offered (open loop: p50/p99 at that rate); default 0: closed loop, each "
                     "connection's next round as soon as the last is answered (the most the server answers)")
+    ap.add_argument("--hb-anchor", action="store_true",
+                    help="open loop: each connection's round k at its first round's time + k intervals (default: "
+                    "the next round an interval after the last ran, so late rounds drift and may cluster)")
     ap.add_argument("--baseline", action="append", default=[], metavar="TREE",
                     help="also run the heartbeat bench against `tenure serve` from this source tree (e.g. a `git "
                     "worktree` of main), this tree and the baselines in turn, --hb-rounds times; prints the ratios")
@@ -667,6 +699,10 @@ def main() -> int:
                       f"ms, server CPU {r['server_us']:.0f} us per heartbeat ({r['server_sys_us']:.0f} us of it system; generator {r['client_us']:.0f} us), {r['answers_per_read']:.1f} answers per generator read, errors {r['errors']} (by code "
                       f"{r['codes']}); groups formed in {r['setup_s']:.1f}s; load average {os.getloadavg()[0]:.1f}",
                       flush=True)
+                if args.hb_rate:
+                    c = r["cluster"]
+                    print(f"    rounds sent within 1 ms of a round (other connections'): {c['near_1ms']:.1f} (spread "
+                          f"evenly: {c['even_1ms']:.1f}){' (anchored rounds)' if args.hb_anchor else ''}", flush=True)
                 if "gc" in r:
                     print(f"    the server's garbage collections in those {args.hb_seconds:.0f}s: {fmt_gc(r['gc'])}",
                           flush=True)

@@ -510,6 +510,8 @@ def split_child(opts: dict) -> None:
                 out["connection, the whole path"] = await best(whole())
                 capture.resize(0)
                 out["  the same, the capture off"] = await best(whole())
+                capture.resize(100)
+                out["  the same, the capture's ring 100 long"] = await best(whole())
                 capture.resize(size)
                 import gc
                 gc.disable()

@@ -293,7 +293,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
             log.info("group %s: %s", gid, text, extra={"event": "note", "group": gid})
         for gid, cause in result.rebalances:
             self.metrics.rebalance(gid, cause)
-            info = self.group_info(gid)
+            info = self._live_group(gid)
             # the generation the rebalance leaves: a rebalance that already ended in this input (a classic group
             # no longer preparing one), or a consumer group's (whose group epoch a rebalance bumps at once), is
             # one past it
@@ -310,7 +310,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
         open_ = self._rebalancing()
         if open_:
             for gid in _groups_of(result) & open_.keys():
-                info = self.group_info(gid)
+                info = self._live_group(gid)
                 if info is not None and info.state not in ("Stable", "Empty"):
                     continue
                 started, before = open_.pop(gid)
@@ -322,6 +322,13 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                 log.info("group %s: %s (generation %d, took %d ms)", gid, what, generation, took,
                          extra={"event": "rebalance_done", "group": gid, "state": state, "generation": generation,
                                 "took_ms": took})
+
+    def _live_group(self, group_id: str) -> Group | None:
+        """The shard's own value of one group, for the rebalance lines of `_observe` to read its state, generation
+        and member count: not a copy, nor the read model `group_info` builds (which decodes every member's
+        assignment), and never changed here."""
+        shard = self.shards.get(self.partition_of(group_id))
+        return None if shard is None else shard.groups.get(group_id)
 
     def _rebalancing(self) -> dict[str, tuple[int, int]]:
         """Group id -> (the coordinator clock's ms, the generation) when its unfinished rebalance started: what

@@ -406,9 +406,9 @@ def test_a_started_server_imports_each_deferred_part_only_when_a_real_client_fir
 def test_share_partitions_and_the_consumer_protocol_classes_are_imported_when_real_clients_first_need_them():
     """A ServerThread started (a process run with `-W error`) imports neither the broker's share partitions nor
     kafka-python's consumer protocol classes, and confluent-kafka producing brings in neither. A confluent-kafka
-    consumer in a classic group: the group's first rebalance reads its members' assignments in the consumer
-    protocol (the rebalance's log line takes the group's read model), which imports the classes, and the group's
-    view shows the assignment; the share partitions are still not imported. A confluent-kafka ShareConsumer's
+    consumer in a classic group forms it and consumes without them (the rebalance's log lines read the group's
+    state, not its read model); the group's view reads its members' assignments in the consumer protocol, which
+    imports the classes, and shows the assignment; the share partitions are still not imported. A confluent-kafka ShareConsumer's
     first share request imports them, and it gets records."""
     _modules_after(
         "import sys, time, tenure.server\n"
@@ -430,9 +430,10 @@ def test_share_partitions_and_the_consumer_protocol_classes_are_imported_when_re
         "            got.append(m.value())\n"
         "    c.commit(asynchronous=False)\n"
         "    assert got == [b'0', b'1', b'2'], got\n"
-        "    assert SHARE not in sys.modules and PROTOCOL in sys.modules\n"
+        "    assert SHARE not in sys.modules and PROTOCOL not in sys.modules\n"
         "    view = st.group('g')\n"
         "    assert list(view.assignments.values()) == [{'t': [0]}], view\n"
+        "    assert SHARE not in sys.modules and PROTOCOL in sys.modules\n"
         "    c.close()\n"
         "    s = ShareConsumer({'bootstrap.servers': st.bootstrap, 'group.id': 'sg'})\n"
         "    s.subscribe(['t'])\n"

@@ -56,3 +56,27 @@ def test_a_whole_frame_above_the_limit_or_of_negative_size_in_one_read_is_refuse
         FrameDecoder(max_frame_bytes=10).feed(frame(b"x" * 11))
     with pytest.raises(MalformedRequest):
         FrameDecoder().feed(struct.pack(">i", -4) + b"abcd")
+
+
+def test_any_chunking_of_many_frames_gives_the_same_frames_as_bytes_and_keeps_only_the_partial_one():
+    """Frames are cut at an offset along each read (ten in one read are ten slices of it), and a read that ends
+    inside a frame keeps only that frame's bytes, whether the read began on a frame's edge or not."""
+    import random
+    payloads = [bytes([i % 251]) * (i * 7 % 90) for i in range(200)]
+    stream = b"".join(frame(p) for p in payloads)
+    rng = random.Random(5)
+    for _ in range(30):
+        d, out, pos = FrameDecoder(max_frame_bytes=100), [], 0
+        while pos < len(stream):
+            step = rng.choice((1, 3, 4, 5, 60, 300, 2000))
+            out += d.feed(stream[pos:pos + step])
+            pos += step
+            assert all(type(f) is bytes for f in out)
+            rest = min(pos, len(stream)) - sum(4 + len(p) for p in payloads[:len(out)])
+            assert d.buffered == (rest - 4 if rest >= 4 else rest)    # a whole size prefix is not counted
+        assert out == payloads and d.buffered == 0
+    d = FrameDecoder()
+    ten = b"".join(frame(b"hb%d" % i) for i in range(10))
+    assert d.feed(ten + frame(b"next")[:6]) == [b"hb%d" % i for i in range(10)] and d.buffered == 2
+    assert d.feed(bytearray(frame(b"next")[6:]) + frame(b"x")) == [b"next", b"x"] and d.buffered == 0
+    assert d.feed(bytearray(frame(b"y"))) == [b"y"]            # a read of another type: bytes out all the same

@@ -192,3 +192,23 @@ def test_a_written_duration_is_noted_beside_the_ring_and_read_into_its_row():
         cap.written(k, 100.0 + i)
     assert [e.duration_ms for e in cap.query()] == [100.0, 101.0, 102.0] and len(cap._durations) == 3
     assert cap.clear() == 3 and not cap._durations and cap.query() == []
+
+
+def test_noted_durations_survive_a_resize_and_a_ring_of_length_zero_notes_nothing():
+    """A resize keeps the noted durations of the rows it keeps, each read into its own row; once the ring's length
+    is 0, `written` notes nothing."""
+    req = decode_request(request_bytes(HeartbeatRequest(group_id="g", generation_id=2, member_id="m",
+                                                        group_instance_id="i"), 4, 41)[4:])
+    frame = encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=0))
+    cap = Capture(4)
+    kept = [cap.keep(req, _Ctx, 0, time.perf_counter(), frame) for _ in range(4)]
+    for i, k in enumerate(kept):
+        cap.written(k, 10.0 + i)
+    cap.resize(3)                                    # the oldest row goes; the others keep their durations
+    assert [(e.seq, e.duration_ms) for e in cap.query()] == [(2, 11.0), (3, 12.0), (4, 13.0)]
+    cap.resize(7)
+    assert [(e.seq, e.duration_ms) for e in cap.all()] == [(2, 11.0), (3, 12.0), (4, 13.0)]
+    late = cap.keep(req, _Ctx, 0, time.perf_counter(), frame)
+    cap.resize(0)
+    cap.written(late, 1.0)                           # its answer written after the capture was turned off
+    assert cap.query() == [] and not cap._durations
