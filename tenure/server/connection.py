@@ -23,13 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from tenure.control.network import Drained, Network, NetworkReset
 from tenure.counters import Metrics
 from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
-from tenure.protocol.codec import (
-    HEAVY_REQUEST_BYTES,
-    Request,
-    UnsupportedApiVersions,
-    decode_request,
-    encode_unsupported_api_versions,
-)
+from tenure.protocol.codec import Request, UnsupportedApiVersions, decode_request, encode_unsupported_api_versions
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT, RequestContext
 from tenure.protocol.errors import ClientProtocolError, FrameTooLarge, RequestLimitExceeded, UnsupportedApi
 from tenure.protocol.framing import FrameDecoder
@@ -352,7 +346,7 @@ class Connection:
                 if not await self._authenticate(sasl.raw_token(payload)):
                     return False
                 continue
-            if len(payload) >= HEAVY_REQUEST_BYTES and heavy_request(payload):
+            if heavy_request(payload):
                 self.serving = True              # decoded off the loop (offload.py); a drain waits for its answer
                 try:
                     req = await off_loop(decode_request, payload, limits, served)
