@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import operator
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 from kafka.protocol.schemas.fields.struct import StructField
 
 from .apis import API_VERSIONS_KEY, DEFAULT_SERVED, ApiSpec, ServedApis
@@ -131,7 +134,27 @@ def _request(api_key: int, api_version: int, correlation_id: int, client_id: str
 REPEATING_APIS = frozenset({12})          # Heartbeat
 REPEATS_KEPT = 4096
 REPEAT_BYTES = 512
-_repeats: dict[bytes, tuple[int, int, int, str | None, int]] = {}
+_repeats: dict[bytes, tuple[int, int, int, str | None, int]] = {}     # numbers and a string: not tracked by the GC
+
+
+# (api key, version) -> what decoding such a request needs, worked out at the first request of that API and version
+# rather than at every request: whether the version is flexible, the request header's compiled decoder, the body's
+# (kafka-python's compiled decoder, the one `ApiMessage.decode` finds for the class and version - or that `decode`
+# itself for a class of its own decode), the request class and the request's name for messages.
+_DECODING: dict[tuple[int, int], tuple[bool, Callable, Callable, type, str]] = {}
+
+
+def _decoding(spec: ApiSpec, version: int) -> tuple[bool, Callable, Callable, type, str]:
+    cls = spec.request
+    flexible = cls.flexible_version_q(version)
+    if getattr(cls.decode, "__func__", None) is ApiMessage.decode.__func__:
+        fast = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
+    else:                                            # a class with a decode of its own: that decode, every time
+        def fast(data, pos, _decode=cls.decode, _version=version):
+            return _decode(data[pos:], version=_version), len(data)
+    entry = _DECODING[(spec.key, version)] = (flexible, _header_decoder(flexible), fast, cls,
+                                              f"{spec.name} v{version}")
+    return entry
 
 
 def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
@@ -139,16 +162,22 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
     """`served`: the APIs and versions the server presents (tenure's table, or a Kafka release's cut of it); a
     request outside them raises UnsupportedApi (the connection is closed, as Kafka closes it), but for an
     ApiVersions request above the served versions, answered v0 with error 35 (`UnsupportedApiVersions`)."""
-    api_key, api_version, correlation_id = peek_prefix(payload)
+    if len(payload) < 8:
+        raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _PREFIX.unpack_from(payload, 0)
     spec = served.specs.get(api_key)
     if spec is None:
         raise UnsupportedApi(api_key, api_version, f"API not served by Kafka {served.name}"
                              if api_key in DEFAULT_SERVED.specs else "API not served by tenure")
-    if not spec.supports(api_version):
+    if not spec.min_version <= api_version <= spec.max_version:
         if api_key == API_VERSIONS_KEY and api_version > spec.max_version:
             return UnsupportedApiVersions(correlation_id, api_version, served)
         raise UnsupportedApi(api_key, api_version,
                              f"{spec.name} is served at versions {spec.min_version}-{spec.max_version}")
+    how = _DECODING.get((api_key, api_version))
+    if how is None:
+        how = _decoding(spec, api_version)
+    flexible, header_decoder, body_decoder, request_cls, what = how
     key = None
     if api_key in REPEATING_APIS and len(payload) <= REPEAT_BYTES:
         key = bytes(payload[8:])
@@ -157,24 +186,21 @@ def decode_request(payload: bytes, limits: DecodeLimits = _DEFAULT_LIMITS,
                 seen[2] == limits.max_request_elements:
             end = seen[4]
             try:
-                body = spec.request.decode(memoryview(payload)[end:], version=api_version)
+                body = body_decoder(memoryview(payload), end)[0]
             except Exception as exc:  # the same bytes decoded before: not expected
-                raise MalformedRequest(f"{spec.name} v{api_version}: undecodable body: {exc!r}") from exc
+                raise MalformedRequest(f"{what}: undecodable body: {exc!r}") from exc
             return _request(api_key, api_version, correlation_id, seen[3], body, spec, served, payload, end)
-    flexible = spec.flexible(api_version)
-    what = f"{spec.name} v{api_version}"
     whole = memoryview(payload)
     try:
-        header, end = _header_decoder(flexible)(whole, 0)
+        header, end = header_decoder(whole, 0)
     except Exception as exc:  # the codec raises struct/Index/Value/Unicode errors on bad bytes
         raise MalformedRequest(f"{what}: undecodable request header: {exc!r}") from exc
     if end > len(whole):      # the compiled decoder reads a string past the end as a shorter one: refused
         raise MalformedRequest(f"{what}: undecodable request header: it runs {end - len(whole)} byte(s) past the "
                                f"end of the request")
-    data = whole[end:]
-    check_body(spec.request, api_version, flexible, data, what, limits)
+    check_body(request_cls, api_version, flexible, whole[end:], what, limits)
     try:
-        body = spec.request.decode(data, version=api_version)
+        body = body_decoder(whole, end)[0]
     except Exception as exc:  # e.g. invalid UTF-8 in a string
         raise MalformedRequest(f"{what}: undecodable body: {exc!r}") from exc
     if key is not None:                        # a repeating request: its header and walk kept for the next
@@ -257,16 +283,66 @@ def _numbers_of(cls: type) -> Callable[[Any], tuple] | None:
     return getter
 
 
+# (class, version) -> how an answer of that class is encoded at that version, worked out at its first answer rather
+# than at every one: the frame's header (the frame's size and the correlation id, then for a flexible version other
+# than ApiVersions' an empty tagged-field section) and kafka-python's compiled encoder of the body (the one
+# `ApiMessage.encode` finds; None for a class with an encode of its own, which is then called).
+_ENCODING: dict[tuple[Any, int], tuple[struct.Struct, Callable | None]] = {}
+_BUFFERS = threading.local()          # one kafka-python EncodeBuffer per thread (answers are encoded on workers too)
+
+
+def _encoding(cls: Any, version: int) -> tuple[struct.Struct, Callable | None]:
+    max_version = cls.max_version
+    if not 0 <= version <= max_version:              # what `API_VERSION = version` refuses
+        raise ValueError(f"Invalid version {version} (max version is {max_version}).")
+    flexible = cls.flexible_version_q(version)
+    header = _SIZE_CID_TAGS if flexible and cls.API_KEY != API_VERSIONS_KEY else _SIZE_CID
+    fast = cls._struct.compiled_encode_into(version, compact=flexible, tagged=flexible) \
+        if cls.encode is ApiMessage.encode else None
+    entry = _ENCODING[(cls, version)] = (header, fast)
+    return entry
+
+
+_BUFFER_KEPT = 1 << 20                # a thread's buffer grown past this by a large answer is not kept for the next
+
+
+def _encoded(body: Any, version: int, header: struct.Struct, fast: Callable | None, correlation_id: int) -> bytes:
+    """The frame of an answer: its header (`header`, with `correlation_id`) then kafka-python's encoding of `body`
+    (`fast`: its compiled encoder, written into one buffer after the header's place)."""
+    body._version = version
+    if fast is None:
+        data = body.encode()
+        if header is _SIZE_CID_TAGS:
+            return _SIZE_CID_TAGS.pack(len(data) + 5, correlation_id, 0) + data
+        return _SIZE_CID.pack(len(data) + 4, correlation_id) + data
+    out = getattr(_BUFFERS, "out", None)
+    if out is None:
+        out = _BUFFERS.out = EncodeBuffer(4096)
+    out.pos = header.size
+    fast(body, out)
+    buf, end = out.buf, out.pos
+    if header is _SIZE_CID_TAGS:
+        header.pack_into(buf, 0, end - 4, correlation_id, 0)
+    else:
+        header.pack_into(buf, 0, end - 4, correlation_id)
+    frame = bytes(memoryview(buf)[:end])
+    if len(buf) > _BUFFER_KEPT:
+        _BUFFERS.out = None
+    return frame
+
+
 def encode_body(body: Any, version: int) -> bytes:
     """kafka-python's encoding of `body` at `version` (kept for a numbers-only answer, see ANSWERS_KEPT)."""
-    body.API_VERSION = version
     cls = body.__class__
+    if (cls, version) not in _ENCODING:
+        _encoding(cls, version)
+    body._version = version
     getter = _numbers_only[cls] if cls in _numbers_only else _numbers_of(cls)
     if getter is None:
-        return body.encode()
+        return bytes(body.encode())
     values = getter(body)
     if values[0] is not None or values[1] is not None:       # tagged fields: encoded every time
-        return body.encode()
+        return bytes(body.encode())
     key = (cls, version, values)
     data = _answers.get(key)
     if data is None:
@@ -283,12 +359,28 @@ def encode_response(request: Request, body: Any) -> bytes:
     correlation id and an empty tagged-field section) at a flexible version, v0 (the correlation id) otherwise and
     always for ApiVersions - written with the frame's size here rather than through a header object per answer
     (tests/protocol/test_codec.py holds it to kafka-python's `encode(header=True, framed=True)` for every API and
-    version)."""
+    version). An answer whose body is a few numbers and nothing else (Heartbeat's) is encoded once per version and
+    numbers (ANSWERS_KEPT); any other straight into the frame's buffer by kafka-python's compiled encoder."""
     version = request.api_version
-    data = encode_body(body, version)
-    if request.api_key != API_VERSIONS_KEY and body.flexible_version_q(version):
-        return _SIZE_CID_TAGS.pack(len(data) + 5, request.correlation_id, 0) + data
-    return _SIZE_CID.pack(len(data) + 4, request.correlation_id) + data
+    cls = body.__class__
+    how = _ENCODING.get((cls, version))
+    if how is None:
+        how = _encoding(cls, version)
+    header, fast = how
+    if request.api_key == API_VERSIONS_KEY:           # header v0 always (an answer of another class: as Kafka)
+        header = _SIZE_CID
+    getter = _numbers_only[cls] if cls in _numbers_only else _numbers_of(cls)
+    if getter is not None:
+        values = getter(body)
+        data = _answers.get((cls, version, values)) if values[0] is None and values[1] is None else None
+        if data is None:
+            data = encode_body(body, version)
+        else:
+            body._version = version
+        if header is _SIZE_CID_TAGS:
+            return _SIZE_CID_TAGS.pack(len(data) + 5, request.correlation_id, 0) + data
+        return _SIZE_CID.pack(len(data) + 4, request.correlation_id) + data
+    return _encoded(body, version, header, fast, request.correlation_id)
 
 
 def api_versions_body(version: int, error_code: int = ErrorCode.NONE, served: ServedApis = DEFAULT_SERVED,

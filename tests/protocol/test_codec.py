@@ -3,6 +3,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.admin.groups import ListGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.consumer import FetchRequest
 
@@ -358,3 +359,87 @@ def test_the_table_of_kept_answers_starts_again_at_its_bound():
     for t in range(codec.ANSWERS_KEPT + 5):
         encode_response(req, HeartbeatResponse(throttle_time_ms=t, error_code=0))
     assert 0 < len(codec._answers) <= codec.ANSWERS_KEPT
+
+
+@pytest.mark.parametrize("api_key,version", ALL_VERSIONS)
+def test_every_request_body_is_what_kafka_pythons_decode_makes_of_it(api_key, version):
+    """decode_request calls kafka-python's compiled decoder of each API and version straight (worked out once per
+    API and version, codec._DECODING): the body it gives is what `ApiMessage.decode` gives for the same bytes - a
+    request with every field on the wire (one element in every array), first decoded and again."""
+    from tests.support.hostile import filled, frame_of
+    spec = SUPPORTED[api_key]
+    frame = frame_of(filled(api_key, version), version)
+    for _ in range(2):
+        req = decode_request(frame[4:])
+        theirs = spec.request.decode(frame[4 + req.body_at:], version=version)
+        assert type(req.body) is type(theirs) and req.body == theirs and repr(req.body) == repr(theirs)
+
+
+def test_a_repeating_heartbeat_is_decoded_anew_for_another_served_table():
+    """What a repeating Heartbeat reuses is kept per served table: a server whose table does not serve the API, or
+    not that version, still refuses the same bytes after another server decoded them; the first is served as before."""
+    from dataclasses import replace
+
+    from tenure.protocol import codec
+    from tenure.protocol.apis import DEFAULT_SERVED, ServedApis
+    codec._repeats.clear()
+    payload = heartbeat_payload(1, version=4)
+    assert decode_request(payload).api_version == 4
+    without = ServedApis(DEFAULT_SERVED.release, {k: s for k, s in SUPPORTED.items() if k != 12})
+    below = ServedApis(DEFAULT_SERVED.release, {**SUPPORTED, 12: replace(SUPPORTED[12], max_version=3)})
+    for served in (without, below):
+        with pytest.raises(UnsupportedApi):
+            decode_request(payload, served=served)
+    again = decode_request(heartbeat_payload(2, version=4))
+    assert (again.correlation_id, again.client_id, again.served) == (2, "hb", DEFAULT_SERVED)
+    assert decode_request(heartbeat_payload(3, version=4), served=below.__class__(
+        DEFAULT_SERVED.release, SUPPORTED)).body.generation_id == 3
+
+
+def test_an_answer_is_encoded_into_a_buffer_per_thread_that_a_large_answer_does_not_keep():
+    """encode_response writes an answer with kafka-python's compiled encoder into one buffer per thread, the
+    header's place kept before it: a large answer (past codec._BUFFER_KEPT) is encoded whole and the buffer it grew
+    is let go; answers encoded on two threads at once are each their own bytes."""
+    import threading
+
+    from kafka.protocol.admin.groups import ListGroupsResponse
+    from tenure.protocol import codec
+
+    req = decode_request(request_bytes(MetadataRequest(topics=None), 12, correlation_id=5)[4:])
+
+    def listing(n: int):
+        G = ListGroupsResponse.ListedGroup
+        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=[
+            G(group_id=f"group-{i:07d}", protocol_type="consumer", group_state="Stable", group_type="classic")
+            for i in range(n)])
+
+    def theirs(body, version: int, cid: int) -> bytes:
+        body.API_VERSION = version
+        body.with_header(correlation_id=cid)
+        return bytes(body.encode(header=True, framed=True))
+
+    lg = decode_request(request_bytes(ListGroupsRequest(states_filter=[], types_filter=[]), 5, correlation_id=9)[4:])
+    big = encode_response(lg, listing(40_000))
+    assert len(big) > codec._BUFFER_KEPT and big == theirs(listing(40_000), 5, 9)
+    assert getattr(codec._BUFFERS, "out", None) is None          # the grown buffer is not kept
+    assert encode_response(lg, listing(2)) == theirs(listing(2), 5, 9)
+    assert len(codec._BUFFERS.out.buf) <= codec._BUFFER_KEPT
+    got: dict[int, list[bytes]] = {}
+
+    def encode_many(n: int) -> None:
+        got[n] = [encode_response(lg, listing(n)) for _ in range(200)]
+    threads = [threading.Thread(target=encode_many, args=(n,)) for n in (3, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(set(frames) == {theirs(listing(n), 5, 9)} for n, frames in got.items())
+    assert req.api_key == 3
+
+
+def test_a_body_whose_class_has_an_encode_of_its_own_is_encoded_by_it():
+    """A class with its own `encode` (kafka-python's MetadataRequest turns a null topics array into an empty one at
+    v0) is encoded by that encode, not by the compiled encoder alone."""
+    req = decode_request(request_bytes(MetadataRequest(topics=None), 0, correlation_id=4)[4:])
+    frame = encode_response(req, MetadataRequest(topics=None))
+    assert frame[8:] == bytes(MetadataRequest(topics=[]).encode(version=0)) and frame[4:8] == b"\x00\x00\x00\x04"
