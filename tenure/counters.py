@@ -15,18 +15,23 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class Histogram:
-    """Cumulative-bucket histogram as Prometheus wants it."""
+    """Cumulative-bucket histogram as Prometheus wants it: a count per bucket (the last one past every bound: +Inf)
+    and the sum of the values; how many were observed is the counts' sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
 
     def __init__(self, buckets=LATENCY_BUCKETS) -> None:
         self.bounds = tuple(buckets)
         self.counts = [0] * (len(self.bounds) + 1)
         self.sum = 0.0
-        self.count = 0
 
     def observe(self, value: float) -> None:
-        self.sum += value
-        self.count += 1
         self.counts[bisect_left(self.bounds, value)] += 1      # the first bound >= value; past them all: +Inf
+        self.sum += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, acc = [], 0
@@ -42,7 +47,9 @@ class Metrics:
         self.started = time.time()
         self.connections_open = 0
         self.connections_total = 0
-        self.requests: Counter[tuple[str, str]] = Counter()          # (api, error name) -> responses
+        # api -> (error name -> responses, latency): what every response updates, found with one lookup (the
+        # responses by (api, error) are read as `requests`)
+        self._responses: dict[str, tuple[dict[str, int], Histogram]] = {}
         self.request_seconds: dict[str, Histogram] = {}               # api -> latency
         self.closed_connections: Counter[str] = Counter()             # reason -> connections we closed
         self.accept_errors = 0                                        # accept() failures (EMFILE, ...)
@@ -56,11 +63,17 @@ class Metrics:
 
     # ------------------------------------------------------------------ updates
     def request(self, api: str, error: str, seconds: float) -> None:
-        self.requests[(api, error)] += 1
-        h = self.request_seconds.get(api)
-        if h is None:
-            h = self.request_seconds[api] = Histogram()
-        h.observe(seconds)
+        """One response sent (every request's: one dict increment and one bucket found by bisection)."""
+        per = self._responses.get(api)
+        if per is None:
+            per = self._responses[api] = ({}, self.request_seconds.setdefault(api, Histogram()))
+        by_error, h = per
+        try:
+            by_error[error] += 1
+        except KeyError:
+            by_error[error] = 1
+        h.counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1      # Histogram.observe, in line
+        h.sum += seconds
 
     def rebalance(self, group: str, cause: str) -> None:
         self.rebalances[(group, cause)] += 1
@@ -71,6 +84,12 @@ class Metrics:
             self.fenced[group] += 1
 
     # ------------------------------------------------------------------ reads
+    @property
+    def requests(self) -> Counter[tuple[str, str]]:
+        """Responses sent by (api, error name), read now (from any thread)."""
+        return Counter({(api, error): n for api, (by_error, _) in list(self._responses.items())
+                        for error, n in list(by_error.items())})
+
     def rebalance_count(self, group: str) -> int:
         return sum(n for (g, _), n in self.rebalances.items() if g == group)
 
