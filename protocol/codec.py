@@ -219,6 +219,7 @@ HEAVY_ANSWER_ELEMENTS = 5_000        # array elements (lists at any depth) past 
 _LIGHT_ANSWERS = frozenset({0, 1, 8, 12, 14, 18, 68, 76, 78, 79})  # Produce Fetch OffsetCommit Heartbeat SyncGroup
 #                                                                    ApiVersions ConsumerGroupHeartbeat ShareGroup-
 #                                                                    Heartbeat ShareFetch ShareAcknowledge
+LIGHT_ANSWERS = _LIGHT_ANSWERS
 
 
 def heavy_request(payload: bytes) -> bool:

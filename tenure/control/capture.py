@@ -31,9 +31,12 @@ import operator
 import threading
 import time
 import uuid
+from time import perf_counter
+from time import time as wall_clock
 from typing import Any
 
 from tenure.protocol.apis import API_VERSIONS_KEY, DEFAULT_SERVED, SUPPORTED
+from tenure.protocol.codec import LIGHT_ANSWERS
 from tenure.protocol.codec import heavy_answer as is_heavy
 
 PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
@@ -248,29 +251,31 @@ _ROW = operator.attrgetter(*Exchange.__slots__)     # an exchange's slots as one
 
 
 class Capture:
-    """The ring of one server's exchanges (`capacity` of them; 0: off). `record` is called on the server's
-    loop; `query`, `clear` and `write_jsonl` from any thread."""
+    """The ring of one server's exchanges (`capacity` of them; 0: off). `keep`, `record`, `written` and `finish` are
+    called on the server's loop and take no lock (what they do to the ring is one append or one store, each whole
+    under the interpreter's lock); `query`, `all`, `clear`, `resize` and `write_jsonl` from any thread, which read
+    the ring by copying it and take their own lock among themselves."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._lock = threading.Lock()
         self._seq = 0
+        # seq -> the summary a query worked out for a row of the ring (the ring's rows are written on the loop only)
+        self._summaries: dict[int, tuple] = {}
         self.resize(capacity)
 
     def resize(self, capacity: int) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
             raise ValueError(f"capacity: want a whole number of requests >= 0, not {capacity!r}")
         with self._lock:
-            self.capacity = capacity
-            self._ring: collections.deque[Exchange | tuple] = collections.deque(getattr(self, "_ring", ()), maxlen=capacity)
+            rows = self._read() if hasattr(self, "_ring") else []
+            ring: collections.deque[Exchange | tuple] = collections.deque((row for _, row in rows), maxlen=capacity)
+            # the duration `written` noted for the row of sequence number s, at s % capacity (None: none noted):
+            # a store per request, no object made (read into the rows by `_read`)
+            took: list[float | None] = [None] * capacity
             self._heavy: collections.deque[Exchange] = getattr(self, "_heavy", collections.deque())
-            # (sequence number, duration) of the usual exchanges once their answer is written (`written`), read into
-            # their rows when the ring is read (`_rows`): no row rebuilt per request
-            self._durations: collections.deque[tuple[int, float]] = collections.deque(
-                getattr(self, "_durations", ()), maxlen=capacity)
-
-    @property
-    def active(self) -> bool:
-        return self.capacity > 0
+            self._took, self._ring = took, ring
+            self.capacity = capacity
+            self.active = capacity > 0
 
     def record(self, req, ctx, body, error: int, started: float, outcome: str,
                heavy_answer: bool = False) -> Exchange:
@@ -280,7 +285,6 @@ class Capture:
         such a request or answer keep their bodies; an older one keeps its summary (the ring would otherwise
         hold every large describe's megabytes for its whole length)."""
         now = time.perf_counter()
-        self._seq += 1
         key = req.api_key
         if key == PRODUCE:
             frame, at, summary = None, 0, _frozen(summarize(key, req.body))
@@ -290,12 +294,15 @@ class Capture:
                 frame = None if req.body is None else req.body.encode(version=req.api_version)
             elif frame.__class__ is not bytes:
                 frame = bytes(frame)
+        seq = self._seq = self._seq + 1                    # then the row at once (readers check the last is it)
         exchange = Exchange(
-            self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
+            seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
             ctx.broker_id, time.time() - (now - started), (now - started) * 1000.0, error, outcome,
             frame, at, summary)
-        with self._lock:                                   # a query may be writing summaries back (`_keep_summaries`)
-            self._ring.append(exchange)
+        took = self._took
+        if took:
+            took[seq % len(took)] = None                   # its slot's note is of the row this one pushes out
+        self._ring.append(exchange)
         if heavy_answer or (key != PRODUCE and is_heavy(key, req.body)):
             exchange.summary()                             # worked out while the request is decoded
             exchange._dropped = None                       # kept as the object: its bodies may be dropped
@@ -304,52 +311,74 @@ class Capture:
                 self._heavy.popleft().drop_bodies()
         return exchange
 
-    def keep(self, req, ctx, error: int, started: float, frame: bytes, version: int | None = None) -> Exchange | tuple:
+    def keep(self, req, ctx, error: int, started: float, frame: bytes,
+             version: int | None = None) -> Exchange | tuple | None:
         """One served request and the frame of its answer, about to be sent (`version`: the answer's, if not the
         request's): the usual exchange - an answer encoded on the loop - kept at once as the tuple of a finished
         one, no `Exchange` made (its duration until now, set again by `written`). A Produce, or a request heavy
-        enough to keep as an object, takes `record`'s way. What is kept goes to `written` once the answer is."""
+        enough to keep as an object, takes `record`'s way. What is kept goes to `written` once the answer is
+        (None: the capture was turned off meanwhile)."""
         key = req.api_key
-        if key == PRODUCE or is_heavy(key, req.body):
+        if key not in LIGHT_ANSWERS and is_heavy(key, req.body) or key == PRODUCE:
             exchange = self.record(req, ctx, None, error, started, "answered")
             exchange.answered(frame, version)
             return exchange
-        took = time.perf_counter() - started
-        self._seq += 1
-        payload, at = getattr(req, "payload", None), getattr(req, "body_at", 0)
+        took = perf_counter() - started
+        notes = self._took
+        if not notes:
+            return None
+        payload = req.payload
         if payload is None:                                # a request made in process: encoded (kafka-python)
             payload = None if req.body is None else req.body.encode(version=req.api_version)
         elif payload.__class__ is not bytes:
             payload = bytes(payload)
-        row = (self._seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
-               ctx.broker_id, time.time() - took, took * 1000.0, error, "answered", payload, at,
+        seq = self._seq = self._seq + 1                    # then the row at once (readers check the last is it)
+        row = (seq, key, req.api_version, req.correlation_id, ctx.client_id, ctx.connection_id, ctx.peer,
+               ctx.broker_id, wall_clock() - took, took * 1000.0, error, "answered", payload, req.body_at,
                None if key == FETCH else frame, req.api_version if version is None else version, None, False)
-        with self._lock:
-            self._ring.append(row)
+        notes[seq % len(notes)] = None                     # its slot's note is of the row this one pushes out
+        self._ring.append(row)
         return row
 
     def written(self, kept: Exchange | tuple, duration_ms: float) -> None:
         """The answer of an exchange `keep` kept is written: its duration set (from the request read to now). A
-        row's is noted beside the ring (one append; the ring is read with it: `_rows`)."""
-        if isinstance(kept, Exchange):
-            kept.duration_ms = duration_ms
-            self.finish(kept)
+        row's is noted beside the ring (one store; the ring is read with it: `_read`)."""
+        if kept.__class__ is not tuple:
+            kept.duration_ms = duration_ms                 # type: ignore[union-attr]
+            self.finish(kept)                              # type: ignore[arg-type]
             return
-        self._durations.append((kept[0], duration_ms))
+        notes = self._took
+        seq = kept[0]
+        if notes and self._seq - seq < len(notes):         # still in the ring (so its slot is its own)
+            notes[seq % len(notes)] = duration_ms
 
-    def _rows(self) -> list[tuple[Exchange | tuple, Exchange | tuple]]:
-        """What the ring holds, oldest first: (what the ring holds, that with the duration `written` noted for it).
-        The lock held."""
-        kept = list(self._ring)
-        durations = dict(self._durations)
-        out: list[tuple[Exchange | tuple, Exchange | tuple]] = []
+    def _read(self) -> list[tuple[int, Exchange | tuple]]:
+        """What the ring holds, oldest first: (sequence number, the row with the duration `written` noted for it and
+        the summary a query worked out for it, or the exchange kept as an object). The readers' lock held; the
+        ring is copied as the loop leaves it between two requests (a copy taken while the loop thread was between
+        the steps of one is taken again)."""
+        for _ in range(1000):
+            seq, ring, notes = self._seq, self._ring, self._took
+            kept, took = list(ring), list(notes)
+            last = kept[-1] if kept else None
+            last_seq = None if last is None else last.seq if isinstance(last, Exchange) else last[0]
+            if seq == self._seq and ring is self._ring and notes is self._took and last_seq in (None, seq):
+                break
+            time.sleep(0.0005)                             # the loop thread is inside a step: let it end it
+        summaries = self._summaries
+        out: list[tuple[int, Exchange | tuple]] = []
+        n = len(took)
         for row in kept:
-            if durations and row.__class__ is tuple:
-                took = durations.get(row[0])
-                if took is not None and took != row[9]:
-                    out.append((row, row[:9] + (took,) + row[10:]))     # the slot of duration_ms
-                    continue
-            out.append((row, row))
+            if row.__class__ is not tuple:
+                out.append((row.seq, row))                 # type: ignore[union-attr]
+                continue
+            s = row[0]
+            noted = took[s % n] if n else None
+            summary = summaries.get(s) if row[16] is None else None
+            if (noted is not None and noted != row[9]) or summary is not None:
+                row = row[:9] + (row[9] if noted is None else noted,) + row[10:16] + \
+                    (row[16] if summary is None else summary,) + row[17:]
+            out.append((s, row))
         return out
 
     def finish(self, exchange: Exchange) -> None:
@@ -357,29 +386,23 @@ class Capture:
         if exchange._dropped is not False:                 # a heavy one (its bodies dropped later): the object
             return
         row = exchange._row()
-        with self._lock:
-            self._put_back(exchange, row)
-
-    def _put_back(self, was: Exchange | tuple, row: tuple) -> None:
-        """Replace `was` (an exchange or its row, by identity) with `row` where the ring still holds it (the ring
-        holds consecutive sequence numbers, the latest last). The lock held."""
         ring = self._ring
-        seq = was.seq if isinstance(was, Exchange) else was[0]
-        at = len(ring) - 1 - (self._seq - seq)
-        if at >= 0 and ring[at] is was:
+        at = len(ring) - 1 - (self._seq - exchange.seq)    # the ring holds consecutive sequence numbers, latest last
+        if at >= 0 and ring[at] is exchange:
             ring[at] = row
 
     def clear(self) -> int:
         with self._lock:
             n = len(self._ring)
             self._ring.clear()
-            self._durations.clear()
+            self._took[:] = [None] * len(self._took)
+            self._summaries.clear()
             self._heavy.clear()
         return n
 
     def all(self) -> list[Exchange]:
         with self._lock:
-            kept = self._rows()
+            kept = self._read()
         return [e if isinstance(e, Exchange) else Exchange._of_row(e) for _, e in kept]
 
     def query(self, api: str | int | None = None, group: str | None = None, client_id: str | None = None,
@@ -392,10 +415,10 @@ class Capture:
         key = api_key(api) if api is not None else None
         code = error_code(error) if error is not None else None
         out = []
-        summarized: list[tuple[Exchange | tuple, Exchange]] = []      # rows whose summary this query worked out
+        summarized: list[tuple[int, tuple]] = []          # rows whose summary this query worked out
         with self._lock:
-            kept = self._rows()
-        for held, row in kept:
+            kept = self._read()
+        for seq, row in kept:
             e = row if isinstance(row, Exchange) else Exchange._of_row(row)
             if ((key is None or e.api_key == key) and (client_id is None or e.client_id == client_id)
                     and (broker is None or e.broker == broker) and (connection is None or e.connection == connection)
@@ -404,17 +427,21 @@ class Capture:
                 if (group is None or e.names_group(group)) and (topic is None or e.names_topic(topic)):
                     out.append(e)
                 if had is None and e._summary is not None and e is not row:
-                    summarized.append((held, e))
+                    summarized.append((seq, e._summary))
         if summarized:
             self._keep_summaries(summarized)
         return out
 
-    def _keep_summaries(self, summarized: list[tuple[Exchange | tuple, Exchange]]) -> None:
-        """Put the summaries a query decoded back into the ring's rows, so the next query by group or topic does
-        not decode those requests again."""
+    def _keep_summaries(self, summarized: list[tuple[int, tuple]]) -> None:
+        """Keep the summaries a query decoded beside the ring, read into their rows (`_read`), so the next query by
+        group or topic does not decode those requests again; those of rows the ring no longer holds go."""
         with self._lock:
-            for row, e in summarized:
-                self._put_back(row, e._row())
+            summaries = self._summaries
+            summaries.update(summarized)
+            if len(summaries) > self.capacity:
+                oldest = self._seq - self.capacity
+                for seq in [s for s in summaries if s <= oldest]:
+                    del summaries[seq]
 
     @property
     def last_seq(self) -> int:

@@ -100,7 +100,7 @@ def test_the_ring_holds_no_object_the_collector_walks():
 
 def test_a_query_by_group_decodes_each_request_once_and_the_ring_keeps_what_it_found(monkeypatch):
     """A test polling `requests(group=...)` over a full ring: the first query decodes each request for its summary
-    and puts the summary back into the ring's row; the next queries decode nothing (each decode of a full ring of
+    and keeps the summary beside the ring's row; the next queries decode nothing (each decode of a full ring of
     10,000 heartbeats took ~150-200 ms)."""
     from tenure.control import capture as capture_module
     cap = Capture(500)
@@ -113,12 +113,15 @@ def test_a_query_by_group_decodes_each_request_once_and_the_ring_keeps_what_it_f
     assert len(first) == len([i for i in range(500) if i % 7 == 3])
     again, by_topic = cap.query(group="g-3"), cap.query(topic="t")
     assert len(decoded) == 500 and again == first and by_topic == []        # nothing decoded a second time
-    assert all(row[cap_slot("_summary")] is not None for row in cap._ring)
+    assert all(row[0] in cap._summaries for row in cap._ring)          # each summary kept beside its row
+    assert all(row[cap_slot("_summary")] is not None for _, row in cap._read())     # and read into it
     _record(cap, 10)          # ten newer exchanges (m-0..m-9, one of g-3) push the ten oldest (one of g-3) out
     assert len(cap.query(group="g-3")) == len(first) and len(decoded) == 510     # only the newer ones decoded
     for _ in range(3):        # a tuple is untracked once what it holds is: a level of the summary per collection
         gc.collect()
-    assert not any(gc.is_tracked(row) for row in cap._ring)     # the rows put back are untracked tuples too
+    assert not any(gc.is_tracked(row) for row in cap._ring)
+    assert not any(gc.is_tracked(summary) for summary in cap._summaries.values())   # the summaries kept: untracked too
+    assert len(cap._summaries) <= cap.capacity                 # those of the rows pushed out are let go
 
 
 def cap_slot(name: str) -> int:
@@ -141,9 +144,9 @@ def test_an_exchange_kept_at_once_is_the_one_recorded_then_finished():
     two.finish(seen)
     kept = one.keep(req, _Ctx, 27, time.perf_counter(), frame)
     assert one.query(group="g")[0].duration_ms < 1000       # a query by group puts the summary in the row meanwhile
-    assert one._ring[0] is not kept and one._ring[0][16] is not None
+    assert one._ring[0] is kept and one._read()[0][1][16] is not None      # the summary kept beside the row
     one.written(kept, 1234.5)
-    assert one._ring[0][16] is not None                      # the summary kept with the duration
+    assert one._read()[0][1][16] is not None and one._read()[0][1][9] == 1234.5   # kept with the duration
     [a], [b] = two.query(), one.query()
     for slot in type(a).__slots__:
         if slot not in ("received", "duration_ms", "_summary"):
@@ -190,8 +193,8 @@ def test_a_written_duration_is_noted_beside_the_ring_and_read_into_its_row():
     more = [cap.keep(req, _Ctx, 0, time.perf_counter(), frame) for _ in range(3)]
     for i, k in enumerate(more):
         cap.written(k, 100.0 + i)
-    assert [e.duration_ms for e in cap.query()] == [100.0, 101.0, 102.0] and len(cap._durations) == 3
-    assert cap.clear() == 3 and not cap._durations and cap.query() == []
+    assert [e.duration_ms for e in cap.query()] == [100.0, 101.0, 102.0] and cap._took == [102.0, 100.0, 101.0]
+    assert cap.clear() == 3 and cap._took == [None] * 3 and cap.query() == []
 
 
 def test_noted_durations_survive_a_resize_and_a_ring_of_length_zero_notes_nothing():
@@ -211,4 +214,36 @@ def test_noted_durations_survive_a_resize_and_a_ring_of_length_zero_notes_nothin
     late = cap.keep(req, _Ctx, 0, time.perf_counter(), frame)
     cap.resize(0)
     cap.written(late, 1.0)                           # its answer written after the capture was turned off
-    assert cap.query() == [] and not cap._durations
+    assert cap.query() == [] and cap._took == []
+
+
+def test_a_reader_on_another_thread_reads_whole_rows_while_the_loop_keeps_and_writes_them():
+    """`keep` and `written` take no lock: a query on another thread meanwhile reads consecutive exchanges, oldest
+    first, each with the duration noted for it (or its own until its answer is written), never another row's, and
+    with the summaries it worked out kept for the next query."""
+    import threading
+    req = decode_request(request_bytes(HeartbeatRequest(group_id="g", generation_id=2, member_id="m",
+                                                        group_instance_id="i"), 4, 41)[4:])
+    frame = encode_response(req, HeartbeatResponse(throttle_time_ms=0, error_code=0))
+    cap = Capture(64)
+    stop = threading.Event()
+    reads: list[list[tuple[int, float]]] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            reads.append([(e.seq, e.duration_ms) for e in cap.query(group="g" if len(reads) % 2 else None)])
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for _ in range(30_000):
+            cap.written(cap.keep(req, _Ctx, 0, time.perf_counter(), frame), 1000.0 + cap.last_seq)
+    finally:
+        stop.set()
+        t.join()
+    assert len(reads) > 10
+    for rows in reads:
+        seqs = [s for s, _ in rows]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else True
+        assert len(rows) <= 64 and all(d == 1000.0 + s or d < 1000.0 for s, d in rows)
+        assert all(d == 1000.0 + s for s, d in rows[:-1])      # only the latest may not be written yet
+    assert [(e.seq, e.duration_ms) for e in cap.query()] == [(s, 1000.0 + s) for s in range(30_000 - 63, 30_001)]
