@@ -13,6 +13,7 @@ from .acl import CLUSTER, CLUSTER_NAME, Authorization
 
 ANONYMOUS = "User:ANONYMOUS"          # Kafka's principal of an unauthenticated connection
 PLAINTEXT = "PLAINTEXT"               # the listener name (and security protocol) of today's listeners
+_new, _set = object.__new__, object.__setattr__
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,20 @@ class RequestContext:
                     authorizer: Authorization | None) -> RequestContext:
         """A request's context from this one of its connection (who, where: built once per connection), made
         without the per-field work of a frozen dataclass's constructor (the dispatcher makes one per request)."""
-        new = object.__new__(RequestContext)
-        d = new.__dict__
-        d.update(self.__dict__)
+        d = self.__dict__.copy()                  # (a copy of a dict, then its __dict__: dearer filled in place)
         d["api_key"], d["api_version"], d["client_id"], d["now_ms"] = api_key, api_version, client_id, now_ms
         d["authorizer"] = authorizer
+        new = _new(RequestContext)
+        _set(new, "__dict__", d)
         return new
 
     def for_input(self, token: int, now_ms: int) -> RequestContext:
         """This context with a coordinator runtime's `token` for one input and its clock's `now_ms`: a copy
         made without the per-field work of `dataclasses.replace` (the coordinator makes one per request)."""
-        new = object.__new__(RequestContext)
-        new.__dict__.update(self.__dict__)
-        new.__dict__["token"] = token
-        new.__dict__["now_ms"] = now_ms
+        d = self.__dict__.copy()
+        d["token"], d["now_ms"] = token, now_ms
+        new = _new(RequestContext)
+        _set(new, "__dict__", d)
         return new
 
     @property
