@@ -443,3 +443,35 @@ def test_a_body_whose_class_has_an_encode_of_its_own_is_encoded_by_it():
     req = decode_request(request_bytes(MetadataRequest(topics=None), 0, correlation_id=4)[4:])
     frame = encode_response(req, MetadataRequest(topics=None))
     assert frame[8:] == bytes(MetadataRequest(topics=[]).encode(version=0)) and frame[4:8] == b"\x00\x00\x00\x04"
+
+
+@pytest.mark.parametrize("api_key,version", [(68, 0), (68, 1), (76, 1)])
+def test_a_repeating_kip848_or_share_heartbeat_decodes_as_a_fresh_one(api_key, version):
+    """A KIP-848 or share group member's steady heartbeat (its subscription left null: unchanged) repeats byte for
+    byte but for its correlation id: the second and later decode its body only (codec.REPEATING_APIS), and give
+    what a fresh decode gives; a changed heartbeat is decoded whole, and bad bytes after a repeat are refused."""
+    from tenure.protocol import codec
+    cls = SUPPORTED[api_key].request
+    steady = {"group_id": "g-1", "member_id": "Yx3k2mQpRf6Ht5uVbNw0aA", "member_epoch": 5, "rack_id": None,
+              "subscribed_topic_names": None}
+    if api_key == 68:
+        steady.update(instance_id=None, rebalance_timeout_ms=-1, subscribed_topic_regex=None, server_assignor=None,
+                      topic_partitions=None)
+
+    def payload(cid: int, **change) -> bytes:
+        return request_bytes(cls(**{**steady, **change}), version, correlation_id=cid, client_id="c-1")[4:]
+    codec._repeats.clear()
+    first = decode_request(payload(1))
+    assert payload(1)[8:] in codec._repeats
+    for cid in (2, 3):
+        again = decode_request(payload(cid))
+        assert (again.correlation_id, again.client_id, again.api_version, again.body_at) == \
+            (cid, "c-1", version, first.body_at)
+        assert again.body == first.body and again.body is not first.body
+    assert decode_request(payload(4, member_epoch=6)).body.member_epoch == 6
+    joined = decode_request(payload(5, subscribed_topic_names=["a", "b"]))
+    assert joined.body.subscribed_topic_names == ["a", "b"]
+    with pytest.raises(MalformedRequest):
+        decode_request(payload(6)[:-3])
+    with pytest.raises(RequestLimitExceeded):
+        decode_request(payload(7, subscribed_topic_names=["t"] * 30), DecodeLimits(max_request_elements=20))
