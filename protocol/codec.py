@@ -128,10 +128,11 @@ def _request(api_key: int, api_version: int, correlation_id: int, client_id: str
 
 # Requests that repeat byte for byte but for their correlation id - a member's Heartbeat is the same bytes at every
 # heartbeat of a generation, a KIP-848 (or share group) member's heartbeat at every heartbeat of an epoch once it has
-# sent its subscription (the fields left null mean "unchanged"). What the request header's decode and the decoding limits' walk make of such bytes (the
-# client id, where the body starts, that the body passed) is kept, keyed by the bytes after the correlation id
-# (and the API, version and element limit they were checked at): the next such request decodes only its body.
-# Up to REPEATS_KEPT of them (then the table starts again); requests of at most REPEAT_BYTES.
+# sent its subscription (the fields left null mean "unchanged"). What the request header's decode and the decoding
+# limits' walk make of such bytes (the client id, where the body starts, that the body passed) is kept, keyed by the
+# bytes after the correlation id (and the API, version and element limit they were checked at): the next such
+# request decodes only its body. Up to REPEATS_KEPT of them (then the table starts again); requests of at most
+# REPEAT_BYTES.
 REPEATING_APIS = frozenset({12, 68, 76})  # Heartbeat, ConsumerGroupHeartbeat, ShareGroupHeartbeat
 REPEATS_KEPT = 4096
 REPEAT_BYTES = 512
