@@ -235,15 +235,18 @@ def test_a_reader_on_another_thread_reads_whole_rows_while_the_loop_keeps_and_wr
     t = threading.Thread(target=read)
     t.start()
     try:
-        for _ in range(30_000):
+        while cap.last_seq < 30_000 or (len(reads) < 20 and cap.last_seq < 300_000):
             cap.written(cap.keep(req, _Ctx, 0, time.perf_counter(), frame), 1000.0 + cap.last_seq)
     finally:
         stop.set()
         t.join()
-    assert len(reads) > 10
+    last = cap.last_seq
+    assert len(reads) >= 20
     for rows in reads:
         seqs = [s for s, _ in rows]
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else True
         assert len(rows) <= 64 and all(d == 1000.0 + s or d < 1000.0 for s, d in rows)
         assert all(d == 1000.0 + s for s, d in rows[:-1])      # only the latest may not be written yet
-    assert [(e.seq, e.duration_ms) for e in cap.query()] == [(s, 1000.0 + s) for s in range(30_000 - 63, 30_001)]
+    assert [(e.seq, e.duration_ms) for e in cap.query()] == [(s, 1000.0 + s) for s in range(last - 63, last + 1)]
+    assert 0 < len(cap._summaries) <= 64                    # the group queries' summaries, of rows still held
+    assert all(e.group == "g" for e in cap.query(group="g")) and len(cap.query(group="g")) == 64
