@@ -68,6 +68,8 @@ class ConfigError(TopicError):
 
 @dataclass(frozen=True)
 class ConfigDef:
+    """One config a DescribeConfigs reports and an alter checks: its name, type, default, documentation, whether it
+    may change at runtime, and the values it takes."""
     name: str
     type: int
     default: str | None

@@ -63,6 +63,8 @@ class ApiClasses:
 
 @dataclass(frozen=True)
 class ApiSpec:
+    """One served API: its key, name, kafka-python classes, the versions served, who answers it (`owner`) and
+    the least version ApiVersions announces when below the served ones."""
     key: int
     name: str
     classes: ApiClasses                # kafka-python's classes, imported on first use
