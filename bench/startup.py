@@ -23,7 +23,8 @@ times ServerThread(port=0).start() in a fresh interpreter that has imported tenu
 and a second one (and, beside the import's CPU time, the import with `from tenure.server import ServerThread`: a
 tree that imports ServerThread's module at the first use of the name pays it there); and what the command line adds to that import for `tenure serve` (the CPU time of importing
 tenure.tools.cli, of building its parser and parsing a serve command line, and the modules the import adds); and `tenure serve`'s own path in-process,
-the command line imported first, to a started server, at the CPU clock's resolution).
+the command line imported first, to a started server, at the CPU clock's resolution; and the dataclasses the import
+builds with the CPU their builds take).
 
 Prints figures only; it never asserts timings.
 """
@@ -216,6 +217,32 @@ def serve_cpu(tree: Path, env: dict) -> tuple[float, float]:
     return float(imported), float(started)
 
 
+# the dataclasses `import tenure.server` builds and the CPU ms their builds take (each one's methods are generated and
+# compiled then: docs/benchmarks.md, "Start-up to ready"); printed as "count ms"
+DATACLASSES = """
+import dataclasses, time
+process = dataclasses._process_class
+spent = [0, 0.0]
+def timed(cls, *args):
+    c = time.process_time()
+    try:
+        return process(cls, *args)
+    finally:
+        spent[0] += 1
+        spent[1] += time.process_time() - c
+dataclasses._process_class = timed
+import tenure.server
+print(spent[0], spent[1] * 1000.0)
+"""
+
+
+def dataclass_builds(tree: Path, env: dict) -> tuple[int, float]:
+    out = subprocess.run(python_argv(tree, DATACLASSES), check=True, capture_output=True, text=True, env=env,
+                         timeout=60)
+    count, ms = out.stdout.split()[-2:]
+    return int(count), float(ms)
+
+
 def cli_cost(tree: Path, env: dict) -> tuple[float, float, int]:
     out = subprocess.run(python_argv(tree, CLI_COST), check=True, capture_output=True, text=True, env=env,
                          timeout=60)
@@ -345,7 +372,8 @@ def main() -> int:
         # runs interleave the settings and the measurements, so drift in machine load hits all alike
         m: dict = {k: {"ready": [], "ready_cpu": [], "stop": [], "rc": [], "bare": [], "imp": [], "imp_cpu": [], "imp_thread": [],
                        "thread1": [],
-                       "thread2": [], "cli_imp": [], "cli_parse": [], "cli_mods": [], "serve_imp": [], "serve_cpu": []}
+                       "thread2": [], "cli_imp": [], "cli_parse": [], "cli_mods": [], "serve_imp": [], "serve_cpu": [],
+                       "dc_count": [], "dc_ms": []}
                    for k in modes}
         for _ in range(args.runs):
             for k, (tree, env) in modes.items():
@@ -369,6 +397,9 @@ def main() -> int:
                 imported, started = serve_cpu(tree, env)
                 m[k]["serve_imp"].append(imported)
                 m[k]["serve_cpu"].append(started)
+                count, ms = dataclass_builds(tree, env)
+                m[k]["dc_count"].append(count)
+                m[k]["dc_ms"].append(ms)
         breakdown = {k: importtime_breakdown(tree, env) for k, (tree, env) in modes.items()}
         profiled = profile_serve(REPO, next(iter(modes.values()))[1], args.profile) if args.profile else ""
     finally:
@@ -393,6 +424,8 @@ def main() -> int:
               f"serve command line parsed {summary(x['cli_parse'])}")
         print(f"[{k}]   tenure serve's path in-process, CPU: import tenure.tools.cli first {summary(x['serve_imp'])}; "
               f"to a started server {summary(x['serve_cpu'])}")
+        print(f"[{k}]   the dataclasses import tenure.server builds: {statistics.median(x['dc_count']):.0f}, "
+              f"their builds' CPU {summary(x['dc_ms'])}")
         rest = statistics.median(x["ready"]) - statistics.median(x["bare"]) - statistics.median(x["imp"])
         print(f"[{k}]   remainder (cli, bind, event loop, print)   : {rest:6.0f} ms  (median ready minus the "
               f"two medians above; a difference of noisy figures)")
@@ -435,7 +468,9 @@ def main() -> int:
                       f"+{med('cli_mods', b):.0f} modules; tenure serve's path in-process, CPU: import "
                       f"{med('serve_imp', k):.1f} vs {med('serve_imp', b):.1f} ms, to started {med('serve_cpu', k):.1f} "
                       f"vs {med('serve_cpu', b):.1f} ms = {med('serve_cpu', k) / med('serve_cpu', b):.2f}x; ServerThread start {med('thread1', k):.1f} vs "
-                      f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms)")
+                      f"{med('thread1', b):.1f} ms (next {med('thread2', k):.1f} vs {med('thread2', b):.1f} ms); "
+                      f"dataclasses built at import {med('dc_count', k):.0f} vs {med('dc_count', b):.0f}, their CPU "
+                      f"{med('dc_ms', k):.1f} vs {med('dc_ms', b):.1f} ms")
     return 0
 
 

@@ -8,7 +8,6 @@ import re
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from tenure.protocol.errors import ErrorCode
 from tenure.protocol.internal_topics import KAFKA_INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_TOPIC  # noqa: F401 - OFFSETS_TOPIC: audit/ and tools/ import it here (for now)
@@ -42,17 +41,24 @@ class TopicError(Exception):
         self.message = message
 
 
-@dataclass
 class Topic:
-    name: str
-    topic_id: uuid.UUID
-    partitions: list[Log]
-    configs: dict[str, str] = field(default_factory=dict)
-    internal: bool = False
-    # cluster mode: the replication factor asked at creation (-1: the cluster's default) and the replicas of
-    # the partitions placed by hand (a manual assignment or a reassignment), kept in the catalog
-    replication_factor: int = -1
-    replicas: dict[int, list[int]] = field(default_factory=dict)
+    """One topic: its name, id, partitions' logs, configs (those set), whether it is internal, and in cluster mode
+    the replication factor asked at creation (-1: the cluster's default) and the replicas of the partitions placed
+    by hand (a manual assignment or a reassignment), kept in the catalog. (A plain class: its users read and set its
+    fields, nothing compares or prints it, and a dataclass's build cost ~0.5 ms of every server's start-up.)"""
+
+    __slots__ = ("name", "topic_id", "partitions", "configs", "internal", "replication_factor", "replicas")
+
+    def __init__(self, name: str, topic_id: uuid.UUID, partitions: list[Log], configs: dict[str, str] | None = None,
+                 internal: bool = False, replication_factor: int = -1,
+                 replicas: dict[int, list[int]] | None = None) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.configs: dict[str, str] = {} if configs is None else configs
+        self.internal = internal
+        self.replication_factor = replication_factor
+        self.replicas: dict[int, list[int]] = {} if replicas is None else replicas
 
     def config(self, name: str) -> str | None:
         return self.configs.get(name, DEFAULT_TOPIC_CONFIGS.get(name))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from importlib import import_module
 from typing import Any
 
@@ -61,15 +60,22 @@ class ApiClasses:
         return pair
 
 
-@dataclass(frozen=True)
 class ApiSpec:
-    key: int
-    name: str
-    classes: ApiClasses                # kafka-python's classes, imported on first use
-    min_version: int
-    max_version: int
-    owner: str = BROKER
-    announced_from: int | None = None  # ApiVersions' least version when below what is served (KAFKA-18659)
+    """One served API: its key, name, kafka-python classes, the versions served, who answers it (`owner`) and
+    the least version ApiVersions announces when below the served ones. (A plain class: its users read its fields,
+    nothing compares or prints it, and a dataclass's build cost ~0.5 ms of every server's start-up.)"""
+
+    __slots__ = ("key", "name", "classes", "min_version", "max_version", "owner", "announced_from")
+
+    def __init__(self, key: int, name: str, classes: ApiClasses, min_version: int, max_version: int,
+                 owner: str = BROKER, announced_from: int | None = None) -> None:
+        self.key = key
+        self.name = name
+        self.classes = classes              # kafka-python's classes, imported on first use
+        self.min_version = min_version
+        self.max_version = max_version
+        self.owner = owner
+        self.announced_from = announced_from    # ApiVersions' least version when below what is served (KAFKA-18659)
 
     @property
     def request(self) -> type[ApiMessage]:
@@ -192,13 +198,18 @@ for _s in _TABLE:   # never claim more than the newest Kafka release tenure know
 API_VERSIONS_KEY = int(ApiKey.ApiVersions)
 
 
-@dataclass(frozen=True)
 class ServedApis:
     """What one server presents: the APIs and versions it serves (`specs`, by key) and the Kafka release whose
-    features it announces. `explicit`: a release asked for (--kafka-version), whose ranges cut the table."""
-    release: Release
-    specs: Mapping[int, ApiSpec]
-    explicit: bool = False
+    features it announces. `explicit`: a release asked for (--kafka-version), whose ranges cut the table. (A plain
+    class: its users read its fields, nothing compares or prints it, and a dataclass's build cost ~0.3 ms of every
+    server's start-up.)"""
+
+    __slots__ = ("release", "specs", "explicit")
+
+    def __init__(self, release: Release, specs: Mapping[int, ApiSpec], explicit: bool = False) -> None:
+        self.release = release
+        self.specs = specs
+        self.explicit = explicit
 
     def ranges(self) -> list[tuple[int, int, int]]:
         """(api_key, min, max) for every served API as ApiVersions announces it, sorted by key."""
@@ -229,8 +240,8 @@ def _cut(r: Release) -> dict[int, ApiSpec]:
             lo = only[1] + 1
         hi = min(hi, s.max_version)
         if lo <= hi:
-            out[s.key] = replace(s, min_version=lo, max_version=hi,
-                                 announced_from=announced if announced < lo and only is not None else None)
+            out[s.key] = ApiSpec(s.key, s.name, s.classes, lo, hi, s.owner,
+                                 announced if announced < lo and only is not None else None)
     return out
 
 

@@ -80,7 +80,7 @@ Sources (facts read, nothing copied):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
@@ -124,16 +124,26 @@ class Feature:
     finalized: int
 
 
-@dataclass(frozen=True)
 class Release:
-    name: str                                        # "3.9"
-    version: tuple[int, int]
-    api_versions: Mapping[int, tuple[int, int]]      # api key -> (min, max), as the release's brokers announce
-    features: Mapping[str, Feature] = field(default_factory=dict)
-    consumer_group_protocol: bool = False            # KIP-848 (ConsumerGroupHeartbeat): 4.0+
-    # api key -> the versions the release's brokers announce in ApiVersions but refuse when sent (KAFKA-18659)
-    announced_only: Mapping[int, tuple[int, int]] = field(default_factory=dict)
-    share_groups: bool = False                       # KIP-932 share groups on by default: 4.2+
+    """One Kafka release as tenure presents it: its name ("3.9") and version, the API versions its brokers announce
+    (api key -> (min, max)), its features, whether it serves KIP-848 consumer groups (4.0+) and KIP-932 share groups
+    by default (4.2+), and the versions its brokers announce in ApiVersions but refuse when sent (KAFKA-18659). One
+    per release, made once in `RELEASES` and never changed. (A plain class: nothing compares, hashes or prints a
+    release - its mappings are not hashable -, and a dataclass's build cost ~0.6 ms of every server's start-up.)"""
+
+    __slots__ = ("name", "version", "api_versions", "features", "consumer_group_protocol", "announced_only",
+                 "share_groups")
+
+    def __init__(self, name: str, version: tuple[int, int], api_versions: Mapping[int, tuple[int, int]],
+                 features: Mapping[str, Feature] | None = None, consumer_group_protocol: bool = False,
+                 announced_only: Mapping[int, tuple[int, int]] | None = None, share_groups: bool = False) -> None:
+        self.name = name
+        self.version = version
+        self.api_versions = api_versions
+        self.features: Mapping[str, Feature] = {} if features is None else features
+        self.consumer_group_protocol = consumer_group_protocol
+        self.announced_only: Mapping[int, tuple[int, int]] = {} if announced_only is None else announced_only
+        self.share_groups = share_groups
 
     @property
     def consumer_group_metadata_hash(self) -> bool:

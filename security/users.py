@@ -29,6 +29,8 @@ def mechanism_of_type(type_id: int) -> str | None:
 
 @dataclass(frozen=True)
 class ScramCredential:
+    """A user's SCRAM credential for one mechanism: the salt, iterations, stored key and server key (never the
+    password)."""
     salt: bytes
     iterations: int
     stored_key: bytes

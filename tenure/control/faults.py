@@ -92,6 +92,7 @@ def error_name(code: int) -> str:
 
 @dataclass
 class Rule:
+    """One fault rule: which API it matches, what it does (fail, close, delay) and how many requests it has left."""
     id: int
     action: str                        # fail | close | delay
     api: int | None                    # None: every API
@@ -110,18 +111,24 @@ class Rule:
         return d
 
 
-@dataclass(frozen=True)
 class Decision:
     """What to do with one request: wait `delay_ms`, then answer normally, with `error`, or close. A rule
     decides with these; a request hook (tenure/control/hooks.py) also with `response` (its own answer) and
-    `rewrites` ((hook, fn) pairs changing the answer the server would send); `hooked` says which decided."""
-    delay_ms: int = 0
-    error: int | None = None
-    close: bool = False
-    rules: tuple[int, ...] = ()
-    response: Any = None
-    rewrites: tuple = ()
-    hooked: bool = False
+    `rewrites` ((hook, fn) pairs changing the answer the server would send); `hooked` says which decided. (A
+    plain class: the dispatcher reads its fields and knows no decision by `is NO_FAULT`, nothing compares or
+    prints one, and a dataclass's build cost ~0.5 ms of every server's start-up.)"""
+
+    __slots__ = ("delay_ms", "error", "close", "rules", "response", "rewrites", "hooked")
+
+    def __init__(self, delay_ms: int = 0, error: int | None = None, close: bool = False, rules: tuple[int, ...] = (),
+                 response: Any = None, rewrites: tuple = (), hooked: bool = False) -> None:
+        self.delay_ms = delay_ms
+        self.error = error
+        self.close = close
+        self.rules = rules
+        self.response = response
+        self.rewrites = rewrites
+        self.hooked = hooked
 
 
 NO_FAULT = Decision()

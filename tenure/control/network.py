@@ -70,6 +70,7 @@ def _whole(value, name: str, least: int, most: int) -> int:
 
 @dataclass(eq=False)
 class NetRule:
+    """One network fault: what it does, to which connections (direction, client id, port, broker) and how often."""
     id: int
     fault: str
     direction: str = "both"
