@@ -373,6 +373,11 @@ class _Sink:
     async def drain(self) -> None:
         pass
 
+    def must_drain(self) -> bool:
+        """As a socket's writer (tenure/server/stream.py) whose transport never pauses: no drain needed (a tree
+        whose connection does not ask awaits `drain` every time)."""
+        return False
+
 
 def in_process_child(opts: dict) -> None:
     """The in-process mode's child (tenure imported from the tree under test): a ServerThread with a data dir; each
@@ -520,6 +525,10 @@ def split_child(opts: dict) -> None:
                 finally:
                     gc.enable()
                 out["connection, a fixed answer (decode incl.)"] = await best(whole(fixed))
+                routes = dict(dispatch.routes)
+                dispatch.routes.update({k: ready for k in routes})
+                out["connection, the owners answering at once"] = await best(whole())
+                dispatch.routes.update(routes)
                 out["decode_request"] = await best(loop(decode))
                 out["dispatcher (coordinator incl.)"] = await best(loop(dispatched))
                 routes = dict(dispatch.routes)
