@@ -305,16 +305,15 @@ class Connection:
             await waiting
 
     def _send_now(self, frame: bytes) -> Awaitable[None]:
-        """The dispatcher's `send`: the answer written (or held) now, and what to await for it - `SENT` when
-        nothing is left to wait for (no network rule, and the writer needs no drain), which the dispatcher does not
-        even await; otherwise the drain or the way through the network rules."""
+        """The dispatcher's `send`: the answer written (or held, see QUICK_APIS) now, and what to await for it -
+        `SENT` when nothing is left to wait for (no network rule, and the writer says no drain is needed:
+        `must_drain()`; a writer without it is always drained), which the dispatcher does not even await;
+        otherwise the drain, or the way through the network rules (`_send`)."""
         if self.network is not None and self.network.active:
             return self._send(frame)
         return self._deliver(frame)
 
     def _deliver(self, frame: bytes) -> Awaitable[None]:
-        """Write the answer, or hold it (see QUICK_APIS); the writer's drain to await, or SENT when the writer says
-        none is needed (`must_drain()`; a writer without it is always drained)."""
         if self._hold:
             self._held.append(frame)
             self._held_bytes += len(frame)

@@ -104,29 +104,22 @@ class Dispatcher:
         done = self.answer_now(req, peer, send)
         return done if done is True or done is False else await done
 
-    def answer_now(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool | Awaitable[bool]:
+    def answer_now(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]],
+                   ctx: RequestContext | None = None, t0: float = 0.0) -> bool | Awaitable[bool]:
         """`await self(req, peer, send)` without a coroutine when nothing on the way waits: True or False (the
         connection is to be closed) once the request is answered, else an awaitable of that to await (a request
         that waits somewhere: its owner, a slow broker, the rules or hooks, a drain). The connection calls this
-        one; what it does is `__call__`'s."""
-        t0 = perf_counter()
-        ctx = peer.context.for_request(req.api_key, req.api_version, req.client_id or "", self.clock_ms(),
-                                       self.authorizer)
-        cluster = self.cluster
-        if cluster is not None:
-            node = cluster.node(peer.broker_id)
-            if node is not None and node.slow_ms:
-                return self._slow(req, peer, send, ctx, t0, node.slow_ms)     # set_broker_slow
-        return self._usual(req, peer, send, ctx, t0)
-
-    async def _slow(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]], ctx: RequestContext,
-                    t0: float, slow_ms: int) -> bool:
-        await asyncio.sleep(slow_ms / 1000)
-        done = self._usual(req, peer, send, ctx, t0)
-        return done if done is True or done is False else await done
-
-    def _usual(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]], ctx: RequestContext,
-               t0: float) -> bool | Awaitable[bool]:
+        one; what it does is `__call__`'s. (`ctx`, `t0`: a request's context and start, once a slow broker's
+        delay is over.)"""
+        if ctx is None:
+            t0 = perf_counter()
+            ctx = peer.context.for_request(req.api_key, req.api_version, req.client_id or "", self.clock_ms(),
+                                           self.authorizer)
+            cluster = self.cluster
+            if cluster is not None:
+                node = cluster.node(peer.broker_id)
+                if node is not None and node.slow_ms:
+                    return self._slow(req, peer, send, ctx, t0, node.slow_ms)     # set_broker_slow
         if self.faults.active or self.hooks.active:
             return self._controlled(req, peer, send, ctx, t0)
         # the usual request: no fault rule and no hook to consult (both only while a test has some)
@@ -145,6 +138,12 @@ class Dispatcher:
         if isinstance(body, asyncio.Future):
             return self._routed(req, ctx, send, t0, body)
         return self._answered(req, ctx, send, t0, body)
+
+    async def _slow(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]], ctx: RequestContext,
+                    t0: float, slow_ms: int) -> bool:
+        await asyncio.sleep(slow_ms / 1000)
+        done = self.answer_now(req, peer, send, ctx, t0)
+        return done if done is True or done is False else await done
 
     async def _routed(self, req: Request, ctx: RequestContext, send: Callable[[bytes], Awaitable[None]], t0: float,
                       answer: Awaitable[Any]) -> bool:
