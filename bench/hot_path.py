@@ -436,7 +436,8 @@ def split_child(opts: dict) -> None:
     the server's loop thread, alone and together (best of 3 runs of `n` heartbeats each, CPU time per heartbeat):
     the whole connection with --per-read requests per read (the capture on, then off); the connection with a
     dispatcher that answers a fixed frame (framing, decode, the loop turn, the send); `decode_request` alone; the
-    dispatcher fed decoded requests, with the owners' routes answering a ready answer and with the real ones; the
+    dispatcher fed decoded requests, with the owners' routes answering a ready answer and with the real ones (and
+    the whole connection with the owners answering a ready answer); the
     coordinator runtime's `handle` alone. What the parts take apart does not add up to what they take together
     (a longer path misses the CPU's caches more): both are printed."""
     import threading

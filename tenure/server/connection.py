@@ -4,9 +4,10 @@ authenticates first (security/sasl.py: only ApiVersions, SaslHandshake and the m
 frames bounded by sasl.server.max.receive.size) and carries the principal it authenticated as in its `Peer`.
 
 A `Connection` knows nothing of sockets or Kafka semantics: it reads from anything with
-`read(n) -> bytes` (an asyncio.StreamReader) and writes to anything with `write(bytes)` and
-`async drain()` - so tests drive it with a fed StreamReader and a list-backed writer - and it asks
-its `dispatch` callable to answer each decoded request.
+`read(n) -> bytes` (the listener's `Stream`, stream.py, or an asyncio.StreamReader) and writes to anything with
+`write(bytes)` and `async drain()` (and, optionally, `must_drain()`: whether a drain is needed at all) - so tests
+drive it with a fed StreamReader and a list-backed writer - and it asks its `dispatch` callable to answer each
+decoded request.
 """
 from __future__ import annotations
 
@@ -100,8 +101,7 @@ class Peer:
 # dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame
 # (or not at all: a request that has no response) and returns False if the connection is to be closed
 # instead (an injected close). What `send` returns may be `SENT`, an awaitable that is done already: a
-# dispatcher may skip awaiting it. A dispatch object with an `answer_now(request, peer, send)` method is called
-# through it instead: True or False as the await would give, or an awaitable of that (dispatch.py).
+# dispatcher may skip awaiting it.
 Dispatch = Callable[[Request, Peer, Callable[[bytes], Awaitable[None]]], Awaitable[bool]]
 
 
@@ -168,8 +168,6 @@ class Connection:
         self._held_bytes = 0
         self._hold_timer: asyncio.TimerHandle | None = None
         self._must_drain: Callable[[], bool] | None = getattr(writer, "must_drain", None)
-        self._dispatch_seen: Dispatch | None = None     # the dispatch whose `answer_now` is _dispatch_now
-        self._dispatch_now: Callable[..., bool | Awaitable[bool]] | None = None
 
     async def run(self) -> None:
         try:
@@ -374,10 +372,6 @@ class Connection:
         last = len(frames) - 1
         sasl, network, limits, served = self.sasl, self.network, self.limits, self.served
         dispatch, send = self.dispatch, self._send_now
-        # a dispatcher that may answer without a coroutine (dispatch.py `answer_now`): True/False, or an awaitable
-        if dispatch is not self._dispatch_seen:
-            self._dispatch_seen, self._dispatch_now = dispatch, getattr(dispatch, "answer_now", None)
-        now = self._dispatch_now
         for i, payload in enumerate(frames):
             if i or self._yield_first:
                 await _turn()
@@ -421,8 +415,7 @@ class Connection:
                     return False
             self.serving = True
             try:
-                done = dispatch(req, self.peer, send) if now is None else now(req, self.peer, send)
-                if done is not True and (done is False or not await done):
+                if not await dispatch(req, self.peer, send):
                     return False
             finally:
                 self.serving = False

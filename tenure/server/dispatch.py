@@ -27,7 +27,7 @@ from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import can_fail, error_response, is_shared_answer
 from tenure.server.connection import SENT, Peer
 from tenure.server.offload import heavy_answer, off_loop
-from tenure.server.routes import NOT_NOW, Route
+from tenure.server.routes import Route
 
 log = logging.getLogger("tenure.server")
 
@@ -92,8 +92,6 @@ class Dispatcher:
         self.routes, self.clock_ms, self.access = routes, clock_ms, access
         self.cluster = cluster
         self.authorizer = authorizer            # the ACLs (--authorizer), handed to every request's context
-        # each route's `answer_now` (routes.py: an owner that may answer without a coroutine), None where it has none
-        self._at_once: dict[Route, Callable[[Request, RequestContext], Any] | None] = {}
 
     def context(self, req: Request, peer: Peer) -> RequestContext:
         """The request's context, built once and handed to its owner."""
@@ -101,86 +99,40 @@ class Dispatcher:
                                         self.authorizer)
 
     async def __call__(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]]) -> bool:
-        done = self.answer_now(req, peer, send)
-        return done if done is True or done is False else await done
-
-    def answer_now(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]],
-                   ctx: RequestContext | None = None, t0: float = 0.0) -> bool | Awaitable[bool]:
-        """`await self(req, peer, send)` without a coroutine when nothing on the way waits: True or False (the
-        connection is to be closed) once the request is answered, else an awaitable of that to await (a request
-        that waits somewhere: its owner, a slow broker, the rules or hooks, a drain). The connection calls this
-        one; what it does is `__call__`'s. (`ctx`, `t0`: a request's context and start, once a slow broker's
-        delay is over.)"""
-        if ctx is None:
-            t0 = perf_counter()
-            ctx = peer.context.for_request(req.api_key, req.api_version, req.client_id or "", self.clock_ms(),
-                                           self.authorizer)
-            cluster = self.cluster
-            if cluster is not None:
-                node = cluster.node(peer.broker_id)
-                if node is not None and node.slow_ms:
-                    return self._slow(req, peer, send, ctx, t0, node.slow_ms)     # set_broker_slow
+        t0 = perf_counter()
+        ctx = peer.context.for_request(req.api_key, req.api_version, req.client_id or "", self.clock_ms(),
+                                       self.authorizer)
+        cluster = self.cluster
+        if cluster is not None:
+            node = cluster.node(peer.broker_id)
+            if node is not None and node.slow_ms:
+                await asyncio.sleep(node.slow_ms / 1000)      # set_broker_slow
         if self.faults.active or self.hooks.active:
-            return self._controlled(req, peer, send, ctx, t0)
+            return await self._controlled(req, peer, send, ctx, t0)
         # the usual request: no fault rule and no hook to consult (both only while a test has some)
         refused = req.served.refusal(req.api_key) or self.access(req, ctx)
         if refused:
             if not can_fail(req.api_key):
                 return self._refused(req, ctx, peer, refused, t0)
-            return self._answer(req, ctx, send, t0, error_response(req, refused), refused, True, NO_FAULT)
-        route = self.routes[SUPPORTED[req.api_key].owner]
-        at_once = self._at_once.get(route, NOT_NOW)
-        if at_once is NOT_NOW:                  # a route not seen yet (a test may put its own in the table)
-            at_once = self._at_once[route] = getattr(route, "answer_now", None)
-        body = NOT_NOW if at_once is None else at_once(req, ctx)
-        if body is NOT_NOW:
-            return self._routed(req, ctx, send, t0, route(req, ctx))
-        if isinstance(body, asyncio.Future):
-            return self._routed(req, ctx, send, t0, body)
-        return self._answered(req, ctx, send, t0, body)
-
-    async def _slow(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]], ctx: RequestContext,
-                    t0: float, slow_ms: int) -> bool:
-        await asyncio.sleep(slow_ms / 1000)
-        done = self.answer_now(req, peer, send, ctx, t0)
-        return done if done is True or done is False else await done
-
-    async def _routed(self, req: Request, ctx: RequestContext, send: Callable[[bytes], Awaitable[None]], t0: float,
-                      answer: Awaitable[Any]) -> bool:
-        """The usual request whose owner's answer is awaited."""
-        done = self._answered(req, ctx, send, t0, await answer)
-        return done if done is True or done is False else await done
-
-    def _answered(self, req: Request, ctx: RequestContext, send: Callable[[bytes], Awaitable[None]], t0: float,
-                  body: Any) -> bool | Awaitable[bool]:
-        """The usual request's answer from its owner: sent (True), the connection closed (False), or an awaitable
-        of that (a heavy answer, one with none, or a send that waits)."""
+            return await self._answer(req, ctx, send, t0, error_response(req, refused), refused, True, NO_FAULT)
+        body = await self.routes[SUPPORTED[req.api_key].owner](req, ctx)
         if body is CLOSE_CONNECTION:
             self.metrics.closed_connections["produce_error_acks_0"] += 1
             return self._closed(req, ctx, t0)
         if body is None or heavy_answer(req.api_key, body):
-            return self._answer(req, ctx, send, t0, body, 0, False, NO_FAULT)
+            return await self._answer(req, ctx, send, t0, body, 0, False, NO_FAULT)
         # the usual answer, encoded here: what `_answer` does with it, in line
         code = response_error(body)
         frame = encode_response(req, body)
         capture = self.capture
         kept = capture.keep(req, ctx, code, t0, frame) if capture.active else None
         waiting = send(frame)
-        if waiting is not SENT:
-            return self._sent(req, t0, code, kept, waiting)
+        if waiting is not SENT:              # (the connection's send: SENT when the answer needs no drain)
+            await waiting
         took = perf_counter() - t0
         self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
         if kept is not None:
             capture.written(kept, took * 1000.0)
-        return True
-
-    async def _sent(self, req: Request, t0: float, code: int, kept: Any, waiting: Awaitable[None]) -> bool:
-        """The usual answer's send awaited (a drain), then counted."""
-        await waiting
-        took = perf_counter() - t0
-        self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
-        if kept is not None:
-            self.capture.written(kept, took * 1000.0)
         return True
 
     async def _controlled(self, req: Request, peer: Peer, send: Callable[[bytes], Awaitable[None]],

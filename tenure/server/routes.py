@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 transactions = deferred("tenure.coordinator.transactions")
 
 Route = Callable[[Request, RequestContext], Awaitable[Any]]
-# A route may also offer `answer_now(req, ctx)`: the answer itself when its owner answered without waiting, an
-# asyncio.Future of it to await, or NOT_NOW - then the dispatcher awaits `route(req, ctx)` as for any route.
-NOT_NOW: Any = object()
 OFFSET_COMMIT_KEY = 8
 OFFSET_FETCH_KEY = 9
 TOPIC_IDS_VERSION = 10          # OffsetCommit and OffsetFetch name topics by id from v10
@@ -63,19 +60,6 @@ class GroupRoute:
     def __init__(self, runtime: GroupRuntime, topics: TopicRegistry,
                  txn_runtime: Callable[[], TransactionRuntime]) -> None:
         self.runtime, self.topics, self.txn_runtime = runtime, topics, txn_runtime
-        # the runtime's synchronous entry for the requests it routes straight to a group (`direct_apis`), where it
-        # has one: the answer, or a Future of it (CoordinatorRuntime.handle_now)
-        self._handle_now: Callable[[Request, RequestContext], Any] | None = getattr(runtime, "handle_now", None)
-        self._direct: frozenset[int] = frozenset(getattr(runtime, "direct_apis", ()))
-
-    def answer_now(self, req: Request, ctx: RequestContext) -> Any:
-        """A request of the runtime's `direct_apis` (Heartbeat, JoinGroup, SyncGroup, LeaveGroup: none of them
-        passes the broker's part) handed to its `handle_now`: the answer, or a Future of it; NOT_NOW for any other
-        request, or a runtime without that entry (the dispatcher then awaits `self(req, ctx)`)."""
-        handle_now = self._handle_now
-        if handle_now is None or req.api_key not in self._direct:
-            return NOT_NOW
-        return handle_now(req, ctx)
 
     async def _txn_check(self, req: Request, ctx: RequestContext) -> int:
         """A TxnOffsetCommit's check by the transaction coordinator: v5+ (transactions v2) adds the group's
