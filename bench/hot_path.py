@@ -249,7 +249,8 @@ def streams(rounds: int, n: int = 60000) -> None:
     ten 20-byte requests at a time and waits for their ten 14-byte answers: asyncio's StreamReader/StreamWriter (as
     the listener made them before) against tenure's Stream (tenure/server/stream.py), taking turns on the event
     loop the server uses; each request gets a loop turn and its own answer written (then drained: asyncio's drain
-    every time, the Stream's only when `must_drain()`). The CPU time of the loop per request, and the load."""
+    every time, the Stream's only when `must_drain()`); and the Stream writing a read's ten answers in one write
+    (what the send system call costs per answer). The CPU time of the loop per request, and the load."""
     import socket as socket_module
 
     from tenure.server.eventloop import run
@@ -271,6 +272,13 @@ def streams(rounds: int, n: int = 60000) -> None:
             reader = writer = stream      # type: ignore[assignment]
         c0, served = time.thread_time(), 0
         while data := await reader.read(256 * 1024):
+            if kind == "Stream, one write":          # the read's answers written together (as held answers are)
+                k = len(data) // 20
+                for _ in range(k):
+                    await asyncio.sleep(0)
+                writer.write(b"a" * 14 * k)
+                served += k
+                continue
             for _ in range(len(data) // 20):
                 await asyncio.sleep(0)
                 writer.write(b"a" * 14)
@@ -282,7 +290,7 @@ def streams(rounds: int, n: int = 60000) -> None:
         client.wait(60)
         return cpu / served * 1e6
 
-    got: dict[str, list[float]] = {"asyncio streams": [], "tenure Stream": []}
+    got: dict[str, list[float]] = {"asyncio streams": [], "tenure Stream": [], "Stream, one write": []}
     for rnd in range(rounds):
         for kind in got:
             got[kind].append(run(one(kind)))
@@ -290,7 +298,8 @@ def streams(rounds: int, n: int = 60000) -> None:
                   f"{os.getloadavg()}", flush=True)
     mine, base = statistics.median(got["tenure Stream"]), statistics.median(got["asyncio streams"])
     print(f"medians of {rounds}: tenure Stream {mine:.2f} us against asyncio streams {base:.2f} us = "
-          f"{mine / base:.2f}x (min {min(got['tenure Stream']):.2f} against {min(got['asyncio streams']):.2f})")
+          f"{mine / base:.2f}x (min {min(got['tenure Stream']):.2f} against {min(got['asyncio streams']):.2f}); "
+          f"the ten answers of a read in one write: {statistics.median(got['Stream, one write']):.2f} us")
 
 
 def main() -> None:
