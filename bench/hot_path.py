@@ -232,6 +232,76 @@ async def form_groups(bootstrap: str, expect: Callable[[str, int], object], grou
     return out
 
 
+_STREAM_CLIENT = r"""
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for i in range(int(sys.argv[2]) // 10):
+    s.sendall(b"y" * 200)                       # ten 20-byte requests in one write
+    need = 140
+    while need > 0:                             # their ten 14-byte answers
+        need -= len(s.recv(65536))
+s.close()
+"""
+
+
+def streams(rounds: int, n: int = 60000) -> None:
+    """--streams: a connection's reader and writer alone, over TCP on the loopback with a client process that writes
+    ten 20-byte requests at a time and waits for their ten 14-byte answers: asyncio's StreamReader/StreamWriter (as
+    the listener made them before) against tenure's Stream (tenure/server/stream.py), taking turns on the event
+    loop the server uses; each request gets a loop turn and its own answer written (then drained: asyncio's drain
+    every time, the Stream's only when `must_drain()`); and the Stream writing a read's ten answers in one write
+    (what the send system call costs per answer). The CPU time of the loop per request, and the load."""
+    import socket as socket_module
+
+    from tenure.server.eventloop import run
+    from tenure.server.stream import Stream
+
+    async def one(kind: str) -> float:
+        loop = asyncio.get_running_loop()
+        listening = socket_module.create_server(("127.0.0.1", 0))
+        listening.setblocking(False)
+        client = subprocess.Popen([sys.executable, "-c", _STREAM_CLIENT, str(listening.getsockname()[1]), str(n)])
+        sock, _ = await loop.sock_accept(listening)
+        listening.close()
+        sock.setblocking(False)
+        if kind == "asyncio streams":
+            reader, writer = await asyncio.open_connection(sock=sock)
+        else:
+            stream = Stream()
+            await loop.connect_accepted_socket(lambda: stream, sock=sock)
+            reader = writer = stream      # type: ignore[assignment]
+        c0, served = time.thread_time(), 0
+        while data := await reader.read(256 * 1024):
+            if kind == "Stream, one write":          # the read's answers written together (as held answers are)
+                k = len(data) // 20
+                for _ in range(k):
+                    await asyncio.sleep(0)
+                writer.write(b"a" * 14 * k)
+                served += k
+                continue
+            for _ in range(len(data) // 20):
+                await asyncio.sleep(0)
+                writer.write(b"a" * 14)
+                if kind == "asyncio streams" or writer.must_drain():   # type: ignore[attr-defined]
+                    await writer.drain()
+                served += 1
+        cpu = time.thread_time() - c0
+        writer.close()
+        client.wait(60)
+        return cpu / served * 1e6
+
+    got: dict[str, list[float]] = {"asyncio streams": [], "tenure Stream": [], "Stream, one write": []}
+    for rnd in range(rounds):
+        for kind in got:
+            got[kind].append(run(one(kind)))
+            print(f"  round {rnd + 1}: {kind:<16} {got[kind][-1]:5.2f} us per request (loop CPU); load average "
+                  f"{os.getloadavg()}", flush=True)
+    mine, base = statistics.median(got["tenure Stream"]), statistics.median(got["asyncio streams"])
+    print(f"medians of {rounds}: tenure Stream {mine:.2f} us against asyncio streams {base:.2f} us = "
+          f"{mine / base:.2f}x (min {min(got['tenure Stream']):.2f} against {min(got['asyncio streams']):.2f}); "
+          f"the ten answers of a read in one write: {statistics.median(got['Stream, one write']):.2f} us")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--apis", default="heartbeat,commit,fetch,produce")
@@ -256,6 +326,9 @@ def main() -> None:
                     help="a heartbeat's path in parts, in process: the whole connection (capture on and off), the "
                     "connection with a fixed answer, decode_request, the dispatcher (with the owners answering at "
                     "once, capture on and off), the coordinator runtime alone: CPU time per heartbeat of each")
+    ap.add_argument("--streams", action="store_true",
+                    help="a connection's reader and writer alone over a loopback socket: asyncio's streams against "
+                    "tenure's Stream (tenure/server/stream.py), --rounds turns each (no server, this tree only)")
     ap.add_argument("--per-read", type=int, default=1,
                     help="--in-process: requests given in one read (10: a group's heartbeats, as bench/groups.py's "
                     "generator sends them on one connection per group of ten members)")
@@ -266,6 +339,9 @@ def main() -> None:
     args = ap.parse_args()
     trees = [REPO] + [Path(t) for t in args.baseline]
     print(f"tenure {tree_version()}; cpus {os.cpu_count()}; load average at start {os.getloadavg()}", flush=True)
+    if args.streams:
+        streams(args.rounds)
+        return
     results: dict[str, list[list[dict]]] = {}
     # named once: a file edited meanwhile must not make this tree a second one
     labels = [tree_label(tree) + ("" if tree == REPO else " (baseline)") for tree in trees]
@@ -373,6 +449,11 @@ class _Sink:
     async def drain(self) -> None:
         pass
 
+    def must_drain(self) -> bool:
+        """As a socket's writer (tenure/server/stream.py) whose transport never pauses: no drain needed (a tree
+        whose connection does not ask awaits `drain` every time)."""
+        return False
+
 
 def in_process_child(opts: dict) -> None:
     """The in-process mode's child (tenure imported from the tree under test): a ServerThread with a data dir; each
@@ -431,7 +512,8 @@ def split_child(opts: dict) -> None:
     the server's loop thread, alone and together (best of 3 runs of `n` heartbeats each, CPU time per heartbeat):
     the whole connection with --per-read requests per read (the capture on, then off); the connection with a
     dispatcher that answers a fixed frame (framing, decode, the loop turn, the send); `decode_request` alone; the
-    dispatcher fed decoded requests, with the owners' routes answering a ready answer and with the real ones; the
+    dispatcher fed decoded requests, with the owners' routes answering a ready answer and with the real ones (and
+    the whole connection with the owners answering a ready answer); the
     coordinator runtime's `handle` alone. What the parts take apart does not add up to what they take together
     (a longer path misses the CPU's caches more): both are printed."""
     import threading
@@ -520,6 +602,10 @@ def split_child(opts: dict) -> None:
                 finally:
                     gc.enable()
                 out["connection, a fixed answer (decode incl.)"] = await best(whole(fixed))
+                routes = dict(dispatch.routes)
+                dispatch.routes.update({k: ready for k in routes})
+                out["connection, the owners answering at once"] = await best(whole())
+                dispatch.routes.update(routes)
                 out["decode_request"] = await best(loop(decode))
                 out["dispatcher (coordinator incl.)"] = await best(loop(dispatched))
                 routes = dict(dispatch.routes)

@@ -4,9 +4,10 @@ authenticates first (security/sasl.py: only ApiVersions, SaslHandshake and the m
 frames bounded by sasl.server.max.receive.size) and carries the principal it authenticated as in its `Peer`.
 
 A `Connection` knows nothing of sockets or Kafka semantics: it reads from anything with
-`read(n) -> bytes` (an asyncio.StreamReader) and writes to anything with `write(bytes)` and
-`async drain()` - so tests drive it with a fed StreamReader and a list-backed writer - and it asks
-its `dispatch` callable to answer each decoded request.
+`read(n) -> bytes` (the listener's `Stream`, stream.py, or an asyncio.StreamReader) and writes to anything with
+`write(bytes)` and `async drain()` (and, optionally, `must_drain()`: whether a drain is needed at all) - so tests
+drive it with a fed StreamReader and a list-backed writer - and it asks its `dispatch` callable to answer each
+decoded request.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import functools
 import logging
 import socket
 import struct
+import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -98,8 +100,27 @@ class Peer:
 
 # dispatch(request, peer, send) answers one request: it calls `await send(frame)` with the response frame
 # (or not at all: a request that has no response) and returns False if the connection is to be closed
-# instead (an injected close)
+# instead (an injected close). What `send` returns may be `SENT`, an awaitable that is done already: a
+# dispatcher may skip awaiting it.
 Dispatch = Callable[[Request, Peer, Callable[[bytes], Awaitable[None]]], Awaitable[bool]]
+
+
+class _Sent:
+    """The awaitable of an answer sent with nothing left to wait for: awaiting it returns at once."""
+    __slots__ = ()
+
+    def __await__(self):
+        return _DONE
+
+
+_DONE = iter(())          # an iterator that is over: `await SENT` returns None without suspending
+SENT: Awaitable[None] = _Sent()
+
+
+@types.coroutine
+def _turn():
+    """A loop turn (what `asyncio.sleep(0)` does, without its coroutine around this one)."""
+    yield
 
 
 def close_reason(exc: ClientProtocolError) -> str:
@@ -146,6 +167,7 @@ class Connection:
         self._held: list[bytes] = []           # answers held, in order
         self._held_bytes = 0
         self._hold_timer: asyncio.TimerHandle | None = None
+        self._must_drain: Callable[[], bool] | None = getattr(writer, "must_drain", None)
 
     async def run(self) -> None:
         try:
@@ -270,25 +292,41 @@ class Connection:
             pass
 
     async def _send(self, frame: bytes) -> None:
+        """Send one answer: through the network rules when some are set, then as `_deliver` does."""
         if self.network is not None and self.network.active:
             passed = await self.network.outbound(self, frame)
             if passed is None:
                 return                           # lost on its way to the client
             frame = passed
+        waiting = self._deliver(frame)
+        if waiting is not SENT:
+            await waiting
+
+    def _send_now(self, frame: bytes) -> Awaitable[None]:
+        """The dispatcher's `send`: the answer written (or held, see QUICK_APIS) now, and what to await for it -
+        `SENT` when nothing is left to wait for (no network rule, and the writer says no drain is needed:
+        `must_drain()`; a writer without it is always drained), which the dispatcher does not even await;
+        otherwise the drain, or the way through the network rules (`_send`)."""
+        if self.network is not None and self.network.active:
+            return self._send(frame)
+        return self._deliver(frame)
+
+    def _deliver(self, frame: bytes) -> Awaitable[None]:
         if self._hold:
             self._held.append(frame)
             self._held_bytes += len(frame)
             if self._held_bytes < HOLD_BYTES:
                 if self._hold_timer is None:
                     self._hold_timer = asyncio.get_running_loop().call_later(HOLD_S, self._write_held)
-                return
+                return SENT
             self._write_held()
         elif self._held:
             self._held.append(frame)
             self._write_held()
         else:
             self.writer.write(frame)
-        await self.writer.drain()
+        must = self._must_drain
+        return self.writer.drain() if must is None or must() else SENT
 
     def _write_held(self) -> None:
         """Write the answers held, in one write."""
@@ -333,10 +371,10 @@ class Connection:
         # first request yields too. A connection sending one request at a time does not yield twice per request.
         last = len(frames) - 1
         sasl, network, limits, served = self.sasl, self.network, self.limits, self.served
-        dispatch, send = self.dispatch, self._send
+        dispatch, send = self.dispatch, self._send_now
         for i, payload in enumerate(frames):
             if i or self._yield_first:
-                await asyncio.sleep(0)
+                await _turn()
             if self.draining:
                 return False
             # this request's answer is held if the next one of this read is answered without waiting (QUICK_APIS)

@@ -25,7 +25,7 @@ from tenure.protocol.apis import API_VERSIONS_KEY, SUPPORTED
 from tenure.protocol.codec import Request, encode_api_versions_error, encode_response
 from tenure.protocol.context import RequestContext
 from tenure.protocol.error_responses import can_fail, error_response, is_shared_answer
-from tenure.server.connection import Peer
+from tenure.server.connection import SENT, Peer
 from tenure.server.offload import heavy_answer, off_loop
 from tenure.server.routes import Route
 
@@ -126,7 +126,9 @@ class Dispatcher:
         frame = encode_response(req, body)
         capture = self.capture
         kept = capture.keep(req, ctx, code, t0, frame) if capture.active else None
-        await send(frame)
+        waiting = send(frame)
+        if waiting is not SENT:              # (the connection's send: SENT when the answer needs no drain)
+            await waiting
         took = perf_counter() - t0
         self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
         if kept is not None:
@@ -200,7 +202,9 @@ class Dispatcher:
                 seen.answered(frame, version)              # the bytes sent, kept before they leave
             elif capture.active:
                 kept = capture.keep(req, ctx, code, t0, frame, version)
-            await send(frame)
+            waiting = send(frame)
+            if waiting is not SENT:
+                await waiting
         took = perf_counter() - t0
         self.metrics.request(req.spec.name, error_name(code) if code else "NONE", took)
         if kept is not None:

@@ -26,8 +26,9 @@ from tenure.deferred import deferred
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ErrorCode
 from tenure.security.listeners import HANDSHAKE_TIMEOUT_S, SSL
-from tenure.server.connection import Connection, Peer
+from tenure.server.connection import Connection, Peer, Reader, Writer
 from tenure.server.ratelog import RateLimitedLog
+from tenure.server.stream import Stream
 
 log = logging.getLogger("tenure.server")
 certificates = deferred("tenure.security.tls")     # a client certificate's principal: on a TLS listener's connection
@@ -152,8 +153,8 @@ def listen(host: str, port: int, backlog: int = 1024) -> list[socket.socket]:
 
 
 
-# make_connection(peer, reader, writer) -> the Connection serving it
-ConnectionFactory = Callable[[Peer, asyncio.StreamReader, asyncio.StreamWriter], Connection]
+# make_connection(peer, reader, writer) -> the Connection serving it (the listener's: one Stream both)
+ConnectionFactory = Callable[[Peer, Reader, Writer], Connection]
 
 
 class Endpoint:
@@ -336,17 +337,17 @@ class Listener:
         """Connections open now from one client address (as the per-address limit counts them)."""
         return self._per_ip[client_address((address,))]
 
-    async def _open(self, conn: socket.socket, endpoint: Endpoint) -> tuple[asyncio.StreamReader,
-                                                                            asyncio.StreamWriter]:
-        """The connection's streams; on a TLS endpoint after the TLS handshake (within handshake_timeout_s)."""
-        if endpoint.tls is None:
-            return await asyncio.open_connection(sock=conn)
+    async def _open(self, conn: socket.socket, endpoint: Endpoint) -> Stream:
+        """The connection's reader and writer (stream.py); on a TLS endpoint after the TLS handshake (within
+        handshake_timeout_s)."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        protocol = asyncio.StreamReaderProtocol(reader)
-        transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=conn, ssl=endpoint.tls,
-                                                          ssl_handshake_timeout=self.handshake_timeout_s)
-        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+        stream = Stream()
+        if endpoint.tls is None:
+            await loop.connect_accepted_socket(lambda: stream, sock=conn)
+        else:
+            await loop.connect_accepted_socket(lambda: stream, sock=conn, ssl=endpoint.tls,
+                                               ssl_handshake_timeout=self.handshake_timeout_s)
+        return stream
 
     async def _serve(self, conn_id: int, conn: socket.socket, peer, endpoint: Endpoint, address: str) -> None:
         self.metrics.connections_open += 1
@@ -354,7 +355,7 @@ class Listener:
         writer = None
         try:
             try:
-                reader, writer = await self._open(conn, endpoint)
+                writer = await self._open(conn, endpoint)
             except (ssl.SSLError, TimeoutError, ConnectionError, OSError) as exc:
                 self.metrics.closed_connections["tls_handshake_failed"] += 1
                 self.ratelog.log("tls handshake", logging.INFO, "connection %d from %s to listener %s: TLS handshake "
@@ -365,7 +366,7 @@ class Listener:
                 principal = certificates.peer_principal(writer.get_extra_info("ssl_object")) or ANONYMOUS
             connection = self.make_connection(Peer(conn_id, peer, "/" + (peer[0] if peer else "unknown"),
                                                    self.broker_id, endpoint.name, endpoint.protocol, principal),
-                                              reader, writer)
+                                              writer, writer)
             self._conns[conn_id] = connection
             await connection.run()
         except asyncio.CancelledError:
@@ -387,7 +388,7 @@ class Listener:
                     try:
                         await asyncio.wait_for(writer.wait_closed(), 1.0)
                     except (Exception, asyncio.CancelledError):
-                        writer.transport.abort()  # a TLS close waiting for the client's close_notify: dropped
+                        writer.abort()  # a TLS close waiting for the client's close_notify: dropped
             finally:
                 self._tasks.pop(conn_id, None)    # only now: a drain waits for the close (TLS's takes a while)
                 self.metrics.connections_open -= 1    # with it: the gauge is the count --max-connections holds to
