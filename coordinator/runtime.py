@@ -39,6 +39,7 @@ log = logging.getLogger("tenure.coordinator")
 
 T = TypeVar("T")
 _NOT_YET = object()                            # no answer released yet
+PARTITIONS_KEPT = 65536                        # group ids whose partition `_direct_partition` remembers
 
 class Shard(Protocol):
     """What the runtime asks of a shard, whatever coordinator it is (the group coordinator's GroupShard, the
@@ -116,6 +117,7 @@ class CoordinatorRuntime(Generic[S]):
         # wrote records, with the logs it wrote (what an answer writing nothing waits for: `apply`)
         self._syncing: set[asyncio.Task] = set()
         self._writing: dict[asyncio.Task, list] = {}
+        self._partition_by_id: dict[str, int] = {}    # `_direct_partition`'s
         # whether this runtime's kind adds work after a Result's records (`_after_records`): the group
         # coordinator's does not, and a heartbeat skips the call
         self._adds_after_records = type(self)._after_records is not CoordinatorRuntime._after_records
@@ -200,7 +202,7 @@ class CoordinatorRuntime(Generic[S]):
         routing.partition_chunks). A request the runtime's kind handles its own way first (`_special`) is answered
         by that."""
         if req.api_key in self.direct_apis:
-            return self._handle(req, ctx, partition_for(req.body.group_id or "", self.partitions))
+            return self._handle(req, ctx, self._direct_partition(req.body.group_id or ""))
         special = self._special(req, ctx)
         return special if special is not None else self._dispatch(req, ctx)
 
@@ -219,8 +221,18 @@ class CoordinatorRuntime(Generic[S]):
         two apart. Raises what `handle` raises for a request of `direct_apis` after a storage failure (the
         runtime's fail-stop error). Runs on the loop, as `handle`."""
         if req.api_key in self.direct_apis:
-            return self._start(req, ctx, partition_for(req.body.group_id or "", self.partitions))
+            return self._start(req, ctx, self._direct_partition(req.body.group_id or ""))
         return asyncio.ensure_future(self.handle(req, ctx))
+
+    def _direct_partition(self, group_id: str) -> int:
+        """`partition_of`, remembered per group id (the ids a server sees are few: up to PARTITIONS_KEPT, then
+        the table starts again): a member's every heartbeat asks it."""
+        part = self._partition_by_id.get(group_id)
+        if part is None:
+            if len(self._partition_by_id) >= PARTITIONS_KEPT:
+                self._partition_by_id.clear()
+            part = self._partition_by_id[group_id] = partition_for(group_id, self.partitions)
+        return part
 
     def _special(self, req: Request, ctx: RequestContext) -> Awaitable[Any] | None:
         """The answer of a request this runtime handles its own way before the usual path (the group
@@ -285,10 +297,16 @@ class CoordinatorRuntime(Generic[S]):
         try:
             if part is None:
                 self._route(req, ctx)
-            else:
+            else:                                      # `_run`, written out
                 if self.writer.failed is not None:
                     raise self.writer.failed
-                self._run(part, req, ctx)
+                shard = self.shards.get(part)
+                broker = ctx.broker_id
+                if shard is None or part in self.loading or (
+                        broker is not None and self.hosted_on is not None and self.hosted_on(part) != broker):
+                    self._release([(token, error_response(req, self._refusal(part, broker)))])
+                else:
+                    self.apply(shard.handle(req.api_key, ctx, req.body))
         finally:
             answer, self._routing, self._answered = self._answered, 0, _NOT_YET
         if answer is not _NOT_YET:
