@@ -120,7 +120,7 @@ class MemberRequests:
                     res.install(g.group_id, g)
                 if g.state == PREPARING_REBALANCE:
                     code = E.REBALANCE_IN_PROGRESS
-        res.responses.append((ctx.token, shared_heartbeat_answer(code)))   # 0 included: the answer is its code
+        res.respond(ctx.token, shared_heartbeat_answer(code))             # 0 included: the answer is its code
         return res
 
     def leave_group(self, ctx: RequestContext, req) -> Result:
