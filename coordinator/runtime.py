@@ -114,9 +114,11 @@ class CoordinatorRuntime(Generic[S]):
         self._routing = 0                     # the token of the request `_start` is routing now (0: none)
         self._answered: Any = _NOT_YET        # its answer, if released while it is routed
         # the answers waiting for durability (every one: a stop waits for them), and of them those whose Result
-        # wrote records, with the logs it wrote (what an answer writing nothing waits for: `apply`)
+        # wrote records, with the logs it wrote; how many such writes each log has in flight (what an answer
+        # writing nothing waits for: `apply`)
         self._syncing: set[asyncio.Task] = set()
         self._writing: dict[asyncio.Task, list] = {}
+        self._in_flight: dict[Any, int] = {}
         self._partition_by_id: dict[str, int] = {}    # `_direct_partition`'s
         # whether this runtime's kind adds work after a Result's records (`_after_records`): the group
         # coordinator's does not, and a heartbeat skips the call
@@ -306,7 +308,7 @@ class CoordinatorRuntime(Generic[S]):
                         broker is not None and self.hosted_on is not None and self.hosted_on(part) != broker):
                     self._release([(token, error_response(req, self._refusal(part, broker)))])
                 else:
-                    self.apply(shard.handle(req.api_key, ctx, req.body))
+                    self.apply(shard.handle(req.api_key, ctx, req.body), part=part)
         finally:
             answer, self._routing, self._answered = self._answered, 0, _NOT_YET
         if answer is not _NOT_YET:
@@ -363,7 +365,7 @@ class CoordinatorRuntime(Generic[S]):
             # refused (`_refusal` says with what: none of these cases is answered by the shard)
             self._release([(ctx.token, error_response(req, self._refusal(part, broker)))])
             return
-        self.apply(shard.handle(req.api_key, ctx, req.body))
+        self.apply(shard.handle(req.api_key, ctx, req.body), part=part)
 
     def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
         """Each (partition, request) on its shard with a token of its own; its records and timers
@@ -384,7 +386,7 @@ class CoordinatorRuntime(Generic[S]):
                 raise AssertionError(f"shard {part} gave {len(mine)} answers to one request")
             answers.append(mine[0])
             result.responses = [(t, b) for t, b in result.responses if t != sub.token]
-            self.apply(result)
+            self.apply(result, part=part)
         self.apply(Result(responses=[(ctx.token, merge(answers))]))
 
     # ------------------------------------------------------------------ load and unload one partition
@@ -468,28 +470,38 @@ class CoordinatorRuntime(Generic[S]):
             self.apply(shard.loaded(self.clock_ms()))
             return finish_report(report, self.writer.topic_name, [shard], t0)
 
-    def apply(self, result: Result, prepared: PreparedBatch | None = None) -> None:
+    def apply(self, result: Result, prepared: PreparedBatch | None = None, part: int | None = None) -> None:
         """Apply a shard's Result: records written (then what the runtime's kind adds: `_after_records`),
         responses released once durable, timers set. `prepared`: a batch of its records encoded ahead
-        (CoordinatorWriter.prepare)."""
+        (CoordinatorWriter.prepare). `part`: the partition whose shard made it (None: unknown, or several - a
+        merged answer), which its answers wait for when it wrote nothing."""
         writer = self.writer
         if writer.failed is not None:
             raise writer.failed
         logs = writer.write(result.records, prepared) if result.records else []
         if self._adds_after_records:
             self._after_records(result, logs)
-        if (logs or self._writing) and writer.durable_needed:
+        waits_for = logs
+        if not logs and self._in_flight:
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
-            # it waits for them too, as Kafka's coordinator runtime defers it behind pending writes - the
-            # writes, not the other answers waiting so (which would chain every answer behind the one before
-            # for as long as they keep coming)
-            waits_for = logs or list({lg: None for written in self._writing.values() for lg in written})
+            # it waits for them too, as Kafka's coordinator runtime defers it behind its partition's pending
+            # writes - the writes of its shard's partition (of every partition when that is not one), not the
+            # other answers waiting so (which would chain every answer behind the one before for as long as
+            # they keep coming)
+            if part is None:
+                waits_for = list(self._in_flight)
+            else:
+                plog = self.offsets_topic.partitions[part]
+                waits_for = [plog] if plog in self._in_flight else []
+        if waits_for and writer.durable_needed:
             task = asyncio.get_running_loop().create_task(self._release_when_durable(waits_for, result.responses))
             self._syncing.add(task)
             task.add_done_callback(self._syncing.discard)
             if logs:
                 self._writing[task] = logs
+                for plog in set(logs):
+                    self._in_flight[plog] = self._in_flight.get(plog, 0) + 1
                 task.add_done_callback(self._written)
         else:
             self._release(result.responses)
@@ -499,7 +511,16 @@ class CoordinatorRuntime(Generic[S]):
             self.clock.set_timers(result.timers)
 
     def _written(self, task: asyncio.Task) -> None:
-        self._writing.pop(task, None)
+        """A write's wait for durability is over (or failed): it holds no answer back any more."""
+        logs = self._writing.pop(task, None)
+        if logs:
+            in_flight = self._in_flight
+            for plog in set(logs):
+                n = in_flight[plog] - 1
+                if n:
+                    in_flight[plog] = n
+                else:
+                    del in_flight[plog]
 
     def _after_records(self, result: Result, logs: list) -> None:
         """After a Result's records are written, before its answers wait for durability (the transaction
@@ -545,7 +566,9 @@ class CoordinatorRuntime(Generic[S]):
         durable = await self.writer.sync(logs)
         # its write (if it wrote) no longer holds back the answers writing nothing, from now on: not from the
         # task's done callback (`_written`, after it ends: still there when a heartbeat after this answer comes)
-        self._writing.pop(asyncio.current_task(), None)   # type: ignore[arg-type]
+        task = asyncio.current_task()
+        if task is not None:
+            self._written(task)
         if durable:
             self._release(responses)
 
@@ -559,7 +582,7 @@ class CoordinatorRuntime(Generic[S]):
             if shard is None:
                 raise AssertionError(f"timer {key.name} of an unloaded offsets partition")
             return shard.on_timer(key, self.clock_ms())
-        self.apply(self._timer_work(key.name, work))
+        self.apply(self._timer_work(key.name, work), part=self._partition_of_key(key))
 
     def _timer_work(self, name: str, work: Callable[[], T]) -> T:
         """Run a timer's work on its shard (`work()`: the shard's Result, not applied yet)."""

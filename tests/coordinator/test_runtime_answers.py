@@ -2,7 +2,8 @@
 
 An answer whose input wrote no records (a heartbeat) still waits while a write of the runtime awaits durability,
 as Kafka's coordinator runtime defers a write operation that produced no records behind the pending writes
-(CoordinatorRuntime's deferred event queue); it waits for those writes, not for other answers waiting so: once
+(CoordinatorRuntime's deferred event queue of each partition); it waits for its partition's writes, not for other
+answers waiting so, nor for other partitions' writes: once
 the writes are durable, the next heartbeat is answered at once even while an earlier one's wait has not ended
 (before, every answer waited for the one before it, so a steady flow of heartbeats after one commit all went
 through a durability wait). `handle_now` answers without a coroutine when it can, else gives a future.
@@ -185,5 +186,31 @@ def test_a_waiting_answer_whose_caller_gives_up_is_forgotten():
         await turns()
         assert not rt._waiting
         rt.advance_clock(3000)                                           # its answer goes nowhere
+        rt.close()
+    asyncio.run(run())
+
+
+def test_a_heartbeat_waits_only_for_the_writes_of_its_own_partition():
+    async def run():
+        rt, writer = runtime()
+        names = [f"g{i}" for i in range(20)]
+        a = names[0]
+        b = next(n for n in names if partition_for(n, rt.partitions) != partition_for(a, rt.partitions))
+        ma, ga = await static_member(rt, a, "ia")
+        mb, gb = await static_member(rt, b, "ib")
+        writer.open = False
+        committed = asyncio.ensure_future(rt.handle(*commit(a, ma, "ia", ga)))
+        await turns()
+        assert not committed.done() and len(writer.gates) == 1
+        other = rt.handle_now(*heartbeat(b, mb, "ib", gb))                # another partition's: nothing to wait for
+        assert not isinstance(other, asyncio.Future) and other.error_code == 0
+        same = rt.handle_now(*heartbeat(a, ma, "ia", ga))                 # the commit's partition: behind its write
+        assert isinstance(same, asyncio.Future)
+        await turns()
+        assert writer.gates[1][0] == [rt.offsets_topic.partitions[partition_for(a, rt.partitions)]]
+        for _, gate in writer.gates:
+            gate.set_result(None)
+        await turns()
+        assert committed.done() and same.done() and same.result().error_code == 0 and not rt._in_flight
         rt.close()
     asyncio.run(run())
