@@ -321,7 +321,11 @@ def main() -> None:
     ap.add_argument("--coordinator", action="store_true",
                     help="the group coordinator's runtime alone (no server, no codec: decoded requests handed to "
                     "GroupRuntime.handle over an in-memory __consumer_offsets, on uvloop): the CPU time per "
-                    "heartbeat and commit of the coordinator itself (apis heartbeat and commit only)")
+                    "heartbeat and commit of the coordinator itself (apis heartbeat, commit and mixed only: mixed is the "
+                    "heartbeats with a commit in every 100, with --fsync batch the case where answers wait)")
+    ap.add_argument("--fsync", default="never", choices=("never", "batch", "always"),
+                    help="--coordinator: the fsync policy of its in-memory __consumer_offsets (batch: answers wait "
+                         "for durability through a worker thread's round trip, as a server's with a data dir do)")
     ap.add_argument("--split", action="store_true",
                     help="a heartbeat's path in parts, in process: the whole connection (capture on and off), the "
                     "connection with a fixed answer, decode_request, the dispatcher (with the owners answering at "
@@ -628,7 +632,9 @@ def coordinator_child(opts: dict) -> None:
     `__consumer_offsets` of 50 partitions on uvloop, --groups groups of --members static members formed through
     it (expect_group, JoinGroup, SyncGroup); then, per API, decoded requests handed to `GroupRuntime.handle` in
     turn for --seconds (heartbeat: each member's Heartbeat v4; commit: one member per group commits
-    --commit-partitions partitions, OffsetCommit v8); the thread's CPU time per request printed as JSON."""
+    --commit-partitions partitions, OffsetCommit v8; mixed: the heartbeats with every 100th replaced by its group's
+    first member's commit, as members that commit now and then); the thread's CPU time per request printed as JSON.
+    --fsync: the policy the runtime's writes wait for (never: none)."""
     import uvloop
     from kafka.protocol.consumer.group import (
         HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest,
@@ -641,6 +647,7 @@ def coordinator_child(opts: dict) -> None:
     from tenure.protocol.codec import Request
     from tenure.protocol.context import RequestContext
     from tenure.protocol.internal_topics import OFFSETS_TOPIC
+    from tenure.storage.durability import Durability
     args = argparse.Namespace(**opts)
 
     def request(body, version: int) -> Request:
@@ -648,7 +655,7 @@ def coordinator_child(opts: dict) -> None:
 
     async def run() -> list[dict]:
         topic = TopicRegistry().create(OFFSETS_TOPIC, 50, internal=True, configs={"cleanup.policy": "compact"})
-        rt = GroupRuntime(lambda p: GroupShard(partition=p), topic)
+        rt = GroupRuntime(lambda p: GroupShard(partition=p), topic, durability=Durability(opts.get("fsync", "never")))
         P = JoinGroupRequest.JoinGroupRequestProtocol
         members = []
         for g in range(args.groups):
@@ -667,26 +674,32 @@ def coordinator_child(opts: dict) -> None:
             members.append([(gid, j.member_id, f"{gid}-i{i}", j.generation_id) for i, j in enumerate(joins)])
         out = []
         T = OffsetCommitRequest.OffsetCommitRequestTopic
+
+        def commit(g: str, m: str, i: str, gen: int) -> Request:
+            return request(OffsetCommitRequest(
+                group_id=g, generation_id_or_member_epoch=gen, member_id=m, group_instance_id=i,
+                topics=[T(name="hp-commits", partitions=[T.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")
+                    for p in range(args.commit_partitions)])]), 8)
         for api in args.apis.split(","):
-            if api == "heartbeat":
+            if api in ("heartbeat", "mixed"):
                 reqs = [request(HeartbeatRequest(group_id=g, generation_id=gen, member_id=m, group_instance_id=i), 4)
                         for grp in members for g, m, i, gen in grp]
+                if api == "mixed":
+                    for k in range(0, len(reqs), 100):
+                        reqs[k] = commit(*members[(k // 100) % len(members)][0])
             elif api == "commit":
-                reqs = [request(OffsetCommitRequest(
-                    group_id=g, generation_id_or_member_epoch=gen, member_id=m, group_instance_id=i,
-                    topics=[T(name="hp-commits", partitions=[T.OffsetCommitRequestPartition(
-                        partition_index=p, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")
-                        for p in range(args.commit_partitions)])]), 8) for g, m, i, gen in (grp[0] for grp in members)]
+                reqs = [commit(*grp[0]) for grp in members]
             else:
-                raise SystemExit(f"--coordinator measures heartbeat and commit, not {api}")
-            ctxs = [RequestContext(0, r.api_version, "hot", "/127.0.0.1", 0, api_key=r.api_key) for r in reqs[:1]]
+                raise SystemExit(f"--coordinator measures heartbeat, commit and mixed, not {api}")
+            ctxs = {r.api_key: RequestContext(0, r.api_version, "hot", "/127.0.0.1", 0, api_key=r.api_key) for r in reqs}
             errors: dict[int, int] = {}
             n, stop_at = 0, time.perf_counter() + args.seconds
             c0, t0 = time.thread_time(), time.perf_counter()
             while time.perf_counter() < stop_at:
                 for r in reqs:
-                    answer = await rt.handle(r, ctxs[0])
-                    code = answer.error_code if api == "heartbeat" else answer.topics[0].partitions[0].error_code
+                    answer = await rt.handle(r, ctxs[r.api_key])
+                    code = answer.error_code if r.api_key == 12 else answer.topics[0].partitions[0].error_code
                     errors[code] = errors.get(code, 0) + 1
                 n += len(reqs)
                 await asyncio.sleep(0)

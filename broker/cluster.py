@@ -249,7 +249,10 @@ class Cluster:
         return min(stored, len(self.brokers)) if stored != -1 else self.replication_factor
 
     def leader_of(self, topic: str, partition: int) -> int:
-        return self.state(topic, partition).leader
+        """The partition's leader (NO_LEADER: none). Asked at every coordinator request (is its coordinator here?):
+        the partition's state read straight from the table once it is placed."""
+        st = self.parts.get((topic, partition))
+        return (st if st is not None else self.state(topic, partition)).leader
 
     def known_broker(self, broker_id: object) -> int:
         """`broker_id` if it names a broker of this cluster; ValueError (naming the brokers) otherwise."""

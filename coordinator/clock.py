@@ -56,8 +56,12 @@ class CoordinatorClock:
         wheel, wakeup_at = self.timers, self._wakeup_at
         earlier = wakeup_at is None
         for op in ops:
-            wheel.apply(op)
-            if not earlier and op.deadline_ms is not None and op.deadline_ms < wakeup_at:
+            deadline = op.deadline_ms
+            if deadline is None:
+                wheel.cancel(op.key)
+                continue
+            wheel.arm(op.key, deadline)
+            if not earlier and deadline < wakeup_at:
                 earlier = True
         if earlier:
             self._schedule()

@@ -166,7 +166,7 @@ class GroupRuntime(CoordinatorRuntime[GroupShard]):
                                 max_bytes)
                     self._release([(token, refusal)])
                 else:
-                    self.apply(shard.done(res), prepared)
+                    self.apply(shard.done(res), prepared, part)
             return await fut
         finally:
             self._waiting.pop(token, None)

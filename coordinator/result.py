@@ -13,8 +13,8 @@ that produced it has returned (a handler that raises changes nothing). Two kinds
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from tenure.protocol.context import RequestContext  # noqa: F401 - what every handler takes
 
@@ -31,25 +31,59 @@ class GroupSnapshot:
     group: Group | None
 
 
-@dataclass(frozen=True)
 class TimerOp:
-    key: Timer             # a typed key (coordinator.timers)
-    deadline_ms: int | None   # None cancels
+    """One timer change of a Result: arm `key` at `deadline_ms`, or cancel it (`deadline_ms` None). Never changed
+    once made (a plain class with slots: a heartbeat makes one, and a frozen dataclass's constructor cost twice
+    as much); equal by value, as a tuple of its fields."""
+    __slots__ = ("key", "deadline_ms")
+
+    def __init__(self, key: Timer, deadline_ms: int | None) -> None:
+        self.key = key                    # a typed key (coordinator.timers)
+        self.deadline_ms = deadline_ms    # None cancels
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TimerOp):
+            return NotImplemented
+        return self.key == other.key and self.deadline_ms == other.deadline_ms
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.deadline_ms))
+
+    def __repr__(self) -> str:
+        return f"TimerOp(key={self.key!r}, deadline_ms={self.deadline_ms!r})"
 
 
-@dataclass
 class Result:
     """What one input produced: responses (by request token, possibly for other parked requests),
     durable records to append before any response leaves, and timer changes. `events` is what the shard
-    replays once the handler has returned: the records and the group snapshots, in the order made."""
-    responses: list[tuple[int, object]] = field(default_factory=list)
-    records: list = field(default_factory=list)
-    events: list = field(default_factory=list)
-    timers: list[TimerOp] = field(default_factory=list)
-    # (group id, cause) of each rebalance this input started: for metrics and inspection, not state
-    rebalances: list[tuple[str, str]] = field(default_factory=list)
-    # (group id, text) the runtime logs: what a test would want to know happened, not state
-    notes: list[tuple[str, str]] = field(default_factory=list)
+    replays once the handler has returned: the records and the group snapshots, in the order made.
+    `rebalances`: (group id, cause) of each rebalance this input started, for metrics and inspection, not state;
+    `notes`: (group id, text) the runtime logs, what a test would want to know happened, not state.
+
+    A plain class with slots (every request makes one: a dataclass's default factories cost a third more);
+    equal by its fields."""
+    __slots__ = ("responses", "records", "events", "timers", "rebalances", "notes")
+    _FIELDS: ClassVar[tuple[str, ...]] = __slots__
+
+    def __init__(self, responses: list[tuple[int, object]] | None = None, records: list | None = None,
+                 events: list | None = None, timers: list[TimerOp] | None = None,
+                 rebalances: list[tuple[str, str]] | None = None, notes: list[tuple[str, str]] | None = None) -> None:
+        self.responses: list[tuple[int, object]] = [] if responses is None else responses
+        self.records: list = [] if records is None else records
+        self.events: list = [] if events is None else events
+        self.timers: list[TimerOp] = [] if timers is None else timers
+        self.rebalances: list[tuple[str, str]] = [] if rebalances is None else rebalances
+        self.notes: list[tuple[str, str]] = [] if notes is None else notes
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]   # mutable, as the dataclass it was
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS) + ")"
 
     def respond(self, token: int, body: object) -> None:
         self.responses.append((token, body))

@@ -39,6 +39,7 @@ log = logging.getLogger("tenure.coordinator")
 
 T = TypeVar("T")
 _NOT_YET = object()                            # no answer released yet
+PARTITIONS_KEPT = 65536                        # group ids whose partition `_direct_partition` remembers
 
 class Shard(Protocol):
     """What the runtime asks of a shard, whatever coordinator it is (the group coordinator's GroupShard, the
@@ -110,9 +111,18 @@ class CoordinatorRuntime(Generic[S]):
         self.closed = False                   # set by close(): a load on a worker thread gives up
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
-        self._routing = 0                     # the token of the request `_handle` is routing now (0: none)
+        self._routing = 0                     # the token of the request `_start` is routing now (0: none)
         self._answered: Any = _NOT_YET        # its answer, if released while it is routed
+        # the answers waiting for durability (every one: a stop waits for them), and of them those whose Result
+        # wrote records, with the logs it wrote; how many such writes each log has in flight (what an answer
+        # writing nothing waits for: `apply`)
         self._syncing: set[asyncio.Task] = set()
+        self._writing: dict[asyncio.Task, list] = {}
+        self._in_flight: dict[Any, int] = {}
+        self._partition_by_id: dict[str, int] = {}    # `_direct_partition`'s
+        # whether this runtime's kind adds work after a Result's records (`_after_records`): the group
+        # coordinator's does not, and a heartbeat skips the call
+        self._adds_after_records = type(self)._after_records is not CoordinatorRuntime._after_records
 
     @property
     def failed(self) -> BaseException | None:
@@ -194,9 +204,37 @@ class CoordinatorRuntime(Generic[S]):
         routing.partition_chunks). A request the runtime's kind handles its own way first (`_special`) is answered
         by that."""
         if req.api_key in self.direct_apis:
-            return self._handle(req, ctx, partition_for(req.body.group_id or "", self.partitions))
+            return self._handle(req, ctx, self._direct_partition(req.body.group_id or ""))
         special = self._special(req, ctx)
         return special if special is not None else self._dispatch(req, ctx)
+
+    def handle_now(self, req: Request, ctx: RequestContext) -> Any:
+        """`handle` without a coroutine when it can answer at once: for a caller on the loop that would await
+        `handle`'s awaitable right away (the server's dispatcher).
+
+        Returns the answer itself when the request was answered without waiting: a request of `direct_apis`
+        (JoinGroup, Heartbeat, LeaveGroup, SyncGroup for the group coordinator) whose Result released its answer
+        as the request was run - a heartbeat, a refusal (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), any
+        answer that wrote no records while no write of this runtime awaits durability, or any answer at all
+        under `--fsync never`. Otherwise returns an `asyncio.Future` of the answer, to be awaited (never handed
+        in again: the request has been run, or is running): a request of `direct_apis` parked (a JoinGroup
+        waiting for its rebalance, a follower's SyncGroup) or waiting for durability, and any other request
+        (a Task running `handle`). An answer is never a Future, so `isinstance(x, asyncio.Future)` tells the
+        two apart. Raises what `handle` raises for a request of `direct_apis` after a storage failure (the
+        runtime's fail-stop error). Runs on the loop, as `handle`."""
+        if req.api_key in self.direct_apis:
+            return self._start(req, ctx, self._direct_partition(req.body.group_id or ""))
+        return asyncio.ensure_future(self.handle(req, ctx))
+
+    def _direct_partition(self, group_id: str) -> int:
+        """`partition_of`, remembered per group id (the ids a server sees are few: up to PARTITIONS_KEPT, then
+        the table starts again): a member's every heartbeat asks it."""
+        part = self._partition_by_id.get(group_id)
+        if part is None:
+            if len(self._partition_by_id) >= PARTITIONS_KEPT:
+                self._partition_by_id.clear()
+            part = self._partition_by_id[group_id] = partition_for(group_id, self.partitions)
+        return part
 
     def _special(self, req: Request, ctx: RequestContext) -> Awaitable[Any] | None:
         """The answer of a request this runtime handles its own way before the usual path (the group
@@ -242,32 +280,44 @@ class CoordinatorRuntime(Generic[S]):
             return parts.join(answers)
 
     async def _handle(self, req: Request, ctx: RequestContext, part: int | None = None):
+        """`_start`'s answer, awaited when it must wait."""
+        answer = self._start(req, ctx, part)
+        if isinstance(answer, asyncio.Future):
+            return await answer
+        return answer
+
+    def _start(self, req: Request, ctx: RequestContext, part: int | None) -> Any:
         """Route the request (`part`: run it on that partition's shard, a request of `direct_apis`, without
-        `_route`'s questions of a request that may name several groups); its answer as soon as it is released: at
-        once when its Result answers it (a heartbeat), else a future waits for its token (a parked join, an answer
-        waiting for durability)."""
+        `_route`'s questions of a request that may name several groups); its answer when its Result released it
+        at once (a heartbeat), else a future of it waiting for its token (a parked join, an answer waiting for
+        durability), forgotten once done."""
         token = next(self._tokens)
-        ctx = ctx.for_input(token, self.clock_ms())
+        ctx = ctx.for_input(token, self.clock.now_ms())
         if log.isEnabledFor(logging.DEBUG):
             self._log_request(req, ctx.client_host)
         self._routing = token
         try:
             if part is None:
                 self._route(req, ctx)
-            else:
-                if self.failed is not None:
-                    raise self.failed
-                self._run(part, req, ctx)
+            else:                                      # `_run`, written out
+                if self.writer.failed is not None:
+                    raise self.writer.failed
+                shard = self.shards.get(part)
+                broker = ctx.broker_id
+                if shard is None or part in self.loading or (
+                        broker is not None and self.hosted_on is not None and self.hosted_on(part) != broker):
+                    self._release([(token, error_response(req, self._refusal(part, broker)))])
+                else:
+                    self.apply(shard.handle(req.api_key, ctx, req.body), part=part)
         finally:
             answer, self._routing, self._answered = self._answered, 0, _NOT_YET
         if answer is not _NOT_YET:
             return answer
         fut = asyncio.get_running_loop().create_future()
-        self._waiting[token] = fut
-        try:
-            return await fut
-        finally:
-            self._waiting.pop(token, None)
+        waiting = self._waiting
+        waiting[token] = fut
+        fut.add_done_callback(lambda _: waiting.pop(token, None))
+        return fut
 
     def _route(self, req: Request, ctx: RequestContext) -> None:
         """Run the request on the shard(s) of the groups it names and apply their Results. A group whose
@@ -308,11 +358,14 @@ class CoordinatorRuntime(Generic[S]):
         return ErrorCode.NONE if part in self.shards else ErrorCode.NOT_COORDINATOR
 
     def _run(self, part: int, req: Request, ctx: RequestContext) -> None:
-        code = self._refusal(part, ctx.broker_id)
-        if code:
-            self._release([(ctx.token, error_response(req, code))])
+        shard = self.shards.get(part)
+        broker = ctx.broker_id
+        if shard is None or part in self.loading or (
+                broker is not None and self.hosted_on is not None and self.hosted_on(part) != broker):
+            # refused (`_refusal` says with what: none of these cases is answered by the shard)
+            self._release([(ctx.token, error_response(req, self._refusal(part, broker)))])
             return
-        self.apply(self.shards[part].handle(req.api_key, ctx, req.body))
+        self.apply(shard.handle(req.api_key, ctx, req.body), part=part)
 
     def _fan_out(self, ctx: RequestContext, calls: list[tuple[int, Request]], merge: Callable[[list], object]) -> None:
         """Each (partition, request) on its shard with a token of its own; its records and timers
@@ -333,7 +386,7 @@ class CoordinatorRuntime(Generic[S]):
                 raise AssertionError(f"shard {part} gave {len(mine)} answers to one request")
             answers.append(mine[0])
             result.responses = [(t, b) for t, b in result.responses if t != sub.token]
-            self.apply(result)
+            self.apply(result, part=part)
         self.apply(Result(responses=[(ctx.token, merge(answers))]))
 
     # ------------------------------------------------------------------ load and unload one partition
@@ -354,7 +407,7 @@ class CoordinatorRuntime(Generic[S]):
         if result.records:
             raise AssertionError(f"unloading shard {part} wrote records")
         self._release(result.responses)
-        self._set_timers(result.timers)
+        self.clock.set_timers(result.timers)
         left = [k.name for k in self.timers if type(k) in self._timer_keys and self._partition_of_key(k) == part]
         if left:
             raise AssertionError(f"timers of unloaded partition {part} still armed: {left}")
@@ -417,33 +470,65 @@ class CoordinatorRuntime(Generic[S]):
             self.apply(shard.loaded(self.clock_ms()))
             return finish_report(report, self.writer.topic_name, [shard], t0)
 
-    def apply(self, result: Result, prepared: PreparedBatch | None = None) -> None:
+    def apply(self, result: Result, prepared: PreparedBatch | None = None, part: int | None = None) -> None:
         """Apply a shard's Result: records written (then what the runtime's kind adds: `_after_records`),
         responses released once durable, timers set. `prepared`: a batch of its records encoded ahead
-        (CoordinatorWriter.prepare)."""
-        if self.failed is not None:
-            raise self.failed
-        logs = self.writer.write(result.records, prepared) if result.records else []
-        self._after_records(result, logs)
-        if self.writer.durable_needed and (logs or self._syncing):
+        (CoordinatorWriter.prepare). `part`: the partition whose shard made it (None: unknown, or several - a
+        merged answer), which its answers wait for when it wrote nothing."""
+        writer = self.writer
+        if writer.failed is not None:
+            raise writer.failed
+        logs = writer.write(result.records, prepared) if result.records else []
+        if self._adds_after_records:
+            self._after_records(result, logs)
+        waits_for = logs
+        if not logs and self._in_flight:
             # an answer with no records of its own can still show state whose records are not durable
             # yet (a follower's SyncGroup right after the leader's, an OffsetFetch right after a commit):
-            # it waits for them too, as Kafka's coordinator runtime defers it behind pending writes
-            task = asyncio.get_running_loop().create_task(
-                self._release_when_durable(logs or list(self.offsets_topic.partitions), result.responses))
+            # it waits for them too, as Kafka's coordinator runtime defers it behind its partition's pending
+            # writes - the writes of its shard's partition (of every partition when that is not one), not the
+            # other answers waiting so (which would chain every answer behind the one before for as long as
+            # they keep coming)
+            if part is None:
+                waits_for = list(self._in_flight)
+            else:
+                plog = self.offsets_topic.partitions[part]
+                waits_for = [plog] if plog in self._in_flight else []
+        if waits_for and writer.durable_needed:
+            task = asyncio.get_running_loop().create_task(self._release_when_durable(waits_for, result.responses))
             self._syncing.add(task)
             task.add_done_callback(self._syncing.discard)
+            if logs:
+                self._writing[task] = logs
+                for plog in set(logs):
+                    self._in_flight[plog] = self._in_flight.get(plog, 0) + 1
+                task.add_done_callback(self._written)
         else:
             self._release(result.responses)
-        self._observe(result)
-        self._set_timers(result.timers)
+        if result.events or result.notes or result.rebalances:
+            self._observe(result)
+        if result.timers:
+            self.clock.set_timers(result.timers)
+
+    def _written(self, task: asyncio.Task) -> None:
+        """A write's wait for durability is over (or failed): it holds no answer back any more."""
+        logs = self._writing.pop(task, None)
+        if logs:
+            in_flight = self._in_flight
+            for plog in set(logs):
+                n = in_flight[plog] - 1
+                if n:
+                    in_flight[plog] = n
+                else:
+                    del in_flight[plog]
 
     def _after_records(self, result: Result, logs: list) -> None:
         """After a Result's records are written, before its answers wait for durability (the transaction
         coordinator's runtime writes its markers here); `logs` gains what is written."""
 
     def _observe(self, result: Result) -> None:
-        """What a Result tells the counters and the log (the group coordinator's: rebalances, static members)."""
+        """What a Result that changed something (events, notes or rebalances: `apply` asks for no other) tells
+        the counters and the log (the group coordinator's: rebalances, static members)."""
 
     @staticmethod
     def _log_request(req: Request, client_host: str) -> None:
@@ -456,9 +541,6 @@ class CoordinatorRuntime(Generic[S]):
                   extra={"event": "request", "api": req.name, "api_version": req.api_version, "group": gid,
                          "member_id": mid, "instance_id": iid, "client_id": req.client_id,
                          "client_host": client_host})
-
-    def _set_timers(self, ops) -> None:
-        self.clock.set_timers(ops)
 
     # ------------------------------------------------------------------ test controls (on the loop)
     def advance_clock(self, ms: int) -> list[str]:
@@ -481,7 +563,13 @@ class CoordinatorRuntime(Generic[S]):
                 fut.set_result(body)
 
     async def _release_when_durable(self, logs, responses) -> None:
-        if await self.writer.sync(logs):
+        durable = await self.writer.sync(logs)
+        # its write (if it wrote) no longer holds back the answers writing nothing, from now on: not from the
+        # task's done callback (`_written`, after it ends: still there when a heartbeat after this answer comes)
+        task = asyncio.current_task()
+        if task is not None:
+            self._written(task)
+        if durable:
             self._release(responses)
 
     def _fire(self, key: Timer) -> None:
@@ -494,7 +582,7 @@ class CoordinatorRuntime(Generic[S]):
             if shard is None:
                 raise AssertionError(f"timer {key.name} of an unloaded offsets partition")
             return shard.on_timer(key, self.clock_ms())
-        self.apply(self._timer_work(key.name, work))
+        self.apply(self._timer_work(key.name, work), part=self._partition_of_key(key))
 
     def _timer_work(self, name: str, work: Callable[[], T]) -> T:
         """Run a timer's work on its shard (`work()`: the shard's Result, not applied yet)."""

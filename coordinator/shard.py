@@ -289,7 +289,20 @@ class GroupShard:
         return False
 
     def handle(self, api_key: int, ctx: RequestContext, body) -> Result:
-        return self._done(self.routes[api_key](ctx, body))
+        """The handler's Result, then (and only then) replayed: `_done`, written out for the path every request
+        takes (a heartbeat replays nothing and re-arms its member's session timer, already in `_armed`)."""
+        res = self.routes[api_key](ctx, body)
+        if res.events:
+            for event in res.events:
+                self.replay(event)
+        if res.timers:
+            armed = self._armed
+            for op in res.timers:
+                if op.deadline_ms is None:
+                    armed.discard(op.key)
+                else:
+                    armed.add(op.key)
+        return res
 
     def decide(self, api_key: int, ctx: RequestContext, body) -> Result:
         """`handle` without its replay: the handler's Result, nothing changed yet. The runtime then either

@@ -53,10 +53,34 @@ class TimerKey(Timer):
     def parts(self) -> tuple[str, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
 
+    def __hash__(self) -> int:
+        """The hash of the key's ids, computed once per key (the timer wheel's and the shard's dicts hash a
+        member's session key three times per heartbeat)."""
+        try:
+            return self._hash               # type: ignore[attr-defined]
+        except AttributeError:
+            h = hash((self.group_id,))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    def __getstate__(self) -> dict:
+        """A pickled key leaves its hash behind (a string's hash differs between processes)."""
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
 
 @dataclass(frozen=True)
 class _MemberTimer(TimerKey):
     member_id: str
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash               # type: ignore[attr-defined]
+        except AttributeError:
+            h = hash((self.group_id, self.member_id))
+            object.__setattr__(self, "_hash", h)
+            return h
 
 
 class HeartbeatKey(_MemberTimer):

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tenure.coordinator.consumer.regex import InvalidRegex, compile_regex
 from tenure.coordinator.result import Result
@@ -107,9 +107,14 @@ def timeout_key(transactional_id: str) -> TxnTimeoutKey:
     return TxnTimeoutKey(transactional_id)
 
 
-@dataclass
 class TxnResult(Result):
-    markers: list[TxnMarker] = field(default_factory=list)
+    """A transaction coordinator's Result: also the transaction `markers` to write (txn_runtime.py)."""
+    __slots__ = ("markers",)
+    _FIELDS = (*Result._FIELDS, "markers")
+
+    def __init__(self, markers: list[TxnMarker] | None = None, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.markers: list[TxnMarker] = [] if markers is None else markers
 
 
 def _allow_all(operation: int, resource_type: int, name: str) -> bool:

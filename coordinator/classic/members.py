@@ -90,10 +90,12 @@ class MemberRequests:
     def heartbeat(self, ctx: RequestContext, req) -> Result:
         res = Result()
         rb = self.rebalance
-        v, gid, mid, iid = request_ids(ctx, req, 3)
-        if gid and (served := self._other_kind(12, ctx, req)) is not None:
-            return served
-        g = rb.group(gid)
+        # request_ids(ctx, req, 3) and _other_kind(12, ...), written out: every member's heartbeat comes here
+        gid, mid = req.group_id, req.member_id
+        iid = req.group_instance_id if ctx.api_version >= 3 else None
+        g = rb.shard.groups.get(gid) if gid else None
+        if g is not None and not isinstance(g, ClassicGroup):     # a consumer group's classic member: its kind's
+            return rb.shard.kind_of(g).classic_request(12, ctx, req)
         code: int
         if not gid:
             code = E.INVALID_GROUP_ID

@@ -17,7 +17,7 @@ from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord, MemberRecord
 
 from ..handler import ShardHandler
-from ..result import RequestContext, Result
+from ..result import RequestContext, Result, TimerOp
 from ..timers import ExpansionKey, HeartbeatKey, JoinKey, SyncKey
 from .group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, Member, Parked
 from .static import static_event
@@ -78,8 +78,8 @@ class Rebalance(ShardHandler):
         return E.NONE if member_id in g.members else E.UNKNOWN_MEMBER_ID
 
     def reset_heartbeat(self, res: Result, g: ClassicGroup, m: Member, now_ms: int) -> None:
-        timeout = self.config.new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
-        res.set_timer(session_key(g.group_id, m.member_id), now_ms + timeout)
+        timeout = self.shard.config.new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
+        res.timers.append(TimerOp(session_key(g.group_id, m.member_id), now_ms + timeout))    # res.set_timer
 
     def group_record(self, g: ClassicGroup, now_ms: int) -> GroupMetadataRecord:
         return GroupMetadataRecord(

@@ -21,6 +21,16 @@ def test_keys_are_values_of_their_kind():
     assert a.name == b.name == "heartbeat/a/b/c" and a != b and len({a, b}) == 2
 
 
+def test_a_keys_hash_is_kept_with_it_and_never_pickled():
+    import pickle
+    k = HeartbeatKey("g", "m")
+    assert hash(k) == hash(k) == hash(HeartbeatKey("g", "m")) == hash(("g", "m"))
+    assert hash(JoinKey("g")) == hash(("g",)) and hash(JoinKey("g")) == hash(SyncKey("g")) and JoinKey("g") != SyncKey("g")
+    copy = pickle.loads(pickle.dumps(k))
+    assert copy == k and "_hash" not in copy.__dict__ and hash(copy) == hash(k)
+    assert repr(k) == "HeartbeatKey(group_id='g', member_id='m')" and k.parts == ("g", "m")
+
+
 def test_wheel_orders_by_deadline_then_arming_order():
     w = TimerWheel()
     w.arm(JoinKey("z"), 100)
