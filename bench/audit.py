@@ -173,9 +173,9 @@ def child_replay(data_dir: str, mode: str) -> dict:
 
     from tenure.broker.topics import TopicRegistry
     from tenure.coordinator import GroupShard
-    from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
     from tenure.coordinator.runtime import CoordinatorRuntime
+    from tenure.protocol import records as rec
     from tenure.storage.datadir import DataDir
 
     out = {"mode": mode, "rss_start_kb": proc_status(os.getpid()).get("VmRSS")}

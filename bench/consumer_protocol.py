@@ -64,7 +64,7 @@ class Member:
             c.poll(0.05)
         c.close()
 
-    def start(self) -> "Member":
+    def start(self) -> Member:
         self.thread.start()
         return self
 

@@ -51,6 +51,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+
 from benchcommon import tree_version, wait_ready_line
 
 HERE = Path(__file__).resolve().parent
@@ -176,7 +177,7 @@ def diff(a: dict | None, b: dict | None) -> dict | None:
 
 # ------------------------------------------------------------------------------------------ produce
 def produce(bootstrap: str, target: str, args, server: Server | None) -> dict:
-    from throughput import create_topic, produce_phase, proc_cpu_s
+    from throughput import create_topic, proc_cpu_s, produce_phase
 
     topic = f"durability-{target}-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, use_admin=(target != "mock"))
@@ -220,7 +221,7 @@ async def commit_load(bootstrap: str, committers: int, partitions: int, seconds:
             t = time.perf_counter()
             try:
                 resp = await asyncio.wait_for(conn.call(req, 8), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 timeouts += 1
                 return
             lat.append(time.perf_counter() - t)

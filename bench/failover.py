@@ -227,8 +227,8 @@ def real_clients(target: str, n_groups: int, n_members: int, timeout: float) -> 
 
 def synthetic(n_groups: int, n_records: int, keep: str | None, timeout: float) -> dict:
     from tenure.config import ServerConfig
-    from tenure.server import ServerThread
     from tenure.protocol.internal_topics import OFFSETS_TOPIC
+    from tenure.server import ServerThread
     d = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="failover-bench-"))
     try:
         if not (d / f"{OFFSETS_TOPIC}-0").is_dir():

@@ -60,8 +60,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tests.support.groups import confluent_generation as generation_of  # noqa: E402
 from trees import serve_argv, tree_label  # noqa: E402
+
+from tests.support.groups import confluent_generation as generation_of  # noqa: E402
 
 PARTITIONS = 12
 SESSION_MS = 1800000      # heartbeat bench: the broker's maximum, no member expires during set-up
@@ -641,8 +642,8 @@ def main() -> int:
                          "--serve-arg=--capture-requests=0")
     args = ap.parse_args()
     started = time.monotonic()
-    from confluent_kafka import version, libversion
     from benchcommon import tree_version
+    from confluent_kafka import libversion, version
     ck = version()
     print(f"confluent-kafka {ck[0] if isinstance(ck, tuple) else ck}, librdkafka {libversion()[0]}, {os.cpu_count()} cpus, "
           f"tree {tree_version()}, load average {os.getloadavg()[0]:.1f}", flush=True)

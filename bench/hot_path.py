@@ -500,7 +500,7 @@ def in_process_child(opts: dict) -> None:
                     took = time.thread_time() - c0, time.perf_counter() - t0
                     if prof is not None:
                         prof.disable()
-                        prof.dump_stats(f"{args.profile}.{api}")
+                        prof.dump_stats(f"{args.profile}.{api}")  # noqa: B023 - run within the iteration
                     return *took, sink
                 cpu, wall, sink = asyncio.run_coroutine_threadsafe(drive(), st.loop).result(args.seconds + 60)
                 out.append({"api": api, "n": sink.answers, "per_s": sink.answers / wall,
@@ -636,9 +636,7 @@ def coordinator_child(opts: dict) -> None:
     first member's commit, as members that commit now and then); the thread's CPU time per request printed as JSON.
     --fsync: the policy the runtime's writes wait for (never: none)."""
     import uvloop
-    from kafka.protocol.consumer.group import (
-        HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest,
-    )
+    from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 
     from tenure.broker.topics import TopicRegistry
     from tenure.coordinator import GroupShard

@@ -77,6 +77,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from benchcommon import drop_cache, mib, proc_status, tree_version, wait_ready_line
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,9 +207,7 @@ def _checkpointed(data_dir: Path) -> dict[str, int]:
 def commit_and_wait_checkpoint(bootstrap: str, data_dir: Path, timeout: float) -> dict:
     """Commit one offset (confluent-kafka; --fsync batch fsyncs it, raising the recovery point) and wait until
     the running server's periodic checkpoint names the new recovery point of __consumer_offsets."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from confluent_kafka import KafkaException
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     from tests.support.clients import create_topic
     try:
@@ -276,9 +275,9 @@ def in_process(data_dir: str, segment_bytes: int, profile: bool, what_if: bool) 
 
     from tenure.broker.topics import TopicRegistry
     from tenure.coordinator import GroupShard
-    from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
     from tenure.coordinator.runtime import CoordinatorRuntime
+    from tenure.protocol import records as rec
     from tenure.storage import reader
     from tenure.storage.datadir import DataDir
     from tenure.storage.segments import LogConfig, SegmentLog, partition_dir_name
@@ -470,8 +469,8 @@ def last_per_key(topic, full) -> dict:
     from kafka.record.default_records import DefaultRecordBatch
 
     from tenure.coordinator import GroupShard
-    from tenure.protocol import records as rec
     from tenure.coordinator.loader import iter_batches
+    from tenure.protocol import records as rec
 
     t0 = time.perf_counter()
     last: dict = {}

@@ -172,7 +172,7 @@ def main() -> None:
                 for t in targets:
                     rs = results.get((t, client, n, interval), [])
                     cells.append(" / ".join(cell(r) for r in rs) if rs else "-")
-                def m(t: str, key: str) -> float | None:
+                def m(t: str, key: str, client=client, n=n, interval=interval) -> float | None:
                     return _median(results.get((t, client, n, interval), []), key)
                 ratios = []
                 for a, b, key in (("expect", "tenure", "start"), ("expect", "tenure", "seconds"),

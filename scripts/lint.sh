@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ruff and mypy over the product packages, both at zero findings (run by scripts/test.sh before the tests).
+# ruff over the product packages, tests/, bench/ and scripts/, and mypy over the product packages, both at zero
+# findings (run by scripts/test.sh before the tests).
 # The installed package `tenure.<layer>` lives in the top-level folder <layer>/ (pyproject's package-dir);
 # mypy cannot follow that mapping, so it checks a view of the package made of symlinks in .cache/typecheck/.
 set -euo pipefail

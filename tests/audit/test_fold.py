@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from tenure.audit import job
 from tenure.coordinator import GroupShard
-from tenure.protocol import records as rec
 from tenure.coordinator.runtime import CoordinatorRuntime
+from tenure.protocol import records as rec
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.storage.compaction import CompactionPolicy, Compactor
 from tenure.storage.segments import LogConfig, SegmentLog
-
-from tenure.audit import job
 
 REMOVE_CAUSES = [rec.EXPIRED, rec.LEFT, rec.REMOVED, rec.SYNC_EXPIRED, rec.REGISTRATION_EXPIRED, rec.GROUP_FULL]
 
@@ -42,8 +41,8 @@ def random_history(seed: int, n: int = 300) -> list[rec.Record]:
         gid = f"g{r.randrange(3)}"
         g = groups.setdefault(gid, {"gen": 0, "map": {}, "keys": set()})
         k = r.random()
-        ev = lambda cause, iid, old, new: out.append(rec.StaticMemberEventRecord(  # noqa: E731
-            gid, iid, cause, old, new, g["gen"], now, "c", "/h"))
+        def ev(cause, iid, old, new, gid=gid, g=g, now=now, out=out):
+            out.append(rec.StaticMemberEventRecord(gid, iid, cause, old, new, g["gen"], now, "c", "/h"))
         if k < 0.25:
             iid = f"i{r.randrange(5)}"
             new = f"{iid}-{next(ids)}"

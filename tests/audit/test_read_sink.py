@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import types as T
 
 from tenure.audit import job, listing, offsets_sink, read
-from tenure.protocol.markers import control_batch
 from tenure.catchup.ranges import PREFIX
+from tenure.protocol.markers import control_batch
 
 from .logs import T0, open_log
 from .test_read_commits import batches, commit_kv, raw_batch

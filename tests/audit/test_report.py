@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tenure.audit import job, query, report
-from tenure.tools.cli import main
 from tenure.protocol import records as rec
+from tenure.tools.cli import main
 
 from .logs import T0, Writer, ev, gm
 
@@ -210,6 +210,7 @@ def _drawing(gen_times: list[tuple[int, str]], span_ms: int = 240_000) -> dict:
     """A group's drawing as collect() gives it: six instances, inst-00 replaced once, inst-01 expired, and one
     generation per (ms after T0, trigger)."""
     import pandas as pd
+
     from tenure.audit.fold import DRAWN_GENERATIONS, DRAWN_INTERVALS, DRAWN_MARKS
     lanes = [f"inst-{i:02d}" for i in range(6)]
     iv = [(G, lane, f"m-{i}-1", T0 + i * 10, None if i else T0 + 60_000, "joined", None if i else "replaced", 1,

@@ -8,9 +8,9 @@ from pathlib import Path
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tenure.audit import job
-from tenure.protocol.markers import control_batch
 from tenure.protocol import records as rec
 from tenure.protocol import txn_records as txr
+from tenure.protocol.markers import control_batch
 from tenure.storage.reader import SegmentReader
 from tenure.storage.segments import LogConfig, SegmentLog
 

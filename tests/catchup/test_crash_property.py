@@ -94,7 +94,7 @@ def test_random_crashes_lose_nothing_and_committed_never_overclaims(tenure_serve
     started = time.monotonic()
     rounds = 0
     try:
-        for rounds in range(1, ROUNDS + 1):
+        for rounds in range(1, ROUNDS + 1):  # noqa: B007 - the count is read after the loop
             if time.monotonic() - started > BUDGET_S:
                 break
             for _ in range(rnd.randint(1, 4)):

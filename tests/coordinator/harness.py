@@ -30,28 +30,63 @@ import dataclasses
 import itertools
 
 from kafka.protocol.admin.groups import (
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    ListGroupsRequest, ListGroupsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer.group import (
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
-
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
-from tenure.coordinator import CoordinatorConfig, GroupShard, RequestContext
-from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
-from tenure.protocol.share_group import ShareGroupDescribeResponse, ShareGroupHeartbeatResponse
-from tenure.coordinator import EMPTY, STABLE, GroupSnapshot
-from tenure.coordinator import KEY_TYPES, TimerKey, TimerWheel
-from tenure.protocol import records as wire_records
-from tenure.protocol.records import (
-    EXPIRED, FENCED, FORCED_REBALANCE, GROUP_FULL, JOINED, LEFT, REGISTRATION_EXPIRED, REMOVED, REPLACED,
-    SYNC_EXPIRED, GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
-    TransactionalOffsetCommit, TransactionEnd,
+from tenure.coordinator import (
+    EMPTY,
+    KEY_TYPES,
+    STABLE,
+    CoordinatorConfig,
+    GroupShard,
+    GroupSnapshot,
+    RequestContext,
+    TimerKey,
+    TimerWheel,
 )
+from tenure.protocol import records as wire_records
+from tenure.protocol.consumer_group import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from tenure.protocol.records import (
+    EXPIRED,
+    FENCED,
+    FORCED_REBALANCE,
+    GROUP_FULL,
+    JOINED,
+    LEFT,
+    REGISTRATION_EXPIRED,
+    REMOVED,
+    REPLACED,
+    SYNC_EXPIRED,
+    GroupMetadataRecord,
+    MemberRecord,
+    OffsetCommitRecord,
+    StaticMemberEventRecord,
+    TransactionalOffsetCommit,
+    TransactionEnd,
+)
+from tenure.protocol.share_group import ShareGroupDescribeResponse, ShareGroupHeartbeatResponse
 
 REMOVAL_CAUSES = (EXPIRED, REGISTRATION_EXPIRED, SYNC_EXPIRED, GROUP_FULL, LEFT, REMOVED)
 
@@ -598,7 +633,7 @@ class Harness:
             fresh.replay(copy.deepcopy(r))
         return fresh
 
-    def failover(self) -> "Harness":
+    def failover(self) -> Harness:
         """A new coordinator that loads this one's durable records (as after a broker failover) and
         restarts every member's heartbeat timer. Clock and member-id counter carry on."""
         other = type(self)(self.coordinator.config, auto_check=self.auto_check, topics=self.topics)

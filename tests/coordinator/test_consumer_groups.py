@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tenure.coordinator.consumer.group import STABLE_MEMBER, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
-from tenure.coordinator.timers import ConsumerRebalanceKey, ConsumerSessionKey
 from tenure.protocol.consumer_group_records import (
-    ConsumerGroupMetadataRecord, ConsumerMemberRecord, CurrentAssignmentRecord, TargetAssignmentMemberRecord,
+    ConsumerGroupMetadataRecord,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    TargetAssignmentMemberRecord,
     TargetAssignmentMetadataRecord,
 )
 from tenure.protocol.errors import ErrorCode as E
@@ -233,7 +235,7 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
     assert "a" in h.group["g"].members
     h.advance(1)
     assert "a" not in h.group["g"].members
-    t = h.hb("b", 2, owned={})
+    h.hb("b", 2, owned={})
     h.settle({"b": None})
     assert h.owned("b") == {"t": [0, 1, 2, 3, 4, 5]}
 

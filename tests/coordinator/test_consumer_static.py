@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from tenure.coordinator.consumer.group import STABLE_MEMBER
 from tenure.protocol.consumer_group_records import (
-    ConsumerGroupMetadataRecord, ConsumerMemberRecord, CurrentAssignmentRecord, TargetAssignmentMemberRecord,
+    ConsumerGroupMetadataRecord,
+    ConsumerMemberRecord,
+    CurrentAssignmentRecord,
+    TargetAssignmentMemberRecord,
 )
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import EXPIRED, FENCED, JOINED, LEFT, REPLACED, StaticMemberEventRecord
@@ -125,7 +128,7 @@ def test_rolling_restart_of_every_static_member_makes_no_bump():
     h.settle(members)
     epoch = h.epoch()
     before = {iid: h.owned(mid) for mid, iid in members.items()}
-    for n, (mid, iid) in enumerate(list(members.items())):
+    for _n, (mid, iid) in enumerate(list(members.items())):
         h.hb(mid, -2, instance_id=iid)
         h.advance(1000)
         new = f"{mid}-r"

@@ -6,9 +6,7 @@ import copy
 
 import pytest
 
-from tenure.coordinator import CoordinatorConfig, GroupShard
-from tenure.coordinator import Result
-from tenure.coordinator import HeartbeatKey, JoinKey
+from tenure.coordinator import CoordinatorConfig, GroupShard, HeartbeatKey, JoinKey, Result
 from tenure.coordinator.classic.rebalance import Rebalance
 
 from .harness import Harness

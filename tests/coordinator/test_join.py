@@ -2,12 +2,22 @@
 completion (J12-J16). Item labels refer to docs/behaviour.md."""
 import pytest
 
-from tenure.coordinator import CoordinatorConfig
-from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, CoordinatorConfig
 
 from .harness import (
-    NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, event_record, group_record, heartbeat_resp, join_err,
-    join_ok, leave_resp, member_record, sync_err, sync_ok,
+    NEW_MEMBER_JOIN_TIMEOUT,
+    REBALANCE,
+    SESSION,
+    Harness,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    leave_resp,
+    member_record,
+    sync_err,
+    sync_ok,
 )
 
 ALL_JOIN_VERSIONS = range(0, 10)
@@ -399,7 +409,7 @@ def test_static_join_during_completing_rebalance_answers_parked_syncs_27_and_res
     h = Harness()
     i1, i2 = h.form_group(["i1", "i2"])               # gen 1, Stable with assignments
     t1 = h.join("g", i1, "i1")                         # leader rejoin -> rebalance
-    t2 = h.join("g", i2, "i2")                         # completes: gen 2, CompletingRebalance
+    h.join("g", i2, "i2")                              # completes: gen 2, CompletingRebalance
     assert h.resp(t1)["generation_id"] == 2 and h.g().state == COMPLETING_REBALANCE
     s2 = h.sync("g", i2, 2, "i2")                      # follower parks
     assert h.parked(s2)

@@ -20,11 +20,11 @@ from typing import ClassVar
 
 import pytest
 
-from tenure.coordinator import GroupShard, GroupInfo, MemberInfo, RequestContext, Result, TimerKey
+from tenure.coordinator import GroupInfo, GroupShard, MemberInfo, RequestContext, Result, TimerKey
 from tenure.coordinator import kinds as kinds_module
 from tenure.coordinator.config import AdminError
-from tenure.coordinator.kinds import KINDS, LazyKind
 from tenure.coordinator.handler import ShardHandler
+from tenure.coordinator.kinds import KINDS, LazyKind
 from tenure.protocol.errors import ErrorCode as E
 
 FAKE_API = 1000

@@ -5,13 +5,20 @@ Like the rest of tests/coordinator, each scenario asserts the exact responses, t
 (GroupMetadata and StaticMemberEvent), and the rebalances each step started (`Result.rebalances`)."""
 import pytest
 
-from tenure.coordinator import AdminError, CoordinatorConfig
-from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, AdminError, CoordinatorConfig
 from tenure.protocol.errors import ErrorCode as E
 
 from .harness import (
-    NEW_MEMBER_JOIN_TIMEOUT, SESSION, Harness, event_record, group_record, heartbeat_resp, join_err, join_ok,
-    member_record, sync_ok,
+    NEW_MEMBER_JOIN_TIMEOUT,
+    SESSION,
+    Harness,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    member_record,
+    sync_ok,
 )
 
 MIN = 60_000

@@ -4,7 +4,15 @@ import pytest
 from tenure.coordinator import EMPTY, PREPARING_REBALANCE
 
 from .harness import (
-    REBALANCE, Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, leave_resp, member_record,
+    REBALANCE,
+    Harness,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    leave_resp,
+    member_record,
 )
 
 

@@ -11,9 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenure.broker.topics import TopicRegistry
-from tenure.coordinator.consumer.hash import (
-    TopicHashCache, group_hash, group_hash_input, topic_hash, topic_hash_input,
-)
+from tenure.coordinator.consumer.hash import TopicHashCache, group_hash, group_hash_input, topic_hash, topic_hash_input
 
 ORDERS = uuid.UUID("1a2b3c4d-5e6f-4a0b-9c1d-2e3f4a5b6c7d")
 PAYMENTS = uuid.UUID("7f000001-0000-4000-8000-000000000001")

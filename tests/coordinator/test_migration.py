@@ -21,7 +21,7 @@ from tenure.protocol.consumer_group_records import (
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.records import GroupMetadataRecord
 
-from .consumer_harness import ConsumerHarness, Topics
+from .consumer_harness import ConsumerHarness
 
 _SUB_TP = ConsumerProtocolSubscription.fields["owned_partitions"].data_class
 _ASG_TP = ConsumerProtocolAssignment.fields["assigned_partitions"].data_class

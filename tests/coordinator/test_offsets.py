@@ -1,8 +1,6 @@
 """OffsetCommit / OffsetFetch for classic groups (G2, O1-O6)."""
 import pytest
-from kafka.protocol.consumer.group import (
-    OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse,
-)
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse
 
 from tenure.coordinator import EMPTY
 
@@ -210,9 +208,9 @@ def _commit_v0(h: Harness, group: str, parts) -> int:
     body = OffsetCommitRequest(version=0, group_id=group, topics=[CT(version=0, name="t", partitions=[
         CP(version=0, partition_index=i, committed_offset=o, committed_metadata=m) for i, o, m in parts])])
     # group, then topics [name, partitions [index, offset, metadata]]: no generation, member or retention
-    expected = "%04x" % len(group) + group.encode().hex() + "00000001" + "0001" + b"t".hex() + "%08x" % len(parts)
+    expected = f"{len(group):04x}" + group.encode().hex() + "00000001" + "0001" + b"t".hex() + f"{len(parts):08x}"
     for i, o, m in parts:
-        expected += "%08x%016x" % (i, o) + ("ffff" if m is None else "%04x" % len(m) + m.encode().hex())
+        expected += f"{i:08x}{o:016x}" + ("ffff" if m is None else f"{len(m):04x}" + m.encode().hex())
     return h.send(COMMIT, 0, _over_the_wire(OffsetCommitRequest, 0, body, expected))
 
 
@@ -259,10 +257,10 @@ def _commit_v1(h: Harness, member: str, generation: int, parts) -> int:
                                    CP(version=1, partition_index=i, committed_offset=o, commit_timestamp=ts,
                                       committed_metadata=m) for i, o, ts, m in parts])])
     # group, generation, member, then topics [name, partitions [index, offset, commit timestamp, metadata]]
-    expected = ("0001" + b"g".hex() + "%08x" % (generation & 0xffffffff) + "%04x" % len(member)
-                + member.encode().hex() + "00000001" + "0001" + b"t".hex() + "%08x" % len(parts))
+    expected = ("0001" + b"g".hex() + "%08x" % (generation & 0xffffffff) + f"{len(member):04x}"
+                + member.encode().hex() + "00000001" + "0001" + b"t".hex() + f"{len(parts):08x}")
     for i, o, ts, m in parts:
-        expected += "%08x%016x%016x" % (i, o, ts & 0xffffffffffffffff) + "%04x" % len(m) + m.encode().hex()
+        expected += f"{i:08x}{o:016x}{ts & 0xffffffffffffffff:016x}" + f"{len(m):04x}" + m.encode().hex()
     return h.send(COMMIT, 1, _over_the_wire(OffsetCommitRequest, 1, body, expected))
 
 

@@ -4,9 +4,17 @@ scenario per call site of `_prepare_rebalance`, asserting the Result of the very
 input started one (`take_rebalances` collects them over every input)."""
 import pytest
 
-from tenure.coordinator import CoordinatorConfig
-from tenure.coordinator import ExpansionKey, HeartbeatKey, RegistrationKey, SyncKey
-from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import (
+    COMPLETING_REBALANCE,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    CoordinatorConfig,
+    ExpansionKey,
+    HeartbeatKey,
+    RegistrationKey,
+    SyncKey,
+)
 
 from .harness import SESSION, Harness, heartbeat_resp, join_ok, leave_resp
 

@@ -5,7 +5,15 @@ input of every test; these tests look at the loaded coordinator itself.)"""
 from tenure.coordinator import PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    SESSION, Harness, commit_resp, event_record, group_record, heartbeat_resp, join_ok, member_record, sync_ok,
+    SESSION,
+    Harness,
+    commit_resp,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_ok,
+    member_record,
+    sync_ok,
 )
 
 

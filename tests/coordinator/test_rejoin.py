@@ -4,7 +4,15 @@ import pytest
 from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, member_record, sync_err, sync_ok,
+    Harness,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    member_record,
+    sync_err,
+    sync_ok,
 )
 
 
@@ -76,7 +84,7 @@ def test_rejoin_during_preparing_rebalance_parks_until_others_arrive():
 def _completing(h: Harness):
     i1, i2 = h.form_group(["i1", "i2"], protocols=(("range", b"m"),))
     t1 = h.join("g", i1, "i1", protocols=(("range", b"m"),))
-    t2 = h.join("g", i2, "i2", protocols=(("range", b"m"),))
+    h.join("g", i2, "i2", protocols=(("range", b"m"),))
     assert h.resp(t1)["generation_id"] == 2 and h.g().state == COMPLETING_REBALANCE
     return i1, i2
 

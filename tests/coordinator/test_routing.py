@@ -8,20 +8,20 @@ import asyncio
 import random
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+from kafka.record.default_records import DefaultRecordBatch
 
 from tenure.broker.topics import TopicRegistry
-from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import CoordinatorConfig, GroupShard, partition_for
 from tenure.coordinator.clock import CoordinatorClock
-from tenure.coordinator.loader import iter_batches
 from tenure.coordinator.group_runtime import GroupRuntime
+from tenure.coordinator.loader import iter_batches
 from tenure.protocol import records as rec
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request
 from tenure.protocol.context import RequestContext
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 
 
 def runtime(partitions: int) -> GroupRuntime:

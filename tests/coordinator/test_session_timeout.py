@@ -2,8 +2,17 @@
 from tenure.coordinator import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    NEW_MEMBER_JOIN_TIMEOUT, REBALANCE, SESSION, Harness, commit_resp, event_record, group_record,
-    heartbeat_resp, join_err, join_ok, member_record,
+    NEW_MEMBER_JOIN_TIMEOUT,
+    REBALANCE,
+    SESSION,
+    Harness,
+    commit_resp,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    member_record,
 )
 
 

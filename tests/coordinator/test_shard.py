@@ -1,8 +1,7 @@
 """The shard API: `unload` (another coordinator takes the partition over) and the read-only queries."""
 import pytest
 
-from tenure.coordinator import CoordinatorConfig, GroupShard
-from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE, CoordinatorConfig, GroupShard
 
 from .harness import Harness, join_err, sync_err
 

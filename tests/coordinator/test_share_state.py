@@ -56,7 +56,7 @@ def test_the_first_write_is_a_snapshot_then_updates_then_a_snapshot_again():
     assert len(snapshots) == 2 and snapshots[1].snapshot_epoch == 1 and snapshots[1] is log[-1]
     assert s.read(KEY) == (3 + SNAPSHOT_EVERY, ((3 + SNAPSHOT_EVERY, 3 + SNAPSHOT_EVERY, AVAILABLE, 1),))
     assert compacted(log).read(KEY) == s.read(KEY)
-    for i in range(SNAPSHOT_EVERY):
+    for _ in range(SNAPSHOT_EVERY):
         log.append(write(s, 3, []))
     assert not log[-1].snapshot and write(s, 3, []).snapshot              # then every SNAPSHOT_EVERY-th
 

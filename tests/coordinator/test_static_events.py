@@ -7,14 +7,23 @@ import copy
 
 import pytest
 
-from tenure.coordinator import CoordinatorConfig, GroupShard
-from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE, CoordinatorConfig, GroupShard
 from tenure.protocol import records as wire_records
 from tenure.protocol.records import GroupMetadataRecord, OffsetCommitRecord, StaticMemberEventRecord
 
 from .harness import (
-    REBALANCE, SESSION, Harness, event_record, group_record, heartbeat_resp, join_err, join_ok, leave_resp,
-    member_record, sync_err, sync_ok,
+    REBALANCE,
+    SESSION,
+    Harness,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    leave_resp,
+    member_record,
+    sync_err,
+    sync_ok,
 )
 
 MIN = 60_000

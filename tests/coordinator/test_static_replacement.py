@@ -4,8 +4,19 @@ import pytest
 from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
 from .harness import (
-    HOST, SESSION, Harness, commit_resp, event_record, group_record, heartbeat_resp, join_err, join_ok,
-    leave_resp, member_record, sync_err, sync_ok,
+    HOST,
+    SESSION,
+    Harness,
+    commit_resp,
+    event_record,
+    group_record,
+    heartbeat_resp,
+    join_err,
+    join_ok,
+    leave_resp,
+    member_record,
+    sync_err,
+    sync_ok,
 )
 
 

@@ -3,9 +3,7 @@ import pytest
 
 from tenure.coordinator import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 
-from .harness import (
-    SESSION, Harness, group_record, heartbeat_resp, member_record, sync_err, sync_ok,
-)
+from .harness import SESSION, Harness, group_record, heartbeat_resp, member_record, sync_err, sync_ok
 
 
 def _completing(h: Harness, instances=("i1", "i2", "i3")):

@@ -1,7 +1,16 @@
 """Typed timer keys and the timer wheel (coordinator/timers.py)."""
-from tenure.coordinator import EMPTY, STABLE, TimerOp
 from tenure.coordinator import (
-    KEY_TYPES, ExpansionKey, HeartbeatKey, JoinKey, PendingKey, RegistrationKey, SyncKey, TimerWheel,
+    EMPTY,
+    KEY_TYPES,
+    STABLE,
+    ExpansionKey,
+    HeartbeatKey,
+    JoinKey,
+    PendingKey,
+    RegistrationKey,
+    SyncKey,
+    TimerOp,
+    TimerWheel,
 )
 
 from .harness import SESSION, Harness, heartbeat_resp

@@ -6,12 +6,19 @@ import itertools
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
-from tenure.protocol.markers import TxnMarker
+from tenure.coordinator import TimerOp
 from tenure.coordinator.transactions import TransactionCoordinator, timeout_key
 from tenure.protocol import txn_records
-from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,
-                                         PREPARE_COMMIT, TransactionRecord)
-from tenure.coordinator import TimerOp
+from tenure.protocol.markers import TxnMarker
+from tenure.protocol.txn_records import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    TransactionRecord,
+)
 
 
 class Ctx:
@@ -185,6 +192,7 @@ def test_list_transactions_v2_filters_by_a_whole_match_of_the_transactional_id_p
 
 def test_group_coordinator_holds_transactional_offsets_until_the_marker():
     from kafka.protocol.producer import TxnOffsetCommitRequest as R
+
     from tenure.coordinator import GroupShard, RequestContext
     from tenure.protocol.records import OffsetCommitRecord, TransactionalOffsetCommit, TransactionEnd
     g = GroupShard()
@@ -214,6 +222,7 @@ def test_a_transactional_commit_is_not_refused_during_completing_rebalance():
     """Kafka refuses an OffsetCommit in CompletingRebalance (27) but not a TxnOffsetCommit of the member."""
     from kafka.protocol.consumer.group import OffsetCommitRequest as O
     from kafka.protocol.producer import TxnOffsetCommitRequest as R
+
     from tenure.coordinator import GroupShard, RequestContext
     from tests.support.groupwire import join_request
     g = GroupShard()

@@ -15,8 +15,15 @@ from tenure.coordinator.transactions import TransactionCoordinator, timeout_key,
 from tenure.protocol import txn_records
 from tenure.protocol.errors import ErrorCode as E
 from tenure.protocol.markers import TxnMarker
-from tenure.protocol.txn_records import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT,
-                                         PREPARE_COMMIT, TransactionRecord)
+from tenure.protocol.txn_records import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    TransactionRecord,
+)
 
 
 class Ctx:

@@ -29,8 +29,6 @@ from tenure.storage import MemoryLog
 from .harness import TXN_OFFSET_COMMIT, Harness
 
 
-
-
 @dataclass
 class Topic:
     name: str

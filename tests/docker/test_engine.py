@@ -220,7 +220,7 @@ def test_compose_server_restart_on_its_volume_keeps_groups_and_offsets(stack):
         instance = instance_of(container)
         docker("start", container, timeout=60)
 
-        def rejoined():
+        def rejoined(instance=instance):
             g = stack.group(GROUP)
             if g and g["state"] == "Stable" and by_instance(g).get(instance, (old[instance],))[0] != old[instance]:
                 return g

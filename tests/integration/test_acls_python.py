@@ -11,8 +11,17 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import errors as aioerrors
 from kafka import KafkaConsumer
 from kafka import errors as kerrors
-from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, KafkaAdminClient,
-                         ResourcePattern, ResourcePatternFilter, ResourceType)
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 
 from tests.integration.test_acls import APP, produce
 

@@ -7,9 +7,9 @@ import urllib.request
 
 import pytest
 
-from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tenure.tools.cli import main
 from tests.support.groups import GroupMember, group_view, member_id, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,8 +8,14 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
-    OffsetSpec, ResourceType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
 )
 from kafka.protocol.admin import AlterConfigsRequest, DescribeTopicPartitionsRequest
 
@@ -50,7 +56,8 @@ def produce(bootstrap: str, topic: str, partition: int, batches: int, per_batch:
 
 # ------------------------------------------------------------------------------------ manual replica assignment
 def test_manual_replica_assignment_with_confluent_and_kafka_python(tenure_server):
-    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KNewTopic
     bs = tenure_server.bootstrap
     a = admin(bs)
     a.create_topics([NewTopic("ra", 2, replica_assignment=[[0], [0]])])["ra"].result(15)
@@ -171,7 +178,8 @@ def test_incremental_alter_configs_with_confluent_validated_and_persisted(tmp_pa
 
 
 def test_alter_configs_with_kafka_python_and_group_configs_with_java(tenure_server, wire):
-    from kafka.admin import ConfigResource as KRes, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KRes
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
     bs = tenure_server.bootstrap
     create(bs, "ack", 1, config={"retention.ms": "1000"})
     ka = KafkaAdminClient(bootstrap_servers=bs)
@@ -422,7 +430,8 @@ def test_describe_configs_synonyms_types_and_docs_by_version_over_the_wire(tenur
 
 
 def test_group_configs_with_confluent_and_kafka_python(tenure_server):
-    from kafka.admin import ConfigResource as KRes, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KRes
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
     a = admin(tenure_server.bootstrap)
     res = ConfigResource(ResourceType.GROUP, "gc")
     got = {k: (e.value, e.source) for k, e in a.describe_configs([res])[res].result(15).items()}

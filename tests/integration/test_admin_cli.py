@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
+from tenure.tools.cli import main
 from tests.support.procs import READY
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,10 +11,10 @@ import re
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.coordinator.clock import CLOCK_MAX_MS
 from tenure.server import ServerThread
+from tenure.tools.cli import main
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -84,8 +84,8 @@ HOSTILE = [
     ("ms-minus-Infinity", "POST", "/clock/advance", '{"ms": -Infinity}', JSON, None, 400, "Infinity"),
     ("ms-NaN", "POST", "/clock/advance", '{"ms": NaN}', JSON, None, 400, "NaN"),
     ("ms-1e400", "POST", "/clock/advance", '{"ms": 1e400}', JSON, None, 400, "1e400"),
-    ("ms-2^63", "POST", "/clock/advance", '{"ms": %s}' % LARGE, JSON, None, 400, "ms"),
-    ("ms-past-year-9999", "POST", "/clock/advance", '{"ms": %d}' % CLOCK_MAX_MS, JSON, None, 400, "ms"),
+    ("ms-2^63", "POST", "/clock/advance", f'{{"ms": {LARGE}}}', JSON, None, 400, "ms"),
+    ("ms-past-year-9999", "POST", "/clock/advance", f'{{"ms": {CLOCK_MAX_MS}}}', JSON, None, 400, "ms"),
     ("ms-negative", "POST", "/clock/advance", '{"ms": -5}', JSON, None, 400, "ms"),
     ("ms-fraction", "POST", "/clock/advance", '{"ms": 1.5}', JSON, None, 400, "ms"),
     ("ms-true", "POST", "/clock/advance", '{"ms": true}', JSON, None, 400, "ms"),
@@ -105,7 +105,7 @@ HOSTILE = [
     ("count-negative", "POST", "/faults", FAIL % '"count": -3', JSON, None, 400, "count"),
     ("count-1e300", "POST", "/faults", FAIL % '"count": 1e300', JSON, None, 400, "count"),
     ("count-string", "POST", "/faults", FAIL % '"count": "2"', JSON, None, 400, "count"),
-    ("count-huge", "POST", "/faults", FAIL % ('"count": %s' % LARGE), JSON, None, 400, "count"),
+    ("count-huge", "POST", "/faults", FAIL % (f'"count": {LARGE}'), JSON, None, 400, "count"),
     ("fault-unknown-field", "POST", "/faults", FAIL % '"forever": true', JSON, None, 400, "forever"),
     ("api-true", "POST", "/faults", '{"action": "close", "api": true}', JSON, None, 400, "api"),
     ("api-list", "POST", "/faults", '{"action": "close", "api": ["Fetch"]}', JSON, None, 400, "api"),
@@ -119,7 +119,7 @@ HOSTILE = [
     ("action-missing", "POST", "/faults", '{"api": "Fetch"}', JSON, None, 400, "action"),
     ("delay-1e300", "POST", "/faults", '{"action": "delay", "api": "Fetch", "ms": 1e300}', JSON, None, 400,
      "ms"),
-    ("delay-huge", "POST", "/faults", '{"action": "delay", "api": "Fetch", "ms": %s}' % LARGE, JSON, None,
+    ("delay-huge", "POST", "/faults", f'{{"action": "delay", "api": "Fetch", "ms": {LARGE}}}', JSON, None,
      400, "ms"),
     ("delay-negative", "POST", "/faults", '{"action": "delay", "api": "Fetch", "ms": -1}', JSON, None, 400,
      "ms"),
@@ -163,7 +163,7 @@ HOSTILE = [
     # a broker's added delay is bounded as a delay rule is (10^18 ms would stop it answering; 10^400 overflow)
     ("slow-10^18", "POST", "/brokers/0/slow", '{"delay_ms": 1000000000000000000}', JSON, None, 400, "delay_ms"),
     ("slow-10^400", "POST", "/brokers/0/slow", '{"delay_ms": 1%s}' % ("0" * 400), JSON, None, 400, "delay_ms"),
-    ("slow-2^31", "POST", "/brokers/0/slow", '{"delay_ms": %d}' % 2 ** 31, JSON, None, 400, "2147483647"),
+    ("slow-2^31", "POST", "/brokers/0/slow", f'{{"delay_ms": {2 ** 31}}}', JSON, None, 400, "2147483647"),
     ("slow-negative", "POST", "/brokers/0/slow", '{"delay_ms": -1}', JSON, None, 400, "delay_ms"),
     ("unknown-endpoint", "POST", "/clock/rewind", '{"ms": 1}', JSON, None, 404, "GET /"),
     ("wrong-method", "PUT", "/faults", "{}", JSON, None, 405, "PUT"),

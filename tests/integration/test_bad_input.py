@@ -11,12 +11,8 @@ from tenure.config import ServerConfig
 from tenure.protocol.apis import SUPPORTED, api_version_ranges
 from tenure.server import ServerThread
 from tests.support.clients import confluent_round_trip
-from tests.support.hostile import (
-    array_cases, element_cases, element_null_frame, null_cases, null_frame, repeated_frame,
-)
-from tests.support.wire import (
-    WireClient, build_batch, fetch_request, metadata_request, produce_request, request_bytes,
-)
+from tests.support.hostile import array_cases, element_cases, element_null_frame, null_cases, null_frame, repeated_frame
+from tests.support.wire import WireClient, build_batch, fetch_request, metadata_request, produce_request, request_bytes
 
 
 def _frames(case):

@@ -74,7 +74,7 @@ def test_a_clean_restart_skips_the_scan_and_a_kill_does_not(tmp_path):
         _produce(srv.bootstrap, "cs", 0, N)
         assert srv.terminate() == 0, srv.stderr()
         assert (data / ".kafka_cleanshutdown").exists()
-        assert "cs 0 %d" % N in (data / "recovery-point-offset-checkpoint").read_text()
+        assert f"cs 0 {N}" in (data / "recovery-point-offset-checkpoint").read_text()
 
         srv.start()                                           # after a clean stop: nothing verified in full
         kind, scanned, trusted = _opened(srv)

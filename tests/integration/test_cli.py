@@ -119,6 +119,7 @@ def test_every_setting_is_one_field_whose_flag_reaches_the_config():
     """tenure/config.py's fields carry their flags: each flag given a value (the least allowed, or a choice)
     reaches its field through `tenure serve`'s parsing and _config, and its default is the field's."""
     import dataclasses
+
     from tenure.config import ServerConfig, flag_of, flag_settings
     from tenure.tools.cli import _config, _parser
     defaults = _config(_parser().parse_args(["serve", "--no-admin"]))

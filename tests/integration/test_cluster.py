@@ -14,9 +14,9 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 import tenure.coordinator.runtime as runtime_module
-from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import partition_for
 from tenure.protocol import records as rec
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.server import ServerThread
 from tests.support.groupwire import commit, join, sync
 from tests.support.wire import WireClient, build_batch, produce_request
@@ -281,6 +281,7 @@ def test_the_pytest_marker_makes_a_cluster(tenure_server):
 
 def test_the_controls_over_http_and_the_command_line(capsys):
     import json
+
     from tenure.tools.cli import main
     with ServerThread(brokers=3, admin_port=0) as st:
         admin = ["--admin", st.server.admin_address]

@@ -8,9 +8,16 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
 )
-from kafka.admin import ConfigResource as KCR, KafkaAdminClient
+from kafka.admin import ConfigResource as KCR
+from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest
 
 from tenure.server import ServerThread
@@ -117,7 +124,7 @@ def test_manual_assignment_checks_with_java_admin(tenure_server):
 def test_reassignment_moves_replicas_and_leader_and_waits_for_a_stopped_broker(tenure_server):
     from kafka.structs import TopicPartition as KTP
     st = tenure_server
-    a = create_assigned(st, "rs", [[0, 1]])
+    create_assigned(st, "rs", [[0, 1]])
     epoch0 = table(st, "rs", 0)[3]
     # all targets up: done at once; the old leader 0 is not in the target, so 2 (first in sync) leads
     out = java(st, "reassign", "rs", "0", "2,1")
@@ -186,7 +193,7 @@ def test_preferred_election_moves_leadership_back_after_start_broker(tenure_serv
 def test_unclean_election_with_no_live_replica_and_over_the_wire(tenure_server):
     from kafka.protocol.admin import ElectLeadersRequest as E
     st = tenure_server
-    a = create_assigned(st, "uc", [[2]])
+    create_assigned(st, "uc", [[2]])
     st.stop_broker(2)
     assert table(st, "uc", 0)[2] == -1
     b0 = st.brokers()[0]
@@ -279,6 +286,7 @@ def test_offsets_for_leader_epoch_drops_epochs_in_which_nothing_was_written(tenu
     """As Kafka's LeaderEpochFileCache.assign: a new epoch starting at the same offset as the previous one
     replaces it (nothing was written in that epoch), so asking for it answers the epoch before it."""
     from kafka.protocol.consumer import OffsetForLeaderEpochRequest as O
+
     from tests.support.wire import build_batch, produce_request
     st = tenure_server
     st.create_topics({"ec": 1})
@@ -302,6 +310,7 @@ def test_a_follower_serves_a_consumers_fetch_from_version_11_as_kafka(tenure_ser
     """Kafka's FetchParams.fetchOnlyLeader: a consumer's Fetch v11+ carries client metadata (KIP-392), so a
     follower serves it; older versions, and ListOffsets, must go to the leader."""
     from kafka.protocol.consumer.fetch import FetchRequest
+
     from tests.support.wire import build_batch, produce_request
     st = tenure_server
     st.create_topics({"ff": 1})

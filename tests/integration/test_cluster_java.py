@@ -9,13 +9,19 @@ import pytest
 
 from tenure.server import ServerThread
 from tests.integration.test_static_java import (  # noqa: F401 - java_members: the fixture
-    STATIC_SESSION_MS, admin, create_topic, dump_all, group_view, java_members, wait_stable,
+    STATIC_SESSION_MS,
+    admin,
+    create_topic,
+    dump_all,
+    group_view,
+    java_members,
+    wait_stable,
 )
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(240)]
 
 
-def test_a_static_java_group_survives_stopping_its_coordinators_broker(java_members):
+def test_a_static_java_group_survives_stopping_its_coordinators_broker(java_members):  # noqa: F811 - the fixture
     topic, gid, parts = "jfail", "jfail-g", 8
     with ServerThread(brokers=3) as st:
         create_topic(st, topic, parts)

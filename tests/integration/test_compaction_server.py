@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.server import ServerThread
+from tenure.tools.cli import main
 from tests.support.groups import wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -171,7 +171,7 @@ def test_a_user_compacted_topic_keeps_the_latest_value_per_key(tmp_path):
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(set(offsets)) and offsets[-1] == 400
     latest = {}
-    for o, key, value in got:
+    for _o, key, value in got:
         latest[key] = value
     assert latest == {**{f"k{i}".encode(): f"v{390 + i}".encode() * 8 for i in range(10)}, b"k3": None}
     assert len(got) < 100, "superseded values were removed"

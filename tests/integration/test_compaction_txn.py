@@ -28,9 +28,9 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
 
 def test_an_offset_deleted_after_a_transactional_commit_stays_deleted_after_cleaning_and_restart(tmp_path):
     from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KTopicPartition
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     cfg = ServerConfig(port=0, data_dir=str(tmp_path / "data"), segment_bytes=1024, cleaner_interval_ms=0,
                        offsets_partitions=1)

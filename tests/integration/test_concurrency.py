@@ -51,6 +51,7 @@ def test_pipelined_requests_of_one_connection_do_not_hold_back_another(tenure_se
     import threading
 
     from kafka.protocol.metadata import MetadataRequest
+
     from tests.support.wire import WireClient, request_bytes
 
     server = tenure_server.server

@@ -84,7 +84,7 @@ def test_broker_stop_and_start_bump_nothing_a_replica_on_a_new_rack_bumps_once()
 
 @pytest.mark.java
 @pytest.mark.timeout(240)
-def test_java_broker_stop_bumps_nothing_a_replica_on_a_new_rack_bumps_once(java_members):
+def test_java_broker_stop_bumps_nothing_a_replica_on_a_new_rack_bumps_once(java_members):  # noqa: F811 - the fixture
     from tests.integration.test_consumer_protocol_java import CONSUMER, settled_n
     cfg = ServerConfig(port=0, admin_port=0, brokers=3, racks=RACKS, replication_factor=2,
                        consumer_heartbeat_interval_ms=300, initial_rebalance_delay_ms=0)

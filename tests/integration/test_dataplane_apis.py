@@ -12,10 +12,19 @@ import uuid
 import pytest
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec, ResourceType,
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
 )
 from kafka.protocol.admin import (
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
 )
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -201,7 +210,8 @@ def test_delete_topics_with_confluent_admin(tenure_server):
 
 
 def test_delete_topics_with_kafka_python_admin(tenure_server):
-    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KNewTopic
     from kafka.errors import UnknownTopicOrPartitionError
 
     a = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap)
@@ -278,7 +288,9 @@ def test_create_partitions_with_confluent_admin(tenure_server):
 
 
 def test_create_partitions_with_kafka_python_admin(tenure_server):
-    from kafka.admin import KafkaAdminClient, NewPartitions as KNewPartitions, NewTopic as KNewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
+    from kafka.admin import NewTopic as KNewTopic
 
     a = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap)
     try:
@@ -405,7 +417,8 @@ def test_describe_configs_of_the_cluster_default_broker_resource_over_the_wire(t
 
 
 def test_describe_configs_with_kafka_python_admin(tenure_server):
-    from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
 
     create(tenure_server.bootstrap, "kp-dc", 1, {"segment.bytes": "1048576"})
     a = KafkaAdminClient(bootstrap_servers=tenure_server.bootstrap)
@@ -482,7 +495,8 @@ def test_max_timestamp_names_the_record_not_the_batch_with_confluent_admin(tenur
 
 
 def test_list_offsets_with_kafka_python_consumer(tenure_server):
-    from kafka import KafkaConsumer, TopicPartition as KTopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
 
     create(tenure_server.bootstrap, "lo-kp", 1)
     assert produce_timestamped(tenure_server.bootstrap, "lo-kp", 0, TS_GROUPS) == list(range(10))

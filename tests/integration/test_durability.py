@@ -339,6 +339,7 @@ class _Pending:
 
     def answer(self):
         import struct
+
         from tests.support.wire import response_class
         payload = self.conn.read_frame()
         self.conn.close()

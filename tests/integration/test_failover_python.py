@@ -79,7 +79,7 @@ class ClientProducer:
         finally:
             await p.stop()
 
-    def start(self) -> "ClientProducer":
+    def start(self) -> ClientProducer:
         self._thread.start()
         return self
 

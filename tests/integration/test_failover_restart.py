@@ -70,7 +70,7 @@ def test_whole_cluster_restart_brings_back_groups_static_maps_and_offsets(tenure
         down = st.coordinator_of(groups[0])
         st.stop_broker(down)
         st.start_broker(down)
-        for g, ms in members.items():
+        for ms in members.values():
             for m in ms:
                 commit_offsets(m, {p: 100 + p for p in m.assignment})
     finally:
@@ -78,7 +78,7 @@ def test_whole_cluster_restart_brings_back_groups_static_maps_and_offsets(tenure
             for m in ms:
                 m.stop()                 # static: close() sends no LeaveGroup, the groups stay Stable
     before = {g: snapshot(st, g) for g in groups}
-    for g, (state, gen, static, assignment, offsets) in before.items():
+    for g, (state, _gen, static, _assignment, offsets) in before.items():
         assert state == "Stable" and len(static) == 2, before[g]
         assert offsets == {(topic, p): 100 + p for p in range(PARTITIONS)}, offsets
 
@@ -100,7 +100,7 @@ def test_whole_cluster_restart_brings_back_groups_static_maps_and_offsets(tenure
                 for m in ms:
                     got = m.wait_assigned(60)
                     assert sorted(got) == want[m.instance_id][topic], (g, m.instance_id, got, want)
-                wait_for(lambda: st.group(g).generation == before[g][1], 5, "generation")
+                wait_for(lambda g=g: st.group(g).generation == before[g][1], 5, "generation")
         finally:
             for ms in members.values():
                 for m in ms:

@@ -130,7 +130,8 @@ def test_close_the_connection_instead_of_answering_a_commit(tenure_server):
 def test_close_the_connection_of_a_kafka_python_commit(tenure_server):
     """kafka-python's commitSync also survives a dropped connection: it marks the coordinator dead,
     finds it again and resends; the application's call returns normally and the offset is stored."""
-    from kafka import KafkaConsumer, TopicPartition as KTP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
     from kafka.structs import OffsetAndMetadata
     create_topic(tenure_server, "ck-t", 1)
     c = KafkaConsumer(bootstrap_servers=tenure_server.bootstrap, group_id="ck-g", enable_auto_commit=False)

@@ -19,7 +19,6 @@ UNKNOWN_SERVER_ERROR (-1) and nothing is committed. tenure refuses the same comm
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
 import pytest

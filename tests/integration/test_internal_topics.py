@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tenure.config import ServerConfig
+from tenure.coordinator import partition_for
 from tenure.protocol import records as rec
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.coordinator import partition_for
 from tenure.server import ServerThread
 from tests.support.groupwire import fetch_all
 from tests.support.wire import WireClient, build_batch, produce_request

@@ -15,8 +15,8 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 
 from tenure.config import ServerConfig
-from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.coordinator import AdminError, partition_for
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tenure.server import ServerThread
 from tests.support.groups import GroupMember, group_view, member_id, wait_for
 from tests.support.groupwire import commit, describe, fetch_all, fetch_request, join

@@ -156,9 +156,15 @@ def test_the_other_versions_kip_896_removed_are_served_as_2_8_and_refused_as_4_0
     """CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0, DescribeLogDirs v0,
     DescribeAcls v0 (and CreateAcls/DeleteAcls v0, AlterReplicaLogDirs v0, the same handlers): announced and
     answered by tenure as 2.8 with what those versions carry; closed by tenure as 4.0, as a 4.0 broker."""
-    from kafka.protocol.admin import (CreateTopicsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-                                      DescribeConfigsRequest, DescribeLogDirsRequest)
+    from kafka.protocol.admin import (
+        CreateTopicsRequest,
+        DeleteTopicsRequest,
+        DescribeAclsRequest,
+        DescribeConfigsRequest,
+        DescribeLogDirsRequest,
+    )
     from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+
     from tenure.protocol.apis import served_apis
     T = CreateTopicsRequest.CreatableTopic
     OT = OffsetForLeaderEpochRequest.OffsetForLeaderTopic

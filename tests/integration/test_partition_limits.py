@@ -83,7 +83,9 @@ def test_caps_with_confluent_admin():
 
 
 def test_caps_with_kafka_python_admin():
-    from kafka.admin import KafkaAdminClient, NewPartitions as KNewPartitions, NewTopic as KNewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
+    from kafka.admin import NewTopic as KNewTopic
 
     with ServerThread(ServerConfig(port=0, max_partitions_per_topic=8, max_partitions=12)) as s:
         a = KafkaAdminClient(bootstrap_servers=s.bootstrap)

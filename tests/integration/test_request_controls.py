@@ -272,7 +272,7 @@ def _advance(server, total_ms: int, live: tuple[str, ...], step_ms: int = 1500) 
     for _ in range(total_ms // step_ms):
         mark = server.capture.last_seq
         server.advance_clock(step_ms)
-        wait_for(lambda: all(server.requests(api="Heartbeat", client_id=c, since=mark) for c in live), 30,
+        wait_for(lambda mark=mark: all(server.requests(api="Heartbeat", client_id=c, since=mark) for c in live), 30,
                  f"a heartbeat of {live} after the clock step")
 
 

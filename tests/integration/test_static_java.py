@@ -161,7 +161,7 @@ class JavaMember:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.name} did not exit within {timeout}s of close\n{self.dump()}")
+            raise AssertionError(f"{self.name} did not exit within {timeout}s of close\n{self.dump()}") from None
 
     def kill(self) -> None:
         """SIGKILL the JVM: no close(), no LeaveGroup, heartbeats just stop."""

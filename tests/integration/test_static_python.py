@@ -30,8 +30,16 @@ import pytest
 from tenure.config import ServerConfig
 from tenure.server import ServerThread
 from tests.support.groups import (
-    CLIENTS, GroupMember, RequestLog, commit_offsets, committed, committed_offsets, group_view, member_id,
-    position, wait_for,
+    CLIENTS,
+    GroupMember,
+    RequestLog,
+    commit_offsets,
+    committed,
+    committed_offsets,
+    group_view,
+    member_id,
+    position,
+    wait_for,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -179,7 +187,7 @@ def test_rolling_restart_of_dynamic_members_rebalances(server, client):
                 m.clear_events()
             leaves = reqs.count(LEAVE_GROUP)
             members[i].stop()
-            wait_for(lambda: reqs.count(LEAVE_GROUP) == leaves + 1, 10, f"d{i}'s LeaveGroup")
+            wait_for(lambda leaves=leaves: reqs.count(LEAVE_GROUP) == leaves + 1, 10, f"d{i}'s LeaveGroup")
             members[i] = member(i)
             v = _settle(server, "droll-g", members, 12, quiet=0.6)
             assert v["generation"] > gen, f"restarting dynamic d{i} did not rebalance"

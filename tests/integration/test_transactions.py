@@ -6,11 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
 from tests.support.clients import create_topic
 from tests.support.wire import WireClient
 
@@ -390,6 +389,7 @@ def test_java_consume_transform_produce_with_a_static_consumer(tenure_server):
     """sendOffsetsToTransaction(offsets, consumer.groupMetadata()) from a static member: on abort neither the
     output nor the offsets count; on commit both do, and a second run starts where the first committed."""
     from confluent_kafka import Producer
+
     from tests.support.groupwire import fetch_all
     from tests.support.java import run_java
     from tests.support.wire import WireClient
@@ -417,6 +417,7 @@ def test_java_consume_transform_produce_with_a_static_consumer(tenure_server):
 def test_kafka_python_transactional_producer(tenure_server):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.structs import OffsetAndMetadata, TopicPartition
+
     from tests.support.groupwire import fetch_all
     from tests.support.wire import WireClient
     bs = tenure_server.bootstrap
@@ -456,6 +457,7 @@ def test_kafka_python_transactional_producer(tenure_server):
 
 def test_aiokafka_transactional_producer_and_read_committed_consumer(tenure_server):
     import asyncio
+
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
     bs = tenure_server.bootstrap
@@ -502,6 +504,7 @@ def test_sigkill_mid_transaction(tmp_path):
     is all there, the open one holds read_committed consumers back until its timeout aborts it, and none of
     its records is ever seen."""
     from confluent_kafka import Producer
+
     from tests.support.procs import TenureProcess
     with TenureProcess(tmp_path / "data", fsync="batch") as srv:
         srv.start()
@@ -671,6 +674,7 @@ def test_a_prepared_commit_completes_at_restart(tenure_server):
     """The server stopped right after writing PrepareCommit (before any marker): at start-up the
     transaction coordinator writes the commit markers and CompleteCommit, as Kafka's does on loading."""
     import dataclasses
+
     from tenure.protocol.txn_records import PREPARE_COMMIT
     bs = tenure_server.bootstrap
     p = open_transaction(bs, "txn-prep", "tx-prep")
@@ -692,6 +696,7 @@ def test_fencing_a_transaction_at_the_last_epoch_gives_the_new_producer_a_new_id
     CONCURRENT_TRANSACTIONS while the old transaction is aborted under the last epoch of its producer id,
     then gets a new producer id; the old records are never seen."""
     from confluent_kafka import Producer
+
     from tenure.protocol.txn_records import ONGOING, TransactionRecord
     bs = tenure_server.bootstrap
     create_topic(bs, "txn-last", 1)

@@ -75,6 +75,7 @@ class HeldTransaction:
         import queue
         import subprocess
         import threading
+
         from tests.support.java import _tool, compile_java
         self._err = open(tmp_path / "held-java.stderr", "w+")
         self.proc = subprocess.Popen([_tool("java"), "-cp", compile_java(), "TxnTransform", *map(str, args)],
@@ -95,7 +96,8 @@ class HeldTransaction:
             try:
                 line = self._lines.get(timeout=timeout)
             except queue.Empty:
-                raise AssertionError(f"no output from the Java program in {timeout}s; stderr:\n{self.stderr()}")
+                raise AssertionError(
+                    f"no output from the Java program in {timeout}s; stderr:\n{self.stderr()}") from None
             if line is None:
                 raise AssertionError(f"the Java program exited {self.proc.wait(10)}; stderr:\n{self.stderr()}")
             if line.startswith("{"):
@@ -240,6 +242,7 @@ def test_java_sigkill_before_and_after_commit(tmp_path, tv):
 def last_record(data_dir, tid: str):
     """The last __transaction_state record of `tid` in a stopped server's data dir, decoded."""
     from kafka.record.default_records import DefaultRecordBatch
+
     from tenure.protocol import txn_records
     from tenure.protocol.internal_topics import TRANSACTION_TOPIC
     from tenure.storage.segments import LogConfig, SegmentLog
@@ -258,10 +261,12 @@ def prepare_commit_offline(data_dir, tid: str) -> int:
     transaction is prepared under the next epoch, as EndTxn v5 prepares it. The epoch it is prepared under."""
     import dataclasses
     from types import SimpleNamespace
+
     from kafka.record.default_records import DefaultRecordBatch
-    from tenure.protocol.internal_topics import TRANSACTION_TOPIC
+
     from tenure.coordinator.writer import CoordinatorWriter
     from tenure.protocol import txn_records
+    from tenure.protocol.internal_topics import TRANSACTION_TOPIC
     from tenure.storage.segments import LogConfig, SegmentLog
     log = SegmentLog(data_dir / f"{TRANSACTION_TOPIC}-0", LogConfig())
     try:

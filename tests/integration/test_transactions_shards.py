@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.protocol.markers import COMMIT, marker_type
 from tenure.config import ServerConfig
 from tenure.coordinator import partition_for
 from tenure.coordinator.loader import iter_batches
+from tenure.protocol.internal_topics import OFFSETS_TOPIC
+from tenure.protocol.markers import COMMIT, marker_type
 from tenure.server import ServerThread
 from tests.support.groupwire import fetch_all
 from tests.support.wire import WireClient, create_topic
@@ -183,7 +183,7 @@ def test_consume_transform_produce_over_eight_offsets_partitions(tmp_path):
             assert len(out) == 7 and f"{g2}:after-restart".encode() in out
             assert sum(v.startswith(f"{g1}:".encode()) for v in out) == 6
         finally:
-            for consumer, producer in clients.values():
+            for _consumer, producer in clients.values():
                 producer.flush(5)
 
 
@@ -192,6 +192,7 @@ def test_transaction_timeouts_share_the_group_timer_wheel():
     session in the order of their deadlines; unloading the offsets partition its transactional id hashes
     to leaves the transaction's timer alone."""
     from kafka.protocol.producer import InitProducerIdRequest
+
     from tests.integration.test_transactions import add_v3, codes_v3
     from tests.support.groupwire import join, sync
     tid = next(f"ctp-tx{i}" for i in range(100) if partition_for(f"ctp-tx{i}", N) != partition_for("ctp-g0", N))
@@ -215,6 +216,7 @@ def test_unloading_an_offsets_partition_drops_its_pending_offsets_and_reload_rea
     """Unload drops the shard's pending transactional offsets with the rest of its state; a marker written
     while the partition is unloaded goes to its log, and the reload reads the offsets and the marker back."""
     from kafka.protocol.producer import EndTxnRequest
+
     from tests.integration.test_transactions import begin_offsets, txn_offsets
     g1, g2 = two_groups()
     p1 = partition_for(g1, N)

@@ -204,6 +204,7 @@ def test_kafka_python_runs_transactions_v1_against_a_v2_server(tenure_server):
 
 def test_aiokafka_runs_transactions_v1_against_a_v2_server(tenure_server):
     import asyncio
+
     from aiokafka import AIOKafkaProducer
     bs = tenure_server.bootstrap
     create_topic(bs, "aio-v1", 1)
@@ -288,6 +289,7 @@ def test_wire_an_empty_transactional_id_is_an_invalid_request(tenure_server, wir
     broker's add for a Produce v12 or a TxnOffsetCommit v5, the verification of a Produce v11; nothing is
     created or appended, and the server serves on."""
     from kafka.protocol.producer import AddOffsetsToTxnRequest
+
     from tests.integration.test_transactions import add_v3, codes_v3
     INVALID_REQUEST = 42
     create_topic(tenure_server.bootstrap, "v2-empty", 1)

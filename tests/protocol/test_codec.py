@@ -4,20 +4,35 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin.groups import ListGroupsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
 from tenure.protocol.apis import SUPPORTED, api_version_ranges
 from tenure.protocol.codec import (
-    Request, UnsupportedApiVersions, api_versions_body, decode_request, encode_response,
+    Request,
+    UnsupportedApiVersions,
+    api_versions_body,
+    decode_request,
+    encode_response,
     encode_unsupported_api_versions,
 )
 from tenure.protocol.errors import (
-    ClientProtocolError, ErrorCode, MalformedRequest, RequestLimitExceeded, UnsupportedApi,
+    ClientProtocolError,
+    ErrorCode,
+    MalformedRequest,
+    RequestLimitExceeded,
+    UnsupportedApi,
 )
 from tenure.protocol.limits import DecodeLimits
 from tests.support.hostile import (
-    array_cases, element_cases, element_null_frame, filled, frame_of, null_cases, null_frame, repeated_frame,
+    array_cases,
+    element_cases,
+    element_null_frame,
+    filled,
+    frame_of,
+    null_cases,
+    null_frame,
+    repeated_frame,
 )
 from tests.support.wire import request_bytes
 
@@ -198,6 +213,7 @@ def test_heavy_requests_and_answers_are_told_apart_by_size_not_by_content():
     """What the server decodes or encodes off the loop (tenure/server/offload.py): a body of many bytes that is
     not a Produce; an answer with more array elements, at any depth, than the limit - a hot-path API's never."""
     from kafka.protocol.admin import DescribeTransactionsResponse
+
     from tenure.protocol.codec import HEAVY_REQUEST_BYTES, heavy_answer, heavy_request
     head = struct.pack(">hhi", 65, 0, 1)
     assert not heavy_request(head + b"\0" * 100)
@@ -216,6 +232,7 @@ def test_heavy_requests_and_answers_are_told_apart_by_size_not_by_content():
     assert heavy_answer(65, answer(30, 0), limit=20)             # the top list alone
     assert not heavy_answer(1, answer(30, 0), limit=20)          # Fetch: never walked
     from uuid import uuid4
+
     from kafka.protocol.metadata import MetadataResponse
     T = MetadataResponse.MetadataResponseTopic
     topics = [T(error_code=0, name=f"t{i}", topic_id=uuid4(), is_internal=False, partitions=[]) for i in range(9)]
@@ -227,7 +244,9 @@ def test_the_first_error_of_an_answer_looks_into_arrays_of_structs_only():
     """dispatch.response_error (the error a request is counted and captured with): nested error codes found,
     arrays of strings and of UUIDs (whose `fields` is a tuple of ints) passed over."""
     from uuid import uuid4
+
     from kafka.protocol.metadata import MetadataResponse
+
     from tenure.server.dispatch import response_error
     T = MetadataResponse.MetadataResponseTopic
     P = T.MetadataResponsePartition
@@ -277,6 +296,7 @@ def test_what_a_repeating_request_reuses_is_keyed_by_its_bytes_version_and_eleme
     """Another generation, client id or version is another key; a decode under another element limit walks the
     limits again; a table at its bound starts again; a large request is not kept."""
     from kafka.protocol.consumer.group import HeartbeatRequest
+
     from tenure.protocol import codec
     codec._repeats.clear()
     decode_request(heartbeat_payload(1))
@@ -316,6 +336,7 @@ def test_a_numbers_only_answer_is_kafka_pythons_encoding_whether_kept_or_not(ver
     """An answer of plain integer fields (Heartbeat's) is the bytes kafka-python encodes (codec.ANSWERS_KEPT), for
     every error code and throttle time, first encoded or kept; an answer carrying tagged fields is encoded anew."""
     from kafka.protocol.consumer.group import HeartbeatResponse
+
     from tenure.protocol import codec
     req = decode_request(heartbeat_payload(9, version=version))
     for _ in range(2):
@@ -353,6 +374,7 @@ def test_a_numbers_only_answer_is_kafka_pythons_encoding_whether_kept_or_not(ver
 
 def test_the_table_of_kept_answers_starts_again_at_its_bound():
     from kafka.protocol.consumer.group import HeartbeatResponse
+
     from tenure.protocol import codec
     req = decode_request(heartbeat_payload(9))
     codec._answers.clear()
@@ -403,6 +425,7 @@ def test_an_answer_is_encoded_into_a_buffer_per_thread_that_a_large_answer_does_
     import threading
 
     from kafka.protocol.admin.groups import ListGroupsResponse
+
     from tenure.protocol import codec
 
     req = decode_request(request_bytes(MetadataRequest(topics=None), 12, correlation_id=5)[4:])

@@ -3,7 +3,6 @@ API and version, the answer encodes with the response header of that version, de
 the error on every topic, partition or group the request named."""
 from __future__ import annotations
 
-
 import pytest
 
 from tenure.protocol.apis import SUPPORTED

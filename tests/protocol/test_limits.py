@@ -11,7 +11,14 @@ from tenure.protocol.codec import Request, decode_request
 from tenure.protocol.errors import MalformedRequest, RequestLimitExceeded
 from tenure.protocol.limits import DEFAULT_MAX_REQUEST_ELEMENTS, DecodeLimits
 from tests.support.hostile import (
-    ALL_VERSIONS, array_cases, element_cases, element_null_frame, filled, frame_of, null_cases, null_frame,
+    ALL_VERSIONS,
+    array_cases,
+    element_cases,
+    element_null_frame,
+    filled,
+    frame_of,
+    null_cases,
+    null_frame,
     repeated_frame,
 )
 from tests.support.wire import request_bytes

@@ -8,8 +8,15 @@ from hypothesis import strategies as st
 
 from tenure.protocol import records as rec
 from tenure.protocol.records import (
-    STATIC_EVENT_CAUSES, GroupMetadataRecord, MemberRecord, OffsetCommitRecord, StaticMemberEventRecord,
-    UnknownRecordType, decode, encode, key_version,
+    STATIC_EVENT_CAUSES,
+    GroupMetadataRecord,
+    MemberRecord,
+    OffsetCommitRecord,
+    StaticMemberEventRecord,
+    UnknownRecordType,
+    decode,
+    encode,
+    key_version,
 )
 from tenure.protocol.structs import decode_struct
 
@@ -134,7 +141,7 @@ def test_every_value_version_decodes_as_kafka_pythons_field_by_field_path(vv):
 
 def test_a_truncated_value_is_an_error_not_a_record():
     key, value = encode(OffsetCommitRecord("g", "t", 0, 10, 5, "meta", 77))
-    with pytest.raises(Exception):
+    with pytest.raises(struct.error):
         decode(key, value[:-3])
     with pytest.raises(ValueError):
         decode(key, struct.pack(">h", -2) + value[2:])
@@ -142,9 +149,14 @@ def test_a_truncated_value_is_an_error_not_a_record():
 
 def test_consumer_group_records_round_trip_with_kafkas_key_types():
     import uuid
+
     from tenure.protocol.consumer_group_records import (
-        ConsumerGroupMetadataRecord, ConsumerGroupPartitionMetadataRecord, ConsumerMemberRecord,
-        CurrentAssignmentRecord, TargetAssignmentMemberRecord, TargetAssignmentMetadataRecord,
+        ConsumerGroupMetadataRecord,
+        ConsumerGroupPartitionMetadataRecord,
+        ConsumerMemberRecord,
+        CurrentAssignmentRecord,
+        TargetAssignmentMemberRecord,
+        TargetAssignmentMetadataRecord,
     )
     tid = uuid.UUID(int=7)
     cases = [
@@ -197,8 +209,11 @@ def test_the_compiled_encoder_writes_the_bytes_of_the_field_by_field_one():
     """encode_struct (the KIP-848 record values: kafka-python's compiled encoder) against ApiData.encode, for
     values with nulls, tagged fields, nested arrays and a classic member's protocols."""
     import uuid
+
     from tenure.protocol.consumer_group_records import (
-        ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataValue,
+        ConsumerGroupCurrentMemberAssignmentValue,
+        ConsumerGroupMemberMetadataValue,
+        ConsumerGroupMetadataValue,
         ConsumerGroupRegularExpressionValue,
     )
     from tenure.protocol.structs import encode_struct

@@ -13,7 +13,11 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from tenure.config import ServerConfig
 from tenure.protocol.apis import DEFAULT_SERVED, SUPPORTED, served_apis
 from tenure.protocol.codec import (
-    Request, UnsupportedApiVersions, api_versions_body, decode_request, encode_unsupported_api_versions,
+    Request,
+    UnsupportedApiVersions,
+    api_versions_body,
+    decode_request,
+    encode_unsupported_api_versions,
 )
 from tenure.protocol.errors import UnsupportedApi
 from tenure.protocol.releases import RELEASES, TRANSACTION_VERSION_SERVED, release

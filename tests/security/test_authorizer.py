@@ -5,9 +5,25 @@ from __future__ import annotations
 
 import pytest
 
-from tenure.protocol.acl import (ALL, ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, CREATE, DELETE,
-                                 DESCRIBE, DESCRIBE_CONFIGS, GROUP, IDEMPOTENT_WRITE, READ, SUPPORTED, TOPIC,
-                                 TRANSACTIONAL_ID, WRITE)
+from tenure.protocol.acl import (
+    ALL,
+    ALTER,
+    ALTER_CONFIGS,
+    CLUSTER,
+    CLUSTER_ACTION,
+    CLUSTER_NAME,
+    CREATE,
+    DELETE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    IDEMPOTENT_WRITE,
+    READ,
+    SUPPORTED,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
 from tenure.security.acls import ALLOW, DENY, LITERAL, PREFIXED, AclBinding, parse_acl
 from tenure.security.authorizer import Authorizer
 

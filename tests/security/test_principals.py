@@ -21,8 +21,8 @@ from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import decode_request
 from tenure.protocol.error_responses import error_response
 from tenure.protocol.errors import ErrorCode as E
-from tenure.server import ServerThread
 from tenure.security.acls import parse_acl
+from tenure.server import ServerThread
 from tenure.server.connection import Peer
 from tests.support.wire import build_batch, request_bytes
 

@@ -7,8 +7,19 @@ from __future__ import annotations
 import pytest
 
 from tenure.broker.configs import (
-    OP_APPEND, OP_SET, OP_SUBTRACT, RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER,
-    SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, UNKNOWN, ConfigError, ConfigStore, UnknownServerError,
+    OP_APPEND,
+    OP_SET,
+    OP_SUBTRACT,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_BROKER,
+    SOURCE_DYNAMIC_DEFAULT_BROKER,
+    SOURCE_STATIC_BROKER,
+    UNKNOWN,
+    ConfigError,
+    ConfigStore,
+    UnknownServerError,
     incremental,
 )
 from tenure.broker.topics import TopicRegistry

@@ -15,8 +15,15 @@ from tenure.control.capture import Capture
 from tenure.protocol.codec import decode_request, encode_response
 from tenure.protocol.errors import ErrorCode
 from tenure.server import ServerThread
-from tests.support.wire import (WireClient, build_batch, create_topic, fetch_request, metadata_request,
-                                produce_request, request_bytes)
+from tests.support.wire import (
+    WireClient,
+    build_batch,
+    create_topic,
+    fetch_request,
+    metadata_request,
+    produce_request,
+    request_bytes,
+)
 
 
 def _same(a, b) -> bool:

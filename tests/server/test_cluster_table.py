@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tenure.broker.cluster import NO_LEADER, Cluster, place, rack_alternated, BrokerNode
+from tenure.broker.cluster import NO_LEADER, BrokerNode, Cluster, place, rack_alternated
 from tenure.protocol.errors import ErrorCode as E
 
 

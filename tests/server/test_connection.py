@@ -253,6 +253,7 @@ def test_a_heavy_request_decoded_off_the_loop_is_serving_and_a_drain_meanwhile_s
     """A request of 16 KiB or more is decoded on the worker thread (tenure/server/offload.py): the connection is
     serving meanwhile, so a drain begun then lets it be answered, as one begun during any request."""
     from kafka.protocol.metadata import MetadataRequest
+
     import tenure.server.connection as connection_module
     from tenure.protocol.codec import HEAVY_REQUEST_BYTES
     topics = [f"topic-{i:05d}" for i in range(HEAVY_REQUEST_BYTES // 8)]

@@ -10,7 +10,6 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from tenure.broker.message_format import is_legacy, upconvert
 from tenure.storage import InvalidBatch, parse_batches
 
-
 V0, V1 = b"v0" * 100, b"v1" * 100          # compressible: kafka-python sends a batch uncompressed when gzip gains nothing
 
 

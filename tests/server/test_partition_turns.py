@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from tenure.broker import base
 from tenure.protocol.apis import SUPPORTED
 from tenure.protocol.codec import Request, encode_response
@@ -97,7 +98,7 @@ def test_other_work_runs_between_the_turns_of_one_answer(monkeypatch, api):
     got, done_before = asyncio.run(run())
     assert done_before == 3
     [t] = got.topics
-    assert len(t.partitions) == 40 and {getattr(p, "error_code") for p in t.partitions} == {0}
+    assert len(t.partitions) == 40 and {p.error_code for p in t.partitions} == {0}
 
 
 def test_describe_producers_and_delete_records_made_in_turns_answer_as_in_one_pass(monkeypatch):

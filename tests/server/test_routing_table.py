@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import struct
 
-from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from tenure.broker.dataplane import Broker, Node
@@ -18,8 +18,8 @@ from tenure.protocol.apis import BROKER, GROUP, SUPPORTED, TRANSACTION
 from tenure.protocol.context import ANONYMOUS, PLAINTEXT
 from tenure.protocol.errors import ErrorCode
 from tenure.security import apis as security_apis
-from tenure.security.users import UserStore
 from tenure.security.acl_apis import AclApis
+from tenure.security.users import UserStore
 from tenure.server import ServerThread
 from tests.support.wire import WireClient, request_bytes
 

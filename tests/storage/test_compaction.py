@@ -47,7 +47,7 @@ def coordinator_batch(records: list, ts: int) -> bytes:
 def records_of(plog: SegmentLog) -> list[tuple[int, bytes | None, bytes | None, int, tuple]]:
     """(offset, key, value, timestamp, headers) of every record, checking every batch's CRC both ways."""
     out = []
-    for h, raw in plog.batches(0):
+    for _h, raw in plog.batches(0):
         parse_batches(raw, verify_crc=True)
         batch = DefaultRecordBatch(raw)
         assert batch.validate_crc()

@@ -8,11 +8,10 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tenure.broker.topics import TopicRegistry
-from tenure.coordinator import GroupShard
-from tenure.coordinator import ClassicGroup
+from tenure.coordinator import ClassicGroup, GroupShard
+from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.protocol import records as rec
 from tenure.protocol.internal_topics import OFFSETS_TOPIC
-from tenure.coordinator.runtime import CoordinatorRuntime
 from tenure.storage.segments import CorruptLogError, SegmentLog
 
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
 from tenure.server import ServerThread
 from tenure.storage import parse_batches
 from tenure.storage.segments import LogConfig, SegmentLog, segment_name
+from tenure.tools.cli import main
 from tests.support.groups import GroupMember, group_view, wait_for
 from tests.support.wire import build_batch
 

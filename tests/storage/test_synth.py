@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from tenure.tools.cli import main
 from tenure.config import ServerConfig
 from tenure.protocol import records as rec
 from tenure.server import ServerThread
 from tenure.storage import parse_batches
+from tenure.tools.cli import main
 from tenure.tools.synth import SynthConfig, generate, segment_files
 
 pytestmark = pytest.mark.timeout(120)

@@ -119,7 +119,7 @@ class Images:
         return f"{self.repo}:audit"
 
     @classmethod
-    def build(cls, repo: str, timeout: float = 1500) -> "Images":
+    def build(cls, repo: str, timeout: float = 1500) -> Images:
         """docker build --network host, as docs/docker.md says (an engine without a default bridge needs
         it); the audit first so that base and the server reuse its layers."""
         images = cls(repo)

@@ -62,7 +62,7 @@ class Feeder:
             i += 1
             time.sleep(1 / self.rate)
 
-    def __enter__(self) -> "Feeder":
+    def __enter__(self) -> Feeder:
         self._thread.start()
         return self
 

@@ -81,7 +81,7 @@ class GroupMember:
         self.crash: BaseException | None = None
 
     # ------------------------------------------------------------------ control
-    def start(self) -> "GroupMember":
+    def start(self) -> GroupMember:
         self._thread.start()
         return self
 
@@ -251,7 +251,7 @@ class GroupMember:
                     self.errors.append(exc)
                     time.sleep(0.05)
                     continue
-                for tp, msgs in batch.items():
+                for _tp, msgs in batch.items():
                     self.records += [(m.partition, m.offset, m.value) for m in msgs]
             self._drain_calls(c)
         finally:
@@ -289,7 +289,7 @@ class GroupMember:
                     self.errors.append(exc)
                     await asyncio.sleep(0.05)
                     continue
-                for tp, msgs in batch.items():
+                for _tp, msgs in batch.items():
                     self.records += [(m.partition, m.offset, m.value) for m in msgs]
             await self._adrain_calls(c)
         finally:

@@ -5,9 +5,7 @@ exactly which request was answered and how - a static member driven by hand, and
 from __future__ import annotations
 
 from kafka.protocol.admin.groups import DescribeGroupsRequest
-from kafka.protocol.consumer.group import (
-    JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
-)
+from kafka.protocol.consumer.group import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from .wire import WireClient

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs import Bytes, String
 from kafka.protocol.schemas.fields.simple import SimpleField
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
-
-from kafka.protocol.api_message import ApiMessage
 
 from tenure.protocol.apis import SUPPORTED
 

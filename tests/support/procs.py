@@ -89,7 +89,7 @@ class TenureProcess:
         threading.Thread(target=read, name="tenure-stdout", daemon=True).start()
         return self.proc
 
-    def start(self, port: int | None = None, timeout: float = 30) -> "TenureProcess":
+    def start(self, port: int | None = None, timeout: float = 30) -> TenureProcess:
         """Spawn and wait for the ready line; raises ServerExited if the child ends first."""
         self.host = None
         self.spawn(port)
@@ -99,7 +99,8 @@ class TenureProcess:
                 line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
             except queue.Empty:
                 self.kill()
-                raise AssertionError(f"tenure serve did not listen within {timeout}s; stderr:\n{self.stderr()}")
+                raise AssertionError(
+                    f"tenure serve did not listen within {timeout}s; stderr:\n{self.stderr()}") from None
             if line is None:
                 rc = self.proc.wait(10)
                 raise ServerExited(rc, self.stderr())
@@ -115,7 +116,8 @@ class TenureProcess:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"tenure serve was expected to exit but kept running; stderr:\n{self.stderr()}")
+            raise AssertionError(
+                f"tenure serve was expected to exit but kept running; stderr:\n{self.stderr()}") from None
         return rc, self.stderr()
 
     def _limit(self) -> None:
@@ -138,7 +140,8 @@ class TenureProcess:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"tenure serve did not stop within {timeout}s of SIGTERM; stderr:\n{self.stderr()}")
+            raise AssertionError(
+                f"tenure serve did not stop within {timeout}s of SIGTERM; stderr:\n{self.stderr()}") from None
 
     @property
     def running(self) -> bool:
@@ -178,7 +181,7 @@ class TenureProcess:
         except FileNotFoundError:
             return ""
 
-    def __enter__(self) -> "TenureProcess":
+    def __enter__(self) -> TenureProcess:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -45,7 +45,7 @@ class WireClient:
         self._cid = 0
 
     @classmethod
-    def to(cls, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> "WireClient":
+    def to(cls, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> WireClient:
         host, port = bootstrap.rsplit(":", 1)
         return cls(host, int(port), timeout, source)
 
@@ -71,7 +71,7 @@ class WireClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def call(self, req: ApiMessage, version: int):
@@ -102,7 +102,7 @@ class AsyncWireClient:
         self._cid = 0
 
     @classmethod
-    async def connect(cls, bootstrap: str) -> "AsyncWireClient":
+    async def connect(cls, bootstrap: str) -> AsyncWireClient:
         host, port = bootstrap.rsplit(":", 1)
         r, w = await asyncio.open_connection(host, int(port))
         return cls(r, w)
