@@ -209,8 +209,9 @@ class CoordinatorRuntime(Generic[S]):
         return special if special is not None else self._dispatch(req, ctx)
 
     def handle_now(self, req: Request, ctx: RequestContext) -> Any:
-        """`handle` without a coroutine when it can answer at once: for a caller on the loop that would await
-        `handle`'s awaitable right away (the server's dispatcher).
+        """`handle` without a coroutine when it can answer at once: what a caller on the loop gets tells whether
+        the request was answered as it ran or waits (the tests of when answers leave read it so; the server's
+        dispatcher awaits `handle`: calling this instead measured no gain, docs/benchmarks.md "hp6conn").
 
         Returns the answer itself when the request was answered without waiting: a request of `direct_apis`
         (JoinGroup, Heartbeat, LeaveGroup, SyncGroup for the group coordinator) whose Result released its answer
