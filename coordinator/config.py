@@ -9,6 +9,8 @@ from tenure.protocol.errors import AdminError  # noqa: F401 - the coordinator's 
 
 @dataclass(frozen=True)
 class CoordinatorConfig:
+    """The group coordinator's settings (the server's come from ServerConfig.coordinator_config)."""
+
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 0          # the server's default is ServerConfig's (1000, Kafka 3000); the

@@ -31,6 +31,8 @@ _SKIPS_LOGGED = 20                  # unreadable records named one by one at loa
 
 @dataclass
 class LoadReport:
+    """What the load of a coordinator partition read: batches, records, records replayed, groups, and the time."""
+
     batches: int = 0
     records: int = 0
     replayed: int = 0                       # the latest record of each key

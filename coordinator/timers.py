@@ -72,6 +72,8 @@ class TimerKey(Timer):
 
 @dataclass(frozen=True)
 class _MemberTimer(TimerKey):
+    """A timer of one member of a group (the member timers' common key)."""
+
     member_id: str
 
     def __hash__(self) -> int:

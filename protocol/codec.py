@@ -71,6 +71,9 @@ StructField._emit_tagged_decode = _emit_tagged_decode   # before any decoder is 
 
 @dataclass(frozen=True)
 class Request:
+    """One decoded request: its header, its body (kafka-python's object), the served API's row, and the bytes it
+    was decoded from (kept by the request capture)."""
+
     api_key: int
     api_version: int
     correlation_id: int

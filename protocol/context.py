@@ -18,6 +18,8 @@ _new, _set = object.__new__, object.__setattr__
 
 @dataclass(frozen=True)
 class RequestContext:
+    """What a request's handler may know of it beyond its body (see the module's docstring)."""
+
     token: int                        # set by the coordinator runtime per input (0 until then)
     api_version: int
     client_id: str

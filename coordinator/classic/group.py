@@ -32,6 +32,8 @@ class IllegalTransition(AssertionError):
 
 @dataclass
 class Member:
+    """A member of a classic group, as its records hold it, with what the coordinator keeps of it meanwhile."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -81,6 +83,9 @@ class Parked:
 
 @dataclass
 class ClassicGroup:
+    """A classic group: its state (changed only along VALID_PREVIOUS), generation, protocol, members and the
+    instance-id map of its static members."""
+
     group_id: str
     state: str = EMPTY
     previous_state: str = EMPTY
