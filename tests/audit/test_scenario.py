@@ -53,8 +53,8 @@ def observe(s, truth: Truth) -> None:
     rt = s.server.runtime
     inner = rt.apply
 
-    def apply(result):
-        inner(result)
+    def apply(result, **how):
+        inner(result, **how)
         if any(isinstance(r, rec.GroupMetadataRecord) and r.group_id == G for r in result.records):
             g = rt.group(G)
             truth.persisted.append(dict(
