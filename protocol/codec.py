@@ -113,12 +113,6 @@ def _header_decoder(flexible: bool):
     return fn
 
 
-def peek_prefix(payload: bytes) -> tuple[int, int, int]:
-    if len(payload) < _PREFIX.size:
-        raise MalformedRequest(f"request of {len(payload)} bytes is shorter than a request header")
-    return _PREFIX.unpack_from(payload, 0)
-
-
 def _request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any, spec: ApiSpec,
              served: ServedApis, payload: Any, body_at: int) -> Request:
     """A decoded `Request`, made without the per-field work of a frozen dataclass's constructor (one per request)."""
